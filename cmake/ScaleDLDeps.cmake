@@ -1,0 +1,17 @@
+# Third-party dependencies. All come from Debian packages (scripts/setup.sh);
+# LibTorch may instead come from a PyTorch install through -DTorch_DIR=...
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json 3.9 REQUIRED)
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(CLI11 REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(xgboost REQUIRED)
+
+# LibTorch: Debian's 1.13 (CPU) or a 2.x from PyTorch (CUDA). Only the stages
+# that need tensors (bench, gnn, learn's MLP baseline) link it.
+find_package(Torch REQUIRED)
+# TorchConfig appends its own flags to CMAKE_CXX_FLAGS (e.g. -D_GLIBCXX_USE_CXX11_ABI);
+# keep them global so that every TU agrees on the ABI.
+set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} ${TORCH_CXX_FLAGS}")
+message(STATUS "ScaleDL: LibTorch ${Torch_VERSION} from ${Torch_DIR}")

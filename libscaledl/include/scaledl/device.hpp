@@ -1,0 +1,46 @@
+#pragma once
+// The device record h^dev (ScaleDL eq. 7, PreNeT §3): what a device can do,
+// from its spec sheet and/or measured by `scaledl probe`. A GPU the user does
+// not have can be described by a spec JSON (NeuSight device_configs format or
+// our own to_json()).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace scaledl {
+
+struct DeviceRecord {
+  std::string name;              ///< e.g. "NVIDIA H100 80GB HBM3", "Intel Xeon ... (2 threads)"
+  std::string kind;              ///< "cpu", "cuda" or "spec" (described, not probed)
+  int64_t cores = 0;             ///< CPU threads used or GPU streaming multiprocessors
+  double clock_mhz = 0;          ///< boost/max clock, MHz; 0 = unknown
+  double mem_gb = 0;             ///< device memory capacity, GB; 0 = unknown
+  double l2_mb = 0;              ///< last-level cache, MB; 0 = unknown
+  double peak_fp32_gflops = 0;   ///< spec-sheet peak FP32, GFLOP/s; 0 = unknown
+  double peak_tf32_gflops = 0;   ///< spec-sheet dense TF32 tensor-core, GFLOP/s; 0 = unknown
+  double peak_bf16_gflops = 0;   ///< spec-sheet dense BF16/FP16 tensor-core, GFLOP/s; 0 = unknown
+  double peak_mem_bw_gbs = 0;    ///< spec-sheet memory bandwidth, GB/s; 0 = unknown
+  double measured_gflops = 0;    ///< measured FP32 matmul rate, GFLOP/s; 0 = not measured
+  double measured_bw_gbs = 0;    ///< measured copy bandwidth (read+write), GB/s; 0 = not measured
+  nlohmann::json extra;          ///< free-form details (driver, versions); not used as features
+
+  nlohmann::json to_json() const;
+  /// Accepts our own format or NeuSight's device_configs format; throws naming the key.
+  static DeviceRecord from_json(const nlohmann::json& j, const std::string& ctx = "device");
+  /// FP32 compute rate to use for features: measured if known, else spec peak (GFLOP/s).
+  double compute_gflops() const;
+  /// Bandwidth to use for features: measured if known, else spec peak (GB/s).
+  double bandwidth_gbs() const;
+  /// h^dev as a fixed-length numeric vector (see feature_names()).
+  std::vector<double> features() const;
+  static const std::vector<std::string>& feature_names();
+  /// Key used in the store: name + kind.
+  std::string key() const { return kind + ":" + name; }
+};
+
+/// Reads a device spec JSON file (either format).
+DeviceRecord load_device_spec(const std::string& path);
+
+}  // namespace scaledl

@@ -1,0 +1,36 @@
+#pragma once
+// Reading JSON files with errors that name the file, the key and the value.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace scaledl {
+
+using json = nlohmann::json;
+
+/// Parses a JSON file; throws Error("<path>: ...") when missing or malformed.
+json read_json_file(const std::string& path);
+
+/// Writes JSON atomically (temp file + rename) so a crash never leaves half a file.
+void write_json_file(const std::string& path, const json& j, int indent = 2);
+
+/// Writes any text atomically (temp file + rename).
+void write_text_file_atomic(const std::string& path, const std::string& text);
+
+/// Integer at key `key` of object `j`; `ctx` prefixes messages ("config").
+/// Throws when missing (unless `def` given), not an integer, or outside [lo, hi].
+int64_t get_int(const json& j, const std::string& key, const std::string& ctx,
+                int64_t lo, int64_t hi);
+int64_t get_int_or(const json& j, const std::string& key, const std::string& ctx,
+                   int64_t lo, int64_t hi, int64_t def);
+double get_num_or(const json& j, const std::string& key, const std::string& ctx,
+                  double lo, double hi, double def);
+std::string get_str_or(const json& j, const std::string& key, const std::string& ctx,
+                       const std::string& def);
+bool get_bool_or(const json& j, const std::string& key, const std::string& ctx, bool def);
+
+/// Short rendering of a JSON value for error messages (strings quoted, cut at 40 chars).
+std::string show(const json& v);
+
+}  // namespace scaledl

@@ -1,0 +1,89 @@
+#pragma once
+// A Transformer model read from a Hugging Face style config.json, plus the
+// training settings of one iteration. No LibTorch: the IR builds without it.
+//
+// Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, and the decoder
+// shapes of GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention).
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/layer_types.hpp"
+
+namespace scaledl {
+
+enum class Family : int { Bert = 0, Gpt2, T5, ViT, DeiT, GptNeo, Opt, Llama };
+enum class Arch : int { EncoderOnly = 0, DecoderOnly, EncoderDecoder, VisionEncoder };
+enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU };
+enum class NormKind : int { LayerNorm = 0, RMSNorm };
+
+const char* to_string(Family f);
+const char* to_string(Arch a);
+const char* to_string(Activation a);
+const char* to_string(NormKind n);
+
+/// Architecture of one model. All sizes are element counts, > 0 unless noted.
+struct ModelSpec {
+  std::string name;                 ///< e.g. "bert-base" (file stem or _name_or_path)
+  Family family = Family::Bert;
+  Arch arch = Arch::EncoderOnly;
+  int64_t hidden = 0;               ///< d_model
+  int64_t num_layers = 0;           ///< encoder layers; decoder layers for decoder-only models
+  int64_t num_decoder_layers = 0;   ///< T5 decoder layers; 0 otherwise
+  int64_t num_heads = 0;            ///< attention heads (query heads)
+  int64_t num_kv_heads = 0;         ///< key/value heads (== num_heads unless GQA/MQA)
+  int64_t head_dim = 0;             ///< per-head size (hidden/num_heads, or T5 d_kv)
+  int64_t ffn_dim = 0;              ///< FFN inner size (intermediate_size, d_ff, ffn_dim)
+  int64_t vocab_size = 0;           ///< 0 for vision models
+  int64_t max_positions = 0;        ///< rows of a learned position table; 0 if none (T5 relative, RoPE)
+  int64_t position_offset = 0;      ///< extra learned position rows (OPT: 2)
+  int64_t type_vocab_size = 0;      ///< BERT token-type rows; 0 otherwise
+  int64_t rel_attn_buckets = 0;     ///< T5 relative-attention buckets; 0 otherwise
+  int64_t image_size = 0;           ///< vision: input height = width (pixels)
+  int64_t patch_size = 0;           ///< vision: patch edge (pixels)
+  int64_t num_channels = 0;         ///< vision: input channels
+  int64_t num_labels = 0;           ///< classifier outputs (vision: 1000 for ImageNet); 0 = no classifier
+  int64_t num_special_tokens = 0;   ///< vision: CLS (1) + DeiT distillation token (2 in total)
+  Activation activation = Activation::GELU;
+  NormKind norm = NormKind::LayerNorm;
+  bool gated_ffn = false;           ///< SwiGLU / gated-GELU: up, gate and down projections
+  bool linear_bias = true;          ///< biases on attention and FFN linears
+  bool tie_word_embeddings = true;  ///< LM head shares the token embedding
+  bool pooler = false;              ///< BERT pooler (dense + tanh on [CLS])
+  bool pre_norm = true;             ///< norm before attention/FFN (GPT-2, ViT, Llama, T5)
+  bool final_norm = true;           ///< norm after the last block
+  bool lm_head = false;             ///< language-model head producing vocab logits
+  double dropout = 0.1;             ///< hidden dropout probability, [0, 1)
+  double attn_dropout = 0.1;        ///< attention-probability dropout, [0, 1)
+
+  nlohmann::json to_json() const;
+};
+
+/// Settings of one training iteration.
+struct TrainSettings {
+  int64_t batch = 8;                ///< samples per iteration (per device), >= 1
+  int64_t seq_len = 128;            ///< tokens per sample (text models), >= 1
+  int64_t image_size = 0;           ///< vision input size; 0 = the config's image_size
+  DType dtype = DType::FP32;
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  bool optimizer_step = true;       ///< iteration includes the optimizer step
+  int64_t num_devices = 1;          ///< data-parallel replicas (all-reduce of gradients)
+
+  nlohmann::json to_json() const;
+};
+
+/// Reads a config.json object; `ctx` names the source in messages (e.g. the path).
+/// Validates everything and throws Error naming the key and value on any problem.
+ModelSpec parse_model_config(const nlohmann::json& config, const std::string& ctx = "config");
+/// Reads and parses a config.json file (name defaults to the file stem).
+ModelSpec load_model_config(const std::string& path);
+/// Settings from JSON ({"batch":..,"seq_len":..,"dtype":"fp32",...}); validated.
+TrainSettings parse_train_settings(const nlohmann::json& j, const std::string& ctx = "settings");
+/// Checks settings against a model (seq_len within max_positions, image divisible by patch...).
+void validate_settings(const ModelSpec& m, const TrainSettings& s);
+
+/// Trainable parameter count of the model as Hugging Face builds it.
+int64_t parameter_count(const ModelSpec& m);
+
+}  // namespace scaledl

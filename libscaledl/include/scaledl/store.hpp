@@ -1,0 +1,126 @@
+#pragma once
+// The campaign store: one SQLite file (WAL, transactions) holding devices,
+// environments, layer measurements and whole-model measurements.
+//
+// Rows are keyed by (campaign, config key, device): a measurement is written in
+// one transaction after it finishes, and `INSERT ... ON CONFLICT DO NOTHING`
+// makes re-running a killed campaign continue where it stopped, with no lost
+// and no duplicated rows.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/device.hpp"
+#include "scaledl/layer_types.hpp"
+
+struct sqlite3;
+
+namespace scaledl {
+
+/// Summary of repeated timings, milliseconds.
+struct TimingStats {
+  double median_ms = NAN;
+  double p10_ms = NAN;
+  double p90_ms = NAN;
+  double cv = NAN;  ///< coefficient of variation (stddev / mean), dimensionless
+  int n = 0;        ///< timed repeats
+  /// From raw samples (ms); empty input gives n = 0 and NaNs.
+  static TimingStats from_samples(std::vector<double> samples_ms);
+};
+
+/// status values: "ok", "unstable" (spread too wide to trust), "oom", "error".
+struct LayerMeasurement {
+  std::string campaign;             ///< free-form campaign name
+  LayerType type = LayerType::Linear;
+  std::vector<int64_t> dims;        ///< layer_info(type).dims
+  DType dtype = DType::FP32;
+  std::string device;               ///< DeviceRecord::key()
+  std::string status = "ok";
+  std::string reason;               ///< why not ok
+  TimingStats fwd, bwd;             ///< forward / backward time
+  std::string source = "bench";     ///< "bench" or an importer ("neusight")
+  int64_t env_id = 0;               ///< environments row, 0 = unknown
+};
+
+/// Per-node time measured inside a real model (for the graph-level gap).
+struct NodeTime {
+  std::string node;                 ///< LayerNode::name
+  double ms = NAN;
+};
+
+struct ModelMeasurement {
+  std::string campaign;
+  std::string model_name;
+  std::string family;
+  nlohmann::json model;             ///< ModelSpec::to_json()
+  nlohmann::json settings;          ///< TrainSettings::to_json()
+  std::string device;               ///< DeviceRecord::key()
+  std::string status = "ok";
+  std::string reason;
+  TimingStats iter;                 ///< full iteration incl. optimizer step (if settings say so)
+  TimingStats iter_noopt;           ///< forward + loss + backward only
+  std::vector<NodeTime> node_times; ///< per-layer times inside the model
+  std::string source = "bench";
+  int64_t env_id = 0;
+};
+
+/// Canonical key of a layer config, e.g. "linear:128x768x3072x1:fp32".
+std::string layer_key(LayerType t, const std::vector<int64_t>& dims, DType dtype);
+/// Canonical key of a model run: model name + settings JSON dump.
+std::string model_key(const ModelMeasurement& m);
+
+class Store {
+ public:
+  /// Opens (creating if needed) the SQLite file; applies the schema; WAL mode.
+  /// Throws Error("<path>: ...") if it is not a ScaleDL store or is corrupt.
+  explicit Store(const std::string& path, bool read_only = false);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  /// Inserts or replaces the device row (by key()).
+  void put_device(const DeviceRecord& d);
+  std::optional<DeviceRecord> device(const std::string& key) const;
+  std::vector<DeviceRecord> devices() const;
+
+  /// Stores an environment description (versions, threads, commit); returns its id.
+  int64_t put_environment(const nlohmann::json& env);
+
+  /// Inserts one measurement unless its (campaign, key, device) exists; true if inserted.
+  bool put_layer(const LayerMeasurement& m);
+  /// Many rows in one transaction (importers); returns the number inserted.
+  size_t put_layers(const std::vector<LayerMeasurement>& ms);
+  /// Keys already present for (campaign, device): what a resumed run skips.
+  std::set<std::string> layer_keys(const std::string& campaign, const std::string& device) const;
+  /// Layer rows; empty filters match all. ok_only keeps status "ok".
+  std::vector<LayerMeasurement> layers(std::optional<LayerType> type = std::nullopt,
+                                       const std::string& device = "", bool ok_only = true) const;
+
+  bool put_model(const ModelMeasurement& m);
+  std::set<std::string> model_keys(const std::string& campaign, const std::string& device) const;
+  std::vector<ModelMeasurement> models(const std::string& device = "", bool ok_only = true) const;
+
+  /// Row counts: {"devices":..,"layers":..,"models":..}
+  nlohmann::json counts() const;
+  /// Whole store as JSON, or one table ("layers" | "models" | "devices") as CSV.
+  nlohmann::json export_json() const;
+  void export_csv(const std::string& table, std::ostream& out) const;
+
+  sqlite3* handle() { return db_; }
+
+ private:
+  void exec(const std::string& sql);
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace scaledl

@@ -1,0 +1,85 @@
+#include "scaledl/device.hpp"
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+
+namespace scaledl {
+
+nlohmann::json DeviceRecord::to_json() const {
+  return {{"name", name},
+          {"kind", kind},
+          {"cores", cores},
+          {"clock_mhz", clock_mhz},
+          {"mem_gb", mem_gb},
+          {"l2_mb", l2_mb},
+          {"peak_fp32_gflops", peak_fp32_gflops},
+          {"peak_tf32_gflops", peak_tf32_gflops},
+          {"peak_bf16_gflops", peak_bf16_gflops},
+          {"peak_mem_bw_gbs", peak_mem_bw_gbs},
+          {"measured_gflops", measured_gflops},
+          {"measured_bw_gbs", measured_bw_gbs},
+          {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
+}
+
+DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string& ctx) {
+  SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object", ctx);
+  DeviceRecord d;
+  constexpr double kBig = 1e9;
+  if (j.contains("Device")) {  // NeuSight device_configs format (spec sheet)
+    d.name = get_str_or(j, "Device", ctx, "");
+    SCALEDL_CHECK(!d.name.empty(), "{}.Device is empty", ctx);
+    d.kind = "spec";
+    d.mem_gb = get_num_or(j, "Dev_Mem", ctx, 0.001, kBig, 0);
+    d.peak_mem_bw_gbs = get_num_or(j, "Mem_Bw", ctx, 0.001, kBig, 0);
+    d.cores = get_int_or(j, "Num_Sm", ctx, 1, 1 << 20, 0);
+    d.clock_mhz = get_num_or(j, "Freq", ctx, 1, 1e5, 0);
+    d.peak_fp32_gflops = get_num_or(j, "SingleFLOPs", ctx, 0.001, kBig, 0);
+    d.l2_mb = get_num_or(j, "L2Cache", ctx, 0, 1e6, 0);
+    SCALEDL_CHECK(d.peak_fp32_gflops > 0, "{}.SingleFLOPs is missing: a spec needs the FP32 peak", ctx);
+    SCALEDL_CHECK(d.peak_mem_bw_gbs > 0, "{}.Mem_Bw is missing: a spec needs the memory bandwidth", ctx);
+    d.extra = {{"core_per_sm", get_int_or(j, "Core_Per_SM", ctx, 1, 1 << 20, 0)}};
+    return d;
+  }
+  d.name = get_str_or(j, "name", ctx, "");
+  SCALEDL_CHECK(!d.name.empty(), "{}.name is missing", ctx);
+  d.kind = get_str_or(j, "kind", ctx, "spec");
+  SCALEDL_CHECK(d.kind == "cpu" || d.kind == "cuda" || d.kind == "spec",
+                "{}.kind=\"{}\" is not a device kind (cpu, cuda or spec)", ctx, d.kind);
+  d.cores = get_int_or(j, "cores", ctx, 0, 1 << 20, 0);
+  d.clock_mhz = get_num_or(j, "clock_mhz", ctx, 0, 1e5, 0);
+  d.mem_gb = get_num_or(j, "mem_gb", ctx, 0, kBig, 0);
+  d.l2_mb = get_num_or(j, "l2_mb", ctx, 0, 1e6, 0);
+  d.peak_fp32_gflops = get_num_or(j, "peak_fp32_gflops", ctx, 0, kBig, 0);
+  d.peak_tf32_gflops = get_num_or(j, "peak_tf32_gflops", ctx, 0, kBig, 0);
+  d.peak_bf16_gflops = get_num_or(j, "peak_bf16_gflops", ctx, 0, kBig, 0);
+  d.peak_mem_bw_gbs = get_num_or(j, "peak_mem_bw_gbs", ctx, 0, kBig, 0);
+  d.measured_gflops = get_num_or(j, "measured_gflops", ctx, 0, kBig, 0);
+  d.measured_bw_gbs = get_num_or(j, "measured_bw_gbs", ctx, 0, kBig, 0);
+  if (j.contains("extra")) d.extra = j.at("extra");
+  SCALEDL_CHECK(d.compute_gflops() > 0, "{}: neither measured_gflops nor peak_fp32_gflops is set", ctx);
+  SCALEDL_CHECK(d.bandwidth_gbs() > 0, "{}: neither measured_bw_gbs nor peak_mem_bw_gbs is set", ctx);
+  return d;
+}
+
+double DeviceRecord::compute_gflops() const {
+  return measured_gflops > 0 ? measured_gflops : peak_fp32_gflops;
+}
+double DeviceRecord::bandwidth_gbs() const {
+  return measured_bw_gbs > 0 ? measured_bw_gbs : peak_mem_bw_gbs;
+}
+
+const std::vector<std::string>& DeviceRecord::feature_names() {
+  static const std::vector<std::string> n = {"dev_gflops", "dev_bw_gbs", "dev_cores",
+                                             "dev_clock_mhz", "dev_mem_gb", "dev_l2_mb"};
+  return n;
+}
+
+std::vector<double> DeviceRecord::features() const {
+  return {compute_gflops(), bandwidth_gbs(), static_cast<double>(cores), clock_mhz, mem_gb, l2_mb};
+}
+
+DeviceRecord load_device_spec(const std::string& path) {
+  return DeviceRecord::from_json(read_json_file(path), path);
+}
+
+}  // namespace scaledl

@@ -1,0 +1,430 @@
+#include "scaledl/store.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "scaledl/error.hpp"
+
+namespace scaledl {
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS devices (
+  key TEXT PRIMARY KEY, name TEXT NOT NULL, kind TEXT NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS environments (
+  id INTEGER PRIMARY KEY, env TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS layers (
+  id INTEGER PRIMARY KEY,
+  campaign TEXT NOT NULL, config_key TEXT NOT NULL, device TEXT NOT NULL,
+  layer_type TEXT NOT NULL, dims TEXT NOT NULL, dtype TEXT NOT NULL,
+  status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+  fwd_median_ms REAL, fwd_p10_ms REAL, fwd_p90_ms REAL, fwd_cv REAL, fwd_n INTEGER,
+  bwd_median_ms REAL, bwd_p10_ms REAL, bwd_p90_ms REAL, bwd_cv REAL, bwd_n INTEGER,
+  source TEXT NOT NULL, env_id INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  UNIQUE (campaign, config_key, device));
+CREATE INDEX IF NOT EXISTS layers_type ON layers (layer_type, device);
+CREATE TABLE IF NOT EXISTS models (
+  id INTEGER PRIMARY KEY,
+  campaign TEXT NOT NULL, config_key TEXT NOT NULL, device TEXT NOT NULL,
+  model_name TEXT NOT NULL, family TEXT NOT NULL, model TEXT NOT NULL, settings TEXT NOT NULL,
+  status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+  iter_median_ms REAL, iter_p10_ms REAL, iter_p90_ms REAL, iter_cv REAL, iter_n INTEGER,
+  noopt_median_ms REAL, noopt_p10_ms REAL, noopt_p90_ms REAL, noopt_cv REAL, noopt_n INTEGER,
+  node_times TEXT NOT NULL DEFAULT '[]',
+  source TEXT NOT NULL, env_id INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  UNIQUE (campaign, config_key, device));
+)SQL";
+
+/// RAII prepared statement with 1-based binds and 0-based column reads.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
+    int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr);
+    SCALEDL_CHECK(rc == SQLITE_OK, "{}: SQLite error: {}", path, sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
+  Stmt& bind(int i, double v) {
+    if (std::isnan(v))
+      sqlite3_bind_null(s_, i);
+    else
+      sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
+  /// Steps once; true while a row is available.
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    SCALEDL_CHECK(rc == SQLITE_DONE, "{}: SQLite error: {}", path_, sqlite3_errmsg(db_));
+    return false;
+  }
+  void reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  std::string text(int c) const {
+    auto p = sqlite3_column_text(s_, c);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
+  double real(int c) const {
+    return sqlite3_column_type(s_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(s_, c);
+  }
+  int cols() const { return sqlite3_column_count(s_); }
+  std::string name(int c) const { return sqlite3_column_name(s_, c); }
+  bool is_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+  int type(int c) const { return sqlite3_column_type(s_, c); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+  std::string path_;
+};
+
+void bind_stats(Stmt& s, int first, const TimingStats& t) {
+  s.bind(first, t.median_ms).bind(first + 1, t.p10_ms).bind(first + 2, t.p90_ms).bind(first + 3, t.cv);
+  s.bind(first + 4, t.n);
+}
+
+TimingStats read_stats(const Stmt& s, int first) {
+  TimingStats t;
+  t.median_ms = s.real(first);
+  t.p10_ms = s.real(first + 1);
+  t.p90_ms = s.real(first + 2);
+  t.cv = s.real(first + 3);
+  t.n = static_cast<int>(s.i64(first + 4));
+  return t;
+}
+
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.size() == 1) return sorted[0];
+  double pos = q * static_cast<double>(sorted.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  double f = pos - static_cast<double>(lo);
+  return sorted[lo] * (1 - f) + sorted[hi] * f;
+}
+
+}  // namespace
+
+TimingStats TimingStats::from_samples(std::vector<double> v) {
+  TimingStats t;
+  if (v.empty()) return t;
+  std::sort(v.begin(), v.end());
+  t.n = static_cast<int>(v.size());
+  t.median_ms = quantile(v, 0.5);
+  t.p10_ms = quantile(v, 0.1);
+  t.p90_ms = quantile(v, 0.9);
+  double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  var /= std::max<size_t>(1, v.size() - 1);
+  t.cv = mean > 0 ? std::sqrt(var) / mean : 0.0;
+  return t;
+}
+
+std::string layer_key(LayerType t, const std::vector<int64_t>& dims, DType dtype) {
+  return fmt::format("{}:{}:{}", to_string(t), fmt::join(dims, "x"), to_string(dtype));
+}
+
+std::string model_key(const ModelMeasurement& m) {
+  return m.model_name + ":" + m.settings.dump();
+}
+
+Store::Store(const std::string& path, bool read_only) : path_(path) {
+  int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    fail("{}: cannot open store: {}", path, msg);
+  }
+  sqlite3_busy_timeout(db_, 10000);
+  try {
+    if (!read_only) {
+      exec("PRAGMA journal_mode=WAL;");
+      exec("PRAGMA synchronous=NORMAL;");
+      exec(kSchema);
+      Stmt s(db_, "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", path_);
+      s.bind(1, std::to_string(kSchemaVersion));
+      s.step();
+    }
+    Stmt v(db_, "SELECT value FROM meta WHERE key='schema_version'", path_);
+    SCALEDL_CHECK(v.step(), "{}: not a ScaleDL store (no schema_version)", path_);
+    SCALEDL_CHECK(v.text(0) == std::to_string(kSchemaVersion),
+                  "{}: store schema_version={} but this build reads {}", path_, v.text(0), kSchemaVersion);
+  } catch (const Error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    std::string w = e.what();
+    // "file is not a database" from SQLite means a corrupt or foreign file.
+    if (w.find(path_) == 0) throw;
+    fail("{}: {}", path_, w);
+  }
+}
+
+Store::~Store() {
+  if (db_) sqlite3_close(db_);
+}
+
+void Store::exec(const std::string& sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    fail("{}: SQLite error: {}", path_, msg);
+  }
+}
+
+void Store::put_device(const DeviceRecord& d) {
+  Stmt s(db_, "INSERT OR REPLACE INTO devices(key, name, kind, record) VALUES (?,?,?,?)", path_);
+  s.bind(1, d.key()).bind(2, d.name).bind(3, d.kind).bind(4, d.to_json().dump());
+  s.step();
+}
+
+std::optional<DeviceRecord> Store::device(const std::string& key) const {
+  Stmt s(db_, "SELECT record FROM devices WHERE key=?", path_);
+  s.bind(1, key);
+  if (!s.step()) return std::nullopt;
+  return DeviceRecord::from_json(nlohmann::json::parse(s.text(0)), path_ + ":devices[" + key + "]");
+}
+
+std::vector<DeviceRecord> Store::devices() const {
+  Stmt s(db_, "SELECT key, record FROM devices ORDER BY key", path_);
+  std::vector<DeviceRecord> out;
+  while (s.step())
+    out.push_back(DeviceRecord::from_json(nlohmann::json::parse(s.text(1)), path_ + ":devices[" + s.text(0) + "]"));
+  return out;
+}
+
+int64_t Store::put_environment(const nlohmann::json& env) {
+  std::string text = env.dump();
+  Stmt ins(db_, "INSERT OR IGNORE INTO environments(env) VALUES (?)", path_);
+  ins.bind(1, text);
+  ins.step();
+  Stmt q(db_, "SELECT id FROM environments WHERE env=?", path_);
+  q.bind(1, text);
+  SCALEDL_CHECK(q.step(), "{}: environment row vanished", path_);
+  return q.i64(0);
+}
+
+static const char* kInsertLayer =
+    "INSERT INTO layers(campaign, config_key, device, layer_type, dims, dtype, status, reason,"
+    " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
+    " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, source, env_id)"
+    " VALUES (?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?)"
+    " ON CONFLICT(campaign, config_key, device) DO NOTHING";
+
+static bool insert_layer(Stmt& s, const LayerMeasurement& m, sqlite3* db) {
+  validate_dims(m.type, m.dims);
+  s.reset();
+  s.bind(1, m.campaign).bind(2, layer_key(m.type, m.dims, m.dtype)).bind(3, m.device);
+  s.bind(4, std::string(to_string(m.type))).bind(5, nlohmann::json(m.dims).dump());
+  s.bind(6, std::string(to_string(m.dtype))).bind(7, m.status).bind(8, m.reason);
+  bind_stats(s, 9, m.fwd);
+  bind_stats(s, 14, m.bwd);
+  s.bind(19, m.source).bind(20, m.env_id);
+  s.step();
+  return sqlite3_changes(db) > 0;
+}
+
+bool Store::put_layer(const LayerMeasurement& m) {
+  Stmt s(db_, kInsertLayer, path_);
+  return insert_layer(s, m, db_);
+}
+
+size_t Store::put_layers(const std::vector<LayerMeasurement>& ms) {
+  exec("BEGIN IMMEDIATE");
+  size_t n = 0;
+  try {
+    Stmt s(db_, kInsertLayer, path_);
+    for (const auto& m : ms) n += insert_layer(s, m, db_) ? 1 : 0;
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return n;
+}
+
+std::set<std::string> Store::layer_keys(const std::string& campaign, const std::string& device) const {
+  Stmt s(db_, "SELECT config_key FROM layers WHERE campaign=? AND device=?", path_);
+  s.bind(1, campaign).bind(2, device);
+  std::set<std::string> out;
+  while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+std::vector<LayerMeasurement> Store::layers(std::optional<LayerType> type, const std::string& device,
+                                            bool ok_only) const {
+  std::string sql =
+      "SELECT campaign, layer_type, dims, dtype, device, status, reason,"
+      " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
+      " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, source, env_id FROM layers WHERE 1=1";
+  if (type) sql += " AND layer_type=?1";
+  if (!device.empty()) sql += " AND device=?2";
+  if (ok_only) sql += " AND status='ok'";
+  sql += " ORDER BY id";
+  Stmt s(db_, sql, path_);
+  if (type) s.bind(1, std::string(to_string(*type)));
+  if (!device.empty()) s.bind(2, device);
+  std::vector<LayerMeasurement> out;
+  while (s.step()) {
+    LayerMeasurement m;
+    m.campaign = s.text(0);
+    m.type = parse_layer_type(s.text(1), path_ + ":layers.layer_type");
+    m.dims = nlohmann::json::parse(s.text(2)).get<std::vector<int64_t>>();
+    m.dtype = parse_dtype(s.text(3), path_ + ":layers.dtype");
+    m.device = s.text(4);
+    m.status = s.text(5);
+    m.reason = s.text(6);
+    m.fwd = read_stats(s, 7);
+    m.bwd = read_stats(s, 12);
+    m.source = s.text(17);
+    m.env_id = s.i64(18);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+bool Store::put_model(const ModelMeasurement& m) {
+  Stmt s(db_,
+         "INSERT INTO models(campaign, config_key, device, model_name, family, model, settings, status, reason,"
+         " iter_median_ms, iter_p10_ms, iter_p90_ms, iter_cv, iter_n,"
+         " noopt_median_ms, noopt_p10_ms, noopt_p90_ms, noopt_cv, noopt_n, node_times, source, env_id)"
+         " VALUES (?,?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?,?)"
+         " ON CONFLICT(campaign, config_key, device) DO NOTHING",
+         path_);
+  nlohmann::json nt = nlohmann::json::array();
+  for (const auto& t : m.node_times) nt.push_back({t.node, std::isnan(t.ms) ? nlohmann::json() : nlohmann::json(t.ms)});
+  s.bind(1, m.campaign).bind(2, model_key(m)).bind(3, m.device).bind(4, m.model_name).bind(5, m.family);
+  s.bind(6, m.model.dump()).bind(7, m.settings.dump()).bind(8, m.status).bind(9, m.reason);
+  bind_stats(s, 10, m.iter);
+  bind_stats(s, 15, m.iter_noopt);
+  s.bind(20, nt.dump()).bind(21, m.source).bind(22, m.env_id);
+  s.step();
+  return sqlite3_changes(db_) > 0;
+}
+
+std::set<std::string> Store::model_keys(const std::string& campaign, const std::string& device) const {
+  Stmt s(db_, "SELECT config_key FROM models WHERE campaign=? AND device=?", path_);
+  s.bind(1, campaign).bind(2, device);
+  std::set<std::string> out;
+  while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+std::vector<ModelMeasurement> Store::models(const std::string& device, bool ok_only) const {
+  std::string sql =
+      "SELECT campaign, model_name, family, model, settings, device, status, reason,"
+      " iter_median_ms, iter_p10_ms, iter_p90_ms, iter_cv, iter_n,"
+      " noopt_median_ms, noopt_p10_ms, noopt_p90_ms, noopt_cv, noopt_n, node_times, source, env_id"
+      " FROM models WHERE 1=1";
+  if (!device.empty()) sql += " AND device=?1";
+  if (ok_only) sql += " AND status='ok'";
+  sql += " ORDER BY id";
+  Stmt s(db_, sql, path_);
+  if (!device.empty()) s.bind(1, device);
+  std::vector<ModelMeasurement> out;
+  while (s.step()) {
+    ModelMeasurement m;
+    m.campaign = s.text(0);
+    m.model_name = s.text(1);
+    m.family = s.text(2);
+    m.model = nlohmann::json::parse(s.text(3));
+    m.settings = nlohmann::json::parse(s.text(4));
+    m.device = s.text(5);
+    m.status = s.text(6);
+    m.reason = s.text(7);
+    m.iter = read_stats(s, 8);
+    m.iter_noopt = read_stats(s, 13);
+    for (const auto& e : nlohmann::json::parse(s.text(18)))
+      m.node_times.push_back({e.at(0).get<std::string>(), e.at(1).is_null() ? NAN : e.at(1).get<double>()});
+    m.source = s.text(19);
+    m.env_id = s.i64(20);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+nlohmann::json Store::counts() const {
+  nlohmann::json j;
+  for (const char* t : {"devices", "environments", "layers", "models"}) {
+    Stmt s(db_, std::string("SELECT COUNT(*) FROM ") + t, path_);
+    s.step();
+    j[t] = s.i64(0);
+  }
+  return j;
+}
+
+static nlohmann::json table_json(sqlite3* db, const std::string& table, const std::string& path) {
+  Stmt s(db, "SELECT * FROM " + table + " ORDER BY rowid", path);
+  nlohmann::json rows = nlohmann::json::array();
+  while (s.step()) {
+    nlohmann::json r;
+    for (int c = 0; c < s.cols(); ++c) {
+      switch (s.type(c)) {
+        case SQLITE_INTEGER: r[s.name(c)] = s.i64(c); break;
+        case SQLITE_FLOAT: r[s.name(c)] = s.real(c); break;
+        case SQLITE_NULL: r[s.name(c)] = nullptr; break;
+        default: r[s.name(c)] = s.text(c);
+      }
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+nlohmann::json Store::export_json() const {
+  nlohmann::json j;
+  for (const char* t : {"devices", "environments", "layers", "models"}) j[t] = table_json(db_, t, path_);
+  return j;
+}
+
+void Store::export_csv(const std::string& table, std::ostream& out) const {
+  SCALEDL_CHECK(table == "layers" || table == "models" || table == "devices" || table == "environments",
+                "--table={} is not a table (layers, models, devices, environments)", table);
+  Stmt s(db_, "SELECT * FROM " + table + " ORDER BY rowid", path_);
+  auto quote = [](const std::string& v) {
+    if (v.find_first_of(",\"\n") == std::string::npos) return v;
+    std::string q = "\"";
+    for (char c : v) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  bool header = false;
+  while (s.step()) {
+    if (!header) {
+      for (int c = 0; c < s.cols(); ++c) out << (c ? "," : "") << s.name(c);
+      out << "\n";
+      header = true;
+    }
+    for (int c = 0; c < s.cols(); ++c) {
+      out << (c ? "," : "");
+      if (s.type(c) == SQLITE_FLOAT)
+        out << fmt::format("{:.6g}", s.real(c));
+      else if (!s.is_null(c))
+        out << quote(s.text(c));
+    }
+    out << "\n";
+  }
+}
+
+}  // namespace scaledl

@@ -1,0 +1,280 @@
+// The FLOP and byte model of every layer type (see layer_types.hpp).
+//
+// Conventions: one multiply-add = 2 FLOP; elementwise costs count the arithmetic
+// a straightforward kernel performs per element (documented per type below).
+// Byte counts are per forward pass in the activation dtype; optimizer state is
+// FP32 as in PyTorch's optimizers.
+#include "scaledl/layer_types.hpp"
+
+#include <array>
+#include <cstdio>
+
+#include "scaledl/error.hpp"
+
+namespace scaledl {
+
+int dtype_bytes(DType d) {
+  switch (d) {
+    case DType::FP32:
+    case DType::TF32: return 4;
+    case DType::BF16:
+    case DType::FP16: return 2;
+  }
+  return 4;
+}
+
+const char* to_string(DType d) {
+  static const char* n[] = {"fp32", "tf32", "bf16", "fp16"};
+  return n[static_cast<int>(d)];
+}
+const char* to_string(OptimizerKind k) {
+  static const char* n[] = {"sgd", "adam", "adamw"};
+  return n[static_cast<int>(k)];
+}
+const char* to_string(Direction d) {
+  static const char* n[] = {"fwd", "bwd", "update"};
+  return n[static_cast<int>(d)];
+}
+
+DType parse_dtype(const std::string& s, const std::string& key) {
+  for (int i = 0; i < 4; ++i)
+    if (s == to_string(static_cast<DType>(i))) return static_cast<DType>(i);
+  fail("{}=\"{}\" is not a dtype (expected fp32, tf32, bf16 or fp16)", key, s);
+}
+
+OptimizerKind parse_optimizer(const std::string& s, const std::string& key) {
+  for (int i = 0; i < 3; ++i)
+    if (s == to_string(static_cast<OptimizerKind>(i))) return static_cast<OptimizerKind>(i);
+  fail("{}=\"{}\" is not an optimizer (expected sgd, adam or adamw)", key, s);
+}
+
+const std::vector<LayerInfo>& all_layer_infos() {
+  static const std::vector<LayerInfo> infos = {
+      {LayerType::Embedding, "embedding", {"tokens", "vocab", "hidden"}, true},
+      {LayerType::LayerNorm, "layernorm", {"tokens", "hidden"}, true},
+      {LayerType::RMSNorm, "rmsnorm", {"tokens", "hidden"}, true},
+      {LayerType::Linear, "linear", {"tokens", "d_in", "d_out", "bias"}, true},
+      {LayerType::BMM, "bmm", {"batch", "m", "n", "k"}, true},
+      {LayerType::Attention, "attention", {"batch", "heads", "seq_q", "seq_k", "head_dim"}, true},
+      {LayerType::Softmax, "softmax", {"rows", "cols"}, true},
+      {LayerType::Dropout, "dropout", {"elements"}, true},
+      {LayerType::GELU, "gelu", {"elements"}, true},
+      {LayerType::ReLU, "relu", {"elements"}, true},
+      {LayerType::SiLU, "silu", {"elements"}, true},
+      {LayerType::Add, "add", {"elements"}, true},
+      {LayerType::Mul, "mul", {"elements"}, true},
+      {LayerType::Conv2dPatch, "conv2d_patch", {"batch", "channels", "hidden", "image", "patch"}, true},
+      {LayerType::CrossEntropy, "cross_entropy", {"tokens", "classes"}, true},
+      {LayerType::Optimizer, "optimizer", {"params", "kind"}, false},
+  };
+  return infos;
+}
+
+const LayerInfo& layer_info(LayerType t) {
+  int i = static_cast<int>(t);
+  SCALEDL_CHECK(i >= 0 && i < static_cast<int>(LayerType::Count), "layer type id {} is unknown", i);
+  return all_layer_infos()[i];
+}
+
+const char* to_string(LayerType t) { return layer_info(t).name; }
+
+LayerType parse_layer_type(const std::string& s, const std::string& key) {
+  for (const auto& info : all_layer_infos())
+    if (s == info.name) return info.type;
+  std::string known;
+  for (const auto& info : all_layer_infos()) known += (known.empty() ? "" : ", ") + std::string(info.name);
+  fail("{}=\"{}\" is not a layer type (known: {})", key, s, known);
+}
+
+int dim_index(LayerType t, const std::string& dim_name) {
+  const auto& d = layer_info(t).dims;
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] == dim_name) return static_cast<int>(i);
+  fail("layer type {} has no dim '{}'", layer_info(t).name, dim_name);
+}
+
+void validate_dims(LayerType t, const std::vector<int64_t>& dims) {
+  const LayerInfo& info = layer_info(t);
+  SCALEDL_CHECK(dims.size() == info.dims.size(), "{}: expected {} dims ({}), got {}", info.name,
+                info.dims.size(), fmt::join(info.dims, ", "), dims.size());
+  // Each dim is a size < 2^40 (about 10^12), except flag dims.
+  constexpr int64_t kMax = int64_t(1) << 40;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const std::string& n = info.dims[i];
+    if (n == "bias") {
+      SCALEDL_CHECK(dims[i] == 0 || dims[i] == 1, "{}.bias={} must be 0 or 1", info.name, dims[i]);
+    } else if (n == "kind") {
+      SCALEDL_CHECK(dims[i] >= 0 && dims[i] <= 2, "{}.kind={} must be 0 (sgd), 1 (adam) or 2 (adamw)",
+                    info.name, dims[i]);
+    } else {
+      SCALEDL_CHECK(dims[i] > 0 && dims[i] < kMax, "{}.{}={} must be in [1, 2^40)", info.name, n, dims[i]);
+    }
+  }
+  if (t == LayerType::Conv2dPatch) {
+    SCALEDL_CHECK(dims[3] % dims[4] == 0, "conv2d_patch.patch={} does not divide conv2d_patch.image={}",
+                  dims[4], dims[3]);
+  }
+}
+
+LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
+  const double e = dtype_bytes(dtype);
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  switch (t) {
+    case LayerType::Embedding: {  // tokens, vocab, hidden: gather fwd, scatter-add bwd
+      double n = D(0) * D(2);
+      c.flops_fwd = 0;
+      c.flops_bwd = n;
+      c.params = D(1) * D(2);
+      c.in_bytes = D(0) * 8;  // int64 token ids
+      c.out_bytes = n * e;
+      c.weight_bytes = c.params * e;
+      break;
+    }
+    case LayerType::LayerNorm: {  // mean, var, normalise, scale, shift ~ 8/elem; bwd ~ 2x
+      double n = D(0) * D(1);
+      c.flops_fwd = 8 * n;
+      c.flops_bwd = 16 * n;
+      c.params = 2 * D(1);
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
+      c.weight_bytes = c.params * e;
+      c.temp_bytes = 2 * D(0) * 4;  // saved mean and rstd (fp32)
+      break;
+    }
+    case LayerType::RMSNorm: {  // square, mean, rsqrt, scale, weight ~ 5/elem
+      double n = D(0) * D(1);
+      c.flops_fwd = 5 * n;
+      c.flops_bwd = 10 * n;
+      c.params = D(1);
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
+      c.weight_bytes = c.params * e;
+      c.temp_bytes = D(0) * 4;
+      break;
+    }
+    case LayerType::Linear: {  // tokens b, d_in, d_out, bias: ScaleDL eq. 9-10
+      double b = D(0), din = D(1), dout = D(2), bias = D(3);
+      c.flops_fwd = 2 * b * din * dout + bias * b * dout;
+      c.flops_bwd = 4 * b * din * dout + bias * b * dout;  // dX = dY W, dW = dY^T X, db = sum dY
+      c.params = din * dout + bias * dout;
+      c.in_bytes = b * din * e;
+      c.out_bytes = b * dout * e;
+      c.weight_bytes = c.params * e;
+      break;
+    }
+    case LayerType::BMM: {  // [B,m,n] x [B,n,k]
+      double B = D(0), m = D(1), n = D(2), k = D(3);
+      c.flops_fwd = 2 * B * m * n * k;
+      c.flops_bwd = 4 * B * m * n * k;
+      c.in_bytes = B * (m * n + n * k) * e;
+      c.out_bytes = B * m * k * e;
+      break;
+    }
+    case LayerType::Attention: {  // batch, heads, seq_q, seq_k, head_dim
+      double bh = D(0) * D(1), sq = D(2), sk = D(3), hd = D(4);
+      double scores = bh * sq * sk;
+      c.flops_fwd = 4 * bh * sq * sk * hd + 7 * scores;  // QK^T + AV, scale + softmax(5) + dropout
+      c.flops_bwd = 8 * bh * sq * sk * hd + 6 * scores;
+      c.in_bytes = bh * (sq + 2 * sk) * hd * e;
+      c.out_bytes = bh * sq * hd * e;
+      c.temp_bytes = scores * (e + 1);  // attention probabilities + dropout mask
+      break;
+    }
+    case LayerType::Softmax: {  // max, subtract, exp, sum, divide ~ 5/elem; bwd ~ 4/elem
+      double n = D(0) * D(1);
+      c.flops_fwd = 5 * n;
+      c.flops_bwd = 4 * n;
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
+      break;
+    }
+    case LayerType::Dropout: {  // compare + scale; bwd mask multiply
+      double n = D(0);
+      c.flops_fwd = 2 * n;
+      c.flops_bwd = n;
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
+      c.temp_bytes = n;  // bool mask
+      break;
+    }
+    case LayerType::GELU: {  // erf form ~ 8/elem, bwd ~ 12/elem
+      double n = D(0);
+      c.flops_fwd = 8 * n;
+      c.flops_bwd = 12 * n;
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
+      break;
+    }
+    case LayerType::ReLU: {
+      double n = D(0);
+      c.flops_fwd = n;
+      c.flops_bwd = n;
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
+      break;
+    }
+    case LayerType::SiLU: {  // x * sigmoid(x) ~ 4/elem, bwd ~ 6/elem
+      double n = D(0);
+      c.flops_fwd = 4 * n;
+      c.flops_bwd = 6 * n;
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
+      break;
+    }
+    case LayerType::Add: {  // gradient passes through: no arithmetic backward
+      double n = D(0);
+      c.flops_fwd = n;
+      c.flops_bwd = 0;
+      c.in_bytes = 2 * n * e;
+      c.out_bytes = n * e;
+      break;
+    }
+    case LayerType::Mul: {  // da = g*b, db = g*a
+      double n = D(0);
+      c.flops_fwd = n;
+      c.flops_bwd = 2 * n;
+      c.in_bytes = 2 * n * e;
+      c.out_bytes = n * e;
+      break;
+    }
+    case LayerType::Conv2dPatch: {  // batch, channels, hidden, image, patch: a Linear over patches
+      double B = D(0), C = D(1), H = D(2), p = D(4);
+      double np = (D(3) / p) * (D(3) / p);
+      double kin = C * p * p;
+      c.flops_fwd = 2 * B * np * kin * H + B * np * H;
+      c.flops_bwd = 4 * B * np * kin * H + B * np * H;
+      c.params = kin * H + H;
+      c.in_bytes = B * C * D(3) * D(3) * e;
+      c.out_bytes = B * np * H * e;
+      c.weight_bytes = c.params * e;
+      break;
+    }
+    case LayerType::CrossEntropy: {  // log-softmax (5/elem) + gather; bwd softmax - onehot
+      double n = D(0) * D(1);
+      c.flops_fwd = 5 * n + D(0);
+      c.flops_bwd = 2 * n;
+      c.in_bytes = n * e + D(0) * 8;
+      c.out_bytes = 4;
+      c.temp_bytes = n * e;  // saved log-probabilities
+      break;
+    }
+    case LayerType::Optimizer: {  // params p, kind: SGD p -= lr*g (2/elem); Adam(W) ~ 12/13 per elem
+      double p = D(0);
+      int kind = static_cast<int>(d[1]);
+      static const std::array<double, 3> flops_per = {2, 12, 13};
+      static const std::array<double, 3> state_per = {0, 2, 2};  // fp32 moments
+      c.flops_fwd = flops_per[kind] * p;
+      c.flops_bwd = 0;
+      c.params = 0;  // updates parameters it does not own
+      c.in_bytes = p * e;  // gradients read
+      c.out_bytes = 0;
+      c.weight_bytes = p * e + state_per[kind] * p * 4;  // parameters + optimizer state
+      break;
+    }
+    case LayerType::Count: fail("layer type Count is not a layer");
+  }
+  return c;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One-command setup: install every dependency from Debian packages (idempotent),
+# then configure and build ScaleDL in Release into build/.
+#
+#   scripts/setup.sh [--no-build] [--jobs N]
+#
+# Environment: BUILD_DIR (default build), SCALEDL_CUDA (AUTO|ON|OFF, default AUTO),
+# Torch_DIR (use another LibTorch, e.g. one from a PyTorch install).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=1
+JOBS=$(nproc)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) BUILD=0 ;;
+    --jobs) JOBS="$2"; shift ;;
+    *) echo "setup.sh: unknown option '$1' (known: --no-build, --jobs N)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+PKGS=(build-essential cmake pkg-config
+      libtorch-dev libopenblas0-pthread
+      libxgboost-dev xgboost
+      nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev
+      libgtest-dev libgmock-dev libbenchmark-dev)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+[ "$BUILD" -eq 1 ] || exit 0
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+      -DSCALEDL_CUDA="${SCALEDL_CUDA:-AUTO}" \
+      -DSCALEDL_BUILD_TESTS=ON -DSCALEDL_BUILD_BENCH=ON \
+      ${Torch_DIR:+-DTorch_DIR="$Torch_DIR"}
+cmake --build "$BUILD_DIR" -j "$JOBS"
+echo "setup: built $BUILD_DIR/tools/scaledl"

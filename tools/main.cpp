@@ -1,0 +1,71 @@
+// scaledl: predict the training time of Transformer models on a cluster.
+// Thin by design: parse, call the library, print. This is the one place where
+// errors become a single "scaledl: error: ..." line and a non-zero exit.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "command.hpp"
+#include "scaledl/error.hpp"
+
+namespace scaledl::cli {
+bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }
+bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
+}  // namespace scaledl::cli
+
+namespace {
+std::string first_line(const std::string& s) {
+  auto p = s.find('\n');
+  return p == std::string::npos ? s : s.substr(0, p);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace scaledl::cli;
+  CLI::App app{
+      "ScaleDL: predict per-iteration and per-epoch training time of Transformer models\n"
+      "from layer microbenchmarks, XGBoost layer regressors and graph refinement."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "scaledl 0.1.0");
+
+  auto defs = registry();
+  std::sort(defs.begin(), defs.end(), [](const CommandDef& a, const CommandDef& b) { return a.path < b.path; });
+  std::map<std::string, CLI::App*> groups;  // "bench" -> its CLI11 node
+  Runner chosen;
+  for (auto& d : defs) {
+    CLI::App* parent = &app;
+    std::string prefix;
+    for (size_t i = 0; i + 1 < d.path.size(); ++i) {
+      prefix += "/" + d.path[i];
+      auto it = groups.find(prefix);
+      if (it == groups.end()) {
+        CLI::App* g = parent->add_subcommand(d.path[i], d.path[i] + " commands");
+        g->require_subcommand(1);
+        it = groups.emplace(prefix, g).first;
+      }
+      parent = it->second;
+    }
+    CLI::App* sub = parent->add_subcommand(d.path.back(), d.help);
+    auto runner = std::make_shared<Runner>(d.setup(*sub));
+    sub->callback([runner, &chosen] { chosen = *runner; });
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return chosen ? chosen() : 0;
+  } catch (const scaledl::Error& e) {
+    std::fprintf(stderr, "scaledl: error: %s\n", e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "scaledl: error: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "scaledl: error: %s\n", first_line(e.what()).c_str());
+  }
+  return 1;
+}
