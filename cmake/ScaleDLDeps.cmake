@@ -6,6 +6,12 @@ find_package(nlohmann_json 3.9 REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(CLI11 REQUIRED)
 find_package(SQLite3 REQUIRED)
+# CMake >= 4.1 renamed the imported target; older versions only know SQLite::SQLite3.
+if(TARGET SQLite3::SQLite3)
+  set(SCALEDL_SQLITE_TARGET SQLite3::SQLite3)
+else()
+  set(SCALEDL_SQLITE_TARGET SQLite::SQLite3)
+endif()
 find_package(xgboost REQUIRED)
 
 # LibTorch: Debian's 1.13 (CPU) or a 2.x from PyTorch (CUDA). Only the stages
