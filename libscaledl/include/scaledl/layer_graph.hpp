@@ -35,6 +35,7 @@ struct LayerEdge {
   double bytes = 0;                 ///< bytes of the tensor carried
   std::vector<int64_t> shape;       ///< its shape
   bool backward = false;            ///< gradient tensor (true) or activation (false)
+  bool saved = false;               ///< forward node -> its own backward node: tensors saved for backward
 };
 
 struct LayerGraph {
@@ -46,6 +47,9 @@ struct LayerGraph {
   double total_params() const;      ///< sum of params over forward nodes
   double total_flops_fwd() const;
   double total_flops_bwd() const;
+  double total_flops_update() const; ///< optimizer-step FLOP (0 without optimizer_step)
+  /// Id of the node with this exact name, -1 when absent.
+  int find(const std::string& name) const;
   nlohmann::json to_json() const;   ///< {params, flops_fwd, flops_bwd, layers: [...], edges: [...]}
   std::string to_dot() const;       ///< Graphviz
 };

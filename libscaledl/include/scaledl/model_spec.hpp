@@ -56,6 +56,15 @@ struct ModelSpec {
   bool lm_head = false;             ///< language-model head producing vocab logits
   double dropout = 0.1;             ///< hidden dropout probability, [0, 1)
   double attn_dropout = 0.1;        ///< attention-probability dropout, [0, 1)
+  // ---- added by the IR engineer (fields above are unchanged) ----
+  double embed_dropout = 0.1;       ///< dropout after the embeddings, [0, 1)
+  double act_dropout = 0;           ///< dropout inside the FFN after the activation (T5, OPT), [0, 1)
+  bool qkv_bias = true;             ///< biases on the q/k/v projections (false: GPT-Neo, T5, Llama)
+  bool out_bias = true;             ///< bias on the attention output projection (false: T5, Llama)
+  int64_t context_len = 0;          ///< longest trained sequence (RoPE/learned positions); 0 = unbounded (T5)
+  int64_t embed_dim = 0;            ///< token-embedding width (OPT word_embed_proj_dim); == hidden otherwise
+  bool dist_head = false;           ///< DeiT with teacher: second classifier on the distillation token
+  std::string hf_class;             ///< architectures[0] of the config, "" when absent
 
   nlohmann::json to_json() const;
 };
@@ -69,6 +78,7 @@ struct TrainSettings {
   OptimizerKind optimizer = OptimizerKind::AdamW;
   bool optimizer_step = true;       ///< iteration includes the optimizer step
   int64_t num_devices = 1;          ///< data-parallel replicas (all-reduce of gradients)
+  int64_t tgt_len = 0;              ///< T5 decoder tokens per sample; 0 = seq_len
 
   nlohmann::json to_json() const;
 };
@@ -85,5 +95,18 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s);
 
 /// Trainable parameter count of the model as Hugging Face builds it.
 int64_t parameter_count(const ModelSpec& m);
+
+/// Checks a ModelSpec built by hand (parse_model_config already calls it): sizes
+/// in range, heads dividing hidden where required, kv heads dividing heads.
+void validate_model_spec(const ModelSpec& m, const std::string& ctx = "config");
+/// The optional "scaledl" object beside a config ({"scaledl": {"batch": 8, ...}})
+/// parsed with parse_train_settings; defaults when absent.
+TrainSettings settings_from_config(const nlohmann::json& config, const std::string& ctx = "config");
+/// Sequence length of the decoder (T5: tgt_len or seq_len) and of the input
+/// tokens per sample (vision: patches + special tokens; text: seq_len).
+int64_t tokens_per_sample(const ModelSpec& m, const TrainSettings& s);
+int64_t decoder_tokens_per_sample(const ModelSpec& m, const TrainSettings& s);
+/// Supported model_type names, comma separated (for messages and docs).
+const char* supported_model_types();
 
 }  // namespace scaledl

@@ -1,0 +1,50 @@
+#pragma once
+// Communication time of data-parallel training: the ring all-reduce model of
+// ScaleDL eq. 15, with its two constants calibrated from a measured all-reduce.
+//
+//   T_comm = 2(N-1)/N * S/B + 2(N-1) * gamma                      (ScaleDL eq. 15)
+//
+// Units used throughout: S in BYTES (the paper writes bits; bytes avoid a
+// factor 8 everywhere), B in BYTES PER SECOND, gamma and T_comm in SECONDS.
+// N = 1 gives T_comm = 0. No LibTorch: the predictor and the CLI use this too.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace scaledl {
+
+/// One timed all-reduce: `bytes` per device reduced over `devices` ranks.
+struct AllReduceSample {
+  double bytes = 0;     ///< message size per device S, bytes, > 0
+  int64_t devices = 2;  ///< ranks N, >= 2 (N = 1 carries no information)
+  double seconds = 0;   ///< measured wall time, seconds, > 0
+};
+
+/// Fitted constants of eq. 15.
+struct CommModel {
+  double bandwidth_Bps = 0;  ///< B, bytes/s, > 0 (bus bandwidth of the all-reduce)
+  double gamma_s = 0;        ///< per-step latency gamma, seconds, >= 0
+
+  /// T_comm of eq. 15, seconds, for S = `bytes` and N = `devices` (>= 1).
+  double time_s(double bytes, int64_t devices) const;
+  nlohmann::json to_json() const;
+  /// Reads {"bandwidth_Bps":..,"gamma_s":..}; throws naming ctx and the key.
+  static CommModel from_json(const nlohmann::json& j, const std::string& ctx = "comm");
+};
+
+/// Least-squares fit of (1/B, gamma) to measured all-reduce samples.
+/// Eq. 15 is linear in u = 1/B and gamma with regressors a = 2(N-1)/N * S and
+/// c = 2(N-1), so the fit solves the 2x2 normal equations of
+/// min sum_k ((a_k u + c_k gamma - T_k) / T_k)^2   (relative residuals, so
+/// small and large messages weigh the same). The constraint gamma >= 0 is
+/// enforced by refitting u alone when the free fit gives gamma < 0.
+/// Throws when there are fewer than 2 samples, a sample is invalid (names its
+/// index and field), or the data do not determine B (e.g. one message size).
+CommModel fit_comm_model(const std::vector<AllReduceSample>& samples);
+
+/// Gradient bytes S of one all-reduce: parameters x bytes per element.
+double gradient_bytes(double params, int bytes_per_element);
+
+}  // namespace scaledl

@@ -1,0 +1,167 @@
+#pragma once
+// Graph refinement Omega of ScaleDL eq. 3 and 14: a GNN over the layer graph
+// of one iteration plus an MLP over the global features Z, predicting
+//   alpha-beta target:  (alpha, beta) > 0,  T_iter = alpha*T_sum + beta*T_comm   (eq. 2)
+//   direct target:      T_iter itself (DNNPerf's formulation, the baseline)
+//
+// Encoders (selected by name, no dense N x N adjacency anywhere):
+//   "transformerconv"  ScaleDL eq. 11-13: per head l,
+//        eps_ij = (W_Q v_i).(W_K v_j)/sqrt(d_k) + ReLU(W_edge e_ij + b_edge)      (11)
+//        w_ij   = softmax over the incoming edges j -> i of eps_ij                (12)
+//        v'_i   = 1/L sum_l ELU(sum_j w_ij^(l) W_V^(l) v_j)  + W_root v_i        (13)
+//      (W_root v_i is the skip term of PyG's TransformerConv: a node without
+//       incoming edges keeps its own information.)
+//   "anee"  DNNPerf §III-D, R rounds with weights shared across rounds:
+//        hbar_u = LeakyReLU(W_u h_u)
+//        e_l    = sigmoid(a.(hbar_s || hbar_d) * W_e e_l)          (edge update, l = s -> d)
+//        f_l    = softmax over the incoming edges of d of (w_m . e_l)
+//        h_d    = LeakyReLU(hbar_d + sum_l f_l hbar_s)
+// Readout: sum (DNNPerf) or mean of node embeddings per graph; eq. 14 head:
+//        out = MLP([Pool(v') || MLP(Z)]).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "scaledl/graph_batch.hpp"
+
+namespace scaledl {
+
+/// Architecture hyperparameters (saved in the weights file).
+struct GnnConfig {
+  std::string encoder = "transformerconv";  ///< "transformerconv" | "anee"
+  std::string target = "alpha-beta";        ///< "alpha-beta" (eq. 2) | "direct" (DNNPerf baseline)
+  std::string readout = "mean";             ///< "mean" | "sum" pooling of node embeddings
+  int64_t hidden = 32;                      ///< node embedding width, >= 1
+  int64_t layers = 2;                       ///< TransformerConv layers / ANEE rounds, >= 1
+  int64_t heads = 2;                        ///< attention heads L (transformerconv), >= 1
+  int64_t z_hidden = 16;                    ///< width of the Z branch MLP, >= 1
+  int64_t mlp_hidden = 32;                  ///< width of the prediction MLP, >= 1
+
+  nlohmann::json to_json() const;
+  /// Validates every field; throws naming ctx.key and the value.
+  static GnnConfig from_json(const nlohmann::json& j, const std::string& ctx = "gnn");
+  void validate(const std::string& ctx = "gnn") const;
+};
+
+/// Softmax of `scores` [E, H] over the edges sharing a destination: for each
+/// destination d and head h, the weights of the edges into d sum to 1.
+/// Uses only index_add/index_select/exp (LibTorch 1.13 and 2.x); the stabilising
+/// shift is the per-destination MEAN of the scores (softmax is shift-invariant,
+/// and the largest term has exp(.) >= 1, so the denominator never underflows).
+torch::Tensor segment_softmax(const torch::Tensor& scores, const torch::Tensor& dst, int64_t num_nodes);
+
+/// Node encoder interface: x [N, F], edge_index [2, E], edge_attr [E, Fe] -> [N, hidden].
+struct GraphEncoderImpl : torch::nn::Module {
+  virtual torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& edge_index,
+                                const torch::Tensor& edge_attr) = 0;
+  /// Attention weights [E, heads] of the last forward (for tests), of layer/round `layer`.
+  virtual torch::Tensor attention(int64_t layer) const = 0;
+};
+
+/// One TransformerConv layer with edge features (eq. 11-13).
+struct TransformerConvImpl : torch::nn::Module {
+  TransformerConvImpl(int64_t in, int64_t out, int64_t heads, int64_t edge_dim);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& edge_index, const torch::Tensor& edge_attr);
+  int64_t out, heads, dk;
+  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wedge{nullptr}, wroot{nullptr};
+  torch::Tensor last_attention;  ///< [E, heads], detached
+};
+TORCH_MODULE(TransformerConv);
+
+/// Output of the model for a batch of G graphs; times in ms.
+struct GnnOutput {
+  torch::Tensor alpha, beta;  ///< [G]; direct target: alpha = T_pred/T_sum, beta = 0
+  torch::Tensor t_pred;       ///< [G] predicted T_iter, ms
+  torch::Tensor log_t_pred;   ///< [G] log of t_pred (computed stably)
+};
+
+/// The full model Omega (eq. 14).
+struct GnnModelImpl : torch::nn::Module {
+  explicit GnnModelImpl(const GnnConfig& cfg);
+  GnnOutput forward(const GraphBatch& b);
+  GnnConfig cfg;
+  std::shared_ptr<GraphEncoderImpl> encoder;
+  torch::nn::Sequential z_mlp{nullptr}, head{nullptr};
+  torch::Tensor log_t_offset;  ///< buffer [1]: mean log target of the training set (direct target)
+};
+TORCH_MODULE(GnnModel);
+
+/// Training options (the CLI flags of `scaledl train graph`).
+struct GnnTrainOptions {
+  int64_t epochs = 250;            ///< passes over the training graphs, >= 1
+  double lr = 3e-3;                ///< Adam learning rate, > 0
+  double weight_decay = 0;         ///< Adam L2 penalty, >= 0
+  int64_t batch_size = 32;         ///< graphs per optimiser step, >= 1
+  double val_fraction = 0.2;       ///< share of graphs held out for early stopping, [0, 0.9]
+  int64_t patience = 60;           ///< epochs without validation improvement before stopping, >= 1
+  uint64_t seed = 0;               ///< seeds weights (torch::manual_seed), split and shuffling
+  std::string loss = "mse-log";    ///< "mse-log": mean (log T_pred - log T)^2; "mre": mean |T_pred - T|/T
+  std::string normalization = "minmax";  ///< "minmax" | "standard"
+  /// Called after each epoch with (epoch, train loss, validation MRE); may be empty.
+  std::function<void(int64_t, double, double)> on_epoch;
+};
+
+/// What training reports; MREs are fractions (0.05 = 5%).
+struct GnnTrainReport {
+  int64_t train_graphs = 0, val_graphs = 0;
+  int64_t epochs_run = 0, best_epoch = 0;
+  double train_mre_before = NAN, val_mre_before = NAN;  ///< of T_sum + T_comm (alpha = beta = 1)
+  double train_mre = NAN, val_mre = NAN;                ///< after refinement
+  double mean_alpha = NAN, mean_beta = NAN;             ///< over all graphs
+  double seconds = 0;                                   ///< wall time of training
+  nlohmann::json to_json() const;
+};
+
+/// Per-graph predictions, ms.
+struct GnnPrediction {
+  std::vector<double> alpha, beta, t_pred_ms;
+};
+
+/// Mean relative error |pred - y| / y of two equal-length vectors (fraction).
+double mean_relative_error(const std::vector<double>& pred, const std::vector<double>& y);
+
+/// A trained refinement model: config + normalisation + weights.
+class GraphPredictor {
+ public:
+  GraphPredictor() = default;
+  GraphPredictor(const GnnConfig& cfg, Normalizer norm);
+
+  /// Trains on graphs with finite target_ms > 0 (throws naming the first bad label).
+  static GraphPredictor train(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
+                              const GnnTrainOptions& opt, GnnTrainReport* report = nullptr);
+
+  /// Predicts in batches of `batch_size` graphs on `device` (default CPU).
+  GnnPrediction predict(const std::vector<GraphFeatures>& graphs, int64_t batch_size = 256,
+                        torch::Device device = torch::kCPU) const;
+  GnnPrediction predict(const std::vector<const GraphFeatures*>& graphs, int64_t batch_size = 256,
+                        torch::Device device = torch::kCPU) const;
+
+  /// safetensors file with weights ("model.*"), normalisation ("norm.*") and
+  /// __metadata__ {format, format_version, encoder, config, feature names, ...}.
+  void save(const std::string& path, const nlohmann::json& extra_metadata = {}) const;
+  /// Throws naming the file and field on a corrupt, truncated, wrong-version or
+  /// feature-mismatched file.
+  static GraphPredictor load(const std::string& path);
+
+  const GnnConfig& config() const { return cfg_; }
+  const Normalizer& normalizer() const { return norm_; }
+  GnnModel& model() { return model_; }
+  const GnnModel& model() const { return model_; }
+  /// Metadata read by load() ("train_report" etc.), empty otherwise.
+  const nlohmann::json& metadata() const { return meta_; }
+
+  static constexpr int kFormatVersion = 1;
+
+ private:
+  GnnConfig cfg_;
+  Normalizer norm_;
+  GnnModel model_{nullptr};
+  nlohmann::json meta_;
+};
+
+}  // namespace scaledl

@@ -1,0 +1,82 @@
+#pragma once
+// Graph inputs of the refinement GNN (ScaleDL eq. 3: G, {v_i}, {e_ij}, Z) and
+// batching of many graphs of different sizes into one disjoint union.
+//
+// GraphFeatures is one graph's RAW features (plain vectors, no LibTorch), built
+// from a LayerGraph plus the per-layer predicted times t_l (from the "learn"
+// stage, passed in: this library does not link the layer predictor).
+// A Normalizer (MinMax as in DNNPerf §III-C.3, or standardisation) is fitted on
+// the training graphs and applied when batching. GraphBatch holds the tensors:
+//   x          [N, F]   float  node features          (N = nodes of all graphs)
+//   edge_index [2, E]   int64  row 0 = source, row 1 = destination (global node ids)
+//   edge_attr  [E, Fe]  float  edge features
+//   batch      [N]      int64  graph id of each node, in [0, G)
+//   z          [G, Fz]  float  global features Z
+//   t_sum, t_comm, y [G] float milliseconds (y = measured T_iter, NaN if unknown)
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "scaledl/comm.hpp"
+#include "scaledl/device.hpp"
+#include "scaledl/layer_graph.hpp"
+
+namespace scaledl {
+
+/// What a graph needs besides the layer graph itself.
+struct GraphContext {
+  DeviceRecord device;        ///< h^dev of the device the iteration runs on
+  CommModel comm;             ///< calibrated eq. 15 constants (ignored when settings.num_devices == 1)
+  double target_ms = NAN;     ///< measured T_iter, ms (training label); NaN when predicting
+};
+
+/// One graph's raw features, row-major.
+struct GraphFeatures {
+  int64_t num_nodes = 0;
+  int64_t num_edges = 0;
+  std::vector<float> x;          ///< [num_nodes * node_feature_names().size()]
+  std::vector<int64_t> src, dst; ///< [num_edges], local node ids
+  std::vector<float> e;          ///< [num_edges * edge_feature_names().size()]
+  std::vector<float> z;          ///< [global_feature_names().size()]
+  double t_sum_ms = 0;           ///< T_sum = sum_l t_l (ScaleDL eq. 6), ms
+  double t_comm_ms = 0;          ///< T_comm (eq. 15), ms
+  double target_ms = NAN;        ///< measured T_iter, ms
+  std::string label;             ///< model name, for reports
+};
+
+/// Names of the node / edge / global feature columns, in order (saved with the weights).
+const std::vector<std::string>& node_feature_names();
+const std::vector<std::string>& edge_feature_names();
+const std::vector<std::string>& global_feature_names();
+
+/// Builds raw features. `t_l_ms` holds the predicted time of every node of `g`
+/// (same order as g.nodes), ms, finite and >= 0. Throws naming the node otherwise.
+GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, const GraphContext& ctx);
+
+/// Per-column affine map v' = (v - offset) / scale, for x, e and z.
+struct Normalizer {
+  std::string kind = "minmax";  ///< "minmax" ([0,1] on the training set) or "standard" (zero mean, unit sd)
+  std::vector<float> x_offset, x_scale, e_offset, e_scale, z_offset, z_scale;
+  /// Fits on `graphs` (all nodes / edges / graphs pooled). A constant column
+  /// gets scale 1. Throws on an unknown kind or an empty set.
+  static Normalizer fit(const std::vector<const GraphFeatures*>& graphs, const std::string& kind);
+  bool empty() const { return x_offset.empty(); }
+};
+
+/// The disjoint union of a list of graphs (see the top of this file for shapes).
+struct GraphBatch {
+  torch::Tensor x, edge_index, edge_attr, batch, z, t_sum, t_comm, y;
+  int64_t num_graphs = 0;
+  /// Moves every tensor to `device` (edge_index/batch stay int64).
+  GraphBatch to(torch::Device device) const;
+};
+
+/// Concatenates and normalises graphs (node ids of graph k shifted by the node
+/// count of graphs 0..k-1). `dtype` is the float type of x, edge_attr, z, times.
+GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normalizer& norm,
+                   torch::Dtype dtype = torch::kFloat32);
+
+}  // namespace scaledl

@@ -1,0 +1,62 @@
+#pragma once
+// The feature vector of one layer instance for the per-layer regressors phi_l
+// (ScaleDL eq. 6-7, PreNeT §3):
+//
+//   x = h^struct || h^hp || h^dev || h^cm || (CT, CM, roofline, AI)
+//
+//   h^struct  the type's dims (layer_info(type).dims, e.g. tokens, d_in, d_out, bias);
+//             the batch-like sizes h^hp (tokens, batch, rows, elements) are among them
+//   dtype     bytes per element, direction 0 = fwd, 1 = bwd, 2 = optimizer update
+//   h^dev     DeviceRecord::features(): GFLOP/s, GB/s, cores/SMs, clock, memory, L2
+//   h^cm      layer_cost(): FLOP of this direction, params, in/out/weight/temp bytes,
+//             and the bytes moved in this direction (traffic_bytes)
+//   CT        flops / compute rate, ms (PreNeT "CT"); CM = traffic_bytes / bandwidth, ms;
+//             roofline = max(CT, CM), ms; AI = flops / traffic_bytes, FLOP/byte
+//
+// Kernel names, grid or block sizes of a measurement are outcomes, never features.
+// Every column is a float; no column is ever missing for a valid input.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scaledl/device.hpp"
+#include "scaledl/layer_types.hpp"
+
+namespace scaledl {
+
+struct FeatureOptions {
+  /// include the PreNeT roofline columns ct_ms, cm_ms, roofline_ms, arith_intensity
+  bool roofline = true;
+};
+
+/// Bytes a straightforward kernel moves in direction `dir` (LayerCost fields):
+/// fwd: in + out + weight + temp (read X, W; write Y; masks/statistics);
+/// bwd: read dY (out), X (in), W, temps; write dX (in), dW (weight)
+///      = 2*in + out + 2*weight + temp;
+/// update (optimizer): read and write params + state, read grads = 2*weight + in.
+double traffic_bytes(const LayerCost& c, Direction dir);
+/// FLOP in direction `dir`: fwd and update use flops_fwd, bwd uses flops_bwd.
+double direction_flops(const LayerCost& c, Direction dir);
+
+/// Roofline time max(CT, CM), ms, with CT = FLOP / compute_gflops and
+/// CM = traffic_bytes / bandwidth_gbs (1 GFLOP/s = 1e6 FLOP/ms). Validates dims.
+double roofline_ms(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
+                   const DeviceRecord& dev);
+
+/// Column names of the feature vector of type `t`, in order.
+std::vector<std::string> feature_names(LayerType t, const FeatureOptions& o = {});
+size_t feature_count(LayerType t, const FeatureOptions& o = {});
+
+/// Writes feature_count(t, o) floats to `out`. Throws Error on invalid dims, a
+/// direction the type does not have (Update only for Optimizer and vice versa),
+/// or a device without compute rate / bandwidth.
+void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
+                    const DeviceRecord& dev, const FeatureOptions& o, float* out);
+/// Same, without re-validating dims (hot path: the caller validated them).
+void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Direction dir,
+                              const DeviceRecord& dev, const FeatureOptions& o, float* out);
+
+/// Checks that `dir` is a direction type `t` has; throws naming both otherwise.
+void check_direction(LayerType t, Direction dir);
+
+}  // namespace scaledl

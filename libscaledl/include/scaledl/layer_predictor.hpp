@@ -1,0 +1,189 @@
+#pragma once
+// Per-layer-type regressors phi_l of ScaleDL eq. 6-7:
+//
+//   t_l = phi_type(l)(h^hp || h^dev || h^struct || h^cm),   T_sum = sum_l t_l
+//
+// One XGBoost model per layer type (direction is a feature; see docs/learn.md for
+// the measurement behind that choice) trained on the target transform chosen in
+// TrainOptions::target. Layer types without training rows fall back to the
+// roofline estimate max(CT, CM) of layer_features.hpp, flagged in LayerPrediction
+// (never a silent zero). Optimizer update nodes use the "optimizer" rows.
+//
+// This header also holds the evaluation used by `scaledl train layers` and
+// `scaledl eval layers`: k-fold or leave-one-device-out cross-validation of the
+// XGBoost model against PreNeT's comparison set (linear on CT/CM, random forest,
+// MLP). Metrics: RMSE in ms and MRE = mean(|pred - true| / true) in %.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/device.hpp"
+#include "scaledl/layer_features.hpp"
+#include "scaledl/layer_graph.hpp"
+#include "scaledl/layer_types.hpp"
+#include "scaledl/store.hpp"
+
+namespace scaledl {
+
+namespace xgb {
+class Booster;
+}
+
+/// Options of LayerPredictor::train; XGBoost names in brackets.
+struct TrainOptions {
+  int rounds = 300;              ///< boosting rounds, >= 1
+  int max_depth = 8;             ///< tree depth [max_depth], 1..20
+  double eta = 0.1;              ///< learning rate [eta], (0, 1]
+  double subsample = 0.8;        ///< row subsample per tree [subsample], (0, 1]
+  double colsample = 0.8;        ///< column subsample per tree [colsample_bytree], (0, 1]
+  double min_child_weight = 1;   ///< [min_child_weight], >= 0
+  /// "log": ln(ms); "raw": ms; "log_roofline": ln(ms / roofline_ms) (a residual over
+  /// the roofline, extrapolates to faster devices). Chosen by measurement: docs/learn.md.
+  std::string target = "log_roofline";
+  bool roofline_features = true; ///< PreNeT CT/CM columns (FeatureOptions::roofline)
+  bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
+  /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
+  /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored
+  bool forest = false;
+  int min_rows = 8;              ///< a (type) with fewer rows is not trained: roofline fallback, >= 1
+  int nthread = 0;               ///< XGBoost threads, 0 = hardware threads
+  uint64_t seed = 0;             ///< XGBoost seed
+  bool verbose = false;          ///< print progress to stderr
+
+  nlohmann::json to_json() const;
+  static TrainOptions from_json(const nlohmann::json& j, const std::string& ctx = "train_options");
+  void validate() const;
+};
+
+/// One training row: a layer instance in one direction on one device with its time.
+struct LayerSample {
+  LayerType type = LayerType::Linear;
+  std::vector<int64_t> dims;
+  DType dtype = DType::FP32;
+  Direction dir = Direction::Forward;
+  std::string device;  ///< DeviceRecord::key()
+  double ms = 0;       ///< measured time, ms, finite and > 0
+};
+
+/// Store rows -> samples: fwd (or update, for optimizer rows) and bwd timings that
+/// are present become one sample each. A missing timing is NaN (NeuSight has fwd
+/// only); a row with no timing at all, a negative, zero or infinite timing, dims
+/// that fail validate_dims, or a device not in `devices` is an Error naming the
+/// row's key and the value.
+std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasurement>& rows,
+                                                   const std::map<std::string, DeviceRecord>& devices);
+
+/// Layer rows and devices of one or more stores (read-only), plus devices from
+/// spec JSON files (either DeviceRecord format). Rows of status "ok" only.
+struct TrainingData {
+  std::vector<LayerMeasurement> rows;
+  std::map<std::string, DeviceRecord> devices;  ///< by DeviceRecord::key()
+};
+TrainingData load_training_data(const std::vector<std::string>& dbs,
+                                const std::vector<std::string>& device_specs = {});
+
+/// A prediction and whether it came from the roofline fallback (no model for the type).
+struct LayerPrediction {
+  double ms = 0;
+  bool fallback = false;
+};
+
+class LayerPredictor {
+ public:
+  LayerPredictor();
+  ~LayerPredictor();
+  LayerPredictor(LayerPredictor&&) noexcept;
+  LayerPredictor& operator=(LayerPredictor&&) noexcept;
+
+  static LayerPredictor train(const std::vector<LayerMeasurement>& rows,
+                              const std::map<std::string, DeviceRecord>& devices, const TrainOptions& o);
+  static LayerPredictor train_samples(const std::vector<LayerSample>& samples,
+                                      const std::map<std::string, DeviceRecord>& devices,
+                                      const TrainOptions& o);
+
+  /// Writes DIR/manifest.json (format version, options, target transform, per-model
+  /// feature names, row counts, file names) and DIR/<model>.json (XGBoost JSON).
+  void save(const std::string& dir) const;
+  /// Reads what save wrote; a missing, truncated or corrupt file, a version or
+  /// feature-name mismatch => Error naming the file.
+  static LayerPredictor load(const std::string& dir);
+
+  /// Time of one layer instance, ms (> 0). Validates dims and direction.
+  double predict_ms(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
+                    const DeviceRecord& dev) const;
+  LayerPrediction predict(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
+                          const DeviceRecord& dev) const;
+  /// ms per node of `g` (index = node id), in the node's direction, dtype from g.settings.
+  std::vector<double> predict_nodes(const LayerGraph& g, const DeviceRecord& dev) const;
+  std::vector<LayerPrediction> predict_nodes_detail(const LayerGraph& g, const DeviceRecord& dev) const;
+  /// Fast path: `rows` instances of one type/dtype/direction; `dims` is row-major
+  /// [rows, layer_info(t).dims.size()]; writes `rows` ms to `out_ms`. Returns true
+  /// when the roofline fallback was used.
+  bool predict_batch(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
+                     const DeviceRecord& dev, double* out_ms) const;
+
+  /// True when a trained model serves (t, dir) (false => roofline fallback).
+  bool has_model(LayerType t, Direction dir) const;
+  const TrainOptions& options() const { return opts_; }
+  /// {"models": {name: {rows, features}}, "target": ..., ...}
+  nlohmann::json summary() const;
+
+ private:
+  struct Model;
+  const Model* find(LayerType t, Direction dir) const;
+  TrainOptions opts_;
+  std::map<std::string, std::unique_ptr<Model>> models_;  ///< by model name ("linear" or "linear.bwd")
+};
+
+/// Name of the model serving (t, dir): the type name, plus ".fwd"/".bwd" when split.
+std::string model_name(LayerType t, Direction dir, bool split_direction);
+
+// ---- evaluation ----------------------------------------------------------
+
+/// Regressors compared in cross-validation (PreNeT's comparison set).
+///   xgboost  LayerPredictor (this file)
+///   linear   least squares t = a + b*CT + c*CM per type and direction (Paleo-like:
+///            time = FLOP / rate + bytes / bandwidth with fitted coefficients)
+///   forest   XGBoost random-forest mode: 1 round of num_parallel_tree=100 trees,
+///            subsample 0.632, colsample_bynode 0.6, same features and target
+///   mlp      LibTorch MLP per type: 2 hidden layers of 64 ReLU units on
+///            standardised log1p features, log-time target, Adam
+struct CvOptions {
+  int folds = 5;                        ///< k of k-fold, >= 2 (ignored with leave_one_device)
+  bool leave_one_device = false;        ///< folds = devices: train on the others, test the held-out one
+  std::vector<std::string> methods = {"xgboost", "linear", "forest", "mlp"};
+  TrainOptions train;                   ///< options of the xgboost (and forest) models
+  int mlp_epochs = 60;                  ///< MLP passes over the training rows, >= 1
+  std::string torch_device = "cpu";     ///< LibTorch device of the MLP ("cpu", "cuda")
+  uint64_t seed = 1;                    ///< fold assignment and MLP init
+};
+
+/// Error of one method on one layer type (and one held-out device, or "all").
+struct CvResult {
+  std::string method;
+  std::string type;    ///< layer type name, or "all"
+  std::string device;  ///< held-out device key, or "all"
+  size_t n = 0;        ///< test rows
+  double rmse_ms = 0;  ///< sqrt(mean((pred - true)^2)), ms
+  double mre_pct = 0;  ///< 100 * mean(|pred - true| / true), %
+};
+
+/// Fixed-width table of results (columns method, type, device, n, RMSE_ms, MRE_%).
+std::string format_cv_table(const std::vector<CvResult>& r);
+nlohmann::json cv_to_json(const std::vector<CvResult>& r);
+
+/// Cross-validated errors of every method on the same folds.
+std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
+                                     const std::map<std::string, DeviceRecord>& devices,
+                                     const CvOptions& o);
+
+/// Predictions of one method trained on `train` for `test` rows (ms), same order.
+std::vector<double> fit_predict(const std::string& method, const std::vector<LayerSample>& train,
+                                const std::vector<LayerSample>& test,
+                                const std::map<std::string, DeviceRecord>& devices, const CvOptions& o);
+
+}  // namespace scaledl

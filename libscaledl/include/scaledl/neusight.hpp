@@ -1,0 +1,73 @@
+#pragma once
+// Importer of the public NeuSight GPU measurements (Lee et al., "Forecasting GPU
+// Performance for Deep Learning Training and Inference", ASPLOS 2025, MIT
+// license) into the campaign store, as forward timings of ScaleDL layer types.
+//
+// Layout read (README of the artifact): <root>/ops/<op>/<GPU>.csv,
+// <root>/ops-transformer-shapes/{bmm,linear,vec}.csv, <root>/device_configs/*.json.
+// Columns are found by header name, so the compact subset under datasets/neusight
+// (fewer columns) reads the same way. Shape mapping (honest, no guessing):
+//   linear  B,M,N,K  -> linear tokens=B*M (B is 1), d_in=N, d_out=K, bias=1
+//   bmm     B,M,N,K  -> bmm batch=B, m=M, n=N, k=K  ([B,M,N] x [B,N,K])
+//   ln      B,H      -> layernorm tokens=B, hidden=H
+//   softmax B,H      -> softmax rows=B, cols=H
+//   add, mul B,H     -> add / mul elements=B*H   (two tensors)
+//   relu, gelu B,H   -> relu / gelu elements=B*H
+//   div, pow, tanh and the scalar variants addu, mulu, divu, powu have no layer
+//   type of ours: skipped and counted per op.
+// Rows get source "neusight", dtype fp32 (TF32 off in the artifact), fwd median =
+// the published latency (mean of the fastest 5 of 25 runs, n = 5), bwd NaN.
+// A malformed row (bad quoting, missing column, non-numeric or non-positive
+// latency or shape, unknown GPU) is an Error naming file:line and the value.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/store.hpp"
+
+namespace scaledl {
+
+struct NeusightImportOptions {
+  std::string root;                  ///< artifact directory (holds ops/, device_configs/)
+  std::string campaign = "neusight"; ///< campaign name of the inserted rows
+  bool transformer_shapes = true;    ///< also read ops-transformer-shapes/*.csv
+};
+
+struct NeusightImportSummary {
+  size_t files = 0;                        ///< CSV files read
+  size_t rows = 0;                         ///< data rows read
+  size_t mapped = 0;                       ///< rows mapped to a layer type
+  size_t inserted = 0;                     ///< new store rows (mapped - inserted = duplicates)
+  size_t devices = 0;                      ///< device rows written
+  std::map<std::string, size_t> per_type;  ///< mapped rows per layer type
+  std::map<std::string, size_t> skipped;   ///< unmapped rows per NeuSight op
+  double seconds = 0;                      ///< wall time of the import
+  nlohmann::json to_json() const;
+};
+
+/// Splits CSV text into records of fields (RFC 4180: quoted fields, "" escapes,
+/// CRLF or LF). `first_line[i]` is the 1-based line on which record i starts.
+/// Unterminated quotes => Error naming `ctx` and the line.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& ctx,
+                                                std::vector<size_t>* first_line = nullptr);
+
+/// The layer measurements of one NeuSight CSV file (dtype fp32, campaign from `o`);
+/// unmapped ops are counted into `summary.skipped`. `device_names` maps the CSV
+/// "Device" value to a store device key; an unknown one is an Error (file:line).
+std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const std::string& campaign,
+                                                const std::map<std::string, std::string>& device_names,
+                                                NeusightImportSummary& summary);
+
+/// Imports devices and all CSV files under `o.root` into `store` (idempotent).
+NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& store);
+
+/// Writes a compact stratified subset of the artifact to `out_dir`: for each CSV
+/// file and each op in it, `rows_per_group` rows at evenly spaced latency
+/// quantiles, keeping only OPName, Latency, Device and the shape columns; copies
+/// device_configs/*.json and LICENSE. Returns the number of data rows written.
+size_t write_neusight_subset(const std::string& root, const std::string& out_dir, size_t rows_per_group);
+
+}  // namespace scaledl

@@ -1,0 +1,91 @@
+// Registry of layer microbenchmarks and time_layer(): forward and backward of
+// one layer config timed separately (bench.hpp).
+#include <map>
+#include <mutex>
+
+#include "scaledl/bench.hpp"
+#include "scaledl/error.hpp"
+
+// One anchor per layer file (SCALEDL_REGISTER_LAYER_BENCH). Referencing them
+// here keeps the linker from dropping those files from the static library.
+#define SCALEDL_LAYER_ANCHORS(X)                                                                       \
+  X(embedding) X(layernorm) X(rmsnorm) X(linear) X(bmm) X(attention) X(softmax) X(dropout) X(gelu) \
+  X(relu) X(silu) X(add) X(mul) X(conv2d_patch) X(cross_entropy) X(optimizer)
+#define SCALEDL_DECLARE_ANCHOR(n) extern int scaledl_layer_bench_##n;
+SCALEDL_LAYER_ANCHORS(SCALEDL_DECLARE_ANCHOR)
+
+namespace scaledl {
+
+namespace {
+std::map<LayerType, LayerBenchFactory>& registry() {
+  static std::map<LayerType, LayerBenchFactory> r;
+  return r;
+}
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+void touch_anchors() {
+#define SCALEDL_USE_ANCHOR(n) sum += scaledl_layer_bench_##n;
+  volatile int sum = 0;
+  SCALEDL_LAYER_ANCHORS(SCALEDL_USE_ANCHOR)
+  (void)sum;
+}
+}  // namespace
+
+int register_layer_bench(LayerType t, LayerBenchFactory f) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry()[t] = std::move(f);
+  return 0;
+}
+
+std::unique_ptr<LayerBench> make_layer_bench(LayerType t) {
+  touch_anchors();
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(t);
+  SCALEDL_CHECK(it != registry().end(), "layer type {} has no microbenchmark", layer_info(t).name);
+  return it->second();
+}
+
+std::vector<LayerType> registered_layer_benches() {
+  touch_anchors();
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<LayerType> out;
+  for (const auto& kv : registry()) out.push_back(kv.first);
+  return out;
+}
+
+LayerTiming time_layer(LayerType t, const std::vector<int64_t>& dims, DType dtype, const torch::Device& dev,
+                       const TimingOptions& opt) {
+  validate_dims(t, dims);
+  apply_dtype_mode(dtype);
+  torch::manual_seed(0);
+  auto bench = make_layer_bench(t);
+  bench->setup(dims, dtype, dev);
+  synchronize(dev);
+
+  LayerTiming r;
+  // Forward with autograd recording (as in training); the graph is freed when
+  // the output goes out of scope at the end of each call.
+  r.fwd = measure([&] { (void)bench->forward(); }, dev, opt);
+
+  auto inputs = bench->grad_inputs();
+  if (layer_info(t).has_backward && !inputs.empty()) {
+    torch::Tensor out = bench->forward();
+    SCALEDL_CHECK(out.defined() && out.requires_grad(), "{}: forward output does not require grad",
+                  layer_info(t).name);
+    torch::Tensor g = out.dim() == 0 ? torch::ones_like(out) : torch::randn_like(out);
+    // autograd::grad returns fresh gradients instead of accumulating into .grad,
+    // so every launch does exactly the backward kernels of this layer.
+    r.bwd = measure(
+        [&] {
+          (void)torch::autograd::grad({out}, inputs, {g}, /*retain_graph=*/true, /*create_graph=*/false,
+                                      /*allow_unused=*/true);
+        },
+        dev, opt);
+    r.has_bwd = true;
+  }
+  return r;
+}
+
+}  // namespace scaledl

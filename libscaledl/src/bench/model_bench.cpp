@@ -1,0 +1,217 @@
+// Whole-iteration model benchmarks and model campaigns (model_bench.hpp, docs/zoo.md).
+#include "scaledl/model_bench.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+
+#include "scaledl/bench.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/zoo.hpp"
+
+namespace scaledl {
+
+namespace {
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind k, std::vector<torch::Tensor> params) {
+  // Learning rates are small and fixed: the cost of a step does not depend on them.
+  switch (k) {
+    case OptimizerKind::SGD:
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-4).momentum(0.9));
+    case OptimizerKind::Adam:
+      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-4));
+    case OptimizerKind::AdamW:
+      return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+  }
+  fail("optimizer id {} is unknown", static_cast<int>(k));
+}
+
+/// Drops gradients (set-to-none, identical in LibTorch 1.13 and 2.x).
+void clear_grads(std::vector<torch::Tensor>& params) {
+  for (auto& p : params) p.mutable_grad() = torch::Tensor();
+}
+
+void check_options(const ModelBenchOptions& o) {
+  SCALEDL_CHECK(o.warmup >= 0, "--warmup={} must be >= 0", o.warmup);
+  SCALEDL_CHECK(o.warmup_extra >= 0, "warmup_extra={} must be >= 0", o.warmup_extra);
+  SCALEDL_CHECK(o.repeats >= 1, "--repeats={} must be >= 1", o.repeats);
+  SCALEDL_CHECK(o.probe_repeats >= 0, "--probe-repeats={} must be >= 0", o.probe_repeats);
+  SCALEDL_CHECK(o.unstable_cv > 0, "unstable_cv={} must be > 0", o.unstable_cv);
+  SCALEDL_CHECK(o.max_seconds > 0, "max_seconds={} must be > 0", o.max_seconds);
+}
+
+std::string family_name(const ModelSpec& m) { return to_string(m.family); }
+
+}  // namespace
+
+ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const torch::Device& dev,
+                             const ModelBenchOptions& opt) {
+  check_options(opt);
+  ModelMeasurement r;
+  r.model_name = m.name;
+  r.family = family_name(m);
+  r.model = m.to_json();
+  r.settings = s.to_json();
+  r.device = dev.str();
+  try {
+    validate_settings(m, s);
+    torch::manual_seed(opt.seed);
+    apply_dtype_mode(s.dtype);
+    auto model = build_zoo_model(m, s, dev);
+    auto batch = make_zoo_batch(m, s, dev, opt.seed);
+    auto params = model->parameters();
+    auto optimizer = make_optimizer(s.optimizer, params);
+
+    auto iteration = [&](bool with_step) {
+      clear_grads(params);
+      auto loss = model->loss(batch, nullptr);
+      loss.backward();
+      if (with_step) optimizer->step();
+    };
+    TimingOptions t;
+    t.warmup_min = opt.warmup;
+    t.warmup_max = opt.warmup + opt.warmup_extra;
+    t.repeats = opt.repeats;
+    t.min_sample_ms = 1e-9;  // one iteration per sample: never batch iterations
+    t.max_launches = 1;
+    t.unstable_cv = opt.unstable_cv;
+    t.max_seconds = opt.max_seconds;
+    // iter: the iteration as settings say (with the optimizer step unless optimizer_step=false).
+    Measurement with = measure([&] { iteration(s.optimizer_step); }, dev, t);
+    Measurement without = measure([&] { iteration(false); }, dev, t);
+    r.iter = with.stats;
+    r.iter_noopt = without.stats;
+
+    if (opt.probe_repeats > 0) {
+      NodeProbe probe(dev);
+      for (int i = 0; i < opt.probe_repeats; ++i) {
+        probe.begin_iteration();
+        clear_grads(params);
+        auto loss = model->loss(batch, &probe);
+        probe.begin_backward();
+        loss.backward();
+        probe.end_backward();
+        if (s.optimizer_step) probe.time("optim.step", [&] { optimizer->step(); });
+        probe.end_iteration();
+      }
+      r.node_times = probe.node_times();
+    }
+    if (!with.stable() || !without.stable()) {
+      r.status = "unstable";
+      r.reason = fmt::format("iter cv={:.3f} ({}), iter_noopt cv={:.3f} ({}), threshold {:.2f}", with.stats.cv,
+                             with.warm ? "warm" : "warm-up did not settle", without.stats.cv,
+                             without.warm ? "warm" : "warm-up did not settle", opt.unstable_cv);
+    }
+  } catch (...) {
+    Failure f = classify_current_exception();
+    release_cached_memory(dev);
+    r.status = f.status;
+    r.reason = f.reason;
+    r.node_times.clear();
+  }
+  return r;
+}
+
+// ---- plans ----------------------------------------------------------------------
+
+std::vector<ModelPlanEntry> parse_model_plan(const nlohmann::json& plan, const std::string& base_dir,
+                                             const std::string& ctx) {
+  namespace fs = std::filesystem;
+  SCALEDL_CHECK(plan.is_object(), "{}: expected a JSON object with \"kind\" and \"configs\"", ctx);
+  std::string kind = get_str_or(plan, "kind", ctx, "");
+  SCALEDL_CHECK(kind == "models", "{}.kind=\"{}\" must be \"models\" for bench models", ctx, kind);
+  SCALEDL_CHECK(plan.contains("configs") && plan["configs"].is_array(), "{}.configs must be an array", ctx);
+  std::vector<ModelPlanEntry> out;
+  const auto& configs = plan["configs"];
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string c = fmt::format("{}.configs[{}]", ctx, i);
+    const auto& e = configs[i];
+    SCALEDL_CHECK(e.is_object(), "{}: expected an object, got {}", c, show(e));
+    SCALEDL_CHECK(e.contains("model"), "{}.model is missing (a config path or an inline config object)", c);
+    nlohmann::json config;
+    std::string name, src = c + ".model";
+    const auto& mv = e["model"];
+    if (mv.is_string()) {
+      fs::path p = mv.get<std::string>();
+      if (p.is_relative() && fs::exists(fs::path(base_dir) / p)) p = fs::path(base_dir) / p;
+      SCALEDL_CHECK(fs::exists(p), "{}.model=\"{}\": no such file (relative paths are tried against {} and the "
+                    "current directory)", c, mv.get<std::string>(), base_dir.empty() ? "." : base_dir);
+      config = read_json_file(p.string());
+      name = p.stem().string();
+      src = p.string();
+    } else {
+      SCALEDL_CHECK(mv.is_object(), "{}.model must be a path or a config object, got {}", c, show(mv));
+      config = mv;
+    }
+    std::string suffix;
+    if (e.contains("overrides")) {
+      const auto& ov = e["overrides"];
+      SCALEDL_CHECK(ov.is_object(), "{}.overrides must be an object, got {}", c, show(ov));
+      for (auto it = ov.begin(); it != ov.end(); ++it) {
+        config[it.key()] = it.value();
+        suffix += (suffix.empty() ? "" : ",") + it.key() + "=" + it.value().dump();
+      }
+    }
+    ModelPlanEntry entry;
+    entry.spec = parse_model_config(config, src);
+    if (!name.empty()) entry.spec.name = name;
+    if (e.contains("name")) entry.spec.name = get_str_or(e, "name", c, entry.spec.name);
+    if (!suffix.empty()) entry.spec.name += "{" + suffix + "}";
+    entry.settings = parse_train_settings(e.value("settings", nlohmann::json::object()), c + ".settings");
+    validate_settings(entry.spec, entry.settings);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+std::vector<ModelPlanEntry> load_model_plan(const std::string& path) {
+  auto dir = std::filesystem::path(path).parent_path().string();
+  return parse_model_plan(read_json_file(path), dir, path);
+}
+
+std::string model_plan_key(const ModelPlanEntry& e) {
+  ModelMeasurement m;
+  m.model_name = e.spec.name;
+  m.settings = e.settings.to_json();
+  return model_key(m);
+}
+
+// ---- campaigns ------------------------------------------------------------------
+
+ModelCampaignSummary run_model_campaign(const std::vector<ModelPlanEntry>& plan, Store& store,
+                                        const torch::Device& dev, const DeviceRecord& device,
+                                        const ModelCampaignOptions& opt, const ModelProgress& progress) {
+  check_options(opt.bench);
+  SCALEDL_CHECK(!opt.campaign.empty(), "--campaign must not be empty");
+  if (!store.device(device.key())) store.put_device(device);
+  const int64_t env = store.put_environment({{"libtorch", libtorch_version()},
+                                             {"cuda", cuda_runtime_version()},
+                                             {"threads", torch::get_num_threads()},
+                                             {"tool", "scaledl bench models"}});
+  auto done = store.model_keys(opt.campaign, device.key());
+  ModelCampaignSummary sum;
+  sum.total = plan.size();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const auto& e = plan[i];
+    const std::string key = model_plan_key(e);
+    if (done.count(key)) {
+      ++sum.skipped;
+      if (progress) progress(i + 1, plan.size(), key, "skip");
+      continue;
+    }
+    ModelMeasurement r = bench_model(e.spec, e.settings, dev, opt.bench);
+    r.campaign = opt.campaign;
+    r.device = device.key();
+    r.env_id = env;
+    store.put_model(r);
+    done.insert(key);
+    if (r.status == "ok") ++sum.ok;
+    else if (r.status == "unstable") ++sum.unstable;
+    else ++sum.failed;
+    if (progress) progress(i + 1, plan.size(), key, r.status);
+  }
+  return sum;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,124 @@
+#pragma once
+// Building blocks shared by the zoo families (private to src/bench).
+//
+// Shapes: activations are [batch, seq, hidden] unless noted; attention scores
+// [batch, heads, seq_q, seq_k]. Every forward op that is a node of the layer
+// graph runs through node(probe, name, op) so that an instrumented run can time
+// it; with probe == nullptr it is a plain call.
+#include <functional>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "scaledl/model_spec.hpp"
+#include "scaledl/zoo.hpp"
+
+namespace scaledl::zoo_detail {
+
+using torch::Tensor;
+
+/// Runs `op` as layer node `name` (timed when probe is set).
+inline Tensor node(NodeProbe* probe, const std::string& name, const std::function<Tensor()>& op) {
+  return probe ? probe->run(name, op) : op();
+}
+
+/// Dropout node; absent (identity, no node) when p == 0, as in the layer graph.
+Tensor dropout_node(NodeProbe* probe, const std::string& name, const Tensor& x, double p, bool training);
+
+/// Elementwise activation of the FFN.
+Tensor activate(const Tensor& x, Activation a);
+
+/// LayerNorm (weight + bias) or RMSNorm (weight only, T5/Llama) over the last dim.
+struct NormImpl : torch::nn::Module {
+  NormImpl(int64_t hidden, NormKind kind, double eps);
+  Tensor forward(const Tensor& x);
+  int64_t hidden;
+  NormKind kind;
+  double eps;
+  Tensor weight, bias;
+};
+TORCH_MODULE(Norm);
+
+/// Rotary position tables for RoPE (Llama): cos/sin [seq, 1, head_dim].
+struct Rope {
+  Tensor cos, sin;
+  bool defined() const { return cos.defined(); }
+};
+Rope make_rope(int64_t seq, int64_t head_dim, torch::Device device, torch::Dtype dtype, double theta = 10000.0);
+/// Applies RoPE to [batch, seq, heads*head_dim] (rotate-half form).
+Tensor apply_rope(const Tensor& x, const Rope& rope, int64_t head_dim);
+
+struct AttnOptions {
+  int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  bool fused_qkv = false;  ///< GPT-2 c_attn: one [hidden, 3*hidden] projection, node "qkv"
+  bool qkv_bias = true;    ///< biases on q/k/v (or qkv)
+  bool out_bias = true;    ///< bias on o
+  bool scale = true;       ///< scores / sqrt(head_dim) (T5: no scaling)
+  bool causal = false;     ///< mask future positions (decoders)
+  double dropout = 0;      ///< attention-probability dropout
+};
+
+/// Multi-head attention (self or cross) with grouped-query K/V.
+/// Nodes under `prefix` ("encoder.0.attn."): q, k, v (or qkv), qk, softmax,
+/// dropout, av, o. `bias` (optional) is added to the scores [1|B, H, Sq, Sk].
+struct AttentionImpl : torch::nn::Module {
+  explicit AttentionImpl(const AttnOptions& o);
+  Tensor forward(const Tensor& x, const Tensor& kv_src, const std::string& prefix, NodeProbe* probe,
+                 const Tensor& bias, const Rope& rope);
+  AttnOptions opt;
+  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, qkv{nullptr}, o{nullptr};
+};
+TORCH_MODULE(Attention);
+
+/// Position-wise FFN: up -> act -> down, or gated (SwiGLU): down(act(gate(x)) * up(x)).
+/// Nodes under `prefix` ("encoder.0.ffn."): up, gate, act, mul, down.
+struct FfnImpl : torch::nn::Module {
+  FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated, bool bias, Activation act, double act_dropout);
+  Tensor forward(const Tensor& x, const std::string& prefix, NodeProbe* probe);
+  bool gated;
+  Activation act;
+  double act_dropout;
+  torch::nn::Linear up{nullptr}, gate{nullptr}, down{nullptr};
+};
+TORCH_MODULE(Ffn);
+
+struct BlockOptions {
+  AttnOptions self;
+  AttnOptions cross;           ///< used when has_cross
+  bool has_cross = false;      ///< T5 decoder: cross-attention sub-layer
+  int64_t ffn_dim = 0;
+  bool gated = false;
+  bool ffn_bias = true;
+  double act_dropout = 0;      ///< dropout after the FFN activation (T5, OPT), node "ffn.act_dropout"
+  Activation act = Activation::GELU;
+  NormKind norm = NormKind::LayerNorm;
+  double norm_eps = 1e-5;
+  bool pre_norm = true;        ///< false: BERT post-norm (norm after the residual add)
+  double dropout = 0;          ///< hidden dropout after attention and FFN
+};
+
+/// One Transformer block; nodes under `prefix` ("decoder.2.").
+struct BlockImpl : torch::nn::Module {
+  explicit BlockImpl(const BlockOptions& o);
+  Tensor forward(const Tensor& x, const Tensor& enc_out, const std::string& prefix, NodeProbe* probe,
+                 const Tensor& self_bias, const Tensor& cross_bias, const Rope& rope);
+  BlockOptions opt;
+  Norm attn_norm{nullptr}, cross_norm{nullptr}, ffn_norm{nullptr};
+  Attention attn{nullptr}, cross{nullptr};
+  Ffn ffn{nullptr};
+};
+TORCH_MODULE(Block);
+
+/// Builds block options from the spec (self-attention only; callers set causal/cross).
+BlockOptions block_options(const ModelSpec& m);
+
+/// Cross-entropy loss node "head.loss" over logits [N, C] (computed in FP32) and labels [N].
+Tensor loss_node(NodeProbe* probe, const Tensor& logits, const Tensor& labels);
+
+/// Family builders (one file each).
+std::shared_ptr<ZooModel> build_bert(const ModelSpec& m, const TrainSettings& s);
+std::shared_ptr<ZooModel> build_decoder(const ModelSpec& m, const TrainSettings& s);
+std::shared_ptr<ZooModel> build_t5(const ModelSpec& m, const TrainSettings& s);
+std::shared_ptr<ZooModel> build_vit(const ModelSpec& m, const TrainSettings& s);
+
+}  // namespace scaledl::zoo_detail

@@ -1,0 +1,433 @@
+// Zoo infrastructure: the per-node probe, the shared Transformer blocks, the
+// family dispatch and synthetic batches (see zoo.hpp, bench/zoo_blocks.hpp).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "bench/zoo_blocks.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/zoo.hpp"
+
+namespace scaledl {
+
+// ---- NodeProbe --------------------------------------------------------------
+
+namespace {
+/// Identity on the forward pass; its backward stamps "gradient of node `id`'s
+/// output is ready" on the probe and passes the gradient through unchanged.
+struct ProbeMark : public torch::autograd::Function<ProbeMark> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, Tensor x, int64_t probe, int64_t id) {
+    ctx->saved_data["probe"] = probe;
+    ctx->saved_data["id"] = id;
+    return x;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    auto* probe = reinterpret_cast<NodeProbe*>(ctx->saved_data["probe"].toInt());
+    probe->stamp(ctx->saved_data["id"].toInt());
+    return {grad[0], Tensor(), Tensor()};
+  }
+};
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+using torch::Tensor;
+
+NodeProbe::NodeProbe(torch::Device device) : device_(device) {}
+
+void NodeProbe::sync() const { synchronize(device_); }
+
+int64_t NodeProbe::id_of(const std::string& name) {
+  auto it = ids_.find(name);
+  if (it != ids_.end()) return it->second;
+  int64_t id = static_cast<int64_t>(names_.size());
+  names_.push_back(name);
+  ids_.emplace(name, id);
+  return id;
+}
+
+void NodeProbe::begin_iteration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.clear();
+  iter_ms_.clear();
+  iter_order_.clear();
+}
+
+void NodeProbe::add_ms(const std::string& name, double ms) {
+  auto it = iter_ms_.find(name);
+  if (it == iter_ms_.end()) {
+    iter_order_.push_back(name);
+    iter_ms_.emplace(name, ms);
+  } else {
+    it->second += ms;
+  }
+}
+
+Tensor NodeProbe::run(const std::string& name, const std::function<Tensor()>& op) {
+  sync();
+  auto t0 = Clock::now();
+  Tensor y = op();
+  sync();
+  auto t1 = Clock::now();
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = id_of(name);
+    add_ms(name, ms_between(t0, t1));
+  }
+  if (y.defined() && y.requires_grad())
+    y = ProbeMark::apply(y, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)), id);
+  return y;
+}
+
+void NodeProbe::time(const std::string& name, const std::function<void()>& op) {
+  sync();
+  auto t0 = Clock::now();
+  op();
+  sync();
+  auto t1 = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  add_ms(name, ms_between(t0, t1));
+}
+
+void NodeProbe::begin_backward() {
+  sync();
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.clear();
+  bwd_begin_ = Clock::now();
+}
+
+void NodeProbe::stamp(int64_t node_id) {
+  sync();
+  auto t = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.emplace_back(node_id, t);
+}
+
+void NodeProbe::end_backward() {
+  sync();
+  auto end = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  // Each stamp opens the interval of its node's backward; the next stamp (or
+  // the end of backward) closes it. Time before the first stamp is engine start-up.
+  for (size_t i = 0; i < events_.size(); ++i) {
+    auto stop = i + 1 < events_.size() ? events_[i + 1].second : end;
+    add_ms(names_[events_[i].first] + ".bwd", ms_between(events_[i].second, stop));
+  }
+  events_.clear();
+}
+
+std::vector<NodeTime> NodeProbe::node_times() const {
+  std::vector<NodeTime> out;
+  std::vector<NodeTime> bwd;
+  for (const auto& name : order_) {
+    NodeTime t{name, median_of(samples_.at(name))};
+    bool is_bwd = name.size() > 4 && name.compare(name.size() - 4, 4, ".bwd") == 0;
+    (is_bwd ? bwd : out).push_back(t);
+  }
+  out.insert(out.end(), bwd.begin(), bwd.end());
+  return out;
+}
+
+void NodeProbe::end_iteration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& name : iter_order_) {
+    double ms = iter_ms_.at(name);
+    auto it = samples_.find(name);
+    if (it == samples_.end()) {
+      order_.push_back(name);
+      it = samples_.emplace(name, std::vector<double>{}).first;
+    }
+    it->second.push_back(ms);
+  }
+  iter_ms_.clear();
+  iter_order_.clear();
+  events_.clear();
+  ++iterations_;
+}
+
+}  // namespace scaledl
+
+// ---- shared blocks ------------------------------------------------------------
+
+namespace scaledl::zoo_detail {
+
+Tensor dropout_node(NodeProbe* probe, const std::string& name, const Tensor& x, double p, bool training) {
+  if (p <= 0) return x;
+  return node(probe, name, [&] { return torch::dropout(x, p, training); });
+}
+
+Tensor activate(const Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::GELU: return torch::gelu(x);
+    case Activation::GELUTanh: return torch::gelu(x, "tanh");
+    case Activation::ReLU: return torch::relu(x);
+    case Activation::SiLU: return torch::silu(x);
+  }
+  return x;
+}
+
+NormImpl::NormImpl(int64_t hidden_, NormKind kind_, double eps_) : hidden(hidden_), kind(kind_), eps(eps_) {
+  weight = register_parameter("weight", torch::ones({hidden}));
+  if (kind == NormKind::LayerNorm) bias = register_parameter("bias", torch::zeros({hidden}));
+}
+
+Tensor NormImpl::forward(const Tensor& x) {
+  if (kind == NormKind::LayerNorm) return torch::layer_norm(x, {hidden}, weight, bias, eps);
+  // RMSNorm (T5LayerNorm, LlamaRMSNorm): x / sqrt(mean(x^2) + eps) * weight.
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+Rope make_rope(int64_t seq, int64_t head_dim, torch::Device device, torch::Dtype dtype, double theta) {
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  auto inv = torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / static_cast<double>(head_dim));
+  auto freqs = torch::outer(torch::arange(seq, opts), inv);  // [seq, head_dim/2]
+  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);     // [seq, 1, head_dim]
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+Tensor apply_rope(const Tensor& x, const Rope& rope, int64_t head_dim) {
+  auto sizes = x.sizes().vec();
+  auto t = x.view({sizes[0], sizes[1], -1, head_dim});  // [B, S, H, hd]
+  auto half = head_dim / 2;
+  auto rot = torch::cat({-t.narrow(-1, half, head_dim - half), t.narrow(-1, 0, half)}, -1);
+  return (t * rope.cos + rot * rope.sin).view(sizes);
+}
+
+AttentionImpl::AttentionImpl(const AttnOptions& o) : opt(o) {
+  using torch::nn::LinearOptions;
+  const int64_t qd = o.heads * o.head_dim, kvd = o.kv_heads * o.head_dim;
+  if (o.fused_qkv) {
+    qkv = register_module("qkv", torch::nn::Linear(LinearOptions(o.hidden, qd + 2 * kvd).bias(o.qkv_bias)));
+  } else {
+    q = register_module("q", torch::nn::Linear(LinearOptions(o.hidden, qd).bias(o.qkv_bias)));
+    k = register_module("k", torch::nn::Linear(LinearOptions(o.hidden, kvd).bias(o.qkv_bias)));
+    v = register_module("v", torch::nn::Linear(LinearOptions(o.hidden, kvd).bias(o.qkv_bias)));
+  }
+  this->o = register_module("o", torch::nn::Linear(LinearOptions(qd, o.hidden).bias(o.out_bias)));
+}
+
+Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::string& pre, NodeProbe* probe,
+                              const Tensor& bias, const Rope& rope) {
+  const auto& src = kv_src.defined() ? kv_src : x;
+  const int64_t B = x.size(0), Sq = x.size(1), Sk = src.size(1);
+  const int64_t H = opt.heads, KV = opt.kv_heads, hd = opt.head_dim;
+  Tensor qt, kt, vt;  // [B, S, heads*hd]
+  if (opt.fused_qkv) {
+    auto all = node(probe, pre + "qkv", [&] { return qkv(x); });
+    auto parts = all.split_with_sizes({H * hd, KV * hd, KV * hd}, -1);
+    qt = parts[0], kt = parts[1], vt = parts[2];
+  } else {
+    // RoPE is applied inside the q and k nodes (it rotates their outputs in place of positions).
+    qt = node(probe, pre + "q", [&] { return rope.defined() ? apply_rope(q(x), rope, hd) : q(x); });
+    kt = node(probe, pre + "k", [&] { return rope.defined() ? apply_rope(k(src), rope, hd) : k(src); });
+    vt = node(probe, pre + "v", [&] { return v(src); });
+  }
+  auto q4 = qt.view({B, Sq, H, hd}).transpose(1, 2);   // [B, H, Sq, hd]
+  auto k4 = kt.view({B, Sk, KV, hd}).transpose(1, 2);  // [B, KV, Sk, hd]
+  auto v4 = vt.view({B, Sk, KV, hd}).transpose(1, 2);
+  if (KV != H) {  // grouped-query attention: each K/V head serves H/KV query heads
+    k4 = k4.repeat_interleave(H / KV, 1);
+    v4 = v4.repeat_interleave(H / KV, 1);
+  }
+  auto scores = node(probe, pre + "qk", [&] {
+    auto s = torch::matmul(q4, k4.transpose(-2, -1));  // [B, H, Sq, Sk]
+    if (opt.scale) s = s * (1.0 / std::sqrt(static_cast<double>(hd)));
+    if (bias.defined()) s = s + bias;
+    if (opt.causal) {
+      auto mask = torch::ones({Sq, Sk}, torch::TensorOptions().dtype(torch::kBool).device(s.device()))
+                      .triu(1);
+      s = s.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    }
+    return s;
+  });
+  auto probs = node(probe, pre + "softmax", [&] { return torch::softmax(scores, -1); });
+  probs = dropout_node(probe, pre + "dropout", probs, opt.dropout, is_training());
+  auto ctx = node(probe, pre + "av", [&] {
+    return torch::matmul(probs, v4).transpose(1, 2).reshape({B, Sq, H * hd});  // [B, Sq, H*hd]
+  });
+  return node(probe, pre + "o", [&] { return o(ctx); });
+}
+
+FfnImpl::FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated_, bool bias, Activation act_, double act_dropout_)
+    : gated(gated_), act(act_), act_dropout(act_dropout_) {
+  using torch::nn::LinearOptions;
+  up = register_module("up", torch::nn::Linear(LinearOptions(hidden, ffn_dim).bias(bias)));
+  if (gated) gate = register_module("gate", torch::nn::Linear(LinearOptions(hidden, ffn_dim).bias(bias)));
+  down = register_module("down", torch::nn::Linear(LinearOptions(ffn_dim, hidden).bias(bias)));
+}
+
+Tensor FfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe* probe) {
+  Tensor h;
+  if (gated) {
+    auto g = node(probe, pre + "gate", [&] { return gate(x); });
+    auto u = node(probe, pre + "up", [&] { return up(x); });
+    auto a = node(probe, pre + "act", [&] { return activate(g, act); });
+    h = node(probe, pre + "mul", [&] { return a * u; });
+  } else {
+    auto u = node(probe, pre + "up", [&] { return up(x); });
+    h = node(probe, pre + "act", [&] { return activate(u, act); });
+  }
+  h = dropout_node(probe, pre + "act_dropout", h, act_dropout, is_training());
+  return node(probe, pre + "down", [&] { return down(h); });
+}
+
+BlockImpl::BlockImpl(const BlockOptions& o) : opt(o) {
+  attn_norm = register_module("attn_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
+  attn = register_module("attn", Attention(o.self));
+  if (o.has_cross) {
+    cross_norm = register_module("cross_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
+    cross = register_module("cross", Attention(o.cross));
+  }
+  ffn_norm = register_module("ffn_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
+  ffn = register_module("ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout));
+}
+
+Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::string& pre, NodeProbe* probe,
+                          const Tensor& self_bias, const Tensor& cross_bias, const Rope& rope) {
+  const bool train = is_training();
+  Tensor x = x0;
+  auto sublayer = [&](const std::string& p, Norm& norm, const std::function<Tensor(const Tensor&)>& body) {
+    if (opt.pre_norm) {  // x + drop(body(norm(x)))
+      auto h = node(probe, p + "norm", [&] { return norm(x); });
+      auto y = dropout_node(probe, p + "out_dropout", body(h), opt.dropout, train);
+      x = node(probe, p + "residual", [&] { return x + y; });
+    } else {  // post-norm (BERT): norm(x + drop(body(x)))
+      auto y = dropout_node(probe, p + "out_dropout", body(x), opt.dropout, train);
+      auto r = node(probe, p + "residual", [&] { return x + y; });
+      x = node(probe, p + "norm", [&] { return norm(r); });
+    }
+  };
+  sublayer(pre + "attn.", attn_norm,
+           [&](const Tensor& h) { return attn(h, Tensor(), pre + "attn.", probe, self_bias, rope); });
+  if (opt.has_cross)
+    sublayer(pre + "cross.", cross_norm,
+             [&](const Tensor& h) { return cross(h, enc_out, pre + "cross.", probe, cross_bias, Rope{}); });
+  // The FFN's own dropout is "ffn.dropout" (after ffn.down), not "ffn.out_dropout".
+  auto ffn_pre = pre + "ffn.";
+  if (opt.pre_norm) {
+    auto h = node(probe, ffn_pre + "norm", [&] { return ffn_norm(x); });
+    auto y = dropout_node(probe, ffn_pre + "dropout", ffn(h, ffn_pre, probe), opt.dropout, train);
+    x = node(probe, ffn_pre + "residual", [&] { return x + y; });
+  } else {
+    auto y = dropout_node(probe, ffn_pre + "dropout", ffn(x, ffn_pre, probe), opt.dropout, train);
+    auto r = node(probe, ffn_pre + "residual", [&] { return x + y; });
+    x = node(probe, ffn_pre + "norm", [&] { return ffn_norm(r); });
+  }
+  return x;
+}
+
+BlockOptions block_options(const ModelSpec& m) {
+  BlockOptions b;
+  b.self.hidden = m.hidden;
+  b.self.heads = m.num_heads;
+  b.self.kv_heads = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
+  b.self.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.num_heads;
+  b.self.qkv_bias = m.qkv_bias;
+  b.self.out_bias = m.out_bias;
+  b.self.dropout = m.attn_dropout;
+  b.cross = b.self;
+  b.ffn_dim = m.ffn_dim;
+  b.gated = m.gated_ffn;
+  b.ffn_bias = m.linear_bias;
+  b.act_dropout = m.act_dropout;
+  b.act = m.activation;
+  b.norm = m.norm;
+  b.norm_eps = m.norm == NormKind::RMSNorm ? 1e-6 : 1e-5;
+  b.pre_norm = m.pre_norm;
+  b.dropout = m.dropout;
+  return b;
+}
+
+Tensor loss_node(NodeProbe* probe, const Tensor& logits, const Tensor& labels) {
+  return node(probe, "head.loss", [&] {
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
+  });
+}
+
+}  // namespace scaledl::zoo_detail
+
+// ---- dispatch, batches, counting ----------------------------------------------
+
+namespace scaledl {
+
+std::shared_ptr<ZooModel> build_zoo_model(const ModelSpec& m, const TrainSettings& s, torch::Device device) {
+  SCALEDL_CHECK(m.hidden > 0 && m.num_heads > 0 && m.num_layers > 0,
+                "model {}: hidden={}, num_heads={}, num_layers={} must all be > 0", m.name, m.hidden, m.num_heads,
+                m.num_layers);
+  SCALEDL_CHECK(m.ffn_dim > 0, "model {}: ffn_dim={} must be > 0", m.name, m.ffn_dim);
+  const int64_t kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
+  SCALEDL_CHECK(m.num_heads % kv == 0, "model {}: num_key_value_heads={} does not divide num_attention_heads={}",
+                m.name, kv, m.num_heads);
+  SCALEDL_CHECK(m.head_dim > 0 || m.hidden % m.num_heads == 0,
+                "model {}: num_attention_heads={} does not divide hidden_size={}", m.name, m.num_heads, m.hidden);
+  std::shared_ptr<ZooModel> model;
+  try {
+    switch (m.family) {
+      case Family::Bert: model = zoo_detail::build_bert(m, s); break;
+      case Family::Gpt2:
+      case Family::GptNeo:
+      case Family::Opt:
+      case Family::Llama: model = zoo_detail::build_decoder(m, s); break;
+      case Family::T5: model = zoo_detail::build_t5(m, s); break;
+      case Family::ViT:
+      case Family::DeiT: model = zoo_detail::build_vit(m, s); break;
+    }
+    SCALEDL_CHECK(model != nullptr, "model {}: family id {} is not in the zoo", m.name, static_cast<int>(m.family));
+    model->to(device, torch_dtype(s.dtype));
+    model->train();
+  } catch (const c10::Error& e) {
+    fail("model {}: building on {} failed: {}", m.name, device.str(), e.what_without_backtrace());
+  }
+  return model;
+}
+
+ZooBatch make_zoo_batch(const ModelSpec& m, const TrainSettings& s, torch::Device device, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  auto ids = torch::TensorOptions().dtype(torch::kInt64);
+  ZooBatch b;
+  const bool vision = m.family == Family::ViT || m.family == Family::DeiT;
+  if (vision) {
+    int64_t img = s.image_size > 0 ? s.image_size : m.image_size;
+    SCALEDL_CHECK(img > 0 && m.patch_size > 0 && img % m.patch_size == 0,
+                  "settings.image_size={} must be a positive multiple of patch_size={}", img, m.patch_size);
+    b.input = torch::randn({s.batch, m.num_channels, img, img}, gen, torch::kFloat32)
+                  .to(device, torch_dtype(s.dtype));
+    b.labels = torch::randint(std::max<int64_t>(m.num_labels, 1), {s.batch}, gen, ids).to(device);
+    return b;
+  }
+  SCALEDL_CHECK(m.vocab_size > 0, "model {}: vocab_size={} must be > 0 for a text model", m.name, m.vocab_size);
+  b.input = torch::randint(m.vocab_size, {s.batch, s.seq_len}, gen, ids).to(device);
+  if (m.arch == Arch::EncoderDecoder)
+    b.decoder_input = torch::randint(m.vocab_size, {s.batch, decoder_tokens_per_sample(m, s)}, gen, ids).to(device);
+  if (m.lm_head)  // LM labels cover the tokens the head sees: decoder tokens for T5
+    b.labels = torch::randint(m.vocab_size, {s.batch, b.decoder_input.defined() ? b.decoder_input.size(1) : s.seq_len},
+                              gen, ids).to(device);
+  else
+    b.labels = torch::randint(std::max<int64_t>(m.num_labels, 1), {s.batch}, gen, ids).to(device);
+  return b;
+}
+
+int64_t trainable_parameter_count(const torch::nn::Module& module) {
+  int64_t n = 0;
+  std::set<const void*> seen;  // tied weights (LM head = word embedding) count once
+  for (const auto& p : module.parameters(/*recurse=*/true)) {
+    if (!p.requires_grad()) continue;
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    n += p.numel();
+  }
+  return n;
+}
+
+}  // namespace scaledl

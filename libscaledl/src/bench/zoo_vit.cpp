@@ -1,0 +1,79 @@
+// ViT (Dosovitskiy et al.) and DeiT (Touvron et al.): Conv2d patch embedding
+// (kernel = stride = patch), a learned CLS token (DeiT: + distillation token),
+// learned position embeddings over patches + special tokens, pre-norm
+// LayerNorm blocks with GELU FFN, final LayerNorm, and a linear classifier on
+// the CLS token (DeiT with teacher: a second classifier on the distillation
+// token, logits averaged, as DeiTForImageClassificationWithTeacher).
+#include "bench/zoo_blocks.hpp"
+#include "scaledl/error.hpp"
+
+namespace scaledl::zoo_detail {
+namespace {
+
+class ViT : public ZooModel {
+ public:
+  ViT(const ModelSpec& m, const TrainSettings& s) : ZooModel(m) {
+    SCALEDL_CHECK(m.patch_size > 0 && m.image_size > 0 && m.num_channels > 0,
+                  "model {}: image_size={}, patch_size={}, num_channels={} must be > 0", m.name, m.image_size,
+                  m.patch_size, m.num_channels);
+    SCALEDL_CHECK(m.image_size % m.patch_size == 0, "model {}: patch_size={} does not divide image_size={}",
+                  m.name, m.patch_size, m.image_size);
+    specials = std::max<int64_t>(m.num_special_tokens, 1);
+    patch = register_module("patch", torch::nn::Conv2d(torch::nn::Conv2dOptions(m.num_channels, m.hidden, m.patch_size)
+                                                           .stride(m.patch_size)));
+    tokens = register_parameter("tokens", torch::zeros({1, specials, m.hidden}));
+    const int64_t grid = m.image_size / m.patch_size;
+    position = register_parameter("position", torch::zeros({1, grid * grid + specials, m.hidden}));
+    auto bo = block_options(m);
+    bo.norm_eps = 1e-12;
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      blocks.push_back(register_module("block" + std::to_string(i), Block(bo)));
+    if (m.final_norm) final_norm = register_module("final_norm", Norm(m.hidden, m.norm, 1e-12));
+    if (m.pooler) pooler = register_module("pooler", torch::nn::Linear(m.hidden, m.hidden));
+    if (m.num_labels > 0) {
+      classifier = register_module("classifier", torch::nn::Linear(m.hidden, m.num_labels));
+      if (m.dist_head) dist_classifier = register_module("dist_classifier", torch::nn::Linear(m.hidden, m.num_labels));
+    }
+    (void)s;
+  }
+
+  Tensor loss(const ZooBatch& b, NodeProbe* probe) override {
+    const auto& m = spec_;
+    auto x = node(probe, "embed.patch", [&] {
+      return patch(b.input).flatten(2).transpose(1, 2);  // [B, N, d]
+    });
+    const int64_t B = x.size(0), N = x.size(1);
+    SCALEDL_CHECK(N + specials == position.size(1),
+                  "model {}: input gives {} patches but the position table has {} rows (image_size must equal "
+                  "the config's image_size={})", m.name, N, position.size(1) - specials, m.image_size);
+    x = node(probe, "embed.add", [&] { return torch::cat({tokens.expand({B, specials, m.hidden}), x}, 1) + position; });
+    x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, is_training());
+    for (size_t i = 0; i < blocks.size(); ++i)
+      x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), Rope{});
+    if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
+    Tensor h = x.select(1, 0);  // CLS [B, d]
+    if (!pooler.is_empty()) h = node(probe, "head.pooler", [&] { return torch::tanh(pooler(h)); });
+    if (!classifier.is_empty()) {
+      auto logits = node(probe, "head.classifier", [&] {
+        auto l = classifier(h);
+        if (!dist_classifier.is_empty()) l = 0.5 * (l + dist_classifier(x.select(1, 1)));
+        return l;
+      });
+      return loss_node(probe, logits, b.labels);
+    }
+    return node(probe, "head.loss", [&] { return h.to(torch::kFloat32).pow(2).mean(); });
+  }
+
+  int64_t specials = 1;
+  torch::nn::Conv2d patch{nullptr};
+  Tensor tokens, position;
+  std::vector<Block> blocks;
+  Norm final_norm{nullptr};
+  torch::nn::Linear pooler{nullptr}, classifier{nullptr}, dist_classifier{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<ZooModel> build_vit(const ModelSpec& m, const TrainSettings& s) { return std::make_shared<ViT>(m, s); }
+
+}  // namespace scaledl::zoo_detail

@@ -1,0 +1,76 @@
+// ScaleDL eq. 15 and its least-squares calibration (see comm.hpp).
+#include "scaledl/comm.hpp"
+
+#include <cmath>
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+
+namespace scaledl {
+
+double CommModel::time_s(double bytes, int64_t devices) const {
+  SCALEDL_CHECK(devices >= 1, "comm.devices={} must be >= 1", devices);
+  SCALEDL_CHECK(std::isfinite(bytes) && bytes >= 0, "comm.bytes={} must be finite and >= 0", bytes);
+  if (devices == 1) return 0.0;
+  SCALEDL_CHECK(bandwidth_Bps > 0, "comm.bandwidth_Bps={} must be > 0", bandwidth_Bps);
+  const double n = static_cast<double>(devices);
+  return 2.0 * (n - 1.0) / n * bytes / bandwidth_Bps + 2.0 * (n - 1.0) * gamma_s;
+}
+
+nlohmann::json CommModel::to_json() const {
+  return {{"bandwidth_Bps", bandwidth_Bps}, {"gamma_s", gamma_s}};
+}
+
+CommModel CommModel::from_json(const nlohmann::json& j, const std::string& ctx) {
+  SCALEDL_CHECK(j.is_object(), "{}: expected an object, got {}", ctx, show(j));
+  CommModel m;
+  m.bandwidth_Bps = get_num_or(j, "bandwidth_Bps", ctx, 1e-300, 1e300, NAN);
+  SCALEDL_CHECK(!std::isnan(m.bandwidth_Bps), "{}.bandwidth_Bps is missing", ctx);
+  m.gamma_s = get_num_or(j, "gamma_s", ctx, 0.0, 1e6, 0.0);
+  return m;
+}
+
+CommModel fit_comm_model(const std::vector<AllReduceSample>& samples) {
+  SCALEDL_CHECK(samples.size() >= 2, "allreduce samples: need at least 2 (size, time) samples, got {}",
+                samples.size());
+  // Weighted normal equations with weights 1/T^2 (relative residuals).
+  double saa = 0, sac = 0, scc = 0, sat = 0, sct = 0;
+  for (size_t k = 0; k < samples.size(); ++k) {
+    const auto& s = samples[k];
+    SCALEDL_CHECK(std::isfinite(s.bytes) && s.bytes > 0, "allreduce sample[{}].bytes={} must be > 0", k, s.bytes);
+    SCALEDL_CHECK(s.devices >= 2, "allreduce sample[{}].devices={} must be >= 2", k, s.devices);
+    SCALEDL_CHECK(std::isfinite(s.seconds) && s.seconds > 0, "allreduce sample[{}].seconds={} must be > 0", k,
+                  s.seconds);
+    const double n = static_cast<double>(s.devices);
+    const double a = 2.0 * (n - 1.0) / n * s.bytes, c = 2.0 * (n - 1.0);
+    const double w = 1.0 / (s.seconds * s.seconds);
+    saa += w * a * a;
+    sac += w * a * c;
+    scc += w * c * c;
+    sat += w * a * s.seconds;
+    sct += w * c * s.seconds;
+  }
+  const double det = saa * scc - sac * sac;
+  double u = NAN, gamma = 0;
+  if (det > 1e-12 * saa * scc) {
+    u = (sat * scc - sac * sct) / det;
+    gamma = (saa * sct - sac * sat) / det;
+  }
+  if (!(gamma >= 0) || !std::isfinite(u)) {  // constrained fit: gamma = 0
+    gamma = 0;
+    u = sat / saa;
+  }
+  SCALEDL_CHECK(std::isfinite(u) && u > 0,
+                "allreduce samples do not determine the bandwidth (fitted 1/B={}); measure at least two "
+                "message sizes",
+                u);
+  return CommModel{1.0 / u, gamma};
+}
+
+double gradient_bytes(double params, int bytes_per_element) {
+  SCALEDL_CHECK(params >= 0 && std::isfinite(params), "params={} must be finite and >= 0", params);
+  SCALEDL_CHECK(bytes_per_element > 0, "bytes_per_element={} must be > 0", bytes_per_element);
+  return params * bytes_per_element;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,260 @@
+// Graph features and batching (see graph_batch.hpp).
+#include "scaledl/graph_batch.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "scaledl/error.hpp"
+
+namespace scaledl {
+namespace {
+
+constexpr int kMaxDims = 5;  // most dims of any layer type (attention, conv2d_patch)
+
+float lg(double v) { return static_cast<float>(std::log1p(std::max(0.0, v))); }
+
+}  // namespace
+
+const std::vector<std::string>& node_feature_names() {
+  static const std::vector<std::string> n = [] {
+    std::vector<std::string> v;
+    for (const auto& info : all_layer_infos()) v.push_back(std::string("type_") + info.name);  // one-hot
+    v.insert(v.end(), {"dir_forward", "dir_backward", "dir_update"});                          // one-hot
+    for (int i = 0; i < kMaxDims; ++i) v.push_back("log1p_dim" + std::to_string(i));  // h^struct, 0 = absent
+    v.insert(v.end(), {"log1p_flops", "log1p_params", "log1p_in_bytes", "log1p_out_bytes", "log1p_weight_bytes",
+                       "log1p_temp_bytes",  // h^cm of the node's direction
+                       "log1p_t_us",        // predicted layer time t_l, microseconds
+                       "t_share"});         // t_l / T_sum
+    return v;
+  }();
+  return n;
+}
+
+const std::vector<std::string>& edge_feature_names() {
+  static const std::vector<std::string> n = {"log1p_bytes", "backward"};
+  return n;
+}
+
+const std::vector<std::string>& global_feature_names() {
+  static const std::vector<std::string> n = [] {
+    std::vector<std::string> v = {"log_batch", "log_seq_len", "log1p_image_size", "dtype_fp32", "dtype_tf32",
+                                  "dtype_bf16", "dtype_fp16", "opt_sgd", "opt_adam", "opt_adamw",
+                                  "optimizer_step"};
+    for (const auto& d : DeviceRecord::feature_names()) v.push_back("log1p_" + d);
+    v.insert(v.end(), {"log_num_devices", "log1p_comm_bw_gbs", "log1p_comm_gamma_us", "log1p_t_sum_ms",
+                       "log1p_t_comm_ms", "log1p_params", "log_num_nodes"});
+    return v;
+  }();
+  return n;
+}
+
+GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, const GraphContext& ctx) {
+  const auto& nf = node_feature_names();
+  const size_t F = nf.size(), Fe = edge_feature_names().size();
+  SCALEDL_CHECK(!g.nodes.empty(), "graph of model '{}' has no nodes", g.model.name);
+  SCALEDL_CHECK(t_l_ms.size() == g.nodes.size(), "graph of model '{}': {} layer times for {} nodes", g.model.name,
+                t_l_ms.size(), g.nodes.size());
+  GraphFeatures out;
+  out.label = g.model.name;
+  out.num_nodes = static_cast<int64_t>(g.nodes.size());
+  out.num_edges = static_cast<int64_t>(g.edges.size());
+  double t_sum = 0;
+  for (size_t i = 0; i < t_l_ms.size(); ++i) {
+    SCALEDL_CHECK(std::isfinite(t_l_ms[i]) && t_l_ms[i] >= 0, "layer time of node '{}' is {} ms (must be >= 0)",
+                  g.nodes[i].name, t_l_ms[i]);
+    t_sum += t_l_ms[i];
+  }
+  SCALEDL_CHECK(t_sum > 0, "graph of model '{}': T_sum = 0 (all layer times are zero)", g.model.name);
+  out.t_sum_ms = t_sum;
+
+  const int ntypes = static_cast<int>(all_layer_infos().size());
+  out.x.assign(out.num_nodes * F, 0.f);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const LayerNode& n = g.nodes[i];
+    float* r = &out.x[i * F];
+    const int t = static_cast<int>(n.type);
+    SCALEDL_CHECK(t >= 0 && t < ntypes, "node '{}' has invalid layer type {}", n.name, t);
+    r[t] = 1.f;
+    r[ntypes + static_cast<int>(n.dir)] = 1.f;
+    SCALEDL_CHECK(n.dims.size() <= kMaxDims, "node '{}' has {} dims (at most {})", n.name, n.dims.size(), kMaxDims);
+    for (size_t d = 0; d < n.dims.size(); ++d) r[ntypes + 3 + d] = lg(static_cast<double>(n.dims[d]));
+    float* c = r + ntypes + 3 + kMaxDims;
+    c[0] = lg(n.flops());
+    c[1] = lg(n.cost.params);
+    c[2] = lg(n.cost.in_bytes);
+    c[3] = lg(n.cost.out_bytes);
+    c[4] = lg(n.cost.weight_bytes);
+    c[5] = lg(n.cost.temp_bytes);
+    c[6] = lg(t_l_ms[i] * 1e3);
+    c[7] = static_cast<float>(t_l_ms[i] / t_sum);
+  }
+  out.src.reserve(g.edges.size());
+  out.dst.reserve(g.edges.size());
+  out.e.reserve(g.edges.size() * Fe);
+  for (size_t k = 0; k < g.edges.size(); ++k) {
+    const LayerEdge& e = g.edges[k];
+    SCALEDL_CHECK(e.src >= 0 && e.src < out.num_nodes && e.dst >= 0 && e.dst < out.num_nodes,
+                  "graph of model '{}': edge[{}] = ({}, {}) outside [0, {})", g.model.name, k, e.src, e.dst,
+                  out.num_nodes);
+    out.src.push_back(e.src);
+    out.dst.push_back(e.dst);
+    out.e.push_back(lg(e.bytes));
+    out.e.push_back(e.backward ? 1.f : 0.f);
+  }
+
+  // Global features Z and T_comm (eq. 15): gradients of all parameters, in the
+  // training dtype, all-reduced over num_devices ranks.
+  const TrainSettings& s = g.settings;
+  const double params = g.total_params();
+  double t_comm_s = 0;
+  if (s.num_devices > 1) t_comm_s = ctx.comm.time_s(gradient_bytes(params, dtype_bytes(s.dtype)), s.num_devices);
+  out.t_comm_ms = t_comm_s * 1e3;
+  out.target_ms = ctx.target_ms;
+  out.z = {static_cast<float>(std::log(static_cast<double>(s.batch))),
+           static_cast<float>(std::log(static_cast<double>(s.seq_len))),
+           lg(static_cast<double>(s.image_size > 0 ? s.image_size : g.model.image_size))};
+  for (int d = 0; d < 4; ++d) out.z.push_back(static_cast<int>(s.dtype) == d ? 1.f : 0.f);
+  for (int o = 0; o < 3; ++o) out.z.push_back(static_cast<int>(s.optimizer) == o ? 1.f : 0.f);
+  out.z.push_back(s.optimizer_step ? 1.f : 0.f);
+  for (double f : ctx.device.features()) out.z.push_back(lg(f));
+  out.z.push_back(static_cast<float>(std::log(static_cast<double>(std::max<int64_t>(1, s.num_devices)))));
+  out.z.push_back(lg(ctx.comm.bandwidth_Bps / 1e9));
+  out.z.push_back(lg(ctx.comm.gamma_s * 1e6));
+  out.z.push_back(lg(out.t_sum_ms));
+  out.z.push_back(lg(out.t_comm_ms));
+  out.z.push_back(lg(params));
+  out.z.push_back(static_cast<float>(std::log(static_cast<double>(out.num_nodes))));
+  SCALEDL_CHECK(out.z.size() == global_feature_names().size(), "internal: {} global features, {} names",
+                out.z.size(), global_feature_names().size());
+  return out;
+}
+
+namespace {
+
+// Fits offset/scale of each of `cols` columns over rows drawn from all graphs.
+template <typename RowsOf>
+void fit_columns(const std::vector<const GraphFeatures*>& graphs, size_t cols, const std::string& kind,
+                 RowsOf rows_of, std::vector<float>& offset, std::vector<float>& scale) {
+  std::vector<double> lo(cols, INFINITY), hi(cols, -INFINITY), sum(cols, 0), sq(cols, 0);
+  double count = 0;
+  for (const GraphFeatures* g : graphs) {
+    auto [data, nrows] = rows_of(*g);
+    for (size_t r = 0; r < nrows; ++r)
+      for (size_t c = 0; c < cols; ++c) {
+        const double v = data[r * cols + c];
+        lo[c] = std::min(lo[c], v);
+        hi[c] = std::max(hi[c], v);
+        sum[c] += v;
+        sq[c] += v * v;
+      }
+    count += static_cast<double>(nrows);
+  }
+  offset.assign(cols, 0.f);
+  scale.assign(cols, 1.f);
+  if (count == 0) return;
+  for (size_t c = 0; c < cols; ++c) {
+    if (kind == "minmax") {
+      offset[c] = static_cast<float>(lo[c]);
+      if (hi[c] - lo[c] > 1e-12) scale[c] = static_cast<float>(hi[c] - lo[c]);
+    } else {
+      const double mean = sum[c] / count;
+      const double var = std::max(0.0, sq[c] / count - mean * mean);
+      offset[c] = static_cast<float>(mean);
+      if (var > 1e-18) scale[c] = static_cast<float>(std::sqrt(var));
+    }
+  }
+}
+
+}  // namespace
+
+Normalizer Normalizer::fit(const std::vector<const GraphFeatures*>& graphs, const std::string& kind) {
+  SCALEDL_CHECK(kind == "minmax" || kind == "standard", "normalization={} must be minmax or standard", kind);
+  SCALEDL_CHECK(!graphs.empty(), "cannot fit normalization statistics on an empty training set");
+  Normalizer n;
+  n.kind = kind;
+  fit_columns(graphs, node_feature_names().size(), kind,
+              [](const GraphFeatures& g) { return std::make_pair(g.x.data(), static_cast<size_t>(g.num_nodes)); },
+              n.x_offset, n.x_scale);
+  fit_columns(graphs, edge_feature_names().size(), kind,
+              [](const GraphFeatures& g) { return std::make_pair(g.e.data(), static_cast<size_t>(g.num_edges)); },
+              n.e_offset, n.e_scale);
+  fit_columns(graphs, global_feature_names().size(), kind,
+              [](const GraphFeatures& g) { return std::make_pair(g.z.data(), size_t{1}); }, n.z_offset, n.z_scale);
+  return n;
+}
+
+GraphBatch GraphBatch::to(torch::Device device) const {
+  GraphBatch b = *this;
+  for (torch::Tensor* t : {&b.x, &b.edge_index, &b.edge_attr, &b.batch, &b.z, &b.t_sum, &b.t_comm, &b.y})
+    *t = t->to(device);
+  return b;
+}
+
+GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normalizer& norm, torch::Dtype dtype) {
+  SCALEDL_CHECK(!graphs.empty(), "collate: no graphs");
+  const size_t F = node_feature_names().size(), Fe = edge_feature_names().size(),
+               Fz = global_feature_names().size();
+  SCALEDL_CHECK(norm.x_offset.size() == F && norm.e_offset.size() == Fe && norm.z_offset.size() == Fz,
+                "normalization statistics have {}/{}/{} columns, features have {}/{}/{}", norm.x_offset.size(),
+                norm.e_offset.size(), norm.z_offset.size(), F, Fe, Fz);
+  int64_t N = 0, E = 0;
+  for (const GraphFeatures* g : graphs) {
+    SCALEDL_CHECK(g->x.size() == g->num_nodes * F && g->e.size() == g->num_edges * Fe && g->z.size() == Fz &&
+                      g->src.size() == static_cast<size_t>(g->num_edges) && g->dst.size() == g->src.size(),
+                  "graph '{}': feature arrays do not match its {} nodes / {} edges", g->label, g->num_nodes,
+                  g->num_edges);
+    N += g->num_nodes;
+    E += g->num_edges;
+  }
+  const int64_t G = static_cast<int64_t>(graphs.size());
+  auto fopt = torch::TensorOptions().dtype(torch::kFloat32);
+  auto iopt = torch::TensorOptions().dtype(torch::kInt64);
+  torch::Tensor x = torch::empty({N, static_cast<int64_t>(F)}, fopt);
+  torch::Tensor ea = torch::empty({E, static_cast<int64_t>(Fe)}, fopt);
+  torch::Tensor z = torch::empty({G, static_cast<int64_t>(Fz)}, fopt);
+  torch::Tensor ei = torch::empty({2, E}, iopt);
+  torch::Tensor bt = torch::empty({N}, iopt);
+  torch::Tensor ts = torch::empty({G}, torch::TensorOptions().dtype(torch::kFloat64));
+  torch::Tensor tc = torch::empty({G}, torch::TensorOptions().dtype(torch::kFloat64));
+  torch::Tensor y = torch::empty({G}, torch::TensorOptions().dtype(torch::kFloat64));
+  float* px = x.data_ptr<float>();
+  float* pe = ea.data_ptr<float>();
+  float* pz = z.data_ptr<float>();
+  int64_t* ps = ei.data_ptr<int64_t>();
+  int64_t* pd = ps + E;
+  int64_t* pb = bt.data_ptr<int64_t>();
+  int64_t noff = 0, eoff = 0;
+  auto apply = [](const std::vector<float>& in, size_t cols, const std::vector<float>& off,
+                  const std::vector<float>& sc, float* out) {
+    for (size_t i = 0; i < in.size(); ++i) out[i] = (in[i] - off[i % cols]) / sc[i % cols];
+  };
+  for (int64_t k = 0; k < G; ++k) {
+    const GraphFeatures& g = *graphs[k];
+    apply(g.x, F, norm.x_offset, norm.x_scale, px + noff * F);
+    apply(g.e, Fe, norm.e_offset, norm.e_scale, pe + eoff * Fe);
+    apply(g.z, Fz, norm.z_offset, norm.z_scale, pz + k * Fz);
+    for (int64_t j = 0; j < g.num_edges; ++j) {
+      ps[eoff + j] = g.src[j] + noff;
+      pd[eoff + j] = g.dst[j] + noff;
+    }
+    std::fill(pb + noff, pb + noff + g.num_nodes, k);
+    ts.data_ptr<double>()[k] = g.t_sum_ms;
+    tc.data_ptr<double>()[k] = g.t_comm_ms;
+    y.data_ptr<double>()[k] = g.target_ms;
+    noff += g.num_nodes;
+    eoff += g.num_edges;
+  }
+  GraphBatch b;
+  b.x = x.to(dtype);
+  b.edge_attr = ea.to(dtype);
+  b.z = z.to(dtype);
+  b.edge_index = ei;
+  b.batch = bt;
+  b.t_sum = ts.to(dtype);
+  b.t_comm = tc.to(dtype);
+  b.y = y.to(dtype);
+  b.num_graphs = G;
+  return b;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,484 @@
+// ModelSpec + TrainSettings -> the layer graph of one training iteration
+// (ScaleDL Sec. III: G = (V, E), one node per layer, edges = dependencies).
+//
+// Order of the node list (and so of ids, which makes every edge src < dst):
+//   1. forward nodes in execution order, ending with head.loss;
+//   2. backward nodes "<name>.bwd" in reverse forward order (peer = forward id);
+//   3. optim.step (Direction::Update) when settings.optimizer_step.
+// Edges:
+//   forward u -> v          activation [shape of u's output], backward=false;
+//   backward v.bwd -> u.bwd gradient of that activation, backward=true;
+//   u -> u.bwd              saved=true: tensors the backward of u reads
+//                           (u's inputs and temporaries; 0 bytes for Add);
+//   u.bwd -> optim.step     gradient of the weights u reads (shared ones too), backward=true.
+// Shapes are [batch, seq, features] for token tensors and [batch, heads, seq_q,
+// seq_k] for attention scores. Token counts: text tokens = batch * seq_len;
+// vision tokens = batch * (patches + special tokens).
+#include "scaledl/layer_graph.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "scaledl/error.hpp"
+
+namespace scaledl {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+double numel(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+/// An input of a node: the producing node and, when it differs from the
+/// producer's out_shape (e.g. the [CLS] slice), the shape actually consumed.
+struct In {
+  int id;
+  Shape shape;
+  In(int i) : id(i) {}  // NOLINT: implicit from a node id
+  In(int i, Shape s) : id(i), shape(std::move(s)) {}
+};
+
+class Builder {
+ public:
+  Builder(LayerGraph& g) : g_(g), e_(dtype_bytes(g.settings.dtype)) {}
+
+  int add(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
+          std::initializer_list<In> inputs, int block = -1) {
+    validate_dims(t, dims);
+    LayerNode n;
+    n.id = static_cast<int>(g_.nodes.size());
+    n.name = name;
+    n.type = t;
+    n.dir = Direction::Forward;
+    n.cost = layer_cost(t, dims, g_.settings.dtype);
+    n.dims = std::move(dims);
+    n.block = block;
+    n.out_shape = std::move(out);
+    g_.nodes.push_back(std::move(n));
+    for (const In& in : inputs) {
+      SCALEDL_CHECK(in.id >= 0 && in.id < static_cast<int>(g_.nodes.size()) - 1,
+                    "internal: node {} reads unknown node {}", name, in.id);
+      LayerEdge e;
+      e.src = in.id;
+      e.dst = g_.nodes.back().id;
+      e.shape = in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape;
+      e.bytes = numel(e.shape) * e_;
+      g_.edges.push_back(std::move(e));
+    }
+    return g_.nodes.back().id;
+  }
+
+  /// Marks a node whose weight is shared with another node: it keeps the FLOP
+  /// and weight_bytes (it still reads the matrix) but owns only `own` params.
+  void share_weight(int id, double own) { g_.nodes[id].cost.params = own; }
+
+ private:
+  LayerGraph& g_;
+  double e_;
+};
+
+LayerType norm_type(const ModelSpec& m) {
+  return m.norm == NormKind::LayerNorm ? LayerType::LayerNorm : LayerType::RMSNorm;
+}
+LayerType act_type(const ModelSpec& m) {
+  switch (m.activation) {
+    case Activation::ReLU: return LayerType::ReLU;
+    case Activation::SiLU: return LayerType::SiLU;
+    default: return LayerType::GELU;  // erf and tanh forms share one kernel cost model
+  }
+}
+
+/// Forward graph construction for every family.
+class Forward {
+ public:
+  Forward(LayerGraph& g) : g_(g), m_(g.model), b_(g.settings.batch), B_(g) {}
+
+  int build() {
+    if (m_.arch == Arch::VisionEncoder) return vision();
+    if (m_.arch == Arch::EncoderDecoder) return t5();
+    return text();
+  }
+
+ private:
+  LayerGraph& g_;
+  const ModelSpec& m_;
+  int64_t b_;
+  Builder B_;
+
+  int dropout(const std::string& name, double p, int x, int64_t elems, const Shape& shape, int block) {
+    if (p <= 0) return x;
+    return B_.add(name, LayerType::Dropout, {elems}, shape, {x}, block);
+  }
+
+  /// Attention sub-block "<p>.q/k/v|qkv, qk, softmax, dropout, av, o, out_dropout".
+  /// xq: [b, sq, h] query stream; xkv: [b, skv, h] key/value stream (== xq for self).
+  /// rel_bias: node adding a position bias to the scores before softmax, or -1.
+  int attention(const std::string& p, int xq, int64_t sq, int xkv, int64_t skv, int block, int rel_bias,
+                bool fused) {
+    const int64_t h = m_.hidden, H = m_.num_heads, hd = m_.head_dim;
+    const int64_t qo = H * hd, kvo = m_.num_kv_heads * hd;
+    const int64_t tq = b_ * sq, tkv = b_ * skv;
+    int q, k, v;
+    if (fused) {  // GPT-2 Conv1D c_attn: one [h, 3h] projection
+      q = k = v = B_.add(p + ".qkv", LayerType::Linear, {tq, h, qo + 2 * kvo, m_.qkv_bias}, {b_, sq, qo + 2 * kvo},
+                         {xq}, block);
+    } else {
+      q = B_.add(p + ".q", LayerType::Linear, {tq, h, qo, m_.qkv_bias}, {b_, sq, qo}, {xq}, block);
+      k = B_.add(p + ".k", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
+      v = B_.add(p + ".v", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
+    }
+    // GQA: k/v heads are repeated to H heads (repeat_kv), so the BMMs run over b*H.
+    int qk = B_.add(p + ".qk", LayerType::BMM, {b_ * H, sq, hd, skv}, {b_, H, sq, skv},
+                    {In(q, {b_, H, sq, hd}), In(k, {b_, H, hd, skv})}, block);
+    int sm;
+    if (rel_bias >= 0) {
+      sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, {b_, H, sq, skv},
+                  {qk, In(rel_bias, {1, H, sq, skv})}, block);
+    } else {
+      sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, {b_, H, sq, skv}, {qk}, block);
+    }
+    int pr = dropout(p + ".dropout", m_.attn_dropout, sm, b_ * H * sq * skv, {b_, H, sq, skv}, block);
+    int av = B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, hd}, {b_, H, sq, hd},
+                    {pr, In(v, {b_, H, skv, hd})}, block);
+    int o = B_.add(p + ".o", LayerType::Linear, {tq, qo, h, m_.out_bias}, {b_, sq, h}, {In(av, {b_, sq, qo})},
+                   block);
+    return dropout(p + ".out_dropout", m_.dropout, o, tq * h, {b_, sq, h}, block);
+  }
+
+  /// FFN sub-block: up [gate, mul], act, [act_dropout], down, [dropout].
+  int ffn(const std::string& p, int x, int64_t s, int block) {
+    const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s;
+    const Shape hs = {b_, s, h}, fs = {b_, s, f};
+    int inner;
+    if (m_.gated_ffn) {  // Llama: down(act(gate(x)) * up(x)); T5 v1.1: wo(act(wi_0 x) * wi_1 x)
+      int gate = B_.add(p + ".gate", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
+      int up = B_.add(p + ".up", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
+      int act = B_.add(p + ".act", act_type(m_), {t * f}, fs, {gate}, block);
+      inner = B_.add(p + ".mul", LayerType::Mul, {t * f}, fs, {act, up}, block);
+    } else {
+      int up = B_.add(p + ".up", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
+      inner = B_.add(p + ".act", act_type(m_), {t * f}, fs, {up}, block);
+    }
+    inner = dropout(p + ".act_dropout", m_.act_dropout, inner, t * f, fs, block);
+    int down = B_.add(p + ".down", LayerType::Linear, {t, f, h, m_.linear_bias}, hs, {inner}, block);
+    return dropout(p + ".dropout", m_.dropout, down, t * h, hs, block);
+  }
+
+  /// One transformer block "<stack>.<i>." on x [b, s, h]. enc >= 0 adds T5
+  /// cross-attention over the encoder output enc [b, s_enc, h].
+  int block(const std::string& stack, int i, int blk, int x, int64_t s, int rel_bias, int enc = -1,
+            int64_t s_enc = 0) {
+    const std::string p = stack + "." + std::to_string(i) + ".";
+    const int64_t h = m_.hidden, t = b_ * s;
+    const Shape hs = {b_, s, h};
+    const LayerType nt = norm_type(m_);
+    const bool fused = m_.family == Family::Gpt2;
+    if (!m_.pre_norm) {  // post-norm (BERT, OPT-350m): norm after each residual add
+      int a = attention(p + "attn", x, s, x, s, blk, rel_bias, fused);
+      int r1 = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
+      int n1 = B_.add(p + "attn.norm", nt, {t, h}, hs, {r1}, blk);
+      int f = ffn(p + "ffn", n1, s, blk);
+      int r2 = B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, n1}, blk);
+      return B_.add(p + "ffn.norm", nt, {t, h}, hs, {r2}, blk);
+    }
+    int n1 = B_.add(p + "attn.norm", nt, {t, h}, hs, {x}, blk);
+    int a = attention(p + "attn", n1, s, n1, s, blk, rel_bias, fused);
+    int cur = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
+    if (enc >= 0) {
+      int nc = B_.add(p + "cross.norm", nt, {t, h}, hs, {cur}, blk);
+      int c = attention(p + "cross", nc, s, enc, s_enc, blk, -1, false);
+      cur = B_.add(p + "cross.residual", LayerType::Add, {t * h}, hs, {c, cur}, blk);
+    }
+    int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {cur}, blk);
+    int f = ffn(p + "ffn", n2, s, blk);
+    return B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, cur}, blk);
+  }
+
+  /// LM head over all tokens and the loss: CrossEntropy [b*s, vocab].
+  int lm_loss(int x, int64_t s) {
+    const int64_t h = m_.hidden, t = b_ * s, V = m_.vocab_size;
+    int cur = x;
+    if (m_.family == Family::Bert) {  // BertOnlyMLMHead: dense + GELU + LayerNorm, then decoder
+      cur = B_.add("head.transform", LayerType::Linear, {t, h, h, 1}, {b_, s, h}, {cur});
+      cur = B_.add("head.act", act_type(m_), {t * h}, {b_, s, h}, {cur});
+      cur = B_.add("head.norm", LayerType::LayerNorm, {t, h}, {b_, s, h}, {cur});
+    }
+    if (m_.embed_dim != h)  // OPT project_out
+      cur = B_.add("head.project_out", LayerType::Linear, {t, h, m_.embed_dim, 0}, {b_, s, m_.embed_dim}, {cur});
+    const bool bias = m_.family == Family::Bert;  // BERT's decoder has a vocab bias
+    int lm = B_.add("head.lm", LayerType::Linear, {t, m_.embed_dim, V, bias}, {b_, s, V}, {cur});
+    if (m_.tie_word_embeddings) B_.share_weight(lm, bias ? double(V) : 0.0);
+    return B_.add("head.loss", LayerType::CrossEntropy, {t, V}, {1}, {lm});
+  }
+
+  int text() {
+    const int64_t s = g_.settings.seq_len, h = m_.hidden, t = b_ * s, E = m_.embed_dim;
+    const Shape hs = {b_, s, h};
+    int x = B_.add("embed.word", LayerType::Embedding, {t, m_.vocab_size, E}, {b_, s, E}, {});
+    if (E != h) x = B_.add("embed.project_in", LayerType::Linear, {t, E, h, 0}, hs, {x});
+    std::vector<int> parts = {x};
+    if (m_.type_vocab_size > 0)
+      parts.push_back(B_.add("embed.token_type", LayerType::Embedding, {t, m_.type_vocab_size, h}, hs, {}));
+    if (m_.max_positions > 0)
+      parts.push_back(B_.add("embed.position", LayerType::Embedding,
+                             {t, m_.max_positions + m_.position_offset, h}, hs, {}));
+    if (parts.size() > 1) {
+      // k summed embeddings = k-1 elementwise adds over [t, h].
+      int64_t adds = static_cast<int64_t>(parts.size()) - 1;
+      std::vector<In> ins(parts.begin(), parts.end());
+      x = add_n("embed.add", adds * t * h, hs, ins);
+    }
+    if (m_.family == Family::Bert) x = B_.add("embed.norm", LayerType::LayerNorm, {t, h}, hs, {x});
+    x = dropout("embed.dropout", m_.embed_dropout, x, t * h, hs, -1);
+    for (int i = 0; i < m_.num_layers; ++i) x = block(m_.arch == Arch::EncoderOnly ? "encoder" : "decoder", i, i, x, s, -1);
+    if (m_.final_norm) x = B_.add("head.norm", norm_type(m_), {t, h}, hs, {x});
+    if (m_.lm_head) return lm_loss(x, s);
+    // BERT classifier: pooler (dense + tanh, tanh folded in) on [CLS], dropout, classifier.
+    int pooled = B_.add("head.pooler", LayerType::Linear, {b_, h, h, 1}, {b_, h}, {In(x, {b_, h})});
+    pooled = dropout("head.dropout", m_.dropout, pooled, b_ * h, {b_, h}, -1);
+    int c = B_.add("head.classifier", LayerType::Linear, {b_, h, m_.num_labels, 1}, {b_, m_.num_labels}, {pooled});
+    return B_.add("head.loss", LayerType::CrossEntropy, {b_, m_.num_labels}, {1}, {c});
+  }
+
+  int add_n(const std::string& name, int64_t elems, const Shape& out, const std::vector<In>& ins) {
+    // Builder::add takes an initializer_list; add the edges of extra inputs here.
+    int id = B_.add(name, LayerType::Add, {elems}, out, {ins[0]});
+    for (size_t i = 1; i < ins.size(); ++i) {
+      LayerEdge e;
+      e.src = ins[i].id;
+      e.dst = id;
+      e.shape = ins[i].shape.empty() ? g_.nodes[ins[i].id].out_shape : ins[i].shape;
+      e.bytes = numel(e.shape) * dtype_bytes(g_.settings.dtype);
+      g_.edges.push_back(std::move(e));
+    }
+    return id;
+  }
+
+  int t5() {
+    const int64_t se = g_.settings.seq_len, sd = decoder_tokens_per_sample(m_, g_.settings);
+    const int64_t h = m_.hidden, H = m_.num_heads, te = b_ * se, td = b_ * sd, V = m_.vocab_size;
+    // Encoder.
+    int x = B_.add("embed.word", LayerType::Embedding, {te, V, h}, {b_, se, h}, {});
+    x = dropout("embed.dropout", m_.embed_dropout, x, te * h, {b_, se, h}, -1);
+    // Relative position bias [1, H, s, s] from a [buckets, H] table (first layer of each stack).
+    int rb = B_.add("encoder.0.attn.rel_bias", LayerType::Embedding, {se * se, m_.rel_attn_buckets, H},
+                    {1, H, se, se}, {}, 0);
+    for (int i = 0; i < m_.num_layers; ++i) x = block("encoder", i, i, x, se, rb);
+    x = B_.add("encoder.final_norm", norm_type(m_), {te, h}, {b_, se, h}, {x});
+    int enc = dropout("encoder.final_dropout", m_.dropout, x, te * h, {b_, se, h}, -1);
+    // Decoder (blocks numbered after the encoder's, so block ids are unique).
+    int y = B_.add("embed.dec_word", LayerType::Embedding, {td, V, h}, {b_, sd, h}, {});
+    B_.share_weight(y, 0);  // the shared token table is counted by embed.word
+    y = dropout("embed.dec_dropout", m_.embed_dropout, y, td * h, {b_, sd, h}, -1);
+    const int first = static_cast<int>(m_.num_layers);
+    int rd = B_.add("decoder.0.attn.rel_bias", LayerType::Embedding, {sd * sd, m_.rel_attn_buckets, H},
+                    {1, H, sd, sd}, {}, first);
+    for (int i = 0; i < m_.num_decoder_layers; ++i) y = block("decoder", i, first + i, y, sd, rd, enc, se);
+    y = B_.add("head.norm", norm_type(m_), {td, h}, {b_, sd, h}, {y});
+    y = dropout("head.dropout", m_.dropout, y, td * h, {b_, sd, h}, -1);
+    return lm_loss(y, sd);
+  }
+
+  int vision() {
+    const int64_t img = g_.settings.image_size > 0 ? g_.settings.image_size : m_.image_size;
+    const int64_t np = (img / m_.patch_size) * (img / m_.patch_size), S = m_.num_special_tokens;
+    const int64_t s = np + S, h = m_.hidden, t = b_ * s;
+    const int64_t table = (m_.image_size / m_.patch_size) * (m_.image_size / m_.patch_size) + S;
+    const Shape hs = {b_, s, h};
+    int patch = B_.add("embed.patch", LayerType::Conv2dPatch, {b_, m_.num_channels, h, img, m_.patch_size},
+                       {b_, np, h}, {});
+    // [CLS] (+ distillation) tokens expanded over the batch: a lookup of S rows per sample.
+    int cls = B_.add("embed.cls", LayerType::Embedding, {b_ * S, S, h}, {b_, S, h}, {});
+    // Learned position table [table, h] added to every sample (bwd: sum over the batch).
+    int pos = B_.add("embed.position", LayerType::Embedding, {t, table, h}, hs, {});
+    int x = add_n("embed.add", t * h, hs, {In(patch), In(cls), In(pos)});  // concat + add
+    x = dropout("embed.dropout", m_.embed_dropout, x, t * h, hs, -1);
+    for (int i = 0; i < m_.num_layers; ++i) x = block("encoder", i, i, x, s, -1);
+    x = B_.add("head.norm", LayerType::LayerNorm, {t, h}, hs, {x});
+    const int64_t L = m_.num_labels;
+    int c = B_.add("head.classifier", LayerType::Linear, {b_, h, L, 1}, {b_, L}, {In(x, {b_, h})});
+    if (!m_.dist_head) return B_.add("head.loss", LayerType::CrossEntropy, {b_, L}, {1}, {c});
+    int d = B_.add("head.dist_classifier", LayerType::Linear, {b_, h, L, 1}, {b_, L}, {In(x, {b_, h})});
+    return B_.add("head.loss", LayerType::CrossEntropy, {2 * b_, L}, {1}, {c, d});
+  }
+};
+
+/// Bytes the backward of forward node n reads from its own forward pass.
+double saved_bytes(const LayerNode& n) {
+  switch (n.type) {
+    case LayerType::Add: return 0;  // gradient passes through
+    default: return n.cost.in_bytes + n.cost.temp_bytes;
+  }
+}
+
+}  // namespace
+
+LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
+  validate_model_spec(m, m.name.empty() ? "model" : m.name);
+  validate_settings(m, s);
+  LayerGraph g;
+  g.model = m;
+  g.settings = s;
+  Forward(g).build();
+  const int nf = static_cast<int>(g.nodes.size());
+  const size_t ef = g.edges.size();
+  const double e = dtype_bytes(s.dtype);
+
+  // First input shape of each forward node = the shape of its input gradient.
+  std::vector<Shape> in_shape(nf);
+  for (size_t i = 0; i < ef; ++i)
+    if (in_shape[g.edges[i].dst].empty()) in_shape[g.edges[i].dst] = g.edges[i].shape;
+
+  // Backward nodes in reverse forward order.
+  std::vector<int> bwd(nf, -1);
+  for (int f = nf - 1; f >= 0; --f) {
+    LayerNode n = g.nodes[f];
+    n.id = static_cast<int>(g.nodes.size());
+    n.name += ".bwd";
+    n.dir = Direction::Backward;
+    n.peer = f;
+    if (!in_shape[f].empty()) n.out_shape = in_shape[f];
+    g.nodes[f].peer = n.id;
+    bwd[f] = n.id;
+    g.nodes.push_back(std::move(n));
+    LayerEdge sv;
+    sv.src = f;
+    sv.dst = bwd[f];
+    sv.bytes = saved_bytes(g.nodes[f]);
+    sv.shape = in_shape[f].empty() ? g.nodes[f].out_shape : in_shape[f];
+    sv.saved = true;
+    g.edges.push_back(std::move(sv));
+  }
+  for (size_t i = 0; i < ef; ++i) {
+    LayerEdge r = g.edges[i];
+    std::swap(r.src, r.dst);
+    r.src = bwd[r.src];
+    r.dst = bwd[r.dst];
+    r.backward = true;
+    g.edges.push_back(std::move(r));
+  }
+  if (s.optimizer_step) {
+    const double p = g.total_params();
+    LayerNode n;
+    n.id = static_cast<int>(g.nodes.size());
+    n.name = "optim.step";
+    n.type = LayerType::Optimizer;
+    n.dir = Direction::Update;
+    n.dims = {static_cast<int64_t>(p), static_cast<int64_t>(s.optimizer)};
+    validate_dims(n.type, n.dims);
+    n.cost = layer_cost(n.type, n.dims, s.dtype);
+    n.out_shape = {n.dims[0]};
+    g.nodes.push_back(std::move(n));
+    // Every node with weights (own or shared, e.g. a tied LM head) sends the
+    // gradient of the weights it reads: weight_bytes, i.e. params * dtype bytes.
+    for (int f = 0; f < nf; ++f) {
+      if (g.nodes[f].cost.weight_bytes <= 0) continue;
+      LayerEdge ge;
+      ge.src = bwd[f];
+      ge.dst = g.nodes.back().id;
+      ge.shape = {static_cast<int64_t>(g.nodes[f].cost.weight_bytes / e)};
+      ge.bytes = g.nodes[f].cost.weight_bytes;
+      ge.backward = true;
+      g.edges.push_back(std::move(ge));
+    }
+  }
+  std::stable_sort(g.edges.begin(), g.edges.end(),
+                   [](const LayerEdge& a, const LayerEdge& b) { return a.dst < b.dst; });
+  return g;
+}
+
+double LayerGraph::total_params() const {
+  double p = 0;
+  for (const auto& n : nodes)
+    if (n.dir == Direction::Forward) p += n.cost.params;
+  return p;
+}
+double LayerGraph::total_flops_fwd() const {
+  double f = 0;
+  for (const auto& n : nodes)
+    if (n.dir == Direction::Forward) f += n.cost.flops_fwd;
+  return f;
+}
+double LayerGraph::total_flops_bwd() const {
+  double f = 0;
+  for (const auto& n : nodes)
+    if (n.dir == Direction::Backward) f += n.cost.flops_bwd;
+  return f;
+}
+double LayerGraph::total_flops_update() const {
+  double f = 0;
+  for (const auto& n : nodes)
+    if (n.dir == Direction::Update) f += n.cost.flops_fwd;
+  return f;
+}
+int LayerGraph::find(const std::string& name) const {
+  for (const auto& n : nodes)
+    if (n.name == name) return n.id;
+  return -1;
+}
+
+nlohmann::json LayerGraph::to_json() const {
+  nlohmann::json layers = nlohmann::json::array(), edges_j = nlohmann::json::array();
+  for (const auto& n : nodes) {
+    nlohmann::json dims = nlohmann::json::object();
+    const auto& names = layer_info(n.type).dims;
+    for (size_t i = 0; i < n.dims.size(); ++i) dims[names[i]] = n.dims[i];
+    layers.push_back({{"id", n.id},
+                      {"name", n.name},
+                      {"type", to_string(n.type)},
+                      {"dir", to_string(n.dir)},
+                      {"dims", dims},
+                      {"flops", n.flops()},
+                      {"flops_fwd", n.cost.flops_fwd},
+                      {"flops_bwd", n.cost.flops_bwd},
+                      {"params", n.cost.params},
+                      {"in_bytes", n.cost.in_bytes},
+                      {"out_bytes", n.cost.out_bytes},
+                      {"weight_bytes", n.cost.weight_bytes},
+                      {"temp_bytes", n.cost.temp_bytes},
+                      {"out_shape", n.out_shape},
+                      {"block", n.block},
+                      {"peer", n.peer}});
+  }
+  for (const auto& e : edges)
+    edges_j.push_back({{"src", e.src},
+                       {"dst", e.dst},
+                       {"bytes", e.bytes},
+                       {"shape", e.shape},
+                       {"backward", e.backward},
+                       {"saved", e.saved}});
+  return {{"model", model.to_json()},
+          {"settings", settings.to_json()},
+          {"params", total_params()},
+          {"flops_fwd", total_flops_fwd()},
+          {"flops_bwd", total_flops_bwd()},
+          {"flops_update", total_flops_update()},
+          {"layers", layers},
+          {"edges", edges_j}};
+}
+
+std::string LayerGraph::to_dot() const {
+  std::ostringstream o;
+  o << "digraph \"" << model.name << "\" {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
+  for (const auto& n : nodes) {
+    const char* color = n.dir == Direction::Forward ? "lightblue" : n.dir == Direction::Backward ? "mistyrose"
+                                                                                                 : "palegreen";
+    o << "  n" << n.id << " [label=\"" << n.name << "\\n" << to_string(n.type)
+      << fmt::format("\\n{:.3g} FLOP", n.flops()) << "\", style=filled, fillcolor=" << color << "];\n";
+  }
+  for (const auto& e : edges) {
+    o << "  n" << e.src << " -> n" << e.dst;
+    if (e.saved) o << " [style=dotted]";
+    else if (e.backward) o << " [style=dashed, color=red]";
+    o << ";\n";
+  }
+  o << "}\n";
+  return o.str();
+}
+
+}  // namespace scaledl

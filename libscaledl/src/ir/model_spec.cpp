@@ -1,0 +1,535 @@
+// Hugging Face config.json -> ModelSpec, training settings, and the parameter
+// count of the model as transformers builds it.
+//
+// Every rejected input produces one line "<ctx>.<key>=<value> <reason>", e.g.
+//   config.num_attention_heads=12 does not divide config.hidden_size=1000
+// Per family the keys read are those of the transformers config classes
+// (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
+// OPTConfig, LlamaConfig) with their defaults; docs/ir.md lists them.
+#include "scaledl/model_spec.hpp"
+
+#include <cmath>
+#include <filesystem>
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+
+namespace scaledl {
+
+namespace {
+
+// Upper bounds that no real model reaches; they keep every product of sizes in
+// int64 and catch typos such as vocab_size = 10^12.
+constexpr int64_t kMaxHidden = int64_t(1) << 20;    // d_model
+constexpr int64_t kMaxFfn = int64_t(1) << 22;       // FFN inner size
+constexpr int64_t kMaxVocab = int64_t(1) << 24;     // 16.7M tokens (largest real ~256k)
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxPositions = int64_t(1) << 24;
+constexpr int64_t kMaxImage = int64_t(1) << 16;     // pixels per side
+constexpr int64_t kMaxLabels = int64_t(1) << 24;
+constexpr int64_t kMaxBatch = int64_t(1) << 24;
+constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iteration
+constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
+
+const char* kTypes = "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama";
+
+/// First of `keys` present (non-null) in `j`, or "" when none is.
+std::string first_key(const json& j, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (j.contains(k) && !j.at(k).is_null()) return k;
+  return "";
+}
+
+/// Required integer under any of `keys` (aliases, first wins).
+int64_t req(const json& j, std::initializer_list<const char*> keys, const std::string& ctx,
+            int64_t lo, int64_t hi) {
+  std::string k = first_key(j, keys);
+  if (k.empty()) fail("{}.{} is missing", ctx, *keys.begin());
+  return get_int(j, k, ctx, lo, hi);
+}
+
+int64_t opt(const json& j, std::initializer_list<const char*> keys, const std::string& ctx,
+            int64_t lo, int64_t hi, int64_t def) {
+  std::string k = first_key(j, keys);
+  return k.empty() ? def : get_int(j, k, ctx, lo, hi);
+}
+
+double prob(const json& j, const char* key, const std::string& ctx, double def) {
+  double p = get_num_or(j, key, ctx, 0.0, 1.0, def);
+  SCALEDL_CHECK(p < 1.0, "{}.{}={} must be a probability in [0, 1)", ctx, key, p);
+  return p;
+}
+
+Activation parse_act(const json& j, const char* key, const std::string& ctx, const char* def) {
+  std::string a = get_str_or(j, key, ctx, def);
+  if (a == "gelu" || a == "gelu_python") return Activation::GELU;
+  if (a == "gelu_new" || a == "gelu_fast" || a == "gelu_pytorch_tanh" || a == "gelu_accurate")
+    return Activation::GELUTanh;
+  if (a == "relu") return Activation::ReLU;
+  if (a == "silu" || a == "swish") return Activation::SiLU;
+  fail("{}.{}=\"{}\" is not a supported activation (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)",
+       ctx, key, a);
+}
+
+/// Classifier outputs: num_labels, else the size of id2label, else `def`.
+int64_t labels(const json& j, const std::string& ctx, int64_t def) {
+  if (j.contains("num_labels") && !j.at("num_labels").is_null())
+    return get_int(j, "num_labels", ctx, 1, kMaxLabels);
+  if (j.contains("id2label") && j.at("id2label").is_object() && !j.at("id2label").empty())
+    return static_cast<int64_t>(j.at("id2label").size());
+  return def;
+}
+
+void check_divides(int64_t heads, const char* heads_key, int64_t hidden, const char* hidden_key,
+                   const std::string& ctx) {
+  SCALEDL_CHECK(hidden % heads == 0, "{}.{}={} does not divide {}.{}={}", ctx, heads_key, heads, ctx,
+                hidden_key, hidden);
+}
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+void parse_bert(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::Bert;
+  m.arch = Arch::EncoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 512);
+  m.context_len = m.max_positions;
+  m.type_vocab_size = opt(j, {"type_vocab_size"}, ctx, 0, 1 << 16, 2);
+  m.activation = parse_act(j, "hidden_act", ctx, "gelu");
+  m.dropout = prob(j, "hidden_dropout_prob", ctx, 0.1);
+  m.embed_dropout = m.dropout;
+  m.attn_dropout = prob(j, "attention_probs_dropout_prob", ctx, 0.1);
+  m.pre_norm = false;   // post-norm: LayerNorm after each residual add
+  m.final_norm = false;
+  // Head: BertModel / BertForSequenceClassification keep the pooler and train a
+  // classifier on [CLS]; every other class (BertForMaskedLM, BertLMHeadModel,
+  // none given) is the MLM head (dense + GELU + LayerNorm + tied decoder with a
+  // vocab bias) over all tokens, without the pooler (add_pooling_layer=False).
+  if (m.hf_class == "BertModel" || contains(m.hf_class, "SequenceClassification")) {
+    m.pooler = true;
+    m.lm_head = false;
+    m.num_labels = labels(j, ctx, 2);
+  } else {
+    m.pooler = false;
+    m.lm_head = true;
+  }
+}
+
+void parse_gpt2(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::Gpt2;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"n_embd", "hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"n_layer", "num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"n_head", "num_attention_heads"}, ctx, 1, kMaxHeads);
+  check_divides(m.num_heads, "n_head", m.hidden, "n_embd", ctx);
+  m.ffn_dim = opt(j, {"n_inner"}, ctx, 1, kMaxFfn, 4 * m.hidden);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = opt(j, {"n_positions", "n_ctx"}, ctx, 1, kMaxPositions, 1024);
+  m.context_len = m.max_positions;
+  m.activation = parse_act(j, "activation_function", ctx, "gelu_new");
+  m.dropout = prob(j, "resid_pdrop", ctx, 0.1);
+  m.embed_dropout = prob(j, "embd_pdrop", ctx, 0.1);
+  m.attn_dropout = prob(j, "attn_pdrop", ctx, 0.1);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
+}
+
+void parse_gpt_neo(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::GptNeo;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_heads"}, ctx, 1, kMaxHeads);
+  check_divides(m.num_heads, "num_heads", m.hidden, "hidden_size", ctx);
+  m.ffn_dim = opt(j, {"intermediate_size"}, ctx, 1, kMaxFfn, 4 * m.hidden);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
+  m.context_len = m.max_positions;
+  m.activation = parse_act(j, "activation_function", ctx, "gelu_new");
+  m.dropout = prob(j, "resid_dropout", ctx, 0.0);
+  m.embed_dropout = prob(j, "embed_dropout", ctx, 0.0);
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.qkv_bias = false;  // GPTNeoSelfAttention: q/k/v without bias, out_proj with bias
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
+}
+
+void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::Opt;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  m.ffn_dim = req(j, {"ffn_dim"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
+  m.position_offset = 2;  // OPTLearnedPositionalEmbedding has max_positions + 2 rows
+  m.context_len = m.max_positions;
+  m.embed_dim = opt(j, {"word_embed_proj_dim"}, ctx, 1, kMaxHidden, m.hidden);
+  m.activation = parse_act(j, "activation_function", ctx, "relu");
+  m.dropout = prob(j, "dropout", ctx, 0.1);
+  m.embed_dropout = m.dropout;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.act_dropout = prob(j, "activation_dropout", ctx, 0.0);
+  m.linear_bias = get_bool_or(j, "enable_bias", ctx, true);
+  m.qkv_bias = m.out_bias = m.linear_bias;
+  m.pre_norm = get_bool_or(j, "do_layer_norm_before", ctx, true);
+  m.final_norm = m.pre_norm && !get_bool_or(j, "_remove_final_layer_norm", ctx, false);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
+}
+
+void parse_llama(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::Llama;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  m.num_kv_heads = opt(j, {"num_key_value_heads"}, ctx, 1, kMaxHeads, m.num_heads);
+  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0,
+                "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx,
+                m.num_kv_heads, ctx, m.num_heads);
+  if (first_key(j, {"head_dim"}).empty()) {
+    check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+    m.head_dim = m.hidden / m.num_heads;
+  } else {
+    m.head_dim = get_int(j, "head_dim", ctx, 1, 1 << 16);
+  }
+  m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;  // rotary embeddings: no position table
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
+  m.activation = parse_act(j, "hidden_act", ctx, "silu");
+  m.norm = NormKind::RMSNorm;
+  m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
+  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
+  m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
+  m.dropout = 0;
+  m.embed_dropout = 0;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+}
+
+void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::T5;
+  m.arch = Arch::EncoderDecoder;
+  m.hidden = req(j, {"d_model"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_layers"}, ctx, 1, kMaxLayers);
+  m.num_decoder_layers = opt(j, {"num_decoder_layers"}, ctx, 1, kMaxLayers, m.num_layers);
+  m.num_heads = req(j, {"num_heads"}, ctx, 1, kMaxHeads);
+  m.head_dim = opt(j, {"d_kv"}, ctx, 1, 1 << 16, 64);  // heads * d_kv need not equal d_model
+  m.ffn_dim = req(j, {"d_ff"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.rel_attn_buckets = opt(j, {"relative_attention_num_buckets"}, ctx, 1, 1 << 16, 32);
+  m.max_positions = 0;
+  m.context_len = 0;  // relative positions: any length
+  std::string ff = get_str_or(j, "feed_forward_proj", ctx, "relu");
+  // "gated-gelu" (T5 v1.1, flan-t5) -> wi_0 (activated), wi_1, wo; HF maps gelu to gelu_new there.
+  bool gated = ff.rfind("gated-", 0) == 0;
+  std::string act = gated ? ff.substr(6) : ff;
+  if (gated && act == "gelu") act = "gelu_new";
+  json a = {{"feed_forward_proj", act}};
+  try {
+    m.activation = parse_act(a, "feed_forward_proj", ctx, "relu");
+  } catch (const Error&) {
+    fail("{}.feed_forward_proj=\"{}\" is not supported (relu, gelu, gated-gelu, gated-silu)", ctx, ff);
+  }
+  m.gated_ffn = gated;
+  m.norm = NormKind::RMSNorm;  // T5LayerNorm: scale only, no mean subtraction
+  m.linear_bias = m.qkv_bias = m.out_bias = false;
+  m.dropout = prob(j, "dropout_rate", ctx, 0.1);
+  m.embed_dropout = m.attn_dropout = m.act_dropout = m.dropout;
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
+}
+
+void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit) {
+  m.family = deit ? Family::DeiT : Family::ViT;
+  m.arch = Arch::VisionEncoder;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
+  m.image_size = opt(j, {"image_size"}, ctx, 1, kMaxImage, 224);
+  m.patch_size = opt(j, {"patch_size"}, ctx, 1, kMaxImage, 16);
+  m.num_channels = opt(j, {"num_channels"}, ctx, 1, 64, 3);
+  SCALEDL_CHECK(m.image_size % m.patch_size == 0, "{}.patch_size={} does not divide {}.image_size={}",
+                ctx, m.patch_size, ctx, m.image_size);
+  m.activation = parse_act(j, "hidden_act", ctx, "gelu");
+  m.dropout = prob(j, "hidden_dropout_prob", ctx, 0.0);
+  m.embed_dropout = m.dropout;
+  m.attn_dropout = prob(j, "attention_probs_dropout_prob", ctx, 0.0);
+  m.qkv_bias = get_bool_or(j, "qkv_bias", ctx, true);
+  m.num_labels = labels(j, ctx, 1000);  // ImageNet-1k when the config does not say
+  m.num_special_tokens = deit ? 2 : 1;  // [CLS] (+ DeiT distillation token)
+  m.dist_head = deit && contains(m.hf_class, "WithTeacher");
+  m.vocab_size = 0;
+  m.tie_word_embeddings = false;
+}
+
+}  // namespace
+
+const char* to_string(Family f) {
+  static const char* n[] = {"bert", "gpt2", "t5", "vit", "deit", "gpt_neo", "opt", "llama"};
+  return n[static_cast<int>(f)];
+}
+const char* to_string(Arch a) {
+  static const char* n[] = {"encoder_only", "decoder_only", "encoder_decoder", "vision_encoder"};
+  return n[static_cast<int>(a)];
+}
+const char* to_string(Activation a) {
+  static const char* n[] = {"gelu", "gelu_tanh", "relu", "silu"};
+  return n[static_cast<int>(a)];
+}
+const char* to_string(NormKind k) {
+  static const char* n[] = {"layernorm", "rmsnorm"};
+  return n[static_cast<int>(k)];
+}
+const char* supported_model_types() { return kTypes; }
+
+ModelSpec parse_model_config(const json& j, const std::string& ctx) {
+  SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object (a Hugging Face config.json), got {}", ctx,
+                show(j));
+  SCALEDL_CHECK(j.contains("model_type") && !j.at("model_type").is_null(),
+                "{}.model_type is missing (one of {})", ctx, kTypes);
+  std::string type = get_str_or(j, "model_type", ctx, "");
+  ModelSpec m;
+  m.name = get_str_or(j, "_name_or_path", ctx, "");
+  if (j.contains("architectures") && !j.at("architectures").is_null()) {
+    const json& a = j.at("architectures");
+    SCALEDL_CHECK(a.is_array() && (a.empty() || a[0].is_string()),
+                  "{}.architectures={} must be a list of class names", ctx, show(a));
+    if (!a.empty()) m.hf_class = a[0].get<std::string>();
+  }
+  if (type == "bert") parse_bert(j, ctx, m);
+  else if (type == "gpt2") parse_gpt2(j, ctx, m);
+  else if (type == "gpt_neo") parse_gpt_neo(j, ctx, m);
+  else if (type == "opt") parse_opt(j, ctx, m);
+  else if (type == "llama") parse_llama(j, ctx, m);
+  else if (type == "t5") parse_t5(j, ctx, m);
+  else if (type == "vit") parse_vision(j, ctx, m, false);
+  else if (type == "deit") parse_vision(j, ctx, m, true);
+  else fail("{}.model_type=\"{}\" is not supported (one of {})", ctx, type, kTypes);
+  if (m.num_kv_heads == 0) m.num_kv_heads = m.num_heads;
+  if (m.head_dim == 0) m.head_dim = m.hidden / m.num_heads;
+  if (m.embed_dim == 0) m.embed_dim = m.hidden;
+  if (m.name.empty()) m.name = to_string(m.family);
+  validate_model_spec(m, ctx);
+  return m;
+}
+
+ModelSpec load_model_config(const std::string& path) {
+  json j = read_json_file(path);
+  ModelSpec m = parse_model_config(j, path);
+  m.name = std::filesystem::path(path).stem().string();
+  return m;
+}
+
+void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
+  auto in = [&](int64_t v, const char* key, int64_t lo, int64_t hi) {
+    SCALEDL_CHECK(v >= lo && v <= hi, "{}.{}={} is out of range [{}, {}]", ctx, key, v, lo, hi);
+  };
+  in(m.hidden, "hidden", 1, kMaxHidden);
+  in(m.num_layers, "num_layers", 1, kMaxLayers);
+  in(m.num_heads, "num_heads", 1, kMaxHeads);
+  in(m.num_kv_heads, "num_kv_heads", 1, m.num_heads);
+  in(m.head_dim, "head_dim", 1, 1 << 16);
+  in(m.ffn_dim, "ffn_dim", 1, kMaxFfn);
+  in(m.embed_dim, "embed_dim", 1, kMaxHidden);
+  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0, "{}.num_kv_heads={} does not divide {}.num_heads={}",
+                ctx, m.num_kv_heads, ctx, m.num_heads);
+  if (m.arch == Arch::EncoderDecoder) in(m.num_decoder_layers, "num_decoder_layers", 1, kMaxLayers);
+  if (m.arch == Arch::VisionEncoder) {
+    in(m.image_size, "image_size", 1, kMaxImage);
+    in(m.patch_size, "patch_size", 1, m.image_size);
+    in(m.num_channels, "num_channels", 1, 64);
+    in(m.num_labels, "num_labels", 1, kMaxLabels);
+    in(m.num_special_tokens, "num_special_tokens", 1, 2);
+    SCALEDL_CHECK(m.image_size % m.patch_size == 0, "{}.patch_size={} does not divide {}.image_size={}",
+                  ctx, m.patch_size, ctx, m.image_size);
+  } else {
+    in(m.vocab_size, "vocab_size", 1, kMaxVocab);
+  }
+  in(m.max_positions, "max_positions", 0, kMaxPositions);
+  in(m.context_len, "context_len", 0, kMaxPositions);
+  for (auto [p, key] : {std::pair{m.dropout, "dropout"}, {m.attn_dropout, "attn_dropout"},
+                        {m.embed_dropout, "embed_dropout"}, {m.act_dropout, "act_dropout"}})
+    SCALEDL_CHECK(std::isfinite(p) && p >= 0 && p < 1, "{}.{}={} must be a probability in [0, 1)", ctx,
+                  key, p);
+}
+
+TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
+  TrainSettings s;
+  if (j.is_null()) return s;
+  SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
+  static const char* known[] = {"batch",          "seq_len",     "image_size", "dtype", "optimizer",
+                                "optimizer_step", "num_devices", "tgt_len"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || it.key() == k;
+    SCALEDL_CHECK(ok, "{}.{} is not a training setting (known: {})", ctx, it.key(), fmt::join(known, ", "));
+  }
+  s.batch = get_int_or(j, "batch", ctx, 1, kMaxBatch, s.batch);
+  s.seq_len = get_int_or(j, "seq_len", ctx, 1, kMaxPositions, s.seq_len);
+  s.tgt_len = get_int_or(j, "tgt_len", ctx, 0, kMaxPositions, s.tgt_len);
+  s.image_size = get_int_or(j, "image_size", ctx, 0, kMaxImage, s.image_size);
+  s.dtype = parse_dtype(get_str_or(j, "dtype", ctx, to_string(s.dtype)), ctx + ".dtype");
+  s.optimizer = parse_optimizer(get_str_or(j, "optimizer", ctx, to_string(s.optimizer)), ctx + ".optimizer");
+  s.optimizer_step = get_bool_or(j, "optimizer_step", ctx, s.optimizer_step);
+  s.num_devices = get_int_or(j, "num_devices", ctx, 1, 1 << 20, s.num_devices);
+  return s;
+}
+
+TrainSettings settings_from_config(const json& config, const std::string& ctx) {
+  if (!config.is_object() || !config.contains("scaledl")) return TrainSettings{};
+  return parse_train_settings(config.at("scaledl"), ctx + ".scaledl");
+}
+
+int64_t tokens_per_sample(const ModelSpec& m, const TrainSettings& s) {
+  if (m.arch == Arch::VisionEncoder) {
+    int64_t img = s.image_size > 0 ? s.image_size : m.image_size;
+    int64_t side = img / m.patch_size;
+    return side * side + m.num_special_tokens;
+  }
+  return s.seq_len;
+}
+
+int64_t decoder_tokens_per_sample(const ModelSpec& m, const TrainSettings& s) {
+  if (m.arch != Arch::EncoderDecoder) return tokens_per_sample(m, s);
+  return s.tgt_len > 0 ? s.tgt_len : s.seq_len;
+}
+
+void validate_settings(const ModelSpec& m, const TrainSettings& s) {
+  SCALEDL_CHECK(s.batch >= 1 && s.batch <= kMaxBatch, "settings.batch={} is out of range [1, {}]", s.batch,
+                kMaxBatch);
+  SCALEDL_CHECK(s.seq_len >= 1 && s.seq_len <= kMaxPositions, "settings.seq_len={} is out of range [1, {}]",
+                s.seq_len, kMaxPositions);
+  SCALEDL_CHECK(s.tgt_len >= 0 && s.tgt_len <= kMaxPositions, "settings.tgt_len={} is out of range [0, {}]",
+                s.tgt_len, kMaxPositions);
+  SCALEDL_CHECK(s.num_devices >= 1, "settings.num_devices={} must be >= 1", s.num_devices);
+  if (m.arch == Arch::VisionEncoder) {
+    int64_t img = s.image_size > 0 ? s.image_size : m.image_size;
+    SCALEDL_CHECK(img >= m.patch_size && img <= kMaxImage && img % m.patch_size == 0,
+                  "settings.image_size={} is not a multiple of {}.patch_size={}", img, m.name, m.patch_size);
+  } else {
+    SCALEDL_CHECK(s.image_size == 0, "settings.image_size={} is set for text model {} (use seq_len)",
+                  s.image_size, m.name);
+    if (m.context_len > 0)
+      SCALEDL_CHECK(s.seq_len <= m.context_len,
+                    "settings.seq_len={} exceeds {}.max_position_embeddings={} (the model's position table)",
+                    s.seq_len, m.name, m.context_len);
+  }
+  int64_t sq = tokens_per_sample(m, s);
+  int64_t sd = decoder_tokens_per_sample(m, s);
+  int64_t longest = std::max(sq, sd);
+  SCALEDL_CHECK(s.batch * longest <= kMaxTokens,
+                "settings.batch={} x {} tokens per sample exceeds 2^32 tokens per iteration", s.batch, longest);
+  double scores = double(s.batch) * double(m.num_heads) * double(longest) * double(longest);
+  SCALEDL_CHECK(scores < double(kMaxScores),
+                "settings.batch={} with seq_len={} gives {:.3g} attention scores (limit 2^40); "
+                "reduce batch or seq_len",
+                s.batch, longest, scores);
+}
+
+int64_t parameter_count(const ModelSpec& m) {
+  const int64_t h = m.hidden, f = m.ffn_dim;
+  const int64_t q_out = m.num_heads * m.head_dim, kv_out = m.num_kv_heads * m.head_dim;
+  const int64_t norm = m.norm == NormKind::LayerNorm ? 2 * h : h;
+  auto linear = [](int64_t din, int64_t dout, bool bias) { return din * dout + (bias ? dout : 0); };
+  // One attention: q, k, v, o projections (ScaleDL eq. 9 params per Linear).
+  const int64_t attn = linear(h, q_out, m.qkv_bias) + 2 * linear(h, kv_out, m.qkv_bias) +
+                       linear(q_out, h, m.out_bias);
+  const int64_t ffn = linear(h, f, m.linear_bias) * (m.gated_ffn ? 2 : 1) + linear(f, h, m.linear_bias);
+  int64_t p = 0;
+  if (m.arch == Arch::VisionEncoder) {
+    const int64_t side = m.image_size / m.patch_size;
+    p += linear(m.num_channels * m.patch_size * m.patch_size, h, true);  // patch Conv2d
+    p += m.num_special_tokens * h;                                       // [CLS] (+ distillation)
+    p += (side * side + m.num_special_tokens) * h;                       // position table
+  } else {
+    p += m.vocab_size * m.embed_dim;                                     // token embedding
+    p += (m.max_positions > 0 ? m.max_positions + m.position_offset : 0) * h;
+    p += m.type_vocab_size * h;
+    if (m.embed_dim != h) p += 2 * linear(m.embed_dim, h, false);        // OPT project_in / project_out
+  }
+  if (m.family == Family::Bert) p += 2 * h;                              // embeddings LayerNorm
+  p += m.num_layers * (2 * norm + attn + ffn);
+  if (m.arch == Arch::EncoderDecoder) {
+    p += m.num_decoder_layers * (3 * norm + 2 * attn + ffn);             // self + cross attention
+    p += 2 * m.rel_attn_buckets * m.num_heads;                           // relative bias per stack
+    p += norm;                                                           // encoder final norm
+  }
+  if (m.final_norm) p += norm;
+  if (m.pooler) p += linear(h, h, true);
+  if (m.num_labels > 0) p += linear(h, m.num_labels, true) * (m.dist_head ? 2 : 1);
+  if (m.lm_head) {
+    if (m.family == Family::Bert) p += linear(h, h, true) + 2 * h + m.vocab_size;  // MLM transform + bias
+    if (!m.tie_word_embeddings) p += m.vocab_size * m.embed_dim;
+  }
+  return p;
+}
+
+nlohmann::json ModelSpec::to_json() const {
+  return {{"name", name},
+          {"family", to_string(family)},
+          {"arch", to_string(arch)},
+          {"hf_class", hf_class},
+          {"hidden", hidden},
+          {"num_layers", num_layers},
+          {"num_decoder_layers", num_decoder_layers},
+          {"num_heads", num_heads},
+          {"num_kv_heads", num_kv_heads},
+          {"head_dim", head_dim},
+          {"ffn_dim", ffn_dim},
+          {"vocab_size", vocab_size},
+          {"embed_dim", embed_dim},
+          {"max_positions", max_positions},
+          {"position_offset", position_offset},
+          {"context_len", context_len},
+          {"type_vocab_size", type_vocab_size},
+          {"rel_attn_buckets", rel_attn_buckets},
+          {"image_size", image_size},
+          {"patch_size", patch_size},
+          {"num_channels", num_channels},
+          {"num_labels", num_labels},
+          {"num_special_tokens", num_special_tokens},
+          {"activation", to_string(activation)},
+          {"norm", to_string(norm)},
+          {"gated_ffn", gated_ffn},
+          {"linear_bias", linear_bias},
+          {"qkv_bias", qkv_bias},
+          {"out_bias", out_bias},
+          {"tie_word_embeddings", tie_word_embeddings},
+          {"pooler", pooler},
+          {"pre_norm", pre_norm},
+          {"final_norm", final_norm},
+          {"lm_head", lm_head},
+          {"dist_head", dist_head},
+          {"dropout", dropout},
+          {"attn_dropout", attn_dropout},
+          {"embed_dropout", embed_dropout},
+          {"act_dropout", act_dropout},
+          {"params", parameter_count(*this)}};
+}
+
+nlohmann::json TrainSettings::to_json() const {
+  return {{"batch", batch},
+          {"seq_len", seq_len},
+          {"tgt_len", tgt_len},
+          {"image_size", image_size},
+          {"dtype", to_string(dtype)},
+          {"optimizer", to_string(optimizer)},
+          {"optimizer_step", optimizer_step},
+          {"num_devices", num_devices}};
+}
+
+}  // namespace scaledl

@@ -1,0 +1,190 @@
+// Cross-validation of the per-layer regressors against PreNeT's baselines.
+// Metrics (docs/learn.md): RMSE_ms = sqrt(mean((p - t)^2)); MRE_% = 100 * mean(|p - t| / t).
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "learn/mlp.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/layer_predictor.hpp"
+
+namespace scaledl {
+
+namespace {
+
+const DeviceRecord& dev_at(const std::map<std::string, DeviceRecord>& devices, const std::string& key) {
+  auto it = devices.find(key);
+  SCALEDL_CHECK(it != devices.end(), "device=\"{}\" is unknown: import or probe it first", key);
+  return it->second;
+}
+
+/// Paleo-like baseline: per (type, direction) least squares t = a + b*CT + c*CM,
+/// CT and CM in ms (layer_features.hpp). Types absent from `train`: roofline.
+std::vector<double> linear_fit_predict(const std::vector<LayerSample>& train, const std::vector<LayerSample>& test,
+                                       const std::map<std::string, DeviceRecord>& devices) {
+  auto ct_cm = [&](const LayerSample& s) {
+    const DeviceRecord& d = dev_at(devices, s.device);
+    LayerCost c = layer_cost(s.type, s.dims, s.dtype);
+    return std::pair<double, double>{direction_flops(c, s.dir) / (d.compute_gflops() * 1e6),
+                                     traffic_bytes(c, s.dir) / (d.bandwidth_gbs() * 1e6)};
+  };
+  std::map<std::pair<int, int>, std::vector<const LayerSample*>> groups;
+  for (const auto& s : train) groups[{int(s.type), int(s.dir)}].push_back(&s);
+  std::map<std::pair<int, int>, Eigen::Vector3d> coef;
+  for (const auto& [k, rows] : groups) {
+    Eigen::MatrixXd A(rows.size(), 3);
+    Eigen::VectorXd b(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      auto [ct, cm] = ct_cm(*rows[i]);
+      A.row(i) << 1.0, ct, cm;
+      b(i) = rows[i]->ms;
+    }
+    coef[k] = A.colPivHouseholderQr().solve(b);
+  }
+  std::vector<double> out(test.size());
+  for (size_t i = 0; i < test.size(); ++i) {
+    const LayerSample& s = test[i];
+    auto it = coef.find({int(s.type), int(s.dir)});
+    auto [ct, cm] = ct_cm(s);
+    double p = it == coef.end() ? std::max(ct, cm) : it->second(0) + it->second(1) * ct + it->second(2) * cm;
+    out[i] = std::max(p, 1e-6);
+  }
+  return out;
+}
+
+struct Acc {
+  size_t n = 0;
+  double se = 0, re = 0;
+  void add(double p, double t) {
+    ++n;
+    se += (p - t) * (p - t);
+    re += std::abs(p - t) / t;
+  }
+};
+
+}  // namespace
+
+std::vector<double> fit_predict(const std::string& method, const std::vector<LayerSample>& train,
+                                const std::vector<LayerSample>& test,
+                                const std::map<std::string, DeviceRecord>& devices, const CvOptions& o) {
+  if (method == "linear") return linear_fit_predict(train, test, devices);
+  if (method == "mlp")
+    return detail::mlp_fit_predict(train, test, devices, o.mlp_epochs, o.torch_device, o.seed);
+  SCALEDL_CHECK(method == "xgboost" || method == "forest",
+                "method=\"{}\" is not a regressor (xgboost, linear, forest, mlp)", method);
+  TrainOptions to = o.train;
+  to.forest = method == "forest";
+  to.verbose = false;
+  LayerPredictor p = LayerPredictor::train_samples(train, devices, to);
+  std::vector<double> out(test.size());
+  for (size_t i = 0; i < test.size(); ++i) {
+    const LayerSample& s = test[i];
+    out[i] = p.predict_ms(s.type, s.dims, s.dtype, s.dir, dev_at(devices, s.device));
+  }
+  return out;
+}
+
+std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
+                                     const std::map<std::string, DeviceRecord>& devices, const CvOptions& o) {
+  SCALEDL_CHECK(!samples.empty(), "cross-validation needs training rows; the store(s) have none");
+  SCALEDL_CHECK(o.mlp_epochs >= 1, "mlp_epochs={} must be >= 1", o.mlp_epochs);
+  // Fold of each sample.
+  std::vector<int> fold(samples.size());
+  std::vector<std::string> fold_names;
+  if (o.leave_one_device) {
+    std::map<std::string, int> ids;
+    for (const auto& s : samples) ids.emplace(s.device, 0);
+    SCALEDL_CHECK(ids.size() >= 2, "leave-one-device-out needs rows of >= 2 devices, found {}", ids.size());
+    for (auto& [k, v] : ids) {
+      v = static_cast<int>(fold_names.size());
+      fold_names.push_back(k);
+    }
+    for (size_t i = 0; i < samples.size(); ++i) fold[i] = ids.at(samples[i].device);
+  } else {
+    SCALEDL_CHECK(o.folds >= 2, "folds={} must be >= 2", o.folds);
+    SCALEDL_CHECK(samples.size() >= static_cast<size_t>(o.folds), "folds={} exceeds the {} training rows",
+                  o.folds, samples.size());
+    std::vector<size_t> perm(samples.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::mt19937_64 rng(o.seed);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (size_t i = 0; i < perm.size(); ++i) fold[perm[i]] = static_cast<int>(i % o.folds);
+    for (int k = 0; k < o.folds; ++k) fold_names.push_back("all");
+  }
+  // (method, type, device) -> accumulated error
+  std::map<std::tuple<std::string, std::string, std::string>, Acc> acc;
+  for (size_t k = 0; k < fold_names.size(); ++k) {
+    std::vector<LayerSample> tr, te;
+    for (size_t i = 0; i < samples.size(); ++i) (fold[i] == static_cast<int>(k) ? te : tr).push_back(samples[i]);
+    if (te.empty() || tr.empty()) continue;
+    for (const auto& method : o.methods) {
+      std::vector<double> p = fit_predict(method, tr, te, devices, o);
+      for (size_t i = 0; i < te.size(); ++i) {
+        const std::string type = to_string(te[i].type);
+        for (const std::string& ty : {type, std::string("all")}) {
+          acc[{method, ty, "all"}].add(p[i], te[i].ms);
+          if (o.leave_one_device) acc[{method, ty, fold_names[k]}].add(p[i], te[i].ms);
+        }
+      }
+      if (o.train.verbose)
+        std::cerr << fmt::format("cv: fold {}/{} ({}) {} done\n", k + 1, fold_names.size(), fold_names[k], method);
+    }
+  }
+  std::vector<CvResult> out;
+  for (const auto& [key, a] : acc) {
+    CvResult r;
+    std::tie(r.method, r.type, r.device) = key;
+    r.n = a.n;
+    r.rmse_ms = std::sqrt(a.se / a.n);
+    r.mre_pct = 100.0 * a.re / a.n;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string format_cv_table(const std::vector<CvResult>& rows) {
+  std::string out = fmt::format("{:<8} {:<14} {:<28} {:>7} {:>12} {:>8}\n", "method", "type", "device", "n",
+                                "RMSE_ms", "MRE_%");
+  for (const auto& r : rows)
+    out += fmt::format("{:<8} {:<14} {:<28} {:>7} {:>12.4f} {:>8.2f}\n", r.method, r.type, r.device, r.n,
+                       r.rmse_ms, r.mre_pct);
+  return out;
+}
+
+nlohmann::json cv_to_json(const std::vector<CvResult>& rows) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows)
+    a.push_back({{"method", r.method},
+                 {"type", r.type},
+                 {"device", r.device},
+                 {"n", r.n},
+                 {"rmse_ms", r.rmse_ms},
+                 {"mre_pct", r.mre_pct}});
+  return a;
+}
+
+TrainingData load_training_data(const std::vector<std::string>& dbs, const std::vector<std::string>& device_specs) {
+  SCALEDL_CHECK(!dbs.empty(), "--db: at least one results store is needed");
+  TrainingData d;
+  for (const auto& path : dbs) {
+    SCALEDL_CHECK(std::filesystem::exists(path), "--db={}: no such file", path);
+    Store s(path, true);
+    for (auto& dev : s.devices()) d.devices[dev.key()] = dev;
+    auto rows = s.layers();
+    d.rows.insert(d.rows.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+  }
+  for (const auto& f : device_specs) {
+    DeviceRecord dev = load_device_spec(f);
+    d.devices[dev.key()] = dev;
+  }
+  return d;
+}
+
+}  // namespace scaledl

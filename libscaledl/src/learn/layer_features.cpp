@@ -1,0 +1,105 @@
+// Feature vectors of layer instances (see layer_features.hpp for the columns).
+#include "scaledl/layer_features.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "scaledl/error.hpp"
+
+namespace scaledl {
+
+namespace {
+// Columns after the dims; keep in the order layer_features_unchecked writes them.
+const std::vector<std::string> kCommon = {"dtype_bytes", "direction"};
+const std::vector<std::string> kCost = {"flops",        "params",     "in_bytes",     "out_bytes",
+                                        "weight_bytes", "temp_bytes", "traffic_bytes"};
+const std::vector<std::string> kRoofline = {"ct_ms", "cm_ms", "roofline_ms", "arith_intensity"};
+}  // namespace
+
+double traffic_bytes(const LayerCost& c, Direction dir) {
+  switch (dir) {
+    case Direction::Forward: return c.in_bytes + c.out_bytes + c.weight_bytes + c.temp_bytes;
+    case Direction::Backward: return 2 * c.in_bytes + c.out_bytes + 2 * c.weight_bytes + c.temp_bytes;
+    case Direction::Update: return 2 * c.weight_bytes + c.in_bytes;
+  }
+  return 0;
+}
+
+double direction_flops(const LayerCost& c, Direction dir) {
+  return dir == Direction::Backward ? c.flops_bwd : c.flops_fwd;
+}
+
+void check_direction(LayerType t, Direction dir) {
+  const bool opt = t == LayerType::Optimizer;
+  SCALEDL_CHECK(opt == (dir == Direction::Update),
+                "direction={} is not valid for layer type {} (optimizer rows are 'update', all others "
+                "'fwd' or 'bwd')",
+                to_string(dir), to_string(t));
+}
+
+double roofline_ms(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
+                   const DeviceRecord& dev) {
+  validate_dims(t, dims);
+  check_direction(t, dir);
+  SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
+                "device \"{}\" has no compute rate or bandwidth: cannot compute the roofline", dev.key());
+  LayerCost c = layer_cost(t, dims, dtype);
+  double ct = direction_flops(c, dir) / (dev.compute_gflops() * 1e6);
+  double cm = traffic_bytes(c, dir) / (dev.bandwidth_gbs() * 1e6);
+  return std::max(ct, cm);
+}
+
+std::vector<std::string> feature_names(LayerType t, const FeatureOptions& o) {
+  std::vector<std::string> n;
+  for (const auto& d : layer_info(t).dims) n.push_back("dim_" + d);
+  n.insert(n.end(), kCommon.begin(), kCommon.end());
+  n.insert(n.end(), DeviceRecord::feature_names().begin(), DeviceRecord::feature_names().end());
+  n.insert(n.end(), kCost.begin(), kCost.end());
+  if (o.roofline) n.insert(n.end(), kRoofline.begin(), kRoofline.end());
+  return n;
+}
+
+size_t feature_count(LayerType t, const FeatureOptions& o) {
+  return layer_info(t).dims.size() + kCommon.size() + DeviceRecord::feature_names().size() + kCost.size() +
+         (o.roofline ? kRoofline.size() : 0);
+}
+
+void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
+                    const DeviceRecord& dev, const FeatureOptions& o, float* out) {
+  validate_dims(t, dims);
+  check_direction(t, dir);
+  SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
+                "device \"{}\" has no compute rate or bandwidth (set peak_fp32_gflops and peak_mem_bw_gbs)",
+                dev.key());
+  layer_features_unchecked(t, dims.data(), dtype, dir, dev, o, out);
+}
+
+void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Direction dir,
+                              const DeviceRecord& dev, const FeatureOptions& o, float* out) {
+  const size_t nd = layer_info(t).dims.size();
+  std::vector<int64_t> d(dims, dims + nd);
+  LayerCost c = layer_cost(t, d, dtype);
+  float* p = out;
+  for (size_t i = 0; i < nd; ++i) *p++ = static_cast<float>(dims[i]);
+  *p++ = static_cast<float>(dtype_bytes(dtype));
+  *p++ = static_cast<float>(static_cast<int>(dir));
+  const double gflops = dev.compute_gflops(), bw = dev.bandwidth_gbs();
+  for (double v : dev.features()) *p++ = static_cast<float>(v);  // h^dev, DeviceRecord::feature_names()
+  const double fl = direction_flops(c, dir), tb = traffic_bytes(c, dir);
+  *p++ = static_cast<float>(fl);
+  *p++ = static_cast<float>(c.params);
+  *p++ = static_cast<float>(c.in_bytes);
+  *p++ = static_cast<float>(c.out_bytes);
+  *p++ = static_cast<float>(c.weight_bytes);
+  *p++ = static_cast<float>(c.temp_bytes);
+  *p++ = static_cast<float>(tb);
+  if (o.roofline) {
+    const double ct = fl / (gflops * 1e6), cm = tb / (bw * 1e6);
+    *p++ = static_cast<float>(ct);
+    *p++ = static_cast<float>(cm);
+    *p++ = static_cast<float>(std::max(ct, cm));
+    *p++ = static_cast<float>(tb > 0 ? fl / tb : 0.0);
+  }
+}
+
+}  // namespace scaledl

@@ -1,0 +1,407 @@
+// Per-layer XGBoost regressors (ScaleDL eq. 6-7) and their persistence.
+#include "scaledl/layer_predictor.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/xgb.hpp"
+
+namespace scaledl {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int kFormatVersion = 1;
+constexpr const char* kFormatName = "scaledl-layer-predictor";
+/// Floor of a prediction, ms: the "raw" target can predict <= 0; a time is > 0.
+constexpr double kMinMs = 1e-6;
+/// Rows per feature block in predict_batch (bounds the scratch buffer).
+constexpr size_t kBlock = size_t(1) << 16;
+
+const std::set<std::string> kTargets = {"log", "raw", "log_roofline"};
+
+FeatureOptions feature_options(const TrainOptions& o) {
+  FeatureOptions f;
+  f.roofline = o.roofline_features;
+  return f;
+}
+
+/// Target transform y = g(ms, roofline_ms); inverse below.
+float to_target(const std::string& target, double ms, double roof) {
+  if (target == "raw") return static_cast<float>(ms);
+  if (target == "log") return static_cast<float>(std::log(ms));
+  return static_cast<float>(std::log(ms / roof));
+}
+double from_target(const std::string& target, double y, double roof) {
+  double ms = target == "raw" ? y : target == "log" ? std::exp(y) : std::exp(y) * roof;
+  return std::max(ms, kMinMs);
+}
+
+const DeviceRecord& device_of(const std::map<std::string, DeviceRecord>& devices, const std::string& key) {
+  auto it = devices.find(key);
+  if (it == devices.end()) {
+    std::string known;
+    for (const auto& [k, v] : devices) known += (known.empty() ? "" : ", ") + k;
+    fail("device=\"{}\" is unknown (known devices: {}); import or probe it first", key,
+         known.empty() ? "none" : known);
+  }
+  return it->second;
+}
+}  // namespace
+
+// ---- options ----------------------------------------------------------------
+
+nlohmann::json TrainOptions::to_json() const {
+  return {{"rounds", rounds},
+          {"max_depth", max_depth},
+          {"eta", eta},
+          {"subsample", subsample},
+          {"colsample", colsample},
+          {"min_child_weight", min_child_weight},
+          {"target", target},
+          {"roofline_features", roofline_features},
+          {"split_direction", split_direction},
+          {"forest", forest},
+          {"min_rows", min_rows},
+          {"seed", seed}};
+}
+
+TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string& ctx) {
+  SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object", ctx);
+  TrainOptions o;
+  o.rounds = static_cast<int>(get_int_or(j, "rounds", ctx, 1, 100000, o.rounds));
+  o.max_depth = static_cast<int>(get_int_or(j, "max_depth", ctx, 1, 20, o.max_depth));
+  o.eta = get_num_or(j, "eta", ctx, 1e-6, 1, o.eta);
+  o.subsample = get_num_or(j, "subsample", ctx, 1e-6, 1, o.subsample);
+  o.colsample = get_num_or(j, "colsample", ctx, 1e-6, 1, o.colsample);
+  o.min_child_weight = get_num_or(j, "min_child_weight", ctx, 0, 1e9, o.min_child_weight);
+  o.target = get_str_or(j, "target", ctx, o.target);
+  o.roofline_features = get_bool_or(j, "roofline_features", ctx, o.roofline_features);
+  o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
+  o.forest = get_bool_or(j, "forest", ctx, o.forest);
+  o.min_rows = static_cast<int>(get_int_or(j, "min_rows", ctx, 1, 1 << 30, o.min_rows));
+  o.seed = static_cast<uint64_t>(get_int_or(j, "seed", ctx, 0, INT64_MAX, 0));
+  o.validate();
+  return o;
+}
+
+void TrainOptions::validate() const {
+  SCALEDL_CHECK(rounds >= 1, "rounds={} must be >= 1", rounds);
+  SCALEDL_CHECK(max_depth >= 1 && max_depth <= 20, "max_depth={} must be in [1, 20]", max_depth);
+  SCALEDL_CHECK(eta > 0 && eta <= 1, "eta={} must be in (0, 1]", eta);
+  SCALEDL_CHECK(subsample > 0 && subsample <= 1, "subsample={} must be in (0, 1]", subsample);
+  SCALEDL_CHECK(colsample > 0 && colsample <= 1, "colsample={} must be in (0, 1]", colsample);
+  SCALEDL_CHECK(min_child_weight >= 0, "min_child_weight={} must be >= 0", min_child_weight);
+  SCALEDL_CHECK(kTargets.count(target), "target=\"{}\" is not a target transform (log, raw, log_roofline)",
+                target);
+  SCALEDL_CHECK(min_rows >= 1, "min_rows={} must be >= 1", min_rows);
+  SCALEDL_CHECK(nthread >= 0, "nthread={} must be >= 0", nthread);
+}
+
+// ---- samples ----------------------------------------------------------------
+
+std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasurement>& rows,
+                                                   const std::map<std::string, DeviceRecord>& devices) {
+  std::vector<LayerSample> out;
+  out.reserve(rows.size());
+  for (const auto& m : rows) {
+    const std::string key = layer_key(m.type, m.dims, m.dtype);
+    try {
+      validate_dims(m.type, m.dims);
+    } catch (const Error& e) {
+      fail("layer row {} on {}: {}", key, m.device, e.what());
+    }
+    device_of(devices, m.device);
+    auto check_time = [&](double v, const char* what) {
+      SCALEDL_CHECK(std::isnan(v) || (std::isfinite(v) && v > 0),
+                    "layer row {} on {}: {}_median_ms={} must be > 0 and finite (NaN = not measured)", key,
+                    m.device, what, v);
+    };
+    check_time(m.fwd.median_ms, "fwd");
+    check_time(m.bwd.median_ms, "bwd");
+    SCALEDL_CHECK(!std::isnan(m.fwd.median_ms) || !std::isnan(m.bwd.median_ms),
+                  "layer row {} on {}: neither fwd_median_ms nor bwd_median_ms is set", key, m.device);
+    const bool opt = m.type == LayerType::Optimizer;
+    SCALEDL_CHECK(!(opt && !std::isnan(m.bwd.median_ms)),
+                  "layer row {} on {}: bwd_median_ms={} but optimizer rows have no backward", key, m.device,
+                  m.bwd.median_ms);
+    if (!std::isnan(m.fwd.median_ms))
+      out.push_back({m.type, m.dims, m.dtype, opt ? Direction::Update : Direction::Forward, m.device,
+                     m.fwd.median_ms});
+    if (!std::isnan(m.bwd.median_ms))
+      out.push_back({m.type, m.dims, m.dtype, Direction::Backward, m.device, m.bwd.median_ms});
+  }
+  return out;
+}
+
+// ---- the predictor ----------------------------------------------------------
+
+struct LayerPredictor::Model {
+  LayerType type = LayerType::Linear;
+  std::vector<std::string> features;
+  size_t rows = 0;
+  xgb::Booster booster;
+};
+
+std::string model_name(LayerType t, Direction dir, bool split_direction) {
+  std::string n = to_string(t);
+  if (split_direction && t != LayerType::Optimizer) n += dir == Direction::Backward ? ".bwd" : ".fwd";
+  return n;
+}
+
+LayerPredictor::LayerPredictor() = default;
+LayerPredictor::~LayerPredictor() = default;
+LayerPredictor::LayerPredictor(LayerPredictor&&) noexcept = default;
+LayerPredictor& LayerPredictor::operator=(LayerPredictor&&) noexcept = default;
+
+LayerPredictor LayerPredictor::train(const std::vector<LayerMeasurement>& rows,
+                                     const std::map<std::string, DeviceRecord>& devices, const TrainOptions& o) {
+  return train_samples(samples_from_measurements(rows, devices), devices, o);
+}
+
+LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& samples,
+                                             const std::map<std::string, DeviceRecord>& devices,
+                                             const TrainOptions& o) {
+  o.validate();
+  LayerPredictor p;
+  p.opts_ = o;
+  const FeatureOptions fo = feature_options(o);
+  std::map<std::string, std::vector<const LayerSample*>> groups;
+  for (const auto& s : samples) {
+    SCALEDL_CHECK(std::isfinite(s.ms) && s.ms > 0, "training sample {} ({}) on {}: ms={} must be > 0 and finite",
+                  layer_key(s.type, s.dims, s.dtype), to_string(s.dir), s.device, s.ms);
+    check_direction(s.type, s.dir);
+    groups[model_name(s.type, s.dir, o.split_direction)].push_back(&s);
+  }
+  for (const auto& [name, rows] : groups) {
+    if (rows.size() < static_cast<size_t>(o.min_rows)) {
+      if (o.verbose)
+        std::cerr << fmt::format("learn: {} has {} rows < min_rows={}: roofline fallback\n", name, rows.size(),
+                                 o.min_rows);
+      continue;
+    }
+    const LayerType t = rows.front()->type;
+    const size_t nf = feature_count(t, fo);
+    std::vector<float> x(rows.size() * nf);
+    std::vector<float> y(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const LayerSample& s = *rows[i];
+      const DeviceRecord& dev = device_of(devices, s.device);
+      layer_features(t, s.dims, s.dtype, s.dir, dev, fo, &x[i * nf]);
+      const double roof = roofline_ms(t, s.dims, s.dtype, s.dir, dev);
+      y[i] = to_target(o.target, s.ms, roof);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    xgb::DMatrix dm(x.data(), rows.size(), nf, y);
+    auto m = std::make_unique<Model>();
+    m->type = t;
+    m->features = feature_names(t, fo);
+    m->rows = rows.size();
+    if (o.nthread > 0) m->booster.set_param("nthread", std::to_string(o.nthread));
+    m->booster.set_params({{"objective", "reg:squarederror"},
+                           {"tree_method", "hist"},
+                           {"max_depth", std::to_string(o.max_depth)},
+                           {"min_child_weight", fmt::format("{}", o.min_child_weight)},
+                           {"seed", std::to_string(o.seed)}});
+    int rounds = o.rounds;
+    if (o.forest) {
+      m->booster.set_params({{"num_parallel_tree", "100"},
+                             {"subsample", "0.632"},
+                             {"colsample_bynode", "0.6"},
+                             {"eta", "1"}});
+      rounds = 1;
+    } else {
+      m->booster.set_params({{"eta", fmt::format("{}", o.eta)},
+                             {"subsample", fmt::format("{}", o.subsample)},
+                             {"colsample_bytree", fmt::format("{}", o.colsample)}});
+    }
+    m->booster.train(dm, rounds);
+    if (o.verbose)
+      std::cerr << fmt::format(
+          "learn: {:<16} {:>7} rows {:>3} features {:>7.2f} s\n", name, rows.size(), nf,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    p.models_[name] = std::move(m);
+  }
+  return p;
+}
+
+const LayerPredictor::Model* LayerPredictor::find(LayerType t, Direction dir) const {
+  auto it = models_.find(model_name(t, dir, opts_.split_direction));
+  return it == models_.end() ? nullptr : it->second.get();
+}
+
+bool LayerPredictor::has_model(LayerType t, Direction dir) const { return find(t, dir) != nullptr; }
+
+bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
+                                   const DeviceRecord& dev, double* out_ms) const {
+  check_direction(t, dir);
+  SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
+                "device \"{}\" has no compute rate or bandwidth (set peak_fp32_gflops and peak_mem_bw_gbs)",
+                dev.key());
+  const size_t nd = layer_info(t).dims.size();
+  const Model* m = find(t, dir);
+  const double gf = dev.compute_gflops() * 1e6, bw = dev.bandwidth_gbs() * 1e6;  // per ms
+  std::vector<int64_t> d(nd);
+  auto roof = [&](const int64_t* r) {
+    d.assign(r, r + nd);
+    LayerCost c = layer_cost(t, d, dtype);
+    return std::max(direction_flops(c, dir) / gf, traffic_bytes(c, dir) / bw);
+  };
+  if (!m) {
+    for (size_t i = 0; i < rows; ++i) {
+      validate_dims(t, std::vector<int64_t>(dims + i * nd, dims + (i + 1) * nd));
+      out_ms[i] = std::max(roof(dims + i * nd), kMinMs);
+    }
+    return true;
+  }
+  const FeatureOptions fo = feature_options(opts_);
+  const size_t nf = m->features.size();
+  std::vector<float> x(std::min(rows, kBlock) * nf);
+  std::vector<float> y(std::min(rows, kBlock));
+  for (size_t b0 = 0; b0 < rows; b0 += kBlock) {
+    const size_t n = std::min(kBlock, rows - b0);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t* r = dims + (b0 + i) * nd;
+      validate_dims(t, std::vector<int64_t>(r, r + nd));
+      layer_features_unchecked(t, r, dtype, dir, dev, fo, &x[i * nf]);
+    }
+    m->booster.predict_dense(x.data(), n, nf, y.data());
+    for (size_t i = 0; i < n; ++i) {
+      const double rf = opts_.target == "log_roofline" ? roof(dims + (b0 + i) * nd) : 1.0;
+      out_ms[b0 + i] = from_target(opts_.target, y[i], rf);
+    }
+  }
+  return false;
+}
+
+LayerPrediction LayerPredictor::predict(LayerType t, const std::vector<int64_t>& dims, DType dtype,
+                                        Direction dir, const DeviceRecord& dev) const {
+  validate_dims(t, dims);
+  LayerPrediction r;
+  r.fallback = predict_batch(t, dims.data(), 1, dtype, dir, dev, &r.ms);
+  return r;
+}
+
+double LayerPredictor::predict_ms(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
+                                  const DeviceRecord& dev) const {
+  return predict(t, dims, dtype, dir, dev).ms;
+}
+
+std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGraph& g,
+                                                                  const DeviceRecord& dev) const {
+  // Group nodes by (type, direction) so each model is called once per graph.
+  std::map<std::pair<int, int>, std::vector<int>> groups;
+  for (const auto& n : g.nodes) groups[{static_cast<int>(n.type), static_cast<int>(n.dir)}].push_back(n.id);
+  std::vector<LayerPrediction> out(g.nodes.size());
+  for (const auto& [key, ids] : groups) {
+    const LayerType t = static_cast<LayerType>(key.first);
+    const Direction dir = static_cast<Direction>(key.second);
+    const size_t nd = layer_info(t).dims.size();
+    std::vector<int64_t> dims(ids.size() * nd);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const LayerNode& n = g.nodes.at(ids[i]);
+      SCALEDL_CHECK(n.dims.size() == nd, "node {} ({}): {} dims, expected {}", n.name, to_string(t),
+                    n.dims.size(), nd);
+      std::copy(n.dims.begin(), n.dims.end(), dims.begin() + i * nd);
+    }
+    std::vector<double> ms(ids.size());
+    bool fb = predict_batch(t, dims.data(), ids.size(), g.settings.dtype, dir, dev, ms.data());
+    for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[i], fb};
+  }
+  return out;
+}
+
+std::vector<double> LayerPredictor::predict_nodes(const LayerGraph& g, const DeviceRecord& dev) const {
+  auto d = predict_nodes_detail(g, dev);
+  std::vector<double> ms(d.size());
+  for (size_t i = 0; i < d.size(); ++i) ms[i] = d[i].ms;
+  return ms;
+}
+
+nlohmann::json LayerPredictor::summary() const {
+  nlohmann::json models = nlohmann::json::object();
+  for (const auto& [name, m] : models_)
+    models[name] = {{"type", to_string(m->type)}, {"rows", m->rows}, {"features", m->features.size()}};
+  std::vector<std::string> fallback;
+  for (const auto& info : all_layer_infos()) {
+    Direction d = info.type == LayerType::Optimizer ? Direction::Update : Direction::Forward;
+    if (!has_model(info.type, d)) fallback.push_back(info.name);
+  }
+  return {{"models", models}, {"roofline_fallback", fallback}, {"options", opts_.to_json()}};
+}
+
+// ---- persistence ------------------------------------------------------------
+
+void LayerPredictor::save(const std::string& dir) const {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  SCALEDL_CHECK(!ec, "{}: cannot create directory: {}", dir, ec.message());
+  nlohmann::json models = nlohmann::json::object();
+  for (const auto& [name, m] : models_) {
+    const std::string file = name + ".json";
+    const std::string text = m->booster.to_json_string();
+    write_text_file_atomic((fs::path(dir) / file).string(), text);
+    models[name] = {{"file", file},
+                    {"type", to_string(m->type)},
+                    {"rows", m->rows},
+                    {"bytes", text.size()},
+                    {"features", m->features}};
+  }
+  nlohmann::json man = {{"format", kFormatName},
+                        {"version", kFormatVersion},
+                        {"xgboost_version", xgb::version()},
+                        {"target", opts_.target},
+                        {"options", opts_.to_json()},
+                        {"models", models}};
+  write_json_file((fs::path(dir) / "manifest.json").string(), man);
+}
+
+LayerPredictor LayerPredictor::load(const std::string& dir) {
+  const std::string mpath = (fs::path(dir) / "manifest.json").string();
+  SCALEDL_CHECK(fs::exists(mpath), "{}: no manifest.json; is this a directory written by `scaledl train layers`?",
+                mpath);
+  const nlohmann::json man = read_json_file(mpath);
+  SCALEDL_CHECK(man.is_object() && man.value("format", "") == kFormatName,
+                "{}: format is not \"{}\"", mpath, kFormatName);
+  const int64_t ver = get_int(man, "version", mpath, 0, 1000);
+  SCALEDL_CHECK(ver == kFormatVersion, "{}: version={} is not supported (expected {})", mpath, ver,
+                kFormatVersion);
+  SCALEDL_CHECK(man.contains("options"), "{}: key 'options' is missing", mpath);
+  LayerPredictor p;
+  p.opts_ = TrainOptions::from_json(man.at("options"), mpath + ".options");
+  SCALEDL_CHECK(man.contains("models") && man.at("models").is_object(), "{}: key 'models' is missing", mpath);
+  const FeatureOptions fo = feature_options(p.opts_);
+  for (const auto& [name, e] : man.at("models").items()) {
+    const std::string ctx = mpath + ".models." + name;
+    SCALEDL_CHECK(e.is_object(), "{}: expected an object", ctx);
+    auto m = std::make_unique<Model>();
+    m->type = parse_layer_type(get_str_or(e, "type", ctx, ""), ctx + ".type");
+    m->rows = static_cast<size_t>(get_int(e, "rows", ctx, 0, INT64_MAX));
+    SCALEDL_CHECK(e.contains("features") && e.at("features").is_array(), "{}.features is missing", ctx);
+    m->features = e.at("features").get<std::vector<std::string>>();
+    SCALEDL_CHECK(m->features == feature_names(m->type, fo),
+                  "{}.features differ from this build's feature columns for {}: retrain the model", ctx,
+                  to_string(m->type));
+    const std::string file = (fs::path(dir) / get_str_or(e, "file", ctx, "")).string();
+    SCALEDL_CHECK(fs::is_regular_file(file), "{}: model file is missing (listed in {})", file, mpath);
+    const auto bytes = static_cast<int64_t>(fs::file_size(file));
+    const int64_t want = get_int(e, "bytes", ctx, 1, INT64_MAX);
+    SCALEDL_CHECK(bytes == want, "{}: {} bytes, manifest says {}: the file is truncated or was replaced", file,
+                  bytes, want);
+    m->booster = xgb::Booster::load(file);
+    SCALEDL_CHECK(m->booster.num_features() == m->features.size(), "{}: model has {} features, manifest lists {}",
+                  file, m->booster.num_features(), m->features.size());
+    p.models_[name] = std::move(m);
+  }
+  return p;
+}
+
+}  // namespace scaledl

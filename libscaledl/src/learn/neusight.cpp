@@ -1,0 +1,281 @@
+// NeuSight artifact importer (see neusight.hpp for the shape mapping).
+#include "scaledl/neusight.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "scaledl/device.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+
+namespace scaledl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  SCALEDL_CHECK(f.good(), "{}: cannot open file", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// Sorted list of *.csv / *.json files in `dir` (empty when dir is absent).
+std::vector<std::string> files_in(const fs::path& dir, const std::string& ext) {
+  std::vector<std::string> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ext) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Every CSV of the artifact: ops/<op>/*.csv then ops-transformer-shapes/*.csv.
+std::vector<std::string> artifact_csvs(const std::string& root, bool transformer_shapes) {
+  std::vector<std::string> out;
+  const fs::path ops = fs::path(root) / "ops";
+  if (fs::is_directory(ops)) {
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(ops))
+      if (e.is_directory()) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& d : dirs)
+      for (auto& f : files_in(d, ".csv")) out.push_back(f);
+  }
+  if (transformer_shapes)
+    for (auto& f : files_in(fs::path(root) / "ops-transformer-shapes", ".csv")) out.push_back(f);
+  return out;
+}
+
+double parse_double(const std::string& s, const std::string& where, const char* col) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  SCALEDL_CHECK(!s.empty() && end && *end == '\0', "{}: {}=\"{}\" is not a number", where, col, s);
+  return v;
+}
+
+int64_t parse_dim(const std::string& s, const std::string& where, const char* col) {
+  double v = parse_double(s, where, col);  // "1024" or "1024.0"
+  SCALEDL_CHECK(v >= 1 && v < 1e12 && v == std::floor(v), "{}: {}={} must be a positive integer", where, col, s);
+  return static_cast<int64_t>(v);
+}
+
+/// Column index by name; -1 when absent.
+int col_of(const std::vector<std::string>& header, const std::string& name) {
+  auto it = std::find(header.begin(), header.end(), name);
+  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+}
+
+}  // namespace
+
+nlohmann::json NeusightImportSummary::to_json() const {
+  return {{"files", files},     {"rows", rows},         {"mapped", mapped},   {"inserted", inserted},
+          {"duplicates", mapped - inserted},             {"devices", devices}, {"per_type", per_type},
+          {"skipped", skipped}, {"seconds", seconds}};
+}
+
+std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& ctx,
+                                                std::vector<size_t>* first_line) {
+  std::vector<std::vector<std::string>> recs;
+  std::vector<std::string> rec;
+  std::string field;
+  size_t line = 1, rec_line = 1;
+  bool in_quotes = false, any = false;
+  const size_t n = text.size();
+  auto end_record = [&] {
+    rec.push_back(std::move(field));
+    field.clear();
+    if (!(rec.size() == 1 && rec[0].empty())) {  // skip blank lines
+      recs.push_back(std::move(rec));
+      if (first_line) first_line->push_back(rec_line);
+    }
+    rec.clear();
+    any = false;
+  };
+  size_t quote_line = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (in_quotes) {
+      if (c == '"') {
+        if (i + 1 < n && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+        } else {
+          in_quotes = false;
+        }
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (!any) rec_line = line;
+    any = true;
+    if (c == '"') {
+      SCALEDL_CHECK(field.empty(), "{}:{}: quote inside an unquoted field", ctx, line);
+      in_quotes = true;
+      quote_line = line;
+    } else if (c == ',') {
+      rec.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n') {
+      end_record();
+      ++line;
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  SCALEDL_CHECK(!in_quotes, "{}:{}: unterminated quoted field", ctx, quote_line);
+  if (any) end_record();
+  return recs;
+}
+
+std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const std::string& campaign,
+                                                const std::map<std::string, std::string>& device_names,
+                                                NeusightImportSummary& summary) {
+  std::vector<size_t> lines;
+  const auto recs = parse_csv(read_text(path), path, &lines);
+  SCALEDL_CHECK(!recs.empty(), "{}: empty file (expected a header line)", path);
+  const auto& h = recs[0];
+  const int c_op = col_of(h, "OPName"), c_lat = col_of(h, "Latency"), c_dev = col_of(h, "Device");
+  SCALEDL_CHECK(c_op >= 0 && c_lat >= 0 && c_dev >= 0,
+                "{}:1: header lacks OPName, Latency or Device: not a NeuSight ops CSV", path);
+  const int cB = col_of(h, "B"), cM = col_of(h, "M"), cN = col_of(h, "N"), cK = col_of(h, "K"),
+            cH = col_of(h, "H");
+  ++summary.files;
+  std::vector<LayerMeasurement> out;
+  out.reserve(recs.size());
+  for (size_t r = 1; r < recs.size(); ++r) {
+    const auto& f = recs[r];
+    const std::string where = fmt::format("{}:{}", path, lines[r]);
+    SCALEDL_CHECK(f.size() == h.size(), "{}: {} fields, header has {}", where, f.size(), h.size());
+    ++summary.rows;
+    const std::string& op = f[c_op];
+    auto need = [&](int c, const char* name) {
+      SCALEDL_CHECK(c >= 0, "{}: op {} needs column {} which the header lacks", where, op, name);
+      return parse_dim(f[c], where, name);
+    };
+    LayerMeasurement m;
+    if (op == "linear") {
+      m.type = LayerType::Linear;
+      m.dims = {need(cB, "B") * need(cM, "M"), need(cN, "N"), need(cK, "K"), 1};
+    } else if (op == "bmm") {
+      m.type = LayerType::BMM;
+      m.dims = {need(cB, "B"), need(cM, "M"), need(cN, "N"), need(cK, "K")};
+    } else if (op == "ln" || op == "softmax") {
+      m.type = op == "ln" ? LayerType::LayerNorm : LayerType::Softmax;
+      m.dims = {need(cB, "B"), need(cH, "H")};
+    } else if (op == "add" || op == "mul" || op == "relu" || op == "gelu") {
+      m.type = op == "add" ? LayerType::Add : op == "mul" ? LayerType::Mul : op == "relu" ? LayerType::ReLU : LayerType::GELU;
+      m.dims = {need(cB, "B") * need(cH, "H")};
+    } else {
+      SCALEDL_CHECK(!op.empty(), "{}: OPName is empty", where);
+      ++summary.skipped[op];
+      continue;
+    }
+    const double lat = parse_double(f[c_lat], where, "Latency");
+    SCALEDL_CHECK(std::isfinite(lat) && lat > 0, "{}: Latency={} must be > 0 ms", where, f[c_lat]);
+    auto dn = device_names.find(f[c_dev]);
+    SCALEDL_CHECK(dn != device_names.end(), "{}: Device=\"{}\" has no device_configs/*.json entry", where,
+                  f[c_dev]);
+    try {
+      validate_dims(m.type, m.dims);
+    } catch (const Error& e) {
+      fail("{}: {}", where, e.what());
+    }
+    m.campaign = campaign;
+    m.dtype = DType::FP32;
+    m.device = dn->second;
+    m.source = "neusight";
+    m.fwd.median_ms = lat;
+    m.fwd.n = 5;  // mean of the fastest 5 of 25 runs (artifact README)
+    ++summary.mapped;
+    ++summary.per_type[to_string(m.type)];
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& store) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SCALEDL_CHECK(fs::is_directory(o.root), "--root={}: not a directory", o.root);
+  NeusightImportSummary s;
+  std::map<std::string, std::string> names;  // CSV "Device" -> store key
+  const auto cfgs = files_in(fs::path(o.root) / "device_configs", ".json");
+  SCALEDL_CHECK(!cfgs.empty(), "{}/device_configs: no device JSON files", o.root);
+  for (const auto& f : cfgs) {
+    DeviceRecord d = load_device_spec(f);
+    store.put_device(d);
+    names[d.name] = d.key();
+    ++s.devices;
+  }
+  const auto csvs = artifact_csvs(o.root, o.transformer_shapes);
+  SCALEDL_CHECK(!csvs.empty(), "{}: no ops/<op>/*.csv files", o.root);
+  for (const auto& f : csvs) {
+    auto rows = read_neusight_csv(f, o.campaign, names, s);
+    s.inserted += store.put_layers(rows);
+  }
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+size_t write_neusight_subset(const std::string& root, const std::string& out_dir, size_t rows_per_group) {
+  SCALEDL_CHECK(rows_per_group >= 2, "rows_per_group={} must be >= 2", rows_per_group);
+  SCALEDL_CHECK(fs::is_directory(root), "--root={}: not a directory", root);
+  const std::vector<std::string> keep = {"OPName", "Latency", "Device", "B", "M", "N", "K", "H"};
+  size_t written = 0;
+  for (const auto& path : artifact_csvs(root, true)) {
+    const auto recs = parse_csv(read_text(path), path);
+    SCALEDL_CHECK(!recs.empty(), "{}: empty file", path);
+    std::vector<int> cols;
+    std::vector<std::string> names;
+    for (const auto& k : keep)
+      if (int c = col_of(recs[0], k); c >= 0) {
+        cols.push_back(c);
+        names.push_back(k);
+      }
+    const int c_op = col_of(recs[0], "OPName"), c_lat = col_of(recs[0], "Latency");
+    SCALEDL_CHECK(c_op >= 0 && c_lat >= 0, "{}: header lacks OPName or Latency", path);
+    std::map<std::string, std::vector<std::pair<double, size_t>>> groups;  // op -> (latency, record)
+    for (size_t r = 1; r < recs.size(); ++r) {
+      SCALEDL_CHECK(recs[r].size() == recs[0].size(), "{}: record {} has {} fields, header {}", path, r,
+                    recs[r].size(), recs[0].size());
+      groups[recs[r][c_op]].push_back({parse_double(recs[r][c_lat], path, "Latency"), r});
+    }
+    std::string text = fmt::format("{}\n", fmt::join(names, ","));
+    for (auto& [op, v] : groups) {
+      std::sort(v.begin(), v.end());
+      std::set<size_t> pick;  // evenly spaced latency quantiles, fastest and slowest included
+      const size_t k = std::min(rows_per_group, v.size());
+      for (size_t i = 0; i < k; ++i) pick.insert(k == 1 ? 0 : i * (v.size() - 1) / (k - 1));
+      for (size_t i : pick) {
+        const auto& rec = recs[v[i].second];
+        std::vector<std::string> f;
+        for (int c : cols) f.push_back(rec[c]);
+        text += fmt::format("{}\n", fmt::join(f, ","));
+        ++written;
+      }
+    }
+    const fs::path rel = fs::relative(path, root);
+    const fs::path dst = fs::path(out_dir) / rel;
+    fs::create_directories(dst.parent_path());
+    write_text_file_atomic(dst.string(), text);
+  }
+  fs::create_directories(fs::path(out_dir) / "device_configs");
+  for (const auto& f : files_in(fs::path(root) / "device_configs", ".json"))
+    fs::copy_file(f, fs::path(out_dir) / "device_configs" / fs::path(f).filename(),
+                  fs::copy_options::overwrite_existing);
+  if (fs::exists(fs::path(root) / "LICENSE"))
+    fs::copy_file(fs::path(root) / "LICENSE", fs::path(out_dir) / "LICENSE", fs::copy_options::overwrite_existing);
+  return written;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,324 @@
+// Graph refinement: features, batching, encoders (eq. 11-13, ANEE), the dual
+// branch head (eq. 14), training, and the weights file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "gnn_test_util.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/gnn.hpp"
+#include "scaledl/safetensors.hpp"
+
+using namespace scaledl;
+using namespace scaledl::test;
+
+namespace {
+
+std::vector<GraphFeatures> ten_graphs() {
+  std::vector<GraphFeatures> v;
+  const int64_t cfg[10][4] = {{1, 8, 128, 1}, {2, 4, 64, 1},  {1, 16, 32, 2}, {2, 8, 256, 4}, {1, 2, 128, 1},
+                              {2, 32, 64, 2}, {1, 4, 512, 8}, {2, 16, 128, 1}, {1, 1, 64, 4}, {2, 2, 32, 1}};
+  for (int i = 0; i < 10; ++i)
+    v.push_back(labelled(small_graph(i % 3 == 2 ? "gpt2.json" : "bert-base.json", cfg[i][0], cfg[i][1], cfg[i][2],
+                                     cfg[i][3])));
+  return v;
+}
+
+const std::vector<GraphFeatures>& graphs10() {
+  static const std::vector<GraphFeatures> g = ten_graphs();
+  return g;
+}
+
+/// The same graph with nodes renumbered by a random permutation and edges shuffled.
+GraphFeatures permuted(const GraphFeatures& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> perm(g.num_nodes);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);  // new id of old node i = perm[i]
+  GraphFeatures p = g;
+  const size_t F = node_feature_names().size(), Fe = edge_feature_names().size();
+  for (int64_t i = 0; i < g.num_nodes; ++i)
+    std::copy(g.x.begin() + i * F, g.x.begin() + (i + 1) * F, p.x.begin() + perm[i] * F);
+  std::vector<int64_t> eperm(g.num_edges);
+  std::iota(eperm.begin(), eperm.end(), 0);
+  std::shuffle(eperm.begin(), eperm.end(), rng);
+  for (int64_t k = 0; k < g.num_edges; ++k) {
+    const int64_t o = eperm[k];
+    p.src[k] = perm[g.src[o]];
+    p.dst[k] = perm[g.dst[o]];
+    std::copy(g.e.begin() + o * Fe, g.e.begin() + (o + 1) * Fe, p.e.begin() + k * Fe);
+  }
+  return p;
+}
+
+GraphPredictor untrained(const GnnConfig& cfg, const std::vector<GraphFeatures>& gs, uint64_t seed = 3) {
+  std::vector<const GraphFeatures*> ptr;
+  for (const auto& g : gs) ptr.push_back(&g);
+  torch::manual_seed(seed);
+  return GraphPredictor(cfg, Normalizer::fit(ptr, "minmax"));
+}
+
+GnnConfig config(const std::string& enc) {
+  GnnConfig c;
+  c.encoder = enc;
+  return c;
+}
+
+}  // namespace
+
+TEST(Features, ShapesMatchNamesAndGraph) {
+  const LayerGraph g = small_graph("bert-base.json", 1, 4, 64, 2);
+  const GraphFeatures f = labelled(g);
+  EXPECT_EQ(f.num_nodes, static_cast<int64_t>(g.nodes.size()));
+  EXPECT_EQ(f.num_edges, static_cast<int64_t>(g.edges.size()));
+  EXPECT_EQ(f.x.size(), g.nodes.size() * node_feature_names().size());
+  EXPECT_EQ(f.e.size(), g.edges.size() * edge_feature_names().size());
+  EXPECT_EQ(f.z.size(), global_feature_names().size());
+  EXPECT_GT(f.t_comm_ms, 0.0);  // 2 devices => an all-reduce
+  const std::vector<double> t = roofline_ms(g);
+  EXPECT_NEAR(f.t_sum_ms, std::accumulate(t.begin(), t.end(), 0.0), 1e-9);
+  // Each node has exactly one type and one direction.
+  const size_t F = node_feature_names().size(), T = all_layer_infos().size();
+  for (int64_t i = 0; i < f.num_nodes; ++i) {
+    EXPECT_FLOAT_EQ(std::accumulate(&f.x[i * F], &f.x[i * F] + T, 0.f), 1.f);
+    EXPECT_FLOAT_EQ(std::accumulate(&f.x[i * F] + T, &f.x[i * F] + T + 3, 0.f), 1.f);
+  }
+}
+
+TEST(Features, BadLayerTimesNameTheNode) {
+  const LayerGraph g = small_graph("bert-base.json", 1, 2, 32);
+  GraphContext ctx;
+  ctx.device = test_device();
+  std::vector<double> t = roofline_ms(g);
+  t[3] = NAN;
+  try {
+    featurize(g, t, ctx);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(g.nodes[3].name), std::string::npos) << e.what();
+  }
+  t.pop_back();
+  EXPECT_THROW(featurize(g, t, ctx), Error);
+}
+
+TEST(Batch, DisjointUnionShiftsNodeIds) {
+  const auto& gs = graphs10();
+  std::vector<const GraphFeatures*> two = {&gs[0], &gs[1]};
+  GraphBatch b = collate(two, Normalizer::fit(two, "standard"));
+  EXPECT_EQ(b.x.size(0), gs[0].num_nodes + gs[1].num_nodes);
+  EXPECT_EQ(b.edge_index.size(1), gs[0].num_edges + gs[1].num_edges);
+  EXPECT_EQ(b.batch[gs[0].num_nodes].item<int64_t>(), 1);
+  EXPECT_EQ(b.edge_index[0][gs[0].num_edges].item<int64_t>(), gs[1].src[0] + gs[0].num_nodes);
+  // Standardised columns have zero mean over the fitted set.
+  EXPECT_LT(b.x.mean(0).abs().max().item<float>(), 1e-4);
+}
+
+TEST(Encoders, AttentionOfEachNodeSumsToOne) {
+  for (const char* enc : {"transformerconv", "anee"}) {
+    GraphPredictor p = untrained(config(enc), graphs10());
+    std::vector<const GraphFeatures*> ptr = {&graphs10()[0], &graphs10()[3]};
+    GraphBatch b = collate(ptr, p.normalizer());
+    torch::NoGradGuard ng;
+    p.model()->forward(b);
+    const int64_t N = b.x.size(0);
+    torch::Tensor dst = b.edge_index[1];
+    torch::Tensor indeg = torch::zeros({N}).index_add_(0, dst, torch::ones({dst.size(0)}));
+    for (int64_t l = 0; l < p.config().layers; ++l) {
+      torch::Tensor w = p.model()->encoder->attention(l);
+      ASSERT_EQ(w.size(0), dst.size(0)) << enc;
+      torch::Tensor sums = torch::zeros({N, w.size(1)}).index_add_(0, dst, w);
+      torch::Tensor has = indeg > 0;
+      EXPECT_LT((sums.index({has}) - 1).abs().max().item<float>(), 1e-5) << enc << " layer " << l;
+      EXPECT_EQ(sums.index({~has}).abs().sum().item<float>(), 0.f);
+      EXPECT_GE(w.min().item<float>(), 0.f);
+    }
+  }
+}
+
+TEST(Encoders, SegmentSoftmaxIsStableForHugeScores) {
+  torch::Tensor s = torch::tensor({1000.f, 990.f, -1000.f, 5.f}).view({4, 1});
+  torch::Tensor dst = torch::tensor({0, 0, 1, 1}, torch::kInt64);
+  torch::Tensor w = segment_softmax(s, dst, 2);
+  EXPECT_TRUE(torch::isfinite(w).all().item<bool>());
+  EXPECT_NEAR(w[0].item<float>() + w[1].item<float>(), 1.f, 1e-6);
+  EXPECT_NEAR(w[3].item<float>(), 1.f, 1e-6);
+}
+
+TEST(Encoders, OutputInvariantToNodeAndEdgeOrder) {
+  for (const char* enc : {"transformerconv", "anee"}) {
+    for (const char* readout : {"mean", "sum"}) {
+      GnnConfig c = config(enc);
+      c.readout = readout;
+      GraphPredictor p = untrained(c, graphs10());
+      std::vector<GraphFeatures> a = {graphs10()[1], graphs10()[5]};
+      std::vector<GraphFeatures> b = {permuted(a[0], 11), permuted(a[1], 12)};
+      GnnPrediction pa = p.predict(a), pb = p.predict(b);
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_NEAR(pa.t_pred_ms[i] / pb.t_pred_ms[i], 1.0, 1e-5) << enc << " " << readout;
+        EXPECT_NEAR(pa.alpha[i], pb.alpha[i], 1e-5 * std::fabs(pa.alpha[i]) + 1e-6);
+      }
+    }
+  }
+}
+
+TEST(Encoders, GradientMatchesFiniteDifferencesInDouble) {
+  for (const char* enc : {"transformerconv", "anee"}) {
+    GnnConfig c = config(enc);
+    c.hidden = 6;
+    c.heads = 2;
+    c.z_hidden = 4;
+    c.mlp_hidden = 5;
+    const GraphFeatures g = labelled(small_graph("bert-base.json", 1, 2, 16, 2));
+    GraphPredictor p = untrained(c, {g}, 5);
+    GnnModel m = p.model();
+    m->to(torch::kFloat64);
+    GraphBatch b = collate({&g}, p.normalizer(), torch::kFloat64);
+    auto loss_of = [&] { return m->forward(b).log_t_pred.sum(); };
+    m->zero_grad();
+    loss_of().backward();
+    torch::NoGradGuard ng;
+    int checked = 0;
+    for (auto& kv : m->named_parameters()) {
+      torch::Tensor w = kv.value();
+      torch::Tensor grad = w.grad();
+      ASSERT_TRUE(grad.defined()) << kv.key();
+      torch::Tensor flat = w.view({-1});
+      for (int64_t k : {int64_t(0), flat.numel() / 2, flat.numel() - 1}) {
+        const double orig = flat[k].item<double>(), h = 1e-6;
+        flat[k].fill_(orig + h);
+        const double up = loss_of().item<double>();
+        flat[k].fill_(orig - h);
+        const double dn = loss_of().item<double>();
+        flat[k].fill_(orig);
+        const double fd = (up - dn) / (2 * h), an = grad.view({-1})[k].item<double>();
+        EXPECT_NEAR(an, fd, 1e-6 + 1e-5 * std::fabs(fd)) << enc << " " << kv.key() << "[" << k << "]";
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 20);
+  }
+}
+
+TEST(Training, OverfitsTenGraphsBelowOnePercent) {
+  GnnTrainOptions o;
+  o.epochs = 400;
+  o.val_fraction = 0;
+  o.patience = 400;
+  o.lr = 5e-3;
+  o.seed = 1;
+  GnnTrainReport r;
+  GraphPredictor p = GraphPredictor::train(graphs10(), config("transformerconv"), o, &r);
+  EXPECT_LT(r.train_mre, 0.01) << r.to_json().dump();
+  EXPECT_GT(r.train_mre_before, 0.05) << "labels should differ from T_sum + T_comm";
+  std::vector<double> y;
+  for (const auto& g : graphs10()) y.push_back(g.target_ms);
+  EXPECT_LT(mean_relative_error(p.predict(graphs10()).t_pred_ms, y), 0.01);
+  EXPECT_GT(r.mean_alpha, 0.0);
+  EXPECT_GT(r.mean_beta, 0.0);
+}
+
+TEST(Training, SameSeedSamePredictions) {
+  GnnTrainOptions o;
+  o.epochs = 15;
+  o.seed = 7;
+  o.batch_size = 4;
+  GnnConfig c = config("anee");
+  GraphPredictor a = GraphPredictor::train(graphs10(), c, o);
+  GraphPredictor b = GraphPredictor::train(graphs10(), c, o);
+  GnnPrediction pa = a.predict(graphs10()), pb = b.predict(graphs10());
+  for (size_t i = 0; i < pa.t_pred_ms.size(); ++i) EXPECT_DOUBLE_EQ(pa.t_pred_ms[i], pb.t_pred_ms[i]);
+}
+
+TEST(Training, DirectTargetLearns) {
+  GnnTrainOptions o;
+  o.epochs = 150;
+  o.val_fraction = 0;
+  o.loss = "mre";
+  GnnConfig c = config("anee");
+  c.target = "direct";
+  c.readout = "sum";
+  GnnTrainReport r;
+  GraphPredictor p = GraphPredictor::train(graphs10(), c, o, &r);
+  EXPECT_LT(r.train_mre, 0.25) << r.to_json().dump();
+  GnnPrediction pr = p.predict(graphs10());
+  for (double b : pr.beta) EXPECT_EQ(b, 0.0);
+}
+
+TEST(Training, BadLabelsAndOptionsAreRefused) {
+  std::vector<GraphFeatures> gs = {graphs10()[0], graphs10()[1]};
+  gs[1].target_ms = NAN;
+  try {
+    GraphPredictor::train(gs, GnnConfig{}, GnnTrainOptions{});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("graph[1]"), std::string::npos) << e.what();
+  }
+  GnnTrainOptions o;
+  o.loss = "huber";
+  EXPECT_THROW(GraphPredictor::train({graphs10()[0]}, GnnConfig{}, o), Error);
+  GnnConfig c;
+  c.encoder = "gat";
+  try {
+    GraphPredictor::train({graphs10()[0]}, c, GnnTrainOptions{});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("encoder=gat"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+std::string load_error(const std::string& p) {
+  try {
+    GraphPredictor::load(p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(WeightsFile, ReloadGivesSamePredictionsAndRefusesBadFiles) {
+  GnnTrainOptions o;
+  o.epochs = 5;
+  for (const char* enc : {"transformerconv", "anee"}) {
+    GraphPredictor p = GraphPredictor::train(graphs10(), config(enc), o);
+    const std::string path = ::testing::TempDir() + "/gnn_" + enc + ".safetensors";
+    p.save(path, {{"note", "test"}});
+    GraphPredictor q = GraphPredictor::load(path);
+    EXPECT_EQ(q.config().encoder, enc);
+    EXPECT_EQ(q.metadata().at("note"), "test");
+    GnnPrediction a = p.predict(graphs10()), b = q.predict(graphs10());
+    for (size_t i = 0; i < a.t_pred_ms.size(); ++i) EXPECT_NEAR(a.t_pred_ms[i] / b.t_pred_ms[i], 1.0, 1e-6);
+
+    // Wrong version: rewrite the metadata through the safetensors API.
+    SafeTensors st = load_safetensors(path);
+    st.metadata["format_version"] = "2";
+    save_safetensors(path + ".v2", st);
+    EXPECT_NE(load_error(path + ".v2").find("__metadata__.format_version=2"), std::string::npos)
+        << load_error(path + ".v2");
+    // A missing weight.
+    st = load_safetensors(path);
+    st.tensors.erase(st.tensors.begin()->first.rfind("model.", 0) == 0 ? st.tensors.begin()->first
+                                                                       : std::prev(st.tensors.end())->first);
+    save_safetensors(path + ".miss", st);
+    EXPECT_NE(load_error(path + ".miss").find("is missing"), std::string::npos) << load_error(path + ".miss");
+    // Changed features.
+    st = load_safetensors(path);
+    st.metadata["node_features"] = "[\"x\"]";
+    save_safetensors(path + ".feat", st);
+    EXPECT_NE(load_error(path + ".feat").find("__metadata__.node_features"), std::string::npos);
+    // Truncated file.
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string raw = ss.str();
+    std::ofstream(path + ".cut", std::ios::binary) << raw.substr(0, raw.size() / 2);
+    const std::string cut = load_error(path + ".cut");
+    EXPECT_NE(cut.find(path + ".cut"), std::string::npos) << cut;
+    EXPECT_NE(cut.find("data_offsets"), std::string::npos) << cut;
+  }
+}

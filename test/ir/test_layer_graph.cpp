@@ -1,0 +1,309 @@
+// build_layer_graph: structure, totals and invariants for every family.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <queue>
+#include <set>
+#include <string>
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/layer_graph.hpp"
+
+using namespace scaledl;
+
+namespace {
+std::string model_path(const std::string& name) { return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json"; }
+
+TrainSettings small_settings(int64_t batch = 2, int64_t seq = 16) {
+  TrainSettings s;
+  s.batch = batch;
+  s.seq_len = seq;
+  return s;
+}
+
+const LayerNode& node(const LayerGraph& g, const std::string& name) {
+  int id = g.find(name);
+  if (id < 0) throw Error("no node " + name);
+  return g.nodes[id];
+}
+
+const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
+                            "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
+                            "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m"};
+}  // namespace
+
+TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
+  // FLOPs_Linear = 2*b*d_in*d_out + b*d_out (ScaleDL eq. 9), params = d_in*d_out + d_out.
+  for (auto [b, din, dout] : {std::tuple<int64_t, int64_t, int64_t>{128, 768, 3072}, {1, 1, 1}, {4096, 1024, 50257}}) {
+    LayerCost c = layer_cost(LayerType::Linear, {b, din, dout, 1}, DType::FP32);
+    EXPECT_DOUBLE_EQ(c.flops_fwd, 2.0 * b * din * dout + 1.0 * b * dout) << b << "x" << din << "x" << dout;
+    EXPECT_DOUBLE_EQ(c.params, 1.0 * din * dout + dout);
+    LayerCost nb = layer_cost(LayerType::Linear, {b, din, dout, 0}, DType::FP16);
+    EXPECT_DOUBLE_EQ(nb.flops_fwd, 2.0 * b * din * dout);
+    EXPECT_DOUBLE_EQ(nb.out_bytes, 2.0 * b * dout);
+  }
+}
+
+TEST(LayerGraph, EveryFamilyIsAcyclicReachableAndCountsParams) {
+  for (const char* name : kAllModels) {
+    SCOPED_TRACE(name);
+    ModelSpec m = load_model_config(model_path(name));
+    LayerGraph g = build_layer_graph(m, small_settings());
+    const int n = static_cast<int>(g.nodes.size());
+    // total params of the graph == the analytic HF count (independent code paths).
+    EXPECT_EQ(static_cast<int64_t>(g.total_params()), parameter_count(m));
+    // acyclic: ids are a topological order.
+    std::vector<int> indeg(n, 0), outdeg(n, 0);
+    for (const auto& e : g.edges) {
+      ASSERT_LT(e.src, e.dst) << g.nodes[e.src].name << " -> " << g.nodes[e.dst].name;
+      ASSERT_GE(e.src, 0);
+      ASSERT_LT(e.dst, n);
+      EXPECT_GE(e.bytes, 0);
+      ++indeg[e.dst];
+      ++outdeg[e.src];
+    }
+    // sources are only input layers (embeddings, patch conv) and sinks only the end of the iteration.
+    std::queue<int> q;
+    std::vector<bool> seen(n, false);
+    for (int i = 0; i < n; ++i) {
+      if (indeg[i] == 0) {
+        EXPECT_EQ(g.nodes[i].dir, Direction::Forward) << g.nodes[i].name;
+        EXPECT_TRUE(g.nodes[i].type == LayerType::Embedding || g.nodes[i].type == LayerType::Conv2dPatch)
+            << g.nodes[i].name;
+        q.push(i);
+        seen[i] = true;
+      }
+      if (outdeg[i] == 0) EXPECT_EQ(g.nodes[i].name, "optim.step");
+    }
+    while (!q.empty()) {
+      int u = q.front();
+      q.pop();
+      for (const auto& e : g.edges)
+        if (e.src == u && !seen[e.dst]) seen[e.dst] = true, q.push(e.dst);
+    }
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(seen[i]) << g.nodes[i].name << " unreachable";
+    // every forward node has exactly one backward peer, named "<name>.bwd", with the same type/dims.
+    int fwd = 0, bwd = 0, upd = 0;
+    std::set<std::string> names;
+    for (const auto& nd : g.nodes) {
+      EXPECT_TRUE(names.insert(nd.name).second) << "duplicate " << nd.name;
+      if (nd.dir == Direction::Forward) {
+        ++fwd;
+        ASSERT_GE(nd.peer, 0) << nd.name;
+        const LayerNode& p = g.nodes[nd.peer];
+        EXPECT_EQ(p.name, nd.name + ".bwd");
+        EXPECT_EQ(p.peer, nd.id);
+        EXPECT_EQ(p.dims, nd.dims);
+        EXPECT_EQ(p.dir, Direction::Backward);
+      } else if (nd.dir == Direction::Backward) {
+        ++bwd;
+      } else {
+        ++upd;
+      }
+    }
+    EXPECT_EQ(fwd, bwd);
+    EXPECT_EQ(upd, 1);
+    EXPECT_EQ(node(g, "optim.step").dims[0], parameter_count(m));
+    // exactly one loss, and it is the last forward node.
+    EXPECT_EQ(g.nodes[fwd - 1].name, "head.loss");
+    EXPECT_GT(g.total_flops_bwd(), g.total_flops_fwd());
+  }
+}
+
+TEST(LayerGraph, GraphTotalsAreSumsOfLayerCosts) {
+  ModelSpec m = load_model_config(model_path("gpt2"));
+  TrainSettings s = small_settings(4, 128);
+  LayerGraph g = build_layer_graph(m, s);
+  double f = 0, b = 0;
+  for (const auto& n : g.nodes) {
+    LayerCost c = layer_cost(n.type, n.dims, s.dtype);
+    EXPECT_DOUBLE_EQ(c.flops_fwd, n.cost.flops_fwd) << n.name;  // costs come from layer_cost
+    if (n.dir == Direction::Forward) f += c.flops_fwd;
+    if (n.dir == Direction::Backward) b += c.flops_bwd;
+  }
+  EXPECT_DOUBLE_EQ(g.total_flops_fwd(), f);
+  EXPECT_DOUBLE_EQ(g.total_flops_bwd(), b);
+  // Forward FLOP is dominated by the 2*P*tokens matmul rule: within 15% of 2 * params * tokens
+  // (+ attention 4*L*s^2*h + LM head sharing the embedding).
+  const double tokens = 4.0 * 128, L = 12, h = 768, V = 50257;
+  double approx = 2 * tokens * (12 * h * h * L) + 4 * L * 4 * 128.0 * 128 * h + 2 * tokens * h * V;
+  EXPECT_NEAR(g.total_flops_fwd() / approx, 1.0, 0.15);
+}
+
+TEST(LayerGraph, Gpt2BlockStructure) {
+  ModelSpec m = load_model_config(model_path("gpt2"));
+  TrainSettings s = small_settings(2, 32);
+  LayerGraph g = build_layer_graph(m, s);
+  const auto& qkv = node(g, "decoder.0.attn.qkv");
+  EXPECT_EQ(qkv.type, LayerType::Linear);
+  EXPECT_EQ(qkv.dims, (std::vector<int64_t>{64, 768, 2304, 1}));
+  EXPECT_DOUBLE_EQ(qkv.cost.flops_fwd, 2.0 * 64 * 768 * 2304 + 64 * 2304);  // eq. 9
+  const auto& qk = node(g, "decoder.11.attn.qk");
+  EXPECT_EQ(qk.type, LayerType::BMM);
+  EXPECT_EQ(qk.dims, (std::vector<int64_t>{2 * 12, 32, 64, 32}));  // batch = b * heads
+  EXPECT_EQ(node(g, "decoder.0.attn.softmax").dims, (std::vector<int64_t>{2 * 12 * 32, 32}));
+  EXPECT_EQ(node(g, "decoder.0.attn.dropout").type, LayerType::Dropout);
+  EXPECT_EQ(node(g, "decoder.0.attn.av").dims, (std::vector<int64_t>{24, 32, 32, 64}));
+  EXPECT_EQ(node(g, "head.lm").cost.params, 0);  // tied to embed.word
+  EXPECT_EQ(node(g, "head.loss").dims, (std::vector<int64_t>{64, 50257}));
+  EXPECT_EQ(node(g, "decoder.3.ffn.act").block, 3);
+  EXPECT_LT(g.find("decoder.0.attn.q"), 0);  // fused
+  // the edge qkv -> qk carries q as [b, heads, s, head_dim].
+  // the edges qkv -> qk carry q as [b, heads, s, head_dim] and k^T as [b, heads, head_dim, s].
+  std::set<std::vector<int64_t>> shapes;
+  for (const auto& e : g.edges)
+    if (e.src == qkv.id && g.nodes[e.dst].name == "decoder.0.attn.qk" && !e.backward) {
+      shapes.insert(e.shape);
+      EXPECT_DOUBLE_EQ(e.bytes, 2.0 * 12 * 32 * 64 * 4);
+    }
+  EXPECT_EQ(shapes, (std::set<std::vector<int64_t>>{{2, 12, 32, 64}, {2, 12, 64, 32}}));
+  // gradients flow back along every forward edge.
+  int fwd_edges = 0, grad_edges = 0;
+  for (const auto& e : g.edges) {
+    if (e.saved) continue;
+    if (g.nodes[e.src].dir == Direction::Forward) ++fwd_edges;
+    else if (g.nodes[e.dst].dir == Direction::Backward) ++grad_edges;
+  }
+  EXPECT_EQ(fwd_edges, grad_edges);
+}
+
+TEST(LayerGraph, DropoutOnlyWherePositive) {
+  ModelSpec vit = load_model_config(model_path("vit-base"));  // all dropout 0.0
+  LayerGraph g = build_layer_graph(vit, small_settings());
+  for (const auto& n : g.nodes) EXPECT_NE(n.type, LayerType::Dropout) << n.name;
+  ModelSpec llama = load_model_config(model_path("llama-style"));
+  LayerGraph gl = build_layer_graph(llama, small_settings());
+  for (const auto& n : gl.nodes) EXPECT_NE(n.type, LayerType::Dropout) << n.name;
+  ModelSpec bert = load_model_config(model_path("bert-base"));
+  LayerGraph gb = build_layer_graph(bert, small_settings());
+  EXPECT_GE(gb.find("encoder.0.attn.dropout"), 0);
+  EXPECT_GE(gb.find("encoder.0.ffn.dropout"), 0);
+  EXPECT_GE(gb.find("embed.dropout"), 0);
+}
+
+TEST(LayerGraph, LlamaGqaAndSwiGlu) {
+  ModelSpec m = load_model_config(model_path("llama-style"));
+  LayerGraph g = build_layer_graph(m, small_settings(1, 64));
+  EXPECT_EQ(node(g, "decoder.0.attn.q").dims, (std::vector<int64_t>{64, 2048, 2048, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.k").dims, (std::vector<int64_t>{64, 2048, 4 * 64, 0}));  // kv_heads*head_dim
+  EXPECT_EQ(node(g, "decoder.0.attn.v").dims, (std::vector<int64_t>{64, 2048, 256, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.qk").dims[0], 32);
+  EXPECT_EQ(node(g, "decoder.0.attn.norm").type, LayerType::RMSNorm);
+  EXPECT_EQ(node(g, "decoder.0.ffn.gate").dims, (std::vector<int64_t>{64, 2048, 5632, 0}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.act").type, LayerType::SiLU);
+  EXPECT_EQ(node(g, "decoder.0.ffn.mul").type, LayerType::Mul);
+  EXPECT_EQ(node(g, "head.lm").cost.params, 32000.0 * 2048);  // untied
+  EXPECT_LT(g.find("embed.position"), 0);                      // RoPE: no table
+}
+
+TEST(LayerGraph, BertPostNormAndMlmHead) {
+  ModelSpec m = load_model_config(model_path("bert-base"));
+  LayerGraph g = build_layer_graph(m, small_settings(2, 128));
+  // post-norm: attn.norm reads attn.residual.
+  int res = g.find("encoder.0.attn.residual"), nrm = g.find("encoder.0.attn.norm");
+  ASSERT_GE(res, 0);
+  ASSERT_GE(nrm, 0);
+  EXPECT_LT(res, nrm);
+  EXPECT_EQ(node(g, "embed.token_type").dims, (std::vector<int64_t>{256, 2, 768}));
+  EXPECT_EQ(node(g, "head.lm").cost.params, 30522);  // decoder bias only; weight tied
+  EXPECT_EQ(node(g, "head.loss").dims, (std::vector<int64_t>{256, 30522}));
+  // classifier variant: pooler on [CLS] over batch rows.
+  m.pooler = true;
+  m.lm_head = false;
+  m.num_labels = 2;
+  LayerGraph c = build_layer_graph(m, small_settings(2, 128));
+  EXPECT_EQ(node(c, "head.pooler").dims, (std::vector<int64_t>{2, 768, 768, 1}));
+  EXPECT_EQ(node(c, "head.loss").dims, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(static_cast<int64_t>(c.total_params()), 109482240 + 1538);
+}
+
+TEST(LayerGraph, T5EncoderDecoder) {
+  ModelSpec m = load_model_config(model_path("t5-small"));
+  TrainSettings s = small_settings(2, 64);
+  s.tgt_len = 16;
+  LayerGraph g = build_layer_graph(m, s);
+  const auto& cq = node(g, "decoder.0.cross.q");
+  const auto& ck = node(g, "decoder.0.cross.k");
+  EXPECT_EQ(cq.dims, (std::vector<int64_t>{2 * 16, 512, 512, 0}));
+  EXPECT_EQ(ck.dims, (std::vector<int64_t>{2 * 64, 512, 512, 0}));  // keys from the encoder output
+  EXPECT_EQ(node(g, "decoder.0.cross.qk").dims, (std::vector<int64_t>{16, 16, 64, 64}));
+  EXPECT_EQ(node(g, "encoder.0.attn.rel_bias").dims, (std::vector<int64_t>{64 * 64, 32, 8}));
+  EXPECT_EQ(node(g, "decoder.5.ffn.act").block, 6 + 5);
+  EXPECT_EQ(node(g, "head.loss").dims, (std::vector<int64_t>{32, 32128}));
+  // the encoder output feeds every decoder layer's cross k/v.
+  int enc_out = g.find("encoder.final_dropout");
+  int fanout = 0;
+  for (const auto& e : g.edges)
+    if (e.src == enc_out && !e.saved) ++fanout;
+  EXPECT_EQ(fanout, 2 * 6);
+}
+
+TEST(LayerGraph, VisionTokensAndDeit) {
+  ModelSpec vit = load_model_config(model_path("vit-base"));
+  TrainSettings s = small_settings(4, 1);
+  LayerGraph g = build_layer_graph(vit, s);
+  EXPECT_EQ(node(g, "embed.patch").dims, (std::vector<int64_t>{4, 3, 768, 224, 16}));
+  EXPECT_EQ(node(g, "encoder.0.attn.q").dims[0], 4 * 197);  // batch * (patches + CLS)
+  EXPECT_EQ(node(g, "head.classifier").dims, (std::vector<int64_t>{4, 768, 1000, 1}));
+  EXPECT_EQ(node(g, "head.loss").dims, (std::vector<int64_t>{4, 1000}));
+  ModelSpec deit = load_model_config(model_path("deit-small"));
+  LayerGraph d = build_layer_graph(deit, s);
+  EXPECT_EQ(node(d, "encoder.0.attn.q").dims[0], 4 * 198);  // + distillation token
+  s.image_size = 384;
+  LayerGraph big = build_layer_graph(vit, s);
+  EXPECT_EQ(node(big, "encoder.0.attn.qk").dims, (std::vector<int64_t>{4 * 12, 577, 64, 577}));
+}
+
+TEST(LayerGraph, OptimizerStepAndDtype) {
+  ModelSpec m = load_model_config(model_path("gpt2"));
+  TrainSettings s = small_settings();
+  s.optimizer_step = false;
+  LayerGraph g = build_layer_graph(m, s);
+  EXPECT_LT(g.find("optim.step"), 0);
+  EXPECT_EQ(g.total_flops_update(), 0);
+  s.optimizer_step = true;
+  s.optimizer = OptimizerKind::SGD;
+  s.dtype = DType::FP16;
+  LayerGraph h = build_layer_graph(m, s);
+  const auto& o = node(h, "optim.step");
+  EXPECT_EQ(o.dir, Direction::Update);
+  EXPECT_EQ(o.dims, (std::vector<int64_t>{124439808, 0}));
+  EXPECT_DOUBLE_EQ(node(h, "embed.word").cost.weight_bytes, 50257.0 * 768 * 2);
+}
+
+TEST(LayerGraph, JsonAndDot) {
+  ModelSpec m = load_model_config(model_path("opt-125m"));
+  LayerGraph g = build_layer_graph(m, small_settings());
+  json j = g.to_json();
+  EXPECT_EQ(j["layers"].size(), g.nodes.size());
+  EXPECT_EQ(j["edges"].size(), g.edges.size());
+  EXPECT_DOUBLE_EQ(j["params"].get<double>(), 125239296.0);
+  const json& l = j["layers"][0];
+  for (const char* k : {"id", "name", "type", "dir", "dims", "flops", "flops_fwd", "flops_bwd", "params", "in_bytes",
+                        "out_bytes", "weight_bytes", "temp_bytes", "out_shape", "block"})
+    EXPECT_TRUE(l.contains(k)) << k;
+  EXPECT_EQ(l["name"], "embed.word");
+  EXPECT_EQ(l["dims"]["vocab"], 50272);
+  for (const char* k : {"src", "dst", "bytes", "shape", "backward"}) EXPECT_TRUE(j["edges"][0].contains(k)) << k;
+  std::string dot = g.to_dot();
+  EXPECT_EQ(dot.rfind("digraph", 0), 0u);
+  EXPECT_NE(dot.find("decoder.11.ffn.down.bwd"), std::string::npos);
+}
+
+TEST(LayerGraph, RefusesBadSettingsAndSpecs) {
+  ModelSpec m = load_model_config(model_path("gpt2"));
+  TrainSettings s = small_settings(2, 2048);
+  try {
+    build_layer_graph(m, s);
+    ADD_FAILURE() << "seq 2048 accepted for gpt2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("settings.seq_len=2048"), std::string::npos) << e.what();
+  }
+  ModelSpec bad = m;
+  bad.num_kv_heads = 5;
+  EXPECT_THROW(build_layer_graph(bad, small_settings()), Error);
+  bad = m;
+  bad.hidden = 0;
+  EXPECT_THROW(build_layer_graph(bad, small_settings()), Error);
+}

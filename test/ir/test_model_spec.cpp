@@ -1,0 +1,257 @@
+// parse_model_config, parameter_count and settings validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/model_spec.hpp"
+
+using namespace scaledl;
+
+namespace {
+std::string model_path(const std::string& name) { return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json"; }
+std::string neusight(const std::string& name) {
+  return "/work/shared/data/neusight/model_configs/" + name + ".json";
+}
+json load(const std::string& name) { return read_json_file(model_path(name)); }
+
+/// Error message of parse_model_config, "" when it succeeds.
+std::string parse_error(const json& j) {
+  try {
+    parse_model_config(j, "config");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// Published counts of the Hugging Face checkpoints (transformers num_parameters()).
+struct Published {
+  const char* file;
+  int64_t params;
+  double tol;  ///< relative tolerance
+};
+
+TEST(ParameterCount, MatchesPublishedCounts) {
+  const Published cases[] = {
+      {"bert-base", 109482240, 0.005},   // bert-base-uncased (BertModel incl. pooler); ours: MLM head
+      {"gpt2", 124439808, 0.005},
+      {"t5-small", 60506624, 0.005},
+      {"vit-base", 86567656, 0.005},     // ViTForImageClassification, 1000 classes
+      {"deit-small", 22050664, 0.005},   // facebook/deit-small-patch16-224
+  };
+  for (const auto& c : cases) {
+    ModelSpec m = load_model_config(model_path(c.file));
+    double p = static_cast<double>(parameter_count(m));
+    EXPECT_NEAR(p / c.params, 1.0, c.tol) << c.file << ": " << p << " vs published " << c.params;
+  }
+}
+
+TEST(ParameterCount, ExactHuggingFaceCounts) {
+  // Counts of the exact HF classes these configs build (model.num_parameters()).
+  const std::pair<const char*, int64_t> cases[] = {
+      {"bert-base", 109514298},      // BertForMaskedLM: no pooler, MLM transform + vocab bias
+      {"gpt2", 124439808},           // GPT2LMHeadModel (tied head)
+      {"gpt2-medium", 354823168},
+      {"gpt2-large", 774030080},
+      {"t5-small", 60506624},        // T5ForConditionalGeneration (tied head)
+      {"t5-base", 222903552},
+      {"vit-base", 86567656},
+      {"vit-large", 304326632},
+      {"deit-small", 22051432},      // DeiTForImageClassification: + distillation token and its position
+      {"llama-style", 1100048384},   // TinyLlama-1.1B
+      {"opt-125m", 125239296},
+      {"gpt-neo-125m", 125198592},
+  };
+  for (const auto& [file, n] : cases) {
+    ModelSpec m = load_model_config(model_path(file));
+    EXPECT_EQ(parameter_count(m), n) << file;
+  }
+}
+
+TEST(ParameterCount, BertModelWithPoolerIsThePublishedCount) {
+  json j = load("bert-base");
+  j["architectures"] = {"BertModel"};
+  ModelSpec m = parse_model_config(j);
+  EXPECT_TRUE(m.pooler);
+  // BertModel 109,482,240 + the classifier (768 x 2 + 2) that training needs.
+  EXPECT_EQ(parameter_count(m), 109482240 + 768 * 2 + 2);
+}
+
+TEST(ParameterCount, VitTypedDeitSmallIsExact) {
+  json j = load("deit-small");
+  j["model_type"] = "vit";  // how the hub stores facebook/deit-small-patch16-224
+  j["architectures"] = {"ViTForImageClassification"};
+  EXPECT_EQ(parameter_count(parse_model_config(j)), 22050664);
+}
+
+TEST(ParameterCount, NeusightConfigs) {
+  // The NeuSight configs as shipped (odd keys included): all parse except the MoE one.
+  const std::pair<const char*, int64_t> cases[] = {
+      {"bert", 109514298}, {"gpt2_large", 774030080}, {"gpt2_xl", 1557611200}, {"llama2_7b", 6738415616},
+      {"opt_13", 1315758080},
+  };
+  for (const auto& [file, n] : cases) {
+    ModelSpec m = load_model_config(neusight(file));
+    EXPECT_EQ(parameter_count(m), n) << file;
+  }
+  for (const char* f : {"bert_large", "gpt2_med", "gpt3_13", "gpt3_27", "gpt3_67", "gpt3_xl", "opt"})
+    EXPECT_NO_THROW(load_model_config(neusight(f))) << f;
+  try {
+    load_model_config(neusight("switchxl4"));
+    ADD_FAILURE() << "switch_transformers accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model_type=\"switch_transformers\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelSpec, FamilyDetails) {
+  ModelSpec t5 = load_model_config(model_path("t5-small"));
+  EXPECT_EQ(t5.arch, Arch::EncoderDecoder);
+  EXPECT_EQ(t5.num_decoder_layers, 6);
+  EXPECT_EQ(t5.norm, NormKind::RMSNorm);
+  EXPECT_FALSE(t5.linear_bias);
+
+  json v11 = load("t5-small");
+  v11["feed_forward_proj"] = "gated-gelu";
+  v11["tie_word_embeddings"] = false;
+  v11["d_ff"] = 1024;  // google/t5-v1_1-small: d_ff 1024, 8 layers, 6 heads, 32128 vocab
+  v11["num_layers"] = 8;
+  v11["num_decoder_layers"] = 8;
+  v11["num_heads"] = 6;
+  ModelSpec g = parse_model_config(v11);
+  EXPECT_TRUE(g.gated_ffn);
+  EXPECT_EQ(g.activation, Activation::GELUTanh);
+  EXPECT_EQ(parameter_count(g), 76961152);  // published count of google/t5-v1_1-small
+
+  ModelSpec l = load_model_config(model_path("llama-style"));
+  EXPECT_EQ(l.num_kv_heads, 4);
+  EXPECT_EQ(l.head_dim, 64);
+  EXPECT_FALSE(l.tie_word_embeddings);
+  EXPECT_EQ(l.activation, Activation::SiLU);
+
+  ModelSpec opt = load_model_config(neusight("opt"));  // hidden 512, word_embed_proj_dim 2048
+  EXPECT_EQ(opt.embed_dim, 2048);
+  EXPECT_EQ(opt.position_offset, 2);
+
+  ModelSpec d = load_model_config(model_path("deit-small"));
+  EXPECT_EQ(d.num_special_tokens, 2);
+  EXPECT_EQ(d.num_labels, 1000);
+}
+
+TEST(TrainSettings, ParsesAndRejects) {
+  TrainSettings s = parse_train_settings(json::parse(
+      R"({"batch":16,"seq_len":256,"dtype":"bf16","optimizer":"sgd","optimizer_step":false})"));
+  EXPECT_EQ(s.batch, 16);
+  EXPECT_EQ(s.seq_len, 256);
+  EXPECT_EQ(s.dtype, DType::BF16);
+  EXPECT_EQ(s.optimizer, OptimizerKind::SGD);
+  EXPECT_FALSE(s.optimizer_step);
+
+  json cfg = load("gpt2");
+  cfg["scaledl"] = {{"batch", 4}, {"seq_len", 64}};
+  EXPECT_EQ(settings_from_config(cfg).batch, 4);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"batch":0})", "settings.batch=0"},
+      {R"({"batch":-3})", "settings.batch=-3"},
+      {R"({"seq_len":1.5})", "settings.seq_len=1.5"},
+      {R"({"dtype":"fp8"})", "settings.dtype=\"fp8\""},
+      {R"({"optimizer":"lamb"})", "settings.optimizer=\"lamb\""},
+      {R"({"bacth":8})", "settings.bacth"},
+      {R"({"optimizer_step":"yes"})", "settings.optimizer_step"},
+      {R"([1,2])", "settings"},
+  };
+  for (const auto& [text, key] : bad) {
+    try {
+      parse_train_settings(json::parse(text));
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << text << " -> " << e.what();
+    }
+  }
+}
+
+TEST(TrainSettings, ValidatedAgainstModel) {
+  ModelSpec bert = load_model_config(model_path("bert-base"));
+  TrainSettings s;
+  s.seq_len = 513;
+  try {
+    validate_settings(bert, s);
+    ADD_FAILURE() << "seq_len 513 accepted for BERT";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("settings.seq_len=513"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos) << e.what();
+  }
+  ModelSpec vit = load_model_config(model_path("vit-base"));
+  TrainSettings v;
+  v.image_size = 230;
+  EXPECT_THROW(validate_settings(vit, v), Error);
+  v.image_size = 384;
+  EXPECT_NO_THROW(validate_settings(vit, v));
+  EXPECT_EQ(tokens_per_sample(vit, v), 24 * 24 + 1);
+  TrainSettings huge;
+  huge.batch = 1 << 20;
+  huge.seq_len = 512;
+  EXPECT_THROW(validate_settings(bert, huge), Error);  // 2^40 attention scores
+}
+
+// Table of invalid configs: each must be refused with a message naming the key.
+struct BadConfig {
+  const char* base;    ///< models/<base>.json
+  const char* patch;   ///< JSON object merged into it (null values delete the key)
+  const char* needle;  ///< text the error must contain
+};
+
+TEST(ParseModelConfig, RefusesInvalidConfigsNamingTheKey) {
+  const BadConfig cases[] = {
+      {"bert-base", R"({"model_type":"resnet"})", "model_type=\"resnet\""},
+      {"bert-base", R"({"model_type":null})", "model_type is missing"},
+      {"bert-base", R"({"hidden_size":null})", "hidden_size is missing"},
+      {"bert-base", R"({"hidden_size":0})", "hidden_size=0"},
+      {"bert-base", R"({"hidden_size":-768})", "hidden_size=-768"},
+      {"bert-base", R"({"hidden_size":1000})", "num_attention_heads=12 does not divide config.hidden_size=1000"},
+      {"bert-base", R"({"hidden_size":2097152})", "hidden_size=2097152"},
+      {"bert-base", R"({"vocab_size":1000000000000})", "vocab_size=1000000000000"},
+      {"bert-base", R"({"num_hidden_layers":"twelve"})", "num_hidden_layers=\"twelve\""},
+      {"bert-base", R"({"hidden_dropout_prob":1.0})", "hidden_dropout_prob"},
+      {"bert-base", R"({"hidden_act":"mish"})", "hidden_act=\"mish\""},
+      {"gpt2", R"({"n_head":7})", "n_head=7"},
+      {"gpt2", R"({"n_layer":0})", "n_layer=0"},
+      {"gpt2", R"({"n_positions":-1})", "n_positions=-1"},
+      {"llama-style", R"({"num_key_value_heads":5})", "num_key_value_heads=5 does not divide"},
+      {"llama-style", R"({"intermediate_size":null})", "intermediate_size is missing"},
+      {"vit-base", R"({"patch_size":15})", "patch_size=15 does not divide config.image_size=224"},
+      {"vit-base", R"({"image_size":0})", "image_size=0"},
+      {"t5-small", R"({"feed_forward_proj":"gated-mish"})", "feed_forward_proj=\"gated-mish\""},
+      {"t5-small", R"({"d_model":1.5})", "d_model=1.5"},
+      {"opt-125m", R"({"ffn_dim":null})", "ffn_dim is missing"},
+      {"deit-small", R"({"num_labels":0})", "num_labels=0"},
+      {"gpt2", R"({"architectures":"GPT2LMHeadModel"})", "architectures"},
+  };
+  for (const auto& c : cases) {
+    json j = load(c.base);
+    j.merge_patch(json::parse(c.patch));
+    std::string err = parse_error(j);
+    EXPECT_NE(err.find(c.needle), std::string::npos)
+        << c.base << " + " << c.patch << " -> \"" << err << "\" (expected to contain \"" << c.needle << "\")";
+    EXPECT_EQ(err.find('\n'), std::string::npos) << "multi-line message: " << err;
+  }
+  EXPECT_NE(parse_error(json::array()).find("expected a JSON object"), std::string::npos);
+}
+
+TEST(ParseModelConfig, RefusesBadFiles) {
+  const std::string dir = testing::TempDir();
+  const std::string trunc = dir + "/truncated.json";
+  write_text_file_atomic(trunc, R"({"model_type": "bert", "hidden_size": 7)");
+  try {
+    load_model_config(trunc);
+    ADD_FAILURE() << "truncated config accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated.json: malformed JSON"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_model_config(dir + "/no-such-model.json"), Error);
+}

@@ -1,0 +1,75 @@
+// scaledl eval layers: held-out evaluation of the per-layer regressors.
+// --leave-one-out device (PreNeT §5.2): train on all GPUs but one, predict the
+// held-out GPU from its spec sheet alone; with --ablation, also without the
+// CT/CM roofline columns and with the plain log target.
+#include <iostream>
+#include <memory>
+
+#include "command.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/layer_predictor.hpp"
+
+namespace scaledl::cli {
+void add_layer_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptions& cv);
+}
+
+namespace {
+
+struct EvalLayersOptions {
+  std::vector<std::string> dbs;
+  std::vector<std::string> device_specs;
+  std::string leave_one_out = "device";
+  std::vector<std::string> methods = {"xgboost"};
+  bool ablation = false;
+  bool json = false;
+  scaledl::CvOptions cv;
+};
+
+scaledl::cli::Registrar reg(
+    {"eval", "layers"}, "Leave-one-device-out evaluation of the per-layer regressors (PreNeT §5.2)",
+    [](CLI::App& app) {
+      auto o = std::make_shared<EvalLayersOptions>();
+      app.add_option("--db", o->dbs, "results store(s) with layer rows (repeatable)")->required();
+      app.add_option("--device-spec", o->device_specs, "extra device spec JSON (repeatable)");
+      app.add_option("--leave-one-out", o->leave_one_out, "what is held out: device")->capture_default_str();
+      app.add_option("--methods", o->methods, "regressors: xgboost linear forest mlp")->capture_default_str();
+      app.add_flag("--ablation", o->ablation,
+                   "also run xgboost without CT/CM features (target log) and with target log");
+      app.add_flag("--json", o->json, "print the results as JSON");
+      scaledl::cli::add_layer_model_options(app, o->cv.train, o->cv);
+      return [o] {
+        SCALEDL_CHECK(o->leave_one_out == "device", "--leave-one-out=\"{}\" is not supported (device)",
+                      o->leave_one_out);
+        auto data = scaledl::load_training_data(o->dbs, o->device_specs);
+        auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
+        struct Variant {
+          std::string name;
+          scaledl::CvOptions cv;
+        };
+        std::vector<Variant> variants;
+        scaledl::CvOptions base = o->cv;
+        base.leave_one_device = true;
+        base.methods = o->methods;
+        variants.push_back({"default", base});
+        if (o->ablation) {
+          scaledl::CvOptions a = base;
+          a.methods = {"xgboost"};
+          a.train.target = "log";
+          variants.push_back({"target_log", a});
+          a.train.roofline_features = false;
+          variants.push_back({"no_ct_cm_log", a});
+        }
+        nlohmann::json out = nlohmann::json::object();
+        for (auto& v : variants) {
+          auto r = scaledl::cross_validate(samples, data.devices, v.cv);
+          out[v.name] = {{"options", v.cv.train.to_json()}, {"results", scaledl::cv_to_json(r)}};
+          if (!o->json)
+            std::cout << fmt::format("== {} (target {}, CT/CM features {}) ==\n{}", v.name, v.cv.train.target,
+                                     v.cv.train.roofline_features ? "on" : "off", scaledl::format_cv_table(r));
+        }
+        if (o->json) std::cout << out.dump(2) << "\n";
+        return 0;
+      };
+    });
+
+}  // namespace

@@ -1,0 +1,103 @@
+// scaledl inspect MODEL.json: the layer graph of one training iteration as a
+// table (or JSON / Graphviz dot). Settings come from the config's optional
+// "scaledl" object, then the command-line flags override them.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/layer_graph.hpp"
+#include "scaledl/model_spec.hpp"
+
+namespace {
+
+struct InspectOptions {
+  std::string model;       ///< path of a Hugging Face config.json
+  int64_t batch = 0;       ///< samples per iteration, >= 1 (0 = config/default 8)
+  int64_t seq = 0;         ///< tokens per sample for text models (0 = config/default 128)
+  int64_t image = 0;       ///< image side in pixels for vision models (0 = the config's)
+  std::string dtype;       ///< fp32|tf32|bf16|fp16 ("" = config/default fp32)
+  std::string optimizer;   ///< sgd|adam|adamw ("" = config/default adamw)
+  bool no_optimizer = false;  ///< leave out the optimizer step
+  bool json = false;       ///< print the graph JSON instead of the table
+  std::string dot;         ///< write Graphviz here when set
+};
+
+std::string dims_str(const scaledl::LayerNode& n) {
+  const auto& names = scaledl::layer_info(n.type).dims;
+  std::string s;
+  for (size_t i = 0; i < n.dims.size(); ++i) s += fmt::format("{}{}={}", i ? " " : "", names[i], n.dims[i]);
+  return s;
+}
+
+std::string human(double v) {
+  const char* unit[] = {"", "K", "M", "G", "T", "P", "E"};
+  int u = 0;
+  while (v >= 1000 && u < 6) v /= 1000, ++u;
+  return u == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, unit[u]);
+}
+
+int run(const InspectOptions& o) {
+  using namespace scaledl;
+  json config = read_json_file(o.model);
+  ModelSpec m = parse_model_config(config, o.model);
+  m.name = std::filesystem::path(o.model).stem().string();
+  TrainSettings s = settings_from_config(config, o.model);
+  if (o.batch) s.batch = o.batch;
+  if (o.seq) s.seq_len = o.seq;
+  if (o.image) s.image_size = o.image;
+  if (!o.dtype.empty()) s.dtype = parse_dtype(o.dtype, "--dtype");
+  if (!o.optimizer.empty()) s.optimizer = parse_optimizer(o.optimizer, "--optimizer");
+  if (o.no_optimizer) s.optimizer_step = false;
+  LayerGraph g = build_layer_graph(m, s);
+  if (!o.dot.empty()) write_text_file_atomic(o.dot, g.to_dot());
+  if (o.json) {
+    std::printf("%s\n", g.to_json().dump(1).c_str());
+    return 0;
+  }
+  std::printf("model %s (%s, %s), batch %lld, %s %lld, %s, optimizer %s\n", m.name.c_str(), to_string(m.family),
+              to_string(m.arch), static_cast<long long>(s.batch),
+              m.arch == Arch::VisionEncoder ? "tokens/sample" : "seq_len",
+              static_cast<long long>(tokens_per_sample(m, s)), to_string(s.dtype),
+              s.optimizer_step ? to_string(s.optimizer) : "none");
+  std::printf("%4s  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", "id", "name", "type", "dims", "flops_fwd",
+              "flops_bwd", "params", "in_bytes", "out_bytes");
+  for (const auto& n : g.nodes) {
+    if (n.dir == Direction::Backward) continue;  // backward rows mirror the forward ones
+    std::printf("%4d  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", n.id, n.name.c_str(), to_string(n.type),
+                dims_str(n).c_str(), human(n.cost.flops_fwd).c_str(),
+                human(n.dir == Direction::Update ? 0 : n.cost.flops_bwd).c_str(), human(n.cost.params).c_str(),
+                human(n.cost.in_bytes).c_str(), human(n.cost.out_bytes).c_str());
+  }
+  std::printf("nodes %zu (forward + backward + update), edges %zu\n", g.nodes.size(), g.edges.size());
+  std::printf("params %.0f (%s)\n", g.total_params(), human(g.total_params()).c_str());
+  std::printf("flops_fwd %.4g  flops_bwd %.4g  flops_update %.4g  total %.4g FLOP per iteration\n",
+              g.total_flops_fwd(), g.total_flops_bwd(), g.total_flops_update(),
+              g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update());
+  return 0;
+}
+
+scaledl::cli::Registrar reg({"inspect"}, "Print the layer graph of one training iteration of a model config",
+                            [](CLI::App& app) {
+                              auto o = std::make_shared<InspectOptions>();
+                              app.add_option("model", o->model, "Hugging Face config.json (models/*.json)")
+                                  ->required();
+                              app.add_option("--batch", o->batch, "samples per iteration (default 8)")
+                                  ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+                              auto seq = app.add_option("--seq", o->seq, "tokens per sample, text models (default 128)")
+                                             ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+                              auto img = app.add_option("--image", o->image, "image side in pixels, vision models")
+                                             ->check(CLI::Range(int64_t(1), int64_t(1) << 16));
+                              seq->excludes(img);
+                              app.add_option("--dtype", o->dtype, "fp32, tf32, bf16 or fp16 (default fp32)");
+                              app.add_option("--optimizer", o->optimizer, "sgd, adam or adamw (default adamw)");
+                              app.add_flag("--no-optimizer", o->no_optimizer, "leave out the optimizer step");
+                              app.add_flag("--json", o->json, "print the graph as JSON");
+                              app.add_option("--dot", o->dot, "write the graph as Graphviz dot to this file");
+                              return [o] { return run(*o); };
+                            });
+
+}  // namespace

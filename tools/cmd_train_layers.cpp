@@ -1,0 +1,99 @@
+// scaledl train layers: fit the per-layer XGBoost regressors (ScaleDL eq. 6-7)
+// on one or more result stores, report k-fold cross-validated errors against the
+// baselines, and save the model directory read by LayerPredictor::load.
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "command.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/layer_predictor.hpp"
+
+namespace {
+
+struct TrainLayersOptions {
+  std::vector<std::string> dbs;
+  std::vector<std::string> device_specs;
+  std::string out;
+  int folds = 5;  ///< 0 = no cross-validation
+  std::vector<std::string> methods = {"xgboost", "linear", "forest", "mlp"};
+  scaledl::CvOptions cv;
+  bool json = false;
+};
+
+/// Options shared by `train layers` and `eval layers` (one table drives both).
+void add_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptions& cv) {
+  app.add_option("--rounds", t.rounds, "XGBoost boosting rounds, >= 1")->capture_default_str();
+  app.add_option("--max-depth", t.max_depth, "XGBoost tree depth, 1..20")->capture_default_str();
+  app.add_option("--eta", t.eta, "XGBoost learning rate, (0, 1]")->capture_default_str();
+  app.add_option("--target", t.target, "target transform: log | raw | log_roofline")->capture_default_str();
+  app.add_flag("!--no-roofline-features", t.roofline_features, "drop the CT/CM/roofline/AI columns");
+  app.add_flag("--split-direction", t.split_direction, "one model per (type, direction)");
+  app.add_option("--min-rows", t.min_rows, "fewer rows than this => roofline fallback, >= 1")->capture_default_str();
+  app.add_option("--seed", t.seed, "XGBoost seed and fold assignment")->capture_default_str();
+  app.add_option("--mlp-epochs", cv.mlp_epochs, "epochs of the MLP baseline, >= 1")->capture_default_str();
+  app.add_option("--torch-device", cv.torch_device, "LibTorch device of the MLP baseline")->capture_default_str();
+  app.add_flag("-v,--verbose", t.verbose, "progress on stderr");
+}
+
+scaledl::cli::Registrar reg(
+    {"train", "layers"}, "Train per-layer XGBoost regressors with k-fold CV against baselines",
+    [](CLI::App& app) {
+      auto o = std::make_shared<TrainLayersOptions>();
+      app.add_option("--db", o->dbs, "results store(s) with layer rows (repeatable)")->required();
+      app.add_option("--device-spec", o->device_specs, "extra device spec JSON (repeatable)");
+      app.add_option("--out", o->out, "model directory to write (manifest.json + XGBoost JSON)")->required();
+      app.add_option("--folds", o->folds, "k of k-fold cross-validation, 0 = skip, else >= 2")->capture_default_str();
+      app.add_option("--methods", o->methods, "regressors compared: xgboost linear forest mlp")->capture_default_str();
+      app.add_flag("--json", o->json, "print the report as JSON");
+      add_model_options(app, o->cv.train, o->cv);
+      return [o] {
+        using clock = std::chrono::steady_clock;
+        SCALEDL_CHECK(o->folds == 0 || o->folds >= 2, "--folds={} must be 0 (skip) or >= 2", o->folds);
+        auto data = scaledl::load_training_data(o->dbs, o->device_specs);
+        auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
+        SCALEDL_CHECK(!samples.empty(), "--db: the store(s) hold no ok layer rows to train on");
+        nlohmann::json report = {{"samples", samples.size()}};
+        std::vector<scaledl::CvResult> cv;
+        double cv_s = 0;
+        if (o->folds >= 2) {
+          auto t0 = clock::now();
+          o->cv.folds = o->folds;
+          o->cv.methods = o->methods;
+          o->cv.seed = o->cv.train.seed + 1;
+          cv = scaledl::cross_validate(samples, data.devices, o->cv);
+          cv_s = std::chrono::duration<double>(clock::now() - t0).count();
+          report["cv"] = scaledl::cv_to_json(cv);
+          report["cv_seconds"] = cv_s;
+        }
+        auto t0 = clock::now();
+        auto p = scaledl::LayerPredictor::train_samples(samples, data.devices, o->cv.train);
+        const double train_s = std::chrono::duration<double>(clock::now() - t0).count();
+        p.save(o->out);
+        report["train_seconds"] = train_s;
+        report["model"] = p.summary();
+        report["out"] = o->out;
+        if (o->json) {
+          std::cout << report.dump(2) << "\n";
+          return 0;
+        }
+        if (!cv.empty())
+          std::cout << fmt::format("{}-fold cross-validation ({} samples, {:.1f} s):\n{}", o->folds, samples.size(),
+                                   cv_s, scaledl::format_cv_table(cv));
+        std::cout << fmt::format("trained {} models on {} samples in {:.2f} s -> {}\n",
+                                 p.summary()["models"].size(), samples.size(), train_s, o->out);
+        auto fb = p.summary()["roofline_fallback"];
+        if (!fb.empty()) std::cout << "roofline fallback (no training rows): " << fb.dump() << "\n";
+        return 0;
+      };
+    });
+
+}  // namespace
+
+namespace scaledl::cli {
+/// Used by cmd_eval_layers.cpp so both commands share one option table.
+void add_layer_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptions& cv) {
+  add_model_options(app, t, cv);
+}
+}  // namespace scaledl::cli
