@@ -74,7 +74,9 @@ TEST(LayerGraph, EveryFamilyIsAcyclicReachableAndCountsParams) {
         q.push(i);
         seen[i] = true;
       }
-      if (outdeg[i] == 0) EXPECT_EQ(g.nodes[i].name, "optim.step");
+      if (outdeg[i] == 0) {
+        EXPECT_EQ(g.nodes[i].name, "optim.step");
+      }
     }
     while (!q.empty()) {
       int u = q.front();
@@ -109,6 +111,21 @@ TEST(LayerGraph, EveryFamilyIsAcyclicReachableAndCountsParams) {
     EXPECT_EQ(g.nodes[fwd - 1].name, "head.loss");
     EXPECT_GT(g.total_flops_bwd(), g.total_flops_fwd());
   }
+}
+
+TEST(LayerGraph, NeusightConfigsBuild) {
+  // Real configs with odd keys (OPT with word_embed_proj_dim != hidden, GPT-3 sizes as gpt2, Llama-2).
+  for (const char* f : {"bert", "bert_large", "gpt2_med", "gpt2_xl", "gpt3_xl", "llama2_7b", "opt", "opt_13"}) {
+    SCOPED_TRACE(f);
+    ModelSpec m = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/test/ir/data/neusight/" + f + ".json");
+    LayerGraph g = build_layer_graph(m, small_settings(1, 8));
+    EXPECT_EQ(static_cast<int64_t>(g.total_params()), parameter_count(m));
+  }
+  ModelSpec opt = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/test/ir/data/neusight/opt.json");
+  LayerGraph g = build_layer_graph(opt, small_settings(1, 8));
+  EXPECT_EQ(node(g, "embed.project_in").dims, (std::vector<int64_t>{8, 2048, 512, 0}));
+  EXPECT_EQ(node(g, "head.project_out").dims, (std::vector<int64_t>{8, 512, 2048, 0}));
+  EXPECT_EQ(node(g, "embed.position").dims, (std::vector<int64_t>{8, 2050, 512}));  // OPT offset 2
 }
 
 TEST(LayerGraph, GraphTotalsAreSumsOfLayerCosts) {
@@ -253,6 +270,23 @@ TEST(LayerGraph, VisionTokensAndDeit) {
   s.image_size = 384;
   LayerGraph big = build_layer_graph(vit, s);
   EXPECT_EQ(node(big, "encoder.0.attn.qk").dims, (std::vector<int64_t>{4 * 12, 577, 64, 577}));
+}
+
+TEST(LayerGraph, DeitWithTeacherAndGptNeo) {
+  json j = read_json_file(model_path("deit-small"));
+  j["architectures"] = {"DeiTForImageClassificationWithTeacher"};
+  ModelSpec d = parse_model_config(j);
+  EXPECT_TRUE(d.dist_head);
+  LayerGraph g = build_layer_graph(d, small_settings(4, 1));
+  EXPECT_EQ(node(g, "head.dist_classifier").dims, (std::vector<int64_t>{4, 384, 1000, 1}));
+  EXPECT_EQ(node(g, "head.loss").dims, (std::vector<int64_t>{8, 1000}));  // both heads' logits
+  EXPECT_EQ(static_cast<int64_t>(g.total_params()), 22436432);           // published WithTeacher count
+
+  ModelSpec neo = load_model_config(model_path("gpt-neo-125m"));
+  LayerGraph n = build_layer_graph(neo, small_settings(2, 16));
+  EXPECT_EQ(node(n, "decoder.0.attn.q").dims, (std::vector<int64_t>{32, 768, 768, 0}));  // no q/k/v bias
+  EXPECT_EQ(node(n, "decoder.0.attn.o").dims, (std::vector<int64_t>{32, 768, 768, 1}));
+  EXPECT_LT(n.find("decoder.0.attn.dropout"), 0);  // attention_dropout 0 in the real config
 }
 
 TEST(LayerGraph, OptimizerStepAndDtype) {

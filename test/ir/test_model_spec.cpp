@@ -13,7 +13,7 @@ using namespace scaledl;
 namespace {
 std::string model_path(const std::string& name) { return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json"; }
 std::string neusight(const std::string& name) {
-  return "/work/shared/data/neusight/model_configs/" + name + ".json";
+  return std::string(SCALEDL_SOURCE_DIR) + "/test/ir/data/neusight/" + name + ".json";
 }
 json load(const std::string& name) { return read_json_file(model_path(name)); }
 

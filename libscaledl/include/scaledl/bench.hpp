@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include "scaledl/layer_types.hpp"
+#include "scaledl/plan.hpp"
 #include "scaledl/store.hpp"
 
 namespace scaledl {
@@ -153,5 +154,38 @@ struct LayerTiming {
 /// Exceptions (OOM, unsupported dtype) propagate to the caller.
 LayerTiming time_layer(LayerType t, const std::vector<int64_t>& dims, DType dtype,
                        const torch::Device& dev, const TimingOptions& opt = {});
+
+// ---- layer campaigns (`scaledl bench layers`) --------------------------------
+
+struct LayerCampaignOptions {
+  std::string campaign = "default";  ///< campaign name; rows are keyed by (campaign, config key, device)
+  std::string device = "cpu";        ///< cpu | cuda | cuda:<i> (parse_device)
+  int threads = 0;                   ///< LibTorch intra-op threads; 0 = LibTorch's default
+  TimingOptions timing;              ///< warm-up, repeats, launches, unstable threshold
+  double mem_limit_gb = 0;           ///< configs whose estimate (2 x bytes of layer_cost) exceeds this are
+                                     ///< recorded "oom" without running; 0 = no limit
+  bool probe = true;                 ///< measure the device (probe_device) when the store lacks its record
+  bool progress = false;             ///< progress bar with ETA on stderr
+};
+
+struct LayerCampaignSummary {
+  size_t total = 0;      ///< configs in the plan
+  size_t skipped = 0;    ///< already in the store (resumed)
+  size_t ok = 0, unstable = 0, oom = 0, error = 0;
+  std::string device;    ///< DeviceRecord::key() the rows were written under
+  double seconds = 0;    ///< wall time of the campaign
+};
+
+/// The environment row of a campaign: LibTorch and CUDA versions, threads,
+/// dtype, git commit (SCALEDL_GIT_COMMIT or `git rev-parse` in the cwd), timing options.
+nlohmann::json bench_environment(const torch::Device& dev, DType dtype, const TimingOptions& timing);
+
+/// Times every config not yet in the store for (campaign, device) and writes
+/// one row per config in its own transaction, so a killed run resumes where it
+/// stopped. A failing config becomes a row with status "oom" or "error" and
+/// its reason; the campaign goes on. Rows whose fwd or bwd is not stable()
+/// get status "unstable" (docs/bench.md).
+LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs, Store& store,
+                                        const LayerCampaignOptions& opt);
 
 }  // namespace scaledl

@@ -22,6 +22,7 @@
 
 #include "scaledl/device.hpp"
 #include "scaledl/model_spec.hpp"
+#include "scaledl/plan.hpp"
 #include "scaledl/store.hpp"
 
 namespace scaledl {
@@ -42,22 +43,6 @@ struct ModelBenchOptions {
 ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const torch::Device& dev,
                              const ModelBenchOptions& opt = {});
 
-/// One entry of a "models" plan, resolved.
-struct ModelPlanEntry {
-  ModelSpec spec;              ///< name = the row's model_name (config name + overrides)
-  TrainSettings settings;
-};
-
-/// Reads a {"kind":"models","configs":[...]} plan (format in docs/zoo.md).
-/// A relative "model" path is resolved against the plan file's directory, then
-/// the current directory; "overrides" are merged into the config and appended
-/// to the model name ("bert-base{num_hidden_layers=2}"). Throws Error naming
-/// configs[i] and the key on any problem.
-std::vector<ModelPlanEntry> load_model_plan(const std::string& path);
-/// Same from a parsed plan; `base_dir` resolves relative model paths.
-std::vector<ModelPlanEntry> parse_model_plan(const nlohmann::json& plan, const std::string& base_dir,
-                                             const std::string& ctx = "plan");
-
 struct ModelCampaignOptions {
   std::string campaign = "default";  ///< campaign name of the rows
   ModelBenchOptions bench;
@@ -77,11 +62,12 @@ using ModelProgress = std::function<void(size_t, size_t, const std::string&, con
 /// Runs every plan entry whose model_key is not yet in `store` for
 /// (campaign, device.key()), writing each row in its own transaction as soon
 /// as it finishes, so a killed campaign resumes where it stopped.
-ModelCampaignSummary run_model_campaign(const std::vector<ModelPlanEntry>& plan, Store& store,
+/// Plans come from load_plan() (plan.hpp, kind "models").
+ModelCampaignSummary run_model_campaign(const std::vector<ModelConfig>& plan, Store& store,
                                         const torch::Device& dev, const DeviceRecord& device,
                                         const ModelCampaignOptions& opt, const ModelProgress& progress = {});
 
-/// The store key of an entry (model_key of its measurement row).
-std::string model_plan_key(const ModelPlanEntry& e);
+/// The store key of a plan entry (model_key of its measurement row).
+std::string model_plan_key(const ModelConfig& c);
 
 }  // namespace scaledl

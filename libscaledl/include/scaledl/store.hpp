@@ -111,6 +111,10 @@ class Store {
 
   /// Row counts: {"devices":..,"layers":..,"models":..}
   nlohmann::json counts() const;
+  /// Summary for `scaledl db info`: {"schema_version", "counts", "devices": [keys],
+  /// "layer_groups": [{campaign, device, status, rows, fwd_cv_median, fwd_cv_max,
+  /// bwd_cv_median, bwd_cv_max}], "model_groups": [{campaign, device, status, rows}]}.
+  nlohmann::json info() const;
   /// Whole store as JSON, or one table ("layers" | "models" | "devices") as CSV.
   nlohmann::json export_json() const;
   void export_csv(const std::string& table, std::ostream& out) const;

@@ -2,12 +2,10 @@
 #include "scaledl/model_bench.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 
 #include "scaledl/bench.hpp"
 #include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
 #include "scaledl/zoo.hpp"
 
 namespace scaledl {
@@ -113,73 +111,16 @@ ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const t
   return r;
 }
 
-// ---- plans ----------------------------------------------------------------------
-
-std::vector<ModelPlanEntry> parse_model_plan(const nlohmann::json& plan, const std::string& base_dir,
-                                             const std::string& ctx) {
-  namespace fs = std::filesystem;
-  SCALEDL_CHECK(plan.is_object(), "{}: expected a JSON object with \"kind\" and \"configs\"", ctx);
-  std::string kind = get_str_or(plan, "kind", ctx, "");
-  SCALEDL_CHECK(kind == "models", "{}.kind=\"{}\" must be \"models\" for bench models", ctx, kind);
-  SCALEDL_CHECK(plan.contains("configs") && plan["configs"].is_array(), "{}.configs must be an array", ctx);
-  std::vector<ModelPlanEntry> out;
-  const auto& configs = plan["configs"];
-  for (size_t i = 0; i < configs.size(); ++i) {
-    const std::string c = fmt::format("{}.configs[{}]", ctx, i);
-    const auto& e = configs[i];
-    SCALEDL_CHECK(e.is_object(), "{}: expected an object, got {}", c, show(e));
-    SCALEDL_CHECK(e.contains("model"), "{}.model is missing (a config path or an inline config object)", c);
-    nlohmann::json config;
-    std::string name, src = c + ".model";
-    const auto& mv = e["model"];
-    if (mv.is_string()) {
-      fs::path p = mv.get<std::string>();
-      if (p.is_relative() && fs::exists(fs::path(base_dir) / p)) p = fs::path(base_dir) / p;
-      SCALEDL_CHECK(fs::exists(p), "{}.model=\"{}\": no such file (relative paths are tried against {} and the "
-                    "current directory)", c, mv.get<std::string>(), base_dir.empty() ? "." : base_dir);
-      config = read_json_file(p.string());
-      name = p.stem().string();
-      src = p.string();
-    } else {
-      SCALEDL_CHECK(mv.is_object(), "{}.model must be a path or a config object, got {}", c, show(mv));
-      config = mv;
-    }
-    std::string suffix;
-    if (e.contains("overrides")) {
-      const auto& ov = e["overrides"];
-      SCALEDL_CHECK(ov.is_object(), "{}.overrides must be an object, got {}", c, show(ov));
-      for (auto it = ov.begin(); it != ov.end(); ++it) {
-        config[it.key()] = it.value();
-        suffix += (suffix.empty() ? "" : ",") + it.key() + "=" + it.value().dump();
-      }
-    }
-    ModelPlanEntry entry;
-    entry.spec = parse_model_config(config, src);
-    if (!name.empty()) entry.spec.name = name;
-    if (e.contains("name")) entry.spec.name = get_str_or(e, "name", c, entry.spec.name);
-    if (!suffix.empty()) entry.spec.name += "{" + suffix + "}";
-    entry.settings = parse_train_settings(e.value("settings", nlohmann::json::object()), c + ".settings");
-    validate_settings(entry.spec, entry.settings);
-    out.push_back(std::move(entry));
-  }
-  return out;
-}
-
-std::vector<ModelPlanEntry> load_model_plan(const std::string& path) {
-  auto dir = std::filesystem::path(path).parent_path().string();
-  return parse_model_plan(read_json_file(path), dir, path);
-}
-
-std::string model_plan_key(const ModelPlanEntry& e) {
+std::string model_plan_key(const ModelConfig& c) {
   ModelMeasurement m;
-  m.model_name = e.spec.name;
-  m.settings = e.settings.to_json();
+  m.model_name = c.model.name;
+  m.settings = c.settings.to_json();
   return model_key(m);
 }
 
 // ---- campaigns ------------------------------------------------------------------
 
-ModelCampaignSummary run_model_campaign(const std::vector<ModelPlanEntry>& plan, Store& store,
+ModelCampaignSummary run_model_campaign(const std::vector<ModelConfig>& plan, Store& store,
                                         const torch::Device& dev, const DeviceRecord& device,
                                         const ModelCampaignOptions& opt, const ModelProgress& progress) {
   check_options(opt.bench);
@@ -200,7 +141,7 @@ ModelCampaignSummary run_model_campaign(const std::vector<ModelPlanEntry>& plan,
       if (progress) progress(i + 1, plan.size(), key, "skip");
       continue;
     }
-    ModelMeasurement r = bench_model(e.spec, e.settings, dev, opt.bench);
+    ModelMeasurement r = bench_model(e.model, e.settings, dev, opt.bench);
     r.campaign = opt.campaign;
     r.device = device.key();
     r.env_id = env;

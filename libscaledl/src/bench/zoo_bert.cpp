@@ -58,15 +58,21 @@ class Bert : public ZooModel {
       x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), Rope{});
     if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
     if (m.lm_head) {
+      // BertOnlyMLMHead: transform (dense), act, LayerNorm, decoder (tied) + vocab bias.
+      auto h = node(probe, "head.transform", [&] { return lm_transform(x); });
+      h = node(probe, "head.act", [&] { return activate(h, m.activation); });
+      h = node(probe, "head.norm", [&] { return lm_norm(h); });
       auto logits = node(probe, "head.lm", [&] {
-        auto h = lm_norm(activate(lm_transform(x), m.activation));
         auto w = lm_decoder.is_empty() ? word->weight : lm_decoder->weight;
         return torch::nn::functional::linear(h, w, lm_bias);  // [B, S, vocab]
       });
       return loss_node(probe, logits.reshape({-1, m.vocab_size}), b.labels.reshape({-1}));
     }
     Tensor h = x.select(1, 0);  // [CLS] [B, d]
-    if (!pooler.is_empty()) h = node(probe, "head.pooler", [&] { return torch::tanh(pooler(h)); });
+    if (!pooler.is_empty()) {
+      h = node(probe, "head.pooler", [&] { return torch::tanh(pooler(h)); });  // tanh folded into the node
+      h = dropout_node(probe, "head.dropout", h, m.dropout, is_training());
+    }
     if (!classifier.is_empty()) {
       auto logits = node(probe, "head.classifier", [&] { return classifier(h); });
       return loss_node(probe, logits, b.labels);

@@ -13,6 +13,8 @@ namespace scaledl {
 
 // ---- NodeProbe --------------------------------------------------------------
 
+using torch::Tensor;
+
 namespace {
 /// Identity on the forward pass; its backward stamps "gradient of node `id`'s
 /// output is ready" on the probe and passes the gradient through unchanged.
@@ -41,8 +43,6 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 }  // namespace
-
-using torch::Tensor;
 
 NodeProbe::NodeProbe(torch::Device device) : device_(device) {}
 

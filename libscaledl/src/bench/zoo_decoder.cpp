@@ -36,7 +36,7 @@ class Decoder : public ZooModel {
     const auto& m = spec_;
     const int64_t S = b.input.size(1);
     auto x = node(probe, "embed.word", [&] { return word(b.input); });
-    if (!proj_in.is_empty()) x = node(probe, "embed.proj", [&] { return proj_in(x); });
+    if (!proj_in.is_empty()) x = node(probe, "embed.project_in", [&] { return proj_in(x); });
     if (!position.is_empty()) {
       auto ids = torch::arange(m.position_offset, m.position_offset + S, b.input.options());
       auto pos = node(probe, "embed.position", [&] { return position(ids); });
@@ -50,7 +50,7 @@ class Decoder : public ZooModel {
       x = blocks[i]->forward(x, Tensor(), "decoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), rope);
     if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
     if (m.lm_head) {
-      if (!proj_out.is_empty()) x = node(probe, "head.proj", [&] { return proj_out(x); });
+      if (!proj_out.is_empty()) x = node(probe, "head.project_out", [&] { return proj_out(x); });
       auto logits = node(probe, "head.lm", [&] {
         return lm.is_empty() ? torch::nn::functional::linear(x, word->weight) : lm(x);  // [B, S, vocab]
       });

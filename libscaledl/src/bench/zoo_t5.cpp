@@ -58,12 +58,12 @@ class T5 : public ZooModel {
       lm = register_module("lm", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.vocab_size).bias(false)));
   }
 
-  /// Position bias [1, heads, q, k] of a stack (node "<stack>.0.attn.pos_bias").
+  /// Position bias [1, heads, q, k] of a stack (node "<stack>.0.attn.rel_bias").
   Tensor position_bias(NodeProbe* probe, const std::string& stack, torch::nn::Embedding& table, int64_t len,
                        bool bidirectional, torch::Device device) {
     if (table.is_empty()) return Tensor();
     auto buckets = relative_buckets(len, len, bidirectional, spec_.rel_attn_buckets, 128, device);
-    return node(probe, stack + ".0.attn.pos_bias",
+    return node(probe, stack + ".0.attn.rel_bias",
                 [&] { return table(buckets).permute({2, 0, 1}).unsqueeze(0); });
   }
 
@@ -76,11 +76,11 @@ class T5 : public ZooModel {
     auto enc_bias = position_bias(probe, "encoder", enc_rel, x.size(1), true, x.device());
     for (size_t i = 0; i < enc.size(); ++i)
       x = enc[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, enc_bias, Tensor(), Rope{});
-    x = node(probe, "encoder.norm", [&] { return enc_norm(x); });
-    auto enc_out = dropout_node(probe, "encoder.dropout", x, m.dropout, train);
+    x = node(probe, "encoder.final_norm", [&] { return enc_norm(x); });
+    auto enc_out = dropout_node(probe, "encoder.final_dropout", x, m.dropout, train);
     // Decoder over decoder ids [B, T], cross-attending to enc_out.
-    auto y = node(probe, "decoder.embed.word", [&] { return shared(b.decoder_input); });
-    y = dropout_node(probe, "decoder.embed.dropout", y, m.embed_dropout, train);
+    auto y = node(probe, "embed.dec_word", [&] { return shared(b.decoder_input); });
+    y = dropout_node(probe, "embed.dec_dropout", y, m.embed_dropout, train);
     auto dec_bias = position_bias(probe, "decoder", dec_rel, y.size(1), false, y.device());
     for (size_t i = 0; i < dec.size(); ++i)
       y = dec[i]->forward(y, enc_out, "decoder." + std::to_string(i) + ".", probe, dec_bias, Tensor(), Rope{});

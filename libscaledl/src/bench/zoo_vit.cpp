@@ -46,7 +46,9 @@ class ViT : public ZooModel {
     SCALEDL_CHECK(N + specials == position.size(1),
                   "model {}: input gives {} patches but the position table has {} rows (image_size must equal "
                   "the config's image_size={})", m.name, N, position.size(1) - specials, m.image_size);
-    x = node(probe, "embed.add", [&] { return torch::cat({tokens.expand({B, specials, m.hidden}), x}, 1) + position; });
+    auto cls = node(probe, "embed.cls", [&] { return tokens.expand({B, specials, m.hidden}); });  // [B, S, d]
+    auto pos = node(probe, "embed.position", [&] { return position * 1.0; });               // [1, N+S, d]
+    x = node(probe, "embed.add", [&] { return torch::cat({cls, x}, 1) + pos; });  // concat + add
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, is_training());
     for (size_t i = 0; i < blocks.size(); ++i)
       x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), Rope{});
@@ -54,12 +56,11 @@ class ViT : public ZooModel {
     Tensor h = x.select(1, 0);  // CLS [B, d]
     if (!pooler.is_empty()) h = node(probe, "head.pooler", [&] { return torch::tanh(pooler(h)); });
     if (!classifier.is_empty()) {
-      auto logits = node(probe, "head.classifier", [&] {
-        auto l = classifier(h);
-        if (!dist_classifier.is_empty()) l = 0.5 * (l + dist_classifier(x.select(1, 1)));
-        return l;
-      });
-      return loss_node(probe, logits, b.labels);
+      auto logits = node(probe, "head.classifier", [&] { return classifier(h); });
+      if (dist_classifier.is_empty()) return loss_node(probe, logits, b.labels);
+      // DeiT with teacher: both heads against the labels, one CrossEntropy over [2B, L].
+      auto dist = node(probe, "head.dist_classifier", [&] { return dist_classifier(x.select(1, 1)); });
+      return loss_node(probe, torch::cat({logits, dist}, 0), torch::cat({b.labels, b.labels}, 0));
     }
     return node(probe, "head.loss", [&] { return h.to(torch::kFloat32).pow(2).mean(); });
   }

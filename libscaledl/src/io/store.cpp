@@ -375,6 +375,69 @@ nlohmann::json Store::counts() const {
   return j;
 }
 
+nlohmann::json Store::info() const {
+  nlohmann::json j;
+  {
+    Stmt v(db_, "SELECT value FROM meta WHERE key='schema_version'", path_);
+    j["schema_version"] = v.step() ? v.text(0) : std::string("?");
+  }
+  j["counts"] = counts();
+  j["devices"] = nlohmann::json::array();
+  {
+    Stmt s(db_, "SELECT key FROM devices ORDER BY key", path_);
+    while (s.step()) j["devices"].push_back(s.text(0));
+  }
+  // CV quantiles are computed here (SQLite has no median).
+  auto med_max = [](std::vector<double> v) -> std::pair<nlohmann::json, nlohmann::json> {
+    if (v.empty()) return {nullptr, nullptr};
+    std::sort(v.begin(), v.end());
+    return {quantile(v, 0.5), v.back()};
+  };
+  j["layer_groups"] = nlohmann::json::array();
+  {
+    Stmt s(db_, "SELECT campaign, device, status, fwd_cv, bwd_cv FROM layers ORDER BY campaign, device, status",
+           path_);
+    std::string cur;
+    nlohmann::json g;
+    std::vector<double> f, b;
+    auto flush = [&] {
+      if (cur.empty()) return;
+      auto [fm, fx] = med_max(f);
+      auto [bm, bx] = med_max(b);
+      g["fwd_cv_median"] = fm;
+      g["fwd_cv_max"] = fx;
+      g["bwd_cv_median"] = bm;
+      g["bwd_cv_max"] = bx;
+      j["layer_groups"].push_back(g);
+    };
+    while (s.step()) {
+      std::string k = s.text(0) + "\x1f" + s.text(1) + "\x1f" + s.text(2);
+      if (k != cur) {
+        flush();
+        cur = k;
+        g = {{"campaign", s.text(0)}, {"device", s.text(1)}, {"status", s.text(2)}, {"rows", 0}};
+        f.clear();
+        b.clear();
+      }
+      g["rows"] = g["rows"].get<int64_t>() + 1;
+      if (!s.is_null(3)) f.push_back(s.real(3));
+      if (!s.is_null(4)) b.push_back(s.real(4));
+    }
+    flush();
+  }
+  j["model_groups"] = nlohmann::json::array();
+  {
+    Stmt s(db_,
+           "SELECT campaign, device, status, COUNT(*) FROM models GROUP BY campaign, device, status"
+           " ORDER BY campaign, device, status",
+           path_);
+    while (s.step())
+      j["model_groups"].push_back(
+          {{"campaign", s.text(0)}, {"device", s.text(1)}, {"status", s.text(2)}, {"rows", s.i64(3)}});
+  }
+  return j;
+}
+
 static nlohmann::json table_json(sqlite3* db, const std::string& table, const std::string& path) {
   Stmt s(db, "SELECT * FROM " + table + " ORDER BY rowid", path);
   nlohmann::json rows = nlohmann::json::array();

@@ -358,6 +358,7 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
                   ctx, m.patch_size, ctx, m.image_size);
   } else {
     in(m.vocab_size, "vocab_size", 1, kMaxVocab);
+    if (!m.lm_head) in(m.num_labels, "num_labels", 1, kMaxLabels);  // classifier head instead
   }
   in(m.max_positions, "max_positions", 0, kMaxPositions);
   in(m.context_len, "context_len", 0, kMaxPositions);
@@ -421,8 +422,7 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
     SCALEDL_CHECK(img >= m.patch_size && img <= kMaxImage && img % m.patch_size == 0,
                   "settings.image_size={} is not a multiple of {}.patch_size={}", img, m.name, m.patch_size);
   } else {
-    SCALEDL_CHECK(s.image_size == 0, "settings.image_size={} is set for text model {} (use seq_len)",
-                  s.image_size, m.name);
+    // image_size is ignored for text models (a plan may set it for every model), as seq_len is for vision.
     if (m.context_len > 0)
       SCALEDL_CHECK(s.seq_len <= m.context_len,
                     "settings.seq_len={} exceeds {}.max_position_embeddings={} (the model's position table)",

@@ -1,0 +1,59 @@
+#pragma once
+// A benchmark plan: the list of configurations `scaledl bench layers|models`
+// measures, written by `scaledl plan` or by hand. No LibTorch.
+//
+//   {"kind":"layers","configs":[{"type":"linear",
+//       "dims":{"tokens":128,"d_in":768,"d_out":3072,"bias":1},"dtype":"fp32"}, ...]}
+//   {"kind":"models","configs":[{"model":"models/bert-base.json" | {HF config object},
+//       "overrides":{"num_hidden_layers":2}, "settings":{"batch":8,"seq_len":128,...}}, ...]}
+//
+// A relative "model" path is resolved against the plan file's directory
+// first, then the current directory. Every error names configs[i].<key>.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/layer_types.hpp"
+#include "scaledl/model_spec.hpp"
+
+namespace scaledl {
+
+/// One layer configuration (a row key of the store).
+struct LayerConfig {
+  LayerType type = LayerType::Linear;
+  std::vector<int64_t> dims;     ///< in layer_info(type).dims order; validate_dims passed
+  DType dtype = DType::FP32;
+  /// layer_key(type, dims, dtype), e.g. "linear:128x768x3072x1:fp32".
+  std::string key() const;
+  /// {"type":..,"dims":{name: value},"dtype":..} (the plan format).
+  nlohmann::json to_json() const;
+};
+
+/// One whole-model configuration.
+struct ModelConfig {
+  ModelSpec model;               ///< parsed (overrides applied); name carries the overrides
+  TrainSettings settings;        ///< parsed and validated against the model
+  nlohmann::json config;         ///< the HF config object after overrides
+  std::string source;            ///< resolved path of the model file, or "inline"
+};
+
+struct Plan {
+  std::string kind;              ///< "layers" or "models"
+  std::vector<LayerConfig> layers;
+  std::vector<ModelConfig> models;
+};
+
+/// Parses one layer config object; `ctx` prefixes messages ("configs[3]").
+/// dims may be an object keyed by dim name (all names required, no extras) or
+/// an array in layer_info(type).dims order. dtype defaults to "fp32".
+LayerConfig parse_layer_config(const nlohmann::json& j, const std::string& ctx);
+/// Parses a plan object; `base_dir` resolves relative model paths ("" = cwd only).
+Plan parse_plan(const nlohmann::json& j, const std::string& ctx, const std::string& base_dir = "");
+/// Reads and parses a plan file (messages start with the path).
+Plan load_plan(const std::string& path);
+/// A layers plan as JSON (inverse of parse_plan for kind "layers").
+nlohmann::json layers_plan_json(const std::vector<LayerConfig>& configs);
+
+}  // namespace scaledl

@@ -1,0 +1,80 @@
+// Re-reading ModelSpec::to_json() from the store (see graph_batch.hpp).
+// Lives in the gnn stage because only graph training needs it; the field list
+// mirrors ModelSpec::to_json() in src/ir/model_spec.cpp.
+#include <nlohmann/json.hpp>
+
+#include "scaledl/error.hpp"
+#include "scaledl/graph_batch.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/model_spec.hpp"
+
+namespace scaledl {
+namespace {
+
+template <typename E>
+E parse_enum(const nlohmann::json& j, const std::string& key, const std::string& ctx, int count) {
+  SCALEDL_CHECK(j.contains(key) && j[key].is_string(), "{}.{} is missing or not a string", ctx, key);
+  const std::string v = j[key].get<std::string>();
+  for (int i = 0; i < count; ++i)
+    if (v == to_string(static_cast<E>(i))) return static_cast<E>(i);
+  fail("{}.{}={} is not a known value", ctx, key, v);
+}
+
+int64_t req_int(const nlohmann::json& j, const std::string& key, const std::string& ctx) {
+  return get_int(j, key, ctx, 0, int64_t(1) << 40);
+}
+
+bool req_bool(const nlohmann::json& j, const std::string& key, const std::string& ctx) {
+  SCALEDL_CHECK(j.contains(key) && j[key].is_boolean(), "{}.{} is missing or not a boolean", ctx, key);
+  return j[key].get<bool>();
+}
+
+}  // namespace
+
+ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) {
+  SCALEDL_CHECK(j.is_object(), "{}: expected a ModelSpec object, got {}", ctx, show(j));
+  ModelSpec m;
+  m.name = get_str_or(j, "name", ctx, "");
+  m.family = parse_enum<Family>(j, "family", ctx, 8);
+  m.arch = parse_enum<Arch>(j, "arch", ctx, 4);
+  m.hf_class = get_str_or(j, "hf_class", ctx, "");
+  m.hidden = req_int(j, "hidden", ctx);
+  m.num_layers = req_int(j, "num_layers", ctx);
+  m.num_decoder_layers = req_int(j, "num_decoder_layers", ctx);
+  m.num_heads = req_int(j, "num_heads", ctx);
+  m.num_kv_heads = req_int(j, "num_kv_heads", ctx);
+  m.head_dim = req_int(j, "head_dim", ctx);
+  m.ffn_dim = req_int(j, "ffn_dim", ctx);
+  m.vocab_size = req_int(j, "vocab_size", ctx);
+  m.embed_dim = req_int(j, "embed_dim", ctx);
+  m.max_positions = req_int(j, "max_positions", ctx);
+  m.position_offset = req_int(j, "position_offset", ctx);
+  m.context_len = req_int(j, "context_len", ctx);
+  m.type_vocab_size = req_int(j, "type_vocab_size", ctx);
+  m.rel_attn_buckets = req_int(j, "rel_attn_buckets", ctx);
+  m.image_size = req_int(j, "image_size", ctx);
+  m.patch_size = req_int(j, "patch_size", ctx);
+  m.num_channels = req_int(j, "num_channels", ctx);
+  m.num_labels = req_int(j, "num_labels", ctx);
+  m.num_special_tokens = req_int(j, "num_special_tokens", ctx);
+  m.activation = parse_enum<Activation>(j, "activation", ctx, 4);
+  m.norm = parse_enum<NormKind>(j, "norm", ctx, 2);
+  m.gated_ffn = req_bool(j, "gated_ffn", ctx);
+  m.linear_bias = req_bool(j, "linear_bias", ctx);
+  m.qkv_bias = req_bool(j, "qkv_bias", ctx);
+  m.out_bias = req_bool(j, "out_bias", ctx);
+  m.tie_word_embeddings = req_bool(j, "tie_word_embeddings", ctx);
+  m.pooler = req_bool(j, "pooler", ctx);
+  m.pre_norm = req_bool(j, "pre_norm", ctx);
+  m.final_norm = req_bool(j, "final_norm", ctx);
+  m.lm_head = req_bool(j, "lm_head", ctx);
+  m.dist_head = req_bool(j, "dist_head", ctx);
+  m.dropout = get_num_or(j, "dropout", ctx, 0, 1, m.dropout);
+  m.attn_dropout = get_num_or(j, "attn_dropout", ctx, 0, 1, m.attn_dropout);
+  m.embed_dropout = get_num_or(j, "embed_dropout", ctx, 0, 1, m.embed_dropout);
+  m.act_dropout = get_num_or(j, "act_dropout", ctx, 0, 1, m.act_dropout);
+  validate_model_spec(m, ctx);
+  return m;
+}
+
+}  // namespace scaledl

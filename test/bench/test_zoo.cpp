@@ -1,0 +1,164 @@
+// Zoo models: parameter counts equal the IR's parameter_count (Hugging Face
+// counts), every parameter is trained, the probe's node names are exactly the
+// layer graph's, and bad specs fail with one clear line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "scaledl/error.hpp"
+#include "scaledl/layer_graph.hpp"
+#include "scaledl/plan.hpp"
+#include "scaledl/zoo.hpp"
+
+using namespace scaledl;
+
+namespace {
+
+const std::string kSrc = SCALEDL_SOURCE_DIR;
+
+struct Case {
+  const char* label;
+  const char* plan_entry;  ///< one configs[] entry of a models plan (paths relative to the repo)
+};
+
+// Tiny versions of the shipped configs (2 layers, hidden 32..64), one per family and head kind.
+const Case kCases[] = {
+    {"bert-mlm", R"({"model":"models/bert-base.json","overrides":{"hidden_size":64,"num_hidden_layers":2,
+      "num_attention_heads":4,"intermediate_size":128,"vocab_size":300},"settings":{"batch":2,"seq_len":16}})"},
+    {"bert-cls", R"({"model":"models/bert-base.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":2,"intermediate_size":64,"vocab_size":200,"architectures":["BertForSequenceClassification"],
+      "num_labels":3},"settings":{"batch":2,"seq_len":8}})"},
+    {"gpt2", R"({"model":"models/gpt2.json","overrides":{"n_embd":64,"n_layer":2,"n_head":4,"vocab_size":300},
+      "settings":{"batch":2,"seq_len":16,"optimizer":"adam"}})"},
+    {"t5", R"({"model":"models/t5-small.json","overrides":{"d_model":32,"num_layers":2,"num_decoder_layers":1,
+      "num_heads":4,"d_kv":16,"d_ff":64,"vocab_size":300},"settings":{"batch":2,"seq_len":16,"tgt_len":8}})"},
+    {"t5-gated", R"({"model":"models/t5-small.json","overrides":{"d_model":32,"num_layers":1,"num_heads":2,
+      "d_kv":8,"d_ff":48,"vocab_size":100,"feed_forward_proj":"gated-gelu","tie_word_embeddings":false},
+      "settings":{"batch":1,"seq_len":12}})"},
+    {"vit", R"({"model":"models/vit-base.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":2,"intermediate_size":64,"image_size":32,"patch_size":8,"num_labels":10},
+      "settings":{"batch":2,"image_size":32,"optimizer":"sgd"}})"},
+    {"deit-teacher", R"({"model":"models/deit-tiny.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":2,"intermediate_size":64,"image_size":32,"patch_size":16,"num_labels":5,
+      "architectures":["DeiTForImageClassificationWithTeacher"]},"settings":{"batch":2,"image_size":32}})"},
+    {"llama-gqa", R"({"model":"models/llama-style.json","overrides":{"hidden_size":64,"num_hidden_layers":2,
+      "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":96,"vocab_size":300},
+      "settings":{"batch":2,"seq_len":16}})"},
+    {"opt", R"({"model":"models/opt-125m.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":2,"ffn_dim":64,"vocab_size":200,"word_embed_proj_dim":16},
+      "settings":{"batch":2,"seq_len":8}})"},
+    {"gpt-neo", R"({"model":"models/gpt-neo-125m.json","overrides":{"hidden_size":32,"num_layers":2,"num_heads":2,
+      "intermediate_size":64,"vocab_size":200,"attention_types":[[["global","local"],1]]},"settings":{"batch":2,"seq_len":8}})"},
+};
+
+ModelConfig load_case(const Case& c) {
+  auto plan = nlohmann::json{{"kind", "models"}, {"configs", nlohmann::json::array({nlohmann::json::parse(c.plan_entry)})}};
+  return parse_plan(plan, "test", kSrc).models.at(0);
+}
+
+std::set<std::string> graph_names(const LayerGraph& g, Direction d) {
+  std::set<std::string> out;
+  for (const auto& n : g.nodes)
+    if (n.dir == d) out.insert(n.name);
+  return out;
+}
+
+std::string diff(const std::set<std::string>& a, const std::set<std::string>& b) {
+  std::string s;
+  for (const auto& x : a)
+    if (!b.count(x)) s += " " + x;
+  return s;
+}
+
+}  // namespace
+
+TEST(Zoo, ParameterCountEqualsIrForEveryFamily) {
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.label);
+    auto mc = load_case(c);
+    auto model = build_zoo_model(mc.model, mc.settings, torch::kCPU);
+    EXPECT_EQ(trainable_parameter_count(*model), parameter_count(mc.model)) << c.plan_entry;
+  }
+}
+
+TEST(Zoo, FullSizeParameterCounts) {
+  // Only counted (no iteration): bert-base 110M, gpt2 124M, t5-small 60M, deit-tiny 5.9M parameters.
+  for (const char* f : {"bert-base", "gpt2", "t5-small", "deit-tiny"}) {
+    SCOPED_TRACE(f);
+    ModelSpec m = load_model_config(kSrc + "/models/" + f + ".json");
+    TrainSettings s;
+    s.seq_len = 16;
+    torch::NoGradGuard no_grad;
+    auto model = build_zoo_model(m, s, torch::kCPU);
+    EXPECT_EQ(trainable_parameter_count(*model), parameter_count(m));
+  }
+  // Published Hugging Face totals.
+  EXPECT_EQ(parameter_count(load_model_config(kSrc + "/models/gpt2.json")), 124439808);
+}
+
+TEST(Zoo, ProbeNodesAreTheLayerGraphNodesAndEveryParameterTrains) {
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.label);
+    auto mc = load_case(c);
+    torch::manual_seed(0);
+    auto model = build_zoo_model(mc.model, mc.settings, torch::kCPU);
+    auto batch = make_zoo_batch(mc.model, mc.settings, torch::kCPU, 1);
+    NodeProbe probe(torch::kCPU);
+    probe.begin_iteration();
+    auto loss = model->loss(batch, &probe);
+    ASSERT_EQ(loss.dim(), 0);
+    EXPECT_TRUE(std::isfinite(loss.item<double>()));
+    probe.begin_backward();
+    loss.backward();
+    probe.end_backward();
+    probe.end_iteration();
+    for (const auto& p : model->named_parameters()) {
+      ASSERT_TRUE(p.value().grad().defined()) << p.key() << " got no gradient";
+      EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+    }
+    std::set<std::string> fwd, bwd;
+    for (const auto& t : probe.node_times()) {
+      EXPECT_TRUE(std::isfinite(t.ms) && t.ms >= 0) << t.node << " " << t.ms;
+      bool is_bwd = t.node.size() > 4 && t.node.substr(t.node.size() - 4) == ".bwd";
+      (is_bwd ? bwd : fwd).insert(t.node);
+    }
+    LayerGraph g = build_layer_graph(mc.model, mc.settings);
+    auto gf = graph_names(g, Direction::Forward), gb = graph_names(g, Direction::Backward);
+    EXPECT_EQ(fwd, gf) << "only in the model:" << diff(fwd, gf) << "\nonly in the graph:" << diff(gf, fwd);
+    // Backward: every probed backward node is a graph node; the graph's backward
+    // nodes missing from the probe are those whose output needs no gradient.
+    EXPECT_EQ(diff(bwd, gb), "");
+    EXPECT_GE(bwd.size(), gb.size() * 3 / 4) << "missing backward nodes:" << diff(gb, bwd);
+  }
+}
+
+TEST(Zoo, ProbeIsNotUsedWithoutInstrumentation) {
+  auto mc = load_case(kCases[2]);
+  auto model = build_zoo_model(mc.model, mc.settings, torch::kCPU);
+  model->eval();  // no dropout: the two losses must agree exactly
+  auto batch = make_zoo_batch(mc.model, mc.settings, torch::kCPU, 3);
+  NodeProbe probe(torch::kCPU);
+  auto a = model->loss(batch, nullptr);
+  auto b = model->loss(batch, &probe);
+  EXPECT_TRUE(torch::equal(a, b));
+}
+
+TEST(Zoo, BadSpecsFailWithOneClearLine) {
+  auto mc = load_case(kCases[7]);  // llama
+  ModelSpec m = mc.model;
+  m.num_kv_heads = 3;
+  try {
+    build_zoo_model(m, mc.settings, torch::kCPU);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_key_value_heads=3"), std::string::npos) << e.what();
+  }
+  auto vit = load_case(kCases[5]);
+  TrainSettings s = vit.settings;
+  s.image_size = 30;  // not a multiple of patch 8
+  EXPECT_THROW(make_zoo_batch(vit.model, s, torch::kCPU), Error);
+  ModelSpec text = mc.model;
+  text.vocab_size = 0;
+  EXPECT_THROW(make_zoo_batch(text, mc.settings, torch::kCPU), Error);
+}

@@ -1,0 +1,440 @@
+// Tests of the learn stage: XGBoost wrapper, features, LayerPredictor persistence,
+// bad inputs, cross-validation and the NeuSight importer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "scaledl/error.hpp"
+#include "scaledl/layer_features.hpp"
+#include "scaledl/layer_predictor.hpp"
+#include "scaledl/neusight.hpp"
+#include "scaledl/xgb.hpp"
+
+namespace fs = std::filesystem;
+using namespace scaledl;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("scaledl_learn_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+/// Expects `f` to throw scaledl::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing: " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+  }
+}
+
+DeviceRecord gpu(const std::string& name, double gflops, double bw) {
+  DeviceRecord d;
+  d.name = name;
+  d.kind = "spec";
+  d.cores = 80;
+  d.clock_mhz = 1400;
+  d.mem_gb = 32;
+  d.l2_mb = 6;
+  d.peak_fp32_gflops = gflops;
+  d.peak_mem_bw_gbs = bw;
+  return d;
+}
+
+/// Synthetic but physically shaped timings: launch overhead + roofline with noise.
+std::vector<LayerMeasurement> synthetic_rows(const std::vector<DeviceRecord>& devs, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> tok(1, 64), dd(1, 32);
+  std::normal_distribution<double> noise(0, 0.03);
+  std::vector<LayerMeasurement> rows;
+  for (const auto& d : devs) {
+    for (int i = 0; i < n; ++i) {
+      LayerMeasurement m;
+      m.campaign = "t";
+      m.device = d.key();
+      m.source = "test";
+      if (i % 2 == 0) {
+        m.type = LayerType::Linear;
+        m.dims = {tok(rng) * 32, dd(rng) * 64, dd(rng) * 64, 1};
+      } else {
+        m.type = LayerType::LayerNorm;
+        m.dims = {tok(rng) * 64, dd(rng) * 64};
+      }
+      double f = 0.01 + roofline_ms(m.type, m.dims, m.dtype, Direction::Forward, d);
+      double b = 0.012 + roofline_ms(m.type, m.dims, m.dtype, Direction::Backward, d);
+      m.fwd.median_ms = f * std::exp(noise(rng));
+      m.bwd.median_ms = b * std::exp(noise(rng));
+      rows.push_back(m);
+    }
+  }
+  return rows;
+}
+
+std::map<std::string, DeviceRecord> device_map(const std::vector<DeviceRecord>& v) {
+  std::map<std::string, DeviceRecord> m;
+  for (const auto& d : v) m[d.key()] = d;
+  return m;
+}
+
+TrainOptions fast_options() {
+  TrainOptions o;
+  o.rounds = 40;
+  o.max_depth = 6;
+  o.min_rows = 4;
+  return o;
+}
+
+}  // namespace
+
+// ---- XGBoost wrapper ---------------------------------------------------------
+
+TEST(Xgb, TrainPredictSaveLoadRoundTrip) {
+  // y = 3*x0 - x1 on a grid: a tree ensemble fits it closely.
+  std::vector<float> x, y;
+  for (int i = 0; i < 400; ++i) {
+    float a = float(i % 20), b = float(i / 20);
+    x.insert(x.end(), {a, b});
+    y.push_back(3 * a - b);
+  }
+  xgb::DMatrix dm(x.data(), 400, 2, y);
+  xgb::Booster b;
+  b.set_params({{"max_depth", "6"}, {"eta", "0.3"}, {"objective", "reg:squarederror"}});
+  b.train(dm, 60);
+  EXPECT_EQ(b.num_features(), 2u);
+  auto p = b.predict(dm);
+  double se = 0;
+  for (size_t i = 0; i < y.size(); ++i) se += (p[i] - y[i]) * (p[i] - y[i]);
+  EXPECT_LT(std::sqrt(se / y.size()), 1.0);
+  std::vector<float> pd(400);
+  b.predict_dense(x.data(), 400, 2, pd.data());
+  for (size_t i = 0; i < 400; ++i) EXPECT_FLOAT_EQ(pd[i], p[i]) << "row " << i;
+
+  fs::path dir = temp_dir("xgb");
+  b.save((dir / "m.json").string());
+  xgb::Booster c = xgb::Booster::load((dir / "m.json").string());
+  std::vector<float> pc(400);
+  c.predict_dense(x.data(), 400, 2, pc.data());
+  for (size_t i = 0; i < 400; ++i) EXPECT_EQ(pc[i], pd[i]) << "row " << i;
+}
+
+TEST(Xgb, NanIsMissingAndBadInputsThrow) {
+  std::vector<float> x = {1, NAN, 2, 3, NAN, 4};
+  EXPECT_NO_THROW(xgb::DMatrix(x.data(), 3, 2));
+  expect_error([&] { xgb::DMatrix(x.data(), 3, 2, {1.f, NAN, 2.f}); }, "label[1]");
+  expect_error([&] { xgb::DMatrix(x.data(), 3, 2, {1.f}); }, "1 labels for 3 rows");
+  xgb::Booster b;
+  expect_error([&] { b.set_param("max_depth", "banana"); }, "max_depth=banana");
+  fs::path dir = temp_dir("xgbbad");
+  write_file(dir / "bad.json", "{\"learner\": {\"attributes\"");
+  expect_error([&] { xgb::Booster::load((dir / "bad.json").string()); }, "bad.json");
+  expect_error([&] { xgb::Booster::load((dir / "missing.json").string()); }, "missing.json");
+}
+
+// ---- features ----------------------------------------------------------------
+
+TEST(Features, NamesMatchValuesAndRoofline) {
+  DeviceRecord d = gpu("G", 10000, 1000);
+  std::vector<int64_t> dims = {128, 768, 3072, 1};
+  FeatureOptions fo;
+  auto names = feature_names(LayerType::Linear, fo);
+  ASSERT_EQ(names.size(), feature_count(LayerType::Linear, fo));
+  std::vector<float> x(names.size());
+  layer_features(LayerType::Linear, dims, DType::FP32, Direction::Forward, d, fo, x.data());
+  auto at = [&](const std::string& n) {
+    auto it = std::find(names.begin(), names.end(), n);
+    EXPECT_NE(it, names.end()) << n;
+    return x[it - names.begin()];
+  };
+  EXPECT_EQ(at("dim_tokens"), 128);
+  EXPECT_EQ(at("dim_d_out"), 3072);
+  EXPECT_EQ(at("dtype_bytes"), 4);
+  EXPECT_EQ(at("dev_gflops"), 10000);
+  LayerCost c = layer_cost(LayerType::Linear, dims, DType::FP32);
+  EXPECT_FLOAT_EQ(at("flops"), float(c.flops_fwd));
+  EXPECT_FLOAT_EQ(at("ct_ms"), float(c.flops_fwd / 1e10));
+  EXPECT_FLOAT_EQ(at("roofline_ms"),
+                  float(roofline_ms(LayerType::Linear, dims, DType::FP32, Direction::Forward, d)));
+  // Backward uses flops_bwd.
+  layer_features(LayerType::Linear, dims, DType::FP32, Direction::Backward, d, fo, x.data());
+  EXPECT_FLOAT_EQ(at("flops"), float(c.flops_bwd));
+  EXPECT_EQ(at("direction"), 1);
+  // Without roofline columns there are 4 fewer.
+  EXPECT_EQ(feature_count(LayerType::Linear, {false}) + 4, names.size());
+}
+
+TEST(Features, BadInputsThrow) {
+  DeviceRecord d = gpu("G", 10000, 1000);
+  std::vector<float> x(64);
+  expect_error([&] { layer_features(LayerType::Linear, {128, 768}, DType::FP32, Direction::Forward, d, {}, x.data()); },
+               "linear: expected 4 dims");
+  expect_error([&] { layer_features(LayerType::Linear, {128, 0, 4, 1}, DType::FP32, Direction::Forward, d, {}, x.data()); },
+               "linear.d_in=0");
+  expect_error([&] { layer_features(LayerType::Linear, {1, 2, 3, 1}, DType::FP32, Direction::Update, d, {}, x.data()); },
+               "direction=update");
+  DeviceRecord none;
+  none.name = "empty";
+  expect_error([&] { layer_features(LayerType::Add, {16}, DType::FP32, Direction::Forward, none, {}, x.data()); },
+               "no compute rate");
+}
+
+// ---- predictor ---------------------------------------------------------------
+
+TEST(LayerPredictor, TrainSaveLoadGivesIdenticalPredictions) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300), gpu("B", 15000, 900)};
+  auto devices = device_map(devs);
+  auto rows = synthetic_rows(devs, 200, 7);
+  LayerPredictor p = LayerPredictor::train(rows, devices, fast_options());
+  EXPECT_TRUE(p.has_model(LayerType::Linear, Direction::Forward));
+  EXPECT_TRUE(p.has_model(LayerType::LayerNorm, Direction::Backward));
+  EXPECT_FALSE(p.has_model(LayerType::GELU, Direction::Forward));
+
+  fs::path dir = temp_dir("pred");
+  p.save(dir.string());
+  LayerPredictor q = LayerPredictor::load(dir.string());
+  for (const auto& m : rows) {
+    for (Direction dir_ : {Direction::Forward, Direction::Backward}) {
+      double a = p.predict_ms(m.type, m.dims, m.dtype, dir_, devs[0]);
+      double b = q.predict_ms(m.type, m.dims, m.dtype, dir_, devs[0]);
+      ASSERT_EQ(a, b) << layer_key(m.type, m.dims, m.dtype);
+      ASSERT_GT(a, 0);
+    }
+  }
+  // Fit quality on the training distribution (log-space model of a smooth law).
+  double re = 0;
+  for (const auto& m : rows) re += std::abs(p.predict_ms(m.type, m.dims, m.dtype, Direction::Forward,
+                                                        devices.at(m.device)) - m.fwd.median_ms) / m.fwd.median_ms;
+  EXPECT_LT(re / rows.size(), 0.10);
+}
+
+TEST(LayerPredictor, FallbackIsRooflineAndFlagged) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 40, 1), device_map(devs), fast_options());
+  LayerPrediction r = p.predict(LayerType::GELU, {1 << 20}, DType::FP32, Direction::Forward, devs[0]);
+  EXPECT_TRUE(r.fallback);
+  EXPECT_DOUBLE_EQ(r.ms, roofline_ms(LayerType::GELU, {1 << 20}, DType::FP32, Direction::Forward, devs[0]));
+  EXPECT_GT(r.ms, 0);
+  EXPECT_FALSE(p.predict(LayerType::Linear, {64, 64, 64, 1}, DType::FP32, Direction::Forward, devs[0]).fallback);
+  // Optimizer update without optimizer rows: roofline of the update traffic.
+  LayerPrediction u = p.predict(LayerType::Optimizer, {1000000, 2}, DType::FP32, Direction::Update, devs[0]);
+  EXPECT_TRUE(u.fallback);
+  EXPECT_GT(u.ms, 0);
+}
+
+TEST(LayerPredictor, OptimizerRowsServeUpdateDirection) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  std::vector<LayerMeasurement> rows;
+  for (int i = 1; i <= 30; ++i) {
+    LayerMeasurement m;
+    m.type = LayerType::Optimizer;
+    m.dims = {int64_t(i) * 100000, 2};
+    m.device = devs[0].key();
+    m.fwd.median_ms = 0.02 * i;
+    rows.push_back(m);
+  }
+  auto s = samples_from_measurements(rows, device_map(devs));
+  ASSERT_EQ(s.size(), rows.size());
+  EXPECT_EQ(s[0].dir, Direction::Update);
+  LayerPredictor p = LayerPredictor::train(rows, device_map(devs), fast_options());
+  EXPECT_TRUE(p.has_model(LayerType::Optimizer, Direction::Update));
+  double ms = p.predict_ms(LayerType::Optimizer, {1500000, 2}, DType::FP32, Direction::Update, devs[0]);
+  EXPECT_NEAR(ms, 0.3, 0.1);
+}
+
+TEST(LayerPredictor, BadTrainingRowsThrow) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  auto devices = device_map(devs);
+  auto base = synthetic_rows(devs, 10, 3);
+  struct Case {
+    const char* what;
+    std::function<void(LayerMeasurement&)> edit;
+    const char* needle;
+  };
+  std::vector<Case> cases = {
+      {"NaN both", [](LayerMeasurement& m) { m.fwd.median_ms = NAN; m.bwd.median_ms = NAN; }, "neither fwd_median_ms"},
+      {"negative", [](LayerMeasurement& m) { m.fwd.median_ms = -1; }, "fwd_median_ms=-1"},
+      {"zero bwd", [](LayerMeasurement& m) { m.bwd.median_ms = 0; }, "bwd_median_ms=0"},
+      {"infinite", [](LayerMeasurement& m) { m.fwd.median_ms = INFINITY; }, "fwd_median_ms=inf"},
+      {"unknown device", [](LayerMeasurement& m) { m.device = "cuda:Nope"; }, "device=\"cuda:Nope\" is unknown"},
+      {"missing dim", [](LayerMeasurement& m) { m.dims.pop_back(); }, "expected"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto rows = base;
+    c.edit(rows[0]);
+    expect_error([&] { LayerPredictor::train(rows, devices, fast_options()); }, c.needle);
+  }
+  TrainOptions bad = fast_options();
+  bad.target = "sqrt";
+  expect_error([&] { LayerPredictor::train(base, devices, bad); }, "target=\"sqrt\"");
+  expect_error([] { parse_layer_type("conv3d"); }, "\"conv3d\" is not a layer type");
+}
+
+TEST(LayerPredictor, CorruptOrMissingModelFilesThrow) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 40, 2), device_map(devs), fast_options());
+  fs::path dir = temp_dir("corrupt");
+  p.save(dir.string());
+  ASSERT_TRUE(fs::exists(dir / "linear.json"));
+  EXPECT_NO_THROW(LayerPredictor::load(dir.string()));
+
+  // Truncated model file.
+  fs::path lin = dir / "linear.json";
+  std::string text;
+  { std::ifstream f(lin); text.assign(std::istreambuf_iterator<char>(f), {}); }
+  write_file(lin, text.substr(0, text.size() / 2));
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.json");
+  // Same size, garbage content.
+  write_file(lin, std::string(text.size(), 'x'));
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.json");
+  // Missing model file.
+  fs::remove(lin);
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.json: model file is missing");
+  // Corrupt manifest.
+  write_file(dir / "manifest.json", "{\"format\": ");
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "manifest.json");
+  expect_error([&] { LayerPredictor::load((dir / "nowhere").string()); }, "no manifest.json");
+}
+
+TEST(LayerPredictor, SplitDirectionAndTargetsTrain) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  auto rows = synthetic_rows(devs, 60, 5);
+  for (const char* target : {"log", "raw", "log_roofline"}) {
+    TrainOptions o = fast_options();
+    o.target = target;
+    o.split_direction = std::string(target) == "log";
+    LayerPredictor p = LayerPredictor::train(rows, device_map(devs), o);
+    double ms = p.predict_ms(LayerType::Linear, {512, 512, 512, 1}, DType::FP32, Direction::Backward, devs[0]);
+    EXPECT_GT(ms, 0) << target;
+    EXPECT_EQ(p.summary()["models"].size(), o.split_direction ? 4u : 2u) << target;
+  }
+}
+
+TEST(LayerPredictor, PredictBatchMatchesSingle) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 60, 9), device_map(devs), fast_options());
+  std::vector<int64_t> dims = {64, 128, 256, 1, 256, 512, 1024, 0, 2048, 64, 64, 1};
+  std::vector<double> out(3);
+  EXPECT_FALSE(p.predict_batch(LayerType::Linear, dims.data(), 3, DType::FP32, Direction::Forward, devs[0], out.data()));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(out[i], p.predict_ms(LayerType::Linear, {dims.begin() + 4 * i, dims.begin() + 4 * i + 4}, DType::FP32,
+                                   Direction::Forward, devs[0]));
+  dims[1] = -5;
+  expect_error([&] { p.predict_batch(LayerType::Linear, dims.data(), 3, DType::FP32, Direction::Forward, devs[0], out.data()); },
+               "linear.d_in=-5");
+}
+
+// ---- cross-validation ----------------------------------------------------------
+
+TEST(CrossValidate, AllMethodsReportFiniteErrors) {
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300), gpu("B", 15000, 900), gpu("C", 20000, 1500)};
+  auto devices = device_map(devs);
+  auto samples = samples_from_measurements(synthetic_rows(devs, 40, 11), devices);
+  CvOptions o;
+  o.folds = 3;
+  o.train = fast_options();
+  o.mlp_epochs = 5;
+  auto r = cross_validate(samples, devices, o);
+  std::set<std::string> methods;
+  for (const auto& x : r) {
+    methods.insert(x.method);
+    EXPECT_TRUE(std::isfinite(x.rmse_ms) && std::isfinite(x.mre_pct)) << x.method << " " << x.type;
+    if (x.type == "all") EXPECT_EQ(x.n, samples.size()) << x.method;
+  }
+  EXPECT_EQ(methods, (std::set<std::string>{"xgboost", "linear", "forest", "mlp"}));
+  // XGBoost beats the roofline-shaped noise floor easily on this smooth law.
+  for (const auto& x : r)
+    if (x.method == "xgboost" && x.type == "all") EXPECT_LT(x.mre_pct, 25.0);
+
+  o.leave_one_device = true;
+  o.methods = {"xgboost", "linear"};
+  auto l = cross_validate(samples, devices, o);
+  size_t per_dev = 0;
+  for (const auto& x : l)
+    if (x.type == "all" && x.device != "all") ++per_dev;
+  EXPECT_EQ(per_dev, 2 * devs.size());
+  o.methods = {"svm"};
+  expect_error([&] { cross_validate(samples, devices, o); }, "method=\"svm\"");
+}
+
+// ---- NeuSight importer ---------------------------------------------------------
+
+TEST(Neusight, CsvParserHandlesQuotes) {
+  auto r = parse_csv("a,b,c\r\n\"x, y\",\"he said \"\"hi\"\"\",3\n\n\"multi\nline\",2,\n", "t.csv");
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1][0], "x, y");
+  EXPECT_EQ(r[1][1], "he said \"hi\"");
+  EXPECT_EQ(r[2][0], "multi\nline");
+  EXPECT_EQ(r[2][2], "");
+  expect_error([] { parse_csv("a,b\n\"open,2\n", "t.csv"); }, "t.csv:2: unterminated");
+}
+
+TEST(Neusight, ImportsCommittedSubset) {
+  const fs::path root = fs::path(SCALEDL_SOURCE_DIR) / "datasets" / "neusight";
+  ASSERT_TRUE(fs::exists(root / "LICENSE"));
+  fs::path dir = temp_dir("import");
+  Store store((dir / "r.sqlite").string());
+  NeusightImportOptions o;
+  o.root = root.string();
+  auto s = import_neusight(o, store);
+  EXPECT_GT(s.mapped, 1000u);
+  EXPECT_GT(s.inserted, 1000u);
+  EXPECT_EQ(s.devices, 9u);
+  for (const char* t : {"linear", "bmm", "layernorm", "softmax", "add", "mul", "relu", "gelu"})
+    EXPECT_GT(s.per_type[t], 0u) << t;
+  for (const char* op : {"div", "pow", "tanh", "addu", "mulu", "divu", "powu"}) EXPECT_GT(s.skipped[op], 0u) << op;
+  // Idempotent: a second import inserts nothing.
+  auto s2 = import_neusight(o, store);
+  EXPECT_EQ(s2.inserted, 0u);
+  auto rows = store.layers(LayerType::Linear);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0].source, "neusight");
+  EXPECT_TRUE(std::isnan(rows[0].bwd.median_ms));
+  EXPECT_EQ(rows[0].dims[3], 1);
+  // And the rows train a predictor whose linear model is not a fallback.
+  auto data = load_training_data({(dir / "r.sqlite").string()});
+  TrainOptions to = fast_options();
+  LayerPredictor p = LayerPredictor::train(data.rows, data.devices, to);
+  EXPECT_TRUE(p.has_model(LayerType::BMM, Direction::Forward));
+  DeviceRecord h100 = load_device_spec((root / "device_configs" / "NVIDIA_H100_80GB_HBM3.json").string());
+  EXPECT_GT(p.predict_ms(LayerType::Linear, {4096, 4096, 4096, 1}, DType::FP32, Direction::Forward, h100), 0);
+}
+
+TEST(Neusight, MalformedRowsNameFileAndLine) {
+  fs::path root = temp_dir("nsbad");
+  write_file(root / "device_configs" / "g.json",
+             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  const std::string hdr = "OPName,Latency,Device,B,H\n";
+  struct Case {
+    std::string body, needle;
+  };
+  std::vector<Case> cases = {
+      {"ln,abc,Tesla T4,4,8\n", "t.csv:2: Latency=\"abc\" is not a number"},
+      {"ln,0.1,Tesla T4,4,8\nln,-0.5,Tesla T4,4,8\n", "t.csv:3: Latency=-0.5 must be > 0"},
+      {"ln,0.1,Tesla X9,4,8\n", "t.csv:2: Device=\"Tesla X9\""},
+      {"ln,0.1,Tesla T4,4\n", "t.csv:2: 4 fields, header has 5"},
+      {"ln,0.1,Tesla T4,0,8\n", "t.csv:2: B=0 must be a positive integer"},
+      {"linear,0.1,Tesla T4,4,8\n", "t.csv:2: op linear needs column M"},
+      {"ln,0.1,\"Tesla T4,4,8\n", "unterminated quoted field"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.body);
+    write_file(root / "ops" / "ln" / "t.csv", hdr + c.body);
+    Store store((root / "r.sqlite").string());
+    NeusightImportOptions o;
+    o.root = root.string();
+    expect_error([&] { import_neusight(o, store); }, c.needle);
+  }
+}

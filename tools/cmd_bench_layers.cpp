@@ -1,0 +1,66 @@
+// scaledl bench layers: time every layer config of a plan (forward and backward
+// separately) and store one row per config; resumable (docs/bench.md).
+#include <cstdio>
+#include <memory>
+
+#include "command.hpp"
+#include "scaledl/bench.hpp"
+#include "scaledl/plan.hpp"
+#include "scaledl/store.hpp"
+
+namespace {
+
+struct BenchLayersOptions {
+  std::string plan;                   ///< plan JSON of kind "layers"
+  std::string db;                     ///< SQLite store (created when missing)
+  scaledl::LayerCampaignOptions c;    ///< campaign, device, threads, timing
+  bool quiet = false;                 ///< no progress bar even on a terminal
+};
+
+int run(BenchLayersOptions o) {
+  using namespace scaledl;
+  Plan p = load_plan(o.plan);
+  SCALEDL_CHECK(p.kind == "layers", "{}: kind=\"{}\" but `bench layers` needs a layers plan (use `bench models`)",
+                o.plan, p.kind);
+  o.c.timing.warmup_max = std::max(o.c.timing.warmup_max, o.c.timing.warmup_min);
+  o.c.progress = !o.quiet && cli::stderr_is_tty();
+  Store store(o.db);
+  LayerCampaignSummary s = run_layer_campaign(p.layers, store, o.c);
+  std::printf("campaign %s on %s: %zu configs, %zu skipped (already stored), %zu ok, %zu unstable, %zu oom, "
+              "%zu error in %.1f s -> %s\n",
+              o.c.campaign.c_str(), s.device.c_str(), s.total, s.skipped, s.ok, s.unstable, s.oom, s.error,
+              s.seconds, o.db.c_str());
+  return 0;
+}
+
+scaledl::cli::Registrar reg(
+    {"bench", "layers"}, "Time the layer configs of a plan (fwd and bwd) into a store; resumable",
+    [](CLI::App& app) {
+      auto o = std::make_shared<BenchLayersOptions>();
+      auto& t = o->c.timing;
+      app.add_option("--plan", o->plan, "plan JSON of kind \"layers\"")->required();
+      app.add_option("--db", o->db, "SQLite results store (created if missing)")->required();
+      app.add_option("--device", o->c.device, "cpu, cuda or cuda:<i>")->capture_default_str();
+      app.add_option("--campaign", o->c.campaign, "campaign name (rows are keyed by campaign, config, device)")
+          ->capture_default_str();
+      app.add_option("--threads", o->c.threads, "LibTorch intra-op threads (0 = LibTorch default)")
+          ->capture_default_str();
+      app.add_option("--warmup", t.warmup_min, "minimum warm-up samples before timing (>= 0)")->capture_default_str();
+      app.add_option("--warmup-max", t.warmup_max, "warm-up samples after which a non-settling config is timed anyway")
+          ->capture_default_str();
+      app.add_option("--repeats", t.repeats, "timed samples per direction (>= 1)")->capture_default_str();
+      app.add_option("--min-sample-ms", t.min_sample_ms, "launches per sample are raised until a sample lasts this long (ms)")
+          ->capture_default_str();
+      app.add_option("--max-cv", t.unstable_cv, "CV above which a row is marked \"unstable\"")->capture_default_str();
+      app.add_option("--max-seconds", t.max_seconds, "time budget of one direction of one config (s)")
+          ->capture_default_str();
+      app.add_option("--mem-limit-gb", o->c.mem_limit_gb,
+                     "record configs whose estimated footprint exceeds this as \"oom\" without running (0 = off)")
+          ->capture_default_str();
+      app.add_flag("--no-probe", [o](int64_t) { o->c.probe = false; },
+                   "do not measure the device when the store has no record of it");
+      app.add_flag("--quiet", o->quiet, "no progress bar");
+      return [o] { return run(*o); };
+    });
+
+}  // namespace

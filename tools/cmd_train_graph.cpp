@@ -1,0 +1,147 @@
+// scaledl train graph: fit the graph refinement Omega (ScaleDL eq. 3, 14) on the
+// whole-model runs of a results store. Per run: rebuild the layer graph from
+// the stored ModelSpec/TrainSettings, predict t_l with the layer models
+// (LayerPredictor, "train layers"), compute T_comm (eq. 15), featurize, then
+// train and save DIR/graph_model.safetensors + DIR/report.json.
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "command.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/gnn.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/layer_predictor.hpp"
+#include "scaledl/store.hpp"
+
+namespace {
+
+struct TrainGraphOptions {
+  std::vector<std::string> dbs;  ///< result stores with model runs
+  std::string layers;            ///< LayerPredictor directory
+  std::string out;               ///< output directory
+  std::string comm;              ///< CommModel JSON or {"allreduce": [{bytes, devices, seconds}]}
+  int threads = 1;               ///< LibTorch intra-op threads (1 = bit-repeatable)
+  bool json = false;
+  scaledl::GnnConfig cfg;
+  scaledl::GnnTrainOptions train;
+};
+
+scaledl::CommModel read_comm(const std::string& path) {
+  const auto j = scaledl::read_json_file(path);
+  if (j.is_object() && j.contains("allreduce")) {
+    SCALEDL_CHECK(j["allreduce"].is_array(), "{}: allreduce must be an array of {{bytes, devices, seconds}}", path);
+    std::vector<scaledl::AllReduceSample> s;
+    for (size_t i = 0; i < j["allreduce"].size(); ++i) {
+      const auto& r = j["allreduce"][i];
+      const std::string ctx = fmt::format("{}: allreduce[{}]", path, i);
+      s.push_back({scaledl::get_num_or(r, "bytes", ctx, 0, 1e18, NAN),
+                   scaledl::get_int(r, "devices", ctx, 2, 1 << 20),
+                   scaledl::get_num_or(r, "seconds", ctx, 0, 1e6, NAN)});
+    }
+    return scaledl::fit_comm_model(s);
+  }
+  return scaledl::CommModel::from_json(j, path);
+}
+
+scaledl::cli::Registrar reg(
+    {"train", "graph"}, "Train the graph refinement (TransformerConv or ANEE) on whole-model runs",
+    [](CLI::App& app) {
+      auto o = std::make_shared<TrainGraphOptions>();
+      app.add_option("--db", o->dbs, "results store(s) with model runs (repeatable)")->required();
+      app.add_option("--layers", o->layers, "layer-model directory written by `train layers`")->required();
+      app.add_option("--out", o->out, "output directory (graph_model.safetensors, report.json)")->required();
+      app.add_option("--encoder", o->cfg.encoder, "transformerconv | anee")->capture_default_str();
+      app.add_option("--target", o->cfg.target, "alpha-beta (eq. 2) | direct (DNNPerf baseline)")
+          ->capture_default_str();
+      app.add_option("--readout", o->cfg.readout, "mean | sum pooling of node embeddings")->capture_default_str();
+      app.add_option("--hidden", o->cfg.hidden, "node embedding width, >= 1")->capture_default_str();
+      app.add_option("--gnn-layers", o->cfg.layers, "TransformerConv layers / ANEE rounds, >= 1")
+          ->capture_default_str();
+      app.add_option("--heads", o->cfg.heads, "attention heads, >= 1")->capture_default_str();
+      app.add_option("--epochs", o->train.epochs, "passes over the training graphs, >= 1")->capture_default_str();
+      app.add_option("--lr", o->train.lr, "Adam learning rate, > 0")->capture_default_str();
+      app.add_option("--batch-size", o->train.batch_size, "graphs per step, >= 1")->capture_default_str();
+      app.add_option("--val-fraction", o->train.val_fraction, "held-out share for early stopping, [0, 0.9]")
+          ->capture_default_str();
+      app.add_option("--patience", o->train.patience, "early-stopping patience, epochs >= 1")->capture_default_str();
+      app.add_option("--loss", o->train.loss, "mse-log | mre")->capture_default_str();
+      app.add_option("--normalization", o->train.normalization, "minmax | standard")->capture_default_str();
+      app.add_option("--seed", o->train.seed, "seed of weights, split and shuffling")->capture_default_str();
+      app.add_option("--comm", o->comm,
+                     "all-reduce calibration JSON: {bandwidth_Bps, gamma_s} or {allreduce: [{bytes, devices, "
+                     "seconds}]}; needed when a run has num_devices > 1");
+      app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
+      app.add_flag("--json", o->json, "print the report as JSON");
+      return [o] {
+        SCALEDL_CHECK(o->threads >= 1, "--threads={} must be >= 1", o->threads);
+        o->cfg.validate("--");
+        torch::set_num_threads(o->threads);
+        const scaledl::LayerPredictor lp = scaledl::LayerPredictor::load(o->layers);
+        scaledl::CommModel comm;
+        if (!o->comm.empty()) comm = read_comm(o->comm);
+
+        std::vector<scaledl::GraphFeatures> graphs;
+        for (const auto& db : o->dbs) {
+          scaledl::Store store(db, /*read_only=*/true);
+          std::map<std::string, scaledl::DeviceRecord> devices;
+          for (const auto& d : store.devices()) devices[d.key()] = d;
+          for (const auto& run : store.models()) {
+            const std::string ctx = fmt::format("{}: model run '{}'", db, scaledl::model_key(run));
+            auto dev = devices.find(run.device);
+            SCALEDL_CHECK(dev != devices.end(), "{}: device '{}' is not in the store", ctx, run.device);
+            scaledl::ModelSpec spec = scaledl::model_spec_from_json(run.model, ctx + ".model");
+            scaledl::TrainSettings s = scaledl::parse_train_settings(run.settings, ctx + ".settings");
+            SCALEDL_CHECK(s.num_devices == 1 || !o->comm.empty(),
+                          "{}: settings.num_devices={} needs an all-reduce calibration (--comm FILE)", ctx,
+                          s.num_devices);
+            SCALEDL_CHECK(std::isfinite(run.iter.median_ms) && run.iter.median_ms > 0,
+                          "{}: iter.median_ms={} is not a usable label", ctx, run.iter.median_ms);
+            scaledl::LayerGraph g = scaledl::build_layer_graph(spec, s);
+            scaledl::GraphContext gc;
+            gc.device = dev->second;
+            gc.comm = comm;
+            gc.target_ms = run.iter.median_ms;
+            scaledl::GraphFeatures f = scaledl::featurize(g, lp.predict_nodes(g, dev->second), gc);
+            f.label = run.model_name;
+            graphs.push_back(std::move(f));
+          }
+        }
+        SCALEDL_CHECK(!graphs.empty(), "--db: the store(s) hold no ok model runs to train on");
+
+        scaledl::GnnTrainReport r;
+        scaledl::GraphPredictor p = scaledl::GraphPredictor::train(graphs, o->cfg, o->train, &r);
+        std::filesystem::create_directories(o->out);
+        nlohmann::json opts = {{"epochs", o->train.epochs},   {"lr", o->train.lr},
+                               {"batch_size", o->train.batch_size}, {"val_fraction", o->train.val_fraction},
+                               {"patience", o->train.patience}, {"loss", o->train.loss},
+                               {"normalization", o->train.normalization}, {"seed", o->train.seed},
+                               {"threads", o->threads}};
+        nlohmann::json report = {{"graphs", graphs.size()}, {"config", o->cfg.to_json()},
+                                 {"train_options", opts},   {"result", r.to_json()}};
+        if (!o->comm.empty()) report["comm"] = comm.to_json();
+        const std::string model_path = o->out + "/graph_model.safetensors";
+        p.save(model_path, {{"train_report", report}});
+        scaledl::write_json_file(o->out + "/report.json", report);
+        if (o->json) {
+          std::cout << report.dump(2) << "\n";
+        } else {
+          std::cout << fmt::format("graphs            {} (train {}, validation {})\n", graphs.size(),
+                                   r.train_graphs, r.val_graphs)
+                    << fmt::format("encoder / target  {} / {}, loss {}\n", o->cfg.encoder, o->cfg.target,
+                                   o->train.loss)
+                    << fmt::format("epochs            {} run, best {}, {:.1f} s\n", r.epochs_run, r.best_epoch,
+                                   r.seconds)
+                    << fmt::format("MRE_before_%      train {:.2f}  val {:.2f}   (T_sum + T_comm)\n",
+                                   100 * r.train_mre_before, 100 * r.val_mre_before)
+                    << fmt::format("MRE_after_%       train {:.2f}  val {:.2f}\n", 100 * r.train_mre,
+                                   100 * r.val_mre)
+                    << fmt::format("mean alpha, beta  {:.4f}, {:.4f}\n", r.mean_alpha, r.mean_beta)
+                    << "wrote " << model_path << "\n";
+        }
+        return 0;
+      };
+    });
+
+}  // namespace
