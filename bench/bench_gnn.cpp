@@ -27,7 +27,7 @@ const std::vector<GraphFeatures>& bench_graphs() {
     const int64_t devs[] = {1, 1, 2, 4, 8};
     while (v.size() < 200) {
       const std::string m = models[rng() % 7];
-      const int64_t layers = m == "t5-small.json" ? 1 + rng() % 2 : 2 + rng() % 3;
+      const int64_t layers = m == "t5-small.json" ? 3 + rng() % 3 : 5 + rng() % 6;
       v.push_back(test::labelled(
           test::small_graph(m, layers, batches[rng() % 6], seqs[rng() % 4], devs[rng() % 5])));
     }

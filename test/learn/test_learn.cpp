@@ -136,7 +136,11 @@ TEST(Xgb, NanIsMissingAndBadInputsThrow) {
   expect_error([&] { xgb::DMatrix(x.data(), 3, 2, {1.f, NAN, 2.f}); }, "label[1]");
   expect_error([&] { xgb::DMatrix(x.data(), 3, 2, {1.f}); }, "1 labels for 3 rows");
   xgb::Booster b;
-  expect_error([&] { b.set_param("max_depth", "banana"); }, "max_depth=banana");
+  b.set_param("max_depth", "banana");
+  std::vector<float> y = {1, 2, 3};
+  xgb::DMatrix dm(x.data(), 3, 2, y);
+  expect_error([&] { b.train(dm, 2); }, "max_depth=banana");
+  expect_error([&] { b.predict_dense(x.data(), 3, 2, y.data()); }, "not trained");
   fs::path dir = temp_dir("xgbbad");
   write_file(dir / "bad.json", "{\"learner\": {\"attributes\"");
   expect_error([&] { xgb::Booster::load((dir / "bad.json").string()); }, "bad.json");

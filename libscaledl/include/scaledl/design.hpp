@@ -48,6 +48,7 @@ struct FedorovResult {
   double log_det_random_mean = 0;
   /// (det M / mean det M_random)^(1/p); +inf when all random designs were singular.
   double d_efficiency_vs_random = 0;
+  int random_singular = 0;         ///< random reference designs that were singular (det 0)
   int p = 0;                       ///< features (columns of F)
   int best_start = 0;              ///< index of the start that won
   int exchanges = 0;               ///< accepted exchanges of the winning start

@@ -68,7 +68,7 @@ struct TransformerConvImpl : torch::nn::Module {
   TransformerConvImpl(int64_t in, int64_t out, int64_t heads, int64_t edge_dim);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& edge_index, const torch::Tensor& edge_attr);
   int64_t out, heads, dk;
-  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wedge{nullptr}, wroot{nullptr};
+  torch::nn::Linear wqkvr{nullptr}, wedge{nullptr};  ///< [W_Q|W_K|W_V^(1..L)|W_root], W_edge
   torch::Tensor last_attention;  ///< [E, heads], detached
 };
 TORCH_MODULE(TransformerConv);

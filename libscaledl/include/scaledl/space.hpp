@@ -120,7 +120,11 @@ class Encoder {
   Encoder(const DesignSpace& sp, const std::vector<Candidate>& cands);
   int p() const { return static_cast<int>(names_.size()); }
   const std::vector<std::string>& term_names() const { return names_; }
+  /// Terms collinear with earlier ones on the candidates (not identifiable), dropped.
   const std::vector<std::string>& dropped() const { return dropped_; }
+  /// Number of terms dropped because they are zero on every candidate (e.g. the
+  /// product of two dims that never occur in the same layer type).
+  int zero_terms() const { return zero_terms_; }
   FeatureMatrix encode(const std::vector<Candidate>& cands) const;
   /// Encodes an already-measured point given as parameter values (numbers or labels;
   /// null = inactive). Numeric values outside the space are allowed; unknown labels throw.
@@ -132,6 +136,7 @@ class Encoder {
   const DesignSpace* sp_;
   std::vector<std::vector<int>> terms_;  // kept raw terms: product of main-effect column ids
   std::vector<std::string> names_, dropped_;
+  int zero_terms_ = 0;
   std::vector<std::string> main_names_;
   std::vector<int> main_param_;          // parameter of each main-effect column
   std::vector<int> main_level_;          // categorical level (or -1 numeric)

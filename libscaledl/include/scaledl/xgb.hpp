@@ -34,7 +34,8 @@ class DMatrix {
 /// A gradient-boosted model (or, with num_parallel_tree > 1 and 1 round, a random forest).
 class Booster {
  public:
-  /// Empty booster; call set_param then train, or load.
+  /// Empty booster holding parameters; train() creates the XGBoost handle (XGBoost
+  /// fixes the feature count from the training matrix), load() creates it from a model.
   Booster();
   ~Booster();
   Booster(Booster&& o) noexcept;
@@ -72,8 +73,10 @@ class Booster {
   void* handle() const { return h_; }
 
  private:
-  explicit Booster(void* h) : h_(h) {}
+  /// (Re)creates the handle with `n` cached matrices and applies params_.
+  void create(void* const* dmats, size_t n);
   void* h_ = nullptr;
+  std::map<std::string, std::string> params_;  ///< applied at create()
 };
 
 /// "major.minor.patch" of the linked XGBoost.

@@ -41,6 +41,18 @@ void check_options(const ModelBenchOptions& o) {
 
 std::string family_name(const ModelSpec& m) { return to_string(m.family); }
 
+TimingOptions timing_options(const ModelBenchOptions& opt) {
+  TimingOptions t;
+  t.warmup_min = opt.warmup;
+  t.warmup_max = opt.warmup + opt.warmup_extra;
+  t.repeats = opt.repeats;
+  t.min_sample_ms = 1e-9;  // one iteration per sample: iterations are never batched
+  t.max_launches = 1;
+  t.unstable_cv = opt.unstable_cv;
+  t.max_seconds = opt.max_seconds;
+  return t;
+}
+
 }  // namespace
 
 ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const torch::Device& dev,
@@ -67,14 +79,7 @@ ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const t
       loss.backward();
       if (with_step) optimizer->step();
     };
-    TimingOptions t;
-    t.warmup_min = opt.warmup;
-    t.warmup_max = opt.warmup + opt.warmup_extra;
-    t.repeats = opt.repeats;
-    t.min_sample_ms = 1e-9;  // one iteration per sample: never batch iterations
-    t.max_launches = 1;
-    t.unstable_cv = opt.unstable_cv;
-    t.max_seconds = opt.max_seconds;
+    TimingOptions t = timing_options(opt);
     // iter: the iteration as settings say (with the optimizer step unless optimizer_step=false).
     Measurement with = measure([&] { iteration(s.optimizer_step); }, dev, t);
     Measurement without = measure([&] { iteration(false); }, dev, t);
@@ -126,10 +131,11 @@ ModelCampaignSummary run_model_campaign(const std::vector<ModelConfig>& plan, St
   check_options(opt.bench);
   SCALEDL_CHECK(!opt.campaign.empty(), "--campaign must not be empty");
   if (!store.device(device.key())) store.put_device(device);
-  const int64_t env = store.put_environment({{"libtorch", libtorch_version()},
-                                             {"cuda", cuda_runtime_version()},
-                                             {"threads", torch::get_num_threads()},
-                                             {"tool", "scaledl bench models"}});
+  TimingOptions timing = timing_options(opt.bench);
+  nlohmann::json env_json = bench_environment(dev, plan.empty() ? DType::FP32 : plan[0].settings.dtype, timing);
+  env_json["tool"] = "scaledl bench models";
+  env_json["probe_repeats"] = opt.bench.probe_repeats;
+  const int64_t env = store.put_environment(env_json);
   auto done = store.model_keys(opt.campaign, device.key());
   ModelCampaignSummary sum;
   sum.total = plan.size();

@@ -88,7 +88,7 @@ Encoder::Encoder(const DesignSpace& sp, const std::vector<Candidate>& cands) : s
   for (Eigen::Index j = 0; j < P; ++j) {
     double gjj = G(j, j);
     if (!(gjj > 1e-12 * static_cast<double>(std::max<size_t>(1, cands.size())))) {
-      dropped_.push_back(names[j] + " (zero on every candidate)");
+      ++zero_terms_;
       continue;
     }
     const Eigen::Index r = static_cast<Eigen::Index>(kept.size());
@@ -98,7 +98,7 @@ Encoder::Encoder(const DesignSpace& sp, const std::vector<Candidate>& cands) : s
                           : Eigen::VectorXd();
     double res = gjj - (r ? y.squaredNorm() : 0.0);
     if (!(res > 1e-9 * gjj)) {
-      dropped_.push_back(names[j] + " (collinear with earlier terms)");
+      dropped_.push_back(names[j]);
       continue;
     }
     Eigen::MatrixXd L2 = Eigen::MatrixXd::Zero(r + 1, r + 1);

@@ -317,6 +317,7 @@ FedorovResult fedorov_design(const FeatureMatrix& F, const FeatureMatrix& E, con
   for (int r2 = 0; r2 < o.random_designs; ++r2) {
     std::vector<int64_t> rows = sample_distinct(rng, m, o.k);
     lds.push_back(design_log_det(F, rows, E));
+    if (!std::isfinite(lds.back())) ++out.random_singular;
   }
   double mx = *std::max_element(lds.begin(), lds.end());
   if (std::isfinite(mx)) {

@@ -165,8 +165,9 @@ json make_plan(const DesignSpace& sp, const PlanOptions& opt) {
   const int64_t e = static_cast<int64_t>(ex.size());
   SCALEDL_CHECK(opt.budget + e >= p,
                 "--budget={} is smaller than the {} model terms (terms={}, {} existing points): M = sum a a^T "
-                "would be singular; raise --budget to at least {} or use terms=linear",
-                opt.budget, p, to_string(sp.terms), e, p - e);
+                "would be singular; raise --budget to at least {} or {}",
+                opt.budget, p, to_string(sp.terms), e, p - e,
+                sp.terms == Terms::Linear ? "drop parameters or levels" : "use terms=linear");
   FeatureMatrix F = enc.encode(cs.cands);
   FeatureMatrix E(e, p);
   for (int64_t i = 0; i < e; ++i) E.row(i) = enc.encode_values(ex[i]);
@@ -189,6 +190,9 @@ json make_plan(const DesignSpace& sp, const PlanOptions& opt) {
                  {"terms", to_string(sp.terms)},
                  {"term_names", enc.term_names()},
                  {"dropped_terms", enc.dropped()},
+                 {"zero_terms", enc.zero_terms()},
+                 {"random_designs", fo.random_designs},
+                 {"random_singular", r.random_singular},
                  {"k", opt.budget},
                  {"m", m},
                  {"p", p},

@@ -151,26 +151,27 @@ torch::Tensor segment_softmax(const torch::Tensor& scores, const torch::Tensor& 
 
 TransformerConvImpl::TransformerConvImpl(int64_t in, int64_t out_, int64_t heads_, int64_t edge_dim)
     : out(out_), heads(heads_), dk(std::max<int64_t>(1, out_ / heads_)) {
-  wq = register_module("wq", torch::nn::Linear(in, heads * dk));
-  wk = register_module("wk", torch::nn::Linear(in, heads * dk));
-  wv = register_module("wv", torch::nn::Linear(in, heads * out));
+  // W_Q, W_K, W_V^(1..L) and W_root as one [in -> 2*L*dk + L*out + out] matmul (one kernel, same math).
+  wqkvr = register_module("wqkvr", torch::nn::Linear(in, 2 * heads * dk + heads * out + out));
   wedge = register_module("wedge", torch::nn::Linear(edge_dim, heads));
-  wroot = register_module("wroot", torch::nn::Linear(in, out));
 }
 
 torch::Tensor TransformerConvImpl::forward(const torch::Tensor& x, const torch::Tensor& edge_index,
                                            const torch::Tensor& edge_attr) {
   const int64_t N = x.size(0), E = edge_index.size(1);
   const torch::Tensor src = edge_index[0], dst = edge_index[1];
+  const int64_t hq = heads * dk, hv = heads * out;
+  torch::Tensor all = wqkvr(x);  // [N, 2*L*dk + L*out + out]
   // i = destination (the node being updated), j = source (its in-neighbour).
-  torch::Tensor q = wq(x).index_select(0, dst).view({E, heads, dk});
-  torch::Tensor k = wk(x).index_select(0, src).view({E, heads, dk});
+  torch::Tensor q = all.narrow(1, 0, hq).index_select(0, dst).view({E, heads, dk});
+  torch::Tensor kv = all.narrow(1, hq, hq + hv).index_select(0, src);  // [E, L*dk + L*out]
+  torch::Tensor k = kv.narrow(1, 0, hq).view({E, heads, dk});
   torch::Tensor eps = (q * k).sum(-1) / std::sqrt(static_cast<double>(dk)) + torch::relu(wedge(edge_attr));  // (11)
   torch::Tensor w = segment_softmax(eps, dst, N);                                                           // (12)
   last_attention = w.detach();
-  torch::Tensor msg = w.unsqueeze(-1) * wv(x).index_select(0, src).view({E, heads, out});  // [E, L, out]
-  torch::Tensor agg = torch::zeros({N, heads * out}, x.options()).index_add(0, dst, msg.view({E, heads * out}));
-  return torch::elu(agg.view({N, heads, out})).mean(1) + wroot(x);  // (13) + root skip
+  torch::Tensor msg = w.unsqueeze(-1) * kv.narrow(1, hq, hv).view({E, heads, out});  // [E, L, out]
+  torch::Tensor agg = torch::zeros({N, hv}, x.options()).index_add(0, dst, msg.view({E, hv}));
+  return torch::elu(agg.view({N, heads, out})).mean(1) + all.narrow(1, 2 * hq + hv, out);  // (13) + root skip
 }
 
 // ---- eq. 14 -----------------------------------------------------------------
@@ -386,7 +387,7 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
   SCALEDL_CHECK(model_, "predict: the graph model is not trained or loaded");
   SCALEDL_CHECK(batch_size >= 1, "batch_size={} must be >= 1", batch_size);
   GnnPrediction out;
-  torch::NoGradGuard ng;
+  c10::InferenceMode im;
   GnnModel m = model_;
   m->eval();
   auto dtype = m->log_t_offset.scalar_type();

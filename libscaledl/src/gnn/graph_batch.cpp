@@ -226,7 +226,10 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
   int64_t noff = 0, eoff = 0;
   auto apply = [](const std::vector<float>& in, size_t cols, const std::vector<float>& off,
                   const std::vector<float>& sc, float* out) {
-    for (size_t i = 0; i < in.size(); ++i) out[i] = (in[i] - off[i % cols]) / sc[i % cols];
+    std::vector<float> inv(cols);
+    for (size_t c = 0; c < cols; ++c) inv[c] = 1.f / sc[c];
+    for (size_t r = 0; r < in.size(); r += cols)
+      for (size_t c = 0; c < cols; ++c) out[r + c] = (in[r + c] - off[c]) * inv[c];
   };
   for (int64_t k = 0; k < G; ++k) {
     const GraphFeatures& g = *graphs[k];

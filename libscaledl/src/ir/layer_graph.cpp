@@ -48,7 +48,7 @@ class Builder {
   Builder(LayerGraph& g) : g_(g), e_(dtype_bytes(g.settings.dtype)) {}
 
   int add(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
-          std::initializer_list<In> inputs, int block = -1) {
+          const std::vector<In>& inputs, int block = -1) {
     validate_dims(t, dims);
     LayerNode n;
     n.id = static_cast<int>(g_.nodes.size());
@@ -230,8 +230,7 @@ class Forward {
     if (parts.size() > 1) {
       // k summed embeddings = k-1 elementwise adds over [t, h].
       int64_t adds = static_cast<int64_t>(parts.size()) - 1;
-      std::vector<In> ins(parts.begin(), parts.end());
-      x = add_n("embed.add", adds * t * h, hs, ins);
+      x = B_.add("embed.add", LayerType::Add, {adds * t * h}, hs, std::vector<In>(parts.begin(), parts.end()));
     }
     if (m_.family == Family::Bert) x = B_.add("embed.norm", LayerType::LayerNorm, {t, h}, hs, {x});
     x = dropout("embed.dropout", m_.embed_dropout, x, t * h, hs, -1);
@@ -243,20 +242,6 @@ class Forward {
     pooled = dropout("head.dropout", m_.dropout, pooled, b_ * h, {b_, h}, -1);
     int c = B_.add("head.classifier", LayerType::Linear, {b_, h, m_.num_labels, 1}, {b_, m_.num_labels}, {pooled});
     return B_.add("head.loss", LayerType::CrossEntropy, {b_, m_.num_labels}, {1}, {c});
-  }
-
-  int add_n(const std::string& name, int64_t elems, const Shape& out, const std::vector<In>& ins) {
-    // Builder::add takes an initializer_list; add the edges of extra inputs here.
-    int id = B_.add(name, LayerType::Add, {elems}, out, {ins[0]});
-    for (size_t i = 1; i < ins.size(); ++i) {
-      LayerEdge e;
-      e.src = ins[i].id;
-      e.dst = id;
-      e.shape = ins[i].shape.empty() ? g_.nodes[ins[i].id].out_shape : ins[i].shape;
-      e.bytes = numel(e.shape) * dtype_bytes(g_.settings.dtype);
-      g_.edges.push_back(std::move(e));
-    }
-    return id;
   }
 
   int t5() {
@@ -296,7 +281,7 @@ class Forward {
     int cls = B_.add("embed.cls", LayerType::Embedding, {b_ * S, S, h}, {b_, S, h}, {});
     // Learned position table [table, h] added to every sample (bwd: sum over the batch).
     int pos = B_.add("embed.position", LayerType::Embedding, {t, table, h}, hs, {});
-    int x = add_n("embed.add", t * h, hs, {In(patch), In(cls), In(pos)});  // concat + add
+    int x = B_.add("embed.add", LayerType::Add, {t * h}, hs, {patch, cls, pos});  // concat + add
     x = dropout("embed.dropout", m_.embed_dropout, x, t * h, hs, -1);
     for (int i = 0; i < m_.num_layers; ++i) x = block("encoder", i, i, x, s, -1);
     x = B_.add("head.norm", LayerType::LayerNorm, {t, h}, hs, {x});

@@ -15,9 +15,15 @@
 namespace scaledl::xgb {
 
 namespace {
+/// XGBoost's last error without its stack trace (first line only).
+std::string last_error() {
+  std::string s = XGBGetLastError();
+  auto p = s.find('\n');
+  return p == std::string::npos ? s : s.substr(0, p);
+}
 /// Turns a non-zero XGBoost return code into one Error line.
 void check(int rc, const char* what) {
-  if (rc != 0) fail("XGBoost {} failed: {}", what, XGBGetLastError());
+  if (rc != 0) fail("XGBoost {} failed: {}", what, last_error());
 }
 }  // namespace
 
@@ -59,29 +65,42 @@ DMatrix& DMatrix::operator=(DMatrix&& o) noexcept {
 }
 
 Booster::Booster() {
-  BoosterHandle h = nullptr;
-  check(XGBoosterCreate(nullptr, 0, &h), "XGBoosterCreate");
-  h_ = h;
   unsigned n = std::thread::hardware_concurrency();
-  set_param("nthread", std::to_string(n > 0 ? n : 1));
-  set_param("verbosity", "0");
+  params_["nthread"] = std::to_string(n > 0 ? n : 1);
+  params_["verbosity"] = "0";
+}
+
+void Booster::create(void* const* dmats, size_t n) {
+  if (h_) XGBoosterFree(h_);
+  h_ = nullptr;
+  BoosterHandle h = nullptr;
+  check(XGBoosterCreate(reinterpret_cast<const DMatrixHandle*>(dmats), n, &h), "XGBoosterCreate");
+  h_ = h;
+  for (const auto& [k, v] : params_) {
+    int rc = XGBoosterSetParam(h_, k.c_str(), v.c_str());
+    if (rc != 0) fail("XGBoost parameter {}={} rejected: {}", k, v, last_error());
+  }
 }
 Booster::~Booster() {
   if (h_) XGBoosterFree(h_);
 }
-Booster::Booster(Booster&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+Booster::Booster(Booster&& o) noexcept : h_(o.h_), params_(std::move(o.params_)) { o.h_ = nullptr; }
 Booster& Booster::operator=(Booster&& o) noexcept {
   if (this != &o) {
     if (h_) XGBoosterFree(h_);
     h_ = o.h_;
+    params_ = std::move(o.params_);
     o.h_ = nullptr;
   }
   return *this;
 }
 
 void Booster::set_param(const std::string& key, const std::string& value) {
-  int rc = XGBoosterSetParam(h_, key.c_str(), value.c_str());
-  if (rc != 0) fail("XGBoost parameter {}={} rejected: {}", key, value, XGBGetLastError());
+  params_[key] = value;
+  if (h_) {
+    int rc = XGBoosterSetParam(h_, key.c_str(), value.c_str());
+    if (rc != 0) fail("XGBoost parameter {}={} rejected: {}", key, value, last_error());
+  }
 }
 void Booster::set_params(const std::map<std::string, std::string>& params) {
   for (const auto& [k, v] : params) set_param(k, v);
@@ -89,6 +108,9 @@ void Booster::set_params(const std::map<std::string, std::string>& params) {
 
 void Booster::train(const DMatrix& train, int rounds, const DMatrix* eval, bool verbose) {
   SCALEDL_CHECK(rounds >= 1, "XGBoost rounds={} must be >= 1", rounds);
+  // XGBoost fixes the feature count from the matrices the booster is created with.
+  void* mats[2] = {train.handle(), eval ? eval->handle() : nullptr};
+  create(mats, eval ? 2 : 1);
   for (int i = 0; i < rounds; ++i) {
     check(XGBoosterUpdateOneIter(h_, i, train.handle()), "XGBoosterUpdateOneIter");
     if (eval && verbose && (i % 50 == 49 || i + 1 == rounds)) {
@@ -102,6 +124,7 @@ void Booster::train(const DMatrix& train, int rounds, const DMatrix* eval, bool 
 }
 
 std::vector<float> Booster::predict(const DMatrix& m) const {
+  SCALEDL_CHECK(h_, "XGBoost booster is not trained or loaded");
   const char* cfg = R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false})";
   const bst_ulong* shape = nullptr;
   bst_ulong dim = 0;
@@ -112,6 +135,7 @@ std::vector<float> Booster::predict(const DMatrix& m) const {
 
 void Booster::predict_dense(const float* data, size_t rows, size_t cols, float* out) const {
   if (rows == 0) return;
+  SCALEDL_CHECK(h_, "XGBoost booster is not trained or loaded");
   std::string iface = fmt::format(
       R"({{"data": [{}, true], "shape": [{}, {}], "typestr": "<f4", "version": 3}})",
       reinterpret_cast<uintptr_t>(data), rows, cols);
@@ -126,12 +150,14 @@ void Booster::predict_dense(const float* data, size_t rows, size_t cols, float* 
 }
 
 size_t Booster::num_features() const {
+  if (!h_) return 0;
   bst_ulong n = 0;
   check(XGBoosterGetNumFeature(h_, &n), "XGBoosterGetNumFeature");
   return static_cast<size_t>(n);
 }
 
 std::string Booster::to_json_string() const {
+  SCALEDL_CHECK(h_, "XGBoost booster is not trained or loaded");
   bst_ulong len = 0;
   const char* buf = nullptr;
   check(XGBoosterSaveModelToBuffer(h_, R"({"format": "json"})", &len, &buf), "XGBoosterSaveModelToBuffer");
@@ -148,8 +174,9 @@ Booster Booster::from_buffer(const std::string& bytes, const std::string& ctx) {
     SCALEDL_CHECK(j.contains("learner"), "{}: JSON has no 'learner' key: not an XGBoost model", ctx);
   }
   Booster b;
+  b.create(nullptr, 0);
   int rc = XGBoosterLoadModelFromBuffer(b.h_, bytes.data(), bytes.size());
-  if (rc != 0) fail("{}: cannot load XGBoost model: {}", ctx, XGBGetLastError());
+  if (rc != 0) fail("{}: cannot load XGBoost model: {}", ctx, last_error());
   return b;
 }
 

@@ -1,0 +1,84 @@
+// scaledl bench models: time whole training iterations (with and without the
+// optimizer step) and per-node times of the zoo models of a plan; one row per
+// config, resumable (docs/zoo.md).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "command.hpp"
+#include "scaledl/bench.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/model_bench.hpp"
+#include "scaledl/plan.hpp"
+#include "scaledl/probe.hpp"
+#include "scaledl/progress.hpp"
+#include "scaledl/store.hpp"
+
+namespace {
+
+struct BenchModelsOptions {
+  std::string plan;                  ///< plan JSON of kind "models"
+  std::string db;                    ///< SQLite store (created when missing)
+  std::string device = "cpu";        ///< cpu | cuda | cuda:<i>
+  int threads = 0;                   ///< LibTorch intra-op threads; 0 = LibTorch's default
+  bool probe = true;                 ///< measure the device when the store has no record of it
+  bool quiet = false;                ///< no progress bar even on a terminal
+  scaledl::ModelCampaignOptions c;   ///< campaign name and timing
+};
+
+int run(const BenchModelsOptions& o) {
+  using namespace scaledl;
+  Plan p = load_plan(o.plan);
+  SCALEDL_CHECK(p.kind == "models", "{}: kind=\"{}\" but `bench models` needs a models plan (use `bench layers`)",
+                o.plan, p.kind);
+  SCALEDL_CHECK(o.threads >= 0, "--threads={} must be >= 0", o.threads);
+  if (o.threads > 0) at::set_num_threads(o.threads);
+  torch::Device dev = parse_device(o.device);
+  Store store(o.db);
+  DeviceRecord rec = describe_device(dev);
+  if (!store.device(rec.key()) && o.probe) rec = probe_device(dev);
+  Progress bar(p.models.size(), !o.quiet && cli::stderr_is_tty());
+  auto t0 = std::chrono::steady_clock::now();
+  ModelCampaignSummary s = run_model_campaign(
+      p.models, store, dev, rec, o.c,
+      [&](size_t done, size_t, const std::string& key, const std::string& status) { bar.update(done, status, key); });
+  bar.finish();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("campaign %s on %s: %zu configs, %zu skipped (already stored), %zu ok, %zu unstable, %zu failed "
+              "in %.1f s -> %s\n",
+              o.c.campaign.c_str(), rec.key().c_str(), s.total, s.skipped, s.ok, s.unstable, s.failed, secs,
+              o.db.c_str());
+  return 0;
+}
+
+scaledl::cli::Registrar reg(
+    {"bench", "models"},
+    "Time whole training iterations and per-node times of the models of a plan into a store; resumable",
+    [](CLI::App& app) {
+      auto o = std::make_shared<BenchModelsOptions>();
+      auto& b = o->c.bench;
+      app.add_option("--plan", o->plan, "plan JSON of kind \"models\"")->required();
+      app.add_option("--db", o->db, "SQLite results store (created if missing)")->required();
+      app.add_option("--device", o->device, "cpu, cuda or cuda:<i>")->capture_default_str();
+      app.add_option("--campaign", o->c.campaign, "campaign name (rows are keyed by campaign, model key, device)")
+          ->capture_default_str();
+      app.add_option("--threads", o->threads, "LibTorch intra-op threads (0 = LibTorch default)")
+          ->capture_default_str();
+      app.add_option("--warmup", b.warmup, "warm-up iterations always run before timing (>= 0)")
+          ->capture_default_str();
+      app.add_option("--warmup-extra", b.warmup_extra, "further warm-up iterations allowed until times settle (>= 0)")
+          ->capture_default_str();
+      app.add_option("--repeats", b.repeats, "timed iterations, median reported (>= 1)")->capture_default_str();
+      app.add_option("--probe-repeats", b.probe_repeats,
+                     "instrumented iterations for per-node times, median reported (0 = none)")
+          ->capture_default_str();
+      app.add_option("--max-cv", b.unstable_cv, "CV above which a row is marked \"unstable\"")->capture_default_str();
+      app.add_option("--max-seconds", b.max_seconds, "time budget of one timed measurement (s)")
+          ->capture_default_str();
+      app.add_flag("--no-probe", [o](int64_t) { o->probe = false; },
+                   "do not measure the device when the store has no record of it");
+      app.add_flag("--quiet", o->quiet, "no progress bar");
+      return [o] { return run(*o); };
+    });
+
+}  // namespace
