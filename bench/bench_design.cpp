@@ -6,8 +6,8 @@
 // Candidates are intercept + (p-1) uniform features in [-1, 1] (the hardest case
 // for the subset rounds: no two candidates alike). Each case runs 3 repetitions;
 // the mean/median/stddev/cv aggregates show the spread (trust a case whose cv is
-// below 0.1; a larger cv means the machine was busy: rerun it). Counters: log_det and d_eff (vs random designs),
-// exchanges and passes of the winning start.
+// below 0.1; a larger cv means the machine was busy: rerun it). Counters: log_det and d_eff (vs random
+// designs), exchanges and passes of the winning start.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -27,7 +27,7 @@ scaledl::FeatureMatrix random_candidates(int64_t m, int p, uint64_t seed) {
   return F;
 }
 
-/// Args: m, k, p, starts, threads.
+/// Args: m, k, p, starts, threads[, subset (0 = default max(2048, 40 p))].
 void BM_Fedorov(benchmark::State& state) {
   const int64_t m = state.range(0);
   const int k = static_cast<int>(state.range(1));
@@ -38,6 +38,7 @@ void BM_Fedorov(benchmark::State& state) {
   o.seed = 1;
   o.starts = static_cast<int>(state.range(3));
   o.threads = static_cast<int>(state.range(4));
+  if (state.range(5) > 0) o.subset = static_cast<int>(state.range(5));
   o.keep_trace = false;
   scaledl::FedorovResult r;
   for (auto _ : state) {
@@ -52,13 +53,13 @@ void BM_Fedorov(benchmark::State& state) {
 
 void FedorovArgs(benchmark::internal::Benchmark* b) {
   // The target case, then one factor varied at a time around it.
-  b->Args({100000, 200, 20, 4, 2});
-  for (int64_t m : {10000, 30000, 300000}) b->Args({m, 200, 20, 4, 2});
-  for (int64_t k : {50, 100, 400}) b->Args({100000, k, 20, 4, 2});
-  for (int64_t p : {10, 40}) b->Args({100000, 200, p, 4, 2});
-  b->Args({100000, 200, 20, 4, 1});  // one thread
-  b->Args({100000, 200, 20, 1, 1});  // one start
-  b->ArgNames({"m", "k", "p", "starts", "threads"});
+  b->Args({100000, 200, 20, 4, 2, 0});
+  for (int64_t m : {10000, 30000, 300000}) b->Args({m, 200, 20, 4, 2, 0});
+  for (int64_t k : {50, 100, 400}) b->Args({100000, k, 20, 4, 2, 0});
+  for (int64_t p : {10, 40}) b->Args({100000, 200, p, 4, 2, 0});
+  b->Args({100000, 200, 20, 4, 1, 0});  // one thread
+  b->Args({100000, 200, 20, 1, 1, 0});  // one start
+  b->ArgNames({"m", "k", "p", "starts", "threads", "subset"});
 }
 
 BENCHMARK(BM_Fedorov)
@@ -66,6 +67,17 @@ BENCHMARK(BM_Fedorov)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->Repetitions(3)
+    ->UseRealTime();
+
+/// Quality vs speed of the candidate subset of each round: exchanging over all
+/// m candidates (subset = m) is the classical modified Fedorov algorithm.
+BENCHMARK(BM_Fedorov)
+    ->Name("BM_FedorovSubset")
+    ->ArgNames({"m", "k", "p", "starts", "threads", "subset"})
+    ->Args({100000, 200, 20, 4, 2, 8000})
+    ->Args({100000, 200, 20, 4, 2, 100000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
     ->UseRealTime();
 
 /// The whole `scaledl plan` on the example spaces (enumeration, constraints,
@@ -83,8 +95,16 @@ void BM_PlanSpace(benchmark::State& state, const char* file) {
                                 ? 0.0
                                 : plan["design"]["d_efficiency_vs_random"].get<double>();
 }
-BENCHMARK_CAPTURE(BM_PlanSpace, layers, "layers.json")->Arg(200)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_PlanSpace, models, "models.json")->Arg(64)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PlanSpace, layers, "layers.json")
+    ->Arg(200)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_PlanSpace, models, "models.json")
+    ->Arg(64)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -1,4 +1,5 @@
-// scaledl plan --space SPACE.json --budget K --out PLAN.json: a D-optimal set of
+// scaledl plan --space SPACE.json --budget K --out PLAN.json [--existing DB]
+// [--seed S] [--starts N] [--terms T] [--json]: a D-optimal set of
 // K layer or model configs (Fedorov exchange, ScaleDL eq. 4-5; docs/design.md).
 // The plan file is what `scaledl bench layers|models --plan` reads.
 #include <cstdio>
@@ -22,12 +23,14 @@ struct PlanCliOptions {
   int starts = 4;        ///< Fedorov random starts, >= 1
   int threads = 2;       ///< threads running the starts, >= 1
   std::string out;       ///< plan JSON to write
+  std::string terms;     ///< overrides the space's "terms" (linear|interactions|quadratic) when set
   bool json = false;     ///< print the "design" summary as JSON
 };
 
 int run(const PlanCliOptions& o) {
   using namespace scaledl;
   DesignSpace sp = load_space(o.space);
+  if (!o.terms.empty()) sp.terms = parse_terms(o.terms, "--terms");
   PlanOptions po;
   po.budget = o.budget;
   po.seed = o.seed;
@@ -58,27 +61,32 @@ int run(const PlanCliOptions& o) {
                   ? "inf (every random design singular)"
                   : fmt::format("{:.3f}", d["d_efficiency_vs_random"].get<double>()).c_str(),
               static_cast<unsigned long long>(o.seed), o.starts, d["exchanges"].get<int>());
+  if (d["random_singular"].get<int>() > 0)
+    std::printf("random reference designs singular: %d of %d\n", d["random_singular"].get<int>(),
+                d["random_designs"].get<int>());
   if (!d["dropped_terms"].empty())
-    std::printf("dropped terms (not identifiable on this space): %s\n",
-                fmt::format("{}", fmt::join(d["dropped_terms"].get<std::vector<std::string>>(), "; ")).c_str());
+    std::printf(
+        "dropped terms (not identifiable on this space): %s\n",
+        fmt::format("{}", fmt::join(d["dropped_terms"].get<std::vector<std::string>>(), "; ")).c_str());
   return 0;
 }
 
-scaledl::cli::Registrar reg({"plan"}, "Choose a D-optimal set of layer or model configs to benchmark",
-                            [](CLI::App& app) {
-                              auto o = std::make_shared<PlanCliOptions>();
-                              app.add_option("--space", o->space, "design space JSON (models/spaces/)")
-                                  ->required()
-                                  ->check(CLI::ExistingFile);
-                              app.add_option("--budget,-k", o->budget, "new configs to choose, >= 1")->required();
-                              app.add_option("--existing", o->existing,
-                                             "campaign store (SQLite): its measured configs stay in the design");
-                              app.add_option("--seed", o->seed, "random seed (std::mt19937_64)");
-                              app.add_option("--starts", o->starts, "Fedorov random starts, >= 1");
-                              app.add_option("--threads", o->threads, "threads for the starts, >= 1");
-                              app.add_option("--out,-o", o->out, "plan JSON to write")->required();
-                              app.add_flag("--json", o->json, "print the design summary as JSON");
-                              return [o] { return run(*o); };
-                            });
+scaledl::cli::Registrar reg(
+    {"plan"}, "Choose a D-optimal set of layer or model configs to benchmark", [](CLI::App& app) {
+      auto o = std::make_shared<PlanCliOptions>();
+      app.add_option("--space", o->space, "design space JSON (models/spaces/)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_option("--budget,-k", o->budget, "new configs to choose, >= 1")->required();
+      app.add_option("--existing", o->existing,
+                     "campaign store (SQLite): its measured configs stay in the design");
+      app.add_option("--seed", o->seed, "random seed (std::mt19937_64)");
+      app.add_option("--starts", o->starts, "Fedorov random starts, >= 1");
+      app.add_option("--threads", o->threads, "threads for the starts, >= 1");
+      app.add_option("--out,-o", o->out, "plan JSON to write")->required();
+      app.add_option("--terms", o->terms, "model terms, overriding the space: linear|interactions|quadratic");
+      app.add_flag("--json", o->json, "print the design summary as JSON");
+      return [o] { return run(*o); };
+    });
 
 }  // namespace

@@ -76,7 +76,7 @@ scaledl::cli::Registrar reg(
       app.add_flag("--json", o->json, "print the report as JSON");
       return [o] {
         SCALEDL_CHECK(o->threads >= 1, "--threads={} must be >= 1", o->threads);
-        o->cfg.validate("--");
+        o->cfg.validate("train graph");
         torch::set_num_threads(o->threads);
         const scaledl::LayerPredictor lp = scaledl::LayerPredictor::load(o->layers);
         scaledl::CommModel comm;

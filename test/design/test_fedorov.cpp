@@ -10,8 +10,8 @@
 #include "scaledl/error.hpp"
 
 using scaledl::FeatureMatrix;
-using scaledl::FedorovOptions;
 using scaledl::fedorov_design;
+using scaledl::FedorovOptions;
 
 namespace {
 
@@ -152,12 +152,9 @@ TEST(Fedorov, BadInputsGiveOneClearError) {
   FeatureMatrix degenerate(9, 3);  // x2 = x1: rank 2 < 3 terms
   for (int r = 0; r < 9; ++r) degenerate.row(r) << 1.0, r - 4.0, r - 4.0;
   std::vector<Case> cases = {
-      {"k > m", opts(10), F, "--budget=10"},
-      {"k = 0", opts(0), F, "--budget=0"},
-      {"k < p", opts(2), F, "model terms"},
-      {"NaN feature", opts(4), nan, "NaN"},
-      {"starts 0", starts0, F, "--starts=0"},
-      {"rank-deficient candidates", opts(4), degenerate, "singular"},
+      {"k > m", opts(10), F, "--budget=10"},  {"k = 0", opts(0), F, "--budget=0"},
+      {"k < p", opts(2), F, "model terms"},   {"NaN feature", opts(4), nan, "NaN"},
+      {"starts 0", starts0, F, "--starts=0"}, {"rank-deficient candidates", opts(4), degenerate, "singular"},
   };
   for (auto& c : cases) {
     try {

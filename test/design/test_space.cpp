@@ -8,6 +8,7 @@
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
+#include "scaledl/model_spec.hpp"
 #include "scaledl/plan.hpp"
 #include "scaledl/space.hpp"
 #include "scaledl/store.hpp"
@@ -269,7 +270,8 @@ TEST(Space, ModelSpaceWritesAliasesAndPlans) {
     EXPECT_TRUE(model == "tiny-bert.json" || model == "tiny-gpt2.json") << model;
     const json& o = c["overrides"];
     if (model == "tiny-bert.json") {
-      EXPECT_TRUE(o.contains("hidden_size") && o.contains("num_hidden_layers") && o.contains("intermediate_size"))
+      EXPECT_TRUE(o.contains("hidden_size") && o.contains("num_hidden_layers") &&
+                  o.contains("intermediate_size"))
           << o.dump();
       EXPECT_EQ(o["intermediate_size"].get<int64_t>(), 4 * o["hidden_size"].get<int64_t>());
     } else {
@@ -286,10 +288,37 @@ TEST(Space, ModelSpaceWritesAliasesAndPlans) {
     EXPECT_LE(mc.model.num_layers, 4);
     EXPECT_EQ(mc.model.ffn_dim, 4 * mc.model.hidden);
   }
+  // A measured model (as `scaledl bench models` stores it) is read back into the space.
+  {
+    json cfg = scaledl::read_json_file(dir + "/tiny-bert.json");
+    cfg["num_hidden_layers"] = 3;
+    cfg["num_attention_heads"] = 4;
+    scaledl::ModelMeasurement mm;
+    mm.campaign = "t";
+    mm.model_name = "tiny-bert";
+    mm.family = "bert";
+    mm.model = scaledl::parse_model_config(cfg).to_json();
+    mm.settings = scaledl::parse_train_settings(json{{"batch", 8}, {"seq_len", 64}, {"dtype", "bf16"}}).to_json();
+    mm.device = "cpu:test";
+    mm.iter = mm.iter_noopt = scaledl::TimingStats::from_samples({5.0, 5.5});
+    scaledl::Store store(dir + "/models.sqlite");
+    ASSERT_TRUE(store.put_model(mm));
+  }
+  int64_t skipped = -1;
+  auto ex = scaledl::existing_points(sp, dir + "/models.sqlite", skipped);
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(skipped, 0);
+  EXPECT_EQ(json(ex[0]).dump(), R"(["tiny-bert",3.0,128.0,4.0,8.0,64.0,"bf16"])");
+  po.existing = dir + "/models.sqlite";
+  json more = scaledl::make_plan(sp, po);
+  EXPECT_EQ(more["design"]["existing"], 1);
+  EXPECT_EQ(more["design"]["already_measured_candidates"], 1);
+  po.existing.clear();
   // A memory limit no model fits in empties the space, with the reason.
   j["constraints"][1]["max_memory_gb"] = 1e-6;
   auto tiny = scaledl::parse_space(j, dir + "/space.json", dir);
-  EXPECT_NE(error_of([&] { scaledl::enumerate_candidates(tiny, 0); }).find("constraints[1]"), std::string::npos);
+  EXPECT_NE(error_of([&] { scaledl::enumerate_candidates(tiny, 0); }).find("constraints[1]"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -301,7 +330,8 @@ TEST(Space, BadSpacesGiveOneClearError) {
   };
   std::vector<Case> cases = {
       {"unknown parameter kind", [](json& j) { j["parameters"][0]["kind"] = "ordinal"; }, "kind=\"ordinal\""},
-      {"empty parameters", [](json& j) { j["parameters"] = json::array(); }, "parameters must be a non-empty"},
+      {"empty parameters", [](json& j) { j["parameters"] = json::array(); },
+       "parameters must be a non-empty"},
       {"unknown space kind", [](json& j) { j["kind"] = "graphs"; }, "kind=\"graphs\""},
       {"min > max", [](json& j) { j["parameters"][0]["min"] = 4096; }, "min=4096"},
       {"step and count", [](json& j) { j["parameters"][2]["count"] = 3; }, "exactly one of"},
@@ -339,4 +369,21 @@ TEST(Space, BadSpacesGiveOneClearError) {
   po.existing = "/nonexistent/x.sqlite";
   e = error_of([&] { scaledl::make_plan(ok, po); });
   EXPECT_NE(e.find("--existing=/nonexistent/x.sqlite"), std::string::npos) << e;
+}
+
+TEST(Space, ExampleSpacesInTheRepoPlan) {
+  for (const char* f : {"layers.json", "models.json"}) {
+    std::string path = std::string(SCALEDL_SOURCE_DIR) + "/models/spaces/" + f;
+    auto sp = scaledl::load_space(path);
+    scaledl::PlanOptions po;
+    po.budget = sp.kind == "layers" ? 120 : 24;
+    po.starts = 1;
+    po.seed = 3;
+    json plan = scaledl::make_plan(sp, po);
+    EXPECT_EQ(plan["configs"].size(), static_cast<size_t>(po.budget)) << f;
+    EXPECT_GT(plan["design"]["m"].get<int64_t>(), 1000) << f;
+    EXPECT_TRUE(std::isfinite(plan["design"]["log_det"].get<double>())) << f;
+    scaledl::Plan parsed = scaledl::parse_plan(plan, path, fs::path(path).parent_path().string());
+    EXPECT_EQ(parsed.layers.size() + parsed.models.size(), static_cast<size_t>(po.budget)) << f;
+  }
 }

@@ -92,6 +92,8 @@ struct LayerPrediction {
   bool fallback = false;
 };
 
+/// Not safe for concurrent calls on one object (predict_batch tunes XGBoost's
+/// thread count per call); use one LayerPredictor per thread.
 class LayerPredictor {
  public:
   LayerPredictor();

@@ -53,8 +53,8 @@ struct SpaceParameter {
   ParamKind kind = ParamKind::Grid;
   std::vector<nlohmann::json> values;  ///< levels as written to configs (numbers or any JSON)
   std::vector<std::string> labels;     ///< categorical: label of each level (used by "when" and exprs)
-  bool log = false;                    ///< numeric: encode log(x) (sizes); default for integers spanning >= 4x
-  double lo = 0, hi = 0;               ///< numeric: encoding range (log already applied when log)
+  bool log = false;       ///< numeric: encode log(x) (sizes); default for integers spanning >= 4x
+  double lo = 0, hi = 0;  ///< numeric: encoding range (log already applied when log)
   /// Active only when every listed categorical parameter has one of these labels.
   std::vector<std::pair<std::string, std::vector<std::string>>> when;
   bool numeric() const { return kind != ParamKind::Categorical; }
@@ -63,17 +63,17 @@ struct SpaceParameter {
 };
 
 struct SpaceConstraint {
-  std::string expr;            ///< boolean expression over parameter names; empty for memory
-  double max_memory_bytes = 0; ///< > 0: estimated training memory must not exceed this
-  std::string text;            ///< as written, for messages
+  std::string expr;             ///< boolean expression over parameter names; empty for memory
+  double max_memory_bytes = 0;  ///< > 0: estimated training memory must not exceed this
+  std::string text;             ///< as written, for messages
 };
 
 struct DesignSpace {
-  std::string kind;                    ///< "layers" | "models"
-  std::string path;                    ///< file it was read from ("" when inline)
-  std::string dir;                     ///< directory that relative model paths resolve against
+  std::string kind;  ///< "layers" | "models"
+  std::string path;  ///< file it was read from ("" when inline)
+  std::string dir;   ///< directory that relative model paths resolve against
   Terms terms = Terms::Linear;
-  int64_t max_candidates = 100000;     ///< candidate-set cap, >= 1
+  int64_t max_candidates = 100000;  ///< candidate-set cap, >= 1
   nlohmann::json fixed = nlohmann::json::object();
   std::vector<SpaceParameter> params;
   std::vector<std::pair<std::string, std::string>> derived;  ///< (name, expr)
@@ -90,9 +90,9 @@ using Candidate = std::vector<int32_t>;
 
 struct CandidateSet {
   std::vector<Candidate> cands;
-  double product_size = 0;   ///< size of the unconstrained Cartesian product (per-type sum for layers)
-  bool sampled = false;      ///< true when the product exceeded max_candidates and was sampled
-  int64_t rejected = 0;      ///< combinations that failed a constraint
+  double product_size = 0;  ///< size of the unconstrained Cartesian product (per-type sum for layers)
+  bool sampled = false;     ///< true when the product exceeded max_candidates and was sampled
+  int64_t rejected = 0;     ///< combinations that failed a constraint
 };
 
 /// Constrained Cartesian product (or, above max_candidates, that many distinct
@@ -103,8 +103,7 @@ CandidateSet enumerate_candidates(const DesignSpace& sp, uint64_t seed);
 /// The plan config of a candidate (layers: {"type","dims","dtype"}; models:
 /// {"model","overrides","settings"}). Relative model paths are rewritten
 /// relative to `plan_dir` (the directory of the plan file).
-nlohmann::json candidate_config(const DesignSpace& sp, const Candidate& c,
-                                const std::string& plan_dir = "");
+nlohmann::json candidate_config(const DesignSpace& sp, const Candidate& c, const std::string& plan_dir = "");
 
 /// Feature encoding a_i: intercept, numeric main effects scaled to [-1, 1] (log
 /// for sizes), one-hot categoricals with the first level dropped (the intercept
@@ -138,8 +137,8 @@ class Encoder {
   std::vector<std::string> names_, dropped_;
   int zero_terms_ = 0;
   std::vector<std::string> main_names_;
-  std::vector<int> main_param_;          // parameter of each main-effect column
-  std::vector<int> main_level_;          // categorical level (or -1 numeric)
+  std::vector<int> main_param_;  // parameter of each main-effect column
+  std::vector<int> main_level_;  // categorical level (or -1 numeric)
 };
 
 /// Parameter values of measured points read from a campaign store, aligned with
@@ -150,12 +149,12 @@ std::vector<std::vector<nlohmann::json>> existing_points(const DesignSpace& sp, 
 
 /// Options of make_plan(); the CLI fills them.
 struct PlanOptions {
-  int budget = 0;           ///< new configs to choose (K), >= 1
-  uint64_t seed = 0;        ///< std::mt19937_64 seed
-  int starts = 4;           ///< Fedorov random starts, >= 1
-  int threads = 2;          ///< worker threads for the starts, >= 1
-  std::string existing;     ///< campaign store whose measured points stay in the design ("" = none)
-  std::string plan_dir;     ///< directory of the plan file (relative model paths)
+  int budget = 0;        ///< new configs to choose (K), >= 1
+  uint64_t seed = 0;     ///< std::mt19937_64 seed
+  int starts = 4;        ///< Fedorov random starts, >= 1
+  int threads = 2;       ///< worker threads for the starts, >= 1
+  std::string existing;  ///< campaign store whose measured points stay in the design ("" = none)
+  std::string plan_dir;  ///< directory of the plan file (relative model paths)
 };
 
 /// The whole `scaledl plan`: candidates, encoding, Fedorov exchange. Returns the

@@ -66,8 +66,9 @@ Encoder::Encoder(const DesignSpace& sp, const std::vector<Candidate>& cands) : s
         terms.push_back({c, c});
         names.push_back(main_names_[c] + "^2");
       }
-  SCALEDL_CHECK(terms.size() <= 2000, "{}: {} model terms are too many (terms={}); use fewer parameters or levels",
-                sp.path, terms.size(), to_string(sp.terms));
+  SCALEDL_CHECK(terms.size() <= 2000,
+                "{}: {} model terms are too many (terms={}); use fewer parameters or levels", sp.path,
+                terms.size(), to_string(sp.terms));
 
   // Gram matrix of all terms over the candidates, in blocks (O(m P^2)).
   const Eigen::Index P = static_cast<Eigen::Index>(terms.size());
@@ -125,7 +126,8 @@ FeatureMatrix Encoder::encode(const std::vector<Candidate>& cands) const {
   for (size_t i = 0; i < cands.size(); ++i) {
     for (size_t q = 0; q < np; ++q) {
       level[q] = cands[i][q];
-      num[q] = level[q] >= 0 && sp_->params[q].numeric() ? sp_->params[q].values[level[q]].get<double>() : 0.0;
+      num[q] =
+          level[q] >= 0 && sp_->params[q].numeric() ? sp_->params[q].values[level[q]].get<double>() : 0.0;
     }
     std::vector<double> r = raw(num, level);
     for (size_t t = 0; t < terms_.size(); ++t) {

@@ -66,8 +66,9 @@ class Parser {
   }
   std::unique_ptr<Node> parse_cmp() {
     auto a = parse_add();
-    static const std::pair<const char*, Node::Op> ops[] = {{"==", Node::Eq}, {"!=", Node::Ne}, {"<=", Node::Le},
-                                                           {">=", Node::Ge}, {"<", Node::Lt},  {">", Node::Gt}};
+    static const std::pair<const char*, Node::Op> ops[] = {{"==", Node::Eq}, {"!=", Node::Ne},
+                                                           {"<=", Node::Le}, {">=", Node::Ge},
+                                                           {"<", Node::Lt},  {">", Node::Gt}};
     for (auto& [tok, op] : ops)
       if (eat(tok)) return bin(op, std::move(a), parse_add());
     return a;
@@ -75,18 +76,25 @@ class Parser {
   std::unique_ptr<Node> parse_add() {
     auto a = parse_mul();
     for (;;) {
-      if (eat("+")) a = bin(Node::Add, std::move(a), parse_mul());
-      else if (eat("-")) a = bin(Node::Sub, std::move(a), parse_mul());
-      else return a;
+      if (eat("+"))
+        a = bin(Node::Add, std::move(a), parse_mul());
+      else if (eat("-"))
+        a = bin(Node::Sub, std::move(a), parse_mul());
+      else
+        return a;
     }
   }
   std::unique_ptr<Node> parse_mul() {
     auto a = parse_unary();
     for (;;) {
-      if (eat("*")) a = bin(Node::Mul, std::move(a), parse_unary());
-      else if (eat("/")) a = bin(Node::Div, std::move(a), parse_unary());
-      else if (eat("%")) a = bin(Node::Mod, std::move(a), parse_unary());
-      else return a;
+      if (eat("*"))
+        a = bin(Node::Mul, std::move(a), parse_unary());
+      else if (eat("/"))
+        a = bin(Node::Div, std::move(a), parse_unary());
+      else if (eat("%"))
+        a = bin(Node::Mod, std::move(a), parse_unary());
+      else
+        return a;
     }
   }
   std::unique_ptr<Node> parse_unary() {
@@ -138,7 +146,8 @@ class Parser {
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t b = i_;
-      while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_' || s_[i_] == '.'))
+      while (i_ < s_.size() &&
+             (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_' || s_[i_] == '.'))
         ++i_;
       std::string name = s_.substr(b, i_ - b);
       if (eat("(")) {
@@ -184,15 +193,18 @@ Value num(double x) {
 
 Value eval_node(const Node& n, const std::vector<Value>& slots, const std::string& text) {
   switch (n.op) {
-    case Node::Num: return num(n.num);
+    case Node::Num:
+      return num(n.num);
     case Node::Str: {
       Value v;
       v.valid = v.is_str = true;
       v.str = n.str;
       return v;
     }
-    case Node::Var: return slots[n.slot];
-    default: break;
+    case Node::Var:
+      return slots[n.slot];
+    default:
+      break;
   }
   std::vector<Value> a;
   for (auto& k : n.kids) {
@@ -204,12 +216,18 @@ Value eval_node(const Node& n, const std::vector<Value>& slots, const std::strin
     return v.num;
   };
   switch (n.op) {
-    case Node::Neg: return num(-need_num(a[0]));
-    case Node::Not: return num(need_num(a[0]) == 0 ? 1 : 0);
-    case Node::Add: return num(need_num(a[0]) + need_num(a[1]));
-    case Node::Sub: return num(need_num(a[0]) - need_num(a[1]));
-    case Node::Mul: return num(need_num(a[0]) * need_num(a[1]));
-    case Node::Div: return num(need_num(a[0]) / need_num(a[1]));
+    case Node::Neg:
+      return num(-need_num(a[0]));
+    case Node::Not:
+      return num(need_num(a[0]) == 0 ? 1 : 0);
+    case Node::Add:
+      return num(need_num(a[0]) + need_num(a[1]));
+    case Node::Sub:
+      return num(need_num(a[0]) - need_num(a[1]));
+    case Node::Mul:
+      return num(need_num(a[0]) * need_num(a[1]));
+    case Node::Div:
+      return num(need_num(a[0]) / need_num(a[1]));
     case Node::Mod: {
       double d = need_num(a[1]);
       return num(d == 0 ? NAN : std::fmod(need_num(a[0]), d));
@@ -220,12 +238,18 @@ Value eval_node(const Node& n, const std::vector<Value>& slots, const std::strin
                                            : a[0].num == a[1].num;
       return num((n.op == Node::Eq) == eq ? 1 : 0);
     }
-    case Node::Lt: return num(need_num(a[0]) < need_num(a[1]));
-    case Node::Le: return num(need_num(a[0]) <= need_num(a[1]));
-    case Node::Gt: return num(need_num(a[0]) > need_num(a[1]));
-    case Node::Ge: return num(need_num(a[0]) >= need_num(a[1]));
-    case Node::And: return num(need_num(a[0]) != 0 && need_num(a[1]) != 0);
-    case Node::Or: return num(need_num(a[0]) != 0 || need_num(a[1]) != 0);
+    case Node::Lt:
+      return num(need_num(a[0]) < need_num(a[1]));
+    case Node::Le:
+      return num(need_num(a[0]) <= need_num(a[1]));
+    case Node::Gt:
+      return num(need_num(a[0]) > need_num(a[1]));
+    case Node::Ge:
+      return num(need_num(a[0]) >= need_num(a[1]));
+    case Node::And:
+      return num(need_num(a[0]) != 0 && need_num(a[1]) != 0);
+    case Node::Or:
+      return num(need_num(a[0]) != 0 || need_num(a[1]) != 0);
     case Node::Call: {
       double x = need_num(a[0]);
       if (n.str == "min") return num(std::min(x, need_num(a[1])));
@@ -235,14 +259,15 @@ Value eval_node(const Node& n, const std::vector<Value>& slots, const std::strin
       if (n.str == "floor") return num(std::floor(x));
       return num(std::ceil(x));
     }
-    default: return num(NAN);
+    default:
+      return num(NAN);
   }
 }
 
 }  // namespace
 
-Expr::Expr(const std::string& text, const std::string& ctx, const std::function<int(const std::string&)>& slot_of,
-           const std::string& known)
+Expr::Expr(const std::string& text, const std::string& ctx,
+           const std::function<int(const std::string&)>& slot_of, const std::string& known)
     : text_(text) {
   Parser p(text_, ctx, slot_of, known, used_);
   root_ = p.parse();
@@ -252,6 +277,8 @@ Expr::~Expr() = default;
 Expr::Expr(Expr&&) noexcept = default;
 Expr& Expr::operator=(Expr&&) noexcept = default;
 
-Value Expr::eval(const std::vector<Value>& slots) const { return eval_node(*root_, slots, text_); }
+Value Expr::eval(const std::vector<Value>& slots) const {
+  return eval_node(*root_, slots, text_);
+}
 
 }  // namespace scaledl::design_detail

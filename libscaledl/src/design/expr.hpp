@@ -24,8 +24,8 @@ class Expr {
  public:
   /// Parses `text`; `slot_of(name)` returns a slot index or -1 (unknown name =>
   /// Error naming `ctx`, the name and the known names in `known`).
-  Expr(const std::string& text, const std::string& ctx,
-       const std::function<int(const std::string&)>& slot_of, const std::string& known);
+  Expr(const std::string& text, const std::string& ctx, const std::function<int(const std::string&)>& slot_of,
+       const std::string& known);
   Expr();  ///< empty placeholder (memory constraints); never evaluated
   ~Expr();
   Expr(Expr&&) noexcept;

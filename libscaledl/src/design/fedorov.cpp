@@ -52,7 +52,8 @@ int64_t uniform_index(std::mt19937_64& rng, int64_t n) {
   const uint64_t un = static_cast<uint64_t>(n);
   const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % un;
   uint64_t r;
-  do r = rng(); while (r >= limit);
+  do r = rng();
+  while (r >= limit);
   return static_cast<int64_t>(r % un);
 }
 
@@ -69,8 +70,12 @@ std::vector<int64_t> sample_distinct(std::mt19937_64& rng, int64_t m, int64_t n)
   std::unordered_set<int64_t> seen;
   for (int64_t j = m - n; j < m; ++j) {
     int64_t t = uniform_index(rng, j + 1);
-    if (seen.insert(t).second) out.push_back(t);
-    else { seen.insert(j); out.push_back(j); }
+    if (seen.insert(t).second)
+      out.push_back(t);
+    else {
+      seen.insert(j);
+      out.push_back(j);
+    }
   }
   return out;
 }
@@ -119,8 +124,7 @@ struct StartResult {
   std::vector<double> trace;
 };
 
-StartResult run_start(const FeatureMatrix& F, const FeatureMatrix& E, const FedorovOptions& o,
-                      int start) {
+StartResult run_start(const FeatureMatrix& F, const FeatureMatrix& E, const FedorovOptions& o, int start) {
   const int64_t m = F.rows();
   const int p = static_cast<int>(F.cols());
   const int k = o.k;
@@ -151,7 +155,10 @@ StartResult run_start(const FeatureMatrix& F, const FeatureMatrix& E, const Fedo
     } else {
       double bd = kNegInf;
       for (Eigen::Index j = 0; j < dC.size(); ++j)
-        if (!used[j] && dC[j] > bd) { bd = dC[j]; best = j; }
+        if (!used[j] && dC[j] > bd) {
+          bd = dC[j];
+          best = j;
+        }
     }
     used[best] = 1;
     Vec f = C.row(best).transpose();
@@ -207,7 +214,10 @@ StartResult run_start(const FeatureMatrix& F, const FeatureMatrix& E, const Fedo
         for (Eigen::Index j = 0; j < dC.size(); ++j) {
           if (!avail[j]) continue;
           double delta = dC[j] - di - di * dC[j] + g[j] * g[j];
-          if (delta > bdelta) { bdelta = delta; best = j; }
+          if (delta > bdelta) {
+            bdelta = delta;
+            best = j;
+          }
         }
         if (best < 0) continue;
         // Add x_j: M1^-1 = M^-1 - u u^T / (1 + d_j).
@@ -306,9 +316,10 @@ FedorovResult fedorov_design(const FeatureMatrix& F, const FeatureMatrix& E, con
   out.log_det = design_log_det(F, out.chosen, E);
   if (!std::isfinite(out.log_det)) {
     Eigen::FullPivLU<Mat> lu(gram(F, out.chosen, E));
-    fail("design: the best design is singular (rank {} < {} terms): the candidates do not vary "
-         "enough to estimate every term; drop terms or widen the space",
-         lu.rank(), p);
+    fail(
+        "design: the best design is singular (rank {} < {} terms): the candidates do not vary "
+        "enough to estimate every term; drop terms or widen the space",
+        lu.rank(), p);
   }
 
   // ---- reference: mean det of random designs of the same size ---------------

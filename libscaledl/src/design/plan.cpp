@@ -21,8 +21,9 @@ namespace {
 std::vector<json> values_of(const DesignSpace& sp, const Candidate& c) {
   std::vector<json> v(sp.params.size());
   for (size_t q = 0; q < sp.params.size(); ++q)
-    if (c[q] >= 0) v[q] = sp.params[q].numeric() ? json(sp.params[q].values[c[q]].get<double>())
-                                                  : json(sp.params[q].labels[c[q]]);
+    if (c[q] >= 0)
+      v[q] = sp.params[q].numeric() ? json(sp.params[q].values[c[q]].get<double>())
+                                    : json(sp.params[q].labels[c[q]]);
   return v;
 }
 
@@ -59,8 +60,10 @@ std::vector<std::vector<json>> existing_points(const DesignSpace& sp, const std:
       for (size_t d = 0; d < info.dims.size(); ++d) ok &= fixed_matches(info.dims[d], m.dims[d]);
       for (size_t q = 0; q < sp.params.size() && ok; ++q) {
         const SpaceParameter& p = sp.params[q];
-        if (p.name == "type") v[q] = info.name;
-        else if (p.name == "dtype") v[q] = to_string(m.dtype);
+        if (p.name == "type")
+          v[q] = info.name;
+        else if (p.name == "dtype")
+          v[q] = to_string(m.dtype);
         else {
           auto it = std::find(info.dims.begin(), info.dims.end(), p.name);
           if (it != info.dims.end()) v[q] = m.dims[it - info.dims.begin()];
@@ -70,14 +73,17 @@ std::vector<std::vector<json>> existing_points(const DesignSpace& sp, const std:
           ok = false;  // another layer type or dtype: not in this space
         if (p.numeric() && v[q].is_number() && p.log && v[q].get<double>() <= 0) ok = false;
       }
-      if (ok) out.push_back(normalized(std::move(v)));
-      else ++skipped;
+      if (ok)
+        out.push_back(normalized(std::move(v)));
+      else
+        ++skipped;
     }
     return out;
   }
   // models: read parameter values back from ModelSpec::to_json() and the settings.
   std::vector<std::string> fam;  // family per model level
-  for (auto& base : cp.base_configs) fam.push_back(to_string(parse_model_config(base, sp.path + ":model").family));
+  for (auto& base : cp.base_configs)
+    fam.push_back(to_string(parse_model_config(base, sp.path + ":model").family));
   for (const ModelMeasurement& m : store.models()) {
     std::string key = model_key(m);
     if (!seen.insert(key).second) continue;
@@ -97,22 +103,30 @@ std::vector<std::vector<json>> existing_points(const DesignSpace& sp, const std:
               hit = static_cast<int>(l);
               ++nfam;
             }
-        if (hit < 0 || nfam > 1) ok = false;
-        else v[q] = p.labels[hit];
+        if (hit < 0 || nfam > 1)
+          ok = false;
+        else
+          v[q] = p.labels[hit];
       } else if (p.name.rfind("settings.", 0) == 0) {
         std::string k = p.name.substr(9);
-        if (m.settings.contains(k)) v[q] = m.settings[k];
-        else ok = false;
+        if (m.settings.contains(k))
+          v[q] = m.settings[k];
+        else
+          ok = false;
       } else if (const char* sk = design_detail::model_spec_key(p.name)) {
-        if (m.model.contains(sk)) v[q] = m.model[sk];
-        else ok = false;
+        if (m.model.contains(sk))
+          v[q] = m.model[sk];
+        else
+          ok = false;
       } else {
         ok = false;  // overrides.<key> cannot be read back from a ModelSpec
       }
       if (ok && !p.numeric()) {
         std::string lab = v[q].is_string() ? v[q].get<std::string>() : v[q].dump();
-        if (std::find(p.labels.begin(), p.labels.end(), lab) == p.labels.end()) ok = false;
-        else v[q] = lab;
+        if (std::find(p.labels.begin(), p.labels.end(), lab) == p.labels.end())
+          ok = false;
+        else
+          v[q] = lab;
       }
       if (ok && p.numeric() && !(v[q].is_number() && (!p.log || v[q].get<double>() > 0))) ok = false;
     }
@@ -122,7 +136,8 @@ std::vector<std::vector<json>> existing_points(const DesignSpace& sp, const std:
       for (size_t q = 0; q < sp.params.size(); ++q)
         if (!sp.params[q].numeric() && v[q].is_string()) {
           auto& lb = sp.params[q].labels;
-          gate[q] = static_cast<int32_t>(std::find(lb.begin(), lb.end(), v[q].get<std::string>()) - lb.begin());
+          gate[q] =
+              static_cast<int32_t>(std::find(lb.begin(), lb.end(), v[q].get<std::string>()) - lb.begin());
         }
       for (size_t q = 0; q < sp.params.size(); ++q)
         if (!cp.is_active(q, gate, "")) v[q] = nullptr;
@@ -148,8 +163,10 @@ json make_plan(const DesignSpace& sp, const PlanOptions& opt) {
     for (auto& v : ex) have.insert(json(v).dump());
     std::vector<Candidate> keep;
     for (auto& c : cs.cands) {
-      if (have.count(json(values_of(sp, c)).dump())) ++already;
-      else keep.push_back(c);
+      if (have.count(json(values_of(sp, c)).dump()))
+        ++already;
+      else
+        keep.push_back(c);
     }
     cs.cands.swap(keep);
     SCALEDL_CHECK(!cs.cands.empty(), "--existing={}: every candidate of {} is already measured", opt.existing,
@@ -157,17 +174,18 @@ json make_plan(const DesignSpace& sp, const PlanOptions& opt) {
   }
   const int64_t m = static_cast<int64_t>(cs.cands.size());
   SCALEDL_CHECK(opt.budget <= m,
-                "--budget={} exceeds the {} candidates of {}{} (choose at most {}, or widen the space)", opt.budget,
-                m, sp.path, cs.sampled ? " (sampled)" : "", m);
+                "--budget={} exceeds the {} candidates of {}{} (choose at most {}, or widen the space)",
+                opt.budget, m, sp.path, cs.sampled ? " (sampled)" : "", m);
 
   Encoder enc(sp, cs.cands);
   const int p = enc.p();
   const int64_t e = static_cast<int64_t>(ex.size());
-  SCALEDL_CHECK(opt.budget + e >= p,
-                "--budget={} is smaller than the {} model terms (terms={}, {} existing points): M = sum a a^T "
-                "would be singular; raise --budget to at least {} or {}",
-                opt.budget, p, to_string(sp.terms), e, p - e,
-                sp.terms == Terms::Linear ? "drop parameters or levels" : "use terms=linear");
+  SCALEDL_CHECK(
+      opt.budget + e >= p,
+      "--budget={} is smaller than the {} model terms (terms={}, {} existing points): M = sum a a^T "
+      "would be singular; raise --budget to at least {} or {}",
+      opt.budget, p, to_string(sp.terms), e, p - e,
+      sp.terms == Terms::Linear ? "drop parameters or levels" : "use terms=linear");
   FeatureMatrix F = enc.encode(cs.cands);
   FeatureMatrix E(e, p);
   for (int64_t i = 0; i < e; ++i) E.row(i) = enc.encode_values(ex[i]);

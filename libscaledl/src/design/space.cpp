@@ -7,9 +7,9 @@
 #include <unordered_set>
 
 #include "design/space_detail.hpp"
+#include "scaledl/device.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
-#include "scaledl/device.hpp"
 #include "scaledl/model_spec.hpp"
 
 namespace scaledl {
@@ -85,14 +85,16 @@ Compiled::Compiled(const DesignSpace& s) : sp(&s) {
     return -1;
   };
   for (size_t i = 0; i < s.derived.size(); ++i)
-    derived.emplace_back(s.derived[i].second, fmt::format("{}.derived[{}].expr", s.path.empty() ? "space" : s.path, i),
-                         slot_of, known);
+    derived.emplace_back(s.derived[i].second,
+                         fmt::format("{}.derived[{}].expr", s.path.empty() ? "space" : s.path, i), slot_of,
+                         known);
   for (size_t i = 0; i < s.constraints.size(); ++i)
     if (!s.constraints[i].expr.empty())
-      constraints.emplace_back(
-          s.constraints[i].expr,
-          fmt::format("{}.constraints[{}].expr", s.path.empty() ? "space" : s.path, i), slot_of, known);
-      else constraints.emplace_back();
+      constraints.emplace_back(s.constraints[i].expr,
+                               fmt::format("{}.constraints[{}].expr", s.path.empty() ? "space" : s.path, i),
+                               slot_of, known);
+    else
+      constraints.emplace_back();
   // Layer spaces: dims of each type, and which parameters are dims.
   if (s.kind == "layers") {
     for (size_t i = 0; i < s.params.size(); ++i) {
@@ -107,8 +109,10 @@ Compiled::Compiled(const DesignSpace& s) : sp(&s) {
   // Base model configs (models): read once per level of "model" (or the fixed one).
   if (s.kind == "models") {
     std::vector<json> vals;
-    if (model_param >= 0) vals = s.params[model_param].values;
-    else vals.push_back(s.fixed.at("model"));
+    if (model_param >= 0)
+      vals = s.params[model_param].values;
+    else
+      vals.push_back(s.fixed.at("model"));
     for (auto& v : vals) {
       json base = v.is_object() && v.contains("value") && v.contains("label") ? v["value"] : v;
       if (base.is_string()) {
@@ -207,7 +211,8 @@ int Compiled::violated(const Candidate& c, std::string* why) const {
   }
   if (need_memory)
     for (size_t i = 0; i < sp->constraints.size(); ++i)
-      if (sp->constraints[i].expr.empty() && mem > sp->constraints[i].max_memory_bytes) return static_cast<int>(i);
+      if (sp->constraints[i].expr.empty() && mem > sp->constraints[i].max_memory_bytes)
+        return static_cast<int>(i);
   return -1;
 }
 
@@ -220,7 +225,8 @@ namespace {
 
 std::vector<json> numeric_levels(const json& pj, const std::string& ctx, ParamKind kind, bool log) {
   double lo = pj.at("min").get<double>(), hi = pj.at("max").get<double>();
-  SCALEDL_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, "{}: min={} must be <= max={}", ctx, lo, hi);
+  SCALEDL_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, "{}: min={} must be <= max={}", ctx, lo,
+                hi);
   SCALEDL_CHECK(!log || lo > 0, "{}.min={} must be > 0 for a log-scale parameter", ctx, lo);
   bool has_step = pj.contains("step"), has_count = pj.contains("count");
   SCALEDL_CHECK(has_step != has_count, "{}: give exactly one of \"step\" or \"count\"", ctx);
@@ -255,8 +261,9 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
   DesignSpace sp;
   sp.path = ctx;
   sp.dir = dir;
-  static const std::vector<std::string> known_keys = {"kind",   "terms",   "max_candidates", "fixed",      "parameters",
-                                                      "derived", "constraints", "_comment", "description"};
+  static const std::vector<std::string> known_keys = {"kind",        "terms",      "max_candidates",
+                                                      "fixed",       "parameters", "derived",
+                                                      "constraints", "_comment",   "description"};
   for (auto it = j.begin(); it != j.end(); ++it)
     SCALEDL_CHECK(std::find(known_keys.begin(), known_keys.end(), it.key()) != known_keys.end(),
                   "{}: unknown key \"{}\" (known: kind, terms, max_candidates, fixed, parameters, derived, "
@@ -264,8 +271,8 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
                   ctx, it.key());
   SCALEDL_CHECK(j.contains("kind"), "{}: missing \"kind\" (\"layers\" or \"models\")", ctx);
   sp.kind = get_str_or(j, "kind", ctx, "");
-  SCALEDL_CHECK(sp.kind == "layers" || sp.kind == "models", "{}.kind=\"{}\" must be \"layers\" or \"models\"", ctx,
-                sp.kind);
+  SCALEDL_CHECK(sp.kind == "layers" || sp.kind == "models", "{}.kind=\"{}\" must be \"layers\" or \"models\"",
+                ctx, sp.kind);
   sp.terms = parse_terms(get_str_or(j, "terms", ctx, "linear"), ctx + ".terms");
   sp.max_candidates = get_int_or(j, "max_candidates", ctx, 1, 100000000, 100000);
   if (j.contains("fixed")) {
@@ -283,18 +290,25 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
     p.name = get_str_or(pj, "name", pc, "");
     SCALEDL_CHECK(!p.name.empty(), "{}.name is missing or empty", pc);
     pc += "(" + p.name + ")";
-    for (auto& q : sp.params) SCALEDL_CHECK(q.name != p.name, "{}: parameter name \"{}\" is repeated", pc, p.name);
+    for (auto& q : sp.params)
+      SCALEDL_CHECK(q.name != p.name, "{}: parameter name \"{}\" is repeated", pc, p.name);
     SCALEDL_CHECK(!sp.fixed.contains(p.name), "{}: \"{}\" is both a parameter and fixed", pc, p.name);
     std::string kind = get_str_or(pj, "kind", pc, "");
-    if (kind == "integer") p.kind = ParamKind::Integer;
-    else if (kind == "real") p.kind = ParamKind::Real;
-    else if (kind == "grid") p.kind = ParamKind::Grid;
-    else if (kind == "categorical") p.kind = ParamKind::Categorical;
-    else fail("{}.kind=\"{}\" is not a parameter kind (integer, real, grid, categorical)", pc, kind);
+    if (kind == "integer")
+      p.kind = ParamKind::Integer;
+    else if (kind == "real")
+      p.kind = ParamKind::Real;
+    else if (kind == "grid")
+      p.kind = ParamKind::Grid;
+    else if (kind == "categorical")
+      p.kind = ParamKind::Categorical;
+    else
+      fail("{}.kind=\"{}\" is not a parameter kind (integer, real, grid, categorical)", pc, kind);
 
     if (p.kind == ParamKind::Integer || p.kind == ParamKind::Real) {
-      SCALEDL_CHECK(pj.contains("min") && pj["min"].is_number() && pj.contains("max") && pj["max"].is_number(),
-                    "{}: numeric \"min\" and \"max\" are required", pc);
+      SCALEDL_CHECK(
+          pj.contains("min") && pj["min"].is_number() && pj.contains("max") && pj["max"].is_number(),
+          "{}: numeric \"min\" and \"max\" are required", pc);
       double lo = pj["min"].get<double>(), hi = pj["max"].get<double>();
       bool def_log = p.kind == ParamKind::Integer && lo >= 1 && hi >= 4 * lo;
       p.log = get_bool_or(pj, "log", pc, def_log);
@@ -307,8 +321,8 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
         bool ints = true, pos = true;
         double lo = INFINITY, hi = -INFINITY;
         for (auto& v : p.values) {
-          SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()), "{}.values: {} is not a finite number",
-                        pc, show(v));
+          SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()),
+                        "{}.values: {} is not a finite number", pc, show(v));
           ints &= v.is_number_integer();
           pos &= v.get<double>() > 0;
           lo = std::min(lo, v.get<double>());
@@ -345,9 +359,11 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
         const SpaceParameter* g = nullptr;
         for (auto& q : sp.params)
           if (q.name == it.key()) g = &q;
-        SCALEDL_CHECK(g && !g->numeric(), "{}.when: \"{}\" is not an earlier categorical parameter", pc, it.key());
+        SCALEDL_CHECK(g && !g->numeric(), "{}.when: \"{}\" is not an earlier categorical parameter", pc,
+                      it.key());
         std::vector<std::string> labels;
-        if (it->is_string()) labels.push_back(it->get<std::string>());
+        if (it->is_string())
+          labels.push_back(it->get<std::string>());
         else {
           SCALEDL_CHECK(it->is_array(), "{}.when.{} must be a label or a list of labels", pc, it.key());
           for (auto& l : *it) labels.push_back(l.is_string() ? l.get<std::string>() : l.dump());
@@ -362,8 +378,8 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
   }
   for (auto& q : ps)
     for (auto it = q.begin(); it != q.end(); ++it) {
-      static const std::vector<std::string> pk = {"name", "kind", "min", "max", "step", "count",
-                                                  "log",  "values", "when", "_comment"};
+      static const std::vector<std::string> pk = {"name",  "kind", "min",    "max",  "step",
+                                                  "count", "log",  "values", "when", "_comment"};
       SCALEDL_CHECK(std::find(pk.begin(), pk.end(), it.key()) != pk.end(),
                     "{}: parameter {} has unknown key \"{}\"", ctx, q.value("name", "?"), it.key());
     }
@@ -399,7 +415,8 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
           std::string dp = get_str_or(c, "device", cc, "");
           fs::path full = fs::path(dp).is_absolute() ? fs::path(dp) : fs::path(dir) / dp;
           DeviceRecord dev = load_device_spec(full.string());
-          SCALEDL_CHECK(dev.mem_gb > 0, "{}.device=\"{}\": the device record has no memory size (mem_gb)", cc, dp);
+          SCALEDL_CHECK(dev.mem_gb > 0, "{}.device=\"{}\": the device record has no memory size (mem_gb)", cc,
+                        dp);
           k.max_memory_bytes = dev.mem_gb * 1e9 * get_num_or(c, "fraction", cc, 1e-3, 1, 0.9);
         } else {
           fail("{}: unknown constraint {} (expected \"expr\", \"max_memory_gb\" or \"device\")", cc, show(c));
@@ -429,7 +446,8 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
         bool have = sp.fixed.contains(d);
         for (auto& p : sp.params) have |= p.name == d && p.numeric();
         for (auto& [n, e] : sp.derived) have |= n == d;
-        SCALEDL_CHECK(have, "{}: layer type {} needs dim \"{}\": add a parameter, a derived value or fixed.{}", ctx,
+        SCALEDL_CHECK(have,
+                      "{}: layer type {} needs dim \"{}\": add a parameter, a derived value or fixed.{}", ctx,
                       t, d, d);
       }
     }
@@ -446,9 +464,10 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
         has_model = true;
       } else if (p.name.rfind("settings.", 0) != 0 && p.name.rfind("overrides.", 0) != 0 &&
                  design_detail::model_aliases(p.name).empty()) {
-        fail("{}: models parameter \"{}\" is not model, settings.<key>, overrides.<key> or one of num_layers, "
-             "hidden, heads, kv_heads, ffn_dim",
-             ctx, p.name);
+        fail(
+            "{}: models parameter \"{}\" is not model, settings.<key>, overrides.<key> or one of num_layers, "
+            "hidden, heads, kv_heads, ffn_dim",
+            ctx, p.name);
       }
       if (p.name == "settings.dtype")
         for (auto& l : p.labels) parse_dtype(l, ctx + ".settings.dtype");
@@ -484,8 +503,8 @@ CandidateSet enumerate_candidates(const DesignSpace& sp, uint64_t seed) {
   std::sort(gates.begin(), gates.end());
 
   struct Branch {
-    Candidate base;             // gate levels set, others -1
-    std::vector<int> free;      // active non-gate parameters
+    Candidate base;         // gate levels set, others -1
+    std::vector<int> free;  // active non-gate parameters
     double size = 1;
   };
   std::vector<Branch> branches;
@@ -559,8 +578,8 @@ CandidateSet enumerate_candidates(const DesignSpace& sp, uint64_t seed) {
     const int64_t max_draws = 20 * sp.max_candidates;
     for (int64_t draw = 0; draw < max_draws && int64_t(out.cands.size()) < sp.max_candidates; ++draw) {
       double r = u01() * acc;
-      size_t bi = std::min(branches.size() - 1,
-                           size_t(std::upper_bound(cum.begin(), cum.end(), r) - cum.begin()));
+      size_t bi =
+          std::min(branches.size() - 1, size_t(std::upper_bound(cum.begin(), cum.end(), r) - cum.begin()));
       Candidate c = branches[bi].base;
       for (int q : branches[bi].free) c[q] = static_cast<int32_t>(rng() % sp.params[q].values.size());
       std::string key(reinterpret_cast<const char*>(c.data()), c.size() * sizeof(int32_t));
@@ -571,12 +590,16 @@ CandidateSet enumerate_candidates(const DesignSpace& sp, uint64_t seed) {
   if (out.cands.empty()) {
     size_t worst = std::max_element(reject_by.begin(), reject_by.end()) - reject_by.begin();
     if (worst == sp.constraints.size())
-      fail("{}: no candidate is a valid {} config ({} of {} combinations rejected, e.g. {}): the space is empty or "
-           "contradictory",
-           sp.path, sp.kind == "layers" ? "layer" : "model", out.rejected, out.product_size, invalid_why);
-    fail("{}: no candidate satisfies the constraints ({} of {} combinations rejected; constraints[{}]={} rejected "
-         "{}): the space is empty or contradictory",
-         sp.path, out.rejected, out.product_size, worst, sp.constraints[worst].text, reject_by[worst]);
+      fail(
+          "{}: no candidate is a valid {} config ({} of {} combinations rejected, e.g. {}): the space is "
+          "empty or "
+          "contradictory",
+          sp.path, sp.kind == "layers" ? "layer" : "model", out.rejected, out.product_size, invalid_why);
+    fail(
+        "{}: no candidate satisfies the constraints ({} of {} combinations rejected; constraints[{}]={} "
+        "rejected "
+        "{}): the space is empty or contradictory",
+        sp.path, out.rejected, out.product_size, worst, sp.constraints[worst].text, reject_by[worst]);
   }
   return out;
 }
@@ -601,7 +624,9 @@ json Compiled::config(const Candidate& c, const std::string& plan_dir) const {
   for (size_t d = 0; d < derived.size(); ++d) {
     const Value& x = v[sp->params.size() + d];
     if (!x.valid) continue;
-    json val = x.is_str ? json(x.str) : (x.num == std::floor(x.num) && std::fabs(x.num) < 9e15 ? json(int64_t(x.num)) : json(x.num));
+    json val = x.is_str ? json(x.str)
+                        : (x.num == std::floor(x.num) && std::fabs(x.num) < 9e15 ? json(int64_t(x.num))
+                                                                                 : json(x.num));
     kv.emplace_back(sp->derived[d].first, val);
   }
   if (sp->kind == "layers") {
@@ -634,8 +659,10 @@ json Compiled::config(const Candidate& c, const std::string& plan_dir) const {
                        k.rfind("settings.", 0) == 0
                    ? json(int64_t(val.get<double>()))
                    : val;
-    if (k.rfind("settings.", 0) == 0) settings[k.substr(9)] = out;
-    else if (k.rfind("overrides.", 0) == 0) overrides[k.substr(10)] = out;
+    if (k.rfind("settings.", 0) == 0)
+      settings[k.substr(9)] = out;
+    else if (k.rfind("overrides.", 0) == 0)
+      overrides[k.substr(10)] = out;
     else {
       const auto& al = model_aliases(k);
       if (al.empty()) continue;  // a helper name used only in expressions
@@ -681,7 +708,8 @@ double Compiled::check_and_memory(const Candidate& c) const {
     double img = static_cast<double>(s.image_size > 0 ? s.image_size : m.image_size);
     seq = (img / m.patch_size) * (img / m.patch_size) + m.num_special_tokens;
   }
-  double b = static_cast<double>(s.batch), h = static_cast<double>(m.hidden), a = static_cast<double>(m.num_heads);
+  double b = static_cast<double>(s.batch), h = static_cast<double>(m.hidden),
+         a = static_cast<double>(m.num_heads);
   double layers = static_cast<double>(m.num_layers + m.num_decoder_layers);
   double act = layers * seq * b * h * (34 + 5 * a * seq / h) * e / 2;
   double logits = 2 * b * seq * static_cast<double>(m.vocab_size) * e;

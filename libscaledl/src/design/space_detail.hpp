@@ -23,7 +23,7 @@ struct Compiled {
   const DesignSpace* sp;
   std::vector<std::string> slot_names;  ///< params, derived, fixed keys
   std::vector<Expr> derived;
-  std::vector<Expr> constraints;        ///< empty Expr slot for memory constraints
+  std::vector<Expr> constraints;  ///< empty Expr slot for memory constraints
   int type_param = -1, dtype_param = -1, model_param = -1;
   std::vector<std::string> base_paths;  ///< models: absolute path per model level ("" = inline)
   std::vector<json> base_configs;       ///< models: config object per model level

@@ -83,10 +83,24 @@ std::vector<double> fit_predict(const std::string& method, const std::vector<Lay
   to.forest = method == "forest";
   to.verbose = false;
   LayerPredictor p = LayerPredictor::train_samples(train, devices, to);
+  // Batch the test rows by (type, direction, dtype, device): one XGBoost call each.
+  std::map<std::tuple<int, int, int, std::string>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < test.size(); ++i)
+    groups[{int(test[i].type), int(test[i].dir), int(test[i].dtype), test[i].device}].push_back(i);
   std::vector<double> out(test.size());
-  for (size_t i = 0; i < test.size(); ++i) {
-    const LayerSample& s = test[i];
-    out[i] = p.predict_ms(s.type, s.dims, s.dtype, s.dir, dev_at(devices, s.device));
+  for (const auto& [k, idx] : groups) {
+    const LayerType t = static_cast<LayerType>(std::get<0>(k));
+    const size_t nd = layer_info(t).dims.size();
+    std::vector<int64_t> dims;
+    dims.reserve(idx.size() * nd);
+    for (size_t i : idx) {
+      SCALEDL_CHECK(test[i].dims.size() == nd, "{}: {} dims, expected {}", to_string(t), test[i].dims.size(), nd);
+      dims.insert(dims.end(), test[i].dims.begin(), test[i].dims.end());
+    }
+    std::vector<double> ms(idx.size());
+    p.predict_batch(t, dims.data(), idx.size(), static_cast<DType>(std::get<2>(k)),
+                    static_cast<Direction>(std::get<1>(k)), dev_at(devices, std::get<3>(k)), ms.data());
+    for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = ms[j];
   }
   return out;
 }

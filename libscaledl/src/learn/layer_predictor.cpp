@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
@@ -25,6 +26,9 @@ constexpr const char* kFormatName = "scaledl-layer-predictor";
 constexpr double kMinMs = 1e-6;
 /// Rows per feature block in predict_batch (bounds the scratch buffer).
 constexpr size_t kBlock = size_t(1) << 16;
+/// Batches smaller than this predict on one thread: XGBoost's OpenMP fork/join
+/// costs ~1-15 ms per call on a busy 2-core VM against ~0.1 ms single-threaded.
+constexpr size_t kParallelRows = 16384;
 
 const std::set<std::string> kTargets = {"log", "raw", "log_roofline"};
 
@@ -148,7 +152,9 @@ struct LayerPredictor::Model {
   LayerType type = LayerType::Linear;
   std::vector<std::string> features;
   size_t rows = 0;
-  xgb::Booster booster;
+  /// mutable: predict_batch switches XGBoost's nthread by batch size (below).
+  mutable xgb::Booster booster;
+  mutable int threads = 0;  ///< nthread last set, 0 = not yet
 };
 
 std::string model_name(LayerType t, Direction dir, bool split_direction) {
@@ -264,6 +270,12 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
   }
   const FeatureOptions fo = feature_options(opts_);
   const size_t nf = m->features.size();
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const int want = rows >= kParallelRows ? static_cast<int>(opts_.nthread > 0 ? opts_.nthread : hw) : 1;
+  if (m->threads != want) {
+    m->booster.set_param("nthread", std::to_string(want));
+    m->threads = want;
+  }
   std::vector<float> x(std::min(rows, kBlock) * nf);
   std::vector<float> y(std::min(rows, kBlock));
   for (size_t b0 = 0; b0 < rows; b0 += kBlock) {

@@ -140,7 +140,7 @@ void Booster::predict_dense(const float* data, size_t rows, size_t cols, float* 
       R"({{"data": [{}, true], "shape": [{}, {}], "typestr": "<f4", "version": 3}})",
       reinterpret_cast<uintptr_t>(data), rows, cols);
   const char* cfg =
-      R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "missing": NaN})";
+      R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "cache_id": 0, "missing": NaN})";
   const bst_ulong* shape = nullptr;
   bst_ulong dim = 0;
   const float* res = nullptr;
