@@ -57,8 +57,8 @@ scaledl::cli::Registrar reg(
       app.add_option("--mem-limit-gb", o->c.mem_limit_gb,
                      "record configs whose estimated footprint exceeds this as \"oom\" without running (0 = off)")
           ->capture_default_str();
-      app.add_flag("--no-probe", [o](int64_t) { o->c.probe = false; },
-                   "do not measure the device when the store has no record of it");
+      app.add_flag_function("--quick-probe", [o](int64_t) { o->c.full_probe = false; },
+                            "a new device is measured with a quick probe (256^3 matmul, 16 MiB copy)");
       app.add_flag("--quiet", o->quiet, "no progress bar");
       return [o] { return run(*o); };
     });

@@ -2,6 +2,8 @@
 #include <iostream>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "command.hpp"
 #include "scaledl/neusight.hpp"
 #include "scaledl/store.hpp"

@@ -37,6 +37,8 @@ int run(const ProbeCmdOptions& o) {
     d = probe_device(dev, po);
   }
   if (!o.db.empty()) {
+    // A stored record must be readable back: it needs measured or spec rates.
+    (void)DeviceRecord::from_json(d.to_json(), "--db record of " + d.key());
     Store s(o.db);
     s.put_device(d);
   }

@@ -31,6 +31,7 @@ void add_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptio
   app.add_flag("!--no-roofline-features", t.roofline_features, "drop the CT/CM/roofline/AI columns");
   app.add_flag("--split-direction", t.split_direction, "one model per (type, direction)");
   app.add_option("--min-rows", t.min_rows, "fewer rows than this => roofline fallback, >= 1")->capture_default_str();
+  app.add_option("--nthread", t.nthread, "XGBoost threads, 0 = hardware threads")->capture_default_str();
   app.add_option("--seed", t.seed, "XGBoost seed and fold assignment")->capture_default_str();
   app.add_option("--mlp-epochs", cv.mlp_epochs, "epochs of the MLP baseline, >= 1")->capture_default_str();
   app.add_option("--torch-device", cv.torch_device, "LibTorch device of the MLP baseline")->capture_default_str();

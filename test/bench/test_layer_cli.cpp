@@ -55,7 +55,7 @@ TEST(LayerCli, BenchThenInfoAndExport) {
     {"type":"optimizer","dims":{"params":1000,"kind":1}}]})";
   std::string db = temp("cli.sqlite");
   Result b = run("bench layers --plan " + plan + " --db " + db +
-                 " --campaign cli --threads 1 --no-probe --warmup 1 --repeats 3 --min-sample-ms 0.1");
+                 " --campaign cli --threads 1 --quick-probe --warmup 1 --repeats 3 --min-sample-ms 0.1");
   ASSERT_EQ(b.rc, 0) << b.out;
   EXPECT_NE(b.out.find("3 configs"), std::string::npos) << b.out;
   EXPECT_EQ(b.out.find("\r"), std::string::npos) << "progress bar drawn on a pipe";
@@ -79,7 +79,7 @@ TEST(LayerCli, BenchThenInfoAndExport) {
   EXPECT_EQ(devs[0]["kind"], "cpu");
 
   // Rerun resumes: nothing new is measured.
-  Result again = run("bench layers --plan " + plan + " --db " + db + " --campaign cli --threads 1 --no-probe");
+  Result again = run("bench layers --plan " + plan + " --db " + db + " --campaign cli --threads 1 --quick-probe");
   ASSERT_EQ(again.rc, 0) << again.out;
   EXPECT_NE(again.out.find("3 skipped"), std::string::npos) << again.out;
 }

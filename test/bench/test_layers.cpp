@@ -121,7 +121,7 @@ TEST(LayerCampaign, FailingConfigIsRecordedAndTheCampaignGoesOn) {
   LayerCampaignOptions o;
   o.campaign = "t";
   o.timing = fast();
-  o.probe = false;
+  o.full_probe = false;
   auto s = run_layer_campaign(cs, store, o);
   EXPECT_EQ(s.total, 3u);
   EXPECT_EQ(s.oom, 1u);
@@ -146,7 +146,7 @@ TEST(LayerCampaign, MemLimitRecordsOomWithoutRunning) {
   Store store(temp_db("campaign_memlimit.sqlite"));
   LayerCampaignOptions o;
   o.timing = fast();
-  o.probe = false;
+  o.full_probe = false;
   o.mem_limit_gb = 0.001;  // 1 MB
   std::vector<LayerConfig> cs = {{LayerType::Linear, {512, 512, 512, 1}, DType::FP32}};
   auto s = run_layer_campaign(cs, store, o);
@@ -160,7 +160,7 @@ TEST(LayerCampaign, BadOptionsAreRejected) {
   Store store(temp_db("campaign_badopt.sqlite"));
   std::vector<LayerConfig> cs = {{LayerType::ReLU, {256}, DType::FP32}};
   LayerCampaignOptions o;
-  o.probe = false;
+  o.full_probe = false;
   o.device = "tpu";
   EXPECT_THROW(run_layer_campaign(cs, store, o), Error);
   o.device = "cpu";

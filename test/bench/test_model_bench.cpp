@@ -96,7 +96,11 @@ TEST(ModelBench, CampaignResumesAndRecordsFailures) {
   plan.push_back(plan[0]);
   plan.back().settings.seq_len = 4096;  // fails: recorded with status "error", the campaign goes on
   Store store(temp_db("models_campaign.sqlite"));
-  DeviceRecord dev = describe_device(torch::kCPU);
+  ProbeOptions po;  // a small, quick measurement: the store requires a compute rate
+  po.matmul_n = 128;
+  po.copy_mb = 4;
+  po.repeats = 1;
+  DeviceRecord dev = probe_device(torch::kCPU, po);
   ModelCampaignOptions opt;
   opt.campaign = "t";
   opt.bench = quick();

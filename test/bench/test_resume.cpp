@@ -44,7 +44,7 @@ pid_t spawn(const std::string& plan, const std::string& db) {
   if (pid == 0) {
     // Each sample lasts >= 5 ms, so a config takes ~0.1 s and the kill lands mid-campaign.
     execl(kBinary.c_str(), kBinary.c_str(), "bench", "layers", "--plan", plan.c_str(), "--db", db.c_str(),
-          "--campaign", "resume", "--threads", "1", "--no-probe", "--quiet", "--warmup", "1", "--repeats", "5",
+          "--campaign", "resume", "--threads", "1", "--quick-probe", "--quiet", "--warmup", "1", "--repeats", "5",
           "--min-sample-ms", "5", static_cast<char*>(nullptr));
     _exit(127);
   }

@@ -94,6 +94,7 @@ TrainOptions fast_options() {
   o.rounds = 40;
   o.max_depth = 6;
   o.min_rows = 4;
+  o.nthread = 1;  // tiny data: OpenMP fork/join would dominate on a busy 2-core CI VM
   return o;
 }
 
@@ -111,7 +112,7 @@ TEST(Xgb, TrainPredictSaveLoadRoundTrip) {
   }
   xgb::DMatrix dm(x.data(), 400, 2, y);
   xgb::Booster b;
-  b.set_params({{"max_depth", "6"}, {"eta", "0.3"}, {"objective", "reg:squarederror"}});
+  b.set_params({{"max_depth", "6"}, {"eta", "0.3"}, {"objective", "reg:squarederror"}, {"nthread", "1"}});
   b.train(dm, 60);
   EXPECT_EQ(b.num_features(), 2u);
   auto p = b.predict(dm);

@@ -91,6 +91,9 @@ struct Measurement {
   bool stable() const { return warm && stats.n > 0 && stats.cv <= unstable_cv_used; }
 };
 
+/// Throws Error naming the option when `o` is out of range.
+void check_timing_options(const TimingOptions& o);
+
 /// Times `fn` on `dev` by the method above. Exceptions from fn propagate.
 Measurement measure(const std::function<void()>& fn, const torch::Device& dev,
                     const TimingOptions& opt = {});
@@ -164,7 +167,8 @@ struct LayerCampaignOptions {
   TimingOptions timing;              ///< warm-up, repeats, launches, unstable threshold
   double mem_limit_gb = 0;           ///< configs whose estimate (2 x bytes of layer_cost) exceeds this are
                                      ///< recorded "oom" without running; 0 = no limit
-  bool probe = true;                 ///< measure the device (probe_device) when the store lacks its record
+  bool full_probe = true;            ///< when the store lacks the device: full probe_device (true) or a
+                                     ///< quick one (256^3 matmul, 16 MiB copy; false)
   bool progress = false;             ///< progress bar with ETA on stderr
 };
 

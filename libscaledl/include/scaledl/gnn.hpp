@@ -102,7 +102,8 @@ struct GnnTrainOptions {
   uint64_t seed = 0;               ///< seeds weights (torch::manual_seed), split and shuffling
   std::string loss = "mse-log";    ///< "mse-log": mean (log T_pred - log T)^2; "mre": mean |T_pred - T|/T
   std::string normalization = "minmax";  ///< "minmax" | "standard"
-  /// Called after each epoch with (epoch, train loss, validation MRE); may be empty.
+  /// Called after each epoch with (epoch, mean train loss, validation MRE or, without a
+  /// validation set, the mean train loss: the early-stopping criterion); may be empty.
   std::function<void(int64_t, double, double)> on_epoch;
 };
 

@@ -62,6 +62,7 @@ LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs,
   SCALEDL_CHECK(!opt.campaign.empty(), "--campaign must not be empty");
   SCALEDL_CHECK(opt.threads >= 0, "--threads={} must be >= 0", opt.threads);
   SCALEDL_CHECK(opt.mem_limit_gb >= 0, "--mem-limit-gb={} must be >= 0", opt.mem_limit_gb);
+  check_timing_options(opt.timing);
   const auto t0 = std::chrono::steady_clock::now();
   torch::Device dev = parse_device(opt.device);
   if (opt.threads > 0) at::set_num_threads(opt.threads);
@@ -70,7 +71,11 @@ LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs,
   // (and measure) it now.
   DeviceRecord rec = describe_device(dev);
   if (!store.device(rec.key())) {
-    if (opt.probe) rec = probe_device(dev);
+    ProbeOptions quick;
+    quick.matmul_n = 256;
+    quick.copy_mb = 16;
+    quick.repeats = 3;
+    rec = opt.full_probe ? probe_device(dev) : probe_device(dev, quick);
     store.put_device(rec);
   }
   LayerCampaignSummary sum;

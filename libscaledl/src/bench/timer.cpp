@@ -101,7 +101,9 @@ int launches_for(double per_launch_ms, const TimingOptions& o) {
   return static_cast<int>(std::clamp(n, 1.0, static_cast<double>(o.max_launches)));
 }
 
-void check_options(const TimingOptions& o) {
+}  // namespace
+
+void check_timing_options(const TimingOptions& o) {
   SCALEDL_CHECK(o.warmup_min >= 0, "--warmup={} must be >= 0", o.warmup_min);
   SCALEDL_CHECK(o.warmup_max >= o.warmup_min, "warmup_max={} must be >= --warmup={}", o.warmup_max,
                 o.warmup_min);
@@ -110,13 +112,11 @@ void check_options(const TimingOptions& o) {
   SCALEDL_CHECK(o.min_sample_ms > 0, "--min-sample-ms={} must be > 0", o.min_sample_ms);
   SCALEDL_CHECK(o.max_launches >= 1, "max_launches={} must be >= 1", o.max_launches);
   SCALEDL_CHECK(o.unstable_cv > 0, "--max-cv={} must be > 0", o.unstable_cv);
-  SCALEDL_CHECK(o.max_seconds > 0, "max_seconds={} must be > 0", o.max_seconds);
+  SCALEDL_CHECK(o.max_seconds > 0, "--max-seconds={} must be > 0", o.max_seconds);
 }
 
-}  // namespace
-
 Measurement measure(const std::function<void()>& fn, const torch::Device& dev, const TimingOptions& o) {
-  check_options(o);
+  check_timing_options(o);
   using clock = std::chrono::steady_clock;
   const auto begin = clock::now();
   auto elapsed_s = [&] { return std::chrono::duration<double>(clock::now() - begin).count(); };

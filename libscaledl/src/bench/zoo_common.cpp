@@ -385,6 +385,17 @@ std::shared_ptr<ZooModel> build_zoo_model(const ModelSpec& m, const TrainSetting
       case Family::DeiT: model = zoo_detail::build_vit(m, s); break;
     }
     SCALEDL_CHECK(model != nullptr, "model {}: family id {} is not in the zoo", m.name, static_cast<int>(m.family));
+    // Hugging Face initialisation (initializer_range 0.02): weight matrices and
+    // tables ~ N(0, 0.02), biases 0, norm scales 1. Keeps logits O(1), so FP16
+    // losses stay finite; the iteration's cost does not depend on the values.
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->named_parameters(/*recurse=*/true)) {
+        auto& t = p.value();
+        if (t.dim() >= 2) t.normal_(0.0, 0.02);
+        else if (p.key().find("norm") == std::string::npos) t.zero_();
+      }
+    }
     model->to(device, torch_dtype(s.dtype));
     model->train();
   } catch (const c10::Error& e) {

@@ -1,0 +1,87 @@
+// Speed of the per-layer predictors (docs/learn.md):
+//   BM_PredictBatch  rows/s of LayerPredictor::predict_batch (features + XGBoost
+//                    in-place prediction) on 1,000,000 linear rows; target >= 1M rows/s.
+//   BM_Features      rows/s of the feature computation alone.
+// The model is trained here on the committed NeuSight subset (datasets/neusight),
+// with the default TrainOptions, so the tree count and depth are the shipped ones.
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <random>
+
+#include "scaledl/layer_predictor.hpp"
+#include "scaledl/neusight.hpp"
+
+namespace fs = std::filesystem;
+using namespace scaledl;
+
+namespace {
+
+struct Fixture {
+  LayerPredictor predictor;
+  DeviceRecord dev;
+  std::vector<int64_t> dims;  // [rows, 4] linear dims
+  static constexpr size_t kRows = 1000000;
+};
+
+const Fixture& fixture() {
+  static Fixture* f = [] {
+    auto* fx = new Fixture;
+    const fs::path root = fs::path(SCALEDL_SOURCE_DIR) / "datasets" / "neusight";
+    const fs::path db = fs::temp_directory_path() / "scaledl_bench_learn.sqlite";
+    fs::remove(db);
+    {
+      Store store(db.string());
+      NeusightImportOptions o;
+      o.root = root.string();
+      import_neusight(o, store);
+    }
+    auto data = load_training_data({db.string()});
+    fx->predictor = LayerPredictor::train(data.rows, data.devices, TrainOptions{});
+    fx->dev = load_device_spec((root / "device_configs" / "NVIDIA_H100_80GB_HBM3.json").string());
+    std::mt19937_64 rng(1);
+    std::uniform_int_distribution<int64_t> d(1, 128);
+    fx->dims.resize(Fixture::kRows * 4);
+    for (size_t i = 0; i < Fixture::kRows; ++i) {
+      fx->dims[4 * i] = d(rng) * 64;
+      fx->dims[4 * i + 1] = d(rng) * 64;
+      fx->dims[4 * i + 2] = d(rng) * 64;
+      fx->dims[4 * i + 3] = 1;
+    }
+    return fx;
+  }();
+  return *f;
+}
+
+void BM_PredictBatch(benchmark::State& state) {
+  const Fixture& f = fixture();
+  const size_t rows = static_cast<size_t>(state.range(0));
+  std::vector<double> out(rows);
+  for (auto _ : state) {
+    f.predictor.predict_batch(LayerType::Linear, f.dims.data(), rows, DType::FP32, Direction::Forward, f.dev,
+                              out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+BENCHMARK(BM_PredictBatch)->Arg(1000)->Arg(1000000)->Unit(benchmark::kMillisecond)->UseRealTime()
+    ->Repetitions(3)->ReportAggregatesOnly(false);
+
+void BM_Features(benchmark::State& state) {
+  const Fixture& f = fixture();
+  const size_t rows = 100000;
+  const size_t nf = feature_count(LayerType::Linear);
+  std::vector<float> x(rows * nf);
+  for (auto _ : state) {
+    for (size_t i = 0; i < rows; ++i)
+      layer_features_unchecked(LayerType::Linear, &f.dims[4 * i], DType::FP32, Direction::Forward, f.dev, {},
+                               &x[i * nf]);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+BENCHMARK(BM_Features)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
