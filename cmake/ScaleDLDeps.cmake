@@ -2,6 +2,14 @@
 # LibTorch may instead come from a PyTorch install through -DTorch_DIR=...
 find_package(Threads REQUIRED)
 find_package(fmt REQUIRED)
+# LibTorch 2.x ships its own (newer) fmt headers on its include path. A TU that
+# sees those headers must not link Debian's libfmt.so.9: build fmt header-only then.
+option(SCALEDL_FMT_HEADER_ONLY "Use fmt header-only (set when LibTorch bundles another fmt)" OFF)
+if(SCALEDL_FMT_HEADER_ONLY)
+  set(SCALEDL_FMT_TARGET fmt::fmt-header-only)
+else()
+  set(SCALEDL_FMT_TARGET fmt::fmt)
+endif()
 find_package(nlohmann_json 3.9 REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(CLI11 REQUIRED)

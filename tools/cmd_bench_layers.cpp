@@ -5,6 +5,7 @@
 
 #include "command.hpp"
 #include "scaledl/bench.hpp"
+#include "scaledl/error.hpp"
 #include "scaledl/plan.hpp"
 #include "scaledl/store.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "command.hpp"
 #include "scaledl/bench.hpp"
+#include "scaledl/error.hpp"
 #include "scaledl/probe.hpp"
 #include "scaledl/store.hpp"
 
@@ -31,7 +32,7 @@ int run(const ProbeCmdOptions& o) {
     d = load_device_spec(o.spec);
   } else {
     torch::Device dev = parse_device(o.device);
-    if (o.threads > 0) at::set_num_threads(o.threads);
+    if (o.threads > 0) set_compute_threads(o.threads);
     ProbeOptions po;
     po.measure = !o.no_measure;
     d = probe_device(dev, po);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes layers-plan.json: the first CPU layer campaign (README.md here).
+"""Writes layers-plan.json: the first CPU layer campaign (layers-README.md here).
 
 Shapes resemble Transformer layers (tokens 64..2048, hidden 64..1024) but
 matmuls are capped at ~1.1 GFLOP forward so that the whole campaign runs in a

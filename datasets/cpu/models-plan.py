@@ -22,7 +22,7 @@ FAMILIES = {
     "vit":      ("../../models/vit-base.json", ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"), {}),
     "deit":     ("../../models/deit-tiny.json", ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"), {}),
 }
-PER_FAMILY = 7
+PER_FAMILY = 8
 
 configs = []
 for fam, (path, keys, extra) in FAMILIES.items():
@@ -39,11 +39,11 @@ for fam, (path, keys, extra) in FAMILIES.items():
         ov.update(extra)
         settings = {"batch": batch, "dtype": "fp32", "optimizer": opt}
         if fam in ("vit", "deit"):
-            img, patch = rng.choice([(32, 8), (64, 16), (64, 8)])
+            img, patch = rng.choice([(32, 8), (64, 16), (32, 4)])
             ov.update({"image_size": img, "patch_size": patch, "num_labels": 10})
             settings["image_size"] = img
         else:
-            ov["vocab_size"] = rng.choice([1000, 4000, 8000])
+            ov["vocab_size"] = rng.choice([500, 1000, 2000])
             settings["seq_len"] = seq
         if fam == "llama":
             ov["num_key_value_heads"] = rng.choice([k for k in (1, 2, heads) if heads % k == 0])

@@ -50,6 +50,11 @@ DeviceRecord describe_device(const torch::Device& dev);
 /// CUDA kernel of probe_cuda.cu.
 DeviceRecord probe_device(const torch::Device& dev, const ProbeOptions& opt = {});
 
+/// Sets the CPU compute threads (n >= 1): LibTorch's intra-op pool and, when
+/// LibTorch calls a pthread OpenBLAS (Debian's build), OpenBLAS's own pool,
+/// which at::set_num_threads does not reach.
+void set_compute_threads(int n);
+
 /// Measured FP32 matmul rate of an n x n x n torch::mm on dev, GFLOP/s.
 double measure_matmul_gflops(const torch::Device& dev, int64_t n, int repeats = 5);
 /// Measured copy bandwidth (read + write) of a `bytes` tensor copy on dev, GB/s.

@@ -65,7 +65,7 @@ LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs,
   check_timing_options(opt.timing);
   const auto t0 = std::chrono::steady_clock::now();
   torch::Device dev = parse_device(opt.device);
-  if (opt.threads > 0) at::set_num_threads(opt.threads);
+  if (opt.threads > 0) set_compute_threads(opt.threads);
 
   // The device row: reuse the store's record of this device, else describe
   // (and measure) it now.

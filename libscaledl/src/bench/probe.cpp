@@ -1,6 +1,7 @@
 // Device selection (parse_device, the one place) and the device probe.
 #include "scaledl/probe.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -30,6 +31,13 @@ torch::Device parse_device(const std::string& s, const std::string& key) {
   int n = static_cast<int>(torch::cuda::device_count());
   SCALEDL_CHECK(idx < n, "{}=\"{}\" but only {} GPU(s) are visible (cuda:0..cuda:{})", key, s, n, n - 1);
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(idx));
+}
+
+void set_compute_threads(int n) {
+  SCALEDL_CHECK(n >= 1, "--threads={} must be >= 1", n);
+  at::set_num_threads(n);
+  using SetThreads = void (*)(int);
+  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
 }
 
 // ---- spec sheet table --------------------------------------------------------

@@ -1,4 +1,5 @@
 // Graph refinement model, training, prediction and the weights file (see gnn.hpp).
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/gnn.hpp"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
 // Loading and validating benchmark plans (plan.hpp).
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/plan.hpp"
 
 #include <filesystem>

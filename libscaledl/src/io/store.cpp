@@ -1,3 +1,4 @@
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/store.hpp"
 
 #include <sqlite3.h>

@@ -4,6 +4,7 @@
 // a straightforward kernel performs per element (documented per type below).
 // Byte counts are per forward pass in the activation dtype; optimizer state is
 // FP32 as in PyTorch's optimizers.
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/layer_types.hpp"
 
 #include <array>

@@ -6,6 +6,7 @@
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig) with their defaults; docs/ir.md lists them.
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
 
 #include <cmath>

@@ -1,4 +1,5 @@
 // NeuSight artifact importer (see neusight.hpp for the shape mapping).
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/neusight.hpp"
 
 #include <algorithm>
