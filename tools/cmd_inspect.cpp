@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "model_args.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/layer_graph.hpp"
 #include "scaledl/model_spec.hpp"
@@ -15,15 +16,9 @@
 namespace {
 
 struct InspectOptions {
-  std::string model;       ///< path of a Hugging Face config.json
-  int64_t batch = 0;       ///< samples per iteration, >= 1 (0 = config/default 8)
-  int64_t seq = 0;         ///< tokens per sample for text models (0 = config/default 128)
-  int64_t image = 0;       ///< image side in pixels for vision models (0 = the config's)
-  std::string dtype;       ///< fp32|tf32|bf16|fp16 ("" = config/default fp32)
-  std::string optimizer;   ///< sgd|adam|adamw ("" = config/default adamw)
-  bool no_optimizer = false;  ///< leave out the optimizer step
-  bool json = false;       ///< print the graph JSON instead of the table
-  std::string dot;         ///< write Graphviz here when set
+  scaledl::cli::ModelArgs args;  ///< model config and training settings
+  bool json = false;             ///< print the graph JSON instead of the table
+  std::string dot;               ///< write Graphviz here when set
 };
 
 std::string dims_str(const scaledl::LayerNode& n) {
@@ -42,16 +37,7 @@ std::string human(double v) {
 
 int run(const InspectOptions& o) {
   using namespace scaledl;
-  json config = read_json_file(o.model);
-  ModelSpec m = parse_model_config(config, o.model);
-  m.name = std::filesystem::path(o.model).stem().string();
-  TrainSettings s = settings_from_config(config, o.model);
-  if (o.batch) s.batch = o.batch;
-  if (o.seq) s.seq_len = o.seq;
-  if (o.image) s.image_size = o.image;
-  if (!o.dtype.empty()) s.dtype = parse_dtype(o.dtype, "--dtype");
-  if (!o.optimizer.empty()) s.optimizer = parse_optimizer(o.optimizer, "--optimizer");
-  if (o.no_optimizer) s.optimizer_step = false;
+  auto [m, s] = o.args.load();
   LayerGraph g = build_layer_graph(m, s);
   if (!o.dot.empty()) write_text_file_atomic(o.dot, g.to_dot());
   if (o.json) {
@@ -83,18 +69,7 @@ int run(const InspectOptions& o) {
 scaledl::cli::Registrar reg({"inspect"}, "Print the layer graph of one training iteration of a model config",
                             [](CLI::App& app) {
                               auto o = std::make_shared<InspectOptions>();
-                              app.add_option("model", o->model, "Hugging Face config.json (models/*.json)")
-                                  ->required();
-                              app.add_option("--batch", o->batch, "samples per iteration (default 8)")
-                                  ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-                              auto seq = app.add_option("--seq", o->seq, "tokens per sample, text models (default 128)")
-                                             ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-                              auto img = app.add_option("--image", o->image, "image side in pixels, vision models")
-                                             ->check(CLI::Range(int64_t(1), int64_t(1) << 16));
-                              seq->excludes(img);
-                              app.add_option("--dtype", o->dtype, "fp32, tf32, bf16 or fp16 (default fp32)");
-                              app.add_option("--optimizer", o->optimizer, "sgd, adam or adamw (default adamw)");
-                              app.add_flag("--no-optimizer", o->no_optimizer, "leave out the optimizer step");
+                              o->args.add_to(app);
                               app.add_flag("--json", o->json, "print the graph as JSON");
                               app.add_option("--dot", o->dot, "write the graph as Graphviz dot to this file");
                               return [o] { return run(*o); };

@@ -28,23 +28,6 @@ struct TrainGraphOptions {
   scaledl::GnnTrainOptions train;
 };
 
-scaledl::CommModel read_comm(const std::string& path) {
-  const auto j = scaledl::read_json_file(path);
-  if (j.is_object() && j.contains("allreduce")) {
-    SCALEDL_CHECK(j["allreduce"].is_array(), "{}: allreduce must be an array of {{bytes, devices, seconds}}", path);
-    std::vector<scaledl::AllReduceSample> s;
-    for (size_t i = 0; i < j["allreduce"].size(); ++i) {
-      const auto& r = j["allreduce"][i];
-      const std::string ctx = fmt::format("{}: allreduce[{}]", path, i);
-      s.push_back({scaledl::get_num_or(r, "bytes", ctx, 0, 1e18, NAN),
-                   scaledl::get_int(r, "devices", ctx, 2, 1 << 20),
-                   scaledl::get_num_or(r, "seconds", ctx, 0, 1e6, NAN)});
-    }
-    return scaledl::fit_comm_model(s);
-  }
-  return scaledl::CommModel::from_json(j, path);
-}
-
 scaledl::cli::Registrar reg(
     {"train", "graph"}, "Train the graph refinement (TransformerConv or ANEE) on whole-model runs",
     [](CLI::App& app) {
@@ -80,7 +63,7 @@ scaledl::cli::Registrar reg(
         torch::set_num_threads(o->threads);
         const scaledl::LayerPredictor lp = scaledl::LayerPredictor::load(o->layers);
         scaledl::CommModel comm;
-        if (!o->comm.empty()) comm = read_comm(o->comm);
+        if (!o->comm.empty()) comm = scaledl::load_comm_model(o->comm);
 
         std::vector<scaledl::GraphFeatures> graphs;
         for (const auto& db : o->dbs) {

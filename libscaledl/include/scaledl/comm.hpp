@@ -44,6 +44,11 @@ struct CommModel {
 /// index and field), or the data do not determine B (e.g. one message size).
 CommModel fit_comm_model(const std::vector<AllReduceSample>& samples);
 
+/// Reads a calibration file: either the fitted constants {"bandwidth_Bps", "gamma_s"}
+/// or measured samples {"allreduce": [{"bytes", "devices", "seconds"}, ...]} that
+/// are fitted with fit_comm_model. Throws naming the file and the key.
+CommModel load_comm_model(const std::string& path);
+
 /// Gradient bytes S of one all-reduce: parameters x bytes per element.
 double gradient_bytes(double params, int bytes_per_element);
 

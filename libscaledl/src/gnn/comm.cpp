@@ -73,4 +73,20 @@ double gradient_bytes(double params, int bytes_per_element) {
   return params * bytes_per_element;
 }
 
+CommModel load_comm_model(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
+  if (j.is_object() && j.contains("allreduce")) {
+    SCALEDL_CHECK(j["allreduce"].is_array(), "{}: allreduce must be an array of {{bytes, devices, seconds}}", path);
+    std::vector<AllReduceSample> s;
+    for (size_t i = 0; i < j["allreduce"].size(); ++i) {
+      const auto& r = j["allreduce"][i];
+      const std::string ctx = fmt::format("{}: allreduce[{}]", path, i);
+      s.push_back({get_num_or(r, "bytes", ctx, 0, 1e18, NAN), get_int(r, "devices", ctx, 2, 1 << 20),
+                   get_num_or(r, "seconds", ctx, 0, 1e6, NAN)});
+    }
+    return fit_comm_model(s);
+  }
+  return CommModel::from_json(j, path);
+}
+
 }  // namespace scaledl

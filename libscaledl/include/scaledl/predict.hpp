@@ -1,0 +1,42 @@
+#pragma once
+// End-to-end prediction (ScaleDL Algorithm 1):
+//   Stage 1  t_l = phi_l(h) for every node of the layer graph; T_sum = sum t_l  (eq. 6-7)
+//   Stage 2  T_comm of the gradient all-reduce over N devices                   (eq. 15)
+//   Stage 3  (alpha, beta) = Omega(G, v, e, Z) from the graph refinement         (eq. 3, 14)
+//   Final    T_iter = alpha*T_sum + beta*T_comm, T_epoch = I * T_iter             (eq. 1-2)
+// Without a graph model, alpha = beta = 1 (the additive baseline).
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/comm.hpp"
+#include "scaledl/device.hpp"
+#include "scaledl/layer_graph.hpp"
+
+namespace scaledl {
+
+class LayerPredictor;
+class GraphPredictor;
+
+struct IterationPrediction {
+  double t_sum_ms = 0;           ///< T_sum, ms (eq. 6)
+  double t_comm_ms = 0;          ///< T_comm, ms (eq. 15); 0 on one device
+  double alpha = 1, beta = 1;    ///< refinement factors (1, 1 without a graph model)
+  double t_iter_ms = 0;          ///< T_iter = alpha*T_sum + beta*T_comm, ms (eq. 2)
+  bool refined = false;          ///< a graph model produced alpha and beta
+  int64_t fallback_nodes = 0;    ///< nodes predicted by the roofline fallback (no layer model)
+  std::map<std::string, double> by_type_ms;  ///< T_sum split by "type.dir", ms
+
+  nlohmann::json to_json() const;
+};
+
+/// Predicts one iteration of `g` on `dev`. `graph` may be null (no refinement).
+IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev, const LayerPredictor& layers,
+                                      const GraphPredictor* graph, const CommModel& comm);
+
+/// Iterations per epoch I for `samples` training samples: ceil(samples / (batch * num_devices)).
+int64_t iterations_per_epoch(int64_t samples, const TrainSettings& s);
+
+}  // namespace scaledl

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Downloads the Debian packages ScaleDL needs besides LibTorch and unpacks them
+# into .deps/root (ignored by git), for a GPU machine that has PyTorch but no
+# package registry. scripts/gpu_campaign.sh sources .deps/gpu_env.sh there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .deps/debs .deps/root
+(cd .deps/debs && apt-get download libxgboost0 libxgboost-dev xgboost libfmt9 libfmt-dev nlohmann-json3-dev \
+   libeigen3-dev libcli11-dev libsqlite3-dev libsqlite3-0 libgtest-dev libgmock-dev)
+for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
+cat > .deps/gpu_env.sh <<'ENV'
+# Source on the GPU machine: points CMake at the carried Debian packages and at PyTorch's LibTorch.
+D=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/root
+export CMAKE_PREFIX_PATH="$D/usr:$D/usr/lib/x86_64-linux-gnu/cmake:$D/usr/share:$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
+export LD_LIBRARY_PATH="$D/usr/lib/x86_64-linux-gnu:$(python3 -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))'):${LD_LIBRARY_PATH:-}"
+export CPATH="$D/usr/include:${CPATH:-}"
+ENV
+echo "fetch_gpu_deps: .deps/root ready ($(du -sh .deps/root | cut -f1))"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The H100 campaign, as run on the lent GPU machine (device tool, see docs/bench.md):
+# builds ScaleDL against PyTorch's LibTorch 2.x + CUDA with the Debian packages
+# carried in .deps/ (scripts/fetch_gpu_deps.sh), runs the GPU tests, probes the GPU
+# and runs the layer and model plans of datasets/h100/. Results go to $OUT.
+#   OUT=/tmp/out scripts/gpu_campaign.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?set OUT to the result folder}
+source .deps/gpu_env.sh
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.txt"
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCALEDL_CUDA=ON -DSCALEDL_FMT_HEADER_ONLY=ON \
+      -DSCALEDL_BUILD_TESTS=ON -DSCALEDL_BUILD_BENCH=OFF > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build build-gpu -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+B=build-gpu/tools/scaledl
+timeout 120 build-gpu/test/test_bench > "$OUT/test_bench.log" 2>&1; echo "test_bench rc=$? $(tail -1 "$OUT/test_bench.log")"
+$B probe --device cuda --json --db "$OUT/h100.sqlite" > "$OUT/probe.json" && cat "$OUT/probe.json" | head -30
+timeout ${LAYERS_S:-170} $B bench layers --plan datasets/h100/layers-plan.json --db "$OUT/h100.sqlite" \
+    --device cuda --campaign h100-dopt --repeats 20 --min-sample-ms 2 --quick-probe 2>&1 | tail -3
+timeout 60 $B bench layers --plan datasets/cpu/layers-plan.json --db "$OUT/h100.sqlite" \
+    --device cuda --campaign h100-tiny --repeats 20 --min-sample-ms 2 --quick-probe 2>&1 | tail -3
+timeout ${MODELS_S:-200} $B bench models --plan datasets/h100/models-plan.json --db "$OUT/h100.sqlite" \
+    --device cuda --campaign h100-models --repeats 10 2>&1 | tail -3
+$B db info --db "$OUT/h100.sqlite"
+echo "total: $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,54 @@
+#pragma once
+// The model + training-settings flags shared by `inspect` and `predict`:
+// MODEL.json, then the config's optional "scaledl" settings object, then flags.
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+
+#include "scaledl/json_util.hpp"
+#include "scaledl/model_spec.hpp"
+
+namespace scaledl::cli {
+
+struct ModelArgs {
+  std::string model;          ///< path of a Hugging Face config.json
+  int64_t batch = 0;          ///< samples per iteration per device, >= 1 (0 = config/default 8)
+  int64_t seq = 0;            ///< tokens per sample for text models (0 = config/default 128)
+  int64_t image = 0;          ///< image side in pixels for vision models (0 = the config's)
+  std::string dtype;          ///< fp32|tf32|bf16|fp16 ("" = config/default fp32)
+  std::string optimizer;      ///< sgd|adam|adamw ("" = config/default adamw)
+  bool no_optimizer = false;  ///< leave out the optimizer step
+
+  void add_to(CLI::App& app) {
+    app.add_option("model", model, "Hugging Face config.json")->required();
+    app.add_option("--batch", batch, "samples per iteration per device (default 8)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+    auto* seq_opt = app.add_option("--seq", seq, "tokens per sample, text models (default 128)")
+                        ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+    app.add_option("--image", image, "image side in pixels, vision models")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+        ->excludes(seq_opt);
+    app.add_option("--dtype", dtype, "fp32, tf32, bf16 or fp16 (default fp32)");
+    app.add_option("--optimizer", optimizer, "sgd, adam or adamw (default adamw)");
+    app.add_flag("--no-optimizer", no_optimizer, "leave out the optimizer step");
+  }
+
+  /// Parses and validates the config, then applies the flags on top of its settings.
+  std::pair<ModelSpec, TrainSettings> load() const {
+    json config = read_json_file(model);
+    ModelSpec m = parse_model_config(config, model);
+    m.name = std::filesystem::path(model).stem().string();
+    TrainSettings s = settings_from_config(config, model);
+    if (batch) s.batch = batch;
+    if (seq) s.seq_len = seq;
+    if (image) s.image_size = image;
+    if (!dtype.empty()) s.dtype = parse_dtype(dtype, "--dtype");
+    if (!optimizer.empty()) s.optimizer = parse_optimizer(optimizer, "--optimizer");
+    if (no_optimizer) s.optimizer_step = false;
+    return {m, s};
+  }
+};
+
+}  // namespace scaledl::cli
