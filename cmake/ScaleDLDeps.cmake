@@ -28,4 +28,12 @@ find_package(Torch REQUIRED)
 # TorchConfig appends its own flags to CMAKE_CXX_FLAGS (e.g. -D_GLIBCXX_USE_CXX11_ABI);
 # keep them global so that every TU agrees on the ABI.
 set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} ${TORCH_CXX_FLAGS}")
-message(STATUS "ScaleDL: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+# Debian's LibTorch is CPU-only (its c10/cuda headers are incomplete); PyTorch's
+# CUDA builds export c10_cuda. Code that needs LibTorch's CUDA internals checks
+# SCALEDL_TORCH_CUDA, not just whether nvcc was found.
+if(TARGET c10_cuda OR TARGET torch_cuda)
+  set(SCALEDL_TORCH_CUDA ON)
+else()
+  set(SCALEDL_TORCH_CUDA OFF)
+endif()
+message(STATUS "ScaleDL: LibTorch ${Torch_VERSION} from ${Torch_DIR} (CUDA: ${SCALEDL_TORCH_CUDA})")

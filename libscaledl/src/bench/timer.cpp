@@ -10,7 +10,7 @@
 #include "scaledl/bench.hpp"
 #include "scaledl/error.hpp"
 
-#if defined(SCALEDL_HAVE_CUDA) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#if defined(SCALEDL_TORCH_CUDA)  // LibTorch built with CUDA (not just nvcc present)
 #include <c10/cuda/CUDACachingAllocator.h>
 #define SCALEDL_HAVE_CACHING_ALLOCATOR 1
 #endif
