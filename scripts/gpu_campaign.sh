@@ -17,11 +17,11 @@ echo "build: $(( $(date +%s) - t0 )) s"
 B=build-gpu/tools/scaledl
 timeout 120 build-gpu/test/test_bench > "$OUT/test_bench.log" 2>&1; echo "test_bench rc=$? $(tail -1 "$OUT/test_bench.log")"
 $B probe --device cuda --json --db "$OUT/h100.sqlite" > "$OUT/probe.json" && cat "$OUT/probe.json" | head -30
-timeout ${LAYERS_S:-170} $B bench layers --plan datasets/h100/layers-plan.json --db "$OUT/h100.sqlite" \
+timeout ${LAYERS_S:-130} $B bench layers --plan datasets/h100/layers-plan.json --db "$OUT/h100.sqlite" \
     --device cuda --campaign h100-dopt --repeats 20 --min-sample-ms 2 --quick-probe 2>&1 | tail -3
-timeout 60 $B bench layers --plan datasets/cpu/layers-plan.json --db "$OUT/h100.sqlite" \
+timeout 45 $B bench layers --plan datasets/cpu/layers-plan.json --db "$OUT/h100.sqlite" \
     --device cuda --campaign h100-tiny --repeats 20 --min-sample-ms 2 --quick-probe 2>&1 | tail -3
-timeout ${MODELS_S:-200} $B bench models --plan datasets/h100/models-plan.json --db "$OUT/h100.sqlite" \
+timeout ${MODELS_S:-210} $B bench models --plan datasets/h100/models-plan.json --db "$OUT/h100.sqlite" \
     --device cuda --campaign h100-models --repeats 10 2>&1 | tail -3
 $B db info --db "$OUT/h100.sqlite"
 echo "total: $(( $(date +%s) - t0 )) s"
