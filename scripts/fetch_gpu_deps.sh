@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .deps/debs .deps/root
-(cd .deps/debs && apt-get download libxgboost0 libxgboost-dev xgboost libfmt9 libfmt-dev nlohmann-json3-dev \
+(cd .deps/debs && apt-get download libxgboost0 libxgboost-dev xgboost libfmt9 libfmt-dev nlohmann-json3-dev libdmlc0 \
    libeigen3-dev libcli11-dev libsqlite3-dev libsqlite3-0 libgtest-dev libgmock-dev)
 for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
 cat > .deps/gpu_env.sh <<'ENV'

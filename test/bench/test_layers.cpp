@@ -106,8 +106,9 @@ TEST(LayerBench, FailuresAreClassified) {
   auto e = classify([] { throw std::runtime_error("mat1 and mat2 shapes cannot be multiplied\nmore"); });
   EXPECT_EQ(e.status, "error");
   EXPECT_EQ(e.reason, "mat1 and mat2 shapes cannot be multiplied");  // one line
-  // A real allocation failure inside LibTorch (4 TiB on a machine with far less).
-  auto big = classify([] { (void)torch::empty({int64_t(1) << 40}, torch::kFloat); });
+  // A real allocation failure inside LibTorch: 2^46 floats = 256 TiB is more than the
+  // 128 TiB x86-64 user address space, so it fails even where memory is overcommitted.
+  auto big = classify([] { (void)torch::empty({int64_t(1) << 46}, torch::kFloat); });
   EXPECT_EQ(big.status, "oom") << big.reason;
 }
 
@@ -115,8 +116,9 @@ TEST(LayerCampaign, FailingConfigIsRecordedAndTheCampaignGoesOn) {
   Store store(temp_db("campaign_oom.sqlite"));
   std::vector<LayerConfig> cs;
   cs.push_back({LayerType::ReLU, {256}, DType::FP32});
-  // x alone is tokens*d_in*4 bytes = 4 TiB: the allocation throws.
-  cs.push_back({LayerType::Linear, {int64_t(1) << 20, int64_t(1) << 20, 8, 0}, DType::FP32});
+  // x alone is tokens*d_in*4 bytes = 512 TiB, beyond the 128 TiB x86-64 user address
+  // space: the allocation throws even on a machine that overcommits memory.
+  cs.push_back({LayerType::Linear, {int64_t(1) << 27, int64_t(1) << 20, 8, 0}, DType::FP32});
   cs.push_back({LayerType::Add, {256}, DType::FP32});
   LayerCampaignOptions o;
   o.campaign = "t";
