@@ -1,6 +1,8 @@
 // End-to-end checks of the bench CLI commands on the built `scaledl` binary:
 // bench layers -> db info/export, probe, and one-line errors for bad input.
 #include <gtest/gtest.h>
+
+#include "cli_util.hpp"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,23 +16,8 @@ namespace {
 
 const std::string kBinary = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
 
-struct Result {
-  int rc = -1;
-  std::string out;  ///< stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  Result r;
-  std::string cmd = kBinary + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = scaledl::test::CliResult;
+Result run(const std::string& args) { return scaledl::test::run_cli(args); }
 
 std::string temp(const std::string& name) {
   std::string p = testing::TempDir() + "/" + name;

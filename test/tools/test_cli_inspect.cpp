@@ -9,25 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.hpp"
+
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;  ///< stdout and stderr together
-};
-
-Result run_cli(const std::string& args) {
-  const std::string cmd = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = scaledl::test::CliResult;
+using scaledl::test::run_cli;
 
 std::string model(const std::string& name) { return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json"; }
 
@@ -40,7 +27,7 @@ nlohmann::json load(const std::string& name) {
 
 TEST(CliInspect, BertBaseJsonReportsPublishedParams) {
   Result r = run_cli("inspect " + model("bert-base") + " --json");
-  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_EQ(r.rc, 0) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["params"].get<double>() / 109482240.0, 1.0, 0.005);
   EXPECT_GT(j["layers"].size(), 100u);
@@ -52,7 +39,7 @@ TEST(CliInspect, BertBaseJsonReportsPublishedParams) {
 TEST(CliInspect, TableOptionsAndDot) {
   const std::string dot = testing::TempDir() + "/vit.dot";
   Result r = run_cli("inspect " + model("vit-base") + " --batch 2 --image 384 --dtype fp16 --no-optimizer --dot " + dot);
-  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("embed.patch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/sample 577"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("params 86567656"), std::string::npos) << r.out;
@@ -63,7 +50,7 @@ TEST(CliInspect, TableOptionsAndDot) {
   EXPECT_EQ(first.rfind("digraph", 0), 0u) << first;
 
   Result t5 = run_cli("inspect " + model("t5-small") + " --json --batch 1 --seq 32 --optimizer sgd");
-  ASSERT_EQ(t5.status, 0) << t5.out;
+  ASSERT_EQ(t5.rc, 0) << t5.out;
   nlohmann::json j = nlohmann::json::parse(t5.out);
   EXPECT_EQ(j["params"].get<double>(), 60506624.0);
   EXPECT_EQ(j["layers"].back()["name"], "optim.step");
@@ -114,7 +101,7 @@ TEST(CliInspect, RefusesInvalidConfigs) {
       }
     }
     Result r = run_cli("inspect " + path);
-    EXPECT_EQ(r.status, 1) << c.base << " + " << c.patch << ": " << r.out;
+    EXPECT_EQ(r.rc, 1) << c.base << " + " << c.patch << ": " << r.out;
     EXPECT_EQ(r.out.rfind("scaledl: error: ", 0), 0u) << r.out;
     EXPECT_NE(r.out.find(c.needle), std::string::npos)
         << c.base << " + " << c.patch << " -> " << r.out << " (expected \"" << c.needle << "\")";
@@ -124,15 +111,15 @@ TEST(CliInspect, RefusesInvalidConfigs) {
 
 TEST(CliInspect, RefusesBadSettingsOnTheCommandLine) {
   Result r = run_cli("inspect " + model("bert-base") + " --seq 1024");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.out.find("settings.seq_len=1024"), std::string::npos) << r.out;
   Result d = run_cli("inspect " + model("gpt2") + " --dtype fp64");
-  EXPECT_EQ(d.status, 1);
+  EXPECT_EQ(d.rc, 1);
   EXPECT_NE(d.out.find("--dtype=\"fp64\""), std::string::npos) << d.out;
   Result v = run_cli("inspect " + model("vit-base") + " --image 230");
-  EXPECT_EQ(v.status, 1);
+  EXPECT_EQ(v.rc, 1);
   EXPECT_NE(v.out.find("settings.image_size=230"), std::string::npos) << v.out;
   Result missing = run_cli("inspect /nonexistent/model.json");
-  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.rc, 1);
   EXPECT_NE(missing.out.find("/nonexistent/model.json: cannot open file"), std::string::npos) << missing.out;
 }
