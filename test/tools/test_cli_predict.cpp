@@ -22,7 +22,7 @@ class CliPredict : public testing::Test {
   static void SetUpTestSuite() {
     dir_ = testing::TempDir() + "/predict_layers";
     std::filesystem::remove_all(dir_);
-    auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ + " --folds 0");
+    auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ + " --folds 0 --nthread 1");
     ASSERT_EQ(r.rc, 0) << r.out;
   }
   static std::string base() {
