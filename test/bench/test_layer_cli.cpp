@@ -2,6 +2,8 @@
 // bench layers -> db info/export, probe, and one-line errors for bad input.
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include "cli_util.hpp"
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,11 +21,7 @@ const std::string kBinary = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
 using Result = scaledl::test::CliResult;
 Result run(const std::string& args) { return scaledl::test::run_cli(args); }
 
-std::string temp(const std::string& name) {
-  std::string p = testing::TempDir() + "/" + name;
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
-  return p;
-}
+std::string temp(const std::string& name) { return scaledl::test::fresh_store_path(name); }
 
 size_t lines(const std::string& s) {
   size_t n = 0;

@@ -3,6 +3,8 @@
 // campaign goes on.
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -39,11 +41,7 @@ const std::map<LayerType, std::vector<int64_t>>& tiny() {
   return t;
 }
 
-std::string temp_db(const std::string& name) {
-  std::string p = testing::TempDir() + "/" + name;
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
-  return p;
-}
+std::string temp_db(const std::string& name) { return scaledl::test::fresh_store_path(name); }
 
 }  // namespace
 

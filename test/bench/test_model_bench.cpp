@@ -1,6 +1,8 @@
 // Whole-iteration model benchmarks and resumable model campaigns (tiny configs, CPU).
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -36,11 +38,7 @@ ModelBenchOptions quick() {
   return o;
 }
 
-std::string temp_db(const std::string& name) {
-  std::string p = testing::TempDir() + "/" + name;
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
-  return p;
-}
+std::string temp_db(const std::string& name) { return scaledl::test::fresh_store_path(name); }
 
 }  // namespace
 

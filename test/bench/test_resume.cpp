@@ -2,6 +2,8 @@
 // mid-campaign, rerun, and must end with exactly the rows of an uninterrupted
 // run (same config keys, no duplicates).
 #include <gtest/gtest.h>
+
+#include "test_util.hpp"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,11 +23,7 @@ namespace {
 
 const std::string kBinary = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
 
-std::string temp(const std::string& name) {
-  std::string p = testing::TempDir() + "/" + name;
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
-  return p;
-}
+std::string temp(const std::string& name) { return scaledl::test::fresh_store_path(name); }
 
 /// 30 tiny configs of several types (distinct keys).
 std::string write_plan() {

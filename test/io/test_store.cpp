@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <cstdio>
 #include <fstream>
 
@@ -9,13 +11,7 @@
 using namespace scaledl;
 
 namespace {
-std::string temp_path(const std::string& name) {
-  std::string p = testing::TempDir() + "/" + name;
-  std::remove(p.c_str());
-  std::remove((p + "-wal").c_str());
-  std::remove((p + "-shm").c_str());
-  return p;
-}
+std::string temp_path(const std::string& name) { return scaledl::test::fresh_store_path(name); }
 
 LayerMeasurement linear_row(int64_t tokens, double ms) {
   LayerMeasurement m;

@@ -1,6 +1,8 @@
 // Store::info(): counts and per-(campaign, device, status) groups with CV spread.
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <cstdio>
 
 #include "scaledl/store.hpp"
@@ -8,8 +10,7 @@
 using namespace scaledl;
 
 TEST(StoreInfo, GroupsRowsByCampaignDeviceStatusWithCvSpread) {
-  std::string p = testing::TempDir() + "/info.sqlite";
-  for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
+  std::string p = scaledl::test::fresh_store_path("info.sqlite");
   Store s(p);
   auto row = [](int64_t n, const char* status, std::vector<double> fwd) {
     LayerMeasurement m;
