@@ -2,6 +2,8 @@
 // `scaledl predict` with and without a graph model, and its bad-input paths.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -20,7 +22,8 @@ const std::string kSrc = SCALEDL_SOURCE_DIR;
 class CliPredict : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::TempDir() + "/predict_layers";
+    // One directory per process: ctest -j runs each test of this suite in its own process.
+    dir_ = testing::TempDir() + "/predict_layers_" + std::to_string(getpid());
     std::filesystem::remove_all(dir_);
     auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ + " --folds 0 --nthread 1");
     ASSERT_EQ(r.rc, 0) << r.out;
@@ -61,7 +64,7 @@ TEST_F(CliPredict, BiggerBatchTakesLonger) {
 }
 
 TEST_F(CliPredict, DataParallelUsesTheCalibratedAllReduce) {
-  const std::string comm = testing::TempDir() + "/comm.json";
+  const std::string comm = testing::TempDir() + "/comm_" + std::to_string(getpid()) + ".json";
   std::ofstream(comm) << R"({"bandwidth_Bps": 1e10, "gamma_s": 1e-5})";
   auto r = run_cli(base() + " --devices 4 --comm " + comm + " --json");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -75,9 +78,9 @@ TEST_F(CliPredict, BadInputsGiveOneErrorLine) {
   struct Case {
     std::string args, expect;
   };
-  const std::string bad_json = testing::TempDir() + "/bad_device.json";
+  const std::string bad_json = testing::TempDir() + "/bad_device_" + std::to_string(getpid()) + ".json";
   std::ofstream(bad_json) << "{\"name\": \"x\", ";
-  const std::string empty_dir = testing::TempDir() + "/empty_layers";
+  const std::string empty_dir = testing::TempDir() + "/empty_layers_" + std::to_string(getpid());
   std::filesystem::create_directories(empty_dir);
   const std::string model = kSrc + "/models/gpt2.json --layers " + dir_;
   const Case cases[] = {
