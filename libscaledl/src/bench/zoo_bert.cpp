@@ -16,12 +16,7 @@ class Bert : public ZooModel {
     if (m.type_vocab_size > 0)
       token_type = register_module("token_type", torch::nn::Embedding(m.type_vocab_size, m.hidden));
     embed_norm = register_module("embed_norm", Norm(m.hidden, NormKind::LayerNorm, 1e-12));
-    auto bo = block_options(m);
-    bo.norm_eps = 1e-12;
-    for (int64_t i = 0; i < m.num_layers; ++i)
-      blocks.push_back(register_module("block" + std::to_string(i), Block(bo)));
-    if (m.final_norm) final_norm = register_module("final_norm", Norm(m.hidden, m.norm, 1e-12));
-    if (m.pooler) pooler = register_module("pooler", torch::nn::Linear(m.hidden, m.hidden));
+    enc.build(*this, m);
     if (m.lm_head) {
       lm_transform = register_module("lm_transform", torch::nn::Linear(m.hidden, m.hidden));
       lm_norm = register_module("lm_norm", Norm(m.hidden, NormKind::LayerNorm, 1e-12));
@@ -54,9 +49,7 @@ class Bert : public ZooModel {
     });
     x = node(probe, "embed.norm", [&] { return embed_norm(x); });
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, is_training());
-    for (size_t i = 0; i < blocks.size(); ++i)
-      x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), Rope{});
-    if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
+    x = enc.forward(x, probe);
     if (m.lm_head) {
       // BertOnlyMLMHead: transform (dense), act, LayerNorm, decoder (tied) + vocab bias.
       auto h = node(probe, "head.transform", [&] { return lm_transform(x); });
@@ -69,8 +62,8 @@ class Bert : public ZooModel {
       return loss_node(probe, logits.reshape({-1, m.vocab_size}), b.labels.reshape({-1}));
     }
     Tensor h = x.select(1, 0);  // [CLS] [B, d]
-    if (!pooler.is_empty()) {
-      h = node(probe, "head.pooler", [&] { return torch::tanh(pooler(h)); });  // tanh folded into the node
+    if (!enc.pooler.is_empty()) {
+      h = enc.pool(h, probe);
       h = dropout_node(probe, "head.dropout", h, m.dropout, is_training());
     }
     if (!classifier.is_empty()) {
@@ -82,9 +75,9 @@ class Bert : public ZooModel {
   }
 
   torch::nn::Embedding word{nullptr}, position{nullptr}, token_type{nullptr};
-  Norm embed_norm{nullptr}, final_norm{nullptr}, lm_norm{nullptr};
-  std::vector<Block> blocks;
-  torch::nn::Linear pooler{nullptr}, classifier{nullptr}, lm_transform{nullptr}, lm_decoder{nullptr};
+  Norm embed_norm{nullptr}, lm_norm{nullptr};
+  EncoderStack enc;
+  torch::nn::Linear classifier{nullptr}, lm_transform{nullptr}, lm_decoder{nullptr};
   Tensor lm_bias;
 };
 

@@ -112,6 +112,36 @@ TORCH_MODULE(Block);
 /// Builds block options from the spec (self-attention only; callers set causal/cross).
 BlockOptions block_options(const ModelSpec& m);
 
+/// The encoder stack shared by BERT and ViT/DeiT: num_layers blocks (LayerNorm
+/// eps 1e-12 as in HF BertLayer/ViTLayer), an optional final norm and an optional
+/// pooler (dense + tanh on the first token). Submodules are registered on `owner`.
+struct EncoderStack {
+  std::vector<Block> blocks;
+  Norm final_norm{nullptr};
+  torch::nn::Linear pooler{nullptr};
+
+  void build(torch::nn::Module& owner, const ModelSpec& m) {
+    auto bo = block_options(m);
+    bo.norm_eps = 1e-12;
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      blocks.push_back(owner.register_module("block" + std::to_string(i), Block(bo)));
+    if (m.final_norm) final_norm = owner.register_module("final_norm", Norm(m.hidden, m.norm, 1e-12));
+    if (m.pooler) pooler = owner.register_module("pooler", torch::nn::Linear(m.hidden, m.hidden));
+  }
+  /// Blocks then final norm: nodes encoder.<i>.* and head.norm. x [B, T, d].
+  Tensor forward(Tensor x, NodeProbe* probe) {
+    for (size_t i = 0; i < blocks.size(); ++i)
+      x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), Rope{});
+    if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
+    return x;
+  }
+  /// Pooler on the first-token features h [B, d] (tanh folded into node head.pooler); h itself without one.
+  Tensor pool(const Tensor& h, NodeProbe* probe) {
+    if (pooler.is_empty()) return h;
+    return node(probe, "head.pooler", [&] { return torch::tanh(pooler(h)); });
+  }
+};
+
 /// Cross-entropy loss node "head.loss" over logits [N, C] (computed in FP32) and labels [N].
 Tensor loss_node(NodeProbe* probe, const Tensor& logits, const Tensor& labels);
 

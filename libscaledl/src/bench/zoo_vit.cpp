@@ -24,12 +24,7 @@ class ViT : public ZooModel {
     tokens = register_parameter("tokens", torch::zeros({1, specials, m.hidden}));
     const int64_t grid = m.image_size / m.patch_size;
     position = register_parameter("position", torch::zeros({1, grid * grid + specials, m.hidden}));
-    auto bo = block_options(m);
-    bo.norm_eps = 1e-12;
-    for (int64_t i = 0; i < m.num_layers; ++i)
-      blocks.push_back(register_module("block" + std::to_string(i), Block(bo)));
-    if (m.final_norm) final_norm = register_module("final_norm", Norm(m.hidden, m.norm, 1e-12));
-    if (m.pooler) pooler = register_module("pooler", torch::nn::Linear(m.hidden, m.hidden));
+    enc.build(*this, m);
     if (m.num_labels > 0) {
       classifier = register_module("classifier", torch::nn::Linear(m.hidden, m.num_labels));
       if (m.dist_head) dist_classifier = register_module("dist_classifier", torch::nn::Linear(m.hidden, m.num_labels));
@@ -50,11 +45,9 @@ class ViT : public ZooModel {
     auto pos = node(probe, "embed.position", [&] { return position * 1.0; });               // [1, N+S, d]
     x = node(probe, "embed.add", [&] { return torch::cat({cls, x}, 1) + pos; });  // concat + add
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, is_training());
-    for (size_t i = 0; i < blocks.size(); ++i)
-      x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), Rope{});
-    if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
+    x = enc.forward(x, probe);
     Tensor h = x.select(1, 0);  // CLS [B, d]
-    if (!pooler.is_empty()) h = node(probe, "head.pooler", [&] { return torch::tanh(pooler(h)); });
+    h = enc.pool(h, probe);
     if (!classifier.is_empty()) {
       auto logits = node(probe, "head.classifier", [&] { return classifier(h); });
       if (dist_classifier.is_empty()) return loss_node(probe, logits, b.labels);
@@ -68,9 +61,8 @@ class ViT : public ZooModel {
   int64_t specials = 1;
   torch::nn::Conv2d patch{nullptr};
   Tensor tokens, position;
-  std::vector<Block> blocks;
-  Norm final_norm{nullptr};
-  torch::nn::Linear pooler{nullptr}, classifier{nullptr}, dist_classifier{nullptr};
+  EncoderStack enc;
+  torch::nn::Linear classifier{nullptr}, dist_classifier{nullptr};
 };
 
 }  // namespace
