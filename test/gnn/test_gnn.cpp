@@ -117,6 +117,108 @@ TEST(Batch, DisjointUnionShiftsNodeIds) {
   EXPECT_LT(b.x.mean(0).abs().max().item<float>(), 1e-4);
 }
 
+namespace {
+
+/// t_pred of an untrained model on `gs`, each graph compressed with `rounds` (0 = not compressed).
+std::vector<double> predict_raw(GraphPredictor& p, const std::vector<GraphFeatures>& gs, int64_t rounds) {
+  std::vector<GraphFeatures> use;
+  for (const auto& g : gs) use.push_back(rounds > 0 ? compress_graph(g, rounds) : g);
+  std::vector<const GraphFeatures*> ptr;
+  for (const auto& g : use) ptr.push_back(&g);
+  torch::NoGradGuard ng;
+  torch::Tensor t = p.model()->forward(collate(ptr, p.normalizer())).t_pred.to(torch::kFloat64).contiguous();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+/// Weighted-mean node embedding of each graph (the readout before the head), [G, hidden].
+torch::Tensor pooled(GraphPredictor& p, const std::vector<GraphFeatures>& gs, int64_t rounds) {
+  std::vector<GraphFeatures> use;
+  for (const auto& g : gs) use.push_back(rounds > 0 ? compress_graph(g, rounds) : g);
+  std::vector<const GraphFeatures*> ptr;
+  for (const auto& g : use) ptr.push_back(&g);
+  torch::NoGradGuard ng;
+  GraphBatch b = collate(ptr, p.normalizer());
+  torch::Tensor h = p.model()->encoder->forward(b.x, b.edge_index, b.edge_attr) * b.node_weight.unsqueeze(1);
+  torch::Tensor s = torch::zeros({b.num_graphs, h.size(1)}).index_add_(0, b.batch, h);
+  return s / torch::zeros({b.num_graphs}).index_add_(0, b.batch, b.node_weight).unsqueeze(1);
+}
+
+/// max |a - b| / max |b|
+double emb_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max()).item<double>();
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST(Compress, RepeatedBlocksCollapseAndWeightsCountNodes) {
+  const GraphFeatures g = labelled(small_graph("bert-base.json", 12, 8, 128));
+  const GraphFeatures c = compress_graph(g, 2);
+  EXPECT_LT(c.num_nodes * 3, g.num_nodes) << c.num_nodes << " of " << g.num_nodes;
+  ASSERT_EQ(c.node_weight.size(), static_cast<size_t>(c.num_nodes));
+  EXPECT_FLOAT_EQ(std::accumulate(c.node_weight.begin(), c.node_weight.end(), 0.f), g.num_nodes);
+  EXPECT_EQ(c.x.size(), c.num_nodes * node_feature_names().size());
+  EXPECT_EQ(c.e.size(), c.num_edges * edge_feature_names().size());
+  for (int64_t k = 0; k < c.num_edges; ++k) {
+    EXPECT_TRUE(c.src[k] >= 0 && c.src[k] < c.num_nodes && c.dst[k] >= 0 && c.dst[k] < c.num_nodes);
+  }
+  EXPECT_EQ(c.t_sum_ms, g.t_sum_ms);
+  EXPECT_EQ(c.z, g.z);
+  // More rounds tell more nodes apart; a 1-layer model needs fewer classes.
+  EXPECT_LE(compress_graph(g, 1).num_nodes, c.num_nodes);
+  EXPECT_GE(compress_graph(g, 4).num_nodes, c.num_nodes);
+}
+
+TEST(Compress, SamePredictionsAsTheWholeGraph) {
+  std::vector<GraphFeatures> gs = {labelled(small_graph("bert-base.json", 12, 8, 128)),
+                                   labelled(small_graph("gpt2.json", 6, 4, 64, 4)), graphs10()[3]};
+  for (const char* enc : {"transformerconv", "anee"})
+    for (const char* readout : {"mean", "sum"})
+      for (int64_t layers : {1, 2, 3}) {
+        GnnConfig c = config(enc);
+        c.readout = readout;
+        c.layers = layers;
+        GraphPredictor p = untrained(c, gs);
+        const std::vector<double> whole = predict_raw(p, gs, 0);
+        // float32 sums in another order: agreement to 1e-4 relative.
+        EXPECT_LT(max_rel_diff(predict_raw(p, gs, layers), whole), 1e-4) << enc << " " << readout << " " << layers;
+        // The public predict() compresses internally and agrees too.
+        EXPECT_LT(max_rel_diff(p.predict(gs).t_pred_ms, whole), 1e-4) << enc << " " << readout << " " << layers;
+        // The graph embeddings agree as closely; with fewer rounds than layers,
+        // nodes whose embeddings differ are merged and they do not.
+        const torch::Tensor emb = pooled(p, gs, 0);
+        EXPECT_LT(emb_diff(pooled(p, gs, layers), emb), 1e-5) << enc << " " << readout << " " << layers;
+        if (layers >= 2)
+          EXPECT_GT(emb_diff(pooled(p, gs, layers - 1), emb), 1e-4) << enc << " " << readout << " " << layers;
+      }
+}
+
+TEST(Compress, RejectsBadInput) {
+  const GraphFeatures g = graphs10()[0];
+  EXPECT_THROW(compress_graph(g, 0), Error);
+  const GraphFeatures c = compress_graph(g, 2);
+  try {
+    compress_graph(c, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already compressed"), std::string::npos) << e.what();
+  }
+  GraphFeatures bad = g;
+  bad.dst[0] = g.num_nodes;
+  try {
+    compress_graph(bad, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("edge[0]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Encoders, AttentionOfEachNodeSumsToOne) {
   for (const char* enc : {"transformerconv", "anee"}) {
     GraphPredictor p = untrained(config(enc), graphs10());

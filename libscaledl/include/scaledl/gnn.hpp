@@ -48,9 +48,16 @@ struct GnnConfig {
   void validate(const std::string& ctx = "gnn") const;
 };
 
+/// Sum of `rows` [E, ...] into `num_out` buckets by `index` [E] (int64 in
+/// [0, num_out)): out[i] = sum of rows[e] with index[e] == i; differentiable.
+torch::Tensor scatter_sum(const torch::Tensor& rows, const torch::Tensor& index, int64_t num_out);
+
+/// x.index_select(0, index), with scatter_sum as its backward.
+torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& index);
+
 /// Softmax of `scores` [E, H] over the edges sharing a destination: for each
 /// destination d and head h, the weights of the edges into d sum to 1.
-/// Uses only index_add/index_select/exp (LibTorch 1.13 and 2.x); the stabilising
+/// Uses only scatter_sum/index_select/exp (LibTorch 1.13 and 2.x); the stabilising
 /// shift is the per-destination MEAN of the scores (softmax is shift-invariant,
 /// and the largest term has exp(.) >= 1, so the denominator never underflows).
 torch::Tensor segment_softmax(const torch::Tensor& scores, const torch::Tensor& dst, int64_t num_nodes);
@@ -137,9 +144,9 @@ class GraphPredictor {
                               const GnnTrainOptions& opt, GnnTrainReport* report = nullptr);
 
   /// Predicts in batches of `batch_size` graphs on `device` (default CPU).
-  GnnPrediction predict(const std::vector<GraphFeatures>& graphs, int64_t batch_size = 256,
+  GnnPrediction predict(const std::vector<GraphFeatures>& graphs, int64_t batch_size = 64,
                         torch::Device device = torch::kCPU) const;
-  GnnPrediction predict(const std::vector<const GraphFeatures*>& graphs, int64_t batch_size = 256,
+  GnnPrediction predict(const std::vector<const GraphFeatures*>& graphs, int64_t batch_size = 64,
                         torch::Device device = torch::kCPU) const;
 
   /// safetensors file with weights ("model.*"), normalisation ("norm.*") and

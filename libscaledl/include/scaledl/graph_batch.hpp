@@ -41,6 +41,9 @@ struct GraphFeatures {
   std::vector<int64_t> src, dst; ///< [num_edges], local node ids
   std::vector<float> e;          ///< [num_edges * edge_feature_names().size()]
   std::vector<float> z;          ///< [global_feature_names().size()]
+  /// How many nodes of the original graph each node stands for (compress_graph);
+  /// empty = 1 each. Pooling weights node embeddings by it.
+  std::vector<float> node_weight;
   double t_sum_ms = 0;           ///< T_sum = sum_l t_l (ScaleDL eq. 6), ms
   double t_comm_ms = 0;          ///< T_comm (eq. 15), ms
   double target_ms = NAN;        ///< measured T_iter, ms
@@ -57,6 +60,16 @@ const std::vector<std::string>& global_feature_names();
 GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, const GraphContext& ctx);
 
 /// Per-column affine map v' = (v - offset) / scale, for x, e and z.
+/// Exact compression for an encoder of `rounds` message-passing rounds over
+/// incoming edges. Nodes whose `rounds`-hop incoming neighbourhoods are equal
+/// (same node features, same edge features: colour refinement on in-edges,
+/// `rounds` times) have equal embeddings after every round, so one
+/// representative per class is kept, with the in-edges of that representative
+/// re-pointed at the classes of their sources and node_weight = class size.
+/// A weighted pooling then gives the same graph embedding as the whole graph.
+/// The repeated blocks of a Transformer collapse: interior blocks are equal.
+GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds);
+
 struct Normalizer {
   std::string kind = "minmax";  ///< "minmax" ([0,1] on the training set) or "standard" (zero mean, unit sd)
   std::vector<float> x_offset, x_scale, e_offset, e_scale, z_offset, z_scale;
@@ -69,6 +82,7 @@ struct Normalizer {
 /// The disjoint union of a list of graphs (see the top of this file for shapes).
 struct GraphBatch {
   torch::Tensor x, edge_index, edge_attr, batch, z, t_sum, t_comm, y;
+  torch::Tensor node_weight;  ///< [N], model dtype: nodes each node stands for (1 unless compressed)
   int64_t num_graphs = 0;
   /// Moves every tensor to `device` (edge_index/batch stay int64).
   GraphBatch to(torch::Device device) const;

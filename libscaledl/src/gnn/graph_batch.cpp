@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
 
 #include "scaledl/error.hpp"
 
@@ -131,6 +133,95 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
 
 namespace {
 
+// Dense ids of equal rows: ids[r] == ids[q] iff rows r and q of the
+// [rows, cols] array are bitwise equal (exact equality: the features of
+// repeated blocks are computed by the same code from the same numbers).
+std::vector<int64_t> row_ids(const std::vector<float>& data, size_t rows, size_t cols) {
+  std::map<std::vector<uint32_t>, int64_t> ids;
+  std::vector<int64_t> out(rows);
+  std::vector<uint32_t> key(cols);
+  for (size_t r = 0; r < rows; ++r) {
+    std::memcpy(key.data(), &data[r * cols], cols * sizeof(float));
+    out[r] = ids.emplace(key, static_cast<int64_t>(ids.size())).first->second;
+  }
+  return out;
+}
+
+}  // namespace
+
+GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds) {
+  SCALEDL_CHECK(rounds >= 1, "compress_graph: rounds={} must be >= 1", rounds);
+  SCALEDL_CHECK(g.node_weight.empty(), "compress_graph: graph '{}' is already compressed", g.label);
+  const size_t N = static_cast<size_t>(g.num_nodes), E = static_cast<size_t>(g.num_edges);
+  const size_t F = node_feature_names().size(), Fe = edge_feature_names().size();
+  SCALEDL_CHECK(g.x.size() == N * F && g.e.size() == E * Fe && g.src.size() == E && g.dst.size() == E,
+                "graph '{}': feature arrays do not match its {} nodes / {} edges", g.label, N, E);
+  // In-edges of each node (CSR by destination, edges in their original order).
+  std::vector<size_t> start(N + 1, 0), in(E);
+  for (size_t k = 0; k < E; ++k) {
+    SCALEDL_CHECK(g.src[k] >= 0 && static_cast<size_t>(g.src[k]) < N && g.dst[k] >= 0 &&
+                      static_cast<size_t>(g.dst[k]) < N,
+                  "graph '{}': edge[{}] = ({}, {}) outside [0, {})", g.label, k, g.src[k], g.dst[k], N);
+    ++start[g.dst[k] + 1];
+  }
+  for (size_t v = 0; v < N; ++v) start[v + 1] += start[v];
+  {
+    std::vector<size_t> fill(start.begin(), start.end() - 1);
+    for (size_t k = 0; k < E; ++k) in[fill[g.dst[k]]++] = k;
+  }
+  const std::vector<int64_t> eid = row_ids(g.e, E, Fe);
+  std::vector<int64_t> colour = row_ids(g.x, N, F);
+  for (int64_t r = 0; r < rounds; ++r) {
+    std::map<std::vector<int64_t>, int64_t> ids;
+    std::vector<int64_t> next(N), sig;
+    std::vector<std::pair<int64_t, int64_t>> nb;
+    for (size_t v = 0; v < N; ++v) {
+      nb.clear();
+      for (size_t i = start[v]; i < start[v + 1]; ++i) nb.emplace_back(colour[g.src[in[i]]], eid[in[i]]);
+      std::sort(nb.begin(), nb.end());  // a multiset: the order of in-edges does not matter
+      sig.assign(1, colour[v]);
+      for (const auto& [c, e] : nb) sig.insert(sig.end(), {c, e});
+      next[v] = ids.emplace(sig, static_cast<int64_t>(ids.size())).first->second;
+    }
+    colour.swap(next);
+  }
+  // Representative = first node of each class; classes numbered in order of first appearance.
+  std::vector<int64_t> cls_of_colour(N, -1), rep;
+  std::vector<float> weight;
+  for (size_t v = 0; v < N; ++v) {
+    int64_t& c = cls_of_colour[colour[v]];
+    if (c < 0) {
+      c = static_cast<int64_t>(rep.size());
+      rep.push_back(static_cast<int64_t>(v));
+      weight.push_back(0.f);
+    }
+    weight[c] += 1.f;
+  }
+  GraphFeatures out;
+  out.label = g.label;
+  out.z = g.z;
+  out.t_sum_ms = g.t_sum_ms;
+  out.t_comm_ms = g.t_comm_ms;
+  out.target_ms = g.target_ms;
+  out.num_nodes = static_cast<int64_t>(rep.size());
+  out.node_weight = std::move(weight);
+  out.x.reserve(rep.size() * F);
+  for (size_t c = 0; c < rep.size(); ++c) {
+    const size_t v = static_cast<size_t>(rep[c]);
+    out.x.insert(out.x.end(), g.x.begin() + v * F, g.x.begin() + (v + 1) * F);
+    for (size_t i = start[v]; i < start[v + 1]; ++i) {
+      const size_t k = in[i];
+      out.src.push_back(cls_of_colour[colour[g.src[k]]]);
+      out.dst.push_back(static_cast<int64_t>(c));
+      out.e.insert(out.e.end(), g.e.begin() + k * Fe, g.e.begin() + (k + 1) * Fe);
+    }
+  }
+  out.num_edges = static_cast<int64_t>(out.src.size());
+  return out;
+}
+
+namespace {
+
 // Fits offset/scale of each of `cols` columns over rows drawn from all graphs.
 template <typename RowsOf>
 void fit_columns(const std::vector<const GraphFeatures*>& graphs, size_t cols, const std::string& kind,
@@ -185,7 +276,8 @@ Normalizer Normalizer::fit(const std::vector<const GraphFeatures*>& graphs, cons
 
 GraphBatch GraphBatch::to(torch::Device device) const {
   GraphBatch b = *this;
-  for (torch::Tensor* t : {&b.x, &b.edge_index, &b.edge_attr, &b.batch, &b.z, &b.t_sum, &b.t_comm, &b.y})
+  for (torch::Tensor* t :
+       {&b.x, &b.edge_index, &b.edge_attr, &b.batch, &b.z, &b.t_sum, &b.t_comm, &b.y, &b.node_weight})
     *t = t->to(device);
   return b;
 }
@@ -200,7 +292,8 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
   int64_t N = 0, E = 0;
   for (const GraphFeatures* g : graphs) {
     SCALEDL_CHECK(g->x.size() == g->num_nodes * F && g->e.size() == g->num_edges * Fe && g->z.size() == Fz &&
-                      g->src.size() == static_cast<size_t>(g->num_edges) && g->dst.size() == g->src.size(),
+                      g->src.size() == static_cast<size_t>(g->num_edges) && g->dst.size() == g->src.size() &&
+                      (g->node_weight.empty() || g->node_weight.size() == static_cast<size_t>(g->num_nodes)),
                   "graph '{}': feature arrays do not match its {} nodes / {} edges", g->label, g->num_nodes,
                   g->num_edges);
     N += g->num_nodes;
@@ -214,6 +307,7 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
   torch::Tensor z = torch::empty({G, static_cast<int64_t>(Fz)}, fopt);
   torch::Tensor ei = torch::empty({2, E}, iopt);
   torch::Tensor bt = torch::empty({N}, iopt);
+  torch::Tensor nw = torch::empty({N}, fopt);
   torch::Tensor ts = torch::empty({G}, torch::TensorOptions().dtype(torch::kFloat64));
   torch::Tensor tc = torch::empty({G}, torch::TensorOptions().dtype(torch::kFloat64));
   torch::Tensor y = torch::empty({G}, torch::TensorOptions().dtype(torch::kFloat64));
@@ -223,6 +317,7 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
   int64_t* ps = ei.data_ptr<int64_t>();
   int64_t* pd = ps + E;
   int64_t* pb = bt.data_ptr<int64_t>();
+  float* pw = nw.data_ptr<float>();
   int64_t noff = 0, eoff = 0;
   auto apply = [](const std::vector<float>& in, size_t cols, const std::vector<float>& off,
                   const std::vector<float>& sc, float* out) {
@@ -241,6 +336,10 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
       pd[eoff + j] = g.dst[j] + noff;
     }
     std::fill(pb + noff, pb + noff + g.num_nodes, k);
+    if (g.node_weight.empty())
+      std::fill(pw + noff, pw + noff + g.num_nodes, 1.f);
+    else
+      std::copy(g.node_weight.begin(), g.node_weight.end(), pw + noff);
     ts.data_ptr<double>()[k] = g.t_sum_ms;
     tc.data_ptr<double>()[k] = g.t_comm_ms;
     y.data_ptr<double>()[k] = g.target_ms;
@@ -253,6 +352,7 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
   b.z = z.to(dtype);
   b.edge_index = ei;
   b.batch = bt;
+  b.node_weight = nw.to(dtype);
   b.t_sum = ts.to(dtype);
   b.t_comm = tc.to(dtype);
   b.y = y.to(dtype);
