@@ -23,6 +23,7 @@ struct TrainGraphOptions {
   std::string out;               ///< output directory
   std::string comm;              ///< CommModel JSON or {"allreduce": [{bytes, devices, seconds}]}
   int threads = 1;               ///< LibTorch intra-op threads (1 = bit-repeatable)
+  int64_t folds = 0;             ///< > 0: k-fold cross-validation over graphs before the final fit
   bool json = false;
   scaledl::GnnConfig cfg;
   scaledl::GnnTrainOptions train;
@@ -56,6 +57,10 @@ scaledl::cli::Registrar reg(
                      "all-reduce calibration JSON: {bandwidth_Bps, gamma_s} or {allreduce: [{bytes, devices, "
                      "seconds}]}; needed when a run has num_devices > 1");
       app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
+      app.add_option("--folds", o->folds,
+                     "also estimate the error by k-fold cross-validation over graphs (>= 2; 0 = off); "
+                     "writes DIR/cv.json")
+          ->capture_default_str();
       app.add_flag("--json", o->json, "print the report as JSON");
       return [o] {
         SCALEDL_CHECK(o->threads >= 1, "--threads={} must be >= 1", o->threads);
@@ -92,6 +97,10 @@ scaledl::cli::Registrar reg(
           }
         }
         SCALEDL_CHECK(!graphs.empty(), "--db: the store(s) hold no ok model runs to train on");
+        SCALEDL_CHECK(o->folds == 0 || (o->folds >= 2 && static_cast<size_t>(o->folds) <= graphs.size()),
+                      "--folds={} must be 0 or in [2, {}] (the number of model runs)", o->folds, graphs.size());
+        scaledl::GnnCvReport cv;
+        if (o->folds > 0) cv = scaledl::cross_validate_graphs(graphs, o->cfg, o->train, o->folds);
 
         scaledl::GnnTrainReport r;
         scaledl::GraphPredictor p = scaledl::GraphPredictor::train(graphs, o->cfg, o->train, &r);
@@ -104,6 +113,11 @@ scaledl::cli::Registrar reg(
         nlohmann::json report = {{"graphs", graphs.size()}, {"config", o->cfg.to_json()},
                                  {"train_options", opts},   {"result", r.to_json()}};
         if (!o->comm.empty()) report["comm"] = comm.to_json();
+        if (o->folds > 0) {
+          report["cv"] = {{"folds", cv.folds}, {"mre_before", cv.mre_before}, {"mre", cv.mre},
+                          {"fold_mre", cv.fold_mre}};
+          scaledl::write_json_file(o->out + "/cv.json", cv.to_json());
+        }
         const std::string model_path = o->out + "/graph_model.safetensors";
         p.save(model_path, {{"train_report", report}});
         scaledl::write_json_file(o->out + "/report.json", report);
@@ -120,7 +134,11 @@ scaledl::cli::Registrar reg(
                                    100 * r.train_mre_before, 100 * r.val_mre_before)
                     << fmt::format("MRE_after_%       train {:.2f}  val {:.2f}\n", 100 * r.train_mre,
                                    100 * r.val_mre)
-                    << fmt::format("mean alpha, beta  {:.4f}, {:.4f}\n", r.mean_alpha, r.mean_beta)
+                    << fmt::format("mean alpha, beta  {:.4f}, {:.4f}\n", r.mean_alpha, r.mean_beta);
+          if (o->folds > 0)
+            std::cout << fmt::format("CV_MRE_%          before {:.2f}  after {:.2f}   ({}-fold over graphs, {:.1f} s)\n",
+                                     100 * cv.mre_before, 100 * cv.mre, cv.folds, cv.seconds);
+          std::cout
                     << "wrote " << model_path << "\n";
         }
         return 0;

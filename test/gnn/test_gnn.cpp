@@ -350,6 +350,29 @@ TEST(Training, DirectTargetLearns) {
   for (double b : pr.beta) EXPECT_EQ(b, 0.0);
 }
 
+TEST(Training, CrossValidationTestsEachGraphOnceOnUnseenModels) {
+  std::vector<GraphFeatures> gs = graphs10();
+  GnnTrainOptions o;
+  o.epochs = 150;
+  o.val_fraction = 0.2;
+  const GnnCvReport r = cross_validate_graphs(gs, config("anee"), o, 5);
+  ASSERT_EQ(r.pred_ms.size(), gs.size());
+  std::vector<int> per_fold(5, 0);
+  for (size_t i = 0; i < gs.size(); ++i) {
+    ASSERT_TRUE(r.fold[i] >= 0 && r.fold[i] < 5);
+    ++per_fold[r.fold[i]];
+    EXPECT_TRUE(std::isfinite(r.pred_ms[i]) && r.pred_ms[i] > 0);
+    EXPECT_EQ(r.target_ms[i], gs[i].target_ms);
+  }
+  for (int c : per_fold) EXPECT_EQ(c, 2);
+  EXPECT_EQ(r.fold_mre.size(), 5u);
+  EXPECT_NEAR(r.mre, mean_relative_error(r.pred_ms, r.target_ms), 1e-12);
+  // Held-out graphs of the synthetic set are still predicted better than T_sum + T_comm.
+  EXPECT_LT(r.mre, r.mre_before);
+  EXPECT_THROW(cross_validate_graphs(gs, config("anee"), o, 1), Error);
+  EXPECT_THROW(cross_validate_graphs(gs, config("anee"), o, 11), Error);
+}
+
 TEST(Training, BadLabelsAndOptionsAreRefused) {
   std::vector<GraphFeatures> gs = {graphs10()[0], graphs10()[1]};
   gs[1].target_ms = NAN;

@@ -172,4 +172,21 @@ class GraphPredictor {
   nlohmann::json meta_;
 };
 
+/// K-fold cross-validation over graphs: each graph is predicted once by a model
+/// that never saw it. Within each training part, `opt.val_fraction` is held out
+/// for early stopping as in GraphPredictor::train, so the test fold plays no
+/// part in model selection. Folds come from a permutation seeded by opt.seed.
+struct GnnCvReport {
+  int64_t folds = 0, graphs = 0;
+  std::vector<std::string> labels;        ///< per graph, in input order
+  std::vector<double> target_ms, before_ms, pred_ms, alpha;  ///< per graph; before = T_sum + T_comm
+  std::vector<int64_t> fold;                                 ///< fold each graph was tested in
+  double mre_before = NAN, mre = NAN;     ///< over all graphs (fractions)
+  std::vector<double> fold_mre;           ///< per fold, after refinement
+  double seconds = 0;
+  nlohmann::json to_json() const;
+};
+GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt, int64_t folds);
+
 }  // namespace scaledl

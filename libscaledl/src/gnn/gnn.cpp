@@ -467,6 +467,65 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
   return out;
 }
 
+// ---- cross-validation -----------------------------------------------------------
+
+nlohmann::json GnnCvReport::to_json() const {
+  nlohmann::json per = nlohmann::json::array();
+  for (size_t i = 0; i < labels.size(); ++i)
+    per.push_back({{"label", labels[i]}, {"fold", fold[i]}, {"target_ms", target_ms[i]},
+                   {"before_ms", before_ms[i]}, {"pred_ms", pred_ms[i]}, {"alpha", alpha[i]}});
+  return {{"folds", folds}, {"graphs", graphs},   {"mre_before", mre_before}, {"mre", mre},
+          {"fold_mre", fold_mre}, {"seconds", seconds}, {"per_graph", per}};
+}
+
+GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt, int64_t folds) {
+  SCALEDL_CHECK(folds >= 2, "folds={} must be >= 2", folds);
+  SCALEDL_CHECK(static_cast<size_t>(folds) <= graphs.size(), "folds={} but only {} graphs", folds, graphs.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::mt19937_64 rng(opt.seed ^ 0x9e3779b97f4a7c15ULL);
+  std::vector<size_t> perm(graphs.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  GnnCvReport r;
+  r.folds = folds;
+  r.graphs = static_cast<int64_t>(graphs.size());
+  r.fold.assign(graphs.size(), -1);
+  for (size_t i = 0; i < perm.size(); ++i) r.fold[perm[i]] = static_cast<int64_t>(i % folds);
+  r.pred_ms.assign(graphs.size(), NAN);
+  r.alpha.assign(graphs.size(), NAN);
+  for (const auto& g : graphs) {
+    r.labels.push_back(g.label);
+    r.target_ms.push_back(g.target_ms);
+    r.before_ms.push_back(g.t_sum_ms + g.t_comm_ms);
+  }
+  for (int64_t k = 0; k < folds; ++k) {
+    std::vector<GraphFeatures> train;
+    std::vector<size_t> test;
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      if (r.fold[i] == k)
+        test.push_back(i);
+      else
+        train.push_back(graphs[i]);
+    }
+    const GraphPredictor p = GraphPredictor::train(train, cfg, opt);
+    std::vector<const GraphFeatures*> tg;
+    for (size_t i : test) tg.push_back(&graphs[i]);
+    const GnnPrediction pr = p.predict(tg);
+    std::vector<double> y;
+    for (size_t j = 0; j < test.size(); ++j) {
+      r.pred_ms[test[j]] = pr.t_pred_ms[j];
+      r.alpha[test[j]] = pr.alpha[j];
+      y.push_back(graphs[test[j]].target_ms);
+    }
+    r.fold_mre.push_back(mean_relative_error(pr.t_pred_ms, y));
+  }
+  r.mre_before = mean_relative_error(r.before_ms, r.target_ms);
+  r.mre = mean_relative_error(r.pred_ms, r.target_ms);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
 // ---- weights file -------------------------------------------------------------
 
 namespace {
