@@ -1,12 +1,19 @@
 // Speed of the per-layer predictors (docs/learn.md):
-//   BM_PredictBatch  rows/s of LayerPredictor::predict_batch (features + XGBoost
-//                    in-place prediction) on 1,000,000 linear rows; target >= 1M rows/s.
-//   BM_Features      rows/s of the feature computation alone.
+//   BM_PredictBatch         rows/s of LayerPredictor::predict_batch (features + the
+//                           compiled trees of tree_forest.hpp) on 1,000,000 linear
+//                           rows; target >= 1M rows/s.
+//   BM_PredictBatchXgboost  the same through XGBoost's predictor
+//                           (XGBoosterPredictFromDense), for comparison.
+//   BM_Features             rows/s of the feature computation alone.
 // The model is trained here on the committed NeuSight subset (datasets/neusight),
 // with the default TrainOptions, so the tree count and depth are the shipped ones.
+// SCALEDL_BENCH_TRAIN_OPTIONS='{"rounds": 100, "max_depth": 6}' (TrainOptions JSON)
+// measures other settings. CPU time is the process's (all threads).
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <random>
 
 #include "scaledl/layer_predictor.hpp"
@@ -37,7 +44,18 @@ const Fixture& fixture() {
       import_neusight(o, store);
     }
     auto data = load_training_data({db.string()});
-    fx->predictor = LayerPredictor::train(data.rows, data.devices, TrainOptions{});
+    TrainOptions to;
+    if (const char* env = std::getenv("SCALEDL_BENCH_TRAIN_OPTIONS")) {
+      try {
+        to = TrainOptions::from_json(nlohmann::json::parse(env), "SCALEDL_BENCH_TRAIN_OPTIONS");
+      } catch (const std::exception& e) {
+        std::cerr << "bench_learn: error: " << e.what() << "\n";
+        std::exit(1);
+      }
+    }
+    to.nthread = 0;  // prediction threads: hardware (predict_batch uses 1 below 16,384 rows)
+    fx->predictor = LayerPredictor::train(data.rows, data.devices, to);
+    std::cerr << "bench_learn: model " << fx->predictor.summary().dump() << "\n";
     fx->dev = load_device_spec((root / "device_configs" / "NVIDIA_H100_80GB_HBM3.json").string());
     std::mt19937_64 rng(1);
     std::uniform_int_distribution<int64_t> d(1, 128);
@@ -53,8 +71,9 @@ const Fixture& fixture() {
   return *f;
 }
 
-void BM_PredictBatch(benchmark::State& state) {
-  const Fixture& f = fixture();
+void predict(benchmark::State& state, bool compiled) {
+  Fixture& f = const_cast<Fixture&>(fixture());
+  f.predictor.set_compiled_trees(compiled);
   const size_t rows = static_cast<size_t>(state.range(0));
   std::vector<double> out(rows);
   for (auto _ : state) {
@@ -62,10 +81,15 @@ void BM_PredictBatch(benchmark::State& state) {
                               out.data());
     benchmark::DoNotOptimize(out.data());
   }
+  f.predictor.set_compiled_trees(true);
   state.SetItemsProcessed(state.iterations() * rows);
 }
+void BM_PredictBatch(benchmark::State& state) { predict(state, true); }
+void BM_PredictBatchXgboost(benchmark::State& state) { predict(state, false); }
 BENCHMARK(BM_PredictBatch)->Arg(1000)->Arg(1000000)->Unit(benchmark::kMillisecond)->UseRealTime()
-    ->Repetitions(3)->ReportAggregatesOnly(false);
+    ->MeasureProcessCPUTime()->Repetitions(3)->ReportAggregatesOnly(false);
+BENCHMARK(BM_PredictBatchXgboost)->Arg(1000)->Arg(1000000)->Unit(benchmark::kMillisecond)->UseRealTime()
+    ->MeasureProcessCPUTime()->Repetitions(3)->ReportAggregatesOnly(false);
 
 void BM_Features(benchmark::State& state) {
   const Fixture& f = fixture();
@@ -80,7 +104,7 @@ void BM_Features(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * rows);
 }
-BENCHMARK(BM_Features)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Features)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
 
 }  // namespace
 

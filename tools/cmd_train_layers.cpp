@@ -27,7 +27,10 @@ void add_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptio
   app.add_option("--rounds", t.rounds, "XGBoost boosting rounds, >= 1")->capture_default_str();
   app.add_option("--max-depth", t.max_depth, "XGBoost tree depth, 1..20")->capture_default_str();
   app.add_option("--eta", t.eta, "XGBoost learning rate, (0, 1]")->capture_default_str();
-  app.add_option("--target", t.target, "target transform: log | raw | log_roofline")->capture_default_str();
+  app.add_option("--min-child-weight", t.min_child_weight, "XGBoost min_child_weight, >= 0")->capture_default_str();
+  app.add_option("--subsample", t.subsample, "XGBoost row subsample per tree, (0, 1]")->capture_default_str();
+  app.add_option("--colsample", t.colsample, "XGBoost colsample_bytree, (0, 1]")->capture_default_str();
+  app.add_option("--target", t.target, "target transform: log | raw | log_roofline | log_roofline_floor")->capture_default_str();
   app.add_flag("!--no-roofline-features", t.roofline_features, "drop the CT/CM/roofline/AI columns");
   app.add_flag("--split-direction", t.split_direction, "one model per (type, direction)");
   app.add_option("--min-rows", t.min_rows, "fewer rows than this => roofline fallback, >= 1")->capture_default_str();

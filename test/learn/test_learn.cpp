@@ -11,6 +11,7 @@
 #include "scaledl/layer_features.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/neusight.hpp"
+#include "scaledl/tree_forest.hpp"
 #include "scaledl/xgb.hpp"
 
 namespace fs = std::filesystem;
@@ -147,6 +148,95 @@ TEST(Xgb, NanIsMissingAndBadInputsThrow) {
   write_file(dir / "bad.json", "{\"learner\": {\"attributes\"");
   expect_error([&] { xgb::Booster::load((dir / "bad.json").string()); }, "bad.json");
   expect_error([&] { xgb::Booster::load((dir / "missing.json").string()); }, "missing.json");
+}
+
+// ---- compiled trees (tree_forest.hpp) ----------------------------------------
+
+/// XGBoost's own prediction vs TreeForest on the same rows: equal up to float
+/// summation rounding (both add leaves in tree order in float).
+void expect_forest_matches(const xgb::Booster& b, const std::vector<float>& x, size_t cols) {
+  const size_t rows = x.size() / cols;
+  auto f = TreeForest::compile(b.to_json_string());
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->num_features(), cols);
+  std::vector<float> want(rows), got(rows);
+  b.predict_dense(x.data(), rows, cols, want.data());
+  f->predict(x.data(), rows, got.data());
+  for (size_t i = 0; i < rows; ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "row " << i;
+}
+
+TEST(TreeForest, MatchesXgboostIncludingMissingValues) {
+  // Three features; y depends on all of them; 10 % of the training values are
+  // NaN so that the trees learn default directions on both sides.
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<float> x, y;
+  for (int i = 0; i < 2000; ++i) {
+    float a = u(rng), b = u(rng), c = u(rng);
+    y.push_back(3 * a - b * b + (c > 0 ? 1.f : -1.f));
+    if (i % 10 == 3) a = NAN;
+    if (i % 10 == 7) c = NAN;
+    x.insert(x.end(), {a, b, c});
+  }
+  xgb::DMatrix dm(x.data(), 2000, 3, y);
+  for (const char* depth : {"1", "3", "8"}) {
+    xgb::Booster b;
+    b.set_params({{"max_depth", depth}, {"eta", "0.3"}, {"objective", "reg:squarederror"}, {"nthread", "1"},
+                  {"subsample", "0.8"}});
+    b.train(dm, 30);
+    // 1,003 rows (not a multiple of the 8-row lanes or 64-row blocks), with NaNs.
+    std::vector<float> q;
+    for (int i = 0; i < 1003; ++i) q.insert(q.end(), {u(rng), i % 5 == 0 ? NAN : u(rng), u(rng)});
+    expect_forest_matches(b, q, 3);
+    expect_forest_matches(b, x, 3);
+    auto f = TreeForest::compile(b.to_json_string());
+    EXPECT_EQ(f->num_trees(), 30u);
+    EXPECT_LE(f->depth(), std::atoi(depth));
+  }
+  // A random forest (several parallel trees in one round) is a sum of trees too.
+  xgb::Booster rf;
+  rf.set_params({{"num_parallel_tree", "10"}, {"subsample", "0.632"}, {"colsample_bynode", "0.6"}, {"eta", "1"},
+                 {"max_depth", "6"}, {"objective", "reg:squarederror"}, {"nthread", "1"}});
+  rf.train(dm, 1);
+  expect_forest_matches(rf, x, 3);
+}
+
+TEST(TreeForest, RefusesWhatItDoesNotCover) {
+  std::string why;
+  EXPECT_FALSE(TreeForest::compile("{\"learner\": {\"attributes\"", &why));
+  EXPECT_NE(why.find("not XGBoost JSON"), std::string::npos) << why;
+  std::vector<float> x = {0, 1, 1, 0, 2, 2, 3, 1}, y = {0, 1, 0, 1};
+  xgb::DMatrix dm(x.data(), 4, 2, y);
+  xgb::Booster b;
+  b.set_params({{"objective", "binary:logistic"}, {"nthread", "1"}});
+  b.train(dm, 2);
+  EXPECT_FALSE(TreeForest::compile(b.to_json_string(), &why));
+  EXPECT_NE(why.find("binary:logistic"), std::string::npos) << why;
+  // A regression model whose first tree is a chain 13 splits deep (hand-edited JSON).
+  xgb::Booster r;
+  r.set_params({{"objective", "reg:squarederror"}, {"nthread", "1"}});
+  r.train(dm, 1);
+  auto j = nlohmann::json::parse(r.to_json_string());
+  ASSERT_TRUE(TreeForest::compile(j.dump()).has_value());
+  auto& t = j["learner"]["gradient_booster"]["model"]["trees"][0];
+  const int splits = TreeForest::kMaxDepth + 1, nodes = 2 * splits + 1;
+  std::vector<int> left(nodes, -1), right(nodes, -1), zero(nodes, 0);
+  std::vector<float> cond(nodes, 0.5f);
+  for (int k = 0; k < splits; ++k) {
+    left[2 * k] = 2 * k + 1;
+    right[2 * k] = 2 * k + 2;
+  }
+  t["left_children"] = left;
+  t["right_children"] = right;
+  t["split_indices"] = zero;
+  t["default_left"] = zero;
+  t["split_type"] = zero;
+  t["split_conditions"] = cond;
+  EXPECT_FALSE(TreeForest::compile(j.dump(), &why));
+  EXPECT_NE(why.find("deeper than"), std::string::npos) << why;
+  t["split_indices"][0] = 5;
+  EXPECT_FALSE(TreeForest::compile(j.dump(), &why));
+  EXPECT_NE(why.find("feature out of range"), std::string::npos) << why;
 }
 
 // ---- features ----------------------------------------------------------------
@@ -317,7 +407,7 @@ TEST(LayerPredictor, CorruptOrMissingModelFilesThrow) {
 TEST(LayerPredictor, SplitDirectionAndTargetsTrain) {
   std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
   auto rows = synthetic_rows(devs, 60, 5);
-  for (const char* target : {"log", "raw", "log_roofline"}) {
+  for (const char* target : {"log", "raw", "log_roofline", "log_roofline_floor"}) {
     TrainOptions o = fast_options();
     o.target = target;
     o.split_direction = std::string(target) == "log";
@@ -325,7 +415,16 @@ TEST(LayerPredictor, SplitDirectionAndTargetsTrain) {
     double ms = p.predict_ms(LayerType::Linear, {512, 512, 512, 1}, DType::FP32, Direction::Backward, devs[0]);
     EXPECT_GT(ms, 0) << target;
     EXPECT_EQ(p.summary()["models"].size(), o.split_direction ? 4u : 2u) << target;
+    // The floor (fastest training time) travels in the manifest.
+    fs::path dir = temp_dir(std::string("target_") + target);
+    p.save(dir.string());
+    LayerPredictor q = LayerPredictor::load(dir.string());
+    EXPECT_EQ(q.predict_ms(LayerType::Linear, {512, 512, 512, 1}, DType::FP32, Direction::Backward, devs[0]), ms)
+        << target;
   }
+  TrainOptions bad = fast_options();
+  bad.target = "sqrt";
+  expect_error([&] { LayerPredictor::train(rows, device_map(devs), bad); }, "target=\"sqrt\"");
 }
 
 TEST(LayerPredictor, PredictBatchMatchesSingle) {
@@ -340,6 +439,31 @@ TEST(LayerPredictor, PredictBatchMatchesSingle) {
   dims[1] = -5;
   expect_error([&] { p.predict_batch(LayerType::Linear, dims.data(), 3, DType::FP32, Direction::Forward, devs[0], out.data()); },
                "linear.d_in=-5");
+}
+
+TEST(LayerPredictor, CompiledTreesMatchXgboostOnLargeBatches) {
+  // Above 16,384 rows predict_batch splits the rows over threads.
+  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300), gpu("B", 15000, 900)};
+  LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 80, 4), device_map(devs), fast_options());
+  EXPECT_EQ(p.summary()["models"]["linear"]["predictor"], "compiled trees");
+  std::mt19937_64 rng(2);
+  std::uniform_int_distribution<int64_t> d(1, 64);
+  const size_t n = 20000;
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < n; ++i) dims.insert(dims.end(), {d(rng) * 16, d(rng) * 32, d(rng) * 32, int64_t(i % 2)});
+  for (Direction dir : {Direction::Forward, Direction::Backward}) {
+    std::vector<double> fast(n), ref(n);
+    p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, dir, devs[1], fast.data());
+    p.set_compiled_trees(false);
+    p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, dir, devs[1], ref.data());
+    p.set_compiled_trees(true);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(fast[i], ref[i], 1e-4 * ref[i]) << "row " << i;
+  }
+  // A bad row deep inside a threaded batch is still one clear error.
+  dims[4 * 15000 + 2] = 0;
+  std::vector<double> out(n);
+  expect_error([&] { p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, Direction::Forward, devs[0], out.data()); },
+               "linear.d_out=0");
 }
 
 // ---- cross-validation ----------------------------------------------------------
@@ -357,19 +481,22 @@ TEST(CrossValidate, AllMethodsReportFiniteErrors) {
   for (const auto& x : r) {
     methods.insert(x.method);
     EXPECT_TRUE(std::isfinite(x.rmse_ms) && std::isfinite(x.mre_pct)) << x.method << " " << x.type;
-    if (x.type == "all") EXPECT_EQ(x.n, samples.size()) << x.method;
+    if (x.type == "all" && x.direction == "all") EXPECT_EQ(x.n, samples.size()) << x.method;
   }
+  // The synthetic rows have fwd and bwd timings: per-direction rows split the samples.
+  for (const auto& x : r)
+    if (x.method == "xgboost" && x.type == "all" && x.direction != "all") EXPECT_EQ(x.n, samples.size() / 2);
   EXPECT_EQ(methods, (std::set<std::string>{"xgboost", "linear", "forest", "mlp"}));
   // XGBoost beats the roofline-shaped noise floor easily on this smooth law.
   for (const auto& x : r)
-    if (x.method == "xgboost" && x.type == "all") EXPECT_LT(x.mre_pct, 25.0);
+    if (x.method == "xgboost" && x.type == "all" && x.direction == "all") EXPECT_LT(x.mre_pct, 25.0);
 
   o.leave_one_device = true;
   o.methods = {"xgboost", "linear"};
   auto l = cross_validate(samples, devices, o);
   size_t per_dev = 0;
   for (const auto& x : l)
-    if (x.type == "all" && x.device != "all") ++per_dev;
+    if (x.type == "all" && x.direction == "all" && x.device != "all") ++per_dev;
   EXPECT_EQ(per_dev, 2 * devs.size());
   o.methods = {"svm"};
   expect_error([&] { cross_validate(samples, devices, o); }, "method=\"svm\"");

@@ -56,6 +56,29 @@ void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, 
 void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Direction dir,
                               const DeviceRecord& dev, const FeatureOptions& o, float* out);
 
+/// Hot path for many rows of one (type, dtype, direction, device): checks the
+/// direction and the device once, caches h^dev, and computes layer_cost() once per
+/// row for both the features and the roofline. Allocates nothing per row.
+class FeatureWriter {
+ public:
+  FeatureWriter(LayerType t, DType dtype, Direction dir, const DeviceRecord& dev, const FeatureOptions& o);
+  /// feature_count(t, o)
+  size_t size() const { return count_; }
+  /// Validates `dims` (layer_info(t).dims.size() values; Error as validate_dims),
+  /// writes size() floats to `out` (nullptr: none) and returns roofline_ms.
+  double write(const int64_t* dims, float* out);
+
+ private:
+  LayerType t_;
+  DType dtype_;
+  Direction dir_;
+  FeatureOptions o_;
+  size_t count_ = 0;
+  double gflops_ = 0, bw_ = 0;  ///< device rates per ms (x 1e6)
+  std::vector<double> dev_;     ///< DeviceRecord::features()
+  std::vector<int64_t> d_;      ///< scratch dims (validate_dims and layer_cost take a vector)
+};
+
 /// Checks that `dir` is a direction type `t` has; throws naming both otherwise.
 void check_direction(LayerType t, Direction dir);
 

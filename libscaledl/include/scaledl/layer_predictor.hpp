@@ -35,15 +35,17 @@ class Booster;
 
 /// Options of LayerPredictor::train; XGBoost names in brackets.
 struct TrainOptions {
-  int rounds = 300;              ///< boosting rounds, >= 1
+  int rounds = 100;              ///< boosting rounds, >= 1 (100: docs/learn.md, "Speed")
   int max_depth = 8;             ///< tree depth [max_depth], 1..20
   double eta = 0.1;              ///< learning rate [eta], (0, 1]
   double subsample = 0.8;        ///< row subsample per tree [subsample], (0, 1]
   double colsample = 0.8;        ///< column subsample per tree [colsample_bytree], (0, 1]
   double min_child_weight = 1;   ///< [min_child_weight], >= 0
   /// "log": ln(ms); "raw": ms; "log_roofline": ln(ms / roofline_ms) (a residual over
-  /// the roofline, extrapolates to faster devices). Chosen by measurement: docs/learn.md.
-  std::string target = "log_roofline";
+  /// the roofline, extrapolates to faster devices); "log_roofline_floor":
+  /// ln(ms / (roofline_ms + floor_ms)), floor_ms = the fastest training time of the
+  /// model's rows (saved in the manifest). Chosen by measurement: docs/learn.md.
+  std::string target = "log_roofline_floor";
   bool roofline_features = true; ///< PreNeT CT/CM columns (FeatureOptions::roofline)
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
   /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
@@ -128,6 +130,12 @@ class LayerPredictor {
   bool predict_batch(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
                      const DeviceRecord& dev, double* out_ms) const;
 
+  /// Prediction goes through TreeForest (tree_forest.hpp: the trees compiled at
+  /// train/load time) when it covers the model, else through XGBoost. `false`
+  /// forces XGBoost's predictor (for comparisons; same values within float rounding).
+  void set_compiled_trees(bool on) { compiled_trees_ = on; }
+  bool compiled_trees() const { return compiled_trees_; }
+
   /// True when a trained model serves (t, dir) (false => roofline fallback).
   bool has_model(LayerType t, Direction dir) const;
   const TrainOptions& options() const { return opts_; }
@@ -138,6 +146,7 @@ class LayerPredictor {
   struct Model;
   const Model* find(LayerType t, Direction dir) const;
   TrainOptions opts_;
+  bool compiled_trees_ = true;
   std::map<std::string, std::unique_ptr<Model>> models_;  ///< by model name ("linear" or "linear.bwd")
 };
 
@@ -164,17 +173,19 @@ struct CvOptions {
   uint64_t seed = 1;                    ///< fold assignment and MLP init
 };
 
-/// Error of one method on one layer type (and one held-out device, or "all").
+/// Error of one method on one layer type and direction (and one held-out
+/// device, or "all").
 struct CvResult {
   std::string method;
-  std::string type;    ///< layer type name, or "all"
-  std::string device;  ///< held-out device key, or "all"
+  std::string type;              ///< layer type name, or "all"
+  std::string direction = "all"; ///< "fwd", "bwd", "update" (only when the rows have several), or "all"
+  std::string device;            ///< held-out device key, or "all"
   size_t n = 0;        ///< test rows
   double rmse_ms = 0;  ///< sqrt(mean((pred - true)^2)), ms
   double mre_pct = 0;  ///< 100 * mean(|pred - true| / true), %
 };
 
-/// Fixed-width table of results (columns method, type, device, n, RMSE_ms, MRE_%).
+/// Fixed-width table of results (columns method, type, dir, device, n, RMSE_ms, MRE_%).
 std::string format_cv_table(const std::vector<CvResult>& r);
 nlohmann::json cv_to_json(const std::vector<CvResult>& r);
 

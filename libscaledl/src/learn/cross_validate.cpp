@@ -132,8 +132,12 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
     for (size_t i = 0; i < perm.size(); ++i) fold[perm[i]] = static_cast<int>(i % o.folds);
     for (int k = 0; k < o.folds; ++k) fold_names.push_back("all");
   }
-  // (method, type, device) -> accumulated error
-  std::map<std::tuple<std::string, std::string, std::string>, Acc> acc;
+  // Per-direction rows only when the samples hold several directions.
+  std::set<Direction> dirs;
+  for (const auto& s : samples) dirs.insert(s.dir);
+  const bool per_dir = dirs.size() > 1;
+  // (method, type, direction, device) -> accumulated error
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, Acc> acc;
   for (size_t k = 0; k < fold_names.size(); ++k) {
     std::vector<LayerSample> tr, te;
     for (size_t i = 0; i < samples.size(); ++i) (fold[i] == static_cast<int>(k) ? te : tr).push_back(samples[i]);
@@ -142,10 +146,13 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
       std::vector<double> p = fit_predict(method, tr, te, devices, o);
       for (size_t i = 0; i < te.size(); ++i) {
         const std::string type = to_string(te[i].type);
-        for (const std::string& ty : {type, std::string("all")}) {
-          acc[{method, ty, "all"}].add(p[i], te[i].ms);
-          if (o.leave_one_device) acc[{method, ty, fold_names[k]}].add(p[i], te[i].ms);
-        }
+        const std::string dir = to_string(te[i].dir);
+        for (const std::string& ty : {type, std::string("all")})
+          for (const std::string& di : {dir, std::string("all")}) {
+            if (di != "all" && !per_dir) continue;
+            acc[{method, ty, di, "all"}].add(p[i], te[i].ms);
+            if (o.leave_one_device) acc[{method, ty, di, fold_names[k]}].add(p[i], te[i].ms);
+          }
       }
       if (o.train.verbose)
         std::cerr << fmt::format("cv: fold {}/{} ({}) {} done\n", k + 1, fold_names.size(), fold_names[k], method);
@@ -154,7 +161,7 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
   std::vector<CvResult> out;
   for (const auto& [key, a] : acc) {
     CvResult r;
-    std::tie(r.method, r.type, r.device) = key;
+    std::tie(r.method, r.type, r.direction, r.device) = key;
     r.n = a.n;
     r.rmse_ms = std::sqrt(a.se / a.n);
     r.mre_pct = 100.0 * a.re / a.n;
@@ -164,11 +171,11 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
 }
 
 std::string format_cv_table(const std::vector<CvResult>& rows) {
-  std::string out = fmt::format("{:<8} {:<14} {:<28} {:>7} {:>12} {:>8}\n", "method", "type", "device", "n",
-                                "RMSE_ms", "MRE_%");
+  std::string out = fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12} {:>8}\n", "method", "type", "dir", "device",
+                                "n", "RMSE_ms", "MRE_%");
   for (const auto& r : rows)
-    out += fmt::format("{:<8} {:<14} {:<28} {:>7} {:>12.4f} {:>8.2f}\n", r.method, r.type, r.device, r.n,
-                       r.rmse_ms, r.mre_pct);
+    out += fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12.4f} {:>8.2f}\n", r.method, r.type, r.direction,
+                       r.device, r.n, r.rmse_ms, r.mre_pct);
   return out;
 }
 
@@ -177,6 +184,7 @@ nlohmann::json cv_to_json(const std::vector<CvResult>& rows) {
   for (const auto& r : rows)
     a.push_back({{"method", r.method},
                  {"type", r.type},
+                 {"direction", r.direction},
                  {"device", r.device},
                  {"n", r.n},
                  {"rmse_ms", r.rmse_ms},

@@ -74,17 +74,16 @@ void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, 
   layer_features_unchecked(t, dims.data(), dtype, dir, dev, o, out);
 }
 
-void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Direction dir,
-                              const DeviceRecord& dev, const FeatureOptions& o, float* out) {
-  const size_t nd = layer_info(t).dims.size();
-  std::vector<int64_t> d(dims, dims + nd);
-  LayerCost c = layer_cost(t, d, dtype);
+namespace {
+/// The columns from a precomputed cost and h^dev (`devf` = DeviceRecord::features()).
+void write_features(const int64_t* dims, size_t nd, DType dtype, Direction dir, const LayerCost& c,
+                    const double* devf, double gflops, double bw, const FeatureOptions& o, float* out) {
   float* p = out;
   for (size_t i = 0; i < nd; ++i) *p++ = static_cast<float>(dims[i]);
   *p++ = static_cast<float>(dtype_bytes(dtype));
   *p++ = static_cast<float>(static_cast<int>(dir));
-  const double gflops = dev.compute_gflops(), bw = dev.bandwidth_gbs();
-  for (double v : dev.features()) *p++ = static_cast<float>(v);  // h^dev, DeviceRecord::feature_names()
+  const size_t ndev = DeviceRecord::feature_names().size();  // h^dev, DeviceRecord::feature_names()
+  for (size_t i = 0; i < ndev; ++i) *p++ = static_cast<float>(devf[i]);
   const double fl = direction_flops(c, dir), tb = traffic_bytes(c, dir);
   *p++ = static_cast<float>(fl);
   *p++ = static_cast<float>(c.params);
@@ -100,6 +99,34 @@ void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Dir
     *p++ = static_cast<float>(std::max(ct, cm));
     *p++ = static_cast<float>(tb > 0 ? fl / tb : 0.0);
   }
+}
+}  // namespace
+
+void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Direction dir,
+                              const DeviceRecord& dev, const FeatureOptions& o, float* out) {
+  const size_t nd = layer_info(t).dims.size();
+  write_features(dims, nd, dtype, dir, layer_cost(t, std::vector<int64_t>(dims, dims + nd), dtype),
+                 dev.features().data(), dev.compute_gflops(), dev.bandwidth_gbs(), o, out);
+}
+
+FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const DeviceRecord& dev,
+                             const FeatureOptions& o)
+    : t_(t), dtype_(dtype), dir_(dir), o_(o), count_(feature_count(t, o)), dev_(dev.features()),
+      d_(layer_info(t).dims.size()) {
+  check_direction(t, dir);
+  SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
+                "device \"{}\" has no compute rate or bandwidth (set peak_fp32_gflops and peak_mem_bw_gbs)",
+                dev.key());
+  gflops_ = dev.compute_gflops();
+  bw_ = dev.bandwidth_gbs();
+}
+
+double FeatureWriter::write(const int64_t* dims, float* out) {
+  std::copy(dims, dims + d_.size(), d_.begin());
+  validate_dims(t_, d_);
+  const LayerCost c = layer_cost(t_, d_, dtype_);
+  if (out) write_features(dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, o_, out);
+  return std::max(direction_flops(c, dir_) / (gflops_ * 1e6), traffic_bytes(c, dir_) / (bw_ * 1e6));
 }
 
 }  // namespace scaledl

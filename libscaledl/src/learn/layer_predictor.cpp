@@ -7,12 +7,15 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <exception>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
+#include "scaledl/tree_forest.hpp"
 #include "scaledl/xgb.hpp"
 
 namespace scaledl {
@@ -26,11 +29,12 @@ constexpr const char* kFormatName = "scaledl-layer-predictor";
 constexpr double kMinMs = 1e-6;
 /// Rows per feature block in predict_batch (bounds the scratch buffer).
 constexpr size_t kBlock = size_t(1) << 16;
-/// Batches smaller than this predict on one thread: XGBoost's OpenMP fork/join
-/// costs ~1-15 ms per call on a busy 2-core VM against ~0.1 ms single-threaded.
+/// Batches smaller than this predict on one thread (compiled trees and XGBoost):
+/// XGBoost's OpenMP fork/join costs ~1-15 ms per call on a busy 2-core VM against
+/// ~0.1 ms single-threaded, and a std::thread start is not free either.
 constexpr size_t kParallelRows = 16384;
 
-const std::set<std::string> kTargets = {"log", "raw", "log_roofline"};
+const std::set<std::string> kTargets = {"log", "raw", "log_roofline", "log_roofline_floor"};
 
 FeatureOptions feature_options(const TrainOptions& o) {
   FeatureOptions f;
@@ -38,14 +42,34 @@ FeatureOptions feature_options(const TrainOptions& o) {
   return f;
 }
 
-/// Target transform y = g(ms, roofline_ms); inverse below.
-float to_target(const std::string& target, double ms, double roof) {
-  if (target == "raw") return static_cast<float>(ms);
-  if (target == "log") return static_cast<float>(std::log(ms));
-  return static_cast<float>(std::log(ms / roof));
+/// Target transform y = g(ms, roofline_ms, floor_ms); inverse below. `Target` is
+/// the parsed TrainOptions::target (parsed once per batch, not per row).
+/// log_roofline_floor: ln(ms / (roofline + floor)), floor = the model's fastest
+/// training time (Model::floor_ms, a launch-overhead scale): a residual over the
+/// roofline for large layers and over the floor for tiny ones.
+enum class Target { Raw, Log, LogRoofline, LogRooflineFloor };
+Target target_kind(const std::string& target) {
+  if (target == "raw") return Target::Raw;
+  if (target == "log") return Target::Log;
+  return target == "log_roofline" ? Target::LogRoofline : Target::LogRooflineFloor;
 }
-double from_target(const std::string& target, double y, double roof) {
-  double ms = target == "raw" ? y : target == "log" ? std::exp(y) : std::exp(y) * roof;
+float to_target(Target target, double ms, double roof, double floor) {
+  switch (target) {
+    case Target::Raw: return static_cast<float>(ms);
+    case Target::Log: return static_cast<float>(std::log(ms));
+    case Target::LogRoofline: return static_cast<float>(std::log(ms / roof));
+    case Target::LogRooflineFloor: return static_cast<float>(std::log(ms / (roof + floor)));
+  }
+  return 0;
+}
+double from_target(Target target, double y, double roof, double floor) {
+  double ms = 0;
+  switch (target) {
+    case Target::Raw: ms = y; break;
+    case Target::Log: ms = std::exp(y); break;
+    case Target::LogRoofline: ms = std::exp(y) * roof; break;
+    case Target::LogRooflineFloor: ms = std::exp(y) * (roof + floor); break;
+  }
   return std::max(ms, kMinMs);
 }
 
@@ -104,7 +128,7 @@ void TrainOptions::validate() const {
   SCALEDL_CHECK(subsample > 0 && subsample <= 1, "subsample={} must be in (0, 1]", subsample);
   SCALEDL_CHECK(colsample > 0 && colsample <= 1, "colsample={} must be in (0, 1]", colsample);
   SCALEDL_CHECK(min_child_weight >= 0, "min_child_weight={} must be >= 0", min_child_weight);
-  SCALEDL_CHECK(kTargets.count(target), "target=\"{}\" is not a target transform (log, raw, log_roofline)",
+  SCALEDL_CHECK(kTargets.count(target), "target=\"{}\" is not a target transform (log, raw, log_roofline, log_roofline_floor)",
                 target);
   SCALEDL_CHECK(min_rows >= 1, "min_rows={} must be >= 1", min_rows);
   SCALEDL_CHECK(nthread >= 0, "nthread={} must be >= 0", nthread);
@@ -155,6 +179,19 @@ struct LayerPredictor::Model {
   /// mutable: predict_batch switches XGBoost's nthread by batch size (below).
   mutable xgb::Booster booster;
   mutable int threads = 0;  ///< nthread last set, 0 = not yet
+  double floor_ms = 0;      ///< fastest training time (target log_roofline_floor), else 0
+  /// The booster's trees compiled for prediction (tree_forest.hpp); empty when
+  /// the model is outside what TreeForest covers: then XGBoost predicts.
+  std::optional<TreeForest> forest;
+  std::string forest_refused;  ///< why `forest` is empty
+
+  void compile() {
+    forest = TreeForest::compile(booster.to_json_string(), &forest_refused);
+    if (forest && forest->num_features() != features.size()) {
+      forest_refused = fmt::format("compiled {} features, model has {}", forest->num_features(), features.size());
+      forest.reset();
+    }
+  }
 };
 
 std::string model_name(LayerType t, Direction dir, bool split_direction) {
@@ -198,12 +235,17 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     const size_t nf = feature_count(t, fo);
     std::vector<float> x(rows.size() * nf);
     std::vector<float> y(rows.size());
+    double floor = 0;
+    if (target_kind(o.target) == Target::LogRooflineFloor) {
+      floor = rows.front()->ms;
+      for (const LayerSample* r : rows) floor = std::min(floor, r->ms);
+    }
     for (size_t i = 0; i < rows.size(); ++i) {
       const LayerSample& s = *rows[i];
       const DeviceRecord& dev = device_of(devices, s.device);
       layer_features(t, s.dims, s.dtype, s.dir, dev, fo, &x[i * nf]);
       const double roof = roofline_ms(t, s.dims, s.dtype, s.dir, dev);
-      y[i] = to_target(o.target, s.ms, roof);
+      y[i] = to_target(target_kind(o.target), s.ms, roof, floor);
     }
     auto t0 = std::chrono::steady_clock::now();
     xgb::DMatrix dm(x.data(), rows.size(), nf, y);
@@ -211,6 +253,7 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     m->type = t;
     m->features = feature_names(t, fo);
     m->rows = rows.size();
+    m->floor_ms = floor;
     if (o.nthread > 0) m->booster.set_param("nthread", std::to_string(o.nthread));
     m->booster.set_params({{"objective", "reg:squarederror"},
                            {"tree_method", "hist"},
@@ -230,6 +273,7 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
                              {"colsample_bytree", fmt::format("{}", o.colsample)}});
     }
     m->booster.train(dm, rounds);
+    m->compile();
     if (o.verbose)
       std::cerr << fmt::format(
           "learn: {:<16} {:>7} rows {:>3} features {:>7.2f} s\n", name, rows.size(), nf,
@@ -248,48 +292,70 @@ bool LayerPredictor::has_model(LayerType t, Direction dir) const { return find(t
 
 bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
                                    const DeviceRecord& dev, double* out_ms) const {
-  check_direction(t, dir);
-  SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
-                "device \"{}\" has no compute rate or bandwidth (set peak_fp32_gflops and peak_mem_bw_gbs)",
-                dev.key());
   const size_t nd = layer_info(t).dims.size();
+  const FeatureOptions fo = feature_options(opts_);
+  FeatureWriter writer(t, dtype, dir, dev, fo);  // checks direction and device
   const Model* m = find(t, dir);
-  const double gf = dev.compute_gflops() * 1e6, bw = dev.bandwidth_gbs() * 1e6;  // per ms
-  std::vector<int64_t> d(nd);
-  auto roof = [&](const int64_t* r) {
-    d.assign(r, r + nd);
-    LayerCost c = layer_cost(t, d, dtype);
-    return std::max(direction_flops(c, dir) / gf, traffic_bytes(c, dir) / bw);
-  };
   if (!m) {
-    for (size_t i = 0; i < rows; ++i) {
-      validate_dims(t, std::vector<int64_t>(dims + i * nd, dims + (i + 1) * nd));
-      out_ms[i] = std::max(roof(dims + i * nd), kMinMs);
-    }
+    for (size_t i = 0; i < rows; ++i) out_ms[i] = std::max(writer.write(dims + i * nd, nullptr), kMinMs);
     return true;
   }
-  const FeatureOptions fo = feature_options(opts_);
-  const size_t nf = m->features.size();
+  const size_t nf = writer.size();
+  const Target tk = target_kind(opts_.target);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const int want = rows >= kParallelRows ? static_cast<int>(opts_.nthread > 0 ? opts_.nthread : hw) : 1;
+  const size_t threads = rows >= kParallelRows ? static_cast<size_t>(opts_.nthread > 0 ? opts_.nthread : hw) : 1;
+  if (m->forest && compiled_trees_) {
+    // Compiled trees: the rows are split into one contiguous range per thread;
+    // each computes its features and walks the trees. The first failing range's
+    // error (the lowest bad row) is rethrown.
+    auto range = [&](size_t begin, size_t end, FeatureWriter& w) {
+      constexpr size_t kChunk = 1024;  // features of a chunk stay in L2
+      std::vector<float> x(std::min(end - begin, kChunk) * nf), y(std::min(end - begin, kChunk));
+      std::vector<double> roof(y.size());
+      for (size_t b0 = begin; b0 < end; b0 += kChunk) {
+        const size_t n = std::min(kChunk, end - b0);
+        for (size_t i = 0; i < n; ++i) roof[i] = w.write(dims + (b0 + i) * nd, &x[i * nf]);
+        m->forest->predict(x.data(), n, y.data());
+        for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = from_target(tk, y[i], roof[i], m->floor_ms);
+      }
+    };
+    if (threads <= 1) {
+      range(0, rows, writer);
+      return false;
+    }
+    std::vector<std::exception_ptr> errors(threads);
+    std::vector<std::thread> pool;
+    const size_t per = (rows + threads - 1) / threads;
+    for (size_t k = 0; k < threads; ++k) {
+      const size_t begin = std::min(rows, k * per), end = std::min(rows, begin + per);
+      pool.emplace_back([&, k, begin, end] {
+        try {
+          FeatureWriter w(t, dtype, dir, dev, fo);
+          range(begin, end, w);
+        } catch (...) {
+          errors[k] = std::current_exception();
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    return false;
+  }
+  // XGBoost's own predictor (models TreeForest does not cover).
+  const int want = static_cast<int>(threads);
   if (m->threads != want) {
     m->booster.set_param("nthread", std::to_string(want));
     m->threads = want;
   }
   std::vector<float> x(std::min(rows, kBlock) * nf);
   std::vector<float> y(std::min(rows, kBlock));
+  std::vector<double> roof(y.size());
   for (size_t b0 = 0; b0 < rows; b0 += kBlock) {
     const size_t n = std::min(kBlock, rows - b0);
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t* r = dims + (b0 + i) * nd;
-      validate_dims(t, std::vector<int64_t>(r, r + nd));
-      layer_features_unchecked(t, r, dtype, dir, dev, fo, &x[i * nf]);
-    }
+    for (size_t i = 0; i < n; ++i) roof[i] = writer.write(dims + (b0 + i) * nd, &x[i * nf]);
     m->booster.predict_dense(x.data(), n, nf, y.data());
-    for (size_t i = 0; i < n; ++i) {
-      const double rf = opts_.target == "log_roofline" ? roof(dims + (b0 + i) * nd) : 1.0;
-      out_ms[b0 + i] = from_target(opts_.target, y[i], rf);
-    }
+    for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = from_target(tk, y[i], roof[i], m->floor_ms);
   }
   return false;
 }
@@ -341,7 +407,10 @@ std::vector<double> LayerPredictor::predict_nodes(const LayerGraph& g, const Dev
 nlohmann::json LayerPredictor::summary() const {
   nlohmann::json models = nlohmann::json::object();
   for (const auto& [name, m] : models_)
-    models[name] = {{"type", to_string(m->type)}, {"rows", m->rows}, {"features", m->features.size()}};
+    models[name] = {{"type", to_string(m->type)},
+                    {"rows", m->rows},
+                    {"features", m->features.size()},
+                    {"predictor", m->forest ? "compiled trees" : "xgboost (" + m->forest_refused + ")"}};
   std::vector<std::string> fallback;
   for (const auto& info : all_layer_infos()) {
     Direction d = info.type == LayerType::Optimizer ? Direction::Update : Direction::Forward;
@@ -365,6 +434,7 @@ void LayerPredictor::save(const std::string& dir) const {
                     {"type", to_string(m->type)},
                     {"rows", m->rows},
                     {"bytes", text.size()},
+                    {"floor_ms", m->floor_ms},
                     {"features", m->features}};
   }
   nlohmann::json man = {{"format", kFormatName},
@@ -397,6 +467,7 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     auto m = std::make_unique<Model>();
     m->type = parse_layer_type(get_str_or(e, "type", ctx, ""), ctx + ".type");
     m->rows = static_cast<size_t>(get_int(e, "rows", ctx, 0, INT64_MAX));
+    m->floor_ms = get_num_or(e, "floor_ms", ctx, 0, 1e12, 0);
     SCALEDL_CHECK(e.contains("features") && e.at("features").is_array(), "{}.features is missing", ctx);
     m->features = e.at("features").get<std::vector<std::string>>();
     SCALEDL_CHECK(m->features == feature_names(m->type, fo),
@@ -411,6 +482,7 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     m->booster = xgb::Booster::load(file);
     SCALEDL_CHECK(m->booster.num_features() == m->features.size(), "{}: model has {} features, manifest lists {}",
                   file, m->booster.num_features(), m->features.size());
+    m->compile();
     p.models_[name] = std::move(m);
   }
   return p;
