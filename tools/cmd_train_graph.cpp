@@ -11,6 +11,8 @@
 #include "command.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
+#include "scaledl/graph_cv.hpp"
+#include "scaledl/in_model_samples.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/store.hpp"
@@ -24,6 +26,8 @@ struct TrainGraphOptions {
   std::string comm;              ///< CommModel JSON or {"allreduce": [{bytes, devices, seconds}]}
   int threads = 1;               ///< LibTorch intra-op threads (1 = bit-repeatable)
   int64_t folds = 0;             ///< > 0: k-fold cross-validation over graphs before the final fit
+  std::vector<std::string> cv_layer_dbs;  ///< also a CV with per-fold layer models (graph_cv.hpp)
+  bool cv_layer_cross_fit = false;        ///< NestedGraphCvInput::cross_fit
   bool json = false;
   scaledl::GnnConfig cfg;
   scaledl::GnnTrainOptions train;
@@ -61,6 +65,13 @@ scaledl::cli::Registrar reg(
                      "also estimate the error by k-fold cross-validation over graphs (>= 2; 0 = off); "
                      "writes DIR/cv.json")
           ->capture_default_str();
+      app.add_option("--cv-layer-db", o->cv_layer_dbs,
+                     "with --folds: also a CV whose layer models are retrained in each fold on this store's "
+                     "layer rows plus the node times of the training fold's runs only (for --layers trained "
+                     "with --in-model-db on these runs); writes DIR/cv-nested.json (repeatable)");
+      app.add_flag("--cv-layer-cross-fit", o->cv_layer_cross_fit,
+                   "with --cv-layer-db: the training graphs of each fold get layer times from models that did "
+                   "not see their own node times either (cross-fitting)");
       app.add_flag("--json", o->json, "print the report as JSON");
       return [o] {
         SCALEDL_CHECK(o->threads >= 1, "--threads={} must be >= 1", o->threads);
@@ -101,6 +112,24 @@ scaledl::cli::Registrar reg(
                       "--folds={} must be 0 or in [2, {}] (the number of model runs)", o->folds, graphs.size());
         scaledl::GnnCvReport cv;
         if (o->folds > 0) cv = scaledl::cross_validate_graphs(graphs, o->cfg, o->train, o->folds);
+        SCALEDL_CHECK(!o->cv_layer_cross_fit || !o->cv_layer_dbs.empty(), "--cv-layer-cross-fit needs --cv-layer-db");
+        SCALEDL_CHECK(o->cv_layer_dbs.empty() || o->folds > 0, "--cv-layer-db={} needs --folds K (>= 2)",
+                      o->cv_layer_dbs.front());
+        scaledl::GnnCvReport nested;
+        if (!o->cv_layer_dbs.empty()) {
+          auto data = scaledl::load_training_data(o->cv_layer_dbs);
+          scaledl::NestedGraphCvInput in;
+          in.samples = scaledl::samples_from_measurements(data.rows, data.devices);
+          in.devices = data.devices;
+          auto im = scaledl::load_in_model_samples(o->dbs, in.devices, nullptr, &in.runs);
+          in.samples.insert(in.samples.end(), im.begin(), im.end());
+          SCALEDL_CHECK(in.runs.size() == graphs.size(), "--cv-layer-db: {} model runs read, {} graphs built",
+                        in.runs.size(), graphs.size());
+          in.layer_options = lp.options();
+          in.comm = comm;
+          in.cross_fit = o->cv_layer_cross_fit;
+          nested = scaledl::cross_validate_graphs_nested(in, o->cfg, o->train, o->folds);
+        }
 
         scaledl::GnnTrainReport r;
         scaledl::GraphPredictor p = scaledl::GraphPredictor::train(graphs, o->cfg, o->train, &r);
@@ -117,6 +146,12 @@ scaledl::cli::Registrar reg(
           report["cv"] = {{"folds", cv.folds}, {"mre_before", cv.mre_before}, {"mre", cv.mre},
                           {"fold_mre", cv.fold_mre}};
           scaledl::write_json_file(o->out + "/cv.json", cv.to_json());
+        }
+        if (!o->cv_layer_dbs.empty()) {
+          report["cv_nested"] = {{"folds", nested.folds}, {"mre_before", nested.mre_before}, {"mre", nested.mre},
+                                 {"fold_mre", nested.fold_mre}, {"layer_dbs", o->cv_layer_dbs},
+                                 {"cross_fit", o->cv_layer_cross_fit}};
+          scaledl::write_json_file(o->out + "/cv-nested.json", nested.to_json());
         }
         const std::string model_path = o->out + "/graph_model.safetensors";
         p.save(model_path, {{"train_report", report}});
@@ -138,6 +173,11 @@ scaledl::cli::Registrar reg(
           if (o->folds > 0)
             std::cout << fmt::format("CV_MRE_%          before {:.2f}  after {:.2f}   ({}-fold over graphs, {:.1f} s)\n",
                                      100 * cv.mre_before, 100 * cv.mre, cv.folds, cv.seconds);
+          if (!o->cv_layer_dbs.empty())
+            std::cout << fmt::format("NESTED_CV_MRE_%   before {:.2f}  after {:.2f}   (layer models retrained per fold "
+                                     "without the test runs' node times{}, {:.1f} s)\n",
+                                     100 * nested.mre_before, 100 * nested.mre,
+                                     o->cv_layer_cross_fit ? ", cross-fitted" : "", nested.seconds);
           std::cout
                     << "wrote " << model_path << "\n";
         }

@@ -255,3 +255,23 @@ TEST(ParseModelConfig, RefusesBadFiles) {
   }
   EXPECT_THROW(load_model_config(dir + "/no-such-model.json"), Error);
 }
+
+// model_spec_from_json lives in the ir stage (src/ir/stored_spec.cpp).
+TEST(StoredSpec, ToJsonRoundTripsForEveryFamily) {
+  for (const char* f : {"bert-base.json", "gpt2.json", "t5-small.json", "vit-base.json", "deit-small.json",
+                        "llama-style.json", "opt-125m.json", "gpt-neo-125m.json"}) {
+    ModelSpec m = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/models/" + f);
+    ModelSpec r = model_spec_from_json(m.to_json());
+    EXPECT_EQ(r.to_json(), m.to_json()) << f;
+  }
+  nlohmann::json j = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/models/gpt2.json").to_json();
+  j["family"] = "resnet";
+  try {
+    model_spec_from_json(j, "run[3].model");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run[3].model.family=resnet"), std::string::npos) << e.what();
+  }
+  j.erase("family");
+  EXPECT_THROW(model_spec_from_json(j), Error);
+}

@@ -94,12 +94,3 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
                    torch::Dtype dtype = torch::kFloat32);
 
 }  // namespace scaledl
-
-namespace scaledl {
-
-/// Inverse of ModelSpec::to_json() (the form stored in ModelMeasurement::model):
-/// every field present in to_json() is read back; throws naming ctx.key on a
-/// missing or ill-typed field or an unknown enum name. ("params" is ignored.)
-ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx = "model");
-
-}  // namespace scaledl

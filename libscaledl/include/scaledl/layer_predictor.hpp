@@ -52,7 +52,7 @@ struct TrainOptions {
   /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored
   bool forest = false;
   int min_rows = 8;              ///< a (type) with fewer rows is not trained: roofline fallback, >= 1
-  int nthread = 0;               ///< XGBoost threads, 0 = hardware threads
+  int nthread = 0;               ///< XGBoost threads, 0 = automatic (1 below 16,384 rows, else all cores)
   uint64_t seed = 0;             ///< XGBoost seed
   bool verbose = false;          ///< print progress to stderr
 
@@ -69,6 +69,10 @@ struct LayerSample {
   Direction dir = Direction::Forward;
   std::string device;  ///< DeviceRecord::key()
   double ms = 0;       ///< measured time, ms, finite and > 0
+  /// "" for an isolated layer row; for a per-node time measured inside a whole
+  /// model (in_model_samples.hpp) the run it came from, "<db>: <model_key>"
+  /// (the unit that CvOptions::holdout = "model-runs" keeps out of training).
+  std::string group;
 };
 
 /// Store rows -> samples: fwd (or update, for optimizer rows) and bwd timings that
@@ -171,6 +175,13 @@ struct CvOptions {
   int mlp_epochs = 60;                  ///< MLP passes over the training rows, >= 1
   std::string torch_device = "cpu";     ///< LibTorch device of the MLP ("cpu", "cuda")
   uint64_t seed = 1;                    ///< fold assignment and MLP init
+  /// "rows": k-fold over all samples. "model-runs": group k-fold over the model
+  /// runs of the in-model samples (LayerSample::group non-empty): fold k tests the
+  /// in-model samples of its runs and trains on every isolated sample plus (when
+  /// in_model_train) the in-model samples of the other runs, so a run's nodes are
+  /// never in both. Ignored with leave_one_device.
+  std::string holdout = "rows";
+  bool in_model_train = true;           ///< "model-runs": train on the other runs' in-model samples too
 };
 
 /// Error of one method on one layer type and direction (and one held-out
@@ -193,6 +204,11 @@ nlohmann::json cv_to_json(const std::vector<CvResult>& r);
 std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
                                      const std::map<std::string, DeviceRecord>& devices,
                                      const CvOptions& o);
+
+/// Fold of each model run (LayerSample::group) under CvOptions::holdout =
+/// "model-runs": the sorted distinct groups shuffled with `seed`, run i -> fold
+/// i % folds. Error when there are fewer runs than folds.
+std::map<std::string, int> model_run_folds(const std::vector<LayerSample>& samples, int folds, uint64_t seed);
 
 /// Predictions of one method trained on `train` for `test` rows (ms), same order.
 std::vector<double> fit_predict(const std::string& method, const std::vector<LayerSample>& train,

@@ -93,6 +93,12 @@ TrainSettings parse_train_settings(const nlohmann::json& j, const std::string& c
 /// Checks settings against a model (seq_len within max_positions, image divisible by patch...).
 void validate_settings(const ModelSpec& m, const TrainSettings& s);
 
+/// Inverse of ModelSpec::to_json() (the form stored in ModelMeasurement::model):
+/// every field present in to_json() is read back; throws naming ctx.key on a
+/// missing or ill-typed field or an unknown enum name. ("params" is ignored.)
+/// Source: src/ir/stored_spec.cpp.
+ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx = "model");
+
 /// Trainable parameter count of the model as Hugging Face builds it.
 int64_t parameter_count(const ModelSpec& m);
 

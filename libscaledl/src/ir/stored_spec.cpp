@@ -1,10 +1,10 @@
-// Re-reading ModelSpec::to_json() from the store (see graph_batch.hpp).
-// Lives in the gnn stage because only graph training needs it; the field list
-// mirrors ModelSpec::to_json() in src/ir/model_spec.cpp.
+// Re-reading ModelSpec::to_json() from the store (declared in model_spec.hpp).
+// In the ir stage because both graph training (gnn) and the in-model layer
+// samples (learn) rebuild a stored model run's layer graph; the field list
+// mirrors ModelSpec::to_json() in model_spec.cpp.
 #include <nlohmann/json.hpp>
 
 #include "scaledl/error.hpp"
-#include "scaledl/graph_batch.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/model_spec.hpp"
 

@@ -105,6 +105,21 @@ std::vector<double> fit_predict(const std::string& method, const std::vector<Lay
   return out;
 }
 
+std::map<std::string, int> model_run_folds(const std::vector<LayerSample>& samples, int folds, uint64_t seed) {
+  SCALEDL_CHECK(folds >= 2, "folds={} must be >= 2", folds);
+  std::set<std::string> g;
+  for (const auto& s : samples)
+    if (!s.group.empty()) g.insert(s.group);
+  std::vector<std::string> groups(g.begin(), g.end());
+  SCALEDL_CHECK(groups.size() >= static_cast<size_t>(folds),
+                "holdout=model-runs: folds={} exceeds the {} model runs with in-model samples", folds, groups.size());
+  std::mt19937_64 rng(seed);
+  std::shuffle(groups.begin(), groups.end(), rng);
+  std::map<std::string, int> out;
+  for (size_t i = 0; i < groups.size(); ++i) out[groups[i]] = static_cast<int>(i % folds);
+  return out;
+}
+
 std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
                                      const std::map<std::string, DeviceRecord>& devices, const CvOptions& o) {
   SCALEDL_CHECK(!samples.empty(), "cross-validation needs training rows; the store(s) have none");
@@ -121,7 +136,14 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
       fold_names.push_back(k);
     }
     for (size_t i = 0; i < samples.size(); ++i) fold[i] = ids.at(samples[i].device);
+  } else if (o.holdout == "model-runs") {
+    // Group k-fold over the runs of the in-model samples; isolated rows (fold -1)
+    // are in every training set and in no test set.
+    const std::map<std::string, int> gfold = model_run_folds(samples, o.folds, o.seed);
+    for (size_t i = 0; i < samples.size(); ++i) fold[i] = samples[i].group.empty() ? -1 : gfold.at(samples[i].group);
+    for (int k = 0; k < o.folds; ++k) fold_names.push_back("all");
   } else {
+    SCALEDL_CHECK(o.holdout == "rows", "holdout=\"{}\" must be rows or model-runs", o.holdout);
     SCALEDL_CHECK(o.folds >= 2, "folds={} must be >= 2", o.folds);
     SCALEDL_CHECK(samples.size() >= static_cast<size_t>(o.folds), "folds={} exceeds the {} training rows",
                   o.folds, samples.size());
@@ -140,7 +162,13 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
   std::map<std::tuple<std::string, std::string, std::string, std::string>, Acc> acc;
   for (size_t k = 0; k < fold_names.size(); ++k) {
     std::vector<LayerSample> tr, te;
-    for (size_t i = 0; i < samples.size(); ++i) (fold[i] == static_cast<int>(k) ? te : tr).push_back(samples[i]);
+    const bool by_run = !o.leave_one_device && o.holdout == "model-runs";
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (fold[i] == static_cast<int>(k))
+        te.push_back(samples[i]);
+      else if (!by_run || fold[i] < 0 || o.in_model_train)
+        tr.push_back(samples[i]);
+    }
     if (te.empty() || tr.empty()) continue;
     for (const auto& method : o.methods) {
       std::vector<double> p = fit_predict(method, tr, te, devices, o);

@@ -163,9 +163,9 @@ std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasur
                   m.bwd.median_ms);
     if (!std::isnan(m.fwd.median_ms))
       out.push_back({m.type, m.dims, m.dtype, opt ? Direction::Update : Direction::Forward, m.device,
-                     m.fwd.median_ms});
+                     m.fwd.median_ms, ""});
     if (!std::isnan(m.bwd.median_ms))
-      out.push_back({m.type, m.dims, m.dtype, Direction::Backward, m.device, m.bwd.median_ms});
+      out.push_back({m.type, m.dims, m.dtype, Direction::Backward, m.device, m.bwd.median_ms, ""});
   }
   return out;
 }
@@ -254,7 +254,13 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     m->features = feature_names(t, fo);
     m->rows = rows.size();
     m->floor_ms = floor;
-    if (o.nthread > 0) m->booster.set_param("nthread", std::to_string(o.nthread));
+    // nthread 0 = automatic: one thread below kParallelRows rows. On these small
+    // per-type sets OpenMP's fork/join costs more than it saves, and with the
+    // other core busy its spinning barrier made a 5-fold `train layers` of the
+    // 144-row CPU campaign run for minutes instead of seconds.
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    const int train_threads = o.nthread > 0 ? o.nthread : rows.size() >= kParallelRows ? static_cast<int>(hw) : 1;
+    m->booster.set_param("nthread", std::to_string(train_threads));
     m->booster.set_params({{"objective", "reg:squarederror"},
                            {"tree_method", "hist"},
                            {"max_depth", std::to_string(o.max_depth)},
