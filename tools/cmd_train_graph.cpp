@@ -86,26 +86,8 @@ scaledl::cli::Registrar reg(
           scaledl::Store store(db, /*read_only=*/true);
           std::map<std::string, scaledl::DeviceRecord> devices;
           for (const auto& d : store.devices()) devices[d.key()] = d;
-          for (const auto& run : store.models()) {
-            const std::string ctx = fmt::format("{}: model run '{}'", db, scaledl::model_key(run));
-            auto dev = devices.find(run.device);
-            SCALEDL_CHECK(dev != devices.end(), "{}: device '{}' is not in the store", ctx, run.device);
-            scaledl::ModelSpec spec = scaledl::model_spec_from_json(run.model, ctx + ".model");
-            scaledl::TrainSettings s = scaledl::parse_train_settings(run.settings, ctx + ".settings");
-            SCALEDL_CHECK(s.num_devices == 1 || !o->comm.empty(),
-                          "{}: settings.num_devices={} needs an all-reduce calibration (--comm FILE)", ctx,
-                          s.num_devices);
-            SCALEDL_CHECK(std::isfinite(run.iter.median_ms) && run.iter.median_ms > 0,
-                          "{}: iter.median_ms={} is not a usable label", ctx, run.iter.median_ms);
-            scaledl::LayerGraph g = scaledl::build_layer_graph(spec, s);
-            scaledl::GraphContext gc;
-            gc.device = dev->second;
-            gc.comm = comm;
-            gc.target_ms = run.iter.median_ms;
-            scaledl::GraphFeatures f = scaledl::featurize(g, lp.predict_nodes(g, dev->second), gc);
-            f.label = run.model_name;
-            graphs.push_back(std::move(f));
-          }
+          for (const auto& run : store.models())
+            graphs.push_back(scaledl::run_graph_features({db, run}, lp, devices, comm));
         }
         SCALEDL_CHECK(!graphs.empty(), "--db: the store(s) hold no ok model runs to train on");
         SCALEDL_CHECK(o->folds == 0 || (o->folds >= 2 && static_cast<size_t>(o->folds) <= graphs.size()),

@@ -189,4 +189,16 @@ struct GnnCvReport {
 GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
                                   const GnnTrainOptions& opt, int64_t folds);
 
+/// Fold of each of `n` graphs (0..folds-1, near-equal sizes): a permutation
+/// seeded by `seed`, the one cross_validate_graphs uses with opt.seed = seed.
+std::vector<int64_t> graph_cv_folds(size_t n, int64_t folds, uint64_t seed);
+
+/// The fold loop itself: fold k trains on the graphs with fold[i] != k and tests
+/// those with fold[i] == k, all taken from `graphs_of_fold(k)` (n graphs in the
+/// order of `fold`), so each fold may featurize the graphs its own way (e.g. with
+/// layer models that did not see fold k: graph_cv.hpp).
+GnnCvReport cross_validate_graphs(const std::vector<int64_t>& fold, int64_t folds, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt,
+                                  const std::function<std::vector<GraphFeatures>(int64_t)>& graphs_of_fold);
+
 }  // namespace scaledl

@@ -8,8 +8,8 @@
 // times: the CV is optimistic. Here each fold k trains its own layer model on the
 // isolated samples plus the in-model samples of the runs NOT in fold k, then
 // featurizes all graphs with it, trains the refinement on the other folds and
-// predicts fold k. The folds are those of cross_validate_graphs for the same
-// seed (graph_cv_folds), so the two reports compare run by run.
+// predicts fold k. It runs the fold loop of cross_validate_graphs with the same
+// folds for the same seed (graph_cv_folds), so the two reports compare run by run.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -21,10 +21,6 @@
 #include "scaledl/layer_predictor.hpp"
 
 namespace scaledl {
-
-/// Fold of each of `n` graphs in cross_validate_graphs(graphs, cfg, opt, folds)
-/// with opt.seed = seed (the same permutation; tested against it).
-std::vector<int64_t> graph_cv_folds(size_t n, int64_t folds, uint64_t seed);
 
 struct NestedGraphCvInput {
   std::vector<InModelRun> runs;                  ///< one graph per run, in this order
@@ -40,7 +36,9 @@ struct NestedGraphCvInput {
   bool cross_fit = false;
 };
 
-/// Layer graph + features of a stored run with layer times from `lp` (as `train graph` builds them).
+/// Layer graph + features of a stored run with layer times from `lp`: what
+/// `train graph` trains on. Errors name r.ctx and the run: unknown device, bad
+/// spec or settings, an unusable label, several devices without a calibrated comm.
 GraphFeatures run_graph_features(const InModelRun& r, const LayerPredictor& lp,
                                  const std::map<std::string, DeviceRecord>& devices, const CommModel& comm);
 

@@ -478,45 +478,54 @@ nlohmann::json GnnCvReport::to_json() const {
           {"fold_mre", fold_mre}, {"seconds", seconds}, {"per_graph", per}};
 }
 
-GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
-                                  const GnnTrainOptions& opt, int64_t folds) {
+std::vector<int64_t> graph_cv_folds(size_t n, int64_t folds, uint64_t seed) {
   SCALEDL_CHECK(folds >= 2, "folds={} must be >= 2", folds);
-  SCALEDL_CHECK(static_cast<size_t>(folds) <= graphs.size(), "folds={} but only {} graphs", folds, graphs.size());
-  const auto t0 = std::chrono::steady_clock::now();
-  std::mt19937_64 rng(opt.seed ^ 0x9e3779b97f4a7c15ULL);
-  std::vector<size_t> perm(graphs.size());
+  SCALEDL_CHECK(static_cast<size_t>(folds) <= n, "folds={} but only {} graphs", folds, n);
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  std::vector<size_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int64_t> fold(n, -1);
+  for (size_t i = 0; i < n; ++i) fold[perm[i]] = static_cast<int64_t>(i % folds);
+  return fold;
+}
+
+GnnCvReport cross_validate_graphs(const std::vector<int64_t>& fold, int64_t folds, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt,
+                                  const std::function<std::vector<GraphFeatures>(int64_t)>& graphs_of_fold) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t n = fold.size();
   GnnCvReport r;
   r.folds = folds;
-  r.graphs = static_cast<int64_t>(graphs.size());
-  r.fold.assign(graphs.size(), -1);
-  for (size_t i = 0; i < perm.size(); ++i) r.fold[perm[i]] = static_cast<int64_t>(i % folds);
-  r.pred_ms.assign(graphs.size(), NAN);
-  r.alpha.assign(graphs.size(), NAN);
-  for (const auto& g : graphs) {
-    r.labels.push_back(g.label);
-    r.target_ms.push_back(g.target_ms);
-    r.before_ms.push_back(g.t_sum_ms + g.t_comm_ms);
-  }
+  r.graphs = static_cast<int64_t>(n);
+  r.fold = fold;
+  r.labels.resize(n);
+  r.target_ms.assign(n, NAN);
+  r.before_ms.assign(n, NAN);
+  r.pred_ms.assign(n, NAN);
+  r.alpha.assign(n, NAN);
   for (int64_t k = 0; k < folds; ++k) {
-    std::vector<GraphFeatures> train;
-    std::vector<size_t> test;
-    for (size_t i = 0; i < graphs.size(); ++i) {
-      if (r.fold[i] == k)
-        test.push_back(i);
-      else
-        train.push_back(graphs[i]);
+    std::vector<GraphFeatures> all = graphs_of_fold(k);
+    SCALEDL_CHECK(all.size() == n, "cross-validation fold {}: {} graphs for {} fold entries", k, all.size(), n);
+    std::vector<GraphFeatures> train, test;
+    std::vector<size_t> test_ids;
+    for (size_t i = 0; i < n; ++i) {
+      if (fold[i] != k) {
+        train.push_back(std::move(all[i]));
+        continue;
+      }
+      r.labels[i] = all[i].label;
+      r.target_ms[i] = all[i].target_ms;
+      r.before_ms[i] = all[i].t_sum_ms + all[i].t_comm_ms;
+      test_ids.push_back(i);
+      test.push_back(std::move(all[i]));
     }
-    const GraphPredictor p = GraphPredictor::train(train, cfg, opt);
-    std::vector<const GraphFeatures*> tg;
-    for (size_t i : test) tg.push_back(&graphs[i]);
-    const GnnPrediction pr = p.predict(tg);
+    const GnnPrediction pr = GraphPredictor::train(train, cfg, opt).predict(test);
     std::vector<double> y;
-    for (size_t j = 0; j < test.size(); ++j) {
-      r.pred_ms[test[j]] = pr.t_pred_ms[j];
-      r.alpha[test[j]] = pr.alpha[j];
-      y.push_back(graphs[test[j]].target_ms);
+    for (size_t j = 0; j < test_ids.size(); ++j) {
+      r.pred_ms[test_ids[j]] = pr.t_pred_ms[j];
+      r.alpha[test_ids[j]] = pr.alpha[j];
+      y.push_back(r.target_ms[test_ids[j]]);
     }
     r.fold_mre.push_back(mean_relative_error(pr.t_pred_ms, y));
   }
@@ -524,6 +533,12 @@ GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, cons
   r.mre = mean_relative_error(r.pred_ms, r.target_ms);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt, int64_t folds) {
+  return cross_validate_graphs(graph_cv_folds(graphs.size(), folds, opt.seed), folds, cfg, opt,
+                               [&](int64_t) { return graphs; });
 }
 
 // ---- weights file -------------------------------------------------------------
