@@ -20,7 +20,7 @@ struct BenchModelsOptions {
   std::string plan;                  ///< plan JSON of kind "models"
   std::string db;                    ///< SQLite store (created when missing)
   std::string device = "cpu";        ///< cpu | cuda | cuda:<i>
-  int threads = 0;                   ///< LibTorch intra-op threads; 0 = LibTorch's default
+  int threads = 0;                   ///< LibTorch + OpenBLAS threads; 0 = LibTorch's default
   bool probe = true;                 ///< measure the device when the store has no record of it
   bool quiet = false;                ///< no progress bar even on a terminal
   scaledl::ModelCampaignOptions c;   ///< campaign name and timing
@@ -32,7 +32,10 @@ int run(const BenchModelsOptions& o) {
   SCALEDL_CHECK(p.kind == "models", "{}: kind=\"{}\" but `bench models` needs a models plan (use `bench layers`)",
                 o.plan, p.kind);
   SCALEDL_CHECK(o.threads >= 0, "--threads={} must be >= 0", o.threads);
-  if (o.threads > 0) at::set_num_threads(o.threads);
+  // One thread count for every pool in the process: LibTorch's intra-op pool
+  // and OpenBLAS's own, which at::set_num_threads does not reach (a model run
+  // with 2 BLAS threads and a layer run with 1 measure different machines).
+  set_compute_threads(o.threads > 0 ? o.threads : at::get_num_threads());
   torch::Device dev = parse_device(o.device);
   Store store(o.db);
   DeviceRecord rec = describe_device(dev);
@@ -62,7 +65,7 @@ scaledl::cli::Registrar reg(
       app.add_option("--device", o->device, "cpu, cuda or cuda:<i>")->capture_default_str();
       app.add_option("--campaign", o->c.campaign, "campaign name (rows are keyed by campaign, model key, device)")
           ->capture_default_str();
-      app.add_option("--threads", o->threads, "LibTorch intra-op threads (0 = LibTorch default)")
+      app.add_option("--threads", o->threads, "compute threads of LibTorch and OpenBLAS (0 = LibTorch default)")
           ->capture_default_str();
       app.add_option("--warmup", b.warmup, "warm-up iterations always run before timing (>= 0)")
           ->capture_default_str();

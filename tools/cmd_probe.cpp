@@ -32,7 +32,7 @@ int run(const ProbeCmdOptions& o) {
     d = load_device_spec(o.spec);
   } else {
     torch::Device dev = parse_device(o.device);
-    if (o.threads > 0) set_compute_threads(o.threads);
+    set_compute_threads(o.threads > 0 ? o.threads : at::get_num_threads());
     ProbeOptions po;
     po.measure = !o.no_measure;
     d = probe_device(dev, po);

@@ -41,7 +41,9 @@ struct ProbeOptions {
 
 /// Describes `dev` without measuring: name, kind, cores (CPU: LibTorch intra-op
 /// threads; GPU: SMs), clock, memory, L2, and spec peaks from the table.
-/// The name of a CPU includes the thread count so that runs with different
+/// The name of a CPU includes vendor, family/model/stepping, ISA level
+/// (sse|avx|avx2|avx512|amx) and the thread count (and the BLAS pool's when it
+/// differs), so that different CPU generations and runs with different
 /// --threads are different devices in the store.
 DeviceRecord describe_device(const torch::Device& dev);
 /// describe_device + measurements (when opt.measure): measured_gflops (FP32
@@ -54,6 +56,8 @@ DeviceRecord probe_device(const torch::Device& dev, const ProbeOptions& opt = {}
 /// LibTorch calls a pthread OpenBLAS (Debian's build), OpenBLAS's own pool,
 /// which at::set_num_threads does not reach.
 void set_compute_threads(int n);
+/// Threads of the pthread OpenBLAS LibTorch calls (0 when none is loaded).
+int blas_threads();
 
 /// Measured FP32 matmul rate of an n x n x n torch::mm on dev, GFLOP/s.
 double measure_matmul_gflops(const torch::Device& dev, int64_t n, int repeats = 5);

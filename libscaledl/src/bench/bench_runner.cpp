@@ -4,6 +4,7 @@
 #include <map>
 
 #include "scaledl/bench.hpp"
+#include "scaledl/build_info.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/probe.hpp"
 #include "scaledl/progress.hpp"
@@ -11,18 +12,6 @@
 namespace scaledl {
 
 namespace {
-
-std::string git_commit() {
-  if (const char* e = std::getenv("SCALEDL_GIT_COMMIT")) return e;
-  std::string out;
-  if (FILE* p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r")) {
-    char buf[128];
-    while (std::fgets(buf, sizeof(buf), p)) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.empty() ? "unknown" : out;
-}
 
 /// Why a measurement is not trustworthy, "" when it is.
 std::string instability(const char* dir, const Measurement& m) {
@@ -45,9 +34,10 @@ nlohmann::json bench_environment(const torch::Device& dev, DType dtype, const Ti
   return {{"libtorch", libtorch_version()},
           {"cuda", cuda_runtime_version()},
           {"threads", at::get_num_threads()},
+          {"blas_threads", blas_threads()},
           {"device", dev.str()},
           {"dtype", to_string(dtype)},
-          {"git_commit", git_commit()},
+          {"git_commit", build_commit()},
           {"timing",
            {{"warmup_min", t.warmup_min},
             {"warmup_max", t.warmup_max},
@@ -65,7 +55,8 @@ LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs,
   check_timing_options(opt.timing);
   const auto t0 = std::chrono::steady_clock::now();
   torch::Device dev = parse_device(opt.device);
-  if (opt.threads > 0) set_compute_threads(opt.threads);
+  // One thread count for every pool in the process (LibTorch's and OpenBLAS's).
+  set_compute_threads(opt.threads > 0 ? opt.threads : at::get_num_threads());
 
   // The device row: reuse the store's record of this device, else describe
   // (and measure) it now.

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <regex>
 #include <sstream>
 
@@ -38,6 +40,12 @@ void set_compute_threads(int n) {
   at::set_num_threads(n);
   using SetThreads = void (*)(int);
   if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
+}
+
+int blas_threads() {
+  using GetThreads = int (*)();
+  if (auto f = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) return f();
+  return 0;
 }
 
 // ---- spec sheet table --------------------------------------------------------
@@ -111,18 +119,51 @@ double leading_number(const std::string& s) {
   }
 }
 
+/// The highest vector ISA level the CPU reports (/proc/cpuinfo flags).
+std::string isa_level(const std::string& flags) {
+  std::istringstream in(flags);
+  std::set<std::string> f{std::istream_iterator<std::string>(in), std::istream_iterator<std::string>()};
+  if (f.count("amx_tile")) return "amx";
+  if (f.count("avx512f")) return "avx512";
+  if (f.count("avx2")) return "avx2";
+  if (f.count("avx")) return "avx";
+  return "sse";
+}
+
 DeviceRecord describe_cpu() {
   DeviceRecord d;
   d.kind = "cpu";
-  std::string model = proc_field("/proc/cpuinfo", "model name");
+  const std::string info = "/proc/cpuinfo";
+  std::string model = proc_field(info, "model name");
   if (model.empty()) model = "unknown CPU";
+  const std::string vendor = proc_field(info, "vendor_id");
+  const std::string family = proc_field(info, "cpu family"), cpu_model = proc_field(info, "model"),
+                    stepping = proc_field(info, "stepping");
+  const std::string isa = isa_level(proc_field(info, "flags"));
   int threads = at::get_num_threads();
-  d.name = fmt::format("{} ({} threads)", model, threads);
+  int blas = blas_threads();
+  // Hosts sold under one marketing name ("AMD EPYC" on a VM) differ in
+  // generation: family/model/stepping and the ISA level are part of the name,
+  // hence of the store key. A BLAS pool that differs from LibTorch's is too.
+  std::string ident = fmt::format("{} {}/{}/{} {}", vendor.empty() ? "unknown" : vendor,
+                                  family.empty() ? "?" : family, cpu_model.empty() ? "?" : cpu_model,
+                                  stepping.empty() ? "?" : stepping, isa);
+  std::string thr = blas > 0 && blas != threads ? fmt::format("{} threads, BLAS {}", threads, blas)
+                                                 : fmt::format("{} threads", threads);
+  d.name = fmt::format("{} [{}] ({})", model, ident, thr);
   d.cores = threads;
-  d.clock_mhz = leading_number(proc_field("/proc/cpuinfo", "cpu MHz"));
+  d.clock_mhz = leading_number(proc_field(info, "cpu MHz"));
   d.mem_gb = leading_number(proc_field("/proc/meminfo", "MemTotal")) * 1024 / 1e9;  // kB
-  d.l2_mb = leading_number(proc_field("/proc/cpuinfo", "cache size")) / 1024;      // KB, last level
+  d.l2_mb = leading_number(proc_field(info, "cache size")) / 1024;                 // KB, last level
   d.extra = {{"online_cpus", static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN))},
+             {"vendor", vendor},
+             {"cpu_family", family},
+             {"cpu_model", cpu_model},
+             {"stepping", stepping},
+             {"microcode", proc_field(info, "microcode")},
+             {"isa", isa},
+             {"intra_op_threads", threads},
+             {"blas_threads", blas},
              {"clock_source", "/proc/cpuinfo cpu MHz (current, not max)"}};
   return d;
 }
@@ -140,6 +181,8 @@ DeviceRecord describe_cuda(int index) {
     d.mem_gb = p.mem_gb;
     d.l2_mb = p.l2_mb;
     d.extra["compute_capability"] = fmt::format("{}.{}", p.cc_major, p.cc_minor);
+    d.extra["mem_clock_mhz"] = p.mem_clock_mhz;
+    d.extra["driver_version"] = p.driver_version;
   } else {
     // LibTorch can still run on the GPU; only the attributes are unknown.
     d.name = fmt::format("cuda:{} (unnamed)", index);

@@ -58,6 +58,10 @@ int get_props(int index, Props* p, char* err, int err_len) {
   p->clock_mhz = v / 1000.0;  // kHz -> MHz
   if (report(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, index), "L2 size", err, err_len)) return 1;
   p->l2_mb = v / (1024.0 * 1024.0);
+  p->mem_clock_mhz = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, index) == cudaSuccess) p->mem_clock_mhz = v / 1000.0;
+  p->driver_version = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess) p->driver_version = v;
   return 0;
 }
 

@@ -12,6 +12,8 @@ struct Props {
   double mem_gb;        ///< total global memory, GB (1e9 bytes)
   double l2_mb;         ///< L2 size, MB (2^20 bytes)
   int cc_major, cc_minor;
+  double mem_clock_mhz;  ///< max memory clock
+  int driver_version;    ///< cudaDriverGetVersion (e.g. 13000), 0 = unknown
 };
 int get_props(int index, Props* out, char* err, int err_len);
 /// Runs the FMA kernel on GPU `index`; stores GFLOP/s. Same error convention.
