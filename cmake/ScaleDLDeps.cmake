@@ -14,6 +14,7 @@ find_package(nlohmann_json 3.9 REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(CLI11 REQUIRED)
 find_package(SQLite3 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of bundle files
 # CMake >= 4.1 renamed the imported target; older versions only know SQLite::SQLite3.
 if(TARGET SQLite3::SQLite3)
   set(SCALEDL_SQLITE_TARGET SQLite3::SQLite3)

@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install + build (scripts/setup.sh), then
-# pretrain the predictor on the committed H100 campaign and predict the epoch
-# time of BERT-base on that GPU. Outputs go to out/ (ignored by git).
+# pretrain the predictor (one bundle) on the committed H100 campaign and predict
+# the epoch time of BERT-base on that GPU. Outputs go to out/ (ignored by git).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 B=build/tools/scaledl
 mkdir -p out
-echo "== 1. pretrain: per-layer XGBoost models on the H100 layer campaign"
-$B train layers --db datasets/h100/h100.sqlite --out out/h100-layers --folds 0
-echo "== 2. pretrain: graph refinement (TransformerConv) on the H100 whole-iteration runs"
-$B train graph --db datasets/h100/h100.sqlite --layers out/h100-layers --encoder transformerconv --out out/h100-graph
-echo "== 3. predict: BERT-base, batch 32 x seq 128, fp32, AdamW, 100,000 samples per epoch, on the H100"
-$B predict models/bert-base.json --batch 32 --seq 128 --layers out/h100-layers --graph out/h100-graph \
+echo "== 1. pretrain: layer models + graph refinement on the H100 campaign -> one bundle"
+$B train --db datasets/h100/h100.sqlite --out out/h100-bundle --encoder transformerconv
+echo "== 2. predict: BERT-base, batch 32 x seq 128, fp32, AdamW, 100,000 samples per epoch, on the H100"
+$B predict models/bert-base.json --batch 32 --seq 128 --bundle out/h100-bundle \
     --device-spec datasets/h100/probe.json --samples 100000
-echo "== 4. what to benchmark next: 32 more model configs, D-optimal given what is measured"
+echo "== 3. what to benchmark next: 32 more model configs, D-optimal given what is measured"
 $B plan --space datasets/h100/models-space.json --budget 32 --existing datasets/h100/h100.sqlite \
     --seed 2 --out out/next-models-plan.json

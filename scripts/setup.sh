@@ -23,7 +23,7 @@ done
 PKGS=(build-essential cmake pkg-config
       libtorch-dev libopenblas0-pthread
       libxgboost-dev xgboost
-      nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev
+      nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev libssl-dev gnuplot-nox
       libgtest-dev libgmock-dev libbenchmark-dev)
 
 missing=()

@@ -9,6 +9,7 @@
 
 #include "command.hpp"
 #include "model_args.hpp"
+#include "scaledl/bundle.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
 #include "scaledl/layer_graph.hpp"
@@ -20,6 +21,7 @@ namespace {
 
 struct PredictOptions {
   scaledl::cli::ModelArgs args;  ///< model config and training settings
+  std::string bundle;            ///< bundle directory (`scaledl train --out`)
   std::string layers;            ///< LayerPredictor directory (`train layers --out`)
   std::string graph;             ///< graph model file or directory (`train graph --out`); "" = no refinement
   std::string device_spec;       ///< device spec JSON (NeuSight device_configs or ScaleDL format)
@@ -60,18 +62,24 @@ int run(const PredictOptions& o) {
   SCALEDL_CHECK(o.samples == 0 || o.iterations == 0, "give --samples or --iterations, not both");
   SCALEDL_CHECK(o.samples >= 0 && o.iterations >= 0, "--samples and --iterations must be >= 0");
   const DeviceRecord dev = resolve_device(o);
-  const LayerPredictor layers = LayerPredictor::load(o.layers);
-  std::optional<GraphPredictor> graph;
-  if (!o.graph.empty()) {
-    std::string path = o.graph;
-    if (std::filesystem::is_directory(path)) path += "/graph_model.safetensors";
-    graph = GraphPredictor::load(path);
+  SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(), "no models: give --bundle DIR (or --layers DIR [--graph ...])");
+  SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty() && o.comm.empty()),
+                "--bundle={} already holds the layer, graph and comm models: drop --layers/--graph/--comm", o.bundle);
+  Bundle b;
+  if (!o.bundle.empty()) {
+    b = load_bundle(o.bundle);
+  } else {
+    b.layers = LayerPredictor::load(o.layers);
+    if (!o.graph.empty()) {
+      std::string path = o.graph;
+      if (std::filesystem::is_directory(path)) path += "/graph_model.safetensors";
+      b.graph = GraphPredictor::load(path);
+    }
+    if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
   }
-  CommModel comm;
-  if (!o.comm.empty()) comm = load_comm_model(o.comm);
-
   const LayerGraph g = build_layer_graph(m, s);
-  const IterationPrediction p = predict_iteration(g, dev, layers, graph ? &*graph : nullptr, comm);
+  const IterationPrediction p = b.predict(g, dev);
+  const std::vector<std::string> outside = b.out_of_range(g, dev);
   const int64_t iters = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
   const double epoch_s = iters * p.t_iter_ms / 1000.0;
 
@@ -82,6 +90,7 @@ int run(const PredictOptions& o) {
     j["device"] = dev.key();
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
+    j["outside_training_range"] = outside;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -97,6 +106,8 @@ int run(const PredictOptions& o) {
             << fmt::format("T_iter       {:10.3f} ms\n", p.t_iter_ms);
   if (iters)
     std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", epoch_s, iters);
+  for (const auto& w : outside)
+    std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
   return 0;
 }
 
@@ -104,8 +115,9 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                             [](CLI::App& app) {
                               auto o = std::make_shared<PredictOptions>();
                               o->args.add_to(app);
-                              app.add_option("--layers", o->layers, "layer models (`scaledl train layers --out`)")
-                                  ->required();
+                              app.add_option("--bundle", o->bundle, "bundle directory (`scaledl train --out`)");
+                              app.add_option("--layers", o->layers,
+                                             "layer models (`scaledl train layers --out`), instead of --bundle");
                               app.add_option("--graph", o->graph,
                                              "graph model (`scaledl train graph --out` dir or .safetensors)");
                               app.add_option("--device-spec", o->device_spec,

@@ -35,6 +35,14 @@ int main(int argc, char** argv) {
   std::sort(defs.begin(), defs.end(), [](const CommandDef& a, const CommandDef& b) { return a.path < b.path; });
   std::map<std::string, CLI::App*> groups;  // "bench" -> its CLI11 node
   Runner chosen;
+  // A command may also be a group: `train` runs itself, `train layers` its
+  // subcommand (sorted order registers the group's own command first).
+  std::map<std::string, bool> runnable;
+  for (auto& d : defs) {
+    std::string key;
+    for (auto& p : d.path) key += "/" + p;
+    runnable[key] = true;
+  }
   for (auto& d : defs) {
     CLI::App* parent = &app;
     std::string prefix;
@@ -48,9 +56,20 @@ int main(int argc, char** argv) {
       }
       parent = it->second;
     }
+    const std::string key = prefix + "/" + d.path.back();
     CLI::App* sub = parent->add_subcommand(d.path.back(), d.help);
     auto runner = std::make_shared<Runner>(d.setup(*sub));
-    sub->callback([runner, &chosen] { chosen = *runner; });
+    bool group = false;
+    for (auto& [k, v] : runnable) group = group || (k.size() > key.size() && k.compare(0, key.size() + 1, key + "/") == 0);
+    if (group) {
+      sub->require_subcommand(0, 1);
+      groups.emplace(key, sub);
+      sub->callback([runner, sub, &chosen] {
+        if (sub->get_subcommands().empty()) chosen = *runner;
+      });
+    } else {
+      sub->callback([runner, &chosen] { chosen = *runner; });
+    }
   }
 
   try {

@@ -1,7 +1,10 @@
 // Device selection, the spec-sheet table, the timer and the probe on the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+
+#include <fmt/format.h>
 #include <thread>
 
 #include "scaledl/bench.hpp"
@@ -122,3 +125,24 @@ TEST(Probe, CudaKernelStandInSaysHowToRebuild) {
   expect_error([] { measure_fma_kernel_gflops(0); }, {"rebuild with -DSCALEDL_CUDA=ON"});
 }
 #endif
+
+TEST(Probe, CpuKeyNamesTheGenerationAndOneThreadCountForEveryPool) {
+  const int before = at::get_num_threads();
+  set_compute_threads(1);
+  DeviceRecord d = describe_device(torch::Device(torch::kCPU));
+  // Vendor family/model/stepping and ISA level are part of the key: "AMD EPYC"
+  // VMs on different host generations must not share one.
+  for (const char* k : {"vendor", "cpu_family", "cpu_model", "stepping", "isa", "blas_threads"})
+    EXPECT_TRUE(d.extra.contains(k)) << k << " " << d.extra.dump();
+  const std::string ident = fmt::format("{}/{}/{}", d.extra["cpu_family"].get<std::string>(),
+                                        d.extra["cpu_model"].get<std::string>(), d.extra["stepping"].get<std::string>());
+  EXPECT_NE(d.key().find(ident), std::string::npos) << d.key();
+  EXPECT_NE(d.key().find(d.extra["isa"].get<std::string>()), std::string::npos) << d.key();
+  EXPECT_NE(d.key().find("(1 threads)"), std::string::npos) << d.key();
+  // With a pthread OpenBLAS loaded, its pool follows set_compute_threads.
+  if (blas_threads() > 0) {
+    EXPECT_EQ(blas_threads(), 1);
+    EXPECT_EQ(d.extra["blas_threads"].get<int>(), 1);
+  }
+  set_compute_threads(std::max(1, before));
+}

@@ -447,3 +447,26 @@ TEST(WeightsFile, ReloadGivesSamePredictionsAndRefusesBadFiles) {
     EXPECT_NE(cut.find("data_offsets"), std::string::npos) << cut;
   }
 }
+
+TEST(Training, NoMlpAblationHasNoGlobalBranchAndReloads) {
+  GnnTrainOptions o;
+  o.epochs = 5;
+  GnnConfig c = config("transformerconv");
+  c.global_branch = false;
+  GraphPredictor p = GraphPredictor::train(graphs10(), c, o);
+  for (const auto& [name, t] : p.model()->named_parameters()) EXPECT_EQ(name.find("z_mlp"), std::string::npos) << name;
+  // Z does not reach the output: changing it changes nothing.
+  std::vector<GraphFeatures> g = graphs10(), h = g;
+  for (auto& x : h) std::fill(x.z.begin(), x.z.end(), 123.f);
+  GnnPrediction a = p.predict(g), b = p.predict(h);
+  for (size_t i = 0; i < a.alpha.size(); ++i) EXPECT_DOUBLE_EQ(a.alpha[i], b.alpha[i]);
+  const std::string path = ::testing::TempDir() + "/gnn_nomlp.safetensors";
+  p.save(path);
+  GraphPredictor q = GraphPredictor::load(path);
+  EXPECT_FALSE(q.config().global_branch);
+  GnnPrediction r = q.predict(g);
+  for (size_t i = 0; i < a.t_pred_ms.size(); ++i) EXPECT_NEAR(a.t_pred_ms[i] / r.t_pred_ms[i], 1.0, 1e-6);
+  // Configs written before the ablation existed have the branch.
+  EXPECT_TRUE(GnnConfig::from_json({{"encoder", "anee"}}).global_branch);
+  EXPECT_THROW(GnnConfig::from_json({{"global_branch", "yes"}}), Error);
+}

@@ -41,6 +41,7 @@ struct GnnConfig {
   int64_t heads = 2;                        ///< attention heads L (transformerconv), >= 1
   int64_t z_hidden = 16;                    ///< width of the Z branch MLP, >= 1
   int64_t mlp_hidden = 32;                  ///< width of the prediction MLP, >= 1
+  bool global_branch = true;                ///< MLP(Z) branch of eq. 14; false = the NoMLP ablation
 
   nlohmann::json to_json() const;
   /// Validates every field; throws naming ctx.key and the value.

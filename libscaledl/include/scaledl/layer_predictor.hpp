@@ -173,6 +173,7 @@ struct CvOptions {
   std::vector<std::string> methods = {"xgboost", "linear", "forest", "mlp"};
   TrainOptions train;                   ///< options of the xgboost (and forest) models
   int mlp_epochs = 60;                  ///< MLP passes over the training rows, >= 1
+  bool mlp_roofline = true;             ///< MLP features include CT/CM (PreNeT); false = MLP-ACC's plain features
   std::string torch_device = "cpu";     ///< LibTorch device of the MLP ("cpu", "cuda")
   uint64_t seed = 1;                    ///< fold assignment and MLP init
   /// "rows": k-fold over all samples. "model-runs": group k-fold over the model

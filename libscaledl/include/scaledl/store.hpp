@@ -71,6 +71,12 @@ struct ModelMeasurement {
   int64_t env_id = 0;
 };
 
+/// Whether a model run's median iteration time is a usable training/test label:
+/// status "ok", or "unstable" with the CV of its timed iterations (iter.cv) <=
+/// max_cv: flagged for a warm-up that did not settle or a noisy iter_noopt,
+/// while the label itself is as tight as an ok row's (0 = "ok" rows only).
+bool usable_model_label(const ModelMeasurement& m, double max_cv);
+
 /// Canonical key of a layer config, e.g. "linear:128x768x3072x1:fp32".
 std::string layer_key(LayerType t, const std::vector<int64_t>& dims, DType dtype);
 /// Canonical key of a model run: model name + settings JSON dump.

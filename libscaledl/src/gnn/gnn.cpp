@@ -106,7 +106,8 @@ void check_choice(const std::string& v, std::initializer_list<const char*> ok, c
 
 nlohmann::json GnnConfig::to_json() const {
   return {{"encoder", encoder}, {"target", target},     {"readout", readout},       {"hidden", hidden},
-          {"layers", layers},   {"heads", heads},       {"z_hidden", z_hidden},     {"mlp_hidden", mlp_hidden}};
+          {"layers", layers},   {"heads", heads},       {"z_hidden", z_hidden},     {"mlp_hidden", mlp_hidden},
+          {"global_branch", global_branch}};
 }
 
 GnnConfig GnnConfig::from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -120,6 +121,11 @@ GnnConfig GnnConfig::from_json(const nlohmann::json& j, const std::string& ctx) 
   c.heads = get_int_or(j, "heads", ctx, 1, 64, c.heads);
   c.z_hidden = get_int_or(j, "z_hidden", ctx, 1, 4096, c.z_hidden);
   c.mlp_hidden = get_int_or(j, "mlp_hidden", ctx, 1, 4096, c.mlp_hidden);
+  if (j.contains("global_branch")) {  // absent in files written before the NoMLP ablation: true
+    SCALEDL_CHECK(j["global_branch"].is_boolean(), "{}.global_branch={} is not true or false", ctx,
+                  j["global_branch"].dump());
+    c.global_branch = j["global_branch"].get<bool>();
+  }
   c.validate(ctx);
   return c;
 }
@@ -224,11 +230,13 @@ GnnModelImpl::GnnModelImpl(const GnnConfig& c) : cfg(c) {
     encoder = register_module("encoder", std::make_shared<AneeEncoderImpl>(F, Fe, cfg));
   else
     encoder = register_module("encoder", std::make_shared<TransformerConvEncoderImpl>(F, Fe, cfg));
-  z_mlp = register_module("z_mlp", torch::nn::Sequential(torch::nn::Linear(Fz, cfg.z_hidden), torch::nn::ReLU(),
-                                                         torch::nn::Linear(cfg.z_hidden, cfg.z_hidden),
-                                                         torch::nn::ReLU()));
+  if (cfg.global_branch)
+    z_mlp = register_module("z_mlp", torch::nn::Sequential(torch::nn::Linear(Fz, cfg.z_hidden), torch::nn::ReLU(),
+                                                           torch::nn::Linear(cfg.z_hidden, cfg.z_hidden),
+                                                           torch::nn::ReLU()));
   const int64_t nout = cfg.target == "alpha-beta" ? 2 : 1;
-  head = register_module("head", torch::nn::Sequential(torch::nn::Linear(cfg.hidden + cfg.z_hidden, cfg.mlp_hidden),
+  const int64_t head_in = cfg.hidden + (cfg.global_branch ? cfg.z_hidden : 0);
+  head = register_module("head", torch::nn::Sequential(torch::nn::Linear(head_in, cfg.mlp_hidden),
                                                        torch::nn::ReLU(), torch::nn::Linear(cfg.mlp_hidden, nout)));
   log_t_offset = register_buffer("log_t_offset", torch::zeros({1}));
 }
@@ -236,7 +244,7 @@ GnnModelImpl::GnnModelImpl(const GnnConfig& c) : cfg(c) {
 GnnOutput GnnModelImpl::forward(const GraphBatch& b) {
   torch::Tensor h = encoder->forward(b.x, b.edge_index, b.edge_attr);
   torch::Tensor g = pool(h, b.node_weight, b.batch, b.num_graphs, cfg.readout == "mean");
-  torch::Tensor o = head->forward(torch::cat({g, z_mlp->forward(b.z)}, 1));
+  torch::Tensor o = head->forward(cfg.global_branch ? torch::cat({g, z_mlp->forward(b.z)}, 1) : g);
   GnnOutput out;
   if (cfg.target == "alpha-beta") {
     out.alpha = torch::softplus(o.select(1, 0) + kSoftplusOne);

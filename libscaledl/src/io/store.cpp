@@ -144,6 +144,12 @@ std::string layer_key(LayerType t, const std::vector<int64_t>& dims, DType dtype
   return fmt::format("{}:{}:{}", to_string(t), fmt::join(dims, "x"), to_string(dtype));
 }
 
+bool usable_model_label(const ModelMeasurement& m, double max_cv) {
+  if (m.status == "ok") return true;
+  return max_cv > 0 && m.status == "unstable" && std::isfinite(m.iter.cv) && m.iter.cv <= max_cv &&
+         std::isfinite(m.iter.median_ms) && m.iter.median_ms > 0;
+}
+
 std::string model_key(const ModelMeasurement& m) {
   return m.model_name + ":" + m.settings.dump();
 }

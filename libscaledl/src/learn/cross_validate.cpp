@@ -76,7 +76,7 @@ std::vector<double> fit_predict(const std::string& method, const std::vector<Lay
                                 const std::map<std::string, DeviceRecord>& devices, const CvOptions& o) {
   if (method == "linear") return linear_fit_predict(train, test, devices);
   if (method == "mlp")
-    return detail::mlp_fit_predict(train, test, devices, o.mlp_epochs, o.torch_device, o.seed);
+    return detail::mlp_fit_predict(train, test, devices, o.mlp_epochs, o.torch_device, o.seed, o.mlp_roofline);
   SCALEDL_CHECK(method == "xgboost" || method == "forest",
                 "method=\"{}\" is not a regressor (xgboost, linear, forest, mlp)", method);
   TrainOptions to = o.train;

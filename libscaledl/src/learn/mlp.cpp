@@ -22,10 +22,11 @@ const DeviceRecord& dev_at(const std::map<std::string, DeviceRecord>& devices, c
 
 /// log1p(|x|) * sign(x) features of samples of one type: [rows, nf].
 std::vector<float> features_of(const std::vector<const LayerSample*>& rows, LayerType t,
-                               const std::map<std::string, DeviceRecord>& devices, size_t nf) {
+                               const std::map<std::string, DeviceRecord>& devices, size_t nf,
+                               const FeatureOptions& fo) {
   std::vector<float> x(rows.size() * nf);
   for (size_t i = 0; i < rows.size(); ++i)
-    layer_features(t, rows[i]->dims, rows[i]->dtype, rows[i]->dir, dev_at(devices, rows[i]->device), {},
+    layer_features(t, rows[i]->dims, rows[i]->dtype, rows[i]->dir, dev_at(devices, rows[i]->device), fo,
                    &x[i * nf]);
   for (float& v : x) v = std::copysign(std::log1p(std::abs(v)), v);
   return x;
@@ -42,7 +43,9 @@ torch::Device parse_device(const std::string& s) {
 
 std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const std::vector<LayerSample>& test,
                                     const std::map<std::string, DeviceRecord>& devices, int epochs,
-                                    const std::string& torch_device, uint64_t seed) {
+                                    const std::string& torch_device, uint64_t seed, bool roofline) {
+  FeatureOptions fo;
+  fo.roofline = roofline;
   const torch::Device dev = parse_device(torch_device);
   std::map<int, std::vector<const LayerSample*>> tr, te;
   std::map<int, std::vector<size_t>> te_idx;
@@ -62,15 +65,18 @@ std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const
               roofline_ms(t, rows[j]->dims, rows[j]->dtype, rows[j]->dir, dev_at(devices, rows[j]->device));
         continue;
       }
-      const size_t nf = feature_count(t);
+      const size_t nf = feature_count(t, fo);
       const auto& trows = it->second;
-      std::vector<float> xtr = features_of(trows, t, devices, nf), xte = features_of(rows, t, devices, nf);
+      std::vector<float> xtr = features_of(trows, t, devices, nf, fo), xte = features_of(rows, t, devices, nf, fo);
       std::vector<float> ytr(trows.size());
       for (size_t i = 0; i < trows.size(); ++i) ytr[i] = static_cast<float>(std::log(trows[i]->ms));
       torch::manual_seed(seed);
       auto X = torch::from_blob(xtr.data(), {int64_t(trows.size()), int64_t(nf)}).clone();
       auto Y = torch::from_blob(ytr.data(), {int64_t(trows.size()), 1}).clone();
-      auto mu = X.mean(0), sd = X.std(0).clamp_min(1e-6);
+      // A column constant in training (a flag, the device) gets scale 1: with a
+      // tiny scale a test row that differs there would be pushed to +-1e6 sd.
+      auto mu = X.mean(0), sd = X.std(0);
+      sd = torch::where(sd > 1e-6, sd, torch::ones_like(sd));
       auto ymu = Y.mean(), ysd = Y.std().clamp_min(1e-6);
       X = ((X - mu) / sd).to(dev);
       Y = ((Y - ymu) / ysd).to(dev);
@@ -92,7 +98,12 @@ std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const
       torch::NoGradGuard ng;
       auto Xt = torch::from_blob(xte.data(), {int64_t(rows.size()), int64_t(nf)}).clone();
       Xt = ((Xt - mu) / sd).to(dev);
-      auto P = (net->forward(Xt) * ysd.to(dev) + ymu.to(dev)).exp().to(torch::kCPU).to(torch::kDouble);
+      // log-time predictions stay within 100x of the type's training range: an
+      // MLP extrapolates linearly in log space, and one exploding node would
+      // otherwise decide a whole model's sum.
+      const double lo = Y.min().item<double>() * ysd.item<double>() + ymu.item<double>() - std::log(100.0);
+      const double hi = Y.max().item<double>() * ysd.item<double>() + ymu.item<double>() + std::log(100.0);
+      auto P = (net->forward(Xt) * ysd.to(dev) + ymu.to(dev)).clamp(lo, hi).exp().to(torch::kCPU).to(torch::kDouble);
       auto acc = P.accessor<double, 2>();
       for (size_t j = 0; j < rows.size(); ++j) out[te_idx[tid][j]] = std::max(acc[j][0], 1e-6);
     }

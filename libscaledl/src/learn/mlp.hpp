@@ -16,6 +16,6 @@ namespace scaledl::detail {
 /// mini-batches of 256, `epochs` passes. Types absent from `train`: roofline.
 std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const std::vector<LayerSample>& test,
                                     const std::map<std::string, DeviceRecord>& devices, int epochs,
-                                    const std::string& torch_device, uint64_t seed);
+                                    const std::string& torch_device, uint64_t seed, bool roofline = true);
 
 }  // namespace scaledl::detail

@@ -1,0 +1,71 @@
+#pragma once
+// A bundle: the one object `scaledl predict --bundle` loads. `scaledl train`
+// writes it from one or more stores:
+//
+//   BUNDLE/manifest.json        format, format_version, build commit, the device
+//                               records trained on, a training-data summary
+//                               (stores, runs per family, layer rows, the range
+//                               of every global feature), the components and the
+//                               SHA-256 of every other file
+//   BUNDLE/layers/              LayerPredictor::save (XGBoost JSON per type)
+//   BUNDLE/graph.safetensors    GraphPredictor::save (absent: no refinement)
+//   BUNDLE/comm.json            CommModel (absent: single-device predictions only)
+//
+// load_bundle refuses a bundle of another format or version, with a missing,
+// extra-listed or altered file (checksum), naming the file, before any model
+// is parsed.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/comm.hpp"
+#include "scaledl/device.hpp"
+#include "scaledl/gnn.hpp"
+#include "scaledl/layer_predictor.hpp"
+#include "scaledl/predict.hpp"
+
+namespace scaledl {
+
+constexpr const char* kBundleFormat = "scaledl-bundle";
+constexpr int kBundleFormatVersion = 1;
+
+struct BundleTrainOptions {
+  std::vector<std::string> dbs;       ///< stores with layer rows and model runs
+  std::vector<std::string> in_model_dbs;  ///< also train the layer models on these runs' node times
+  TrainOptions layers;                ///< layer-model options
+  bool graph = true;                  ///< train the refinement (needs model runs)
+  GnnConfig gnn;                      ///< refinement architecture
+  GnnTrainOptions gnn_train;          ///< refinement training
+  std::string comm;                   ///< all-reduce calibration JSON ("" = none)
+  int64_t folds = 0;                  ///< > 0: k-fold CV of the refinement, reported in the manifest
+  std::string command;                ///< the command line, recorded in the manifest
+};
+
+struct Bundle {
+  nlohmann::json manifest;
+  LayerPredictor layers;
+  std::optional<GraphPredictor> graph;
+  std::optional<CommModel> comm;
+  /// min and max of every global feature over the training graphs (name -> [lo, hi]).
+  std::map<std::string, std::pair<double, double>> global_ranges;
+
+  /// Prediction with this bundle's models; comm must be present when s.num_devices > 1.
+  IterationPrediction predict(const LayerGraph& g, const DeviceRecord& dev) const;
+  /// Global features of `g` outside the training range, as "name=value outside [lo, hi]".
+  std::vector<std::string> out_of_range(const LayerGraph& g, const DeviceRecord& dev) const;
+};
+
+/// Trains layers + graph (+ comm) and writes the bundle directory `out`
+/// (written to a temporary sibling, then renamed: a failed run leaves no half
+/// bundle, and an existing `out` is replaced only on success). Returns the manifest.
+nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out);
+
+/// Reads and verifies a bundle (see the top of this file).
+Bundle load_bundle(const std::string& dir);
+
+}  // namespace scaledl

@@ -1,0 +1,123 @@
+#pragma once
+// `scaledl eval`: the accuracy of ScaleDL and its baselines on whole-iteration
+// measurements, under protocols that separate what was trained on from what is
+// predicted (docs/eval.md):
+//
+//   id            per family a random 80/20 split of the runs (ScaleDL Table I)
+//   ood-family    leave one family out: train on the others (ScaleDL Fig. 5)
+//   ood-size      per family train on the smallest 70 % by training FLOP per
+//                 iteration, test on the largest 30 %
+//   cross-device  train on --db, test on --test-db, measured on other hardware;
+//                 the test device is known only by its probe record
+//
+// Methods, all on the same splits:
+//   sum            T_sum + T_comm of the XGBoost layer models (no run-level training)
+//   scaledl-tc     ScaleDL: TransformerConv + global MLP, alpha/beta (eq. 2, 14)
+//   scaledl-anee   the same with DNNPerf's ANEE encoder
+//   scaledl-nomlp  ablation: TransformerConv without the MLP(Z) branch
+//   dnnperf        ANEE, sum readout, regressing T_iter directly (DNNPerf)
+//   rf-hp          random forest on hyperparameters only
+//   mlp-acc        per-layer MLPs on plain layer features, summed (MLP-ACC)
+//   prenet         per-layer MLPs with PreNeT's CT/CM features, summed
+//   birnn          bidirectional LSTM over the node sequence (LibTorch)
+// The layer models (sum, mlp-acc, prenet and the layer times the graph methods
+// start from) train on the training store's isolated layer rows only, never on
+// a test run. Ablations on `id`: error vs number of training runs (ScaleDL
+// Fig. 6a) and D-optimal vs random choice of the training runs at equal budget.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/gnn.hpp"
+#include "scaledl/layer_predictor.hpp"
+#include "scaledl/model_spec.hpp"
+
+namespace scaledl {
+
+/// One whole-iteration measurement as the evaluation sees it.
+struct EvalRun {
+  std::string label;         ///< model_name of the run
+  std::string key;           ///< model_key (unique within a store)
+  std::string family;        ///< ModelMeasurement::family
+  std::string campaign;
+  std::string device;        ///< DeviceRecord::key()
+  bool test_store = false;   ///< from --test-db (cross-device)
+  bool sweep = false;        ///< from a --sweep-campaign: predicted, never trained on
+  ModelSpec spec;
+  TrainSettings settings;
+  double flops = 0;          ///< training FLOP per iteration (fwd + bwd + update)
+  double target_ms = 0;      ///< measured T_iter (median), ms
+  GraphFeatures graph;       ///< uncompressed, layer times of the XGBoost layer models
+  double sum_mlp_acc_ms = 0; ///< sum of per-layer MLP-ACC predictions (filled per seed)
+  double sum_prenet_ms = 0;  ///< sum of per-layer PreNeT predictions (filled per seed)
+};
+
+struct EvalOptions {
+  std::string protocol = "id";
+  std::vector<std::string> dbs;        ///< training store(s) (layer rows + model runs)
+  std::vector<std::string> test_dbs;   ///< cross-device test store(s)
+  std::string sweep_campaign;          ///< runs of this campaign: test-only (Fig. 4 curves)
+  int seeds = 3;                       ///< repetitions with different split / init seeds, >= 1
+  std::vector<std::string> methods;    ///< empty = all_eval_methods()
+  GnnTrainOptions gnn;                 ///< graph methods' training (epochs, patience, ...)
+  int birnn_epochs = 60;               ///< BiRNN passes over the training runs
+  int mlp_epochs = 60;                 ///< per-layer MLP passes
+  TrainOptions layers;                 ///< XGBoost layer models
+  bool ablations = true;               ///< learning curve + D-optimal vs random (protocol id)
+  int threads = 1;                     ///< LibTorch threads
+  double max_cv = 0.10;                ///< usable_model_label: also "unstable" runs with iter CV <= this
+  std::function<void(const std::string&)> log;  ///< progress lines (may be empty)
+};
+
+/// Every method name, in report order.
+const std::vector<std::string>& all_eval_methods();
+
+/// Error summary of one method on a set of runs (APE = |pred - true| / true).
+struct ErrorStats {
+  int64_t n = 0;
+  double mre_pct = NAN, rmse_ms = NAN, p50_pct = NAN, p90_pct = NAN;
+  double bias_pct = NAN;  ///< mean signed relative error (pred - true) / true
+  static ErrorStats of(const std::vector<double>& pred, const std::vector<double>& truth);
+  nlohmann::json to_json() const;
+};
+
+/// One prediction, for predictions.csv and the plots.
+struct EvalPrediction {
+  int seed = 0;
+  std::string split;   ///< e.g. "id", "ood-family:bert"
+  std::string method;
+  size_t run = 0;      ///< index into EvalResult::runs
+  double pred_ms = 0;
+};
+
+struct EvalResult {
+  EvalOptions options;
+  std::vector<EvalRun> runs;
+  std::vector<EvalPrediction> predictions;  ///< test runs (and sweep runs) of every split, seed, method
+  nlohmann::json report;                     ///< what report.json holds
+};
+
+/// Splits of `runs` under `protocol` for `seed`: (name, train indices, test
+/// indices). Sweep runs are in no training set. Errors name the protocol and
+/// the family whose split would be empty.
+struct EvalSplit {
+  std::string name;
+  std::vector<size_t> train, test;
+};
+std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::string& protocol, uint64_t seed);
+
+/// Loads the stores, builds every run's graph, runs every method on every split
+/// and seed. Errors: a store without model runs, an unknown protocol or method,
+/// a split that leaves a family empty, a test store whose device record is missing.
+EvalResult run_eval(const EvalOptions& o);
+
+/// Writes report.md, report.json, predictions.csv and the gnuplot plots (PNG and
+/// SVG: predicted vs measured, APE CDF, epoch time vs batch and vs sequence
+/// length) into `dir`. `plots` false skips gnuplot.
+void write_eval_report(const EvalResult& r, const std::string& dir, bool plots = true);
+
+}  // namespace scaledl

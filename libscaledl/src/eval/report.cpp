@@ -1,0 +1,249 @@
+// report.md, report.json, predictions.csv and gnuplot plots of an evaluation.
+// Plots are drawn by gnuplot (Debian's gnuplot-nox): this file writes the data
+// and the script, then runs it; a missing gnuplot is one clear error.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "scaledl/error.hpp"
+#include "scaledl/eval.hpp"
+#include "scaledl/json_util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace scaledl {
+
+namespace {
+
+/// A CSV field in double quotes, inner quotes doubled (RFC 4180).
+std::string csv_quote(const std::string& s) {
+  std::string o = "\"";
+  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return o + "\"";
+}
+
+std::string fmt_pm(const nlohmann::json& row, const char* m, const char* s, int prec = 1) {
+  if (!row[m].is_number()) return "–";
+  const double sd = row[s].is_number() ? row[s].get<double>() : 0;
+  return row["seeds"].get<int64_t>() > 1 ? fmt::format("{:.{}f} ± {:.{}f}", row[m].get<double>(), prec, sd, prec)
+                                         : fmt::format("{:.{}f}", row[m].get<double>(), prec);
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream f(p);
+  SCALEDL_CHECK(f.good(), "{}: cannot write", p.string());
+  f << text;
+  SCALEDL_CHECK(f.good(), "{}: write failed", p.string());
+}
+
+std::string gp_quote(const std::string& s) {
+  std::string o;
+  for (char ch : s) o += (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
+  return "\"" + o + "\"";
+}
+
+/// Runs `gnuplot script` in `dir`, once for PNG and once for SVG.
+void run_gnuplot(const fs::path& dir, const std::string& stem, const std::string& body) {
+  for (const auto& [term, ext] : {std::make_pair(std::string("pngcairo size 960,720 font 'Sans,11'"), std::string("png")),
+                                  std::make_pair(std::string("svg size 960,720 font 'Sans,11'"), std::string("svg"))}) {
+    const fs::path gp = dir / (stem + "." + ext + ".gp");
+    write_file(gp, fmt::format("set terminal {}\nset output {}\n{}", term, gp_quote((dir / (stem + "." + ext)).string()), body));
+    const std::string cmd = fmt::format("gnuplot {} 2>{}", gp_quote(gp.string()), gp_quote((dir / (stem + ".gnuplot.log")).string()));
+    const int rc = std::system(cmd.c_str());
+    SCALEDL_CHECK(rc == 0, "gnuplot failed on {} (exit {}; see {}.gnuplot.log; is gnuplot-nox installed? or pass --no-plots)",
+                  gp.string(), rc, (dir / stem).string());
+    fs::remove(gp);
+    fs::remove(dir / (stem + ".gnuplot.log"));
+  }
+}
+
+}  // namespace
+
+void write_eval_report(const EvalResult& r, const std::string& out, bool plots) {
+  const fs::path dir(out);
+  fs::create_directories(dir);
+  const auto& rep = r.report;
+  write_json_file((dir / "report.json").string(), rep);
+
+  // predictions.csv
+  {
+    std::string csv = "seed,split,method,model,family,device,sweep,flops,batch,seq_len,measured_ms,predicted_ms,ape_pct\n";
+    for (const auto& p : r.predictions) {
+      const EvalRun& run = r.runs[p.run];
+      csv += fmt::format("{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.4f}\n", p.seed, p.split, p.method,
+                         csv_quote(run.label), run.family, csv_quote(run.device), run.sweep ? 1 : 0, run.flops, run.settings.batch,
+                         tokens_per_sample(run.spec, run.settings), run.target_ms, p.pred_ms,
+                         100 * std::abs(p.pred_ms - run.target_ms) / run.target_ms);
+    }
+    write_file(dir / "predictions.csv", csv);
+  }
+
+  const std::vector<std::string> methods = rep["methods"].get<std::vector<std::string>>();
+  std::set<std::string> families;
+  for (const auto& row : rep["summary"])
+    if (row["family"] != "all") families.insert(row["family"].get<std::string>());
+
+  // report.md
+  std::string md = fmt::format("# scaledl eval: protocol `{}`\n\n", rep["protocol"].get<std::string>());
+  md += fmt::format("Training store(s): {}", fmt::join(rep["stores"].get<std::vector<std::string>>(), ", "));
+  if (!rep["test_stores"].empty())
+    md += fmt::format("; test store(s): {}", fmt::join(rep["test_stores"].get<std::vector<std::string>>(), ", "));
+  md += fmt::format(". {} runs, {} layer rows; splits: {}; {} seed(s); labels: status ok, or unstable with iter CV ≤ {}.\n\n",
+                    rep["runs"].get<int64_t>(), rep["layer_rows"].get<int64_t>(),
+                    fmt::join(rep["splits"].get<std::vector<std::string>>(), ", "), rep["seeds"].get<int>(),
+                    rep["max_cv"].get<double>());
+  md += "Errors over the test runs (APE = |predicted − measured| / measured; mean ± sd over seeds).\n\n";
+  md += "| method | n | MRE % | RMSE ms | p50 APE % | p90 APE % | bias % |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& m : methods)
+    for (const auto& row : rep["summary"])
+      if (row["method"] == m && row["family"] == "all")
+        md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", m, row["n"].get<int64_t>(), fmt_pm(row, "mre_pct", "mre_sd"),
+                          fmt_pm(row, "rmse_ms", "rmse_sd", 2), fmt_pm(row, "p50_pct", "p50_sd"),
+                          fmt_pm(row, "p90_pct", "p90_sd"), fmt_pm(row, "bias_pct", "bias_sd"));
+  md += "\nMRE % per family:\n\n| method |";
+  for (const auto& f : families) md += " " + f + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < families.size(); ++i) md += "---|";
+  md += "\n";
+  for (const auto& m : methods) {
+    md += "| " + m + " |";
+    for (const auto& f : families) {
+      std::string cell = " – |";
+      for (const auto& row : rep["summary"])
+        if (row["method"] == m && row["family"] == f) cell = " " + fmt_pm(row, "mre_pct", "mre_sd") + " |";
+      md += cell;
+    }
+    md += "\n";
+  }
+  if (rep.contains("learning_curve")) {
+    md += "\nError vs number of training runs (scaledl-tc, random subsets of the id training split):\n\n"
+          "| seed | fraction | training runs | MRE % | p90 APE % |\n|---|---|---|---|---|\n";
+    for (const auto& row : rep["learning_curve"])
+      md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} |\n", row["seed"].get<int>(), row["fraction"].get<double>(),
+                        row["train_runs"].get<int64_t>(), row["stats"]["mre_pct"].get<double>(),
+                        row["stats"]["p90_pct"].get<double>());
+  }
+  if (rep.contains("doptimal_vs_random")) {
+    md += "\nD-optimal vs random choice of the training runs at equal budget (scaledl-tc; Fedorov exchange on the "
+          "hyperparameter vector, chosen among the measured id training runs):\n\n"
+          "| seed | choice | training runs | MRE % | p90 APE % |\n|---|---|---|---|---|\n";
+    for (const auto& row : rep["doptimal_vs_random"])
+      md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} |\n", row["seed"].get<int>(), row["choice"].get<std::string>(),
+                        row["train_runs"].get<int64_t>(), row["stats"]["mre_pct"].get<double>(),
+                        row["stats"]["p90_pct"].get<double>());
+  }
+  md += fmt::format("\nMethods: see docs/eval.md. Wall time {:.0f} s.\n", rep["seconds"].get<double>());
+
+  if (plots) {
+    // Seed 0, scored test runs (not sweep), per method.
+    std::map<std::string, std::vector<std::pair<double, double>>> pts;  // method -> (measured, predicted)
+    for (const auto& p : r.predictions)
+      if (p.seed == 0 && !r.runs[p.run].sweep) pts[p.method].push_back({r.runs[p.run].target_ms, p.pred_ms});
+    std::string dat, plot_pv, plot_cdf;
+    std::string cdf;
+    int idx = 0;
+    for (const auto& m : methods) {
+      auto& v = pts[m];
+      for (auto& [t, pr] : v) dat += fmt::format("{:.6g} {:.6g}\n", t, pr);
+      dat += "\n\n";
+      std::vector<double> ape;
+      for (auto& [t, pr] : v) ape.push_back(100 * std::abs(pr - t) / t);
+      std::sort(ape.begin(), ape.end());
+      for (size_t i = 0; i < ape.size(); ++i)
+        cdf += fmt::format("{:.6g} {:.6g}\n", std::max(ape[i], 1e-3), static_cast<double>(i + 1) / static_cast<double>(ape.size()));
+      cdf += "\n\n";
+      plot_pv += fmt::format("{}'pred_vs_measured.dat' index {} using 1:2 with points pt 7 ps 0.5 title {}",
+                             idx ? ", " : "", idx, gp_quote(m));
+      plot_cdf += fmt::format("{}'ape_cdf.dat' index {} using 1:2 with lines lw 2 title {}", idx ? ", " : "", idx, gp_quote(m));
+      ++idx;
+    }
+    write_file(dir / "pred_vs_measured.dat", dat);
+    write_file(dir / "ape_cdf.dat", cdf);
+    const std::string title = rep["protocol"].get<std::string>();
+    run_gnuplot(dir, "pred_vs_measured",
+                fmt::format("cd {}\nset title {}\nset logscale xy\nset xlabel 'measured T_iter (ms)'\n"
+                            "set ylabel 'predicted T_iter (ms)'\nset key left top\nset grid\n"
+                            "plot {}, x with lines lc 'black' dt 2 title 'y = x'\n",
+                            gp_quote(dir.string()), gp_quote("predicted vs measured, protocol " + title + ", seed 0"),
+                            plot_pv));
+    run_gnuplot(dir, "ape_cdf",
+                fmt::format("cd {}\nset title {}\nset logscale x\nset xlabel 'absolute percentage error (%)'\n"
+                            "set ylabel 'fraction of test runs'\nset key right bottom\nset grid\nset yrange [0:1]\n"
+                            "plot {}\n",
+                            gp_quote(dir.string()), gp_quote("CDF of APE, protocol " + title + ", seed 0"), plot_cdf));
+
+    // Fig. 4: epoch time vs batch and vs sequence length of the sweep runs.
+    std::vector<size_t> sweep;
+    for (size_t i = 0; i < r.runs.size(); ++i)
+      if (r.runs[i].sweep) sweep.push_back(i);
+    if (!sweep.empty()) {
+      // The split whose models predict the sweep: the first of seed 0 (ood-family: the one holding out its family).
+      std::string split;
+      for (const auto& p : r.predictions)
+        if (p.seed == 0 && r.runs[p.run].sweep) {
+          if (split.empty()) split = p.split;
+          if (p.split == "ood-family:" + r.runs[p.run].family) split = p.split;
+        }
+      std::map<int64_t, int> seq_count, batch_count;
+      for (size_t i : sweep) {
+        seq_count[tokens_per_sample(r.runs[i].spec, r.runs[i].settings)]++;
+        batch_count[r.runs[i].settings.batch]++;
+      }
+      auto mode = [](const std::map<int64_t, int>& m) {
+        return std::max_element(m.begin(), m.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+      };
+      const int64_t seq0 = mode(seq_count), batch0 = mode(batch_count);
+      constexpr double kSamples = 100000;  // samples per epoch of the curves
+      for (const bool vs_batch : {true, false}) {
+        std::map<std::string, std::map<int64_t, double>> curve;  // method or "measured" -> x -> epoch s
+        for (size_t i : sweep) {
+          const EvalRun& run = r.runs[i];
+          const int64_t seq = tokens_per_sample(run.spec, run.settings);
+          if (vs_batch ? seq != seq0 : run.settings.batch != batch0) continue;
+          const int64_t x = vs_batch ? run.settings.batch : seq;
+          const double iters = std::ceil(kSamples / static_cast<double>(run.settings.batch));
+          curve["measured"][x] = iters * run.target_ms / 1000;
+          for (const auto& p : r.predictions)
+            if (p.seed == 0 && p.run == i && p.split == split) curve[p.method][x] = iters * p.pred_ms / 1000;
+        }
+        if (curve["measured"].size() < 2) continue;
+        std::string d, plot;
+        int k = 0;
+        std::vector<std::string> order = {"measured"};
+        order.insert(order.end(), methods.begin(), methods.end());
+        const std::string stem = vs_batch ? "epoch_vs_batch" : "epoch_vs_seq";
+        for (const auto& m : order) {
+          for (auto& [x, y] : curve[m]) d += fmt::format("{} {:.6g}\n", x, y);
+          d += "\n\n";
+          plot += fmt::format("{}'{}.dat' index {} using 1:2 with {} title {}", k ? ", " : "", stem, k,
+                              m == "measured" ? "linespoints lw 3 pt 7 lc 'black'" : "linespoints lw 1.5 pt 6", gp_quote(m));
+          ++k;
+        }
+        write_file(dir / (stem + ".dat"), d);
+        const EvalRun& any = r.runs[sweep.front()];
+        run_gnuplot(dir, stem,
+                    fmt::format("cd {}\nset title {}\nset logscale xy 2\nset xlabel {}\nset ylabel 'epoch time (s), "
+                                "100,000 samples'\nset key outside right\nset grid\nplot {}\n",
+                                gp_quote(dir.string()),
+                                gp_quote(fmt::format("{} ({} layers, hidden {}), {}; models of split {}", any.family,
+                                                     any.spec.num_layers, any.spec.hidden,
+                                                     vs_batch ? fmt::format("seq {}", seq0) : fmt::format("batch {}", batch0),
+                                                     split)),
+                                gp_quote(vs_batch ? "batch size" : "sequence length (tokens per sample)"), plot));
+        md += fmt::format("\n![{}]({}.png)\n", stem, stem);
+      }
+    } else {
+      md += "\nNo sweep runs (--sweep-campaign): the epoch-time-vs-batch/sequence plots are not drawn.\n";
+    }
+    md += "\n![predicted vs measured](pred_vs_measured.png)\n\n![APE CDF](ape_cdf.png)\n";
+  }
+  write_file(dir / "report.md", md);
+}
+
+}  // namespace scaledl

@@ -1,0 +1,379 @@
+// The evaluation driver (eval.hpp): load stores, build every run's graph once,
+// then train and test every method on every split and seed.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "eval/baselines.hpp"
+#include "scaledl/design.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/eval.hpp"
+#include "scaledl/graph_cv.hpp"
+#include "scaledl/layer_graph.hpp"
+#include "scaledl/store.hpp"
+
+namespace scaledl {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+GnnConfig method_config(const std::string& m) {
+  GnnConfig c;
+  if (m == "scaledl-anee") c.encoder = "anee";
+  if (m == "scaledl-nomlp") c.global_branch = false;
+  if (m == "dnnperf") {
+    c.encoder = "anee";
+    c.target = "direct";
+    c.readout = "sum";
+  }
+  return c;
+}
+
+bool is_graph_method(const std::string& m) {
+  return m == "scaledl-tc" || m == "scaledl-anee" || m == "scaledl-nomlp" || m == "dnnperf";
+}
+
+struct Ctx {
+  const EvalOptions& o;
+  std::vector<EvalRun>& runs;
+  std::map<std::string, DeviceRecord>& devices;
+};
+
+/// Predictions of `method` trained on `train` for `test` runs (ms).
+std::vector<double> fit_predict_runs(const Ctx& c, const std::string& method, const std::vector<size_t>& train,
+                                     const std::vector<size_t>& test, uint64_t seed) {
+  std::vector<const EvalRun*> tr, te;
+  for (size_t i : train) tr.push_back(&c.runs[i]);
+  for (size_t i : test) te.push_back(&c.runs[i]);
+  std::vector<double> out;
+  if (method == "sum") {
+    for (const EvalRun* r : te) out.push_back(r->graph.t_sum_ms + r->graph.t_comm_ms);
+  } else if (method == "mlp-acc") {
+    for (const EvalRun* r : te) out.push_back(r->sum_mlp_acc_ms);
+  } else if (method == "prenet") {
+    for (const EvalRun* r : te) out.push_back(r->sum_prenet_ms);
+  } else if (method == "rf-hp") {
+    out = eval_detail::rf_hp_fit_predict(tr, te, c.devices, seed);
+  } else if (method == "birnn") {
+    out = eval_detail::birnn_fit_predict(tr, te, c.o.birnn_epochs, seed);
+  } else if (is_graph_method(method)) {
+    std::vector<GraphFeatures> gtr;
+    gtr.reserve(tr.size());
+    for (const EvalRun* r : tr) gtr.push_back(r->graph);
+    GnnTrainOptions opt = c.o.gnn;
+    opt.seed = seed;
+    opt.on_epoch = nullptr;
+    GraphPredictor p = GraphPredictor::train(gtr, method_config(method), opt);
+    std::vector<const GraphFeatures*> gte;
+    for (const EvalRun* r : te) gte.push_back(&r->graph);
+    out = p.predict(gte).t_pred_ms;
+  } else {
+    fail("--methods: \"{}\" is not a method ({})", method, fmt::join(all_eval_methods(), ", "));
+  }
+  SCALEDL_CHECK(out.size() == te.size(), "internal: {} predicted {} of {} runs", method, out.size(), te.size());
+  return out;
+}
+
+/// Mean and sample sd of a list (sd 0 for one value).
+std::pair<double, double> mean_sd(const std::vector<double>& v) {
+  if (v.empty()) return {NAN, NAN};
+  double m = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return {m, v.size() > 1 ? std::sqrt(s / static_cast<double>(v.size() - 1)) : 0.0};
+}
+
+nlohmann::json jnum(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+/// D-optimal (Fedorov) choice of k runs from `pool` on linear terms of the
+/// hyperparameter vector (intercept + columns that vary in the pool).
+std::vector<size_t> doptimal_subset(const Ctx& c, const std::vector<size_t>& pool, size_t k, uint64_t seed) {
+  const size_t nf = eval_detail::hp_feature_count();
+  std::vector<std::vector<float>> x;
+  for (size_t i : pool) x.push_back(eval_detail::hp_features(c.runs[i], c.devices.at(c.runs[i].device)));
+  std::vector<size_t> cols;
+  for (size_t f = 0; f < nf; ++f) {
+    bool varies = false;
+    for (auto& r : x) varies = varies || r[f] != x[0][f];
+    if (varies) cols.push_back(f);
+  }
+  FeatureMatrix F(static_cast<Eigen::Index>(pool.size()), static_cast<Eigen::Index>(cols.size() + 1));
+  for (size_t i = 0; i < pool.size(); ++i) {
+    F(static_cast<Eigen::Index>(i), 0) = 1;
+    for (size_t j = 0; j < cols.size(); ++j) F(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j + 1)) = x[i][cols[j]];
+  }
+  // Standardise columns so that the ridge and tolerances mean the same everywhere.
+  for (Eigen::Index j = 1; j < F.cols(); ++j) {
+    const double m = F.col(j).mean();
+    const double s = std::sqrt((F.col(j).array() - m).square().mean());
+    F.col(j) = (F.col(j).array() - m) / (s > 0 ? s : 1.0);
+  }
+  FedorovOptions fo;
+  fo.k = static_cast<int>(k);
+  fo.seed = seed;
+  fo.threads = 1;
+  fo.keep_trace = false;
+  FedorovResult r = fedorov_design(F, FeatureMatrix(0, F.cols()), fo);
+  std::vector<size_t> out;
+  for (int64_t i : r.chosen) out.push_back(pool[static_cast<size_t>(i)]);
+  return out;
+}
+
+}  // namespace
+
+EvalResult run_eval(const EvalOptions& o) {
+  const auto t0 = Clock::now();
+  auto log = [&](const std::string& s) {
+    if (o.log) o.log(fmt::format("[{:7.1f} s] {}", secs_since(t0), s));
+  };
+  SCALEDL_CHECK(!o.dbs.empty(), "--db: give the training store");
+  SCALEDL_CHECK(o.seeds >= 1 && o.seeds <= 100, "--seeds={} must be in [1, 100]", o.seeds);
+  SCALEDL_CHECK(o.protocol == "cross-device" || o.test_dbs.empty(),
+                "--test-db={} is only for --protocol=cross-device (got --protocol={})",
+                o.test_dbs.empty() ? "" : o.test_dbs.front(), o.protocol);
+  SCALEDL_CHECK(o.protocol != "cross-device" || !o.test_dbs.empty(), "--protocol=cross-device needs --test-db STORE");
+  SCALEDL_CHECK(o.max_cv >= 0 && o.max_cv < 1, "--max-cv={} must be in [0, 1)", o.max_cv);
+  const std::vector<std::string> methods = o.methods.empty() ? all_eval_methods() : o.methods;
+  for (const auto& m : methods)
+    SCALEDL_CHECK(std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
+                  "--methods: \"{}\" is not a method ({})", m, fmt::join(all_eval_methods(), ", "));
+  // Fail on a bad protocol name before any work.
+  if (o.protocol != "id" && o.protocol != "ood-family" && o.protocol != "ood-size" && o.protocol != "cross-device")
+    fail("--protocol=\"{}\" is not a protocol (id, ood-family, ood-size, cross-device)", o.protocol);
+
+  EvalResult res;
+  res.options = o;
+  // Layer rows of the training stores only: the test device never trains anything.
+  TrainingData data = load_training_data(o.dbs);
+  SCALEDL_CHECK(!data.rows.empty(), "--db={}: no ok layer rows to train the layer models on", o.dbs.front());
+  std::vector<LayerSample> layer_samples = samples_from_measurements(data.rows, data.devices);
+  std::map<std::string, DeviceRecord> devices = data.devices;
+  std::set<std::string> train_devices;
+  for (auto& [k, d] : data.devices) train_devices.insert(k);
+
+  auto load_runs = [&](const std::vector<std::string>& dbs, bool test) {
+    if (dbs.empty()) return;
+    size_t n = 0;
+    for (const auto& db : dbs) {
+      Store store(db, /*read_only=*/true);
+      std::map<std::string, DeviceRecord> devs;
+      for (const auto& d : store.devices()) devs[d.key()] = d;
+      for (auto& m : store.models("", /*ok_only=*/false)) {
+        if (!usable_model_label(m, o.max_cv)) continue;
+        SCALEDL_CHECK(devs.count(m.device), "{}: model run '{}' was measured on device '{}', whose record is not in "
+                                            "the store (probe it into the store: scaledl probe --db {})",
+                      db, m.model_name, m.device, db);
+        if (test)
+          SCALEDL_CHECK(!train_devices.count(m.device),
+                        "--test-db={}: device '{}' is also a training device: cross-device needs other hardware", db,
+                        m.device);
+        devices[m.device] = devs[m.device];
+        EvalRun r;
+        r.label = m.model_name;
+        r.key = model_key(m);
+        r.family = m.family;
+        r.campaign = m.campaign;
+        r.device = m.device;
+        r.test_store = test;
+        r.sweep = !o.sweep_campaign.empty() && m.campaign == o.sweep_campaign;
+        r.spec = model_spec_from_json(m.model, db + ": " + r.key);
+        r.settings = parse_train_settings(m.settings, db + ": " + r.key);
+        r.target_ms = m.iter.median_ms;
+        res.runs.push_back(std::move(r));
+        res.runs.back().graph.label = db;  // placeholder: the store, replaced below
+        ++n;
+        (void)m;
+      }
+    }
+    SCALEDL_CHECK(n > 0, "{}={}: the store(s) hold no usable model runs (status ok, or unstable with iter CV <= {})",
+                  test ? "--test-db" : "--db", fmt::join(dbs, ","), o.max_cv);
+  };
+  load_runs(o.dbs, false);
+  load_runs(o.test_dbs, true);
+  log(fmt::format("{} runs ({} test-store), {} layer rows, {} devices", res.runs.size(),
+                  std::count_if(res.runs.begin(), res.runs.end(), [](const EvalRun& r) { return r.test_store; }),
+                  data.rows.size(), devices.size()));
+
+  // Layer models on the training stores' isolated rows; graphs of every run.
+  TrainOptions lo = o.layers;
+  lo.verbose = false;
+  const LayerPredictor lp = LayerPredictor::train_samples(layer_samples, data.devices, lo);
+  std::vector<LayerSample> nodes;  // every node of every run, for the per-layer MLP sums
+  std::vector<size_t> node_run;
+  for (size_t i = 0; i < res.runs.size(); ++i) {
+    EvalRun& r = res.runs[i];
+    const LayerGraph g = build_layer_graph(r.spec, r.settings);
+    r.flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
+    GraphContext gc;
+    gc.device = devices.at(r.device);
+    gc.target_ms = r.target_ms;
+    r.graph = featurize(g, lp.predict_nodes(g, gc.device), gc);
+    r.graph.label = r.label;
+    for (const auto& n : g.nodes) {
+      LayerSample s;
+      s.type = n.type;
+      s.dims = n.dims;
+      s.dtype = g.settings.dtype;
+      s.dir = n.dir;
+      s.device = r.device;
+      s.ms = 1;
+      nodes.push_back(std::move(s));
+      node_run.push_back(i);
+    }
+  }
+  log(fmt::format("graphs built ({} nodes)", nodes.size()));
+
+  Ctx c{o, res.runs, devices};
+  nlohmann::json per_seed = nlohmann::json::array();
+  // stats[method][family or "all"] -> per-seed values
+  std::map<std::string, std::map<std::string, std::vector<ErrorStats>>> stats;
+  nlohmann::json ablation = nlohmann::json::object();
+  std::vector<nlohmann::json> curve_rows, dopt_rows;
+  std::vector<std::string> split_names;
+  for (int seed = 0; seed < o.seeds; ++seed) {
+    const uint64_t sd = static_cast<uint64_t>(seed);
+    // Per-layer MLP sums (layer-level training, independent of the split).
+    for (const bool roofline : {false, true}) {
+      const std::string m = roofline ? "prenet" : "mlp-acc";
+      if (std::find(methods.begin(), methods.end(), m) == methods.end()) continue;
+      CvOptions cv;
+      cv.mlp_epochs = o.mlp_epochs;
+      cv.seed = sd + 1;
+      cv.mlp_roofline = roofline;
+      std::vector<double> p = fit_predict("mlp", layer_samples, nodes, devices, cv);
+      for (auto& r : res.runs) (roofline ? r.sum_prenet_ms : r.sum_mlp_acc_ms) = 0;
+      for (size_t j = 0; j < p.size(); ++j)
+        (roofline ? res.runs[node_run[j]].sum_prenet_ms : res.runs[node_run[j]].sum_mlp_acc_ms) += p[j];
+      log(fmt::format("seed {}: {} layer sums", seed, m));
+    }
+    const std::vector<EvalSplit> splits = make_splits(res.runs, o.protocol, sd);
+    std::vector<size_t> sweep;
+    for (size_t i = 0; i < res.runs.size(); ++i)
+      if (res.runs[i].sweep) sweep.push_back(i);
+    std::map<std::string, std::vector<double>> pred_all, truth_all;                       // method -> over splits
+    std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>> fam;
+    for (const auto& sp : splits) {
+      if (seed == 0) split_names.push_back(sp.name);
+      std::vector<size_t> test = sp.test;
+      test.insert(test.end(), sweep.begin(), sweep.end());
+      for (const auto& m : methods) {
+        const auto tm = Clock::now();
+        std::vector<double> p = fit_predict_runs(c, m, sp.train, test, sd);
+        for (size_t j = 0; j < test.size(); ++j) {
+          res.predictions.push_back({seed, sp.name, m, test[j], p[j]});
+          if (j >= sp.test.size()) continue;  // sweep runs are not scored
+          const EvalRun& r = res.runs[test[j]];
+          pred_all[m].push_back(p[j]);
+          truth_all[m].push_back(r.target_ms);
+          fam[m][r.family].first.push_back(p[j]);
+          fam[m][r.family].second.push_back(r.target_ms);
+        }
+        log(fmt::format("seed {} {}: {} trained on {} runs, tested on {} ({:.1f} s)", seed, sp.name, m,
+                        sp.train.size(), sp.test.size(), secs_since(tm)));
+      }
+    }
+    nlohmann::json sj = {{"seed", seed}, {"methods", nlohmann::json::object()}};
+    for (const auto& m : methods) {
+      ErrorStats all = ErrorStats::of(pred_all[m], truth_all[m]);
+      stats[m]["all"].push_back(all);
+      sj["methods"][m]["all"] = all.to_json();
+      for (auto& [f, pt] : fam[m]) {
+        ErrorStats e = ErrorStats::of(pt.first, pt.second);
+        stats[m][f].push_back(e);
+        sj["methods"][m][f] = e.to_json();
+      }
+    }
+    per_seed.push_back(sj);
+
+    // Ablations on the id split: error vs training runs, D-optimal vs random.
+    if (o.ablations && o.protocol == "id") {
+      const EvalSplit& sp = splits.at(0);
+      std::vector<double> truth;
+      for (size_t i : sp.test) truth.push_back(res.runs[i].target_ms);
+      std::mt19937_64 rng(sd * 31 + 7);
+      std::vector<size_t> shuffled = sp.train;
+      std::shuffle(shuffled.begin(), shuffled.end(), rng);
+      for (double frac : {0.1, 0.25, 0.5, 1.0}) {
+        const size_t k = std::max<size_t>(8, static_cast<size_t>(std::round(frac * static_cast<double>(sp.train.size()))));
+        std::vector<size_t> sub(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(std::min(k, shuffled.size())));
+        ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd), truth);
+        curve_rows.push_back({{"seed", seed}, {"fraction", frac}, {"train_runs", sub.size()}, {"method", "scaledl-tc"},
+                              {"stats", e.to_json()}});
+        log(fmt::format("seed {} learning curve: {} runs -> MRE {:.2f} %", seed, sub.size(), e.mre_pct));
+      }
+      const size_t k = std::max<size_t>(eval_detail::hp_feature_count() + 1, sp.train.size() / 4);
+      std::vector<size_t> rnd(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(k));
+      std::vector<size_t> dopt = doptimal_subset(c, sp.train, k, sd);
+      for (const auto& [name, sub] : {std::make_pair(std::string("random"), rnd), std::make_pair(std::string("d-optimal"), dopt)}) {
+        ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd), truth);
+        dopt_rows.push_back({{"seed", seed}, {"choice", name}, {"train_runs", sub.size()}, {"method", "scaledl-tc"},
+                             {"stats", e.to_json()}});
+        log(fmt::format("seed {} {} choice of {} runs -> MRE {:.2f} %", seed, name, sub.size(), e.mre_pct));
+      }
+    }
+  }
+
+  // Summary: mean +- sd over seeds of every statistic.
+  nlohmann::json summary = nlohmann::json::array();
+  for (const auto& m : methods)
+    for (auto& [f, v] : stats[m]) {
+      std::vector<double> mre, rmse, p50, p90, bias;
+      for (auto& e : v) {
+        mre.push_back(e.mre_pct);
+        rmse.push_back(e.rmse_ms);
+        p50.push_back(e.p50_pct);
+        p90.push_back(e.p90_pct);
+        bias.push_back(e.bias_pct);
+      }
+      auto [mm, ms] = mean_sd(mre);
+      auto [rm, rs] = mean_sd(rmse);
+      auto [pm, ps] = mean_sd(p50);
+      auto [qm, qs] = mean_sd(p90);
+      auto [bm, bs] = mean_sd(bias);
+      summary.push_back({{"method", m},        {"family", f},          {"n", v.front().n},
+                         {"mre_pct", jnum(mm)}, {"mre_sd", jnum(ms)},   {"rmse_ms", jnum(rm)},
+                         {"rmse_sd", jnum(rs)}, {"p50_pct", jnum(pm)},  {"p50_sd", jnum(ps)},
+                         {"p90_pct", jnum(qm)}, {"p90_sd", jnum(qs)},   {"bias_pct", jnum(bm)},
+                         {"bias_sd", jnum(bs)}, {"seeds", v.size()}});
+    }
+  std::map<std::string, int64_t> fam_count, fam_count_test;
+  for (const auto& r : res.runs) (r.test_store ? fam_count_test : fam_count)[r.family]++;
+  res.report = {{"protocol", o.protocol},
+                {"stores", o.dbs},
+                {"test_stores", o.test_dbs},
+                {"sweep_campaign", o.sweep_campaign},
+                {"seeds", o.seeds},
+                {"methods", methods},
+                {"max_cv", o.max_cv},
+                {"splits", split_names},
+                {"runs", res.runs.size()},
+                {"runs_per_family", fam_count},
+                {"test_store_runs_per_family", fam_count_test},
+                {"layer_rows", data.rows.size()},
+                {"devices", [&] {
+                   nlohmann::json d = nlohmann::json::array();
+                   for (auto& [k, v] : devices) d.push_back(v.to_json());
+                   return d;
+                 }()},
+                {"gnn", {{"epochs", o.gnn.epochs}, {"patience", o.gnn.patience}, {"lr", o.gnn.lr},
+                         {"val_fraction", o.gnn.val_fraction}, {"loss", o.gnn.loss}}},
+                {"birnn_epochs", o.birnn_epochs},
+                {"mlp_epochs", o.mlp_epochs},
+                {"summary", summary},
+                {"per_seed", per_seed},
+                {"seconds", secs_since(t0)}};
+  if (!curve_rows.empty()) res.report["learning_curve"] = curve_rows;
+  if (!dopt_rows.empty()) res.report["doptimal_vs_random"] = dopt_rows;
+  return res;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,245 @@
+// scaledl train -> one bundle directory; predict --bundle loads it (bundle.hpp).
+#include "scaledl/bundle.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "scaledl/build_info.hpp"
+#include "scaledl/checksum.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/graph_cv.hpp"
+#include "scaledl/in_model_samples.hpp"
+#include "scaledl/json_util.hpp"
+#include "scaledl/store.hpp"
+
+namespace fs = std::filesystem;
+
+namespace scaledl {
+
+namespace {
+
+const char* kLayersDir = "layers";
+const char* kGraphFile = "graph.safetensors";
+const char* kCommFile = "comm.json";
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+/// Every regular file under `root`, as paths relative to it, sorted.
+std::vector<std::string> files_under(const fs::path& root) {
+  std::vector<std::string> out;
+  for (auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), root).generic_string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void add_range(std::map<std::string, std::pair<double, double>>& r, const std::string& k, double v) {
+  auto it = r.find(k);
+  if (it == r.end())
+    r[k] = {v, v};
+  else
+    it->second = {std::min(it->second.first, v), std::max(it->second.second, v)};
+}
+
+}  // namespace
+
+IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev) const {
+  SCALEDL_CHECK(g.settings.num_devices == 1 || comm.has_value(),
+                "--devices={} but the bundle has no all-reduce calibration (train it with --comm FILE)",
+                g.settings.num_devices);
+  return predict_iteration(g, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
+}
+
+std::vector<std::string> Bundle::out_of_range(const LayerGraph& g, const DeviceRecord& dev) const {
+  std::vector<std::string> out;
+  if (global_ranges.empty()) return out;
+  GraphContext ctx;
+  ctx.device = dev;
+  if (comm) ctx.comm = *comm;
+  // The range check needs only the global features; layer times do not change
+  // which hyperparameters are out of range, except t_sum (checked via layers).
+  const std::vector<double> t_l = layers.predict_nodes(g, dev);
+  GraphFeatures f = featurize(g, t_l, ctx);
+  const auto& names = global_feature_names();
+  for (size_t i = 0; i < names.size() && i < f.z.size(); ++i) {
+    auto it = global_ranges.find(names[i]);
+    if (it == global_ranges.end()) continue;
+    const double v = f.z[i], lo = it->second.first, hi = it->second.second;
+    const double tol = 1e-6 * std::max(1.0, std::abs(hi - lo));
+    if (v < lo - tol || v > hi + tol) out.push_back(fmt::format("{}={:.4g} outside [{:.4g}, {:.4g}]", names[i], v, lo, hi));
+  }
+  return out;
+}
+
+nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out) {
+  SCALEDL_CHECK(!o.dbs.empty(), "--db: give at least one store");
+  SCALEDL_CHECK(!out.empty(), "--out: give the bundle directory");
+  SCALEDL_CHECK(o.folds == 0 || o.folds >= 2, "--folds={} must be 0 or >= 2", o.folds);
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // Layer models: the stores' isolated layer rows (+ in-model node times).
+  TrainingData data = load_training_data(o.dbs);
+  SCALEDL_CHECK(!data.rows.empty(), "--db={}: the store(s) hold no ok layer rows to train the layer models on",
+                o.dbs.front());
+  std::vector<LayerSample> samples = samples_from_measurements(data.rows, data.devices);
+  if (!o.in_model_dbs.empty()) {
+    auto im = load_in_model_samples(o.in_model_dbs, data.devices);
+    samples.insert(samples.end(), im.begin(), im.end());
+  }
+  LayerPredictor lp = LayerPredictor::train_samples(samples, data.devices, o.layers);
+
+  // Model runs -> graphs.
+  std::vector<InModelRun> runs;
+  for (const auto& db : o.dbs) {
+    Store store(db, /*read_only=*/true);
+    for (auto& r : store.models()) runs.push_back({db, std::move(r)});
+  }
+  CommModel comm;
+  if (!o.comm.empty()) comm = load_comm_model(o.comm);
+  std::vector<GraphFeatures> graphs;
+  std::map<std::string, int64_t> per_family;
+  std::set<std::string> run_devices;
+  for (const auto& r : runs) {
+    graphs.push_back(run_graph_features(r, lp, data.devices, comm));
+    per_family[r.run.family]++;
+    run_devices.insert(r.run.device);
+  }
+  SCALEDL_CHECK(!o.graph || !graphs.empty(),
+                "--db={}: the store(s) hold no ok model runs to train the graph refinement on (use --no-graph for "
+                "layer models alone)",
+                o.dbs.front());
+
+  // Write into a temporary sibling; rename at the end.
+  const fs::path final_dir = fs::absolute(out);
+  const fs::path tmp = final_dir.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    lp.save((tmp / kLayersDir).string());
+    nlohmann::json manifest;
+    manifest["format"] = kBundleFormat;
+    manifest["format_version"] = kBundleFormatVersion;
+    manifest["created"] = utc_now();
+    manifest["build_commit"] = build_commit();
+    manifest["command"] = o.command;
+    nlohmann::json devs = nlohmann::json::array();
+    for (auto& [k, d] : data.devices) devs.push_back(d.to_json());
+    manifest["devices"] = devs;
+    std::map<std::string, std::pair<double, double>> ranges;
+    const auto& names = global_feature_names();
+    for (const auto& g : graphs)
+      for (size_t i = 0; i < names.size() && i < g.z.size(); ++i) add_range(ranges, names[i], g.z[i]);
+    nlohmann::json rj = nlohmann::json::object();
+    for (auto& [k, v] : ranges) rj[k] = {v.first, v.second};
+    double tmin = INFINITY, tmax = 0;
+    for (const auto& g : graphs) {
+      tmin = std::min(tmin, g.target_ms);
+      tmax = std::max(tmax, g.target_ms);
+    }
+    manifest["training"] = {{"stores", o.dbs},
+                            {"in_model_stores", o.in_model_dbs},
+                            {"layer_rows", data.rows.size()},
+                            {"layer_samples", samples.size()},
+                            {"model_runs", graphs.size()},
+                            {"runs_per_family", per_family},
+                            {"run_devices", std::vector<std::string>(run_devices.begin(), run_devices.end())},
+                            {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
+                            {"global_feature_ranges", rj}};
+    manifest["layers"] = {{"dir", kLayersDir}, {"options", o.layers.to_json()}, {"summary", lp.summary()}};
+    if (o.graph) {
+      GnnTrainReport rep;
+      GraphPredictor gp = GraphPredictor::train(graphs, o.gnn, o.gnn_train, &rep);
+      nlohmann::json g = {{"file", kGraphFile}, {"config", o.gnn.to_json()}, {"report", rep.to_json()},
+                          {"train_options", {{"epochs", o.gnn_train.epochs}, {"lr", o.gnn_train.lr},
+                                             {"batch_size", o.gnn_train.batch_size},
+                                             {"val_fraction", o.gnn_train.val_fraction},
+                                             {"patience", o.gnn_train.patience}, {"loss", o.gnn_train.loss},
+                                             {"normalization", o.gnn_train.normalization},
+                                             {"seed", o.gnn_train.seed}}}};
+      if (o.folds > 0) {
+        SCALEDL_CHECK(static_cast<size_t>(o.folds) <= graphs.size(), "--folds={} but there are only {} model runs",
+                      o.folds, graphs.size());
+        GnnCvReport cv = cross_validate_graphs(graphs, o.gnn, o.gnn_train, o.folds);
+        g["cv"] = {{"folds", cv.folds}, {"mre_before", cv.mre_before}, {"mre", cv.mre}, {"fold_mre", cv.fold_mre},
+                   {"note", "k-fold over the training runs: inside the training distribution (see scaledl eval)"}};
+      }
+      gp.save((tmp / kGraphFile).string(), {{"bundle", true}});
+      manifest["graph"] = g;
+    }
+    if (!o.comm.empty()) {
+      write_json_file((tmp / kCommFile).string(), comm.to_json());
+      manifest["comm"] = {{"file", kCommFile}, {"source", o.comm}};
+    }
+    nlohmann::json files = nlohmann::json::object();
+    for (const auto& f : files_under(tmp)) files[f] = sha256_file((tmp / f).string());
+    manifest["files"] = files;
+    manifest["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_json_file((tmp / "manifest.json").string(), manifest);
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    return manifest;
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+Bundle load_bundle(const std::string& dir) {
+  const fs::path root(dir);
+  SCALEDL_CHECK(fs::is_directory(root), "--bundle={}: not a directory (write one with `scaledl train`)", dir);
+  const std::string mpath = (root / "manifest.json").string();
+  SCALEDL_CHECK(fs::exists(mpath), "--bundle={}: manifest.json is missing", dir);
+  Bundle b;
+  b.manifest = read_json_file(mpath);
+  const auto& m = b.manifest;
+  SCALEDL_CHECK(m.is_object() && m.contains("format") && m["format"] == kBundleFormat,
+                "{}: format={} is not \"{}\"", mpath, m.is_object() && m.contains("format") ? m["format"].dump() : "(none)",
+                kBundleFormat);
+  SCALEDL_CHECK(m.contains("format_version") && m["format_version"].is_number_integer() &&
+                    m["format_version"].get<int>() == kBundleFormatVersion,
+                "{}: format_version={} but this scaledl reads version {}", mpath,
+                m.contains("format_version") ? m["format_version"].dump() : "(none)", kBundleFormatVersion);
+  SCALEDL_CHECK(m.contains("files") && m["files"].is_object() && !m["files"].empty(), "{}: files is missing", mpath);
+  for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
+    const std::string rel = it.key();
+    SCALEDL_CHECK(rel.find("..") == std::string::npos && !rel.empty() && rel[0] != '/',
+                  "{}: files key \"{}\" is not a path inside the bundle", mpath, rel);
+    const fs::path p = root / rel;
+    SCALEDL_CHECK(fs::is_regular_file(p), "--bundle={}: file {} is missing", dir, rel);
+    SCALEDL_CHECK(it.value().is_string(), "{}: files.\"{}\" is not a checksum string", mpath, rel);
+    const std::string got = sha256_file(p.string());
+    SCALEDL_CHECK(got == it.value().get<std::string>(),
+                  "--bundle={}: file {} has SHA-256 {} but the manifest says {} (altered or truncated)", dir, rel,
+                  got.substr(0, 16), it.value().get<std::string>().substr(0, 16));
+  }
+  SCALEDL_CHECK(m.contains("layers") && m["layers"].contains("dir"), "{}: layers.dir is missing", mpath);
+  b.layers = LayerPredictor::load((root / m["layers"]["dir"].get<std::string>()).string());
+  if (m.contains("graph")) {
+    SCALEDL_CHECK(m["graph"].contains("file"), "{}: graph.file is missing", mpath);
+    b.graph = GraphPredictor::load((root / m["graph"]["file"].get<std::string>()).string());
+  }
+  if (m.contains("comm")) b.comm = load_comm_model((root / m["comm"]["file"].get<std::string>()).string());
+  if (m.contains("training") && m["training"].contains("global_feature_ranges"))
+    for (auto it = m["training"]["global_feature_ranges"].begin(); it != m["training"]["global_feature_ranges"].end();
+         ++it) {
+      SCALEDL_CHECK(it.value().is_array() && it.value().size() == 2 && it.value()[0].is_number() &&
+                        it.value()[1].is_number(),
+                    "{}: training.global_feature_ranges.{} is not [lo, hi]", mpath, it.key());
+      b.global_ranges[it.key()] = {it.value()[0].get<double>(), it.value()[1].get<double>()};
+    }
+  return b;
+}
+
+}  // namespace scaledl

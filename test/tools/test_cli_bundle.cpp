@@ -1,0 +1,121 @@
+// `scaledl train` -> one bundle -> `scaledl predict --bundle`, and the bundle's
+// refusals: another format version, a missing file, an altered file.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+using scaledl::test::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = SCALEDL_SOURCE_DIR;
+const std::string kStores = " --db " + kSrc + "/datasets/cpu/layers.sqlite --db " + kSrc + "/datasets/cpu/models.sqlite";
+
+class CliBundle : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::TempDir() + "/bundle_" + std::to_string(getpid());
+    fs::remove_all(dir_);
+    auto r = run_cli("train" + kStores + " --out " + dir_ + "/b --epochs 20");
+    ASSERT_EQ(r.rc, 0) << r.out;
+  }
+  /// A fresh copy of the trained bundle to tamper with.
+  static std::string copy(const std::string& name) {
+    const std::string d = dir_ + "/" + name;
+    fs::remove_all(d);
+    fs::copy(dir_ + "/b", d, fs::copy_options::recursive);
+    return d;
+  }
+  static std::string predict(const std::string& bundle, const std::string& extra = "") {
+    return "predict " + kSrc + "/models/gpt2.json --batch 2 --seq 64 --bundle " + bundle + " --db " + kSrc +
+           "/datasets/cpu/layers.sqlite --json" + extra;
+  }
+  static std::string dir_;
+};
+std::string CliBundle::dir_;
+
+void expect_one_error(const std::string& args, const std::string& expect) {
+  auto r = run_cli(args);
+  EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
+  EXPECT_EQ(r.out.rfind("scaledl: error: ", 0), 0u) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(expect), std::string::npos) << args << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
+}
+
+}  // namespace
+
+TEST_F(CliBundle, ManifestDescribesTheTrainingDataAndChecksumsEveryFile) {
+  auto m = nlohmann::json::parse(std::ifstream(dir_ + "/b/manifest.json"));
+  EXPECT_EQ(m["format"], "scaledl-bundle");
+  EXPECT_EQ(m["format_version"], 1);
+  EXPECT_FALSE(m["build_commit"].get<std::string>().empty());
+  EXPECT_EQ(m["devices"].size(), 1u);
+  EXPECT_GT(m["training"]["model_runs"].get<int>(), 50);
+  EXPECT_GT(m["training"]["layer_rows"].get<int>(), 100);
+  EXPECT_TRUE(m["training"]["global_feature_ranges"].contains("log_batch"));
+  EXPECT_TRUE(m["files"].contains("graph.safetensors"));
+  EXPECT_TRUE(m["files"].contains("layers/manifest.json"));
+  for (auto& [f, sum] : m["files"].items()) {
+    EXPECT_TRUE(fs::is_regular_file(dir_ + "/b/" + f)) << f;
+    EXPECT_EQ(sum.get<std::string>().size(), 64u) << f;
+  }
+}
+
+TEST_F(CliBundle, PredictsWithTheBundleAlone) {
+  auto r = run_cli(predict(dir_ + "/b", " --samples 1000"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["refined"].get<bool>());
+  EXPECT_GT(j["t_iter_ms"].get<double>(), 0);
+  EXPECT_GT(j["t_sum_ms"].get<double>(), 0);
+  // GPT-2 with 12 layers and a 50k vocabulary is far outside these tiny runs.
+  EXPECT_FALSE(j["outside_training_range"].empty()) << r.out;
+}
+
+TEST_F(CliBundle, RefusesAnAlteredMissingOrForeignBundle) {
+  const std::string altered = copy("altered");
+  for (auto& e : fs::directory_iterator(altered + "/layers"))
+    if (e.path().filename() != "manifest.json") {
+      std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(10);
+      f.put('#');
+      break;
+    }
+  expect_one_error(predict(altered), "altered or truncated");
+
+  const std::string missing = copy("missing");
+  fs::remove(missing + "/graph.safetensors");
+  expect_one_error(predict(missing), "file graph.safetensors is missing");
+
+  const std::string foreign = copy("foreign");
+  auto m = nlohmann::json::parse(std::ifstream(foreign + "/manifest.json"));
+  m["format_version"] = 2;
+  std::ofstream(foreign + "/manifest.json") << m.dump();
+  expect_one_error(predict(foreign), "format_version=2");
+
+  expect_one_error(predict(dir_ + "/nonexistent"), "not a directory");
+  expect_one_error(predict(dir_ + "/b", " --layers " + dir_ + "/b/layers"), "drop --layers");
+}
+
+TEST_F(CliBundle, BadTrainingInputsLeaveNoBundle) {
+  const std::string out = dir_ + "/never";
+  expect_one_error("train --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + out, "no ok model runs");
+  EXPECT_FALSE(fs::exists(out));
+  expect_one_error("train --db " + dir_ + "/no-such.sqlite --out " + out, "no-such.sqlite");
+  EXPECT_FALSE(fs::exists(out));
+  expect_one_error("train --out " + out, "--db STORE is required");
+  expect_one_error("train" + kStores + " --out " + out + " --encoder gcn", "gcn");
+  EXPECT_FALSE(fs::exists(out));
+  // The stage commands still parse under the `train` group.
+  auto r = run_cli("train layers --help");
+  EXPECT_EQ(r.rc, 0) << r.out;
+}

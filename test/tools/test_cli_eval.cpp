@@ -1,0 +1,73 @@
+// `scaledl eval` on the committed first CPU campaign: reports, plots and the
+// bad-input paths.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+using scaledl::test::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kSrc = SCALEDL_SOURCE_DIR;
+const std::string kStores = " --db " + kSrc + "/datasets/cpu/layers.sqlite --db " + kSrc + "/datasets/cpu/models.sqlite";
+const std::string kFast = " --epochs 10 --birnn-epochs 2 --mlp-epochs 3 --seeds 1 --max-cv 0.3 --quiet";
+
+void expect_one_error(const std::string& args, const std::string& expect) {
+  auto r = run_cli(args);
+  EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
+  EXPECT_EQ(r.out.rfind("scaledl: error: ", 0), 0u) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(expect), std::string::npos) << args << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
+}
+}  // namespace
+
+TEST(CliEval, OodSizeWritesReportPredictionsAndPlots) {
+  const std::string out = testing::TempDir() + "/eval_" + std::to_string(getpid());
+  fs::remove_all(out);
+  auto r = run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc,rf-hp,birnn,mlp-acc,prenet" +
+                   kFast + " --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  for (const char* f : {"report.md", "report.json", "predictions.csv", "pred_vs_measured.png", "pred_vs_measured.svg",
+                        "ape_cdf.png", "ape_cdf.svg"})
+    EXPECT_TRUE(fs::is_regular_file(out + "/" + f) && fs::file_size(out + "/" + f) > 100) << f;
+  auto j = nlohmann::json::parse(std::ifstream(out + "/report.json"));
+  EXPECT_EQ(j["protocol"], "ood-size");
+  int rows = 0;
+  for (const auto& row : j["summary"])
+    if (row["family"] == "all") {
+      ++rows;
+      EXPECT_GT(row["n"].get<int>(), 10) << row.dump();
+      EXPECT_TRUE(row["mre_pct"].is_number()) << row.dump();
+      EXPECT_GE(row["p90_pct"].get<double>(), row["p50_pct"].get<double>()) << row.dump();
+    }
+  EXPECT_EQ(rows, 6);
+  // One CSV line per (method, test run) plus the header.
+  std::ifstream csv(out + "/predictions.csv");
+  int lines = 0;
+  for (std::string l; std::getline(csv, l);) ++lines;
+  EXPECT_EQ(lines, 1 + 6 * j["summary"][0]["n"].get<int>());
+}
+
+TEST(CliEval, BadInputsGiveOneErrorLine) {
+  const std::string out = testing::TempDir() + "/eval_bad_" + std::to_string(getpid());
+  expect_one_error("eval" + kStores + " --protocol leave-none-out --out " + out, "--protocol=\"leave-none-out\"");
+  expect_one_error("eval --db " + kSrc + "/datasets/cpu/layers.sqlite --protocol id --out " + out,
+                   "no usable model runs");
+  expect_one_error("eval" + kStores + " --protocol cross-device --out " + out, "needs --test-db");
+  expect_one_error("eval" + kStores + " --protocol id --methods sum,oracle --out " + out, "\"oracle\"");
+  // ok rows only: the ViT family has 4 of 8, too few for an 80/20 split.
+  expect_one_error("eval" + kStores + " --protocol id --max-cv 0 --out " + out, "family vit has 4 runs");
+  // The training store's own device is not "other hardware".
+  expect_one_error("eval" + kStores + " --protocol cross-device --test-db " + kSrc + "/datasets/cpu/models.sqlite --out " + out,
+                   "also a training device");
+  expect_one_error("eval --protocol id --out " + out, "--db STORE is required");
+  EXPECT_FALSE(fs::exists(out + "/report.md"));
+}

@@ -1,0 +1,89 @@
+// scaledl eval: ScaleDL and its baselines on whole-iteration runs under the
+// protocols of eval.hpp (id, ood-family, ood-size, cross-device); writes
+// report.md, report.json, predictions.csv and gnuplot plots (docs/eval.md).
+// `scaledl eval layers` evaluates the per-layer regressors alone.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/eval.hpp"
+
+namespace {
+
+struct EvalCmdOptions {
+  scaledl::EvalOptions e;
+  std::string out;
+  std::string methods;
+  bool no_plots = false;
+  bool no_ablations = false;
+  bool quiet = false;
+};
+
+scaledl::cli::Registrar reg(
+    {"eval"},
+    "Evaluate ScaleDL and baselines on model runs: --protocol id|ood-family|ood-size|cross-device --out DIR; "
+    "`eval layers` for the layer regressors",
+    [](CLI::App& app) {
+      auto o = std::make_shared<EvalCmdOptions>();
+      auto& e = o->e;
+      // Not ->required(): `eval layers ...` must parse without them; checked below.
+      app.add_option("--db", e.dbs, "training store(s): layer rows and model runs (repeatable)");
+      app.add_option("--test-db", e.test_dbs, "cross-device test store(s), measured on other hardware (repeatable)");
+      app.add_option("--protocol", e.protocol, "id | ood-family | ood-size | cross-device")->capture_default_str();
+      app.add_option("--out", o->out, "report directory (report.md, report.json, predictions.csv, plots)");
+      app.add_option("--seeds", e.seeds, "repetitions with other split/initialisation seeds, >= 1")->capture_default_str();
+      app.add_option("--methods", o->methods, "comma-separated subset of: sum, scaledl-tc, scaledl-anee, scaledl-nomlp, "
+                                              "dnnperf, rf-hp, mlp-acc, prenet, birnn (default all)");
+      app.add_option("--sweep-campaign", e.sweep_campaign,
+                     "runs of this campaign are predicted but never trained on or scored (epoch-time curves)");
+      app.add_option("--epochs", e.gnn.epochs, "graph methods: epochs, >= 1")->capture_default_str();
+      app.add_option("--patience", e.gnn.patience, "graph methods: early-stopping patience, >= 1")->capture_default_str();
+      app.add_option("--birnn-epochs", e.birnn_epochs, "BiRNN epochs, >= 1")->capture_default_str();
+      app.add_option("--mlp-epochs", e.mlp_epochs, "per-layer MLP epochs, >= 1")->capture_default_str();
+      app.add_option("--max-cv", e.max_cv, "also use runs marked unstable whose iteration CV is <= this (0 = ok only)")
+          ->capture_default_str();
+      app.add_option("--threads", e.threads, "LibTorch threads, >= 1")->capture_default_str();
+      app.add_flag("--no-plots", o->no_plots, "skip the gnuplot plots");
+      app.add_flag("--no-ablations", o->no_ablations, "skip the learning curve and D-optimal vs random (id)");
+      app.add_flag("--quiet", o->quiet, "no progress lines on stderr");
+      return [o] {
+        auto& e = o->e;
+        SCALEDL_CHECK(!e.dbs.empty(), "eval: --db STORE is required (or use `eval layers`)");
+        SCALEDL_CHECK(!o->out.empty(), "eval: --out DIR is required");
+        SCALEDL_CHECK(e.threads >= 1, "--threads={} must be >= 1", e.threads);
+        SCALEDL_CHECK(e.gnn.epochs >= 1, "--epochs={} must be >= 1", e.gnn.epochs);
+        SCALEDL_CHECK(e.gnn.patience >= 1, "--patience={} must be >= 1", e.gnn.patience);
+        SCALEDL_CHECK(e.mlp_epochs >= 1, "--mlp-epochs={} must be >= 1", e.mlp_epochs);
+        if (!o->methods.empty()) {
+          size_t a = 0;
+          while (a <= o->methods.size()) {
+            size_t b = o->methods.find(',', a);
+            if (b == std::string::npos) b = o->methods.size();
+            std::string m = o->methods.substr(a, b - a);
+            SCALEDL_CHECK(!m.empty(), "--methods=\"{}\": empty method name", o->methods);
+            e.methods.push_back(m);
+            a = b + 1;
+          }
+        }
+        e.ablations = !o->no_ablations;
+        torch::set_num_threads(e.threads);
+        if (!o->quiet) e.log = [](const std::string& s) { std::cerr << s << "\n"; };
+        scaledl::EvalResult r = scaledl::run_eval(e);
+        scaledl::write_eval_report(r, o->out, !o->no_plots);
+        std::cout << fmt::format("protocol {}: {} runs, {} seed(s); MRE % over the test runs:\n", e.protocol,
+                                 r.runs.size(), e.seeds);
+        for (const auto& row : r.report["summary"])
+          if (row["family"] == "all")
+            std::cout << fmt::format("  {:14s} {:7.2f}  (p90 APE {:.1f} %, n = {})\n", row["method"].get<std::string>(),
+                                     row["mre_pct"].is_number() ? row["mre_pct"].get<double>() : NAN,
+                                     row["p90_pct"].is_number() ? row["p90_pct"].get<double>() : NAN,
+                                     row["n"].get<int64_t>());
+        std::cout << "wrote " << o->out << "/report.md\n";
+        return 0;
+      };
+    });
+
+}  // namespace

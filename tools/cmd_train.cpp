@@ -1,0 +1,78 @@
+// scaledl train: layer models + graph refinement (+ all-reduce calibration) from
+// one or more stores into ONE bundle directory, the object `predict --bundle`
+// loads (bundle.hpp). `train layers` and `train graph` remain for the stages alone.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "scaledl/bundle.hpp"
+#include "scaledl/error.hpp"
+
+namespace {
+
+struct TrainOptions {
+  scaledl::BundleTrainOptions b;
+  std::string out;
+  int threads = 1;
+  bool no_graph = false;
+  bool json = false;
+};
+
+scaledl::cli::Registrar reg(
+    {"train"},
+    "Train layer models + graph refinement from stores into one bundle (`train --db S --out B`); "
+    "`train layers|graph` run one stage",
+    [](CLI::App& app) {
+      auto o = std::make_shared<TrainOptions>();
+      // Not ->required(): `train layers ...` must parse without them; checked below.
+      app.add_option("--db", o->b.dbs, "store(s) with layer rows and model runs (repeatable)");
+      app.add_option("--out", o->out, "bundle directory to write (replaced only when training succeeds)");
+      app.add_option("--encoder", o->b.gnn.encoder, "transformerconv | anee")->capture_default_str();
+      app.add_option("--folds", o->b.folds, "also k-fold CV of the refinement over the runs (0 = off)")
+          ->capture_default_str();
+      app.add_option("--epochs", o->b.gnn_train.epochs, "refinement epochs, >= 1")->capture_default_str();
+      app.add_option("--seed", o->b.gnn_train.seed, "seed of the refinement")->capture_default_str();
+      app.add_option("--comm", o->b.comm, "all-reduce calibration JSON ({bandwidth_Bps, gamma_s} or {allreduce: [...]})");
+      app.add_option("--in-model-db", o->b.in_model_dbs,
+                     "also train the layer models on the per-node times of this store's model runs (repeatable)");
+      app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
+      app.add_flag("--no-graph", o->no_graph, "layer models only (no refinement: T_iter = T_sum + T_comm)");
+      app.add_flag("--json", o->json, "print the manifest as JSON");
+      return [o] {
+        SCALEDL_CHECK(!o->b.dbs.empty(), "train: --db STORE is required (or use `train layers` / `train graph`)");
+        SCALEDL_CHECK(!o->out.empty(), "train: --out BUNDLE is required");
+        SCALEDL_CHECK(o->threads >= 1, "--threads={} must be >= 1", o->threads);
+        o->b.gnn.validate("train");
+        o->b.graph = !o->no_graph;
+        torch::set_num_threads(o->threads);
+        o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}",
+                                   fmt::join(o->b.dbs, " --db "), o->out, o->b.gnn.encoder, o->b.gnn_train.epochs,
+                                   o->b.gnn_train.seed, o->no_graph ? " --no-graph" : "");
+        nlohmann::json m = scaledl::train_bundle(o->b, o->out);
+        if (o->json) {
+          std::cout << m.dump(2) << "\n";
+          return 0;
+        }
+        const auto& t = m["training"];
+        std::cout << fmt::format("bundle      {}\n", o->out)
+                  << fmt::format("layer rows  {} ({} samples)\n", t["layer_rows"].get<int64_t>(),
+                                 t["layer_samples"].get<int64_t>())
+                  << fmt::format("model runs  {} {}\n", t["model_runs"].get<int64_t>(), t["runs_per_family"].dump());
+        if (m.contains("graph")) {
+          const auto& r = m["graph"]["report"];
+          auto pct = [](const nlohmann::json& v) { return v.is_number() ? 100 * v.get<double>() : NAN; };
+          std::cout << fmt::format("refinement  {} (validation MRE {:.2f} % before, {:.2f} % after)\n",
+                                   o->b.gnn.encoder, pct(r["val_mre_before"]), pct(r["val_mre"]));
+          if (m["graph"].contains("cv"))
+            std::cout << fmt::format("cv          {}-fold MRE {:.2f} % (inside the training distribution)\n",
+                                     m["graph"]["cv"]["folds"].get<int64_t>(),
+                                     100 * m["graph"]["cv"]["mre"].get<double>());
+        }
+        std::cout << fmt::format("wrote       {} files in {:.1f} s\n", m["files"].size(), m["seconds"].get<double>());
+        return 0;
+      };
+    });
+
+}  // namespace
