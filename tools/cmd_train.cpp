@@ -37,6 +37,9 @@ scaledl::cli::Registrar reg(
       app.add_option("--comm", o->b.comm, "all-reduce calibration JSON ({bandwidth_Bps, gamma_s} or {allreduce: [...]})");
       app.add_option("--in-model-db", o->b.in_model_dbs,
                      "also train the layer models on the per-node times of this store's model runs (repeatable)");
+      app.add_option("--max-cv", o->b.max_cv,
+                     "also train on runs marked unstable whose iteration CV is <= this (0 = ok rows only)")
+          ->capture_default_str();
       app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
       app.add_flag("--no-graph", o->no_graph, "layer models only (no refinement: T_iter = T_sum + T_comm)");
       app.add_flag("--json", o->json, "print the manifest as JSON");

@@ -454,7 +454,8 @@ TEST(Training, NoMlpAblationHasNoGlobalBranchAndReloads) {
   GnnConfig c = config("transformerconv");
   c.global_branch = false;
   GraphPredictor p = GraphPredictor::train(graphs10(), c, o);
-  for (const auto& [name, t] : p.model()->named_parameters()) EXPECT_EQ(name.find("z_mlp"), std::string::npos) << name;
+  for (const auto& item : p.model()->named_parameters())
+    EXPECT_EQ(item.key().find("z_mlp"), std::string::npos) << item.key();
   // Z does not reach the output: changing it changes nothing.
   std::vector<GraphFeatures> g = graphs10(), h = g;
   for (auto& x : h) std::fill(x.z.begin(), x.z.end(), 123.f);

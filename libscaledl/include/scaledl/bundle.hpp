@@ -43,6 +43,7 @@ struct BundleTrainOptions {
   GnnTrainOptions gnn_train;          ///< refinement training
   std::string comm;                   ///< all-reduce calibration JSON ("" = none)
   int64_t folds = 0;                  ///< > 0: k-fold CV of the refinement, reported in the manifest
+  double max_cv = 0.10;               ///< usable_model_label: also "unstable" runs with iter CV <= this
   std::string command;                ///< the command line, recorded in the manifest
 };
 

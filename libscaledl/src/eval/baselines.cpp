@@ -64,6 +64,12 @@ std::vector<double> rf_hp_fit_predict(const std::vector<const EvalRun*>& train,
   std::vector<float> xtr = mat(train), xte = mat(test), y;
   for (const EvalRun* r : train) y.push_back(static_cast<float>(std::log(r->target_ms)));
   xgb::DMatrix dtr(xtr.data(), train.size(), nf, y);
+  // A forest of one round: leaves must be plain means of the residuals around
+  // the mean log time (lambda = 0, base_score = mean), not shrunk toward
+  // XGBoost's default base score 0.5 as one boosting step would be.
+  double ymean = 0;
+  for (float v : y) ymean += v;
+  ymean /= static_cast<double>(y.size());
   xgb::Booster b;
   b.set_params({{"objective", "reg:squarederror"},
                 {"num_parallel_tree", "100"},
@@ -72,6 +78,8 @@ std::vector<double> rf_hp_fit_predict(const std::vector<const EvalRun*>& train,
                 {"eta", "1"},
                 {"max_depth", "12"},
                 {"min_child_weight", "1"},
+                {"lambda", "0"},
+                {"base_score", std::to_string(ymean)},
                 {"nthread", "1"},
                 {"seed", std::to_string(seed)}});
   b.train(dtr, 1);

@@ -50,8 +50,8 @@ std::string gp_quote(const std::string& s) {
 
 /// Runs `gnuplot script` in `dir`, once for PNG and once for SVG.
 void run_gnuplot(const fs::path& dir, const std::string& stem, const std::string& body) {
-  for (const auto& [term, ext] : {std::make_pair(std::string("pngcairo size 960,720 font 'Sans,11'"), std::string("png")),
-                                  std::make_pair(std::string("svg size 960,720 font 'Sans,11'"), std::string("svg"))}) {
+  for (const auto& [term, ext] : {std::make_pair(std::string("pngcairo noenhanced size 960,720 font 'Sans,11'"), std::string("png")),
+                                  std::make_pair(std::string("svg noenhanced size 960,720 font 'Sans,11'"), std::string("svg"))}) {
     const fs::path gp = dir / (stem + "." + ext + ".gp");
     write_file(gp, fmt::format("set terminal {}\nset output {}\n{}", term, gp_quote((dir / (stem + "." + ext)).string()), body));
     const std::string cmd = fmt::format("gnuplot {} 2>{}", gp_quote(gp.string()), gp_quote((dir / (stem + ".gnuplot.log")).string()));

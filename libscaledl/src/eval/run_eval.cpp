@@ -117,6 +117,20 @@ std::vector<size_t> doptimal_subset(const Ctx& c, const std::vector<size_t>& poo
     const double s = std::sqrt((F.col(j).array() - m).square().mean());
     F.col(j) = (F.col(j).array() - m) / (s > 0 ? s : 1.0);
   }
+  // Keep a full-rank set of columns (the family one-hots sum to the intercept;
+  // T5's decoder depth equals its encoder depth): pivoted QR picks them.
+  const Eigen::MatrixXd dense = F;
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(dense);
+  qr.setThreshold(1e-8);
+  const Eigen::Index rank = qr.rank();
+  if (rank < F.cols()) {
+    std::vector<Eigen::Index> keep;
+    for (Eigen::Index j = 0; j < rank; ++j) keep.push_back(qr.colsPermutation().indices()(j));
+    std::sort(keep.begin(), keep.end());
+    FeatureMatrix G(F.rows(), rank);
+    for (Eigen::Index j = 0; j < rank; ++j) G.col(j) = F.col(keep[static_cast<size_t>(j)]);
+    F = G;
+  }
   FedorovOptions fo;
   fo.k = static_cast<int>(k);
   fo.seed = seed;
@@ -202,6 +216,9 @@ EvalResult run_eval(const EvalOptions& o) {
   log(fmt::format("{} runs ({} test-store), {} layer rows, {} devices", res.runs.size(),
                   std::count_if(res.runs.begin(), res.runs.end(), [](const EvalRun& r) { return r.test_store; }),
                   data.rows.size(), devices.size()));
+
+  // A split that would be empty or too small fails now, before any training.
+  (void)make_splits(res.runs, o.protocol, 0);
 
   // Layer models on the training stores' isolated rows; graphs of every run.
   TrainOptions lo = o.layers;

@@ -86,6 +86,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   SCALEDL_CHECK(!o.dbs.empty(), "--db: give at least one store");
   SCALEDL_CHECK(!out.empty(), "--out: give the bundle directory");
   SCALEDL_CHECK(o.folds == 0 || o.folds >= 2, "--folds={} must be 0 or >= 2", o.folds);
+  SCALEDL_CHECK(o.max_cv >= 0 && o.max_cv < 1, "--max-cv={} must be in [0, 1)", o.max_cv);
   const auto t0 = std::chrono::steady_clock::now();
 
   // Layer models: the stores' isolated layer rows (+ in-model node times).
@@ -103,7 +104,8 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   std::vector<InModelRun> runs;
   for (const auto& db : o.dbs) {
     Store store(db, /*read_only=*/true);
-    for (auto& r : store.models()) runs.push_back({db, std::move(r)});
+    for (auto& r : store.models("", /*ok_only=*/false))
+      if (usable_model_label(r, o.max_cv)) runs.push_back({db, std::move(r)});
   }
   CommModel comm;
   if (!o.comm.empty()) comm = load_comm_model(o.comm);
@@ -152,6 +154,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                             {"layer_rows", data.rows.size()},
                             {"layer_samples", samples.size()},
                             {"model_runs", graphs.size()},
+                            {"max_cv", o.max_cv},
                             {"runs_per_family", per_family},
                             {"run_devices", std::vector<std::string>(run_devices.begin(), run_devices.end())},
                             {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
