@@ -2,6 +2,9 @@
 // Runs the built `scaledl` binary for end-to-end CLI tests.
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -25,6 +28,16 @@ inline CliResult run_cli(const std::string& args) {
   int st = pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+/// Expects `scaledl <args>` to fail with exactly one line, starting
+/// "scaledl: error: " and containing `expect`, and exit status 1.
+inline void expect_one_error(const std::string& args, const std::string& expect) {
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
+  EXPECT_EQ(r.out.rfind("scaledl: error: ", 0), 0u) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(expect), std::string::npos) << args << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
 }
 
 }  // namespace scaledl::test

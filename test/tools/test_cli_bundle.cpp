@@ -12,6 +12,7 @@
 
 #include "cli_util.hpp"
 
+using scaledl::test::expect_one_error;
 using scaledl::test::run_cli;
 namespace fs = std::filesystem;
 
@@ -43,13 +44,6 @@ class CliBundle : public testing::Test {
 };
 std::string CliBundle::dir_;
 
-void expect_one_error(const std::string& args, const std::string& expect) {
-  auto r = run_cli(args);
-  EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
-  EXPECT_EQ(r.out.rfind("scaledl: error: ", 0), 0u) << args << "\n" << r.out;
-  EXPECT_NE(r.out.find(expect), std::string::npos) << args << "\n" << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
-}
 
 }  // namespace
 

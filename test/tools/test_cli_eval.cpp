@@ -20,13 +20,8 @@ const std::string kSrc = SCALEDL_SOURCE_DIR;
 const std::string kStores = " --db " + kSrc + "/datasets/cpu/layers.sqlite --db " + kSrc + "/datasets/cpu/models.sqlite";
 const std::string kFast = " --epochs 10 --birnn-epochs 2 --mlp-epochs 3 --seeds 1 --max-cv 0.3 --quiet";
 
-void expect_one_error(const std::string& args0, const std::string& expect) {
-  const std::string args = args0 + " --quiet";
-  auto r = run_cli(args);
-  EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
-  EXPECT_EQ(r.out.rfind("scaledl: error: ", 0), 0u) << args << "\n" << r.out;
-  EXPECT_NE(r.out.find(expect), std::string::npos) << args << "\n" << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
+void expect_one_error(const std::string& args, const std::string& expect) {
+  scaledl::test::expect_one_error(args + " --quiet", expect);
 }
 }  // namespace
 
