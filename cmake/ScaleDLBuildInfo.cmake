@@ -10,7 +10,8 @@ if(GIT_FOUND AND EXISTS ${CMAKE_SOURCE_DIR}/.git)
                   OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _rc)
   if(_rc EQUAL 0 AND _c)
     set(SCALEDL_GIT_COMMIT ${_c})
-    execute_process(COMMAND ${GIT_EXECUTABLE} status --porcelain --untracked-files=no
+    # Measurements being written into committed stores do not make the code dirty.
+    execute_process(COMMAND ${GIT_EXECUTABLE} status --porcelain --untracked-files=no -- . :!datasets
                     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE _dirty
                     OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
     if(_dirty)
