@@ -2,16 +2,14 @@
 # The cpu-v2 campaign (README.md here): D-optimal plans, then the device probe,
 # the layer plan and every model plan, all on this machine, in one store, one
 # thread for LibTorch and OpenBLAS alike. Then the Fig. 4 sweep (same store,
-# its own campaign name) and a cross-device test store: every 20th model config
-# again with 2 threads (another device key and measured rates). Resumable:
-# re-running skips what the stores already hold (plans are only written when missing).
+# its own campaign name). Resumable: re-running skips what the store already
+# holds (plans are only written when missing).
 #
-#   BUILD_DIR=build datasets/cpu-v2/campaign.sh [plans|layers|models|sweep|threads2|all]
+#   BUILD_DIR=build datasets/cpu-v2/campaign.sh [plans|layers|models|sweep|all]
 set -euo pipefail
 cd "$(dirname "$0")"
 BIN=$(realpath "${BUILD_DIR:-../../build}")/tools/scaledl
 DB=cpu-v2.sqlite
-DB2=cpu-v2-2threads.sqlite
 STEP=${1:-all}
 T0=$(date +%s)
 MODEL_TIMING="--warmup 2 --warmup-extra 4 --repeats 5 --probe-repeats 1 --max-seconds 6 --quiet"
@@ -26,10 +24,6 @@ if [ "$STEP" = plans ] || [ "$STEP" = all ]; then
   [ -s plans/layers.json ] || "$BIN" plan --space spaces/layers.json --budget 800 --seed 1 --out plans/layers.json
   # One model plan, families interleaved, so that a stopped campaign still has every family.
   [ -s plans/models.json ] || python3 interleave.py plans/{bert,gpt2,t5,vit,deit,llama,opt,gptneo}.json > plans/models.json
-  # The cross-device subset: every 20th config of the model plan.
-  [ -s plans/models-every20.json ] || python3 -c "
-import json; p = json.load(open('plans/models.json'))
-print(json.dumps({'kind': 'models', 'configs': p['configs'][::20]}, indent=1))" > plans/models-every20.json
 fi
 if [ "$STEP" = layers ] || [ "$STEP" = all ]; then
   # The device record of the whole campaign, measured at its thread count before anything else.
@@ -43,14 +37,9 @@ fi
 if [ "$STEP" = sweep ] || [ "$STEP" = all ]; then
   "$BIN" bench models --plan plans/sweep.json --db "$DB" --device cpu --threads 1 --campaign cpu-v2-sweep $MODEL_TIMING
 fi
-if [ "$STEP" = threads2 ] || [ "$STEP" = all ]; then
-  "$BIN" probe --device cpu --threads 2 --db "$DB2" --json > probe-2threads.json
-  "$BIN" bench models --plan plans/models-every20.json --db "$DB2" --device cpu --threads 2 \
-    --campaign cpu-v2-models-2threads $MODEL_TIMING
-fi
 echo "campaign.sh $STEP: $(( $(date +%s) - T0 )) s wall"
-for d in "$DB" "$DB2"; do [ -f "$d" ] && "$BIN" db info --db "$d"; done
+"$BIN" db info --db "$DB"
 # Fold the WAL into the file so that a committed store is one file.
-for d in "$DB" "$DB2"; do
-  [ -f "$d" ] && python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()" "$d"
+for d in "$DB"; do
+  python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()" "$d"
 done
