@@ -42,6 +42,13 @@ void write_file(const fs::path& p, const std::string& text) {
   SCALEDL_CHECK(f.good(), "{}: write failed", p.string());
 }
 
+/// Distinct colours for up to 10 series (gnuplot's default cycle has 8).
+std::string colour(int i) {
+  static const char* c[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  return fmt::format("lc rgb '{}'", c[i % 10]);
+}
+
 std::string gp_quote(const std::string& s) {
   std::string o;
   for (char ch : s) o += (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
@@ -158,9 +165,10 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
       for (size_t i = 0; i < ape.size(); ++i)
         cdf += fmt::format("{:.6g} {:.6g}\n", std::max(ape[i], 1e-3), static_cast<double>(i + 1) / static_cast<double>(ape.size()));
       cdf += "\n\n";
-      plot_pv += fmt::format("{}'pred_vs_measured.dat' index {} using 1:2 with points pt 7 ps 0.5 title {}",
-                             idx ? ", " : "", idx, gp_quote(m));
-      plot_cdf += fmt::format("{}'ape_cdf.dat' index {} using 1:2 with lines lw 2 title {}", idx ? ", " : "", idx, gp_quote(m));
+      plot_pv += fmt::format("{}'pred_vs_measured.dat' index {} using 1:2 with points pt 7 ps 0.5 {} title {}",
+                             idx ? ", " : "", idx, colour(idx), gp_quote(m));
+      plot_cdf += fmt::format("{}'ape_cdf.dat' index {} using 1:2 with lines lw 2 {} title {}", idx ? ", " : "", idx,
+                              colour(idx), gp_quote(m));
       ++idx;
     }
     write_file(dir / "pred_vs_measured.dat", dat);
@@ -222,7 +230,9 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
           for (auto& [x, y] : curve[m]) d += fmt::format("{} {:.6g}\n", x, y);
           d += "\n\n";
           plot += fmt::format("{}'{}.dat' index {} using 1:2 with {} title {}", k ? ", " : "", stem, k,
-                              m == "measured" ? "linespoints lw 3 pt 7 lc 'black'" : "linespoints lw 1.5 pt 6", gp_quote(m));
+                              m == "measured" ? std::string("linespoints lw 3 pt 7 lc 'black'")
+                                              : "linespoints lw 1.5 pt 6 " + colour(k - 1),
+                              gp_quote(m));
           ++k;
         }
         write_file(dir / (stem + ".dat"), d);
