@@ -79,7 +79,7 @@ int run(const PredictOptions& o) {
   }
   const LayerGraph g = build_layer_graph(m, s);
   const IterationPrediction p = b.predict(g, dev);
-  const std::vector<std::string> outside = b.out_of_range(g, dev);
+  const std::vector<std::string> outside = b.out_of_range(p);
   const int64_t iters = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
   const double epoch_s = iters * p.t_iter_ms / 1000.0;
 

@@ -116,11 +116,8 @@ scaledl::cli::Registrar reg(
         scaledl::GnnTrainReport r;
         scaledl::GraphPredictor p = scaledl::GraphPredictor::train(graphs, o->cfg, o->train, &r);
         std::filesystem::create_directories(o->out);
-        nlohmann::json opts = {{"epochs", o->train.epochs},   {"lr", o->train.lr},
-                               {"batch_size", o->train.batch_size}, {"val_fraction", o->train.val_fraction},
-                               {"patience", o->train.patience}, {"loss", o->train.loss},
-                               {"normalization", o->train.normalization}, {"seed", o->train.seed},
-                               {"threads", o->threads}};
+        nlohmann::json opts = o->train.to_json();
+        opts["threads"] = o->threads;
         nlohmann::json report = {{"graphs", graphs.size()}, {"config", o->cfg.to_json()},
                                  {"train_options", opts},   {"result", r.to_json()}};
         if (!o->comm.empty()) report["comm"] = comm.to_json();

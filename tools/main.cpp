@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "command.hpp"
 #include "scaledl/error.hpp"
@@ -37,11 +38,11 @@ int main(int argc, char** argv) {
   Runner chosen;
   // A command may also be a group: `train` runs itself, `train layers` its
   // subcommand (sorted order registers the group's own command first).
-  std::map<std::string, bool> runnable;
+  std::set<std::string> runnable;  // "/train", "/train/layers", ...
   for (auto& d : defs) {
     std::string key;
     for (auto& p : d.path) key += "/" + p;
-    runnable[key] = true;
+    runnable.insert(key);
   }
   for (auto& d : defs) {
     CLI::App* parent = &app;
@@ -59,8 +60,9 @@ int main(int argc, char** argv) {
     const std::string key = prefix + "/" + d.path.back();
     CLI::App* sub = parent->add_subcommand(d.path.back(), d.help);
     auto runner = std::make_shared<Runner>(d.setup(*sub));
-    bool group = false;
-    for (auto& [k, v] : runnable) group = group || (k.size() > key.size() && k.compare(0, key.size() + 1, key + "/") == 0);
+    // A group when some command's path continues this one ("/train/..." after "/train").
+    auto next = runnable.upper_bound(key + "/");
+    const bool group = next != runnable.end() && next->compare(0, key.size() + 1, key + "/") == 0;
     if (group) {
       sub->require_subcommand(0, 1);
       groups.emplace(key, sub);

@@ -57,8 +57,9 @@ struct Bundle {
 
   /// Prediction with this bundle's models; comm must be present when s.num_devices > 1.
   IterationPrediction predict(const LayerGraph& g, const DeviceRecord& dev) const;
-  /// Global features of `g` outside the training range, as "name=value outside [lo, hi]".
-  std::vector<std::string> out_of_range(const LayerGraph& g, const DeviceRecord& dev) const;
+  /// Global features of a prediction (IterationPrediction::global_features) outside
+  /// the training range, as "name=value outside [lo, hi]".
+  std::vector<std::string> out_of_range(const IterationPrediction& p) const;
 };
 
 /// Trains layers + graph (+ comm) and writes the bundle directory `out`

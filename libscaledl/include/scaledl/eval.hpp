@@ -95,7 +95,6 @@ struct EvalPrediction {
 };
 
 struct EvalResult {
-  EvalOptions options;
   std::vector<EvalRun> runs;
   std::vector<EvalPrediction> predictions;  ///< test runs (and sweep runs) of every split, seed, method
   nlohmann::json report;                     ///< what report.json holds

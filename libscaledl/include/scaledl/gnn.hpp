@@ -113,6 +113,8 @@ struct GnnTrainOptions {
   /// Called after each epoch with (epoch, mean train loss, validation MRE or, without a
   /// validation set, the mean train loss: the early-stopping criterion); may be empty.
   std::function<void(int64_t, double, double)> on_epoch;
+  /// The options above except on_epoch (what reports and bundles record).
+  nlohmann::json to_json() const;
 };
 
 /// What training reports; MREs are fractions (0.05 = 5%).

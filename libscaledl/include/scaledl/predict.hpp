@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,7 @@ struct IterationPrediction {
   bool refined = false;          ///< a graph model produced alpha and beta
   int64_t fallback_nodes = 0;    ///< nodes predicted by the roofline fallback (no layer model)
   std::map<std::string, double> by_type_ms;  ///< T_sum split by "type.dir", ms
+  std::vector<float> global_features;  ///< Z of the graph (global_feature_names() order); not in to_json
 
   nlohmann::json to_json() const;
 };

@@ -6,7 +6,6 @@
 #include <map>
 #include <numeric>
 #include <random>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -160,19 +159,12 @@ EvalResult run_eval(const EvalOptions& o) {
   for (const auto& m : methods)
     SCALEDL_CHECK(std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
                   "--methods: \"{}\" is not a method ({})", m, fmt::join(all_eval_methods(), ", "));
-  // Fail on a bad protocol name before any work.
-  if (o.protocol != "id" && o.protocol != "ood-family" && o.protocol != "ood-size" && o.protocol != "cross-device")
-    fail("--protocol=\"{}\" is not a protocol (id, ood-family, ood-size, cross-device)", o.protocol);
-
   EvalResult res;
-  res.options = o;
   // Layer rows of the training stores only: the test device never trains anything.
   TrainingData data = load_training_data(o.dbs);
   SCALEDL_CHECK(!data.rows.empty(), "--db={}: no ok layer rows to train the layer models on", o.dbs.front());
   std::vector<LayerSample> layer_samples = samples_from_measurements(data.rows, data.devices);
   std::map<std::string, DeviceRecord> devices = data.devices;
-  std::set<std::string> train_devices;
-  for (auto& [k, d] : data.devices) train_devices.insert(k);
 
   auto load_runs = [&](const std::vector<std::string>& dbs, bool test) {
     if (dbs.empty()) return;
@@ -187,7 +179,7 @@ EvalResult run_eval(const EvalOptions& o) {
                                             "the store (probe it into the store: scaledl probe --db {})",
                       db, m.model_name, m.device, db);
         if (test)
-          SCALEDL_CHECK(!train_devices.count(m.device),
+          SCALEDL_CHECK(!data.devices.count(m.device),
                         "--test-db={}: device '{}' is also a training device: cross-device needs other hardware", db,
                         m.device);
         devices[m.device] = devs[m.device];
@@ -203,9 +195,7 @@ EvalResult run_eval(const EvalOptions& o) {
         r.settings = parse_train_settings(m.settings, db + ": " + r.key);
         r.target_ms = m.iter.median_ms;
         res.runs.push_back(std::move(r));
-        res.runs.back().graph.label = db;  // placeholder: the store, replaced below
         ++n;
-        (void)m;
       }
     }
     SCALEDL_CHECK(n > 0, "{}={}: the store(s) hold no usable model runs (status ok, or unstable with iter CV <= {})",
@@ -217,7 +207,8 @@ EvalResult run_eval(const EvalOptions& o) {
                   std::count_if(res.runs.begin(), res.runs.end(), [](const EvalRun& r) { return r.test_store; }),
                   data.rows.size(), devices.size()));
 
-  // A split that would be empty or too small fails now, before any training.
+  // An unknown protocol, or a split that would be empty or too small, fails
+  // now, before any training.
   (void)make_splits(res.runs, o.protocol, 0);
 
   // Layer models on the training stores' isolated rows; graphs of every run.
@@ -253,7 +244,6 @@ EvalResult run_eval(const EvalOptions& o) {
   nlohmann::json per_seed = nlohmann::json::array();
   // stats[method][family or "all"] -> per-seed values
   std::map<std::string, std::map<std::string, std::vector<ErrorStats>>> stats;
-  nlohmann::json ablation = nlohmann::json::object();
   std::vector<nlohmann::json> curve_rows, dopt_rows;
   std::vector<std::string> split_names;
   for (int seed = 0; seed < o.seeds; ++seed) {

@@ -262,6 +262,12 @@ GnnOutput GnnModelImpl::forward(const GraphBatch& b) {
 
 // ---- training -----------------------------------------------------------------
 
+nlohmann::json GnnTrainOptions::to_json() const {
+  return {{"epochs", epochs},         {"lr", lr},       {"batch_size", batch_size},
+          {"val_fraction", val_fraction}, {"patience", patience}, {"loss", loss},
+          {"normalization", normalization}, {"seed", seed}};
+}
+
 nlohmann::json GnnTrainReport::to_json() const {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {{"train_graphs", train_graphs},     {"val_graphs", val_graphs},

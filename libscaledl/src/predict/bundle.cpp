@@ -61,21 +61,13 @@ IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev
   return predict_iteration(g, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
 }
 
-std::vector<std::string> Bundle::out_of_range(const LayerGraph& g, const DeviceRecord& dev) const {
+std::vector<std::string> Bundle::out_of_range(const IterationPrediction& p) const {
   std::vector<std::string> out;
-  if (global_ranges.empty()) return out;
-  GraphContext ctx;
-  ctx.device = dev;
-  if (comm) ctx.comm = *comm;
-  // The range check needs only the global features; layer times do not change
-  // which hyperparameters are out of range, except t_sum (checked via layers).
-  const std::vector<double> t_l = layers.predict_nodes(g, dev);
-  GraphFeatures f = featurize(g, t_l, ctx);
   const auto& names = global_feature_names();
-  for (size_t i = 0; i < names.size() && i < f.z.size(); ++i) {
+  for (size_t i = 0; i < names.size() && i < p.global_features.size(); ++i) {
     auto it = global_ranges.find(names[i]);
     if (it == global_ranges.end()) continue;
-    const double v = f.z[i], lo = it->second.first, hi = it->second.second;
+    const double v = p.global_features[i], lo = it->second.first, hi = it->second.second;
     const double tol = 1e-6 * std::max(1.0, std::abs(hi - lo));
     if (v < lo - tol || v > hi + tol) out.push_back(fmt::format("{}={:.4g} outside [{:.4g}, {:.4g}]", names[i], v, lo, hi));
   }
@@ -164,12 +156,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
       GnnTrainReport rep;
       GraphPredictor gp = GraphPredictor::train(graphs, o.gnn, o.gnn_train, &rep);
       nlohmann::json g = {{"file", kGraphFile}, {"config", o.gnn.to_json()}, {"report", rep.to_json()},
-                          {"train_options", {{"epochs", o.gnn_train.epochs}, {"lr", o.gnn_train.lr},
-                                             {"batch_size", o.gnn_train.batch_size},
-                                             {"val_fraction", o.gnn_train.val_fraction},
-                                             {"patience", o.gnn_train.patience}, {"loss", o.gnn_train.loss},
-                                             {"normalization", o.gnn_train.normalization},
-                                             {"seed", o.gnn_train.seed}}}};
+                          {"train_options", o.gnn_train.to_json()}};
       if (o.folds > 0) {
         SCALEDL_CHECK(static_cast<size_t>(o.folds) <= graphs.size(), "--folds={} but there are only {} model runs",
                       o.folds, graphs.size());

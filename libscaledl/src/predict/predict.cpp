@@ -32,6 +32,7 @@ IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& d
   ctx.comm = comm;
   GraphFeatures f = featurize(g, t_l, ctx);
   p.t_comm_ms = f.t_comm_ms;
+  p.global_features = f.z;
   if (graph) {
     GnnPrediction r = graph->predict(std::vector<const GraphFeatures*>{&f});
     p.alpha = r.alpha.at(0);
