@@ -2,6 +2,7 @@
 // protocols of eval.hpp (id, ood-family, ood-size, cross-device); writes
 // report.md, report.json, predictions.csv and gnuplot plots (docs/eval.md).
 // `scaledl eval layers` evaluates the per-layer regressors alone.
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -19,6 +20,7 @@ struct EvalCmdOptions {
   std::string methods;
   bool no_plots = false;
   bool no_ablations = false;
+  bool no_intervals = false;
   bool quiet = false;
 };
 
@@ -46,6 +48,15 @@ scaledl::cli::Registrar reg(
       app.add_option("--max-cv", e.max_cv, "also use runs marked unstable whose iteration CV is <= this (0 = ok only)")
           ->capture_default_str();
       app.add_option("--threads", e.threads, "LibTorch threads, >= 1")->capture_default_str();
+      app.add_flag("--in-model", e.in_model,
+                   "layer models also train on the node times of each split's training runs (cross-fitted)");
+      app.add_option("--crossfit-folds", e.crossfit_folds, "with --in-model: cross-fitting folds, in [2, 20]")
+          ->capture_default_str();
+      app.add_option("--alpha-bound", e.alpha_bound, "ScaleDL methods: alpha, beta in (1/B, B), B > 1")
+          ->capture_default_str();
+      app.add_option("--ood-tau", e.ood_tau, "ScaleDL methods: out-of-domain shrinkage toward the sum (0 = off)")
+          ->capture_default_str();
+      app.add_flag("--no-intervals", o->no_intervals, "do not calibrate and score scaledl-tc's intervals");
       app.add_flag("--no-plots", o->no_plots, "skip the gnuplot plots");
       app.add_flag("--no-ablations", o->no_ablations, "skip the learning curve and D-optimal vs random (id)");
       app.add_flag("--quiet", o->quiet, "no progress lines on stderr");
@@ -69,6 +80,9 @@ scaledl::cli::Registrar reg(
           }
         }
         e.ablations = !o->no_ablations;
+        e.intervals = !o->no_intervals;
+        SCALEDL_CHECK(std::isfinite(e.alpha_bound) && e.alpha_bound > 1, "--alpha-bound={} must be > 1", e.alpha_bound);
+        SCALEDL_CHECK(std::isfinite(e.ood_tau) && e.ood_tau >= 0, "--ood-tau={} must be >= 0", e.ood_tau);
         torch::set_num_threads(e.threads);
         if (!o->quiet) e.log = [](const std::string& s) { std::cerr << s << "\n"; };
         scaledl::EvalResult r = scaledl::run_eval(e);
@@ -81,6 +95,11 @@ scaledl::cli::Registrar reg(
                                      row["mre_pct"].is_number() ? row["mre_pct"].get<double>() : NAN,
                                      row["p90_pct"].is_number() ? row["p90_pct"].get<double>() : NAN,
                                      row["n"].get<int64_t>());
+        if (r.report.contains("intervals"))
+          for (const auto& row : r.report["intervals"])
+            std::cout << fmt::format("  {} intervals: coverage {:.1f} % (80 % nominal), {:.1f} % (95 % nominal)\n",
+                                     row["method"].get<std::string>(), row["coverage80_pct"].get<double>(),
+                                     row["coverage95_pct"].get<double>());
         std::cout << "wrote " << o->out << "/report.md\n";
         return 0;
       };

@@ -1,9 +1,17 @@
 // scaledl predict MODEL.json: per-iteration and per-epoch training time of a
 // model config on a device (ScaleDL Algorithm 1; see predict.hpp).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -13,7 +21,10 @@
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
 #include "scaledl/layer_graph.hpp"
+#include "scaledl/json_util.hpp"
 #include "scaledl/layer_predictor.hpp"
+#include "scaledl/model_spec.hpp"
+#include "scaledl/neusight.hpp"
 #include "scaledl/predict.hpp"
 #include "scaledl/store.hpp"
 
@@ -31,8 +42,234 @@ struct PredictOptions {
   std::string comm;              ///< all-reduce calibration JSON (needed when N > 1)
   int64_t samples = 0;           ///< training samples per epoch (0 = use --iterations)
   int64_t iterations = 0;        ///< iterations per epoch I (0 = from --samples)
+  std::vector<std::string> sweeps;  ///< "KEY=V1,V2,...": predict the cartesian product
+  std::string csv;               ///< CSV of configurations, one per row
+  bool timing = false;           ///< print load and prediction times to stderr
+  int threads = 1;               ///< LibTorch threads of the refinement
   bool json = false;
 };
+
+// ---- many configurations: --sweep and --csv -----------------------------------
+
+/// One configuration of a sweep or CSV row: the model file and KEY=VALUE overrides.
+struct Variant {
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> kv;
+};
+
+const std::vector<std::string>& setting_keys() {
+  static const std::vector<std::string> k = {"batch", "seq", "image", "dtype", "optimizer", "devices", "samples"};
+  return k;
+}
+
+int64_t parse_int(const std::string& v, const std::string& key, int64_t lo, int64_t hi) {
+  size_t pos = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  SCALEDL_CHECK(pos == v.size() && !v.empty(), "{}={} is not an integer", key, v);
+  SCALEDL_CHECK(x >= lo && x <= hi, "{}={} must be in [{}, {}]", key, v, lo, hi);
+  return x;
+}
+
+void check_key(const std::string& key, const std::string& ctx) {
+  const auto& k = setting_keys();
+  SCALEDL_CHECK(std::find(k.begin(), k.end(), key) != k.end() || (key.rfind("config.", 0) == 0 && key.size() > 7),
+                "{}: unknown key \"{}\" (known: {}, config.<key of config.json>)", ctx, key, fmt::join(k, ", "));
+}
+
+/// Model, settings, samples per epoch and device count of one variant.
+struct Resolved {
+  scaledl::ModelSpec m;
+  scaledl::TrainSettings s;
+  int64_t samples = 0;
+  std::string label;
+};
+
+Resolved resolve_variant(const PredictOptions& o, const Variant& v,
+                         std::map<std::string, nlohmann::json>& configs) {
+  using namespace scaledl;
+  auto it = configs.find(v.model);
+  if (it == configs.end()) it = configs.emplace(v.model, read_json_file(v.model)).first;
+  nlohmann::json config = it->second;
+  std::string label = std::filesystem::path(v.model).stem().string();
+  for (const auto& [k, val] : v.kv)
+    if (k.rfind("config.", 0) == 0) {
+      config[k.substr(7)] = parse_int(val, k, 1, int64_t{1} << 40);
+      label += fmt::format(" {}={}", k.substr(7), val);
+    }
+  Resolved r;
+  r.m = parse_model_config(config, v.model);
+  r.m.name = label;
+  r.label = label;
+  r.s = settings_from_config(config, v.model);
+  const auto& a = o.args;
+  if (a.batch) r.s.batch = a.batch;
+  if (a.seq) r.s.seq_len = a.seq;
+  if (a.image) r.s.image_size = a.image;
+  if (!a.dtype.empty()) r.s.dtype = parse_dtype(a.dtype, "--dtype");
+  if (!a.optimizer.empty()) r.s.optimizer = parse_optimizer(a.optimizer, "--optimizer");
+  if (a.no_optimizer) r.s.optimizer_step = false;
+  r.s.num_devices = o.devices;
+  r.samples = o.samples;
+  for (const auto& [k, val] : v.kv) {
+    if (k == "batch") r.s.batch = parse_int(val, k, 1, int64_t{1} << 24);
+    if (k == "seq") r.s.seq_len = parse_int(val, k, 1, int64_t{1} << 24);
+    if (k == "image") r.s.image_size = parse_int(val, k, 1, int64_t{1} << 16);
+    if (k == "dtype") r.s.dtype = parse_dtype(val, k);
+    if (k == "optimizer") r.s.optimizer = parse_optimizer(val, k);
+    if (k == "devices") r.s.num_devices = parse_int(val, k, 1, int64_t{1} << 20);
+    if (k == "samples") r.samples = parse_int(val, k, 0, int64_t{1} << 50);
+  }
+  return r;
+}
+
+/// The cartesian product of the --sweep lists over the positional model.
+std::vector<Variant> sweep_variants(const PredictOptions& o) {
+  std::vector<Variant> out = {{o.args.model, {}}};
+  std::set<std::string> seen;
+  for (const auto& sw : o.sweeps) {
+    const size_t eq = sw.find('=');
+    SCALEDL_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < sw.size(),
+                  "--sweep={} is not KEY=V1,V2,... (e.g. --sweep batch=8,16,32)", sw);
+    const std::string key = sw.substr(0, eq);
+    check_key(key, "--sweep");
+    SCALEDL_CHECK(key != "samples", "--sweep samples=...: give --samples once");
+    SCALEDL_CHECK(seen.insert(key).second, "--sweep {} is given twice", key);
+    std::vector<std::string> values;
+    size_t a = eq + 1;
+    while (a <= sw.size()) {
+      size_t b = sw.find(',', a);
+      if (b == std::string::npos) b = sw.size();
+      SCALEDL_CHECK(b > a, "--sweep={}: empty value in the list", sw);
+      values.push_back(sw.substr(a, b - a));
+      a = b + 1;
+    }
+    std::vector<Variant> next;
+    for (const auto& v : out)
+      for (const auto& x : values) {
+        Variant w = v;
+        w.kv.emplace_back(key, x);
+        next.push_back(std::move(w));
+      }
+    out = std::move(next);
+    SCALEDL_CHECK(out.size() <= 10'000'000, "--sweep: {} configurations (at most 10,000,000)", out.size());
+  }
+  return out;
+}
+
+/// One variant per data row of the CSV; the header names the columns (model
+/// and the keys of setting_keys() or config.<key>); empty cells keep the default.
+std::vector<Variant> csv_variants(const PredictOptions& o) {
+  using namespace scaledl;
+  std::ifstream f(o.csv, std::ios::binary);
+  SCALEDL_CHECK(f.good(), "--csv={}: cannot open", o.csv);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::vector<size_t> line;
+  const auto rows = parse_csv(ss.str(), "--csv=" + o.csv, &line);
+  SCALEDL_CHECK(rows.size() >= 2, "--csv={}: needs a header and at least one configuration row", o.csv);
+  const auto& head = rows[0];
+  bool has_model = false;
+  for (const auto& h : head) {
+    if (h == "model") {
+      has_model = true;
+      continue;
+    }
+    check_key(h, fmt::format("--csv={}:1", o.csv));
+  }
+  SCALEDL_CHECK(has_model || !o.args.model.empty(), "--csv={}: no model column and no MODEL.json argument", o.csv);
+  std::vector<Variant> out;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    if (rows[r].size() == 1 && rows[r][0].empty()) continue;  // blank line
+    SCALEDL_CHECK(rows[r].size() == head.size(), "--csv={}:{}: {} fields, the header has {}", o.csv, line[r],
+                  rows[r].size(), head.size());
+    Variant v{o.args.model, {}};
+    for (size_t c = 0; c < head.size(); ++c) {
+      if (rows[r][c].empty()) continue;
+      if (head[c] == "model") {
+        std::filesystem::path p(rows[r][c]);
+        if (p.is_relative()) p = std::filesystem::path(o.csv).parent_path() / p;  // relative to the CSV
+        v.model = p.string();
+      } else {
+        v.kv.emplace_back(head[c], rows[r][c]);
+      }
+    }
+    SCALEDL_CHECK(!v.model.empty(), "--csv={}:{}: no model", o.csv, line[r]);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::DeviceRecord& dev,
+             double load_s) {
+  using namespace scaledl;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const std::vector<Variant> vars = o.csv.empty() ? sweep_variants(o) : csv_variants(o);
+  std::map<std::string, nlohmann::json> configs;
+  std::vector<Resolved> res;
+  std::vector<LayerGraph> graphs;
+  res.reserve(vars.size());
+  graphs.reserve(vars.size());
+  for (size_t i = 0; i < vars.size(); ++i) {
+    try {
+      res.push_back(resolve_variant(o, vars[i], configs));
+      graphs.push_back(build_layer_graph(res.back().m, res.back().s));
+    } catch (const Error& e) {
+      fail("configuration {} ({}): {}", i + 1, vars[i].model, e.what());
+    }
+  }
+  std::vector<const LayerGraph*> ptrs;
+  for (const auto& g : graphs) ptrs.push_back(&g);
+  const auto t1 = Clock::now();
+  const std::vector<IterationPrediction> preds = b.predict_many(ptrs, dev);
+  const auto t2 = Clock::now();
+
+  auto num = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
+  if (o.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (size_t i = 0; i < preds.size(); ++i) {
+      nlohmann::json j = preds[i].to_json();
+      j["model"] = res[i].label;
+      j["settings"] = res[i].s.to_json();
+      const int64_t it = res[i].samples ? iterations_per_epoch(res[i].samples, res[i].s) : o.iterations;
+      j["iterations_per_epoch"] = it;
+      j["t_epoch_s"] = it ? nlohmann::json(it * preds[i].t_iter_ms / 1e3) : nlohmann::json();
+      arr.push_back(j);
+    }
+    std::cout << arr.dump(2) << "\n";
+  } else {
+    std::string out =
+        "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,hi80_ms,"
+        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s\n";
+    for (size_t i = 0; i < preds.size(); ++i) {
+      const auto& p = preds[i];
+      const auto& s = res[i].s;
+      const int64_t it = res[i].samples ? iterations_per_epoch(res[i].samples, s) : o.iterations;
+      std::string q = "\"";
+      for (char ch : res[i].label) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      q += "\"";
+      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{}\n", q, s.batch,
+                         s.seq_len, s.image_size, to_string(s.dtype), s.optimizer_step ? to_string(s.optimizer) : "none",
+                         s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms),
+                         num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms), p.ood_distance > 0 ? 1 : 0, it,
+                         it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string());
+    }
+    std::cout << out;
+  }
+  if (o.timing) {
+    const double build = std::chrono::duration<double>(t1 - t0).count();
+    const double pred = std::chrono::duration<double>(t2 - t1).count();
+    std::cerr << fmt::format("timing: load {:.3f} s; {} configurations: parse + layer graphs {:.3f} s, prediction "
+                             "{:.3f} s ({:.0f} configurations per second end to end)\n",
+                             load_s, preds.size(), build, pred, preds.size() / std::max(1e-9, build + pred));
+  }
+  return 0;
+}
 
 scaledl::DeviceRecord resolve_device(const PredictOptions& o) {
   using scaledl::fail;
@@ -54,9 +291,15 @@ scaledl::DeviceRecord resolve_device(const PredictOptions& o) {
 
 int run(const PredictOptions& o) {
   using namespace scaledl;
-  auto [m, s] = o.args.load();
+  const auto t_start = std::chrono::steady_clock::now();
+  const bool many = !o.sweeps.empty() || !o.csv.empty();
+  SCALEDL_CHECK(o.sweeps.empty() || o.csv.empty(), "give --sweep or --csv, not both");
+  SCALEDL_CHECK(many || !o.args.model.empty(), "predict: MODEL.json is required (or --csv FILE)");
   SCALEDL_CHECK(o.devices >= 1 && o.devices <= (1 << 20), "--devices={} must be in [1, 2^20]", o.devices);
-  s.num_devices = o.devices;
+  SCALEDL_CHECK(o.threads >= 1 && o.threads <= 1024, "--threads={} must be in [1, 1024]", o.threads);
+  // The refinement runs on small compressed graphs: one thread avoids OpenMP's
+  // spinning workers, which cost more than they save here.
+  torch::set_num_threads(o.threads);
   SCALEDL_CHECK(o.devices == 1 || !o.comm.empty(),
                 "--devices={} needs an all-reduce calibration (--comm FILE, see docs/predict.md)", o.devices);
   SCALEDL_CHECK(o.samples == 0 || o.iterations == 0, "give --samples or --iterations, not both");
@@ -77,6 +320,10 @@ int run(const PredictOptions& o) {
     }
     if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
   }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (many) return run_many(o, b, dev, load_s);
+  auto [m, s] = o.args.load();
+  s.num_devices = o.devices;
   const LayerGraph g = build_layer_graph(m, s);
   const IterationPrediction p = b.predict(g, dev);
   const std::vector<std::string> outside = b.out_of_range(p);
@@ -91,6 +338,9 @@ int run(const PredictOptions& o) {
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
     j["outside_training_range"] = outside;
+    if (iters && std::isfinite(p.lo80_ms))
+      j["t_epoch_interval_s"] = {{"80", {iters * p.lo80_ms / 1000.0, iters * p.hi80_ms / 1000.0}},
+                                 {"95", {iters * p.lo95_ms / 1000.0, iters * p.hi95_ms / 1000.0}}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -103,9 +353,31 @@ int run(const PredictOptions& o) {
             << fmt::format("T_comm       {:10.3f} ms   all-reduce, eq. 15\n", p.t_comm_ms)
             << fmt::format("alpha, beta  {:.4f}, {:.4f}{}\n", p.alpha, p.beta,
                            p.refined ? "   graph refinement" : "   (no --graph: additive baseline)")
-            << fmt::format("T_iter       {:10.3f} ms\n", p.t_iter_ms);
+            << fmt::format("T_iter       {:10.3f} ms{}\n", p.t_iter_ms,
+                           std::isfinite(p.lo80_ms)
+                               ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", p.lo80_ms, p.hi80_ms,
+                                             p.lo95_ms, p.hi95_ms)
+                               : "");
   if (iters)
-    std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", epoch_s, iters);
+    std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations{}\n", epoch_s, iters,
+                             std::isfinite(p.lo80_ms)
+                                 ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]",
+                                               iters * p.lo80_ms / 1e3, iters * p.hi80_ms / 1e3,
+                                               iters * p.lo95_ms / 1e3, iters * p.hi95_ms / 1e3)
+                                 : "");
+  if (p.refined)
+    std::cout << (p.ood_distance > 0
+                      ? fmt::format("domain       OUT OF DOMAIN: distance {:.3f} outside the training range "
+                                    "(farthest: {}){}{}\n",
+                                    p.ood_distance, p.ood_feature,
+                                    b.graph->config().ood_tau > 0 ? "; alpha, beta shrunk toward 1" : "",
+                                    std::isfinite(p.lo80_ms)
+                                        ? (b.intervals->beyond_calibration(p.ood_distance)
+                                               ? "; intervals widened, but this is farther out than any "
+                                                 "calibration run: read them as a lower bound on the uncertainty"
+                                               : "; intervals widened")
+                                        : "")
+                      : std::string("domain       inside the graph model's training range\n"));
   for (const auto& w : outside)
     std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
   return 0;
@@ -114,7 +386,7 @@ int run(const PredictOptions& o) {
 scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch training time of a model config",
                             [](CLI::App& app) {
                               auto o = std::make_shared<PredictOptions>();
-                              o->args.add_to(app);
+                              o->args.add_to(app, /*model_required=*/false);
                               app.add_option("--bundle", o->bundle, "bundle directory (`scaledl train --out`)");
                               app.add_option("--layers", o->layers,
                                              "layer models (`scaledl train layers --out`), instead of --bundle");
@@ -128,6 +400,14 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                               app.add_option("--comm", o->comm, "all-reduce calibration JSON (for N > 1)");
                               app.add_option("--samples", o->samples, "training samples per epoch");
                               app.add_option("--iterations", o->iterations, "iterations per epoch");
+                              app.add_option("--sweep", o->sweeps,
+                                             "KEY=V1,V2,...: predict every combination (keys batch, seq, image, "
+                                             "dtype, optimizer, devices, config.<key>; repeatable); CSV output");
+                              app.add_option("--csv", o->csv,
+                                             "CSV of configurations (header: model and/or the --sweep keys, samples); "
+                                             "CSV output");
+                              app.add_flag("--timing", o->timing, "print load and prediction times to stderr");
+                              app.add_option("--threads", o->threads, "LibTorch threads (default 1)");
                               app.add_flag("--json", o->json, "print the prediction as JSON");
                               return [o] { return run(*o); };
                             });

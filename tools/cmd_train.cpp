@@ -1,6 +1,7 @@
 // scaledl train: layer models + graph refinement (+ all-reduce calibration) from
 // one or more stores into ONE bundle directory, the object `predict --bundle`
 // loads (bundle.hpp). `train layers` and `train graph` remain for the stages alone.
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -37,6 +38,13 @@ scaledl::cli::Registrar reg(
       app.add_option("--comm", o->b.comm, "all-reduce calibration JSON ({bandwidth_Bps, gamma_s} or {allreduce: [...]})");
       app.add_option("--in-model-db", o->b.in_model_dbs,
                      "also train the layer models on the per-node times of this store's model runs (repeatable)");
+      app.add_option("--crossfit-folds", o->b.crossfit_folds,
+                     "with --in-model-db: folds of the runs for cross-fitted layer times, >= 2")
+          ->capture_default_str();
+      app.add_option("--alpha-bound", o->b.gnn.alpha_bound, "alpha, beta in (1/B, B), B > 1")->capture_default_str();
+      app.add_option("--ood-tau", o->b.gnn.ood_tau,
+                     "out-of-domain shrinkage toward the plain sum: alpha^exp(-d/tau) (0 = off)")
+          ->capture_default_str();
       app.add_option("--max-cv", o->b.max_cv,
                      "also train on runs marked unstable whose iteration CV is <= this (0 = ok rows only)")
           ->capture_default_str();
@@ -50,9 +58,13 @@ scaledl::cli::Registrar reg(
         o->b.gnn.validate("train");
         o->b.graph = !o->no_graph;
         torch::set_num_threads(o->threads);
-        o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}",
+        o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}",
                                    fmt::join(o->b.dbs, " --db "), o->out, o->b.gnn.encoder, o->b.gnn_train.epochs,
-                                   o->b.gnn_train.seed, o->no_graph ? " --no-graph" : "");
+                                   o->b.gnn_train.seed,
+                                   o->b.in_model_dbs.empty()
+                                       ? ""
+                                       : fmt::format(" --in-model-db {}", fmt::join(o->b.in_model_dbs, " --in-model-db ")),
+                                   o->no_graph ? " --no-graph" : "");
         nlohmann::json m = scaledl::train_bundle(o->b, o->out);
         if (o->json) {
           std::cout << m.dump(2) << "\n";
@@ -68,6 +80,13 @@ scaledl::cli::Registrar reg(
           auto pct = [](const nlohmann::json& v) { return v.is_number() ? 100 * v.get<double>() : NAN; };
           std::cout << fmt::format("refinement  {} (validation MRE {:.2f} % before, {:.2f} % after)\n",
                                    o->b.gnn.encoder, pct(r["val_mre_before"]), pct(r["val_mre"]));
+          if (m["graph"].contains("intervals")) {
+            const auto& iv = m["graph"]["intervals"];
+            std::cout << fmt::format("intervals   80 %: x/÷ {:.3f}, 95 %: x/÷ {:.3f} in domain ({} validation runs); "
+                                     "widening {:.2f} per unit of out-of-domain distance\n",
+                                     std::exp(iv["q80"].get<double>()), std::exp(iv["q95"].get<double>()),
+                                     iv["n_cal"].get<int64_t>(), iv["kappa"].get<double>());
+          }
           if (m["graph"].contains("cv"))
             std::cout << fmt::format("cv          {}-fold MRE {:.2f} % (inside the training distribution)\n",
                                      m["graph"]["cv"]["folds"].get<int64_t>(),

@@ -21,8 +21,9 @@ struct ModelArgs {
   std::string optimizer;      ///< sgd|adam|adamw ("" = config/default adamw)
   bool no_optimizer = false;  ///< leave out the optimizer step
 
-  void add_to(CLI::App& app) {
-    app.add_option("model", model, "Hugging Face config.json")->required();
+  void add_to(CLI::App& app, bool model_required = true) {
+    auto* m = app.add_option("model", model, "Hugging Face config.json");
+    if (model_required) m->required();
     app.add_option("--batch", batch, "samples per iteration per device (default 8)")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
     auto* seq_opt = app.add_option("--seq", seq, "tokens per sample, text models (default 128)")

@@ -421,10 +421,15 @@ TEST(WeightsFile, ReloadGivesSamePredictionsAndRefusesBadFiles) {
 
     // Wrong version: rewrite the metadata through the safetensors API.
     SafeTensors st = load_safetensors(path);
-    st.metadata["format_version"] = "2";
-    save_safetensors(path + ".v2", st);
-    EXPECT_NE(load_error(path + ".v2").find("__metadata__.format_version=2"), std::string::npos)
-        << load_error(path + ".v2");
+    st.metadata["format_version"] = "1";  // before the training ranges (norm.*_lo/_hi)
+    save_safetensors(path + ".v1", st);
+    EXPECT_NE(load_error(path + ".v1").find("__metadata__.format_version=1"), std::string::npos)
+        << load_error(path + ".v1");
+    // A training range turned upside down.
+    st = load_safetensors(path);
+    st.tensors["norm.z_lo"] = st.tensors["norm.z_hi"] + 1;
+    save_safetensors(path + ".range", st);
+    EXPECT_NE(load_error(path + ".range").find("norm.z_lo"), std::string::npos) << load_error(path + ".range");
     // A missing weight.
     st = load_safetensors(path);
     st.tensors.erase(st.tensors.begin()->first.rfind("model.", 0) == 0 ? st.tensors.begin()->first

@@ -50,7 +50,13 @@ std::string CliBundle::dir_;
 TEST_F(CliBundle, ManifestDescribesTheTrainingDataAndChecksumsEveryFile) {
   auto m = nlohmann::json::parse(std::ifstream(dir_ + "/b/manifest.json"));
   EXPECT_EQ(m["format"], "scaledl-bundle");
-  EXPECT_EQ(m["format_version"], 1);
+  EXPECT_EQ(m["format_version"], 2);
+  ASSERT_TRUE(m["graph"].contains("intervals")) << m["graph"].dump();
+  const auto& iv = m["graph"]["intervals"];
+  EXPECT_GT(iv["n_cal"].get<int>(), 5);
+  EXPECT_GT(iv["q80"].get<double>(), 0);
+  EXPECT_GE(iv["q95"].get<double>(), iv["q80"].get<double>());
+  EXPECT_GE(iv["kappa"].get<double>(), iv["kappa_min"].get<double>());
   EXPECT_FALSE(m["build_commit"].get<std::string>().empty());
   EXPECT_EQ(m["devices"].size(), 1u);
   EXPECT_GT(m["training"]["model_runs"].get<int>(), 50);
@@ -73,6 +79,24 @@ TEST_F(CliBundle, PredictsWithTheBundleAlone) {
   EXPECT_GT(j["t_sum_ms"].get<double>(), 0);
   // GPT-2 with 12 layers and a 50k vocabulary is far outside these tiny runs.
   EXPECT_FALSE(j["outside_training_range"].empty()) << r.out;
+  EXPECT_TRUE(j["out_of_domain"].get<bool>()) << r.out;
+  EXPECT_GT(j["ood_distance"].get<double>(), 0) << r.out;
+  // Nested intervals around the point prediction, in ms and for the epoch.
+  const double t = j["t_iter_ms"].get<double>();
+  const auto i80 = j["interval_ms"]["80"], i95 = j["interval_ms"]["95"];
+  EXPECT_LT(i95[0].get<double>(), i80[0].get<double>());
+  EXPECT_LT(i80[0].get<double>(), t);
+  EXPECT_GT(i80[1].get<double>(), t);
+  EXPECT_GT(i95[1].get<double>(), i80[1].get<double>());
+  const double iters = j["iterations_per_epoch"].get<double>();
+  EXPECT_NEAR(j["t_epoch_interval_s"]["95"][1].get<double>(), iters * i95[1].get<double>() / 1000, 1e-9 * iters * t);
+
+  std::string cmd = predict(dir_ + "/b");
+  cmd = cmd.substr(0, cmd.size() - std::string(" --json").size()) + " --samples 1000";  // text output
+  auto text = run_cli(cmd);
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("80 % ["), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("OUT OF DOMAIN"), std::string::npos) << text.out;
 }
 
 TEST_F(CliBundle, RefusesAnAlteredMissingOrForeignBundle) {
@@ -92,9 +116,9 @@ TEST_F(CliBundle, RefusesAnAlteredMissingOrForeignBundle) {
 
   const std::string foreign = copy("foreign");
   auto m = nlohmann::json::parse(std::ifstream(foreign + "/manifest.json"));
-  m["format_version"] = 2;
+  m["format_version"] = 99;
   std::ofstream(foreign + "/manifest.json") << m.dump();
-  expect_one_error(predict(foreign), "format_version=2");
+  expect_one_error(predict(foreign), "format_version=99");
 
   expect_one_error(predict(dir_ + "/nonexistent"), "not a directory");
   expect_one_error(predict(dir_ + "/b", " --layers " + dir_ + "/b/layers"), "drop --layers");

@@ -11,6 +11,9 @@
 //   BUNDLE/graph.safetensors    GraphPredictor::save (absent: no refinement)
 //   BUNDLE/comm.json            CommModel (absent: single-device predictions only)
 //
+// The manifest's graph.intervals holds the split-conformal interval model
+// (intervals.hpp) calibrated when the bundle was trained.
+//
 // load_bundle refuses a bundle of another format or version, with a missing,
 // extra-listed or altered file (checksum), naming the file, before any model
 // is parsed.
@@ -26,17 +29,22 @@
 #include "scaledl/comm.hpp"
 #include "scaledl/device.hpp"
 #include "scaledl/gnn.hpp"
+#include "scaledl/intervals.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/predict.hpp"
 
 namespace scaledl {
 
 constexpr const char* kBundleFormat = "scaledl-bundle";
-constexpr int kBundleFormatVersion = 1;
+constexpr int kBundleFormatVersion = 2;  ///< 2: graph format 2, intervals, cross-fitted layer times
 
 struct BundleTrainOptions {
   std::vector<std::string> dbs;       ///< stores with layer rows and model runs
   std::vector<std::string> in_model_dbs;  ///< also train the layer models on these runs' node times
+  /// With in_model_dbs: the graph model trains on layer times cross-fitted over
+  /// this many folds of the runs (for_each_crossfit_model), never on T_sum from a
+  /// layer model that saw the run's own node times. >= 2.
+  int64_t crossfit_folds = 5;
   TrainOptions layers;                ///< layer-model options
   bool graph = true;                  ///< train the refinement (needs model runs)
   GnnConfig gnn;                      ///< refinement architecture
@@ -52,11 +60,16 @@ struct Bundle {
   LayerPredictor layers;
   std::optional<GraphPredictor> graph;
   std::optional<CommModel> comm;
+  std::optional<IntervalModel> intervals;  ///< T_iter intervals (with a graph model)
   /// min and max of every global feature over the training graphs (name -> [lo, hi]).
   std::map<std::string, std::pair<double, double>> global_ranges;
 
-  /// Prediction with this bundle's models; comm must be present when s.num_devices > 1.
+  /// Prediction with this bundle's models, with intervals when the bundle has
+  /// them; comm must be present when s.num_devices > 1.
   IterationPrediction predict(const LayerGraph& g, const DeviceRecord& dev) const;
+  /// The same for many configurations, the refinement batched (predict_iterations).
+  std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs,
+                                                const DeviceRecord& dev) const;
   /// Global features of a prediction (IterationPrediction::global_features) outside
   /// the training range, as "name=value outside [lo, hi]".
   std::vector<std::string> out_of_range(const IterationPrediction& p) const;

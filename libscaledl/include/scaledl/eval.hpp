@@ -24,6 +24,7 @@
 // start from) train on the training store's isolated layer rows only, never on
 // a test run. Ablations on `id`: error vs number of training runs (ScaleDL
 // Fig. 6a) and D-optimal vs random choice of the training runs at equal budget.
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,6 +46,7 @@ struct EvalRun {
   std::string family;        ///< ModelMeasurement::family
   std::string campaign;
   std::string device;        ///< DeviceRecord::key()
+  std::string group;         ///< in_model_group of the run's in-model samples ("" for test-store runs)
   bool test_store = false;   ///< from --test-db (cross-device)
   bool sweep = false;        ///< from a --sweep-campaign: predicted, never trained on
   ModelSpec spec;
@@ -70,6 +72,15 @@ struct EvalOptions {
   bool ablations = true;               ///< learning curve + D-optimal vs random (protocol id)
   int threads = 1;                     ///< LibTorch threads
   double max_cv = 0.10;                ///< usable_model_label: also "unstable" runs with iter CV <= this
+  /// Layer models also train on the per-node times of the split's TRAINING runs
+  /// (never a test run's); the graph methods' training runs get layer times
+  /// cross-fitted over `crossfit_folds` folds, test runs from the model of all
+  /// training runs (graph_cv.hpp). false: isolated layer rows only.
+  bool in_model = false;
+  int crossfit_folds = 3;              ///< >= 2
+  bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
+  double alpha_bound = 4.0;            ///< GnnConfig::alpha_bound of the ScaleDL methods
+  double ood_tau = 0.0;                ///< GnnConfig::ood_tau of the ScaleDL methods
   std::function<void(const std::string&)> log;  ///< progress lines (may be empty)
 };
 
@@ -92,6 +103,8 @@ struct EvalPrediction {
   std::string method;
   size_t run = 0;      ///< index into EvalResult::runs
   double pred_ms = 0;
+  double lo80 = NAN, hi80 = NAN, lo95 = NAN, hi95 = NAN;  ///< intervals (methods that have them)
+  double ood_distance = NAN;                             ///< graph methods: Normalizer::ood_distance
 };
 
 struct EvalResult {

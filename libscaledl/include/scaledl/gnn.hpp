@@ -42,6 +42,14 @@ struct GnnConfig {
   int64_t z_hidden = 16;                    ///< width of the Z branch MLP, >= 1
   int64_t mlp_hidden = 32;                  ///< width of the prediction MLP, >= 1
   bool global_branch = true;                ///< MLP(Z) branch of eq. 14; false = the NoMLP ablation
+  /// alpha and beta lie in (1/alpha_bound, alpha_bound): log alpha = L tanh(o / L),
+  /// L = ln alpha_bound (1 at o = 0). > 1.
+  double alpha_bound = 4.0;
+  /// Out-of-domain shrinkage: a graph whose global features lie a distance d
+  /// outside the training range (Normalizer::ood_distance) gets
+  /// log alpha' = exp(-d / ood_tau) log alpha (the same for beta): the
+  /// prediction moves toward the plain sum T_sum + T_comm. 0 = off.
+  double ood_tau = 0.0;
 
   nlohmann::json to_json() const;
   /// Validates every field; throws naming ctx.key and the value.
@@ -125,12 +133,16 @@ struct GnnTrainReport {
   double train_mre = NAN, val_mre = NAN;                ///< after refinement
   double mean_alpha = NAN, mean_beta = NAN;             ///< over all graphs
   double seconds = 0;                                   ///< wall time of training
+  /// log(measured / predicted) and ood_distance of each validation graph, with the
+  /// returned model (what split-conformal intervals calibrate on: intervals.hpp).
+  std::vector<double> val_log_residuals, val_ood_distance, val_t_sum_ms;
   nlohmann::json to_json() const;
 };
 
 /// Per-graph predictions, ms.
 struct GnnPrediction {
   std::vector<double> alpha, beta, t_pred_ms;
+  std::vector<double> ood_distance;  ///< Normalizer::ood_distance of each graph's global features
 };
 
 /// Mean relative error |pred - y| / y of two equal-length vectors (fraction).
@@ -166,7 +178,7 @@ class GraphPredictor {
   /// Metadata read by load() ("train_report" etc.), empty otherwise.
   const nlohmann::json& metadata() const { return meta_; }
 
-  static constexpr int kFormatVersion = 1;
+  static constexpr int kFormatVersion = 2;  ///< 2: training ranges (norm.*_lo/_hi)
 
  private:
   GnnConfig cfg_;

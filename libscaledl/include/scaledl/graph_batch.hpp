@@ -73,10 +73,23 @@ GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds);
 struct Normalizer {
   std::string kind = "minmax";  ///< "minmax" ([0,1] on the training set) or "standard" (zero mean, unit sd)
   std::vector<float> x_offset, x_scale, e_offset, e_scale, z_offset, z_scale;
+  /// Training range of every raw column (min, max over the training graphs).
+  /// collate() clamps raw values into it before the affine map, so a feature
+  /// beyond the training range (a bigger model's log size) saturates at the
+  /// edge instead of being extrapolated by the network; ood_distance() measures
+  /// how far outside it a graph's global features lie.
+  std::vector<float> x_lo, x_hi, e_lo, e_hi, z_lo, z_hi;
   /// Fits on `graphs` (all nodes / edges / graphs pooled). A constant column
   /// gets scale 1. Throws on an unknown kind or an empty set.
   static Normalizer fit(const std::vector<const GraphFeatures*>& graphs, const std::string& kind);
   bool empty() const { return x_offset.empty(); }
+  /// Distance of global features `z` outside the training range, in units of
+  /// each column's range (at least 0.1 raw units, so a one-hot never seen set
+  /// counts 10): max over columns of max(0, lo - z, z - hi) / max(hi - lo, 0.1).
+  /// 0 inside the training box.
+  double ood_distance(const std::vector<float>& z) const;
+  /// Index and distance of the column that sets ood_distance (-1 when 0).
+  std::pair<int, double> ood_column(const std::vector<float>& z) const;
 };
 
 /// The disjoint union of a list of graphs (see the top of this file for shapes).

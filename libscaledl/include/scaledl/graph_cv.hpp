@@ -11,6 +11,7 @@
 // predicts fold k. It runs the fold loop of cross_validate_graphs with the same
 // folds for the same seed (graph_cv_folds), so the two reports compare run by run.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,18 @@ struct NestedGraphCvInput {
 /// spec or settings, an unusable label, several devices without a calibrated comm.
 GraphFeatures run_graph_features(const InModelRun& r, const LayerPredictor& lp,
                                  const std::map<std::string, DeviceRecord>& devices, const CommModel& comm);
+
+/// Cross-fitting of layer times: items (model runs) are split into `folds` folds
+/// (graph_cv_folds(items, folds, seed)); fold k's layer model trains on every
+/// sample of `samples` except the in-model samples whose group is the group of
+/// an item in fold k, and `use(i, model)` is called for each item i of fold k.
+/// So a graph model trained on the items' features never sees a T_sum computed
+/// from the item's own node times (the same holds for new models at prediction).
+/// Items with an empty group are only featurized (they have no in-model samples).
+void for_each_crossfit_model(const std::vector<std::string>& item_groups, int64_t folds, uint64_t seed,
+                             const std::vector<LayerSample>& samples,
+                             const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
+                             const std::function<void(size_t, const LayerPredictor&)>& use);
 
 /// K-fold CV over the runs with per-fold layer models (see the top of this file).
 /// In-model samples whose group is not one of `runs` always train.

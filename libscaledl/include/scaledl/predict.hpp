@@ -5,6 +5,7 @@
 //   Stage 3  (alpha, beta) = Omega(G, v, e, Z) from the graph refinement         (eq. 3, 14)
 //   Final    T_iter = alpha*T_sum + beta*T_comm, T_epoch = I * T_iter             (eq. 1-2)
 // Without a graph model, alpha = beta = 1 (the additive baseline).
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -30,6 +31,12 @@ struct IterationPrediction {
   int64_t fallback_nodes = 0;    ///< nodes predicted by the roofline fallback (no layer model)
   std::map<std::string, double> by_type_ms;  ///< T_sum split by "type.dir", ms
   std::vector<float> global_features;  ///< Z of the graph (global_feature_names() order); not in to_json
+  /// Distance of Z outside the graph model's training range (Normalizer::ood_distance);
+  /// 0 without a graph model. > 0 means out of domain.
+  double ood_distance = 0;
+  std::string ood_feature;         ///< the global feature farthest outside ("" when in domain)
+  /// T_iter intervals (ms) when the bundle has an interval model (intervals.hpp); NaN otherwise.
+  double lo80_ms = NAN, hi80_ms = NAN, lo95_ms = NAN, hi95_ms = NAN;
 
   nlohmann::json to_json() const;
 };
@@ -37,6 +44,12 @@ struct IterationPrediction {
 /// Predicts one iteration of `g` on `dev`. `graph` may be null (no refinement).
 IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev, const LayerPredictor& layers,
                                       const GraphPredictor* graph, const CommModel& comm);
+
+/// Many configurations on one device: the layer part graph by graph, the
+/// refinement in batches of `batch` graphs (what sweeps and CSV input use).
+std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
+                                                    const LayerPredictor& layers, const GraphPredictor* graph,
+                                                    const CommModel& comm, int64_t batch = 256);
 
 /// Iterations per epoch I for `samples` training samples: ceil(samples / (batch * num_devices)).
 int64_t iterations_per_epoch(int64_t samples, const TrainSettings& s);

@@ -80,13 +80,16 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
 
   // predictions.csv
   {
-    std::string csv = "seed,split,method,model,family,device,sweep,flops,batch,seq_len,measured_ms,predicted_ms,ape_pct\n";
+    std::string csv = "seed,split,method,model,family,device,sweep,flops,batch,seq_len,measured_ms,predicted_ms,ape_pct,"
+                      "lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance\n";
+    auto opt = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
     for (const auto& p : r.predictions) {
       const EvalRun& run = r.runs[p.run];
-      csv += fmt::format("{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.4f}\n", p.seed, p.split, p.method,
+      csv += fmt::format("{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.4f},{},{},{},{},{}\n", p.seed, p.split, p.method,
                          csv_quote(run.label), run.family, csv_quote(run.device), run.sweep ? 1 : 0, run.flops, run.settings.batch,
                          tokens_per_sample(run.spec, run.settings), run.target_ms, p.pred_ms,
-                         100 * std::abs(p.pred_ms - run.target_ms) / run.target_ms);
+                         100 * std::abs(p.pred_ms - run.target_ms) / run.target_ms, opt(p.lo80), opt(p.hi80), opt(p.lo95),
+                         opt(p.hi95), opt(p.ood_distance));
     }
     write_file(dir / "predictions.csv", csv);
   }
@@ -128,6 +131,21 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
     }
     md += "\n";
   }
+  if (rep.contains("intervals")) {
+    md += "\nPrediction intervals (split-conformal in log space, widened out of domain; docs/eval.md): share of "
+          "the test runs whose measured T_iter lies inside; factor = median half-width of the 95 % interval "
+          "(hi/lo)^(1/2); out of domain = test runs with global features outside the training range.\n\n"
+          "| method | n | coverage 80 % | coverage 95 % | factor 95 % | out of domain % |\n|---|---|---|---|---|---|\n";
+    for (const auto& row : rep["intervals"])
+      md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", row["method"].get<std::string>(), row["n"].get<int64_t>(),
+                        fmt_pm(row, "coverage80_pct", "coverage80_pct_sd"), fmt_pm(row, "coverage95_pct", "coverage95_pct_sd"),
+                        fmt_pm(row, "median_factor95", "median_factor95_sd", 3),
+                        fmt_pm(row, "out_of_domain_pct", "out_of_domain_pct_sd"));
+  }
+  if (rep.contains("layer_times"))
+    md += fmt::format("\nLayer times: {}. ScaleDL methods: alpha, beta bound {}, out-of-domain shrinkage tau {}.\n",
+                      rep["layer_times"].get<std::string>(), rep["scaledl_config"]["alpha_bound"].get<double>(),
+                      rep["scaledl_config"]["ood_tau"].get<double>());
   if (rep.contains("learning_curve")) {
     md += "\nError vs number of training runs (scaledl-tc, random subsets of the id training split):\n\n"
           "| seed | fraction | training runs | MRE % | p90 APE % |\n|---|---|---|---|---|\n";

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,8 @@
 #include "scaledl/error.hpp"
 #include "scaledl/eval.hpp"
 #include "scaledl/graph_cv.hpp"
+#include "scaledl/in_model_samples.hpp"
+#include "scaledl/intervals.hpp"
 #include "scaledl/layer_graph.hpp"
 #include "scaledl/store.hpp"
 
@@ -25,14 +28,17 @@ using Clock = std::chrono::steady_clock;
 
 double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-GnnConfig method_config(const std::string& m) {
+GnnConfig method_config(const std::string& m, const EvalOptions& o) {
   GnnConfig c;
+  c.alpha_bound = o.alpha_bound;
+  c.ood_tau = o.ood_tau;
   if (m == "scaledl-anee") c.encoder = "anee";
   if (m == "scaledl-nomlp") c.global_branch = false;
   if (m == "dnnperf") {
     c.encoder = "anee";
     c.target = "direct";
     c.readout = "sum";
+    c.ood_tau = 0;  // as published: no shrinkage
   }
   return c;
 }
@@ -47,15 +53,24 @@ struct Ctx {
   std::map<std::string, DeviceRecord>& devices;
 };
 
-/// Predictions of `method` trained on `train` for `test` runs (ms).
-std::vector<double> fit_predict_runs(const Ctx& c, const std::string& method, const std::vector<size_t>& train,
-                                     const std::vector<size_t>& test, uint64_t seed) {
+/// What a method predicts for the test runs: T_iter (ms), and for methods with
+/// intervals their bounds (NaN otherwise) and the out-of-domain distance.
+struct MethodOut {
+  std::vector<double> pred, lo80, hi80, lo95, hi95, ood;
+};
+
+/// Predictions of `method` trained on `train` for `test` runs. `G[i]` is run i's
+/// graph for this split (layer times of the split's layer models).
+MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::vector<size_t>& train,
+                           const std::vector<size_t>& test, uint64_t seed, const std::vector<const GraphFeatures*>& G,
+                           bool intervals = false) {
   std::vector<const EvalRun*> tr, te;
   for (size_t i : train) tr.push_back(&c.runs[i]);
   for (size_t i : test) te.push_back(&c.runs[i]);
-  std::vector<double> out;
+  MethodOut mo;
+  std::vector<double>& out = mo.pred;
   if (method == "sum") {
-    for (const EvalRun* r : te) out.push_back(r->graph.t_sum_ms + r->graph.t_comm_ms);
+    for (size_t i : test) out.push_back(G[i]->t_sum_ms + G[i]->t_comm_ms);
   } else if (method == "mlp-acc") {
     for (const EvalRun* r : te) out.push_back(r->sum_mlp_acc_ms);
   } else if (method == "prenet") {
@@ -67,19 +82,35 @@ std::vector<double> fit_predict_runs(const Ctx& c, const std::string& method, co
   } else if (is_graph_method(method)) {
     std::vector<GraphFeatures> gtr;
     gtr.reserve(tr.size());
-    for (const EvalRun* r : tr) gtr.push_back(r->graph);
+    for (size_t i : train) gtr.push_back(*G[i]);
     GnnTrainOptions opt = c.o.gnn;
     opt.seed = seed;
     opt.on_epoch = nullptr;
-    GraphPredictor p = GraphPredictor::train(gtr, method_config(method), opt);
+    const GnnConfig cfg = method_config(method, c.o);
+    GnnTrainReport rep;
+    GraphPredictor p = GraphPredictor::train(gtr, cfg, opt, &rep);
     std::vector<const GraphFeatures*> gte;
-    for (const EvalRun* r : te) gte.push_back(&r->graph);
-    out = p.predict(gte).t_pred_ms;
+    for (size_t i : test) gte.push_back(G[i]);
+    GnnPrediction pr = p.predict(gte);
+    out = pr.t_pred_ms;
+    mo.ood = pr.ood_distance;
+    if (intervals) {
+      const IntervalModel iv = calibrate_intervals(gtr, cfg, opt, rep);
+      for (size_t j = 0; j < out.size(); ++j) {
+        const double ts = G[test[j]]->t_sum_ms;
+        const Interval a = iv.at(out[j], pr.ood_distance[j], 0.80, ts), b = iv.at(out[j], pr.ood_distance[j], 0.95, ts);
+        mo.lo80.push_back(a.lo);
+        mo.hi80.push_back(a.hi);
+        mo.lo95.push_back(b.lo);
+        mo.hi95.push_back(b.hi);
+      }
+    }
   } else {
     fail("--methods: \"{}\" is not a method ({})", method, fmt::join(all_eval_methods(), ", "));
   }
   SCALEDL_CHECK(out.size() == te.size(), "internal: {} predicted {} of {} runs", method, out.size(), te.size());
-  return out;
+  for (auto* v : {&mo.lo80, &mo.hi80, &mo.lo95, &mo.hi95, &mo.ood}) v->resize(out.size(), NAN);
+  return mo;
 }
 
 /// Mean and sample sd of a list (sd 0 for one value).
@@ -189,6 +220,7 @@ EvalResult run_eval(const EvalOptions& o) {
         r.family = m.family;
         r.campaign = m.campaign;
         r.device = m.device;
+        r.group = test ? std::string() : in_model_group(db, m);
         r.test_store = test;
         r.sweep = !o.sweep_campaign.empty() && m.campaign == o.sweep_campaign;
         r.spec = model_spec_from_json(m.model, db + ": " + r.key);
@@ -217,9 +249,11 @@ EvalResult run_eval(const EvalOptions& o) {
   const LayerPredictor lp = LayerPredictor::train_samples(layer_samples, data.devices, lo);
   std::vector<LayerSample> nodes;  // every node of every run, for the per-layer MLP sums
   std::vector<size_t> node_run;
+  std::vector<LayerGraph> irs;  // layer graphs of the runs, kept for per-split layer times (in_model)
   for (size_t i = 0; i < res.runs.size(); ++i) {
     EvalRun& r = res.runs[i];
     const LayerGraph g = build_layer_graph(r.spec, r.settings);
+    if (o.in_model) irs.push_back(g);
     r.flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
     GraphContext gc;
     gc.device = devices.at(r.device);
@@ -240,11 +274,64 @@ EvalResult run_eval(const EvalOptions& o) {
   }
   log(fmt::format("graphs built ({} nodes)", nodes.size()));
 
+  // In-model samples of the training stores' runs, and per-split layer times.
+  std::vector<LayerSample> im_samples;
+  if (o.in_model) {
+    SCALEDL_CHECK(o.crossfit_folds >= 2 && o.crossfit_folds <= 20, "--crossfit-folds={} must be in [2, 20]",
+                  o.crossfit_folds);
+    std::map<std::string, DeviceRecord> d2 = data.devices;
+    InModelStats st;
+    im_samples = load_in_model_samples(o.dbs, d2, &st);
+    log(fmt::format("in-model samples: {} from {} ok runs", im_samples.size(), st.runs));
+  }
+  std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
+  auto graphs_for = [&](const std::vector<size_t>& train) {
+    std::vector<const GraphFeatures*> G(res.runs.size());
+    for (size_t i = 0; i < G.size(); ++i) G[i] = &res.runs[i].graph;
+    if (!o.in_model) return G;
+    auto it = split_cache.find(train);
+    if (it == split_cache.end()) {
+      const auto tl = Clock::now();
+      std::set<std::string> groups;
+      for (size_t i : train) groups.insert(res.runs[i].group);
+      std::vector<LayerSample> smp = layer_samples;
+      for (const auto& sm : im_samples)
+        if (groups.count(sm.group)) smp.push_back(sm);
+      std::vector<GraphFeatures> own(res.runs.size());
+      auto feat = [&](size_t i, const LayerPredictor& lp) {
+        const EvalRun& r = res.runs[i];
+        GraphContext gc;
+        gc.device = devices.at(r.device);
+        gc.target_ms = r.target_ms;
+        own[i] = featurize(irs[i], lp.predict_nodes(irs[i], gc.device), gc);
+        own[i].label = r.label;
+      };
+      TrainOptions lo = o.layers;
+      lo.verbose = false;
+      const LayerPredictor full = LayerPredictor::train_samples(smp, data.devices, lo);
+      std::vector<char> in_train(res.runs.size(), 0);
+      for (size_t i : train) in_train[i] = 1;
+      for (size_t i = 0; i < res.runs.size(); ++i)
+        if (!in_train[i]) feat(i, full);
+      std::vector<std::string> tg;
+      for (size_t i : train) tg.push_back(res.runs[i].group);
+      for_each_crossfit_model(tg, o.crossfit_folds, 0, smp, data.devices, lo,
+                              [&](size_t j, const LayerPredictor& m) { feat(train[j], m); });
+      it = split_cache.emplace(train, std::move(own)).first;
+      log(fmt::format("layer models with in-model rows of {} training runs ({} samples), cross-fitted over {} folds "
+                      "({:.1f} s)",
+                      train.size(), smp.size(), o.crossfit_folds, secs_since(tl)));
+    }
+    for (size_t i = 0; i < G.size(); ++i) G[i] = &it->second[i];
+    return G;
+  };
+
   Ctx c{o, res.runs, devices};
   nlohmann::json per_seed = nlohmann::json::array();
   // stats[method][family or "all"] -> per-seed values
   std::map<std::string, std::map<std::string, std::vector<ErrorStats>>> stats;
   std::vector<nlohmann::json> curve_rows, dopt_rows;
+  std::map<std::string, std::vector<nlohmann::json>> interval_rows;  // method -> per seed
   std::vector<std::string> split_names;
   for (int seed = 0; seed < o.seeds; ++seed) {
     const uint64_t sd = static_cast<uint64_t>(seed);
@@ -267,18 +354,34 @@ EvalResult run_eval(const EvalOptions& o) {
     for (size_t i = 0; i < res.runs.size(); ++i)
       if (res.runs[i].sweep) sweep.push_back(i);
     std::map<std::string, std::vector<double>> pred_all, truth_all;                       // method -> over splits
+    std::map<std::string, std::vector<double>> cover80, cover95, width95, ood_d;          // methods with intervals
     std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>> fam;
     for (const auto& sp : splits) {
       if (seed == 0) split_names.push_back(sp.name);
       std::vector<size_t> test = sp.test;
       test.insert(test.end(), sweep.begin(), sweep.end());
+      const std::vector<const GraphFeatures*> G = graphs_for(sp.train);
       for (const auto& m : methods) {
         const auto tm = Clock::now();
-        std::vector<double> p = fit_predict_runs(c, m, sp.train, test, sd);
+        const bool with_iv = o.intervals && m == "scaledl-tc";
+        const MethodOut mo = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv);
+        const std::vector<double>& p = mo.pred;
         for (size_t j = 0; j < test.size(); ++j) {
-          res.predictions.push_back({seed, sp.name, m, test[j], p[j]});
+          EvalPrediction ep{seed, sp.name, m, test[j], p[j]};
+          ep.lo80 = mo.lo80[j];
+          ep.hi80 = mo.hi80[j];
+          ep.lo95 = mo.lo95[j];
+          ep.hi95 = mo.hi95[j];
+          ep.ood_distance = mo.ood[j];
+          res.predictions.push_back(ep);
           if (j >= sp.test.size()) continue;  // sweep runs are not scored
           const EvalRun& r = res.runs[test[j]];
+          if (with_iv) {
+            cover80[m].push_back(r.target_ms >= mo.lo80[j] && r.target_ms <= mo.hi80[j] ? 1.0 : 0.0);
+            cover95[m].push_back(r.target_ms >= mo.lo95[j] && r.target_ms <= mo.hi95[j] ? 1.0 : 0.0);
+            width95[m].push_back(std::sqrt(mo.hi95[j] / mo.lo95[j]));
+            ood_d[m].push_back(mo.ood[j]);
+          }
           pred_all[m].push_back(p[j]);
           truth_all[m].push_back(r.target_ms);
           fam[m][r.family].first.push_back(p[j]);
@@ -299,11 +402,26 @@ EvalResult run_eval(const EvalOptions& o) {
         sj["methods"][m][f] = e.to_json();
       }
     }
+    for (const auto& [m, cv] : cover80) {
+      const double n = static_cast<double>(cv.size());
+      std::vector<double> w = width95[m];
+      std::sort(w.begin(), w.end());
+      const double ood_share =
+          static_cast<double>(std::count_if(ood_d[m].begin(), ood_d[m].end(), [](double d) { return d > 0; })) / n;
+      const nlohmann::json ij = {{"n", cv.size()},
+                                 {"coverage80_pct", 100 * std::accumulate(cv.begin(), cv.end(), 0.0) / n},
+                                 {"coverage95_pct", 100 * std::accumulate(cover95[m].begin(), cover95[m].end(), 0.0) / n},
+                                 {"median_factor95", w[w.size() / 2]},
+                                 {"out_of_domain_pct", 100 * ood_share}};
+      sj["intervals"][m] = ij;
+      interval_rows[m].push_back(ij);
+    }
     per_seed.push_back(sj);
 
     // Ablations on the id split: error vs training runs, D-optimal vs random.
     if (o.ablations && o.protocol == "id") {
       const EvalSplit& sp = splits.at(0);
+      const std::vector<const GraphFeatures*> G = graphs_for(sp.train);
       std::vector<double> truth;
       for (size_t i : sp.test) truth.push_back(res.runs[i].target_ms);
       std::mt19937_64 rng(sd * 31 + 7);
@@ -312,7 +430,7 @@ EvalResult run_eval(const EvalOptions& o) {
       for (double frac : {0.1, 0.25, 0.5, 1.0}) {
         const size_t k = std::max<size_t>(8, static_cast<size_t>(std::round(frac * static_cast<double>(sp.train.size()))));
         std::vector<size_t> sub(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(std::min(k, shuffled.size())));
-        ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd), truth);
+        ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd, G).pred, truth);
         curve_rows.push_back({{"seed", seed}, {"fraction", frac}, {"train_runs", sub.size()}, {"method", "scaledl-tc"},
                               {"stats", e.to_json()}});
         log(fmt::format("seed {} learning curve: {} runs -> MRE {:.2f} %", seed, sub.size(), e.mre_pct));
@@ -321,7 +439,7 @@ EvalResult run_eval(const EvalOptions& o) {
       std::vector<size_t> rnd(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(k));
       std::vector<size_t> dopt = doptimal_subset(c, sp.train, k, sd);
       for (const auto& [name, sub] : {std::make_pair(std::string("random"), rnd), std::make_pair(std::string("d-optimal"), dopt)}) {
-        ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd), truth);
+        ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd, G).pred, truth);
         dopt_rows.push_back({{"seed", seed}, {"choice", name}, {"train_runs", sub.size()}, {"method", "scaledl-tc"},
                              {"stats", e.to_json()}});
         log(fmt::format("seed {} {} choice of {} runs -> MRE {:.2f} %", seed, name, sub.size(), e.mre_pct));
@@ -379,6 +497,21 @@ EvalResult run_eval(const EvalOptions& o) {
                 {"per_seed", per_seed},
                 {"seconds", secs_since(t0)}};
   if (!curve_rows.empty()) res.report["learning_curve"] = curve_rows;
+  for (const auto& [m, rows] : interval_rows) {
+    nlohmann::json agg = {{"method", m}, {"seeds", rows.size()}, {"n", rows.front()["n"]}};
+    for (const char* k : {"coverage80_pct", "coverage95_pct", "median_factor95", "out_of_domain_pct"}) {
+      std::vector<double> v;
+      for (const auto& r : rows) v.push_back(r[k].get<double>());
+      auto [mm, ms] = mean_sd(v);
+      agg[k] = jnum(mm);
+      agg[std::string(k) + "_sd"] = jnum(ms);
+    }
+    res.report["intervals"].push_back(agg);
+  }
+  res.report["layer_times"] = o.in_model ? fmt::format("isolated rows + in-model rows of the training runs, "
+                                                       "cross-fitted over {} folds", o.crossfit_folds)
+                                         : std::string("isolated layer rows");
+  res.report["scaledl_config"] = {{"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}};
   if (!dopt_rows.empty()) res.report["doptimal_vs_random"] = dopt_rows;
   return res;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
@@ -14,8 +15,6 @@
 
 namespace scaledl {
 namespace {
-
-constexpr double kSoftplusOne = 0.5413248546129181;  // softplus(x) = 1 at x = log(e - 1)
 
 // Runs `f`, turning c10::Error (shape/dtype mismatches inside LibTorch) into scaledl::Error.
 template <typename F>
@@ -107,7 +106,7 @@ void check_choice(const std::string& v, std::initializer_list<const char*> ok, c
 nlohmann::json GnnConfig::to_json() const {
   return {{"encoder", encoder}, {"target", target},     {"readout", readout},       {"hidden", hidden},
           {"layers", layers},   {"heads", heads},       {"z_hidden", z_hidden},     {"mlp_hidden", mlp_hidden},
-          {"global_branch", global_branch}};
+          {"global_branch", global_branch}, {"alpha_bound", alpha_bound}, {"ood_tau", ood_tau}};
 }
 
 GnnConfig GnnConfig::from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -126,6 +125,8 @@ GnnConfig GnnConfig::from_json(const nlohmann::json& j, const std::string& ctx) 
                   j["global_branch"].dump());
     c.global_branch = j["global_branch"].get<bool>();
   }
+  c.alpha_bound = get_num_or(j, "alpha_bound", ctx, 1.0 + 1e-9, 1e6, c.alpha_bound);
+  c.ood_tau = get_num_or(j, "ood_tau", ctx, 0.0, 1e9, c.ood_tau);
   c.validate(ctx);
   return c;
 }
@@ -139,6 +140,9 @@ void GnnConfig::validate(const std::string& ctx) const {
   SCALEDL_CHECK(heads >= 1 && heads <= 64, "{}.heads={} must be in [1, 64]", ctx, heads);
   SCALEDL_CHECK(z_hidden >= 1 && z_hidden <= 4096, "{}.z_hidden={} must be in [1, 4096]", ctx, z_hidden);
   SCALEDL_CHECK(mlp_hidden >= 1 && mlp_hidden <= 4096, "{}.mlp_hidden={} must be in [1, 4096]", ctx, mlp_hidden);
+  SCALEDL_CHECK(std::isfinite(alpha_bound) && alpha_bound > 1 && alpha_bound <= 1e6,
+                "{}.alpha_bound={} must be in (1, 1e6]", ctx, alpha_bound);
+  SCALEDL_CHECK(std::isfinite(ood_tau) && ood_tau >= 0, "{}.ood_tau={} must be >= 0 (0 = off)", ctx, ood_tau);
 }
 
 // ---- scatter and eq. 12 -------------------------------------------------------
@@ -247,8 +251,9 @@ GnnOutput GnnModelImpl::forward(const GraphBatch& b) {
   torch::Tensor o = head->forward(cfg.global_branch ? torch::cat({g, z_mlp->forward(b.z)}, 1) : g);
   GnnOutput out;
   if (cfg.target == "alpha-beta") {
-    out.alpha = torch::softplus(o.select(1, 0) + kSoftplusOne);
-    out.beta = torch::softplus(o.select(1, 1) + kSoftplusOne);
+    const double L = std::log(cfg.alpha_bound);
+    out.alpha = torch::exp(L * torch::tanh(o.select(1, 0) / L));
+    out.beta = torch::exp(L * torch::tanh(o.select(1, 1) / L));
     out.t_pred = out.alpha * b.t_sum + out.beta * b.t_comm;  // eq. 2
     out.log_t_pred = torch::log(out.t_pred);
   } else {
@@ -340,6 +345,7 @@ GraphPredictor GraphPredictor::train(const std::vector<GraphFeatures>& graphs, c
   GraphPredictor p(cfg, Normalizer::fit(tr, opt.normalization));
   // From here on the graphs are their exact compressions (compress_graph): same
   // predictions, fewer nodes. Normalisation statistics above are of the originals.
+  const std::vector<const GraphFeatures*> va_orig = va;
   std::vector<GraphFeatures> compressed;
   compressed.reserve(tr.size() + va.size());
   for (auto* set : {&tr, &va})
@@ -432,6 +438,14 @@ GraphPredictor GraphPredictor::train(const std::vector<GraphFeatures>& graphs, c
     GnnPrediction pr = p.predict(all);
     r.mean_alpha = std::accumulate(pr.alpha.begin(), pr.alpha.end(), 0.0) / pr.alpha.size();
     r.mean_beta = std::accumulate(pr.beta.begin(), pr.beta.end(), 0.0) / pr.beta.size();
+    if (!va_orig.empty()) {
+      GnnPrediction pv = p.predict(va_orig);
+      for (size_t i = 0; i < va_orig.size(); ++i) {
+        r.val_log_residuals.push_back(std::log(va_orig[i]->target_ms / pv.t_pred_ms[i]));
+        r.val_ood_distance.push_back(pv.ood_distance[i]);
+        r.val_t_sum_ms.push_back(va_orig[i]->t_sum_ms);
+      }
+    }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   return p;
@@ -464,7 +478,8 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
     std::vector<GraphFeatures> small;
     small.reserve(chunk.size());
     for (const GraphFeatures*& g : chunk) {
-      small.push_back(compress_graph(*g, cfg_.layers));
+      out.ood_distance.push_back(norm_.ood_distance(g->z));
+      small.push_back(g->node_weight.empty() ? compress_graph(*g, cfg_.layers) : *g);
       g = &small.back();
     }
     GraphBatch b = collate(chunk, norm_, dtype);
@@ -478,6 +493,16 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
     app(out.beta, o.beta);
     app(out.t_pred_ms, o.t_pred);
   }
+  // Out-of-domain shrinkage toward the plain sum (GnnConfig::ood_tau).
+  if (cfg_.ood_tau > 0)
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      const double d = out.ood_distance[i];
+      if (d <= 0) continue;
+      const double w = std::exp(-d / cfg_.ood_tau);
+      out.alpha[i] = std::exp(w * std::log(out.alpha[i]));
+      out.beta[i] = cfg_.target == "alpha-beta" ? std::exp(w * std::log(out.beta[i])) : 0.0;
+      out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
+    }
   return out;
 }
 
@@ -603,6 +628,12 @@ void GraphPredictor::save(const std::string& path, const nlohmann::json& extra) 
   st.tensors["norm.e_scale"] = vec_tensor(norm_.e_scale);
   st.tensors["norm.z_offset"] = vec_tensor(norm_.z_offset);
   st.tensors["norm.z_scale"] = vec_tensor(norm_.z_scale);
+  st.tensors["norm.x_lo"] = vec_tensor(norm_.x_lo);
+  st.tensors["norm.x_hi"] = vec_tensor(norm_.x_hi);
+  st.tensors["norm.e_lo"] = vec_tensor(norm_.e_lo);
+  st.tensors["norm.e_hi"] = vec_tensor(norm_.e_hi);
+  st.tensors["norm.z_lo"] = vec_tensor(norm_.z_lo);
+  st.tensors["norm.z_hi"] = vec_tensor(norm_.z_hi);
   st.metadata["format"] = "scaledl-gnn";
   st.metadata["format_version"] = std::to_string(kFormatVersion);
   st.metadata["encoder"] = cfg_.encoder;
@@ -643,9 +674,20 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
   norm.e_scale = tensor_vec(st, "norm.e_scale", edge_feature_names().size(), path);
   norm.z_offset = tensor_vec(st, "norm.z_offset", global_feature_names().size(), path);
   norm.z_scale = tensor_vec(st, "norm.z_scale", global_feature_names().size(), path);
+  norm.x_lo = tensor_vec(st, "norm.x_lo", node_feature_names().size(), path);
+  norm.x_hi = tensor_vec(st, "norm.x_hi", node_feature_names().size(), path);
+  norm.e_lo = tensor_vec(st, "norm.e_lo", edge_feature_names().size(), path);
+  norm.e_hi = tensor_vec(st, "norm.e_hi", edge_feature_names().size(), path);
+  norm.z_lo = tensor_vec(st, "norm.z_lo", global_feature_names().size(), path);
+  norm.z_hi = tensor_vec(st, "norm.z_hi", global_feature_names().size(), path);
+  for (auto [lo, hi, what] : {std::make_tuple(&norm.x_lo, &norm.x_hi, "x"), std::make_tuple(&norm.e_lo, &norm.e_hi, "e"),
+                              std::make_tuple(&norm.z_lo, &norm.z_hi, "z")})
+    for (size_t i = 0; i < lo->size(); ++i)
+      SCALEDL_CHECK((*lo)[i] <= (*hi)[i], "{}: tensor 'norm.{}_lo'[{}]={} exceeds 'norm.{}_hi'[{}]={}", path, what, i,
+                    (*lo)[i], what, i, (*hi)[i]);
   GraphPredictor p(cfg, norm);
   torch::NoGradGuard ng;
-  size_t used = 6;
+  size_t used = 12;
   auto assign = [&](const std::string& name, torch::Tensor& dst) {
     auto it = st.tensors.find("model." + name);
     SCALEDL_CHECK(it != st.tensors.end(), "{}: tensor 'model.{}' is missing", path, name);

@@ -15,6 +15,26 @@ constexpr int kMaxDims = 5;  // most dims of any layer type (attention, conv2d_p
 
 float lg(double v) { return static_cast<float>(std::log1p(std::max(0.0, v))); }
 
+// Kind of layer for the share_* global features.
+int layer_kind(LayerType t) {
+  switch (t) {
+    case LayerType::Linear:
+    case LayerType::BMM:
+    case LayerType::Conv2dPatch: return 0;  // gemm
+    case LayerType::Attention:
+    case LayerType::Softmax: return 1;      // attention
+    case LayerType::LayerNorm:
+    case LayerType::RMSNorm: return 2;      // norm
+    case LayerType::Dropout:
+    case LayerType::GELU:
+    case LayerType::ReLU:
+    case LayerType::SiLU:
+    case LayerType::Add:
+    case LayerType::Mul: return 3;          // elementwise
+    default: return 4;                      // embedding, loss, optimizer
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& node_feature_names() {
@@ -45,6 +65,12 @@ const std::vector<std::string>& global_feature_names() {
     for (const auto& d : DeviceRecord::feature_names()) v.push_back("log1p_" + d);
     v.insert(v.end(), {"log_num_devices", "log1p_comm_bw_gbs", "log1p_comm_gamma_us", "log1p_t_sum_ms",
                        "log1p_t_comm_ms", "log1p_params", "log_num_nodes"});
+    // Scale-free: shares of T_sum by direction and by kind of layer, the share of
+    // communication, and T_sum against the device's roofline time. They stay in
+    // range when a model is bigger than every training model.
+    v.insert(v.end(), {"share_forward", "share_backward", "share_update", "share_gemm", "share_attention",
+                       "share_norm", "share_elementwise", "share_other", "comm_share", "log_t_sum_over_roofline",
+                       "log_flop_per_byte"});
     return v;
   }();
   return n;
@@ -126,6 +152,22 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   out.z.push_back(lg(out.t_comm_ms));
   out.z.push_back(lg(params));
   out.z.push_back(static_cast<float>(std::log(static_cast<double>(out.num_nodes))));
+  double by_dir[3] = {0, 0, 0}, by_kind[5] = {0, 0, 0, 0, 0}, flops = 0, bytes = 0, roofline_ms = 0;
+  const double peak = ctx.device.compute_gflops() * 1e9, bw = ctx.device.bandwidth_gbs() * 1e9;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const LayerNode& n = g.nodes[i];
+    by_dir[static_cast<int>(n.dir)] += t_l_ms[i];
+    by_kind[layer_kind(n.type)] += t_l_ms[i];
+    const double b = n.cost.in_bytes + n.cost.out_bytes + n.cost.weight_bytes;
+    flops += n.flops();
+    bytes += b;
+    if (peak > 0 && bw > 0) roofline_ms += 1e3 * std::max(n.flops() / peak, b / bw);
+  }
+  for (double d : by_dir) out.z.push_back(static_cast<float>(d / t_sum));
+  for (double k : by_kind) out.z.push_back(static_cast<float>(k / t_sum));
+  out.z.push_back(static_cast<float>(out.t_comm_ms / (t_sum + out.t_comm_ms)));
+  out.z.push_back(roofline_ms > 0 ? static_cast<float>(std::log(t_sum / roofline_ms)) : 0.f);
+  out.z.push_back(static_cast<float>(std::log((flops + 1) / (bytes + 1))));
   SCALEDL_CHECK(out.z.size() == global_feature_names().size(), "internal: {} global features, {} names",
                 out.z.size(), global_feature_names().size());
   return out;
@@ -225,7 +267,8 @@ namespace {
 // Fits offset/scale of each of `cols` columns over rows drawn from all graphs.
 template <typename RowsOf>
 void fit_columns(const std::vector<const GraphFeatures*>& graphs, size_t cols, const std::string& kind,
-                 RowsOf rows_of, std::vector<float>& offset, std::vector<float>& scale) {
+                 RowsOf rows_of, std::vector<float>& offset, std::vector<float>& scale, std::vector<float>& lo_out,
+                 std::vector<float>& hi_out) {
   std::vector<double> lo(cols, INFINITY), hi(cols, -INFINITY), sum(cols, 0), sq(cols, 0);
   double count = 0;
   for (const GraphFeatures* g : graphs) {
@@ -242,8 +285,12 @@ void fit_columns(const std::vector<const GraphFeatures*>& graphs, size_t cols, c
   }
   offset.assign(cols, 0.f);
   scale.assign(cols, 1.f);
+  lo_out.assign(cols, 0.f);  // no rows: no range (every value clamps to 0)
+  hi_out.assign(cols, 0.f);
   if (count == 0) return;
   for (size_t c = 0; c < cols; ++c) {
+    lo_out[c] = static_cast<float>(lo[c]);
+    hi_out[c] = static_cast<float>(hi[c]);
     if (kind == "minmax") {
       offset[c] = static_cast<float>(lo[c]);
       if (hi[c] - lo[c] > 1e-12) scale[c] = static_cast<float>(hi[c] - lo[c]);
@@ -265,14 +312,28 @@ Normalizer Normalizer::fit(const std::vector<const GraphFeatures*>& graphs, cons
   n.kind = kind;
   fit_columns(graphs, node_feature_names().size(), kind,
               [](const GraphFeatures& g) { return std::make_pair(g.x.data(), static_cast<size_t>(g.num_nodes)); },
-              n.x_offset, n.x_scale);
+              n.x_offset, n.x_scale, n.x_lo, n.x_hi);
   fit_columns(graphs, edge_feature_names().size(), kind,
               [](const GraphFeatures& g) { return std::make_pair(g.e.data(), static_cast<size_t>(g.num_edges)); },
-              n.e_offset, n.e_scale);
+              n.e_offset, n.e_scale, n.e_lo, n.e_hi);
   fit_columns(graphs, global_feature_names().size(), kind,
-              [](const GraphFeatures& g) { return std::make_pair(g.z.data(), size_t{1}); }, n.z_offset, n.z_scale);
+              [](const GraphFeatures& g) { return std::make_pair(g.z.data(), size_t{1}); }, n.z_offset, n.z_scale, n.z_lo, n.z_hi);
   return n;
 }
+
+std::pair<int, double> Normalizer::ood_column(const std::vector<float>& z) const {
+  SCALEDL_CHECK(z.size() == z_lo.size() && z.size() == z_hi.size(),
+                "ood_distance: {} global features, the training range has {}", z.size(), z_lo.size());
+  std::pair<int, double> worst{-1, 0.0};
+  for (size_t c = 0; c < z.size(); ++c) {
+    const double lo = z_lo[c], hi = z_hi[c], v = z[c];
+    const double d = std::max({0.0, lo - v, v - hi}) / std::max(hi - lo, 0.1);
+    if (d > worst.second) worst = {static_cast<int>(c), d};
+  }
+  return worst;
+}
+
+double Normalizer::ood_distance(const std::vector<float>& z) const { return ood_column(z).second; }
 
 GraphBatch GraphBatch::to(torch::Device device) const {
   GraphBatch b = *this;
@@ -286,7 +347,9 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
   SCALEDL_CHECK(!graphs.empty(), "collate: no graphs");
   const size_t F = node_feature_names().size(), Fe = edge_feature_names().size(),
                Fz = global_feature_names().size();
-  SCALEDL_CHECK(norm.x_offset.size() == F && norm.e_offset.size() == Fe && norm.z_offset.size() == Fz,
+  SCALEDL_CHECK(norm.x_offset.size() == F && norm.e_offset.size() == Fe && norm.z_offset.size() == Fz &&
+                    norm.x_lo.size() == F && norm.x_hi.size() == F && norm.e_lo.size() == Fe &&
+                    norm.e_hi.size() == Fe && norm.z_lo.size() == Fz && norm.z_hi.size() == Fz,
                 "normalization statistics have {}/{}/{} columns, features have {}/{}/{}", norm.x_offset.size(),
                 norm.e_offset.size(), norm.z_offset.size(), F, Fe, Fz);
   int64_t N = 0, E = 0;
@@ -319,18 +382,20 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
   int64_t* pb = bt.data_ptr<int64_t>();
   float* pw = nw.data_ptr<float>();
   int64_t noff = 0, eoff = 0;
+  // Clamp into the training range, then (v - offset) / scale.
   auto apply = [](const std::vector<float>& in, size_t cols, const std::vector<float>& off,
-                  const std::vector<float>& sc, float* out) {
+                  const std::vector<float>& sc, const std::vector<float>& lo, const std::vector<float>& hi,
+                  float* out) {
     std::vector<float> inv(cols);
     for (size_t c = 0; c < cols; ++c) inv[c] = 1.f / sc[c];
     for (size_t r = 0; r < in.size(); r += cols)
-      for (size_t c = 0; c < cols; ++c) out[r + c] = (in[r + c] - off[c]) * inv[c];
+      for (size_t c = 0; c < cols; ++c) out[r + c] = (std::min(std::max(in[r + c], lo[c]), hi[c]) - off[c]) * inv[c];
   };
   for (int64_t k = 0; k < G; ++k) {
     const GraphFeatures& g = *graphs[k];
-    apply(g.x, F, norm.x_offset, norm.x_scale, px + noff * F);
-    apply(g.e, Fe, norm.e_offset, norm.e_scale, pe + eoff * Fe);
-    apply(g.z, Fz, norm.z_offset, norm.z_scale, pz + k * Fz);
+    apply(g.x, F, norm.x_offset, norm.x_scale, norm.x_lo, norm.x_hi, px + noff * F);
+    apply(g.e, Fe, norm.e_offset, norm.e_scale, norm.e_lo, norm.e_hi, pe + eoff * Fe);
+    apply(g.z, Fz, norm.z_offset, norm.z_scale, norm.z_lo, norm.z_hi, pz + k * Fz);
     for (int64_t j = 0; j < g.num_edges; ++j) {
       ps[eoff + j] = g.src[j] + noff;
       pd[eoff + j] = g.dst[j] + noff;

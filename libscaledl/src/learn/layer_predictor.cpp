@@ -389,16 +389,21 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
     const LayerType t = static_cast<LayerType>(key.first);
     const Direction dir = static_cast<Direction>(key.second);
     const size_t nd = layer_info(t).dims.size();
-    std::vector<int64_t> dims(ids.size() * nd);
+    // Equal dims (the repeated blocks of a Transformer) are predicted once.
+    std::map<std::vector<int64_t>, size_t> uniq;
+    std::vector<size_t> row_of(ids.size());
+    std::vector<int64_t> dims;
     for (size_t i = 0; i < ids.size(); ++i) {
       const LayerNode& n = g.nodes.at(ids[i]);
       SCALEDL_CHECK(n.dims.size() == nd, "node {} ({}): {} dims, expected {}", n.name, to_string(t),
                     n.dims.size(), nd);
-      std::copy(n.dims.begin(), n.dims.end(), dims.begin() + i * nd);
+      auto [it, added] = uniq.emplace(n.dims, uniq.size());
+      if (added) dims.insert(dims.end(), n.dims.begin(), n.dims.end());
+      row_of[i] = it->second;
     }
-    std::vector<double> ms(ids.size());
-    bool fb = predict_batch(t, dims.data(), ids.size(), g.settings.dtype, dir, dev, ms.data());
-    for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[i], fb};
+    std::vector<double> ms(uniq.size());
+    bool fb = predict_batch(t, dims.data(), uniq.size(), g.settings.dtype, dir, dev, ms.data());
+    for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[row_of[i]], fb};
   }
   return out;
 }

@@ -55,10 +55,28 @@ void add_range(std::map<std::string, std::pair<double, double>>& r, const std::s
 }  // namespace
 
 IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev) const {
-  SCALEDL_CHECK(g.settings.num_devices == 1 || comm.has_value(),
-                "--devices={} but the bundle has no all-reduce calibration (train it with --comm FILE)",
-                g.settings.num_devices);
-  return predict_iteration(g, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
+  return predict_many({&g}, dev).at(0);
+}
+
+std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const LayerGraph*>& gs,
+                                                      const DeviceRecord& dev) const {
+  for (const LayerGraph* g : gs)
+    SCALEDL_CHECK(g->settings.num_devices == 1 || comm.has_value(),
+                  "--devices={} but the bundle has no all-reduce calibration (train it with --comm FILE)",
+                  g->settings.num_devices);
+  std::vector<IterationPrediction> out =
+      predict_iterations(gs, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
+  if (intervals)
+    for (IterationPrediction& p : out) {
+      if (!p.refined) continue;
+      const Interval a = intervals->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms);
+      const Interval b = intervals->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
+      p.lo80_ms = a.lo;
+      p.hi80_ms = a.hi;
+      p.lo95_ms = b.lo;
+      p.hi95_ms = b.hi;
+    }
+  return out;
 }
 
 std::vector<std::string> Bundle::out_of_range(const IterationPrediction& p) const {
@@ -87,6 +105,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                 o.dbs.front());
   std::vector<LayerSample> samples = samples_from_measurements(data.rows, data.devices);
   if (!o.in_model_dbs.empty()) {
+    SCALEDL_CHECK(o.crossfit_folds >= 2, "--crossfit-folds={} must be >= 2", o.crossfit_folds);
     auto im = load_in_model_samples(o.in_model_dbs, data.devices);
     samples.insert(samples.end(), im.begin(), im.end());
   }
@@ -105,9 +124,20 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   std::map<std::string, int64_t> per_family;
   std::set<std::string> run_devices;
   for (const auto& r : runs) {
-    graphs.push_back(run_graph_features(r, lp, data.devices, comm));
     per_family[r.run.family]++;
     run_devices.insert(r.run.device);
+  }
+  if (o.in_model_dbs.empty() || !o.graph || runs.size() < static_cast<size_t>(o.crossfit_folds)) {
+    for (const auto& r : runs) graphs.push_back(run_graph_features(r, lp, data.devices, comm));
+  } else {
+    // Cross-fitted layer times (see BundleTrainOptions::crossfit_folds).
+    std::vector<std::string> groups;
+    for (const auto& r : runs) groups.push_back(in_model_group(r.ctx, r.run));
+    graphs.resize(runs.size());
+    for_each_crossfit_model(groups, o.crossfit_folds, o.gnn_train.seed, samples, data.devices, o.layers,
+                            [&](size_t i, const LayerPredictor& m) {
+                              graphs[i] = run_graph_features(runs[i], m, data.devices, comm);
+                            });
   }
   SCALEDL_CHECK(!o.graph || !graphs.empty(),
                 "--db={}: the store(s) hold no ok model runs to train the graph refinement on (use --no-graph for "
@@ -146,6 +176,9 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                             {"layer_rows", data.rows.size()},
                             {"layer_samples", samples.size()},
                             {"model_runs", graphs.size()},
+                            {"layer_times", o.in_model_dbs.empty() ? "isolated layer rows"
+                                                                   : fmt::format("cross-fitted over {} folds of the runs",
+                                                                                 o.crossfit_folds)},
                             {"max_cv", o.max_cv},
                             {"runs_per_family", per_family},
                             {"run_devices", std::vector<std::string>(run_devices.begin(), run_devices.end())},
@@ -155,8 +188,10 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
     if (o.graph) {
       GnnTrainReport rep;
       GraphPredictor gp = GraphPredictor::train(graphs, o.gnn, o.gnn_train, &rep);
+      const IntervalModel iv = calibrate_intervals(graphs, o.gnn, o.gnn_train, rep);
       nlohmann::json g = {{"file", kGraphFile}, {"config", o.gnn.to_json()}, {"report", rep.to_json()},
                           {"train_options", o.gnn_train.to_json()}};
+      if (iv.valid()) g["intervals"] = iv.to_json();
       if (o.folds > 0) {
         SCALEDL_CHECK(static_cast<size_t>(o.folds) <= graphs.size(), "--folds={} but there are only {} model runs",
                       o.folds, graphs.size());
@@ -219,6 +254,8 @@ Bundle load_bundle(const std::string& dir) {
   if (m.contains("graph")) {
     SCALEDL_CHECK(m["graph"].contains("file"), "{}: graph.file is missing", mpath);
     b.graph = GraphPredictor::load((root / m["graph"]["file"].get<std::string>()).string());
+    if (m["graph"].contains("intervals"))
+      b.intervals = IntervalModel::from_json(m["graph"]["intervals"], mpath + ": graph.intervals");
   }
   if (m.contains("comm")) b.comm = load_comm_model((root / m["comm"]["file"].get<std::string>()).string());
   if (m.contains("training") && m["training"].contains("global_feature_ranges"))

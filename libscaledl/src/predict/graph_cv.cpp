@@ -31,6 +31,28 @@ GraphFeatures run_graph_features(const InModelRun& r, const LayerPredictor& lp,
   return f;
 }
 
+void for_each_crossfit_model(const std::vector<std::string>& item_groups, int64_t folds, uint64_t seed,
+                             const std::vector<LayerSample>& samples,
+                             const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
+                             const std::function<void(size_t, const LayerPredictor&)>& use) {
+  const std::vector<int64_t> fold = graph_cv_folds(item_groups.size(), folds, seed);
+  std::map<std::string, int64_t> group_fold;
+  for (size_t i = 0; i < item_groups.size(); ++i)
+    if (!item_groups[i].empty()) group_fold[item_groups[i]] = fold[i];
+  TrainOptions lo = layer_options;
+  lo.verbose = false;
+  for (int64_t k = 0; k < folds; ++k) {
+    std::vector<LayerSample> train;
+    for (const auto& s : samples) {
+      auto f = group_fold.find(s.group);
+      if (s.group.empty() || f == group_fold.end() || f->second != k) train.push_back(s);
+    }
+    const LayerPredictor lp = LayerPredictor::train_samples(train, devices, lo);
+    for (size_t i = 0; i < item_groups.size(); ++i)
+      if (fold[i] == k) use(i, lp);
+  }
+}
+
 GnnCvReport cross_validate_graphs_nested(const NestedGraphCvInput& in, const GnnConfig& cfg,
                                          const GnnTrainOptions& opt, int64_t folds) {
   const size_t n = in.runs.size();

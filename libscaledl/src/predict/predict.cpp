@@ -10,41 +10,64 @@
 namespace scaledl {
 
 nlohmann::json IterationPrediction::to_json() const {
-  return {{"t_sum_ms", t_sum_ms}, {"t_comm_ms", t_comm_ms}, {"alpha", alpha},       {"beta", beta},
+  nlohmann::json j = {{"t_sum_ms", t_sum_ms}, {"t_comm_ms", t_comm_ms}, {"alpha", alpha},       {"beta", beta},
           {"t_iter_ms", t_iter_ms}, {"refined", refined},  {"fallback_nodes", fallback_nodes},
-          {"by_type_ms", by_type_ms}};
+          {"by_type_ms", by_type_ms}, {"ood_distance", ood_distance}, {"out_of_domain", ood_distance > 0},
+          {"ood_feature", ood_feature}};
+  if (std::isfinite(lo80_ms))
+    j["interval_ms"] = {{"80", {lo80_ms, hi80_ms}}, {"95", {lo95_ms, hi95_ms}}};
+  return j;
+}
+
+std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
+                                                    const LayerPredictor& layers, const GraphPredictor* graph,
+                                                    const CommModel& comm, int64_t batch) {
+  std::vector<IterationPrediction> out(gs.size());
+  std::vector<GraphFeatures> feats(gs.size());
+  GraphContext ctx;
+  ctx.device = dev;
+  ctx.comm = comm;
+  for (size_t k = 0; k < gs.size(); ++k) {
+    const LayerGraph& g = *gs[k];
+    IterationPrediction& p = out[k];
+    const std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
+    std::vector<double> t_l(detail.size());
+    for (size_t i = 0; i < detail.size(); ++i) {
+      const LayerNode& n = g.nodes[i];
+      t_l[i] = detail[i].ms;
+      p.t_sum_ms += detail[i].ms;
+      p.fallback_nodes += detail[i].fallback ? 1 : 0;
+      p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
+    }
+    feats[k] = featurize(g, t_l, ctx);
+    p.t_comm_ms = feats[k].t_comm_ms;
+    p.global_features = feats[k].z;
+    p.t_iter_ms = p.t_sum_ms + p.t_comm_ms;
+  }
+  if (graph && !gs.empty()) {
+    std::vector<const GraphFeatures*> ptrs;
+    for (const auto& f : feats) ptrs.push_back(&f);
+    const GnnPrediction r = graph->predict(ptrs, batch);
+    for (size_t k = 0; k < gs.size(); ++k) {
+      IterationPrediction& p = out[k];
+      p.alpha = r.alpha.at(k);
+      p.beta = r.beta.at(k);
+      p.t_iter_ms = r.t_pred_ms.at(k);
+      p.refined = true;
+      p.ood_distance = r.ood_distance.at(k);
+      const auto [col, d] = graph->normalizer().ood_column(feats[k].z);
+      if (col >= 0) p.ood_feature = global_feature_names().at(static_cast<size_t>(col));
+    }
+  }
+  for (size_t k = 0; k < gs.size(); ++k)
+    SCALEDL_CHECK(std::isfinite(out[k].t_iter_ms) && out[k].t_iter_ms > 0, "prediction for {} is not finite ({} ms)",
+                  gs[k]->model.name, out[k].t_iter_ms);
+  return out;
 }
 
 IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev, const LayerPredictor& layers,
                                       const GraphPredictor* graph, const CommModel& comm) {
-  IterationPrediction p;
-  const std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
-  std::vector<double> t_l(detail.size());
-  for (size_t i = 0; i < detail.size(); ++i) {
-    const LayerNode& n = g.nodes[i];
-    t_l[i] = detail[i].ms;
-    p.t_sum_ms += detail[i].ms;
-    p.fallback_nodes += detail[i].fallback ? 1 : 0;
-    p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
-  }
-  GraphContext ctx;
-  ctx.device = dev;
-  ctx.comm = comm;
-  GraphFeatures f = featurize(g, t_l, ctx);
-  p.t_comm_ms = f.t_comm_ms;
-  p.global_features = f.z;
-  if (graph) {
-    GnnPrediction r = graph->predict(std::vector<const GraphFeatures*>{&f});
-    p.alpha = r.alpha.at(0);
-    p.beta = r.beta.at(0);
-    p.t_iter_ms = r.t_pred_ms.at(0);
-    p.refined = true;
-  } else {
-    p.t_iter_ms = p.t_sum_ms + p.t_comm_ms;
-  }
-  SCALEDL_CHECK(std::isfinite(p.t_iter_ms) && p.t_iter_ms > 0, "prediction for {} is not finite ({} ms)",
-                g.model.name, p.t_iter_ms);
-  return p;
+  return predict_iterations({&g}, dev, layers, graph, comm).at(0);
 }
 
 int64_t iterations_per_epoch(int64_t samples, const TrainSettings& s) {

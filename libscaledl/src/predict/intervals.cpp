@@ -1,0 +1,195 @@
+// Split-conformal prediction intervals (intervals.hpp).
+#include "scaledl/intervals.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+
+namespace scaledl {
+
+namespace {
+constexpr size_t kMinCalibration = 19;  // ceil((n + 1) 0.95) <= n needs n >= 19
+}  // namespace
+
+double IntervalModel::sigma(double t_sum_ms) const {
+  if (scale_c0 == 0 && scale_c1 == 0) return 1.0;
+  if (!(std::isfinite(t_sum_ms) && t_sum_ms > 0))
+    return std::exp(scale_c0 + std::max(scale_c1 * u_lo, scale_c1 * u_hi));
+  return std::exp(scale_c0 + scale_c1 * std::clamp(std::log(t_sum_ms), u_lo, u_hi));
+}
+
+Interval IntervalModel::at(double pred_ms, double d, double level, double t_sum_ms) const {
+  SCALEDL_CHECK(level == 0.80 || level == 0.95, "interval level {} is not 0.80 or 0.95", level);
+  const double widen = 1.0 + (level == 0.80 ? kappa80 : kappa) * std::clamp(d, 0.0, d_max);
+  const double q = (level == 0.80 ? q80 : q95) * sigma(t_sum_ms) * widen;
+  return {pred_ms * std::exp(-q), pred_ms * std::exp(q)};
+}
+
+nlohmann::json IntervalModel::to_json() const {
+  return {{"method", "split-conformal, |log(measured/predicted)|"},
+          {"n_cal", n_cal},
+          {"q80", q80},
+          {"q95", q95},
+          {"scale_c0", scale_c0},
+          {"scale_c1", scale_c1},
+          {"log_t_sum_range", {u_lo, u_hi}},
+          {"kappa80", kappa80},
+          {"kappa", kappa},
+          {"kappa_min", kappa_min},
+          {"n_extrapolation", n_extrapolation},
+          {"d_max", d_max},
+          {"source", source}};
+}
+
+IntervalModel IntervalModel::from_json(const nlohmann::json& j, const std::string& ctx) {
+  SCALEDL_CHECK(j.is_object(), "{}: expected an object, got {}", ctx, show(j));
+  IntervalModel m;
+  m.n_cal = get_int(j, "n_cal", ctx, 1, int64_t{1} << 40);
+  m.q80 = get_num_or(j, "q80", ctx, 0, 50, NAN);
+  m.q95 = get_num_or(j, "q95", ctx, 0, 50, NAN);
+  SCALEDL_CHECK(std::isfinite(m.q80) && std::isfinite(m.q95) && m.q80 <= m.q95,
+                "{}: q80={} and q95={} must be given, finite and q80 <= q95", ctx, m.q80, m.q95);
+  m.kappa = get_num_or(j, "kappa", ctx, 0, 1e6, NAN);
+  SCALEDL_CHECK(std::isfinite(m.kappa), "{}.kappa is missing", ctx);
+  m.kappa80 = get_num_or(j, "kappa80", ctx, 0, 1e6, m.kappa);
+  m.kappa_min = get_num_or(j, "kappa_min", ctx, 0, 1e6, 0.5);
+  m.scale_c0 = get_num_or(j, "scale_c0", ctx, -1e3, 1e3, 0);
+  m.scale_c1 = get_num_or(j, "scale_c1", ctx, -1e3, 1e3, 0);
+  if (j.contains("log_t_sum_range")) {
+    const auto& r = j["log_t_sum_range"];
+    SCALEDL_CHECK(r.is_array() && r.size() == 2 && r[0].is_number() && r[1].is_number() && r[0] <= r[1],
+                  "{}.log_t_sum_range={} is not [lo, hi]", ctx, show(r));
+    m.u_lo = r[0].get<double>();
+    m.u_hi = r[1].get<double>();
+  }
+  m.n_extrapolation = get_int_or(j, "n_extrapolation", ctx, 0, int64_t{1} << 40, 0);
+  m.d_max = get_num_or(j, "d_max", ctx, 1.0, 1e6, 1.0);
+  m.source = get_str_or(j, "source", ctx, "");
+  return m;
+}
+
+double conformal_quantile(std::vector<double> scores, double level) {
+  SCALEDL_CHECK(level > 0 && level < 1, "conformal level {} must be in (0, 1)", level);
+  const size_t n = scores.size();
+  const double rank = std::ceil((static_cast<double>(n) + 1.0) * level);
+  if (n == 0 || rank > static_cast<double>(n)) return INFINITY;
+  const size_t k = static_cast<size_t>(rank) - 1;
+  std::nth_element(scores.begin(), scores.begin() + static_cast<std::ptrdiff_t>(k), scores.end());
+  return scores[k];
+}
+
+double fit_kappa(const std::vector<double>& r, const std::vector<double>& d, double q, double level,
+                 double kappa_min) {
+  SCALEDL_CHECK(r.size() == d.size(), "fit_kappa: {} residuals, {} distances", r.size(), d.size());
+  if (r.empty() || !std::isfinite(q) || q <= 0) return kappa_min;
+  // Covered at kappa iff |r_i| <= q (1 + kappa d_i): never when d_i = 0 and |r_i| > q.
+  size_t always = 0;
+  std::vector<double> need;  // kappa each out-of-domain miss needs
+  for (size_t i = 0; i < r.size(); ++i) {
+    const double a = std::abs(r[i]);
+    if (a <= q)
+      ++always;
+    else if (d[i] > 0)
+      need.push_back((a / q - 1.0) / d[i]);
+  }
+  const size_t target = static_cast<size_t>(std::ceil(level * static_cast<double>(r.size())));
+  if (always >= target || need.empty()) return kappa_min;
+  std::sort(need.begin(), need.end());
+  const size_t k = std::min(need.size(), target - always);  // the k-th smallest need covers enough
+  return std::max(kappa_min, need[k - 1]);
+}
+
+IntervalModel calibrate_from_residuals(const std::vector<double>& res, const std::vector<double>& tsum,
+                                       double kappa_min) {
+  IntervalModel m;
+  m.kappa_min = m.kappa = m.kappa80 = kappa_min;
+  SCALEDL_CHECK(res.size() == tsum.size(), "calibrate_from_residuals: {} residuals, {} run sizes", res.size(), tsum.size());
+  // Scale by size: least squares of log |r| on log T_sum (at least 10 runs and some spread).
+  if (res.size() >= 10) {
+    double su = 0, sy = 0, suu = 0, suy = 0, lo = INFINITY, hi = -INFINITY;
+    const double n = static_cast<double>(res.size());
+    for (size_t i = 0; i < res.size(); ++i) {
+      const double u = std::log(tsum[i]), y = std::log(std::abs(res[i]) + 1e-4);
+      su += u;
+      sy += y;
+      suu += u * u;
+      suy += u * y;
+      lo = std::min(lo, u);
+      hi = std::max(hi, u);
+    }
+    const double var = suu / n - (su / n) * (su / n);
+    if (var > 1e-6) {
+      m.scale_c1 = (suy / n - (su / n) * (sy / n)) / var;
+      m.scale_c0 = sy / n - m.scale_c1 * su / n;
+      m.u_lo = lo;
+      m.u_hi = hi;
+    }
+  }
+  std::vector<double> s;
+  for (size_t i = 0; i < res.size(); ++i) s.push_back(std::abs(res[i]) / m.sigma(tsum[i]));
+  m.n_cal = static_cast<int64_t>(s.size());
+  m.q80 = conformal_quantile(s, 0.80);
+  m.q95 = conformal_quantile(s, 0.95);
+  return m;
+}
+
+IntervalModel calibrate_intervals(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt, const GnnTrainReport& report, double kappa_min) {
+  SCALEDL_CHECK(kappa_min >= 0 && std::isfinite(kappa_min), "kappa_min={} must be >= 0", kappa_min);
+  IntervalModel m;
+  m.kappa_min = kappa_min;
+  m.kappa = kappa_min;
+  std::vector<double> res = report.val_log_residuals, tsum = report.val_t_sum_ms;
+  m.source = fmt::format("{} validation runs of the refinement's training (val_fraction {})", res.size(),
+                         opt.val_fraction);
+  if (res.size() < kMinCalibration && graphs.size() >= kMinCalibration) {
+    // Too few validation runs for the 95 % level: 5-fold cross-validated residuals of all runs.
+    GnnTrainOptions o = opt;
+    o.on_epoch = nullptr;
+    const GnnCvReport cv = cross_validate_graphs(graphs, cfg, o, std::min<int64_t>(5, static_cast<int64_t>(graphs.size())));
+    res.clear();
+    tsum.clear();
+    for (size_t i = 0; i < cv.pred_ms.size(); ++i) {
+      res.push_back(std::log(cv.target_ms[i] / cv.pred_ms[i]));
+      tsum.push_back(graphs[i].t_sum_ms);
+    }
+    m.source = fmt::format("{}-fold cross-validated residuals of {} runs", cv.folds, res.size());
+  }
+  const std::string source = m.source;
+  m = calibrate_from_residuals(res, tsum, kappa_min);
+  m.source = source;
+  if (graphs.size() < 20 || !m.valid()) return m;
+
+  // Extrapolation split: the 70 % smallest T_sum train, the rest test.
+  std::vector<size_t> order(graphs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return graphs[a].t_sum_ms < graphs[b].t_sum_ms; });
+  const size_t ntrain = static_cast<size_t>(0.7 * static_cast<double>(graphs.size()));
+  std::vector<GraphFeatures> small;
+  std::vector<const GraphFeatures*> large;
+  for (size_t i = 0; i < order.size(); ++i)
+    if (i < ntrain)
+      small.push_back(graphs[order[i]]);
+    else
+      large.push_back(&graphs[order[i]]);
+  GnnTrainOptions o = opt;
+  o.on_epoch = nullptr;
+  const GnnPrediction p = GraphPredictor::train(small, cfg, o).predict(large);
+  std::vector<double> r;  // scaled like the calibration scores
+  for (size_t i = 0; i < large.size(); ++i)
+    r.push_back(std::log(large[i]->target_ms / p.t_pred_ms[i]) / m.sigma(large[i]->t_sum_ms));
+  m.kappa80 = fit_kappa(r, p.ood_distance, m.q80, 0.80, kappa_min);
+  m.kappa = fit_kappa(r, p.ood_distance, m.q95, 0.95, kappa_min);
+  m.d_max = std::max(1.0, *std::max_element(p.ood_distance.begin(), p.ood_distance.end()));
+  m.n_extrapolation = static_cast<int64_t>(large.size());
+  m.source += fmt::format("; kappa from an extrapolation split (70 % smallest T_sum -> {} largest)", large.size());
+  return m;
+}
+
+}  // namespace scaledl
