@@ -89,23 +89,33 @@ struct Resolved {
   std::string label;
 };
 
-Resolved resolve_variant(const PredictOptions& o, const Variant& v,
-                         std::map<std::string, nlohmann::json>& configs) {
+/// Parsed configs by model file and config.* overrides (a sweep over settings parses each file once).
+struct ConfigCache {
+  std::map<std::string, nlohmann::json> files;
+  std::map<std::string, std::pair<scaledl::ModelSpec, scaledl::TrainSettings>> parsed;
+};
+
+Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache& cache) {
   using namespace scaledl;
-  auto it = configs.find(v.model);
-  if (it == configs.end()) it = configs.emplace(v.model, read_json_file(v.model)).first;
-  nlohmann::json config = it->second;
   std::string label = std::filesystem::path(v.model).stem().string();
   for (const auto& [k, val] : v.kv)
-    if (k.rfind("config.", 0) == 0) {
-      config[k.substr(7)] = parse_int(val, k, 1, int64_t{1} << 40);
-      label += fmt::format(" {}={}", k.substr(7), val);
-    }
+    if (k.rfind("config.", 0) == 0) label += fmt::format(" {}={}", k.substr(7), val);
+  const std::string key = v.model + "\n" + label;
+  auto pit = cache.parsed.find(key);
+  if (pit == cache.parsed.end()) {
+    auto it = cache.files.find(v.model);
+    if (it == cache.files.end()) it = cache.files.emplace(v.model, read_json_file(v.model)).first;
+    nlohmann::json config = it->second;
+    for (const auto& [k, val] : v.kv)
+      if (k.rfind("config.", 0) == 0) config[k.substr(7)] = parse_int(val, k, 1, int64_t{1} << 40);
+    ModelSpec m = parse_model_config(config, v.model);
+    m.name = label;
+    pit = cache.parsed.emplace(key, std::make_pair(m, settings_from_config(config, v.model))).first;
+  }
   Resolved r;
-  r.m = parse_model_config(config, v.model);
-  r.m.name = label;
+  r.m = pit->second.first;
   r.label = label;
-  r.s = settings_from_config(config, v.model);
+  r.s = pit->second.second;
   const auto& a = o.args;
   if (a.batch) r.s.batch = a.batch;
   if (a.seq) r.s.seq_len = a.seq;
@@ -210,7 +220,7 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const std::vector<Variant> vars = o.csv.empty() ? sweep_variants(o) : csv_variants(o);
-  std::map<std::string, nlohmann::json> configs;
+  ConfigCache configs;
   std::vector<Resolved> res;
   std::vector<LayerGraph> graphs;
   res.reserve(vars.size());

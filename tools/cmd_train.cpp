@@ -81,11 +81,12 @@ scaledl::cli::Registrar reg(
           std::cout << fmt::format("refinement  {} (validation MRE {:.2f} % before, {:.2f} % after)\n",
                                    o->b.gnn.encoder, pct(r["val_mre_before"]), pct(r["val_mre"]));
           if (m["graph"].contains("intervals")) {
-            const auto& iv = m["graph"]["intervals"];
-            std::cout << fmt::format("intervals   80 %: x/÷ {:.3f}, 95 %: x/÷ {:.3f} in domain ({} validation runs); "
-                                     "widening {:.2f} per unit of out-of-domain distance\n",
-                                     std::exp(iv["q80"].get<double>()), std::exp(iv["q95"].get<double>()),
-                                     iv["n_cal"].get<int64_t>(), iv["kappa"].get<double>());
+            const auto iv = scaledl::IntervalModel::from_json(m["graph"]["intervals"], "intervals");
+            const double mid = std::exp(0.5 * (iv.u_lo + iv.u_hi));  // a run in the middle of the calibration range
+            std::cout << fmt::format("intervals   in domain, for a run of T_sum {:.3g} ms: 80 % x/÷ {:.3f}, 95 % x/÷ {:.3f} "
+                                     "({}); widening per unit of out-of-domain distance {:.2f} (80 %), {:.2f} (95 %)\n",
+                                     mid, iv.at(1.0, 0, 0.80, mid).hi, iv.at(1.0, 0, 0.95, mid).hi, iv.source,
+                                     iv.kappa80, iv.kappa);
           }
           if (m["graph"].contains("cv"))
             std::cout << fmt::format("cv          {}-fold MRE {:.2f} % (inside the training distribution)\n",

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -136,4 +137,96 @@ TEST_F(CliBundle, BadTrainingInputsLeaveNoBundle) {
   // The stage commands still parse under the `train` group.
   auto r = run_cli("train layers --help");
   EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  size_t a = 0;
+  while (a < s.size()) {
+    size_t b = s.find('\n', a);
+    if (b == std::string::npos) b = s.size();
+    out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_F(CliBundle, SweepPredictsEveryCombinationLikeSinglePredictions) {
+  const std::string base = "predict " + kSrc + "/models/gpt2.json --bundle " + dir_ + "/b --db " + kSrc +
+                           "/datasets/cpu/layers.sqlite --samples 1000";
+  auto r = run_cli(base + " --sweep batch=1,2,4 --sweep seq=32,64");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto rows = lines_of(r.out);
+  ASSERT_EQ(rows.size(), 7u) << r.out;  // header + 3 x 2
+  EXPECT_EQ(rows[0].rfind("model,batch,seq,", 0), 0u) << rows[0];
+  // Row "batch 2, seq 64" equals a lone prediction of that configuration.
+  auto one = run_cli(base + " --batch 2 --seq 64 --json");
+  ASSERT_EQ(one.rc, 0) << one.out;
+  const double t = nlohmann::json::parse(one.out)["t_iter_ms"].get<double>();
+  bool found = false;
+  for (const auto& row : rows)
+    if (row.find(",2,64,") != std::string::npos) {
+      // t_iter_ms is the 12th field.
+      size_t pos = 0;
+      for (int f = 0; f < 11; ++f) pos = row.find(',', pos) + 1;
+      EXPECT_NEAR(std::stod(row.substr(pos)) / t, 1.0, 1e-4) << row;
+      found = true;
+    }
+  EXPECT_TRUE(found) << r.out;
+  // A config key swept too: 2 depths x 1 batch.
+  auto depth = run_cli(base + " --sweep config.n_layer=2,4 --sweep batch=2 --json");
+  ASSERT_EQ(depth.rc, 0) << depth.out;
+  auto j = nlohmann::json::parse(depth.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_LT(j[0]["t_sum_ms"].get<double>(), j[1]["t_sum_ms"].get<double>());
+
+  expect_one_error(base + " --sweep batch", "not KEY=V1,V2");
+  expect_one_error(base + " --sweep warp=1,2", "unknown key \"warp\"");
+  expect_one_error(base + " --sweep batch=1,x", "batch=x is not an integer");
+  expect_one_error(base + " --sweep batch=1,,2", "empty value");
+  expect_one_error(base + " --sweep batch=0", "batch=0 must be in");
+  expect_one_error(base + " --sweep batch=1 --sweep batch=2", "given twice");
+}
+
+TEST_F(CliBundle, CsvPredictsOneConfigurationPerRowAndNamesBadCells) {
+  const std::string csv = dir_ + "/configs.csv";
+  std::ofstream(csv) << "model,batch,seq,samples\n" << kSrc << "/models/gpt2.json,2,64,1000\n"
+                     << kSrc << "/models/bert-base.json,1,32,\n";
+  const std::string base = "predict --bundle " + dir_ + "/b --db " + kSrc + "/datasets/cpu/layers.sqlite";
+  auto r = run_cli(base + " --csv " + csv);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto rows = lines_of(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[1].rfind("\"gpt2\",2,64,", 0), 0u) << rows[1];
+  EXPECT_EQ(rows[2].rfind("\"bert-base\",1,32,", 0), 0u) << rows[2];
+  EXPECT_NE(rows[1].find(",500,"), std::string::npos) << rows[1];  // 1000 samples / batch 2
+
+  std::ofstream(dir_ + "/bad1.csv") << "model,batch\n" << kSrc << "/models/gpt2.json,two\n";
+  expect_one_error(base + " --csv " + dir_ + "/bad1.csv", "batch=two is not an integer");
+  std::ofstream(dir_ + "/bad2.csv") << "model,colour\n" << kSrc << "/models/gpt2.json,red\n";
+  expect_one_error(base + " --csv " + dir_ + "/bad2.csv", "unknown key \"colour\"");
+  std::ofstream(dir_ + "/bad3.csv") << "model,batch\n" << kSrc << "/models/gpt2.json,2,3\n";
+  expect_one_error(base + " --csv " + dir_ + "/bad3.csv", "bad3.csv:2: 3 fields, the header has 2");
+  expect_one_error(base + " --csv " + dir_ + "/none.csv", "cannot open");
+  expect_one_error(base, "MODEL.json is required");
+  expect_one_error(base + " --csv " + csv + " --sweep batch=1", "not both");
+}
+
+TEST_F(CliBundle, InModelBundleTrainsTheRefinementOnCrossFittedLayerTimes) {
+  const std::string out = dir_ + "/im";
+  auto r = run_cli("train" + kStores + " --in-model-db " + kSrc + "/datasets/cpu/models.sqlite --crossfit-folds 3" +
+                   " --epochs 10 --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto m = nlohmann::json::parse(std::ifstream(out + "/manifest.json"));
+  EXPECT_EQ(m["training"]["layer_times"], "cross-fitted over 3 folds of the runs");
+  EXPECT_GT(m["training"]["layer_samples"].get<int>(), m["training"]["layer_rows"].get<int>());
+  EXPECT_NE(m["command"].get<std::string>().find("--in-model-db"), std::string::npos);
+  expect_one_error("train" + kStores + " --in-model-db " + kSrc + "/datasets/cpu/models.sqlite --crossfit-folds 1" +
+                       " --out " + dir_ + "/im1",
+                   "--crossfit-folds=1 must be >= 2");
+  EXPECT_FALSE(fs::exists(dir_ + "/im1"));
 }

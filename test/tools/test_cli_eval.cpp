@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +53,48 @@ TEST(CliEval, OodSizeWritesReportPredictionsAndPlots) {
   EXPECT_EQ(lines, 1 + 6 * j["summary"][0]["n"].get<int>());
 }
 
+TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
+  const std::string out = testing::TempDir() + "/eval_im_" + std::to_string(getpid());
+  fs::remove_all(out);
+  auto r = run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc --in-model --no-plots" + kFast +
+                   " --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(std::ifstream(out + "/report.json"));
+  EXPECT_NE(j["layer_times"].get<std::string>().find("cross-fitted over 3 folds"), std::string::npos);
+  ASSERT_EQ(j["intervals"].size(), 1u) << j.dump();
+  const auto& iv = j["intervals"][0];
+  EXPECT_EQ(iv["method"], "scaledl-tc");
+  for (const char* k : {"coverage80_pct", "coverage95_pct", "out_of_domain_pct"}) {
+    EXPECT_GE(iv[k].get<double>(), 0) << k;
+    EXPECT_LE(iv[k].get<double>(), 100) << k;
+  }
+  EXPECT_GE(iv["coverage95_pct"].get<double>(), iv["coverage80_pct"].get<double>());
+  EXPECT_GT(iv["median_factor95"].get<double>(), 1.0);
+  // Every scaledl-tc prediction lies inside its own nested intervals.
+  std::ifstream csv(out + "/predictions.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_NE(line.find("lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance"), std::string::npos) << line;
+  int tc = 0;
+  while (std::getline(csv, line)) {
+    if (line.find(",scaledl-tc,") == std::string::npos) continue;
+    std::vector<double> f;  // the last 8 numeric fields: measured, predicted, ape, lo80, hi80, lo95, hi95, d
+    size_t end = line.size();
+    for (int k = 0; k < 8; ++k) {
+      const size_t b = line.rfind(',', end - 1);
+      f.insert(f.begin(), std::stod(line.substr(b + 1, end - b - 1)));
+      end = b;
+    }
+    EXPECT_LE(f[5], f[3]);
+    EXPECT_LE(f[3], f[1]);
+    EXPECT_LE(f[1], f[4]);
+    EXPECT_LE(f[4], f[6]);
+    EXPECT_GE(f[7], 0);
+    ++tc;
+  }
+  EXPECT_GT(tc, 10);
+}
+
 TEST(CliEval, BadInputsGiveOneErrorLine) {
   const std::string out = testing::TempDir() + "/eval_bad_" + std::to_string(getpid());
   expect_one_error("eval" + kStores + " --protocol leave-none-out --out " + out, "--protocol=\"leave-none-out\"");
@@ -65,5 +108,9 @@ TEST(CliEval, BadInputsGiveOneErrorLine) {
   expect_one_error("eval" + kStores + " --protocol cross-device --test-db " + kSrc + "/datasets/cpu/models.sqlite --out " + out,
                    "also a training device");
   expect_one_error("eval --protocol id --out " + out, "--db STORE is required");
+  expect_one_error("eval" + kStores + " --protocol id --in-model --crossfit-folds 1 --out " + out,
+                   "--crossfit-folds=1 must be in [2, 20]");
+  expect_one_error("eval" + kStores + " --protocol id --alpha-bound 1 --out " + out, "--alpha-bound=1 must be > 1");
+  expect_one_error("eval" + kStores + " --protocol id --ood-tau -1 --out " + out, "--ood-tau=-1 must be >= 0");
   EXPECT_FALSE(fs::exists(out + "/report.md"));
 }

@@ -80,7 +80,7 @@ struct EvalOptions {
   int crossfit_folds = 3;              ///< >= 2
   bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
   double alpha_bound = 4.0;            ///< GnnConfig::alpha_bound of the ScaleDL methods
-  double ood_tau = 0.0;                ///< GnnConfig::ood_tau of the ScaleDL methods
+  double ood_tau = 1.0;                ///< GnnConfig::ood_tau of the ScaleDL methods
   std::function<void(const std::string&)> log;  ///< progress lines (may be empty)
 };
 

@@ -49,7 +49,7 @@ struct GnnConfig {
   /// outside the training range (Normalizer::ood_distance) gets
   /// log alpha' = exp(-d / ood_tau) log alpha (the same for beta): the
   /// prediction moves toward the plain sum T_sum + T_comm. 0 = off.
-  double ood_tau = 0.0;
+  double ood_tau = 1.0;
 
   nlohmann::json to_json() const;
   /// Validates every field; throws naming ctx.key and the value.

@@ -1,5 +1,6 @@
 #include "scaledl/predict.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "scaledl/error.hpp"
@@ -22,40 +23,48 @@ nlohmann::json IterationPrediction::to_json() const {
 std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
                                                     const LayerPredictor& layers, const GraphPredictor* graph,
                                                     const CommModel& comm, int64_t batch) {
+  SCALEDL_CHECK(batch >= 1, "predict_iterations: batch={} must be >= 1", batch);
   std::vector<IterationPrediction> out(gs.size());
-  std::vector<GraphFeatures> feats(gs.size());
   GraphContext ctx;
   ctx.device = dev;
   ctx.comm = comm;
-  for (size_t k = 0; k < gs.size(); ++k) {
-    const LayerGraph& g = *gs[k];
-    IterationPrediction& p = out[k];
-    const std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
-    std::vector<double> t_l(detail.size());
-    for (size_t i = 0; i < detail.size(); ++i) {
-      const LayerNode& n = g.nodes[i];
-      t_l[i] = detail[i].ms;
-      p.t_sum_ms += detail[i].ms;
-      p.fallback_nodes += detail[i].fallback ? 1 : 0;
-      p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
+  // Chunks of `batch` configurations: the layer part and the (compressed)
+  // features of one chunk, then one batched refinement; memory stays bounded.
+  std::vector<GraphFeatures> feats;
+  for (size_t c0 = 0; c0 < gs.size(); c0 += static_cast<size_t>(batch)) {
+    const size_t c1 = std::min(gs.size(), c0 + static_cast<size_t>(batch));
+    feats.clear();
+    for (size_t k = c0; k < c1; ++k) {
+      const LayerGraph& g = *gs[k];
+      IterationPrediction& p = out[k];
+      const std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
+      std::vector<double> t_l(detail.size());
+      for (size_t i = 0; i < detail.size(); ++i) {
+        const LayerNode& n = g.nodes[i];
+        t_l[i] = detail[i].ms;
+        p.t_sum_ms += detail[i].ms;
+        p.fallback_nodes += detail[i].fallback ? 1 : 0;
+        p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
+      }
+      GraphFeatures f = featurize(g, t_l, ctx);
+      p.t_comm_ms = f.t_comm_ms;
+      p.global_features = f.z;
+      p.t_iter_ms = p.t_sum_ms + p.t_comm_ms;
+      if (graph) feats.push_back(compress_graph(f, graph->config().layers));
     }
-    feats[k] = featurize(g, t_l, ctx);
-    p.t_comm_ms = feats[k].t_comm_ms;
-    p.global_features = feats[k].z;
-    p.t_iter_ms = p.t_sum_ms + p.t_comm_ms;
-  }
-  if (graph && !gs.empty()) {
+    if (!graph) continue;
     std::vector<const GraphFeatures*> ptrs;
     for (const auto& f : feats) ptrs.push_back(&f);
     const GnnPrediction r = graph->predict(ptrs, batch);
-    for (size_t k = 0; k < gs.size(); ++k) {
+    for (size_t k = c0; k < c1; ++k) {
       IterationPrediction& p = out[k];
-      p.alpha = r.alpha.at(k);
-      p.beta = r.beta.at(k);
-      p.t_iter_ms = r.t_pred_ms.at(k);
+      const size_t j = k - c0;
+      p.alpha = r.alpha.at(j);
+      p.beta = r.beta.at(j);
+      p.t_iter_ms = r.t_pred_ms.at(j);
       p.refined = true;
-      p.ood_distance = r.ood_distance.at(k);
-      const auto [col, d] = graph->normalizer().ood_column(feats[k].z);
+      p.ood_distance = r.ood_distance.at(j);
+      const auto [col, d] = graph->normalizer().ood_column(p.global_features);
       if (col >= 0) p.ood_feature = global_feature_names().at(static_cast<size_t>(col));
     }
   }
