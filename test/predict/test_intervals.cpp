@@ -13,6 +13,17 @@
 
 using namespace scaledl;
 
+namespace {
+IntervalModel model_of(int64_t n, double q80, double q95, double kappa) {
+  IntervalModel m;
+  m.n_cal = n;
+  m.q80 = q80;
+  m.q95 = q95;
+  m.kappa = kappa;
+  return m;
+}
+}  // namespace
+
 TEST(Conformal, QuantileIsTheCeilRankAndInfiniteWithTooFewScores) {
   std::vector<double> s = {9, 1, 8, 2, 7, 3, 6, 4, 5};
   EXPECT_EQ(conformal_quantile(s, 0.8), 8.0);  // ceil(10 * 0.8) = 8th smallest
@@ -83,11 +94,7 @@ TEST(Conformal, SizeScaleKeepsCoverageNominalForSmallAndLargeRuns) {
 }
 
 TEST(Conformal, IntervalsWidenOutOfDomainAndNest) {
-  IntervalModel m;
-  m.n_cal = 10;
-  m.q80 = 0.1;
-  m.q95 = 0.2;
-  m.kappa = 0.5;
+  IntervalModel m = model_of(10, 0.1, 0.2, 0.5);
   m.d_max = 3;
   const Interval in = m.at(100, 0, 0.95), out = m.at(100, 2, 0.95), in80 = m.at(100, 0, 0.80);
   EXPECT_NEAR(in.hi, 100 * std::exp(0.2), 1e-9);
@@ -127,11 +134,7 @@ TEST(Conformal, KappaIsFittedToCoverExtrapolationResidualsAndNeverBelowItsFloor)
 }
 
 TEST(Conformal, ManifestRoundTripAndBadFieldsNamed) {
-  IntervalModel m;
-  m.n_cal = 42;
-  m.q80 = 0.05;
-  m.q95 = 0.09;
-  m.kappa = 1.25;
+  IntervalModel m = model_of(42, 0.05, 0.09, 1.25);
   m.n_extrapolation = 30;
   m.source = "test";
   const IntervalModel back = IntervalModel::from_json(m.to_json(), "manifest");

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <tuple>
+#include <type_traits>
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
@@ -601,6 +602,18 @@ std::vector<float> tensor_vec(const SafeTensors& st, const std::string& name, si
   return v;
 }
 
+/// The normalisation vectors saved as tensors "norm.<name>": (name, vector, columns).
+template <typename N>  // Normalizer or const Normalizer
+auto norm_tensors(N& n) {
+  using V = std::conditional_t<std::is_const_v<N>, const std::vector<float>, std::vector<float>>;
+  const size_t F = node_feature_names().size(), Fe = edge_feature_names().size(), Fz = global_feature_names().size();
+  return std::vector<std::tuple<std::string, V*, size_t>>{
+      {"x_offset", &n.x_offset, F}, {"x_scale", &n.x_scale, F}, {"e_offset", &n.e_offset, Fe},
+      {"e_scale", &n.e_scale, Fe},  {"z_offset", &n.z_offset, Fz}, {"z_scale", &n.z_scale, Fz},
+      {"x_lo", &n.x_lo, F},         {"x_hi", &n.x_hi, F},         {"e_lo", &n.e_lo, Fe},
+      {"e_hi", &n.e_hi, Fe},        {"z_lo", &n.z_lo, Fz},        {"z_hi", &n.z_hi, Fz}};
+}
+
 const std::string& meta_field(const SafeTensors& st, const std::string& key, const std::string& path) {
   auto it = st.metadata.find(key);
   SCALEDL_CHECK(it != st.metadata.end(), "{}: __metadata__.{} is missing (not a ScaleDL graph model?)", path, key);
@@ -622,18 +635,7 @@ void GraphPredictor::save(const std::string& path, const nlohmann::json& extra) 
   SafeTensors st;
   for (const auto& kv : model_->named_parameters()) st.tensors["model." + kv.key()] = kv.value();
   for (const auto& kv : model_->named_buffers()) st.tensors["model." + kv.key()] = kv.value();
-  st.tensors["norm.x_offset"] = vec_tensor(norm_.x_offset);
-  st.tensors["norm.x_scale"] = vec_tensor(norm_.x_scale);
-  st.tensors["norm.e_offset"] = vec_tensor(norm_.e_offset);
-  st.tensors["norm.e_scale"] = vec_tensor(norm_.e_scale);
-  st.tensors["norm.z_offset"] = vec_tensor(norm_.z_offset);
-  st.tensors["norm.z_scale"] = vec_tensor(norm_.z_scale);
-  st.tensors["norm.x_lo"] = vec_tensor(norm_.x_lo);
-  st.tensors["norm.x_hi"] = vec_tensor(norm_.x_hi);
-  st.tensors["norm.e_lo"] = vec_tensor(norm_.e_lo);
-  st.tensors["norm.e_hi"] = vec_tensor(norm_.e_hi);
-  st.tensors["norm.z_lo"] = vec_tensor(norm_.z_lo);
-  st.tensors["norm.z_hi"] = vec_tensor(norm_.z_hi);
+  for (const auto& [name, v, n] : norm_tensors(norm_)) st.tensors["norm." + name] = vec_tensor(*v);
   st.metadata["format"] = "scaledl-gnn";
   st.metadata["format_version"] = std::to_string(kFormatVersion);
   st.metadata["encoder"] = cfg_.encoder;
@@ -668,18 +670,11 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
   GnnConfig cfg = GnnConfig::from_json(meta_json(st, "config", path), path + ": __metadata__.config");
   Normalizer norm;
   norm.kind = meta_field(st, "normalization", path);
-  norm.x_offset = tensor_vec(st, "norm.x_offset", node_feature_names().size(), path);
-  norm.x_scale = tensor_vec(st, "norm.x_scale", node_feature_names().size(), path);
-  norm.e_offset = tensor_vec(st, "norm.e_offset", edge_feature_names().size(), path);
-  norm.e_scale = tensor_vec(st, "norm.e_scale", edge_feature_names().size(), path);
-  norm.z_offset = tensor_vec(st, "norm.z_offset", global_feature_names().size(), path);
-  norm.z_scale = tensor_vec(st, "norm.z_scale", global_feature_names().size(), path);
-  norm.x_lo = tensor_vec(st, "norm.x_lo", node_feature_names().size(), path);
-  norm.x_hi = tensor_vec(st, "norm.x_hi", node_feature_names().size(), path);
-  norm.e_lo = tensor_vec(st, "norm.e_lo", edge_feature_names().size(), path);
-  norm.e_hi = tensor_vec(st, "norm.e_hi", edge_feature_names().size(), path);
-  norm.z_lo = tensor_vec(st, "norm.z_lo", global_feature_names().size(), path);
-  norm.z_hi = tensor_vec(st, "norm.z_hi", global_feature_names().size(), path);
+  size_t used = 0;
+  for (const auto& [name, v, n] : norm_tensors(norm)) {
+    *v = tensor_vec(st, "norm." + name, n, path);
+    ++used;
+  }
   for (auto [lo, hi, what] : {std::make_tuple(&norm.x_lo, &norm.x_hi, "x"), std::make_tuple(&norm.e_lo, &norm.e_hi, "e"),
                               std::make_tuple(&norm.z_lo, &norm.z_hi, "z")})
     for (size_t i = 0; i < lo->size(); ++i)
@@ -687,7 +682,6 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
                     (*lo)[i], what, i, (*hi)[i]);
   GraphPredictor p(cfg, norm);
   torch::NoGradGuard ng;
-  size_t used = 12;
   auto assign = [&](const std::string& name, torch::Tensor& dst) {
     auto it = st.tensors.find("model." + name);
     SCALEDL_CHECK(it != st.tensors.end(), "{}: tensor 'model.{}' is missing", path, name);
