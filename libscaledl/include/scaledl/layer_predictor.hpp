@@ -139,6 +139,9 @@ class LayerPredictor {
   /// forces XGBoost's predictor (for comparisons; same values within float rounding).
   void set_compiled_trees(bool on) { compiled_trees_ = on; }
   bool compiled_trees() const { return compiled_trees_; }
+  /// True when every model predicts through compiled trees: then predict*() read
+  /// only immutable state and may be called from several threads at once.
+  bool concurrent_predict() const;
 
   /// True when a trained model serves (t, dir) (false => roofline fallback).
   bool has_model(LayerType t, Direction dir) const;

@@ -296,6 +296,13 @@ const LayerPredictor::Model* LayerPredictor::find(LayerType t, Direction dir) co
 
 bool LayerPredictor::has_model(LayerType t, Direction dir) const { return find(t, dir) != nullptr; }
 
+bool LayerPredictor::concurrent_predict() const {
+  if (!compiled_trees_) return false;
+  for (const auto& [name, m] : models_)
+    if (!m->forest) return false;
+  return true;
+}
+
 bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
                                    const DeviceRecord& dev, double* out_ms) const {
   const size_t nd = layer_info(t).dims.size();

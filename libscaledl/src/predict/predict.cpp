@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
 
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
@@ -30,27 +32,49 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
   ctx.comm = comm;
   // Chunks of `batch` configurations: the layer part and the (compressed)
   // features of one chunk, then one batched refinement; memory stays bounded.
+  // The layer part of configuration k, into out[k] and feats[k - c0].
   std::vector<GraphFeatures> feats;
+  auto layer_part = [&](size_t k, size_t c0) {
+    const LayerGraph& g = *gs[k];
+    IterationPrediction& p = out[k];
+    const std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
+    std::vector<double> t_l(detail.size());
+    for (size_t i = 0; i < detail.size(); ++i) {
+      const LayerNode& n = g.nodes[i];
+      t_l[i] = detail[i].ms;
+      p.t_sum_ms += detail[i].ms;
+      p.fallback_nodes += detail[i].fallback ? 1 : 0;
+      p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
+    }
+    GraphFeatures f = featurize(g, t_l, ctx);
+    p.t_comm_ms = f.t_comm_ms;
+    p.global_features = f.z;
+    p.t_iter_ms = p.t_sum_ms + p.t_comm_ms;
+    if (graph) feats[k - c0] = compress_graph(f, graph->config().layers);
+  };
+  // Several configurations: the layer part on the hardware threads (read-only
+  // models only; the refinement stays on this thread, batched).
+  const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t nthreads = gs.size() >= 8 && layers.concurrent_predict() ? std::min<size_t>(hw, 8) : 1;
   for (size_t c0 = 0; c0 < gs.size(); c0 += static_cast<size_t>(batch)) {
     const size_t c1 = std::min(gs.size(), c0 + static_cast<size_t>(batch));
-    feats.clear();
-    for (size_t k = c0; k < c1; ++k) {
-      const LayerGraph& g = *gs[k];
-      IterationPrediction& p = out[k];
-      const std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
-      std::vector<double> t_l(detail.size());
-      for (size_t i = 0; i < detail.size(); ++i) {
-        const LayerNode& n = g.nodes[i];
-        t_l[i] = detail[i].ms;
-        p.t_sum_ms += detail[i].ms;
-        p.fallback_nodes += detail[i].fallback ? 1 : 0;
-        p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
-      }
-      GraphFeatures f = featurize(g, t_l, ctx);
-      p.t_comm_ms = f.t_comm_ms;
-      p.global_features = f.z;
-      p.t_iter_ms = p.t_sum_ms + p.t_comm_ms;
-      if (graph) feats.push_back(compress_graph(f, graph->config().layers));
+    feats.assign(graph ? c1 - c0 : 0, GraphFeatures{});
+    if (nthreads <= 1) {
+      for (size_t k = c0; k < c1; ++k) layer_part(k, c0);
+    } else {
+      std::vector<std::exception_ptr> errors(nthreads);
+      std::vector<std::thread> pool;
+      for (size_t t = 0; t < nthreads; ++t)
+        pool.emplace_back([&, t] {
+          try {
+            for (size_t k = c0 + t; k < c1; k += nthreads) layer_part(k, c0);
+          } catch (...) {
+            errors[t] = std::current_exception();
+          }
+        });
+      for (auto& th : pool) th.join();
+      for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
     }
     if (!graph) continue;
     std::vector<const GraphFeatures*> ptrs;
