@@ -6,13 +6,15 @@
 #
 # VARIANT=after-12 (default): both stores (all 1,150 planned runs), 5 seeds
 #   every protocol, layer models with the training runs' in-model node times
-#   (cross-fitted), intervals; written to docs/results/cpu-v2/after-12/<protocol>/.
+#   (cross-fitted), intervals; written to docs/results/cpu-v2/after-12/<protocol>/
+#   (3 seeds for cross-device).
 # VARIANT=before: what produced docs/results/cpu-v2/<protocol>/ before issue #12
 #   (first store only, 3 seeds id/ood-size, 1 seed ood-family/cross-device;
 #   run with the binary of commit 6f5334d).
 #
 # Each protocol runs single-threaded; two at a time fit the 2-core VM:
-#   scripts/eval_cpu_v2.sh id ood-size & scripts/eval_cpu_v2.sh ood-family cross-device
+#   scripts/eval_cpu_v2.sh id ood-size & scripts/eval_cpu_v2.sh ood-family-core cross-device
+# (what ran for docs/results/cpu-v2/after-12/; ood-family-all was not run there: time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${SCALEDL:-${BUILD_DIR:-build}/tools/scaledl}
@@ -27,7 +29,7 @@ else
   OUT=docs/results/cpu-v2/$VARIANT
   STORES="--db $D/cpu-v2.sqlite --db $D/cpu-v2-rest.sqlite"
   COMMON="$COMMON --in-model"
-  S_ID=5 S_SIZE=5 S_FAM=5 S_DEV=5
+  S_ID=5 S_SIZE=5 S_FAM=5 S_DEV=3  # cross-device: 3 seeds (time; see docs/results/cpu-v2/README.md)
 fi
 run() {  # name protocol seeds [extra...]
   local name=$1 protocol=$2 seeds=$3
