@@ -116,13 +116,7 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
   r.m = pit->second.first;
   r.label = label;
   r.s = pit->second.second;
-  const auto& a = o.args;
-  if (a.batch) r.s.batch = a.batch;
-  if (a.seq) r.s.seq_len = a.seq;
-  if (a.image) r.s.image_size = a.image;
-  if (!a.dtype.empty()) r.s.dtype = parse_dtype(a.dtype, "--dtype");
-  if (!a.optimizer.empty()) r.s.optimizer = parse_optimizer(a.optimizer, "--optimizer");
-  if (a.no_optimizer) r.s.optimizer_step = false;
+  o.args.apply(r.s);
   r.s.num_devices = o.devices;
   r.samples = o.samples;
   for (const auto& [k, val] : v.kv) {

@@ -42,13 +42,18 @@ struct ModelArgs {
     ModelSpec m = parse_model_config(config, model);
     m.name = std::filesystem::path(model).stem().string();
     TrainSettings s = settings_from_config(config, model);
+    apply(s);
+    return {m, s};
+  }
+
+  /// The settings flags on top of `s` (a config's own settings).
+  void apply(TrainSettings& s) const {
     if (batch) s.batch = batch;
     if (seq) s.seq_len = seq;
     if (image) s.image_size = image;
     if (!dtype.empty()) s.dtype = parse_dtype(dtype, "--dtype");
     if (!optimizer.empty()) s.optimizer = parse_optimizer(optimizer, "--optimizer");
     if (no_optimizer) s.optimizer_step = false;
-    return {m, s};
   }
 };
 

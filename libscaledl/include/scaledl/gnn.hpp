@@ -143,6 +143,7 @@ struct GnnTrainReport {
 struct GnnPrediction {
   std::vector<double> alpha, beta, t_pred_ms;
   std::vector<double> ood_distance;  ///< Normalizer::ood_distance of each graph's global features
+  std::vector<int> ood_column;       ///< the global feature that sets it (-1 inside the training range)
 };
 
 /// Mean relative error |pred - y| / y of two equal-length vectors (fraction).

@@ -479,7 +479,9 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
     std::vector<GraphFeatures> small;
     small.reserve(chunk.size());
     for (const GraphFeatures*& g : chunk) {
-      out.ood_distance.push_back(norm_.ood_distance(g->z));
+      const auto [col, d] = norm_.ood_column(g->z);
+      out.ood_column.push_back(col);
+      out.ood_distance.push_back(d);
       small.push_back(g->node_weight.empty() ? compress_graph(*g, cfg_.layers) : *g);
       g = &small.back();
     }

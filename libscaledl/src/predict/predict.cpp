@@ -88,8 +88,7 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
       p.t_iter_ms = r.t_pred_ms.at(j);
       p.refined = true;
       p.ood_distance = r.ood_distance.at(j);
-      const auto [col, d] = graph->normalizer().ood_column(p.global_features);
-      if (col >= 0) p.ood_feature = global_feature_names().at(static_cast<size_t>(col));
+      if (r.ood_column.at(j) >= 0) p.ood_feature = global_feature_names().at(static_cast<size_t>(r.ood_column[j]));
     }
   }
   for (size_t k = 0; k < gs.size(); ++k)
