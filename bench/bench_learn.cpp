@@ -16,6 +16,7 @@
 #include <iostream>
 #include <random>
 
+#include "scaledl/json_util.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/neusight.hpp"
 
@@ -47,7 +48,7 @@ const Fixture& fixture() {
     TrainOptions to;
     if (const char* env = std::getenv("SCALEDL_BENCH_TRAIN_OPTIONS")) {
       try {
-        to = TrainOptions::from_json(nlohmann::json::parse(env), "SCALEDL_BENCH_TRAIN_OPTIONS");
+        to = TrainOptions::from_json(parse_json_text(env, "SCALEDL_BENCH_TRAIN_OPTIONS"), "SCALEDL_BENCH_TRAIN_OPTIONS");
       } catch (const std::exception& e) {
         std::cerr << "bench_learn: error: " << e.what() << "\n";
         std::exit(1);

@@ -76,11 +76,18 @@ void BM_PredictSweep(benchmark::State& state) {
     std::vector<LayerGraph> g = grid(f.bert, n);
     std::vector<const LayerGraph*> p;
     for (const auto& x : g) p.push_back(&x);
-    benchmark::DoNotOptimize(f.bundle.predict_many(p, f.dev));
+    benchmark::DoNotOptimize(f.bundle.predict_many(p, f.dev, /*physics=*/state.range(1) != 0));
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
 }
-BENCHMARK(BM_PredictSweep)->Arg(40)->Arg(1000)->UseRealTime()->Unit(benchmark::kMillisecond);  // wall: the layer part runs on several threads
+// Args: configurations, physical bounds on (1) or off (0, `predict --raw`).
+// Wall time: the layer part runs on several threads.
+BENCHMARK(BM_PredictSweep)
+    ->Args({40, 1})
+    ->Args({1000, 1})
+    ->Args({1000, 0})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_PredictOne(benchmark::State& state) {
   const Fixture& f = fixture();
@@ -89,10 +96,10 @@ void BM_PredictOne(benchmark::State& state) {
   s.seq_len = 128;
   for (auto _ : state) {
     const LayerGraph g = build_layer_graph(f.bert, s);
-    benchmark::DoNotOptimize(f.bundle.predict(g, f.dev));
+    benchmark::DoNotOptimize(f.bundle.predict(g, f.dev, /*physics=*/state.range(0) != 0));
   }
 }
-BENCHMARK(BM_PredictOne)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PredictOne)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);  // physical bounds on / off
 
 void BM_LayerGraph(benchmark::State& state) {
   const Fixture& f = fixture();

@@ -24,7 +24,8 @@ PKGS=(build-essential cmake pkg-config
       libtorch-dev libopenblas0-pthread
       libxgboost-dev xgboost
       nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev libssl-dev gnuplot-nox
-      libgtest-dev libgmock-dev libbenchmark-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev
+      clang-14 clang libclang-rt-14-dev)  # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes (a Recommends only)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -39,7 +39,18 @@ int run(const BenchModelsOptions& o) {
   torch::Device dev = parse_device(o.device);
   Store store(o.db);
   DeviceRecord rec = describe_device(dev);
-  if (!store.device(rec.key()) && o.probe) rec = probe_device(dev);
+  if (!store.device(rec.key())) {
+    if (o.probe) {
+      rec = probe_device(dev);
+    } else {
+      // Without a probe the record holds only what the spec table knows; a CPU
+      // has no spec rates, and a record without them cannot be stored or read.
+      SCALEDL_CHECK(rec.compute_gflops() > 0 && rec.bandwidth_gbs() > 0,
+                    "--no-probe: {} has no record in --db={} and no spec-sheet compute rate and bandwidth; run "
+                    "`scaledl probe --device {} --db {}` first, or drop --no-probe",
+                    rec.key(), o.db, o.device, o.db);
+    }
+  }
   Progress bar(p.models.size(), !o.quiet && cli::stderr_is_tty());
   auto t0 = std::chrono::steady_clock::now();
   ModelCampaignSummary s = run_model_campaign(

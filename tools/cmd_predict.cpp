@@ -45,6 +45,7 @@ struct PredictOptions {
   std::vector<std::string> sweeps;  ///< "KEY=V1,V2,...": predict the cartesian product
   std::string csv;               ///< CSV of configurations, one per row
   bool timing = false;           ///< print load and prediction times to stderr
+  bool raw = false;              ///< the models' own T_iter, without the physical bounds
   int threads = 1;               ///< LibTorch threads of the refinement
   bool json = false;
 };
@@ -128,6 +129,12 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
     if (k == "devices") r.s.num_devices = parse_int(val, k, 1, int64_t{1} << 20);
     if (k == "samples") r.samples = parse_int(val, k, 0, int64_t{1} << 50);
   }
+  int64_t seq = o.args.seq, image = o.args.image;
+  for (const auto& [k, val] : v.kv) {
+    if (k == "seq") seq = r.s.seq_len;
+    if (k == "image") image = r.s.image_size;
+  }
+  scaledl::cli::check_input_size(r.m, seq, image, "seq", "image");
   return r;
 }
 
@@ -230,7 +237,7 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   std::vector<const LayerGraph*> ptrs;
   for (const auto& g : graphs) ptrs.push_back(&g);
   const auto t1 = Clock::now();
-  const std::vector<IterationPrediction> preds = b.predict_many(ptrs, dev);
+  const std::vector<IterationPrediction> preds = b.predict_many(ptrs, dev, !o.raw);
   const auto t2 = Clock::now();
 
   auto num = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
@@ -249,7 +256,7 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   } else {
     std::string out =
         "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,hi80_ms,"
-        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s\n";
+        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted\n";
     for (size_t i = 0; i < preds.size(); ++i) {
       const auto& p = preds[i];
       const auto& s = res[i].s;
@@ -257,11 +264,13 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
       std::string q = "\"";
       for (char ch : res[i].label) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
       q += "\"";
-      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{}\n", q, s.batch,
+      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{}\n", q, s.batch,
                          s.seq_len, s.image_size, to_string(s.dtype), s.optimizer_step ? to_string(s.optimizer) : "none",
                          s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms),
                          num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms), p.ood_distance > 0 ? 1 : 0, it,
-                         it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string());
+                         it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
+                         p.t_roofline_ms > 0 ? num(p.t_model_ms) : std::string(),
+                         p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), p.adjusted);
     }
     std::cout << out;
   }
@@ -329,7 +338,7 @@ int run(const PredictOptions& o) {
   auto [m, s] = o.args.load();
   s.num_devices = o.devices;
   const LayerGraph g = build_layer_graph(m, s);
-  const IterationPrediction p = b.predict(g, dev);
+  const IterationPrediction p = b.predict(g, dev, !o.raw);
   const std::vector<std::string> outside = b.out_of_range(p);
   const int64_t iters = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
   const double epoch_s = iters * p.t_iter_ms / 1000.0;
@@ -362,6 +371,16 @@ int run(const PredictOptions& o) {
                                ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", p.lo80_ms, p.hi80_ms,
                                              p.lo95_ms, p.hi95_ms)
                                : "");
+  if (p.t_roofline_ms > 0)
+    std::cout << (p.adjusted.empty()
+                      ? fmt::format("bounds       roofline {:.3f} ms; monotone in batch and seq: kept\n",
+                                    p.t_roofline_ms)
+                      : fmt::format("bounds       RAISED from the model's {:.3f} ms ({}; roofline {:.3f} ms)\n",
+                                    p.t_model_ms,
+                                    p.adjusted == "roofline" ? std::string("below the roofline")
+                                                             : "below the prediction for the smaller " +
+                                                                   p.adjusted.substr(p.adjusted.find(": ") + 2),
+                                    p.t_roofline_ms));
   if (iters)
     std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations{}\n", epoch_s, iters,
                              std::isfinite(p.lo80_ms)
@@ -411,6 +430,9 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                                              "CSV of configurations (header: model and/or the --sweep keys, samples); "
                                              "CSV output");
                               app.add_flag("--timing", o->timing, "print load and prediction times to stderr");
+                              app.add_flag("--raw", o->raw,
+                                           "the models' own T_iter, without the physical bounds (roofline, "
+                                           "monotone in batch and seq; docs/predict.md)");
                               app.add_option("--threads", o->threads, "LibTorch threads (default 1)");
                               app.add_flag("--json", o->json, "print the prediction as JSON");
                               return [o] { return run(*o); };

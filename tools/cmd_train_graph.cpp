@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
 #include "scaledl/graph_cv.hpp"
@@ -77,6 +78,7 @@ scaledl::cli::Registrar reg(
         SCALEDL_CHECK(o->threads >= 1, "--threads={} must be >= 1", o->threads);
         o->cfg.validate("train graph");
         torch::set_num_threads(o->threads);
+        scaledl::StagingDir stage(o->out, {"graph_model.safetensors", "report.json"}, "a graph-model directory");
         const scaledl::LayerPredictor lp = scaledl::LayerPredictor::load(o->layers);
         scaledl::CommModel comm;
         if (!o->comm.empty()) comm = scaledl::load_comm_model(o->comm);
@@ -115,7 +117,7 @@ scaledl::cli::Registrar reg(
 
         scaledl::GnnTrainReport r;
         scaledl::GraphPredictor p = scaledl::GraphPredictor::train(graphs, o->cfg, o->train, &r);
-        std::filesystem::create_directories(o->out);
+
         nlohmann::json opts = o->train.to_json();
         opts["threads"] = o->threads;
         nlohmann::json report = {{"graphs", graphs.size()}, {"config", o->cfg.to_json()},
@@ -124,17 +126,18 @@ scaledl::cli::Registrar reg(
         if (o->folds > 0) {
           report["cv"] = {{"folds", cv.folds}, {"mre_before", cv.mre_before}, {"mre", cv.mre},
                           {"fold_mre", cv.fold_mre}};
-          scaledl::write_json_file(o->out + "/cv.json", cv.to_json());
+          scaledl::write_json_file(stage.path() + "/cv.json", cv.to_json());
         }
         if (!o->cv_layer_dbs.empty()) {
           report["cv_nested"] = {{"folds", nested.folds}, {"mre_before", nested.mre_before}, {"mre", nested.mre},
                                  {"fold_mre", nested.fold_mre}, {"layer_dbs", o->cv_layer_dbs},
                                  {"cross_fit", o->cv_layer_cross_fit}};
-          scaledl::write_json_file(o->out + "/cv-nested.json", nested.to_json());
+          scaledl::write_json_file(stage.path() + "/cv-nested.json", nested.to_json());
         }
         const std::string model_path = o->out + "/graph_model.safetensors";
-        p.save(model_path, {{"train_report", report}});
-        scaledl::write_json_file(o->out + "/report.json", report);
+        p.save(stage.path() + "/graph_model.safetensors", {{"train_report", report}});
+        scaledl::write_json_file(stage.path() + "/report.json", report);
+        stage.commit();
         if (o->json) {
           std::cout << report.dump(2) << "\n";
         } else {

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/in_model_samples.hpp"
 #include "scaledl/json_util.hpp"
@@ -76,6 +77,7 @@ scaledl::cli::Registrar reg(
                       "--cv-holdout={} needs --in-model-db (the model runs to hold out)", o->cv.holdout);
         SCALEDL_CHECK(!o->in_model_eval_only || o->cv.holdout == "model-runs",
                       "--in-model-eval-only needs --cv-holdout model-runs (got --cv-holdout={})", o->cv.holdout);
+        scaledl::StagingDir stage(o->out, {"manifest.json"}, "a layer-model directory");
         auto data = scaledl::load_training_data(o->dbs, o->device_specs);
         auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
         SCALEDL_CHECK(!samples.empty(), "--db: the store(s) hold no ok layer rows to train on");
@@ -112,7 +114,8 @@ scaledl::cli::Registrar reg(
         if (o->in_model_eval_only) samples.resize(isolated);  // train on the isolated rows only
         auto p = scaledl::LayerPredictor::train_samples(samples, data.devices, o->cv.train);
         const double train_s = std::chrono::duration<double>(clock::now() - t0).count();
-        p.save(o->out);
+        p.save(stage.path());
+        stage.commit();
         report["train_seconds"] = train_s;
         report["model"] = p.summary();
         report["out"] = o->out;

@@ -76,8 +76,15 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own failure text is two lines and a 10x exit status; keep the one
+    // "scaledl: error:" line and exit 1 like every other bad input.
+    std::string what = first_line(e.what());
+    if (what.empty()) what = e.get_name();
+    std::fprintf(stderr, "scaledl: error: %s (see --help)\n", what.c_str());
+    return 1;
   }
   try {
     return chosen ? chosen() : 0;

@@ -7,10 +7,22 @@
 
 #include <CLI/CLI.hpp>
 
+#include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/model_spec.hpp"
 
 namespace scaledl::cli {
+
+/// A text model's input is --seq, a vision model's --image: the other one would be
+/// silently ignored, so it is an error (`seq`/`image` are the values given, 0 = none).
+inline void check_input_size(const ModelSpec& m, int64_t seq, int64_t image, const std::string& seq_flag,
+                             const std::string& image_flag) {
+  const bool vision = m.arch == Arch::VisionEncoder;
+  SCALEDL_CHECK(!(vision && seq), "{}={} does not apply: {} is a vision model (its input is {}, image side in pixels)",
+                seq_flag, seq, m.name, image_flag);
+  SCALEDL_CHECK(!(!vision && image), "{}={} does not apply: {} is a text model (its input is {}, tokens per sample)",
+                image_flag, image, m.name, seq_flag);
+}
 
 struct ModelArgs {
   std::string model;          ///< path of a Hugging Face config.json
@@ -43,6 +55,7 @@ struct ModelArgs {
     m.name = std::filesystem::path(model).stem().string();
     TrainSettings s = settings_from_config(config, model);
     apply(s);
+    check_input_size(m, seq, image, "--seq", "--image");
     return {m, s};
   }
 

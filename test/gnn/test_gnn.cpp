@@ -396,6 +396,10 @@ TEST(Training, BadLabelsAndOptionsAreRefused) {
 }
 
 namespace {
+/// Stamps a deliberately edited file with a matching checksum, so that the
+/// checks behind the checksum are reached.
+void restamp(SafeTensors& st) { st.metadata["content_sha256"] = safetensors_content_sha256(st); }
+
 std::string load_error(const std::string& p) {
   try {
     GraphPredictor::load(p);
@@ -419,26 +423,45 @@ TEST(WeightsFile, ReloadGivesSamePredictionsAndRefusesBadFiles) {
     GnnPrediction a = p.predict(graphs10()), b = q.predict(graphs10());
     for (size_t i = 0; i < a.t_pred_ms.size(); ++i) EXPECT_NEAR(a.t_pred_ms[i] / b.t_pred_ms[i], 1.0, 1e-6);
 
-    // Wrong version: rewrite the metadata through the safetensors API.
+    // Same size, one weight changed (the checksum catches what no shape check can),
+    // and one config value changed in the metadata.
     SafeTensors st = load_safetensors(path);
+    {
+      auto it = std::find_if(st.tensors.begin(), st.tensors.end(),
+                             [](const auto& kv) { return kv.first.rfind("model.", 0) == 0; });
+      it->second.view(-1)[0] = 1e30f;
+      save_safetensors(path + ".w", st);
+      EXPECT_NE(load_error(path + ".w").find("content_sha256 does not match"), std::string::npos)
+          << load_error(path + ".w");
+      it->second.view(-1)[0] = NAN;  // re-stamped: the finite-values check behind the checksum
+      restamp(st);
+      save_safetensors(path + ".nan", st);
+      EXPECT_NE(load_error(path + ".nan").find("NaN/Inf"), std::string::npos) << load_error(path + ".nan");
+    }
+    // Wrong version: rewrite the metadata through the safetensors API.
+    st = load_safetensors(path);
     st.metadata["format_version"] = "1";  // before the training ranges (norm.*_lo/_hi)
+    restamp(st);
     save_safetensors(path + ".v1", st);
     EXPECT_NE(load_error(path + ".v1").find("__metadata__.format_version=1"), std::string::npos)
         << load_error(path + ".v1");
     // A training range turned upside down.
     st = load_safetensors(path);
     st.tensors["norm.z_lo"] = st.tensors["norm.z_hi"] + 1;
+    restamp(st);
     save_safetensors(path + ".range", st);
     EXPECT_NE(load_error(path + ".range").find("norm.z_lo"), std::string::npos) << load_error(path + ".range");
     // A missing weight.
     st = load_safetensors(path);
     st.tensors.erase(st.tensors.begin()->first.rfind("model.", 0) == 0 ? st.tensors.begin()->first
                                                                        : std::prev(st.tensors.end())->first);
+    restamp(st);
     save_safetensors(path + ".miss", st);
     EXPECT_NE(load_error(path + ".miss").find("is missing"), std::string::npos) << load_error(path + ".miss");
     // Changed features.
     st = load_safetensors(path);
     st.metadata["node_features"] = "[\"x\"]";
+    restamp(st);
     save_safetensors(path + ".feat", st);
     EXPECT_NE(load_error(path + ".feat").find("__metadata__.node_features"), std::string::npos);
     // Truncated file.

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "scaledl/error.hpp"
 #include "scaledl/layer_features.hpp"
 #include "scaledl/layer_predictor.hpp"
@@ -395,6 +397,29 @@ TEST(LayerPredictor, CorruptOrMissingModelFilesThrow) {
   // Same size, garbage content.
   write_file(lin, std::string(text.size(), 'x'));
   expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.json");
+  // Same size, valid JSON, one number changed (the issue's base_score 5E-1 -> 5E+1):
+  // only the checksum can tell.
+  {
+    std::string edited = text;
+    const size_t at = edited.find("\"base_score\":\"");
+    ASSERT_NE(at, std::string::npos);
+    const size_t v = at + 14;
+    edited[v] = edited[v] == '9' ? '8' : static_cast<char>(edited[v] + 1);
+    write_file(lin, edited);
+    expect_error([&] { LayerPredictor::load(dir.string()); }, "SHA-256 differs");
+    write_file(lin, text);
+    EXPECT_NO_THROW(LayerPredictor::load(dir.string()));
+  }
+  // An edited manifest (floor_ms of one model doubled).
+  {
+    std::string man;
+    { std::ifstream f(dir / "manifest.json"); man.assign(std::istreambuf_iterator<char>(f), {}); }
+    auto j = nlohmann::json::parse(man);
+    j["models"]["linear"]["floor_ms"] = j["models"]["linear"]["floor_ms"].get<double>() * 2 + 1;
+    write_file(dir / "manifest.json", j.dump(2));
+    expect_error([&] { LayerPredictor::load(dir.string()); }, "manifest_sha256 does not match");
+    write_file(dir / "manifest.json", man);
+  }
   // Missing model file.
   fs::remove(lin);
   expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.json: model file is missing");

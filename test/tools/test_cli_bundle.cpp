@@ -51,7 +51,7 @@ std::string CliBundle::dir_;
 TEST_F(CliBundle, ManifestDescribesTheTrainingDataAndChecksumsEveryFile) {
   auto m = nlohmann::json::parse(std::ifstream(dir_ + "/b/manifest.json"));
   EXPECT_EQ(m["format"], "scaledl-bundle");
-  EXPECT_EQ(m["format_version"], 2);
+  EXPECT_EQ(m["format_version"], 3);
   ASSERT_TRUE(m["graph"].contains("intervals")) << m["graph"].dump();
   const auto& iv = m["graph"]["intervals"];
   EXPECT_GT(iv["n_cal"].get<int>(), 5);

@@ -36,7 +36,7 @@
 namespace scaledl {
 
 constexpr const char* kBundleFormat = "scaledl-bundle";
-constexpr int kBundleFormatVersion = 2;  ///< 2: graph format 2, intervals, cross-fitted layer times
+constexpr int kBundleFormatVersion = 3;  ///< 2: graph format 2, intervals, cross-fitted layer times; 3: checksummed layer and graph files
 
 struct BundleTrainOptions {
   std::vector<std::string> dbs;       ///< stores with layer rows and model runs
@@ -65,11 +65,14 @@ struct Bundle {
   std::map<std::string, std::pair<double, double>> global_ranges;
 
   /// Prediction with this bundle's models, with intervals when the bundle has
-  /// them; comm must be present when s.num_devices > 1.
-  IterationPrediction predict(const LayerGraph& g, const DeviceRecord& dev) const;
-  /// The same for many configurations, the refinement batched (predict_iterations).
-  std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs,
-                                                const DeviceRecord& dev) const;
+  /// them; comm must be present when s.num_devices > 1. With `physics` (the
+  /// default) the physical bounds of physics.hpp apply: the roofline and
+  /// monotonicity in tokens (this predicts the ladder's smaller configurations too).
+  IterationPrediction predict(const LayerGraph& g, const DeviceRecord& dev, bool physics = true) const;
+  /// The same for many configurations, the refinement batched (predict_iterations);
+  /// ladder configurations shared by several inputs are predicted once.
+  std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
+                                                bool physics = true) const;
   /// Global features of a prediction (IterationPrediction::global_features) outside
   /// the training range, as "name=value outside [lo, hi]".
   std::vector<std::string> out_of_range(const IterationPrediction& p) const;

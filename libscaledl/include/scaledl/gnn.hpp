@@ -179,7 +179,7 @@ class GraphPredictor {
   /// Metadata read by load() ("train_report" etc.), empty otherwise.
   const nlohmann::json& metadata() const { return meta_; }
 
-  static constexpr int kFormatVersion = 2;  ///< 2: training ranges (norm.*_lo/_hi)
+  static constexpr int kFormatVersion = 3;  ///< 2: training ranges (norm.*_lo/_hi); 3: content_sha256
 
  private:
   GnnConfig cfg_;

@@ -9,7 +9,20 @@ namespace scaledl {
 
 using json = nlohmann::json;
 
-/// Parses a JSON file; throws Error("<path>: ...") when missing or malformed.
+/// Deepest nesting of arrays/objects accepted by parse_json_text / read_json_file.
+/// Real inputs (configs, spaces, plans, models) nest at most ~8 levels; the limit
+/// keeps the recursive parts of the JSON library (dump, copy, compare) off the
+/// end of the stack on hostile input such as '[' x 100000.
+constexpr int kMaxJsonDepth = 64;
+
+/// Parses JSON text; `ctx` names the source in messages (a path, "store:table[row].column").
+/// Throws Error("<ctx>: malformed JSON: ...") on a syntax error, a number out of
+/// the double range (naming the key before it and the number), or nesting deeper
+/// than kMaxJsonDepth. Every JSON parse of the code base goes through here.
+json parse_json_text(const std::string& text, const std::string& ctx);
+
+/// Parses a JSON file; throws Error("<path>: ...") when missing or malformed
+/// (same checks as parse_json_text).
 json read_json_file(const std::string& path);
 
 /// Writes JSON atomically (temp file + rename) so a crash never leaves half a file.

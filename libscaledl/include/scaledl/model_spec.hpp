@@ -102,6 +102,14 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx =
 /// Trainable parameter count of the model as Hugging Face builds it.
 int64_t parameter_count(const ModelSpec& m);
 
+/// Estimated training memory of one iteration, bytes: parameter_count * (2 e +
+/// optimizer state: 8 B for Adam/AdamW, 0 for SGD) + activations of Korthikanti
+/// et al. 2022 (eq. 2): s b h (34 + 5 a s / h) bytes per layer at a 2-byte dtype,
+/// scaled by e / 2, + logits 2 b s V e (e = bytes per element of the dtype).
+/// What `plan` checks memory constraints with and `bench models` refuses to
+/// allocate beyond the device's memory.
+double training_memory_bytes(const ModelSpec& m, const TrainSettings& s);
+
 /// Checks a ModelSpec built by hand (parse_model_config already calls it): sizes
 /// in range, heads dividing hidden where required, kv heads dividing heads.
 void validate_model_spec(const ModelSpec& m, const std::string& ctx = "config");

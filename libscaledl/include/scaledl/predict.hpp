@@ -37,6 +37,12 @@ struct IterationPrediction {
   std::string ood_feature;         ///< the global feature farthest outside ("" when in domain)
   /// T_iter intervals (ms) when the bundle has an interval model (intervals.hpp); NaN otherwise.
   double lo80_ms = NAN, hi80_ms = NAN, lo95_ms = NAN, hi95_ms = NAN;
+  /// Physical bounds (physics.hpp), set by Bundle::predict_many: the iteration's
+  /// roofline time (0 = not computed), the model's own T_iter before any bound,
+  /// and what raised it ("" = nothing; "roofline" or "monotone: batch 4").
+  double t_roofline_ms = 0;
+  double t_model_ms = 0;
+  std::string adjusted;
 
   nlohmann::json to_json() const;
 };

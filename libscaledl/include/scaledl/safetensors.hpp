@@ -31,4 +31,10 @@ void save_safetensors(const std::string& path, const SafeTensors& st);
 /// the file and the offending field on a missing, truncated or corrupt file.
 SafeTensors load_safetensors(const std::string& path);
 
+/// SHA-256 over the metadata (all keys but "content_sha256") and every tensor's
+/// name, shape, dtype and bytes. GraphPredictor::save stores it in
+/// __metadata__.content_sha256 and load verifies it, so an edited weight or
+/// config is refused even when the file size is unchanged.
+std::string safetensors_content_sha256(const SafeTensors& st);
+
 }  // namespace scaledl

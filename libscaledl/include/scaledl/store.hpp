@@ -127,6 +127,23 @@ class Store {
 
   sqlite3* handle() { return db_; }
 
+  /// Writes that belong together (an import, a campaign's device record and its
+  /// first rows): all of them or none. The outermost one is BEGIN IMMEDIATE ..
+  /// COMMIT, nested ones are savepoints; without commit() the destructor rolls back.
+  class Transaction {
+   public:
+    explicit Transaction(Store& s);
+    ~Transaction();
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    void commit();
+
+   private:
+    Store& s_;
+    std::string savepoint_;  ///< "" = the outermost transaction
+    bool done_ = false;
+  };
+
  private:
   void exec(const std::string& sql);
   std::string path_;

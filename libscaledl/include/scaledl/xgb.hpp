@@ -63,7 +63,9 @@ class Booster {
 
   /// XGBoost JSON model text (XGBoosterSaveModelToBuffer "json").
   std::string to_json_string() const;
-  /// Loads a model from XGBoost JSON (or UBJ) bytes; `ctx` names the source in errors.
+  /// Loads a model from XGBoost JSON bytes; `ctx` names the source in errors. The
+  /// trees are checked first (indices in range, no cycle, numeric splits), since
+  /// XGBoost trusts them (a cyclic tree makes its predictor loop forever).
   static Booster from_buffer(const std::string& bytes, const std::string& ctx);
   /// Saves to `path` as XGBoost JSON (atomic: temp file + rename).
   void save(const std::string& path) const;

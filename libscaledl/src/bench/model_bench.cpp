@@ -147,7 +147,22 @@ ModelCampaignSummary run_model_campaign(const std::vector<ModelConfig>& plan, St
       if (progress) progress(i + 1, plan.size(), key, "skip");
       continue;
     }
-    ModelMeasurement r = bench_model(e.model, e.settings, dev, opt.bench);
+    // Never allocate what cannot fit: a model beyond the device's memory (or
+    // beyond 1 TB when the record has no size) is recorded as oom, not built.
+    const double need = training_memory_bytes(e.model, e.settings);
+    const double have = device.mem_gb > 0 ? device.mem_gb * 1e9 : 1e12;
+    ModelMeasurement r;
+    if (need > have) {
+      r.model_name = e.model.name;
+      r.family = family_name(e.model);
+      r.model = e.model.to_json();
+      r.settings = e.settings.to_json();
+      r.status = "oom";
+      r.reason = fmt::format("not run: estimated training memory {:.3g} GB exceeds the device's {:.3g} GB", need / 1e9,
+                             have / 1e9);
+    } else {
+      r = bench_model(e.model, e.settings, dev, opt.bench);
+    }
     r.campaign = opt.campaign;
     r.device = device.key();
     r.env_id = env;

@@ -9,19 +9,58 @@
 
 namespace scaledl {
 
+namespace {
+struct TooDeep {};  // thrown by the parser callback, turned into an Error below
+
+/// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string json_message(const json::exception& e) {
+  std::string w = e.what();
+  auto p = w.find("] ");
+  return p == std::string::npos ? w : w.substr(p + 2);
+}
+}  // namespace
+
+json parse_json_text(const std::string& text, const std::string& ctx) {
+  // The callback sees every container start with its depth (0 = top level) and
+  // every key, so the depth is limited while parsing (nlohmann's parser itself
+  // is iterative) and a number overflow can name the key it belongs to.
+  std::string last_key;
+  json::parser_callback_t cb = [&last_key](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::key)
+      last_key = parsed.is_string() ? parsed.get<std::string>() : std::string();
+    else if ((ev == json::parse_event_t::object_start || ev == json::parse_event_t::array_start) &&
+             depth >= kMaxJsonDepth)
+      throw TooDeep{};
+    return true;
+  };
+  try {
+    return json::parse(text, cb);
+  } catch (const TooDeep&) {
+    fail("{}: malformed JSON: arrays/objects nested deeper than {} levels", ctx, kMaxJsonDepth);
+  } catch (const json::parse_error& e) {
+    // "parse error at line 3, column 5: syntax error while parsing value - ..."
+    fail("{}: malformed JSON: {}", ctx, json_message(e));
+  } catch (const json::out_of_range& e) {
+    // 406: "number overflow parsing '1e400'" (a number beyond the double range)
+    std::string w = json_message(e);
+    auto a = w.find('\''), b = w.rfind('\'');
+    if (e.id == 406 && a != std::string::npos && b > a) {
+      std::string num = w.substr(a + 1, b - a - 1);
+      if (last_key.empty()) fail("{}: malformed JSON: number {} is out of range (beyond +-1.8e308)", ctx, num);
+      fail("{}: malformed JSON: {}={} is out of range (beyond +-1.8e308)", ctx, last_key, num);
+    }
+    fail("{}: malformed JSON: {}", ctx, w);
+  } catch (const json::exception& e) {
+    fail("{}: malformed JSON: {}", ctx, json_message(e));
+  }
+}
+
 json read_json_file(const std::string& path) {
   std::ifstream in(path);
   SCALEDL_CHECK(in.good(), "{}: cannot open file", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-    std::string w = e.what();
-    auto p = w.find("] ");
-    fail("{}: malformed JSON: {}", path, p == std::string::npos ? w : w.substr(p + 2));
-  }
+  return parse_json_text(ss.str(), path);
 }
 
 void write_text_file_atomic(const std::string& path, const std::string& text) {
@@ -57,12 +96,17 @@ int64_t get_int(const json& j, const std::string& key, const std::string& ctx, i
                 int64_t hi) {
   const json& v = must(j, key, ctx);
   int64_t x = 0;
-  if (v.is_number_integer()) {
+  if (v.is_number_unsigned()) {
+    // nlohmann keeps integers above INT64_MAX as uint64: do not let them wrap negative.
+    SCALEDL_CHECK(hi >= 0 && v.get<uint64_t>() <= static_cast<uint64_t>(hi), "{}.{}={} is out of range [{}, {}]", ctx, key,
+                  show(v), lo, hi);
+    x = static_cast<int64_t>(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
     x = v.get<int64_t>();
   } else if (v.is_number_float()) {
     double d = v.get<double>();
-    SCALEDL_CHECK(std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18,
-                  "{}.{}={} is not an integer", ctx, key, show(v));
+    SCALEDL_CHECK(std::isfinite(d) && d == std::floor(d), "{}.{}={} is not an integer", ctx, key, show(v));
+    SCALEDL_CHECK(std::fabs(d) < 9.0e18, "{}.{}={} is out of range [{}, {}]", ctx, key, show(v), lo, hi);
     x = static_cast<int64_t>(d);
   } else {
     fail("{}.{}={} is not an integer", ctx, key, show(v));

@@ -1,6 +1,7 @@
 // Recursive-descent parser and tree evaluator for space expressions (expr.hpp).
 #include "design/expr.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 
@@ -13,10 +14,18 @@ struct Node {
   double num = 0;
   std::string str;  // string literal or function name
   int slot = -1;
+  int depth = 1;  // height of the subtree (a leaf is 1)
   std::vector<std::unique_ptr<Node>> kids;
 };
 
 namespace {
+
+// Parsing, evaluating and freeing a tree all recurse: bound both the parser's
+// recursion (parentheses, function arguments, unary - and !) and the height of
+// the tree (long chains such as 1+1+1+...), so that hostile text gives an Error
+// instead of a stack overflow. Real constraints nest a handful of levels.
+constexpr int kMaxNesting = 64;
+constexpr int kMaxTreeDepth = 256;
 
 class Parser {
  public:
@@ -33,8 +42,10 @@ class Parser {
 
  private:
   [[noreturn]] void err(const std::string& what) {
-    fail("{}=\"{}\": {} at character {}", ctx_, s_, what, i_ + 1);
+    fail("{}=\"{}\": {} at character {}", ctx_, shown(), what, i_ + 1);
   }
+  /// The expression for messages, cut at 80 characters.
+  std::string shown() const { return s_.size() <= 80 ? s_ : s_.substr(0, 77) + "..."; }
   void skip() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
   }
@@ -47,13 +58,28 @@ class Parser {
     }
     return false;
   }
-  static std::unique_ptr<Node> bin(Node::Op op, std::unique_ptr<Node> a, std::unique_ptr<Node> b) {
+  /// Sets n->depth from its children; Error when the tree gets too deep.
+  std::unique_ptr<Node> sized(std::unique_ptr<Node> n) {
+    for (auto& k : n->kids) n->depth = std::max(n->depth, k->depth + 1);
+    if (n->depth > kMaxTreeDepth) err("expression is nested deeper than " + std::to_string(kMaxTreeDepth) + " operations");
+    return n;
+  }
+  std::unique_ptr<Node> bin(Node::Op op, std::unique_ptr<Node> a, std::unique_ptr<Node> b) {
     auto n = std::make_unique<Node>();
     n->op = op;
     n->kids.push_back(std::move(a));
     n->kids.push_back(std::move(b));
-    return n;
+    return sized(std::move(n));
   }
+  /// Counts the parser's recursion depth (RAII).
+  struct Nest {
+    explicit Nest(Parser& p) : p_(p) {
+      if (++p_.nest_ > kMaxNesting)
+        p_.err("parentheses, function calls and unary operators nested deeper than " + std::to_string(kMaxNesting));
+    }
+    ~Nest() { --p_.nest_; }
+    Parser& p_;
+  };
   std::unique_ptr<Node> parse_or() {
     auto a = parse_and();
     while (eat("||")) a = bin(Node::Or, std::move(a), parse_and());
@@ -98,19 +124,20 @@ class Parser {
     }
   }
   std::unique_ptr<Node> parse_unary() {
+    Nest nest(*this);
     skip();
     if (i_ < s_.size() && s_[i_] == '!' && s_.compare(i_, 2, "!=") != 0) {
       ++i_;
       auto n = std::make_unique<Node>();
       n->op = Node::Not;
       n->kids.push_back(parse_unary());
-      return n;
+      return sized(std::move(n));
     }
     if (eat("-")) {
       auto n = std::make_unique<Node>();
       n->op = Node::Neg;
       n->kids.push_back(parse_unary());
-      return n;
+      return sized(std::move(n));
     }
     return parse_primary();
   }
@@ -164,10 +191,10 @@ class Parser {
         }
         size_t want = (name == "min" || name == "max") ? 2 : 1;
         if (n->kids.size() != want) err(name + " takes " + std::to_string(want) + " argument(s)");
-        return n;
+        return sized(std::move(n));
       }
       int slot = slot_of_(name);
-      if (slot < 0) fail("{}=\"{}\": unknown name '{}' (known: {})", ctx_, s_, name, known_);
+      if (slot < 0) fail("{}=\"{}\": unknown name '{}' (known: {})", ctx_, shown(), name, known_);
       n->op = Node::Var;
       n->slot = slot;
       used_.push_back(slot);
@@ -182,6 +209,7 @@ class Parser {
   const std::string& known_;
   std::vector<int>& used_;
   size_t i_ = 0;
+  int nest_ = 0;
 };
 
 Value num(double x) {

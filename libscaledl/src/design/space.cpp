@@ -84,10 +84,22 @@ Compiled::Compiled(const DesignSpace& s) : sp(&s) {
       if (slot_names[i] == n) return static_cast<int>(i);
     return -1;
   };
-  for (size_t i = 0; i < s.derived.size(); ++i)
-    derived.emplace_back(s.derived[i].second,
-                         fmt::format("{}.derived[{}].expr", s.path.empty() ? "space" : s.path, i), slot_of,
-                         known);
+  for (size_t i = 0; i < s.derived.size(); ++i) {
+    const std::string ctx = fmt::format("{}.derived[{}]", s.path.empty() ? "space" : s.path, i);
+    derived.emplace_back(s.derived[i].second, ctx + ".expr", slot_of, known);
+    // Derived values are evaluated in order: one may use parameters, fixed keys
+    // and earlier derived values only (this also rules out cycles such as
+    // aa = bb, bb = aa + 1, which would read a value not computed yet).
+    for (int u : derived.back().slots()) {
+      const int j = u - static_cast<int>(s.params.size());
+      if (j < 0 || j >= static_cast<int>(s.derived.size())) continue;
+      SCALEDL_CHECK(j < static_cast<int>(i),
+                    "{} (\"{}\" = {}) uses derived value \"{}\" defined {}: a derived value may use parameters, "
+                    "fixed keys and earlier derived values only (reorder them; a cycle cannot be ordered)",
+                    ctx, s.derived[i].first, s.derived[i].second, s.derived[j].first,
+                    j == static_cast<int>(i) ? "by itself" : fmt::format("after it (derived[{}])", j));
+    }
+  }
   for (size_t i = 0; i < s.constraints.size(); ++i)
     if (!s.constraints[i].expr.empty())
       constraints.emplace_back(s.constraints[i].expr,
@@ -172,12 +184,11 @@ std::vector<Value> Compiled::slots(const Candidate& c) const {
       v[i].str = p.labels[c[i]];
     }
   }
-  size_t base = sp->params.size();
-  for (size_t d = 0; d < derived.size(); ++d) v[base + d] = derived[d].eval(v);
-  base += derived.size();
+  // Fixed values first: derived expressions may use them (filled after the
+  // derived values, they read as inactive and the derived value was dropped).
   size_t f = 0;
   for (auto it = sp->fixed.begin(); it != sp->fixed.end(); ++it, ++f) {
-    Value& x = v[base + f];
+    Value& x = v[sp->params.size() + derived.size() + f];
     if (it->is_number()) {
       x.valid = true;
       x.num = it->get<double>();
@@ -186,8 +197,14 @@ std::vector<Value> Compiled::slots(const Candidate& c) const {
       x.str = it->get<std::string>();
     }
   }
+  const size_t base = sp->params.size();
+  for (size_t d = 0; d < derived.size(); ++d) v[base + d] = derived[d].eval(v);
   return v;
 }
+
+/// Training memory above which a candidate is infeasible even without a memory
+/// constraint: 1 TB, more than any accelerator or the hosts our campaigns run on.
+constexpr double kMaxCandidateBytes = 1e12;
 
 /// Index of the first failing constraint, constraints.size() for an invalid config, or -1.
 int Compiled::violated(const Candidate& c, std::string* why) const {
@@ -207,6 +224,14 @@ int Compiled::violated(const Candidate& c, std::string* why) const {
     mem = check_and_memory(c);
   } catch (const Error& e) {
     if (why && why->empty()) *why = e.what();
+    return static_cast<int>(sp->constraints.size());
+  }
+  // Without a memory constraint, still no candidate larger than any device:
+  // such a layer or model cannot even be allocated for a measurement.
+  if (mem > kMaxCandidateBytes) {
+    if (why && why->empty())
+      *why = fmt::format("needs {:.3g} TB of memory, more than any device ({:.0f} TB)", mem / 1e12,
+                         kMaxCandidateBytes / 1e12);
     return static_cast<int>(sp->constraints.size());
   }
   if (need_memory)
@@ -444,6 +469,7 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
       LayerType lt = parse_layer_type(t, ctx + ".type");
       for (auto& d : layer_info(lt).dims) {
         bool have = sp.fixed.contains(d);
+        if (have) get_int(sp.fixed, d, ctx + ".fixed", INT64_MIN, INT64_MAX);  // e.g. "bias": "yes"
         for (auto& p : sp.params) have |= p.name == d && p.numeric();
         for (auto& [n, e] : sp.derived) have |= n == d;
         SCALEDL_CHECK(have,
@@ -451,6 +477,8 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
                       t, d, d);
       }
     }
+    if (sp.fixed.contains("dtype"))
+      parse_dtype(get_str_or(sp.fixed, "dtype", ctx + ".fixed", "fp32"), ctx + ".fixed.dtype");
     for (auto& p : sp.params)
       if (p.name == "dtype") {
         SCALEDL_CHECK(!p.numeric(), "{}: parameter \"dtype\" must be categorical", ctx);
@@ -635,7 +663,10 @@ json Compiled::config(const Candidate& c, const std::string& plan_dir) const {
     json dims = json::object();
     std::string dtype = "fp32";
     for (auto& [k, val] : kv) {
-      if (k == "dtype") dtype = val.get<std::string>();
+      if (k == "dtype") {
+        SCALEDL_CHECK(val.is_string(), "{}: dtype={} is not a dtype name", sp->path, show(val));
+        dtype = val.get<std::string>();
+      }
       for (auto& d : layer_info(t).dims)
         if (d == k) dims[d] = val.is_number_float() ? json(int64_t(std::llround(val.get<double>()))) : val;
     }
@@ -681,15 +712,14 @@ json Compiled::config(const Candidate& c, const std::string& plan_dir) const {
 /// Estimated training memory of a candidate, bytes.
 /// layers: 2 (in + out) + 2 weight + temp (activations and their gradients,
 ///   weights and their gradients; layer_cost of the one FLOP/byte model).
-/// models: parameter_count * (2 e + optimizer state: 8 B for Adam/AdamW, 0 SGD)
-///   + activations of Korthikanti et al. 2022 (eq. 2): s b h (34 + 5 a s / h)
-///   bytes per layer at 2-byte dtype, scaled by e / 2, + logits 2 b s V e.
+/// models: training_memory_bytes (model_spec.hpp).
 double Compiled::check_and_memory(const Candidate& c) const {
   json cfg = config(c, "");
   if (sp->kind == "layers") {
     LayerType t = parse_layer_type(cfg["type"].get<std::string>());
     std::vector<int64_t> dims;
-    for (auto& d : layer_info(t).dims) dims.push_back(cfg["dims"][d].get<int64_t>());
+    for (auto& d : layer_info(t).dims)  // missing when a derived dim is inactive; a string from "fixed"
+      dims.push_back(get_int(cfg["dims"], d, sp->path + ": dims", INT64_MIN, INT64_MAX));
     validate_dims(t, dims);
     LayerCost lc = layer_cost(t, dims, parse_dtype(cfg["dtype"].get<std::string>()));
     return 2 * (lc.in_bytes + lc.out_bytes) + 2 * lc.weight_bytes + lc.temp_bytes;
@@ -700,20 +730,7 @@ double Compiled::check_and_memory(const Candidate& c) const {
   ModelSpec m = parse_model_config(merged, sp->path + ":model");
   TrainSettings s = parse_train_settings(cfg["settings"], sp->path + ":settings");
   validate_settings(m, s);
-  const double e = dtype_bytes(s.dtype);
-  const double P = static_cast<double>(parameter_count(m));
-  double state = s.optimizer == OptimizerKind::SGD ? 0 : 8;
-  double seq = static_cast<double>(s.seq_len);
-  if (m.patch_size > 0) {
-    double img = static_cast<double>(s.image_size > 0 ? s.image_size : m.image_size);
-    seq = (img / m.patch_size) * (img / m.patch_size) + m.num_special_tokens;
-  }
-  double b = static_cast<double>(s.batch), h = static_cast<double>(m.hidden),
-         a = static_cast<double>(m.num_heads);
-  double layers = static_cast<double>(m.num_layers + m.num_decoder_layers);
-  double act = layers * seq * b * h * (34 + 5 * a * seq / h) * e / 2;
-  double logits = 2 * b * seq * static_cast<double>(m.vocab_size) * e;
-  return P * (2 * e + state) + act + logits;
+  return training_memory_bytes(m, s);
 }
 
 }  // namespace design_detail

@@ -24,9 +24,11 @@ nlohmann::json CommModel::to_json() const {
 CommModel CommModel::from_json(const nlohmann::json& j, const std::string& ctx) {
   SCALEDL_CHECK(j.is_object(), "{}: expected an object, got {}", ctx, show(j));
   CommModel m;
-  m.bandwidth_Bps = get_num_or(j, "bandwidth_Bps", ctx, 1e-300, 1e300, NAN);
+  // 1 kB/s .. 100 TB/s and at most 1 s per step: anything outside is a typo
+  // (a unit slip), not a network.
+  m.bandwidth_Bps = get_num_or(j, "bandwidth_Bps", ctx, 1e3, 1e14, NAN);
   SCALEDL_CHECK(!std::isnan(m.bandwidth_Bps), "{}.bandwidth_Bps is missing", ctx);
-  m.gamma_s = get_num_or(j, "gamma_s", ctx, 0.0, 1e6, 0.0);
+  m.gamma_s = get_num_or(j, "gamma_s", ctx, 0.0, 1.0, 0.0);
   return m;
 }
 

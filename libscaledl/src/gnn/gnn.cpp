@@ -2,6 +2,7 @@
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/gnn.hpp"
 
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -423,6 +424,13 @@ GraphPredictor GraphPredictor::train(const std::vector<GraphFeatures>& graphs, c
     auto params = m->parameters();
     for (size_t i = 0; i < params.size(); ++i) params[i].copy_(best[i]);
   }
+  // A diverged run is an error, never a model: callers write nothing then.
+  SCALEDL_CHECK(std::isfinite(best_mre),
+                "graph training diverged: the {} loss was never finite in {} epochs (lr={}); lower --lr", opt.loss,
+                std::min(epoch, opt.epochs), opt.lr);
+  for (const auto& kv : m->named_parameters())
+    SCALEDL_CHECK(torch::isfinite(kv.value()).all().item<bool>(),
+                  "graph training diverged: parameter '{}' is NaN/Inf (lr={}); lower --lr", kv.key(), opt.lr);
   m->eval();
   if (report) {
     GnnTrainReport& r = *report;
@@ -623,14 +631,16 @@ const std::string& meta_field(const SafeTensors& st, const std::string& key, con
 }
 
 nlohmann::json meta_json(const SafeTensors& st, const std::string& key, const std::string& path) {
+  const std::string& text = meta_field(st, key, path);
   try {
-    return nlohmann::json::parse(meta_field(st, key, path));
-  } catch (const nlohmann::json::exception&) {
-    fail("{}: __metadata__.{} is not valid JSON", path, key);
+    return parse_json_text(text, "__metadata__." + key);  // depth-limited
+  } catch (const Error& e) {
+    fail("{}: __metadata__.{} is not valid JSON ({})", path, key, e.what());
   }
 }
 
 }  // namespace
+
 
 void GraphPredictor::save(const std::string& path, const nlohmann::json& extra) const {
   SCALEDL_CHECK(model_, "save: the graph model is not trained or loaded");
@@ -649,6 +659,7 @@ void GraphPredictor::save(const std::string& path, const nlohmann::json& extra) 
   if (extra.is_object())
     for (auto it = extra.begin(); it != extra.end(); ++it)
       st.metadata[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+  st.metadata["content_sha256"] = safetensors_content_sha256(st);
   save_safetensors(path, st);
 }
 
@@ -660,6 +671,10 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
   SCALEDL_CHECK(ver == std::to_string(kFormatVersion),
                 "{}: __metadata__.format_version={} is not supported (this build reads version {})", path, ver,
                 kFormatVersion);
+  SCALEDL_CHECK(st.metadata.count("content_sha256") && st.metadata.at("content_sha256") == safetensors_content_sha256(st),
+                "{}: __metadata__.content_sha256 does not match the weights and metadata: the file was altered or "
+                "damaged (retrain it with this build)",
+                path);
   const std::pair<const char*, const std::vector<std::string>*> feats[] = {
       {"node_features", &node_feature_names()},
       {"edge_features", &edge_feature_names()},
@@ -701,8 +716,8 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
   p.model_->eval();
   for (const auto& [k, v] : st.metadata) {
     try {
-      p.meta_[k] = nlohmann::json::parse(v);
-    } catch (const nlohmann::json::exception&) {
+      p.meta_[k] = parse_json_text(v, k);
+    } catch (const Error&) {
       p.meta_[k] = v;
     }
   }

@@ -1,6 +1,8 @@
 // safetensors reader/writer (see safetensors.hpp).
 #include "scaledl/safetensors.hpp"
 
+#include "scaledl/checksum.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -72,8 +74,8 @@ SafeTensors load_safetensors(const std::string& path) {
                 buf.size());
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(buf.substr(8, hl));
-  } catch (const nlohmann::json::exception& e) {
+    header = parse_json_text(buf.substr(8, hl), "header");  // depth-limited
+  } catch (const Error& e) {
     fail("{}: header is not valid JSON ({})", path, e.what());
   }
   SCALEDL_CHECK(header.is_object(), "{}: header must be a JSON object", path);
@@ -112,8 +114,10 @@ SafeTensors load_safetensors(const std::string& path) {
       SCALEDL_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() < (int64_t(1) << 40),
                     "{}: {}.shape has invalid entry {}", path, name, show(d));
       shape.push_back(d.get<int64_t>());
+      // checked before multiplying: two entries below 2^40 can overflow int64
+      SCALEDL_CHECK(shape.back() == 0 || numel < (int64_t(1) << 40) / shape.back(), "{}: {}.shape is too large",
+                    path, name);
       numel *= shape.back();
-      SCALEDL_CHECK(numel < (int64_t(1) << 40), "{}: {}.shape is too large", path, name);
     }
     const auto& off = v["data_offsets"];
     SCALEDL_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
@@ -129,6 +133,20 @@ SafeTensors load_safetensors(const std::string& path) {
     st.tensors[name] = t;
   }
   return st;
+}
+
+std::string safetensors_content_sha256(const SafeTensors& st) {
+  std::map<std::string, std::string> meta = st.metadata;
+  meta.erase("content_sha256");
+  std::string buf = nlohmann::json(meta).dump();
+  for (const auto& [name, t0] : st.tensors) {
+    const torch::Tensor t = t0.contiguous();
+    buf += name;
+    buf += nlohmann::json(t.sizes().vec()).dump();
+    buf += std::string(t.scalar_type() == torch::kFloat ? "f32" : t.scalar_type() == torch::kDouble ? "f64" : "i64");
+    buf.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
+  }
+  return sha256_hex(buf);
 }
 
 }  // namespace scaledl

@@ -25,15 +25,26 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object", ctx);
   DeviceRecord d;
   constexpr double kBig = 1e9;
+  // Rates are 0 (unknown) or physically plausible for any device from a small
+  // CPU to a future GPU; anything else is a typo that would turn every
+  // prediction into nonsense far from here.
+  constexpr double kMinGflops = 0.01, kMaxGflops = 1e8;  // 10 MFLOP/s .. 100 PFLOP/s
+  constexpr double kMinGbs = 0.01, kMaxGbs = 1e6;        // 10 MB/s .. 1 PB/s
+  auto rate = [&](const char* key, double lo, double hi, const char* unit) {
+    const double v = get_num_or(j, key, ctx, 0, hi, 0);
+    SCALEDL_CHECK(v == 0 || v >= lo, "{}.{}={} {} is implausible: give 0 (unknown) or a value in [{}, {}]", ctx, key, v,
+                  unit, lo, hi);
+    return v;
+  };
   if (j.contains("Device")) {  // NeuSight device_configs format (spec sheet)
     d.name = get_str_or(j, "Device", ctx, "");
     SCALEDL_CHECK(!d.name.empty(), "{}.Device is empty", ctx);
     d.kind = "spec";
     d.mem_gb = get_num_or(j, "Dev_Mem", ctx, 0.001, kBig, 0);
-    d.peak_mem_bw_gbs = get_num_or(j, "Mem_Bw", ctx, 0.001, kBig, 0);
+    d.peak_mem_bw_gbs = rate("Mem_Bw", kMinGbs, kMaxGbs, "GB/s");
     d.cores = get_int_or(j, "Num_Sm", ctx, 1, 1 << 20, 0);
     d.clock_mhz = get_num_or(j, "Freq", ctx, 1, 1e5, 0);
-    d.peak_fp32_gflops = get_num_or(j, "SingleFLOPs", ctx, 0.001, kBig, 0);
+    d.peak_fp32_gflops = rate("SingleFLOPs", kMinGflops, kMaxGflops, "GFLOP/s");
     d.l2_mb = get_num_or(j, "L2Cache", ctx, 0, 1e6, 0);
     SCALEDL_CHECK(d.peak_fp32_gflops > 0, "{}.SingleFLOPs is missing: a spec needs the FP32 peak", ctx);
     SCALEDL_CHECK(d.peak_mem_bw_gbs > 0, "{}.Mem_Bw is missing: a spec needs the memory bandwidth", ctx);
@@ -49,12 +60,12 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
   d.clock_mhz = get_num_or(j, "clock_mhz", ctx, 0, 1e5, 0);
   d.mem_gb = get_num_or(j, "mem_gb", ctx, 0, kBig, 0);
   d.l2_mb = get_num_or(j, "l2_mb", ctx, 0, 1e6, 0);
-  d.peak_fp32_gflops = get_num_or(j, "peak_fp32_gflops", ctx, 0, kBig, 0);
-  d.peak_tf32_gflops = get_num_or(j, "peak_tf32_gflops", ctx, 0, kBig, 0);
-  d.peak_bf16_gflops = get_num_or(j, "peak_bf16_gflops", ctx, 0, kBig, 0);
-  d.peak_mem_bw_gbs = get_num_or(j, "peak_mem_bw_gbs", ctx, 0, kBig, 0);
-  d.measured_gflops = get_num_or(j, "measured_gflops", ctx, 0, kBig, 0);
-  d.measured_bw_gbs = get_num_or(j, "measured_bw_gbs", ctx, 0, kBig, 0);
+  d.peak_fp32_gflops = rate("peak_fp32_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
+  d.peak_tf32_gflops = rate("peak_tf32_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
+  d.peak_bf16_gflops = rate("peak_bf16_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
+  d.peak_mem_bw_gbs = rate("peak_mem_bw_gbs", kMinGbs, kMaxGbs, "GB/s");
+  d.measured_gflops = rate("measured_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
+  d.measured_bw_gbs = rate("measured_bw_gbs", kMinGbs, kMaxGbs, "GB/s");
   if (j.contains("extra")) d.extra = j.at("extra");
   SCALEDL_CHECK(d.compute_gflops() > 0, "{}: neither measured_gflops nor peak_fp32_gflops is set", ctx);
   SCALEDL_CHECK(d.bandwidth_gbs() > 0, "{}: neither measured_bw_gbs nor peak_mem_bw_gbs is set", ctx);

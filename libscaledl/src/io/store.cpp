@@ -4,9 +4,11 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 
 #include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
 
 namespace scaledl {
 
@@ -103,14 +105,53 @@ void bind_stats(Stmt& s, int first, const TimingStats& t) {
   s.bind(first + 4, t.n);
 }
 
-TimingStats read_stats(const Stmt& s, int first) {
+/// Columns first..first+4 (median, p10, p90, cv, n); `where` names the row
+/// ("R.sqlite: layers row 12"). SQLite keeps a text it cannot convert (e.g. 'abc')
+/// as TEXT in a REAL column, which sqlite3_column_double would read as 0.
+TimingStats read_stats(const Stmt& s, int first, const std::string& where) {
+  for (int c = first; c <= first + 4; ++c) {
+    SCALEDL_CHECK(s.type(c) != SQLITE_TEXT && s.type(c) != SQLITE_BLOB, "{}: {}='{}' is not a number", where,
+                  s.name(c), s.text(c));
+    if (c < first + 4)
+      SCALEDL_CHECK(!std::isinf(s.real(c)), "{}: {}={} is not finite", where, s.name(c), s.real(c));
+  }
   TimingStats t;
   t.median_ms = s.real(first);
   t.p10_ms = s.real(first + 1);
   t.p90_ms = s.real(first + 2);
   t.cv = s.real(first + 3);
-  t.n = static_cast<int>(s.i64(first + 4));
+  const int64_t n = s.i64(first + 4);
+  SCALEDL_CHECK(n >= 0 && n <= INT32_MAX, "{}: {}={} is out of range", where, s.name(first + 4), n);
+  t.n = static_cast<int>(n);
   return t;
+}
+
+/// layers.dims: a JSON array of integers.
+std::vector<int64_t> dims_of(const std::string& text, const std::string& where) {
+  const nlohmann::json j = parse_json_text(text, where);
+  SCALEDL_CHECK(j.is_array(), "{}={} is not an array of integers", where, show(j));
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& v = j[i];
+    SCALEDL_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX),
+                  "{}[{}]={} is not an integer", where, i, show(v));
+    out.push_back(v.get<int64_t>());
+  }
+  return out;
+}
+
+/// models.node_times: a JSON array of [node name, ms or null].
+std::vector<NodeTime> node_times_of(const std::string& text, const std::string& where) {
+  const nlohmann::json j = parse_json_text(text, where);
+  SCALEDL_CHECK(j.is_array(), "{}={} is not an array of [node, ms] pairs", where, show(j));
+  std::vector<NodeTime> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& e = j[i];
+    SCALEDL_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && (e[1].is_null() || e[1].is_number()),
+                  "{}[{}]={} is not a [node, ms] pair", where, i, show(e));
+    out.push_back({e[0].get<std::string>(), e[1].is_null() ? NAN : e[1].get<double>()});
+  }
+  return out;
 }
 
 double quantile(const std::vector<double>& sorted, double q) {
@@ -155,6 +196,8 @@ std::string model_key(const ModelMeasurement& m) {
 }
 
 Store::Store(const std::string& path, bool read_only) : path_(path) {
+  std::error_code ec;
+  SCALEDL_CHECK(!read_only || std::filesystem::exists(path, ec), "{}: no such store (the file does not exist)", path);
   int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -165,6 +208,31 @@ Store::Store(const std::string& path, bool read_only) : path_(path) {
   }
   sqlite3_busy_timeout(db_, 10000);
   try {
+    // Whose file is it? A store is a database with a meta table holding
+    // schema_version; an empty database becomes one. Anything else (another
+    // program's database, a store whose meta table was dropped) is left alone.
+    auto has_table = [&](const char* name) {
+      Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", path_);
+      t.bind(1, std::string(name));
+      return t.step();
+    };
+    std::vector<std::string> tables;
+    {
+      Stmt t(db_, "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name", path_);
+      while (t.step()) tables.push_back(t.text(0));
+    }
+    const bool fresh = tables.empty();
+    SCALEDL_CHECK(fresh || has_table("meta"),
+                  "{}: not a ScaleDL store (no meta table; it holds table(s) {}): refusing to {} it", path_,
+                  fmt::join(tables.size() > 5 ? std::vector<std::string>(tables.begin(), tables.begin() + 5) : tables,
+                            ", "),
+                  read_only ? "read" : "write to");
+    SCALEDL_CHECK(!(fresh && read_only), "{}: not a ScaleDL store (an empty database)", path_);
+    if (!fresh) {
+      Stmt v(db_, "SELECT value FROM meta WHERE key='schema_version'", path_);
+      SCALEDL_CHECK(v.step(), "{}: not a ScaleDL store (its meta table has no schema_version): refusing to {} it",
+                    path_, read_only ? "read" : "write to");
+    }
     if (!read_only) {
       exec("PRAGMA journal_mode=WAL;");
       exec("PRAGMA synchronous=NORMAL;");
@@ -202,6 +270,9 @@ void Store::exec(const std::string& sql) {
 }
 
 void Store::put_device(const DeviceRecord& d) {
+  // Only a record its own reader accepts is stored (rates known and plausible):
+  // a campaign must never leave a row that later makes the store unreadable.
+  DeviceRecord::from_json(d.to_json(), path_ + ": device record " + d.key());
   Stmt s(db_, "INSERT OR REPLACE INTO devices(key, name, kind, record) VALUES (?,?,?,?)", path_);
   s.bind(1, d.key()).bind(2, d.name).bind(3, d.kind).bind(4, d.to_json().dump());
   s.step();
@@ -211,14 +282,17 @@ std::optional<DeviceRecord> Store::device(const std::string& key) const {
   Stmt s(db_, "SELECT record FROM devices WHERE key=?", path_);
   s.bind(1, key);
   if (!s.step()) return std::nullopt;
-  return DeviceRecord::from_json(nlohmann::json::parse(s.text(0)), path_ + ":devices[" + key + "]");
+  const std::string ctx = path_ + ":devices[" + key + "]";
+  return DeviceRecord::from_json(parse_json_text(s.text(0), ctx + ".record"), ctx);
 }
 
 std::vector<DeviceRecord> Store::devices() const {
   Stmt s(db_, "SELECT key, record FROM devices ORDER BY key", path_);
   std::vector<DeviceRecord> out;
-  while (s.step())
-    out.push_back(DeviceRecord::from_json(nlohmann::json::parse(s.text(1)), path_ + ":devices[" + s.text(0) + "]"));
+  while (s.step()) {
+    const std::string ctx = path_ + ":devices[" + s.text(0) + "]";
+    out.push_back(DeviceRecord::from_json(parse_json_text(s.text(1), ctx + ".record"), ctx));
+  }
   return out;
 }
 
@@ -259,17 +333,36 @@ bool Store::put_layer(const LayerMeasurement& m) {
 }
 
 size_t Store::put_layers(const std::vector<LayerMeasurement>& ms) {
-  exec("BEGIN IMMEDIATE");
+  Transaction tx(*this);
   size_t n = 0;
-  try {
+  {
     Stmt s(db_, kInsertLayer, path_);
     for (const auto& m : ms) n += insert_layer(s, m, db_) ? 1 : 0;
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
   }
+  tx.commit();
   return n;
+}
+
+Store::Transaction::Transaction(Store& s) : s_(s) {
+  static int counter = 0;
+  if (sqlite3_get_autocommit(s_.db_)) {
+    s_.exec("BEGIN IMMEDIATE");
+  } else {
+    savepoint_ = "scaledl_sp" + std::to_string(++counter);
+    s_.exec("SAVEPOINT " + savepoint_);
+  }
+}
+
+void Store::Transaction::commit() {
+  s_.exec(savepoint_.empty() ? std::string("COMMIT") : "RELEASE " + savepoint_);
+  done_ = true;
+}
+
+Store::Transaction::~Transaction() {
+  if (done_) return;
+  const std::string sql = savepoint_.empty() ? std::string("ROLLBACK")
+                                             : "ROLLBACK TO " + savepoint_ + "; RELEASE " + savepoint_;
+  sqlite3_exec(s_.db_, sql.c_str(), nullptr, nullptr, nullptr);
 }
 
 std::set<std::string> Store::layer_keys(const std::string& campaign, const std::string& device) const {
@@ -285,7 +378,7 @@ std::vector<LayerMeasurement> Store::layers(std::optional<LayerType> type, const
   std::string sql =
       "SELECT campaign, layer_type, dims, dtype, device, status, reason,"
       " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
-      " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, source, env_id FROM layers WHERE 1=1";
+      " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, source, env_id, id FROM layers WHERE 1=1";
   if (type) sql += " AND layer_type=?1";
   if (!device.empty()) sql += " AND device=?2";
   if (ok_only) sql += " AND status='ok'";
@@ -296,15 +389,16 @@ std::vector<LayerMeasurement> Store::layers(std::optional<LayerType> type, const
   std::vector<LayerMeasurement> out;
   while (s.step()) {
     LayerMeasurement m;
+    const std::string row = fmt::format("{}: layers row {}", path_, s.i64(19));
     m.campaign = s.text(0);
     m.type = parse_layer_type(s.text(1), path_ + ":layers.layer_type");
-    m.dims = nlohmann::json::parse(s.text(2)).get<std::vector<int64_t>>();
+    m.dims = dims_of(s.text(2), row + ": dims");
     m.dtype = parse_dtype(s.text(3), path_ + ":layers.dtype");
     m.device = s.text(4);
     m.status = s.text(5);
     m.reason = s.text(6);
-    m.fwd = read_stats(s, 7);
-    m.bwd = read_stats(s, 12);
+    m.fwd = read_stats(s, 7, row);
+    m.bwd = read_stats(s, 12, row);
     m.source = s.text(17);
     m.env_id = s.i64(18);
     out.push_back(std::move(m));
@@ -343,7 +437,7 @@ std::vector<ModelMeasurement> Store::models(const std::string& device, bool ok_o
   std::string sql =
       "SELECT campaign, model_name, family, model, settings, device, status, reason,"
       " iter_median_ms, iter_p10_ms, iter_p90_ms, iter_cv, iter_n,"
-      " noopt_median_ms, noopt_p10_ms, noopt_p90_ms, noopt_cv, noopt_n, node_times, source, env_id"
+      " noopt_median_ms, noopt_p10_ms, noopt_p90_ms, noopt_cv, noopt_n, node_times, source, env_id, id"
       " FROM models WHERE 1=1";
   if (!device.empty()) sql += " AND device=?1";
   if (ok_only) sql += " AND status='ok'";
@@ -356,15 +450,15 @@ std::vector<ModelMeasurement> Store::models(const std::string& device, bool ok_o
     m.campaign = s.text(0);
     m.model_name = s.text(1);
     m.family = s.text(2);
-    m.model = nlohmann::json::parse(s.text(3));
-    m.settings = nlohmann::json::parse(s.text(4));
+    const std::string row = fmt::format("{}: models row {}", path_, s.i64(21));
+    m.model = parse_json_text(s.text(3), row + ": model");
+    m.settings = parse_json_text(s.text(4), row + ": settings");
     m.device = s.text(5);
     m.status = s.text(6);
     m.reason = s.text(7);
-    m.iter = read_stats(s, 8);
-    m.iter_noopt = read_stats(s, 13);
-    for (const auto& e : nlohmann::json::parse(s.text(18)))
-      m.node_times.push_back({e.at(0).get<std::string>(), e.at(1).is_null() ? NAN : e.at(1).get<double>()});
+    m.iter = read_stats(s, 8, row);
+    m.iter_noopt = read_stats(s, 13, row);
+    m.node_times = node_times_of(s.text(18), row + ": node_times");
     m.source = s.text(19);
     m.env_id = s.i64(20);
     out.push_back(std::move(m));

@@ -533,4 +533,21 @@ nlohmann::json TrainSettings::to_json() const {
           {"num_devices", num_devices}};
 }
 
+double training_memory_bytes(const ModelSpec& m, const TrainSettings& s) {
+  const double e = dtype_bytes(s.dtype);
+  const double P = static_cast<double>(parameter_count(m));
+  const double state = s.optimizer == OptimizerKind::SGD ? 0 : 8;
+  double seq = static_cast<double>(s.seq_len);
+  if (m.patch_size > 0) {
+    const double img = static_cast<double>(s.image_size > 0 ? s.image_size : m.image_size);
+    seq = (img / m.patch_size) * (img / m.patch_size) + m.num_special_tokens;
+  }
+  const double b = static_cast<double>(s.batch), h = static_cast<double>(m.hidden),
+               a = static_cast<double>(m.num_heads);
+  const double layers = static_cast<double>(m.num_layers + m.num_decoder_layers);
+  const double act = layers * seq * b * h * (34 + 5 * a * seq / h) * e / 2;
+  const double logits = 2 * b * seq * static_cast<double>(m.vocab_size) * e;
+  return P * (2 * e + state) + act + logits;
+}
+
 }  // namespace scaledl

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "scaledl/error.hpp"
+#include "scaledl/checksum.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/tree_forest.hpp"
 #include "scaledl/xgb.hpp"
@@ -23,7 +24,7 @@ namespace scaledl {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  ///< 2: SHA-256 of every model file and of the manifest
 constexpr const char* kFormatName = "scaledl-layer-predictor";
 /// Floor of a prediction, ms: the "raw" target can predict <= 0; a time is > 0.
 constexpr double kMinMs = 1e-6;
@@ -452,6 +453,7 @@ void LayerPredictor::save(const std::string& dir) const {
                     {"type", to_string(m->type)},
                     {"rows", m->rows},
                     {"bytes", text.size()},
+                    {"sha256", sha256_hex(text)},
                     {"floor_ms", m->floor_ms},
                     {"features", m->features}};
   }
@@ -461,6 +463,7 @@ void LayerPredictor::save(const std::string& dir) const {
                         {"target", opts_.target},
                         {"options", opts_.to_json()},
                         {"models", models}};
+  man["manifest_sha256"] = sha256_hex(man.dump());
   write_json_file((fs::path(dir) / "manifest.json").string(), man);
 }
 
@@ -469,11 +472,20 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
   SCALEDL_CHECK(fs::exists(mpath), "{}: no manifest.json; is this a directory written by `scaledl train layers`?",
                 mpath);
   const nlohmann::json man = read_json_file(mpath);
-  SCALEDL_CHECK(man.is_object() && man.value("format", "") == kFormatName,
+  SCALEDL_CHECK(man.is_object() && get_str_or(man, "format", mpath, "") == kFormatName,
                 "{}: format is not \"{}\"", mpath, kFormatName);
   const int64_t ver = get_int(man, "version", mpath, 0, 1000);
-  SCALEDL_CHECK(ver == kFormatVersion, "{}: version={} is not supported (expected {})", mpath, ver,
-                kFormatVersion);
+  SCALEDL_CHECK(ver == kFormatVersion, "{}: version={} is not supported (expected {}; retrain with this build)",
+                mpath, ver, kFormatVersion);
+  {
+    // The manifest's own checksum covers every other key (floor_ms, options, ...).
+    nlohmann::json rest = man;
+    const std::string want = get_str_or(man, "manifest_sha256", mpath, "");
+    rest.erase("manifest_sha256");
+    SCALEDL_CHECK(!want.empty() && sha256_hex(rest.dump()) == want,
+                  "{}: manifest_sha256 does not match the manifest's contents: the file was altered or damaged",
+                  mpath);
+  }
   SCALEDL_CHECK(man.contains("options"), "{}: key 'options' is missing", mpath);
   LayerPredictor p;
   p.opts_ = TrainOptions::from_json(man.at("options"), mpath + ".options");
@@ -497,6 +509,9 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     const int64_t want = get_int(e, "bytes", ctx, 1, INT64_MAX);
     SCALEDL_CHECK(bytes == want, "{}: {} bytes, manifest says {}: the file is truncated or was replaced", file,
                   bytes, want);
+    const std::string sha = get_str_or(e, "sha256", ctx, "");
+    SCALEDL_CHECK(sha256_file(file) == sha, "{}: SHA-256 differs from {}.sha256: the model file was altered or damaged",
+                  file, ctx);
     m->booster = xgb::Booster::load(file);
     SCALEDL_CHECK(m->booster.num_features() == m->features.size(), "{}: model has {} features, manifest lists {}",
                   file, m->booster.num_features(), m->features.size());

@@ -164,10 +164,16 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
       SCALEDL_CHECK(c >= 0, "{}: op {} needs column {} which the header lacks", where, op, name);
       return parse_dim(f[c], where, name);
     };
+    // Each dim is < 1e12: their product could overflow int64.
+    auto product = [&](int ca, const char* a, int cb, const char* b) {
+      const int64_t x = need(ca, a), y = need(cb, b);
+      SCALEDL_CHECK(x <= INT64_MAX / y, "{}: {} x {} = {} x {} is too large", where, a, b, x, y);
+      return x * y;
+    };
     LayerMeasurement m;
     if (op == "linear") {
       m.type = LayerType::Linear;
-      m.dims = {need(cB, "B") * need(cM, "M"), need(cN, "N"), need(cK, "K"), 1};
+      m.dims = {product(cB, "B", cM, "M"), need(cN, "N"), need(cK, "K"), 1};
     } else if (op == "bmm") {
       m.type = LayerType::BMM;
       m.dims = {need(cB, "B"), need(cM, "M"), need(cN, "N"), need(cK, "K")};
@@ -176,7 +182,7 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
       m.dims = {need(cB, "B"), need(cH, "H")};
     } else if (op == "add" || op == "mul" || op == "relu" || op == "gelu") {
       m.type = op == "add" ? LayerType::Add : op == "mul" ? LayerType::Mul : op == "relu" ? LayerType::ReLU : LayerType::GELU;
-      m.dims = {need(cB, "B") * need(cH, "H")};
+      m.dims = {product(cB, "B", cH, "H")};
     } else {
       SCALEDL_CHECK(!op.empty(), "{}: OPName is empty", where);
       ++summary.skipped[op];
@@ -212,6 +218,8 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
   std::map<std::string, std::string> names;  // CSV "Device" -> store key
   const auto cfgs = files_in(fs::path(o.root) / "device_configs", ".json");
   SCALEDL_CHECK(!cfgs.empty(), "{}/device_configs: no device JSON files", o.root);
+  // One transaction: a bad row anywhere leaves the store as it was.
+  Store::Transaction tx(store);
   for (const auto& f : cfgs) {
     DeviceRecord d = load_device_spec(f);
     store.put_device(d);
@@ -224,6 +232,7 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
     auto rows = read_neusight_csv(f, o.campaign, names, s);
     s.inserted += store.put_layers(rows);
   }
+  tx.commit();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }

@@ -8,6 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+
 namespace scaledl {
 
 namespace {
@@ -94,8 +97,13 @@ int depth_of(const SrcTree& s, int64_t node, int level, int limit) {
 
 std::optional<TreeForest> TreeForest::compile(const std::string& text, std::string* why) {
   try {
-    const auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("learner")) throw Refused{"not XGBoost JSON"};
+    nlohmann::json j;
+    try {
+      j = parse_json_text(text, "model");  // depth-limited
+    } catch (const Error&) {
+      throw Refused{"not XGBoost JSON"};
+    }
+    if (!j.is_object() || !j.contains("learner")) throw Refused{"not XGBoost JSON"};
     const auto& learner = j.at("learner");
     const std::string objective = learner.value(nlohmann::json::json_pointer("/objective/name"), std::string());
     if (objective != "reg:squarederror") throw Refused{"objective '" + objective + "' is not reg:squarederror"};

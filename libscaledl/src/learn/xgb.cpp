@@ -25,6 +25,96 @@ std::string last_error() {
 void check(int rc, const char* what) {
   if (rc != 0) fail("XGBoost {} failed: {}", what, last_error());
 }
+
+/// XGBoost writes integer parameters as strings ("24"); -1 when absent or not a number.
+int64_t param_int(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains(key)) return -1;
+  const nlohmann::json& v = obj.at(key);
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (!v.is_string()) return -1;
+  const std::string s = v.get<std::string>();
+  char* end = nullptr;
+  const long long x = std::strtoll(s.c_str(), &end, 10);
+  return !s.empty() && *end == '\0' ? x : -1;
+}
+
+/// XGBoost's loader trusts the trees of a model (child indices, split features,
+/// node counts): a cycle makes its predictor loop forever, an index out of range
+/// reads out of bounds. Checks what our models (numeric splits, gbtree) contain.
+void check_trees(const nlohmann::json& learner, const std::string& ctx) {
+  if (!learner.is_object() || !learner.contains("gradient_booster")) return;
+  const nlohmann::json& gb = learner.at("gradient_booster");
+  const nlohmann::json* model = nullptr;
+  if (gb.is_object() && gb.contains("model")) model = &gb.at("model");                     // gbtree
+  if (gb.is_object() && gb.contains("gbtree") && gb.at("gbtree").is_object() && gb.at("gbtree").contains("model"))
+    model = &gb.at("gbtree").at("model");                                                   // dart
+  if (!model || !model->is_object() || !model->contains("trees")) return;                  // gblinear
+  const nlohmann::json& trees = model->at("trees");
+  SCALEDL_CHECK(trees.is_array(), "{}: gradient_booster trees is not an array", ctx);
+  const int64_t nf = param_int(learner.value("learner_model_param", nlohmann::json::object()), "num_feature");
+  SCALEDL_CHECK(nf >= 1 && nf <= (int64_t(1) << 24), "{}: learner_model_param.num_feature is missing or invalid", ctx);
+  const int64_t nt = param_int(model->value("gbtree_model_param", nlohmann::json::object()), "num_trees");
+  SCALEDL_CHECK(nt == static_cast<int64_t>(trees.size()), "{}: gbtree_model_param.num_trees={} but {} trees", ctx, nt,
+                trees.size());
+  SCALEDL_CHECK(model->contains("tree_info") && model->at("tree_info").is_array() &&
+                    model->at("tree_info").size() == trees.size(),
+                "{}: tree_info does not list one group per tree", ctx);
+  // One output (regression): every tree in group 0, scalar leaves.
+  for (const auto& g : model->at("tree_info"))
+    SCALEDL_CHECK(g.is_number_integer() && g.get<int64_t>() == 0, "{}: tree_info holds {}: one output group only",
+                  ctx, show(g));
+  SCALEDL_CHECK(param_int(model->value("gbtree_model_param", nlohmann::json::object()), "size_leaf_vector") <= 0,
+                "{}: vector leaves are not supported", ctx);
+  for (size_t ti = 0; ti < trees.size(); ++ti) {
+    const nlohmann::json& t = trees[ti];
+    const std::string tc = fmt::format("{}: trees[{}]", ctx, ti);
+    auto ints = [&](const char* key) {
+      SCALEDL_CHECK(t.is_object() && t.contains(key) && t.at(key).is_array(), "{}.{} is missing", tc, key);
+      std::vector<int64_t> v;
+      for (const auto& x : t.at(key)) {
+        SCALEDL_CHECK(x.is_number_integer(), "{}.{} holds {}, not an integer", tc, key, show(x));
+        v.push_back(x.get<int64_t>());
+      }
+      return v;
+    };
+    // XGBoost places a tree by its "id": a repeated id leaves a slot empty.
+    SCALEDL_CHECK(t.is_object() && t.contains("id") && t.at("id").is_number_integer() &&
+                      t.at("id").get<int64_t>() == static_cast<int64_t>(ti),
+                  "{}.id is not {}", tc, ti);
+    const std::vector<int64_t> left = ints("left_children"), right = ints("right_children"),
+                               feat = ints("split_indices");
+    const int64_t n = static_cast<int64_t>(left.size());
+    SCALEDL_CHECK(n >= 1 && static_cast<int64_t>(right.size()) == n && static_cast<int64_t>(feat.size()) == n,
+                  "{}: node arrays differ in length", tc);
+    SCALEDL_CHECK(param_int(t.value("tree_param", nlohmann::json::object()), "num_nodes") == n,
+                  "{}.tree_param.num_nodes differs from the {} nodes", tc, n);
+    for (const char* key : {"split_conditions", "default_left", "base_weights", "parents"})
+      SCALEDL_CHECK(t.contains(key) && t.at(key).is_array() && static_cast<int64_t>(t.at(key).size()) == n,
+                    "{}.{} does not have {} entries", tc, key, n);
+    if (t.contains("split_type"))
+      for (const auto& x : t.at("split_type"))
+        SCALEDL_CHECK(x.is_number_integer() && x.get<int64_t>() == 0, "{}: categorical splits are not supported", tc);
+    SCALEDL_CHECK(!t.contains("categories") || (t.at("categories").is_array() && t.at("categories").empty()),
+                  "{}: categorical splits are not supported", tc);
+    // Every node reachable from the root exactly once: no cycle, no shared subtree.
+    std::vector<char> seen(static_cast<size_t>(n), 0);
+    std::vector<int64_t> stack = {0};
+    while (!stack.empty()) {
+      const int64_t i = stack.back();
+      stack.pop_back();
+      SCALEDL_CHECK(!seen[i], "{}: node {} is reached twice (cyclic tree)", tc, i);
+      seen[i] = 1;
+      const bool leaf = left[i] == -1;
+      SCALEDL_CHECK(leaf == (right[i] == -1), "{}: node {} has one child", tc, i);
+      if (leaf) continue;
+      SCALEDL_CHECK(left[i] > 0 && left[i] < n && right[i] > 0 && right[i] < n,
+                    "{}: node {} has a child index out of range", tc, i);
+      SCALEDL_CHECK(feat[i] >= 0 && feat[i] < nf, "{}: node {} splits on feature {} of {}", tc, i, feat[i], nf);
+      stack.push_back(left[i]);
+      stack.push_back(right[i]);
+    }
+  }
+}
 }  // namespace
 
 std::string version() {
@@ -168,10 +258,17 @@ Booster Booster::from_buffer(const std::string& bytes, const std::string& ctx) {
   SCALEDL_CHECK(!bytes.empty(), "{}: empty XGBoost model", ctx);
   // XGBoost's JSON reader may accept a truncated document silently in some
   // versions: validate the JSON first so truncation is reported, not guessed.
-  if (bytes[0] == '{') {
-    auto j = nlohmann::json::parse(bytes, nullptr, false);
-    SCALEDL_CHECK(!j.is_discarded(), "{}: not a valid XGBoost JSON model (truncated or corrupt)", ctx);
+  // Only JSON (what save() writes): its trees are checked before XGBoost sees them.
+  SCALEDL_CHECK(bytes[0] == '{', "{}: not an XGBoost JSON model (does not start with '{{')", ctx);
+  {
+    nlohmann::json j;
+    try {
+      j = parse_json_text(bytes, "model");  // depth-limited: XGBoost's own JSON reader recurses
+    } catch (const Error& e) {
+      fail("{}: not a valid XGBoost JSON model (truncated or corrupt: {})", ctx, e.what());
+    }
     SCALEDL_CHECK(j.contains("learner"), "{}: JSON has no 'learner' key: not an XGBoost model", ctx);
+    check_trees(j.at("learner"), ctx);
   }
   Booster b;
   b.create(nullptr, 0);

@@ -6,12 +6,16 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "scaledl/build_info.hpp"
 #include "scaledl/checksum.hpp"
+#include "scaledl/fs_util.hpp"
+#include "scaledl/physics.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/graph_cv.hpp"
 #include "scaledl/in_model_samples.hpp"
@@ -54,28 +58,107 @@ void add_range(std::map<std::string, std::pair<double, double>>& r, const std::s
 
 }  // namespace
 
-IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev) const {
-  return predict_many({&g}, dev).at(0);
+IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev, bool physics) const {
+  return predict_many({&g}, dev, physics).at(0);
 }
 
+namespace {
+/// T_iter and its intervals raised to at least `floor` (none is ever lowered).
+void raise_to(IterationPrediction& p, double floor_ms, const IterationPrediction* from, const std::string& why) {
+  if (p.t_iter_ms >= floor_ms) return;
+  p.t_iter_ms = floor_ms;
+  p.adjusted = why;
+  if (std::isfinite(p.lo80_ms)) {
+    const IterationPrediction* f = from;
+    p.lo80_ms = std::max(p.lo80_ms, f && std::isfinite(f->lo80_ms) ? f->lo80_ms : floor_ms);
+    p.hi80_ms = std::max(p.hi80_ms, f && std::isfinite(f->hi80_ms) ? f->hi80_ms : floor_ms);
+    p.lo95_ms = std::max(p.lo95_ms, f && std::isfinite(f->lo95_ms) ? f->lo95_ms : floor_ms);
+    p.hi95_ms = std::max(p.hi95_ms, f && std::isfinite(f->hi95_ms) ? f->hi95_ms : floor_ms);
+  }
+}
+}  // namespace
+
 std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const LayerGraph*>& gs,
-                                                      const DeviceRecord& dev) const {
+                                                      const DeviceRecord& dev, bool physics) const {
   for (const LayerGraph* g : gs)
     SCALEDL_CHECK(g->settings.num_devices == 1 || comm.has_value(),
                   "--devices={} but the bundle has no all-reduce calibration (train it with --comm FILE)",
                   g->settings.num_devices);
-  std::vector<IterationPrediction> out =
-      predict_iterations(gs, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
-  if (intervals)
-    for (IterationPrediction& p : out) {
-      if (!p.refined) continue;
-      const Interval a = intervals->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms);
-      const Interval b = intervals->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
-      p.lo80_ms = a.lo;
-      p.hi80_ms = a.hi;
-      p.lo95_ms = b.lo;
-      p.hi95_ms = b.hi;
+  // The inputs, then (with physics) every distinct smaller ladder configuration.
+  std::vector<const LayerGraph*> all = gs;
+  std::vector<std::unique_ptr<LayerGraph>> owned;
+  std::vector<std::vector<std::pair<size_t, std::string>>> ladder(gs.size());  // (index in all, label)
+  if (physics) {
+    std::map<std::string, size_t> index;  // model + settings -> index in all
+    std::vector<std::string> model_key(gs.size());
+    for (size_t k = 0; k < gs.size(); ++k) {
+      model_key[k] = gs[k]->model.to_json().dump();
+      index.emplace(model_key[k] + gs[k]->settings.to_json().dump(), k);
     }
+    for (size_t k = 0; k < gs.size(); ++k)
+      for (const LadderPoint& lp : monotone_ladder(gs[k]->model, gs[k]->settings)) {
+        const std::string kk = model_key[k] + lp.settings.to_json().dump();
+        auto it = index.find(kk);
+        if (it == index.end()) {
+          std::unique_ptr<LayerGraph> g;
+          try {
+            g = std::make_unique<LayerGraph>(build_layer_graph(gs[k]->model, lp.settings));
+          } catch (const Error&) {
+            continue;  // not a valid configuration of this model (no bound from it)
+          }
+          all.push_back(g.get());
+          owned.push_back(std::move(g));
+          it = index.emplace(kk, all.size() - 1).first;
+        }
+        ladder[k].emplace_back(it->second, lp.label);
+      }
+  }
+  std::vector<IterationPrediction> out =
+      predict_iterations(all, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
+  for (IterationPrediction& p : out) {
+    if (!intervals || !p.refined) continue;
+    const Interval a = intervals->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms);
+    const Interval b = intervals->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
+    p.lo80_ms = a.lo;
+    p.hi80_ms = a.hi;
+    p.lo95_ms = b.lo;
+    p.hi95_ms = b.hi;
+  }
+  if (physics) {
+    for (size_t k = 0; k < all.size(); ++k) {
+      IterationPrediction& p = out[k];
+      p.t_model_ms = p.t_iter_ms;
+      p.t_roofline_ms = iteration_roofline_ms(*all[k], dev);
+      raise_to(p, p.t_roofline_ms, nullptr, "roofline");
+    }
+    for (size_t k = 0; k < gs.size(); ++k)
+      for (const auto& [j, label] : ladder[k])
+        raise_to(out[k], out[j].t_iter_ms, &out[j], "monotone: " + label);
+    // Among the inputs themselves (a sweep, a CSV): a running maximum along batch,
+    // then along seq, among inputs that differ in that one setting only. The
+    // second pass keeps the first one's order (a maximum of ordered rows is ordered).
+    for (const bool batch_axis : {true, false}) {
+      std::map<std::string, std::vector<size_t>> groups;
+      for (size_t k = 0; k < gs.size(); ++k) {
+        TrainSettings t = gs[k]->settings;
+        (batch_axis ? t.batch : t.seq_len) = 0;
+        groups[gs[k]->model.to_json().dump() + t.to_json().dump()].push_back(k);
+      }
+      auto axis = [&](size_t k) { return batch_axis ? gs[k]->settings.batch : gs[k]->settings.seq_len; };
+      for (auto& [gk, ks] : groups) {
+        if (ks.size() < 2) continue;
+        std::stable_sort(ks.begin(), ks.end(), [&](size_t a, size_t b) { return axis(a) < axis(b); });
+        size_t best = ks[0];
+        for (size_t k : ks) {
+          if (axis(best) < axis(k))
+            raise_to(out[k], out[best].t_iter_ms, &out[best],
+                     fmt::format("monotone: {} {}", batch_axis ? "batch" : "seq", axis(best)));
+          if (out[k].t_iter_ms >= out[best].t_iter_ms) best = k;
+        }
+      }
+    }
+  }
+  out.resize(gs.size());
   return out;
 }
 
@@ -98,6 +181,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   SCALEDL_CHECK(o.folds == 0 || o.folds >= 2, "--folds={} must be 0 or >= 2", o.folds);
   SCALEDL_CHECK(o.max_cv >= 0 && o.max_cv < 1, "--max-cv={} must be in [0, 1)", o.max_cv);
   const auto t0 = std::chrono::steady_clock::now();
+  StagingDir stage(out, {"manifest.json"}, "a bundle");  // checks --out before hours of training
 
   // Layer models: the stores' isolated layer rows (+ in-model node times).
   TrainingData data = load_training_data(o.dbs);
@@ -144,12 +228,9 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                 "layer models alone)",
                 o.dbs.front());
 
-  // Write into a temporary sibling; rename at the end.
-  const fs::path final_dir = fs::absolute(out);
-  const fs::path tmp = final_dir.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
+  // Write into a temporary sibling; rename at the end (fs_util.hpp).
+  const fs::path tmp = stage.path();
+  {
     lp.save((tmp / kLayersDir).string());
     nlohmann::json manifest;
     manifest["format"] = kBundleFormat;
@@ -211,13 +292,8 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
     manifest["files"] = files;
     manifest["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_json_file((tmp / "manifest.json").string(), manifest);
-    fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
+    stage.commit();
     return manifest;
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
   }
 }
 

@@ -17,6 +17,11 @@ nlohmann::json IterationPrediction::to_json() const {
           {"t_iter_ms", t_iter_ms}, {"refined", refined},  {"fallback_nodes", fallback_nodes},
           {"by_type_ms", by_type_ms}, {"ood_distance", ood_distance}, {"out_of_domain", ood_distance > 0},
           {"ood_feature", ood_feature}};
+  if (t_roofline_ms > 0) {
+    j["t_roofline_ms"] = t_roofline_ms;
+    j["t_model_ms"] = t_model_ms;
+    j["adjusted"] = adjusted;
+  }
   if (std::isfinite(lo80_ms))
     j["interval_ms"] = {{"80", {lo80_ms, hi80_ms}}, {"95", {lo95_ms, hi95_ms}}};
   return j;
@@ -104,8 +109,10 @@ IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& d
 
 int64_t iterations_per_epoch(int64_t samples, const TrainSettings& s) {
   SCALEDL_CHECK(samples >= 1, "--samples={} must be >= 1", samples);
+  SCALEDL_CHECK(s.batch >= 1 && s.num_devices >= 1, "batch={} x devices={} must be >= 1", s.batch, s.num_devices);
   const int64_t global_batch = s.batch * s.num_devices;
-  return (samples + global_batch - 1) / global_batch;
+  // ceil(samples / global_batch) without samples + global_batch - 1, which overflows near 2^63
+  return samples / global_batch + (samples % global_batch != 0 ? 1 : 0);
 }
 
 }  // namespace scaledl

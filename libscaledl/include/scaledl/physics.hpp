@@ -1,0 +1,48 @@
+#pragma once
+// Physical bounds on a predicted iteration time (issue #16), applied by
+// Bundle::predict_many to every prediction `scaledl predict` prints:
+//
+//   roofline   no iteration is faster than the sum over its layers of
+//              max(FLOP / peak rate, bytes / peak bandwidth) with the device's
+//              best rates (iteration_roofline_ms); a prediction below it is
+//              raised to it and flagged.
+//   monotone   at equal model, more tokens per iteration never take less time:
+//              a prediction is at least the prediction for every smaller
+//              configuration on the grid 1, 2, 3, 4, 6, 8, 12, ... (2^k, 3*2^k)
+//              of batch x seq (text models; batch only for vision), including
+//              its own batch and seq (monotone_ladder); a prediction below one
+//              of them is raised to it and flagged. Among the configurations of
+//              one call (a sweep) a running maximum along batch and seq follows.
+//
+// Predictions are then exactly monotone on the grid and within a sweep; between
+// separate calls off the grid, differences inside one grid step remain
+// (docs/predict.md measures them).
+#include <string>
+#include <vector>
+
+#include "scaledl/device.hpp"
+#include "scaledl/layer_graph.hpp"
+
+namespace scaledl {
+
+/// Upper bound of the device's compute rate for `dtype`, GFLOP/s: the largest
+/// spec peak that can serve it (FP32: FP32; TF32: TF32 or FP32; BF16/FP16: any),
+/// or twice the measured FP32 matmul rate when the record has no spec peak.
+double bound_gflops(const DeviceRecord& d, DType dtype);
+/// Upper bound of the device's memory bandwidth, GB/s: the larger of the spec
+/// peak and the measured copy rate.
+double bound_bandwidth_gbs(const DeviceRecord& d);
+/// The roofline time of one iteration, ms: sum over the graph's nodes of
+/// max(FLOP / bound_gflops, bytes beyond the last-level cache / bound_bandwidth_gbs).
+/// Bytes that fit in the cache (d.l2_mb) are not charged: they need not reach memory.
+double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d);
+
+/// The smaller configurations that bound `s` from below (see the top of this file):
+/// each with a label such as "batch 4", "seq 64" or "batch 4, seq 64".
+struct LadderPoint {
+  TrainSettings settings;
+  std::string label;
+};
+std::vector<LadderPoint> monotone_ladder(const ModelSpec& m, const TrainSettings& s);
+
+}  // namespace scaledl

@@ -1,0 +1,74 @@
+#include "scaledl/physics.hpp"
+
+#include <algorithm>
+
+#include "scaledl/error.hpp"
+#include "scaledl/layer_features.hpp"
+
+namespace scaledl {
+
+double bound_gflops(const DeviceRecord& d, DType dtype) {
+  double spec = d.peak_fp32_gflops;
+  if (dtype == DType::TF32) spec = std::max(spec, d.peak_tf32_gflops);
+  if (dtype == DType::BF16 || dtype == DType::FP16)
+    spec = std::max({spec, d.peak_tf32_gflops, d.peak_bf16_gflops});
+  // A measured matmul reaches 60-90 % of the peak; without a spec, twice the
+  // measured rate is a safe upper bound.
+  const double r = std::max(spec, 2.0 * d.measured_gflops);
+  SCALEDL_CHECK(r > 0, "device {} has no compute rate: cannot bound predictions by the roofline", d.key());
+  return r;
+}
+
+double bound_bandwidth_gbs(const DeviceRecord& d) {
+  const double r = std::max(d.peak_mem_bw_gbs, d.measured_bw_gbs);
+  SCALEDL_CHECK(r > 0, "device {} has no memory bandwidth: cannot bound predictions by the roofline", d.key());
+  return r;
+}
+
+double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d) {
+  const double gflops = bound_gflops(d, g.settings.dtype);
+  const double gbs = bound_bandwidth_gbs(d);
+  const double cache_bytes = std::max(0.0, d.l2_mb) * 1e6;
+  double t = 0;
+  for (const LayerNode& n : g.nodes) {
+    const double ct = n.flops() / (gflops * 1e6);
+    const double cm = std::max(0.0, traffic_bytes(n.cost, n.dir) - cache_bytes) / (gbs * 1e6);
+    t += std::max(ct, cm);
+  }
+  return t;
+}
+
+std::vector<LadderPoint> monotone_ladder(const ModelSpec& m, const TrainSettings& s) {
+  std::vector<LadderPoint> out;
+  // The grid 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 3 * 2^k) below v.
+  auto grid_below = [](int64_t v) {
+    std::vector<int64_t> g;
+    for (int64_t p = 1; p < v; p *= 2) {
+      g.push_back(p);
+      if (p >= 2 && p + p / 2 < v) g.push_back(p + p / 2);
+    }
+    return g;
+  };
+  // Every grid point of the rectangle below (batch, seq), including the lines
+  // batch = s.batch and seq = s.seq_len: along a chain of such points the
+  // bound carries from one setting to the other.
+  std::vector<int64_t> bs = grid_below(s.batch), qs = {s.seq_len};
+  bs.push_back(s.batch);
+  if (m.arch != Arch::VisionEncoder) {
+    qs = grid_below(s.seq_len);
+    qs.push_back(s.seq_len);
+  }
+  for (int64_t b : bs)
+    for (int64_t q : qs) {
+      if (b == s.batch && q == s.seq_len) continue;
+      TrainSettings t = s;
+      t.batch = b;
+      t.seq_len = q;  // (T5's tgt_len follows seq_len unless set: fewer tokens either way)
+      std::string label = b != s.batch ? "batch " + std::to_string(b) : "";
+      if (q != s.seq_len) label += (label.empty() ? "" : ", ") + std::string("seq ") + std::to_string(q);
+      out.push_back({t, label});
+    }
+  return out;
+}
+
+}  // namespace scaledl

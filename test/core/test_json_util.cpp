@@ -1,0 +1,82 @@
+// JSON reading hardened against hostile input (issue #16: deep nesting, numbers
+// beyond the double range, integers beyond int64): every case is one
+// scaledl::Error naming the source, the key and the value.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+
+using namespace scaledl;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("NOT A scaledl::Error: ") + e.what();
+  }
+  return "no error";
+}
+
+std::string deep(size_t n) { return std::string(n, '[') + std::string(n, ']'); }
+
+}  // namespace
+
+TEST(JsonDepth, DeeplyNestedTextIsOneErrorNotAStackOverflow) {
+  for (const std::string& text : {deep(100000), std::string(100000, '[') /* unterminated */,
+                                  [] {
+                                    std::string s;
+                                    for (int i = 0; i < 50000; ++i) s += "{\"a\":";
+                                    return s + "1" + std::string(50000, '}');
+                                  }()}) {
+    const std::string e = error_of([&] { (void)parse_json_text(text, "deep.json"); });
+    EXPECT_EQ(e.rfind("deep.json: malformed JSON: ", 0), 0u) << e;
+    EXPECT_NE(e.find("nested deeper than 64"), std::string::npos) << e;
+  }
+}
+
+TEST(JsonDepth, NestingUpToTheLimitIsAccepted) {
+  const json j = parse_json_text(deep(kMaxJsonDepth), "ok");
+  EXPECT_TRUE(j.is_array());
+  EXPECT_EQ(show(j).size(), 40u);  // dump() of the deepest accepted value is fine
+  EXPECT_NE(error_of([] { (void)parse_json_text(deep(kMaxJsonDepth + 1), "x"); }).find("deeper than"),
+            std::string::npos);
+}
+
+TEST(JsonDepth, ReadJsonFileNamesTheFile) {
+  const std::string path = testing::TempDir() + "/deep-file.json";
+  std::ofstream(path) << deep(100000);
+  const std::string e = error_of([&] { (void)read_json_file(path); });
+  EXPECT_EQ(e.rfind(path + ": malformed JSON: arrays/objects nested deeper than 64", 0), 0u) << e;
+}
+
+TEST(JsonNumbers, OverflowingNumberNamesTheKeyAndTheValue) {
+  std::string e = error_of([] { (void)parse_json_text(R"({"model_type": "bert", "hidden_size": 1e400})", "c.json"); });
+  EXPECT_EQ(e, "c.json: malformed JSON: hidden_size=1e400 is out of range (beyond +-1.8e308)");
+  e = error_of([] { (void)parse_json_text("[1, -2e999]", "a.json"); });
+  EXPECT_EQ(e, "a.json: malformed JSON: number -2e999 is out of range (beyond +-1.8e308)");
+  EXPECT_EQ(parse_json_text("1e-400", "x").get<double>(), 0.0);  // underflow is zero, not an error
+}
+
+TEST(JsonNumbers, IntegersBeyondInt64AreShownAsWritten) {
+  const json j = parse_json_text(R"({"a": 9223372036854775808, "b": 18446744073709551616, "c": 9223372036854775807,
+                                     "d": -9223372036854775809, "e": 1.5})",
+                                 "x");
+  std::string e = error_of([&] { (void)get_int(j, "a", "config", 1, 1 << 20); });
+  EXPECT_EQ(e, "config.a=9223372036854775808 is out of range [1, 1048576]");
+  e = error_of([&] { (void)get_int(j, "b", "config", 1, 1 << 20); });
+  EXPECT_NE(e.find("is out of range"), std::string::npos) << e;
+  EXPECT_EQ(e.find("-"), std::string::npos) << e;  // never shown negative
+  EXPECT_EQ(get_int(j, "c", "config", 0, INT64_MAX), INT64_MAX);
+  e = error_of([&] { (void)get_int(j, "d", "config", INT64_MIN, INT64_MAX); });
+  EXPECT_NE(e.find("config.d=-9.223372036854776e+18 is out of range"), std::string::npos) << e;
+  e = error_of([&] { (void)get_int(j, "e", "config", 0, 10); });
+  EXPECT_EQ(e, "config.e=1.5 is not an integer");
+}
