@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "scaledl/bundle.hpp"
 #include "scaledl/error.hpp"
@@ -190,4 +194,39 @@ TEST_F(PropertySweep, RawPredictionsAreTheModelsOwn) {
   EXPECT_TRUE(a.adjusted.empty());
   EXPECT_DOUBLE_EQ(b.t_model_ms, a.t_iter_ms);
   EXPECT_GE(b.t_iter_ms, a.t_iter_ms);
+}
+
+TEST_F(PropertySweep, BiggerModelsAreNotFaster) {
+  // No bound enforces this: it checks that the models themselves behave.
+  TrainSettings s;
+  s.batch = 8;
+  s.seq_len = 128;
+  double worst = INFINITY;
+  for (const auto& [name, key] : std::vector<std::pair<std::string, std::string>>{
+           {"bert-base", "num_hidden_layers"}, {"gpt2", "n_layer"}, {"t5-small", "num_layers"}}) {
+    SCOPED_TRACE(name);
+    double prev = 0;
+    for (int64_t layers : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48}) {
+      nlohmann::json cfg = nlohmann::json::parse(std::ifstream(kSrc + "/models/" + name + ".json"));
+      cfg[key] = layers;
+      const double t = one(parse_model_config(cfg, name), s).t_iter_ms;
+      if (prev > 0) {
+        EXPECT_GE(t, prev * (1 - 0.048)) << key << "=" << layers;
+        worst = std::min(worst, t / prev);
+      }
+      prev = t;
+    }
+  }
+  double prev = 0;
+  for (int64_t hidden : {192, 384, 768, 1152, 1536, 2304, 3072, 4608, 6144}) {  // multiples of BERT's 12 heads
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(kSrc + "/models/bert-base.json"));
+    cfg["hidden_size"] = hidden;
+    const double t = one(parse_model_config(cfg, "bert-base"), s).t_iter_ms;
+    if (prev > 0) {
+      EXPECT_GE(t, prev * (1 - 0.048)) << "hidden_size=" << hidden;
+      worst = std::min(worst, t / prev);
+    }
+    prev = t;
+  }
+  std::printf("depth and width sweeps: smallest ratio T(bigger) / T(smaller) = %.3f\n", worst);
 }
