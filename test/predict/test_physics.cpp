@@ -230,3 +230,18 @@ TEST_F(PropertySweep, BiggerModelsAreNotFaster) {
   }
   std::printf("depth and width sweeps: smallest ratio T(bigger) / T(smaller) = %.3f\n", worst);
 }
+
+TEST_F(PropertySweep, AMillionSamplesNeverBeatThePeak) {
+  // The case: --batch 1000000 implied 274 TFLOP/s on a GPU whose FP32 peak is 66.9.
+  const ModelSpec m = load_model_config(kSrc + "/models/bert-base.json");
+  TrainSettings s;
+  s.batch = 1000000;
+  const LayerGraph g = build_layer_graph(m, s);
+  const IterationPrediction p = bundle_->predict(g, *dev_);
+  const double flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
+  const double tflops = flops / (p.t_iter_ms * 1e-3) / 1e12;
+  std::printf("batch 1,000,000: %.1f ms, %.1f TFLOP/s implied (FP32 peak %.1f)\n", p.t_iter_ms, tflops,
+              dev_->peak_fp32_gflops / 1e3);
+  EXPECT_LE(tflops, dev_->peak_fp32_gflops / 1e3);
+  EXPECT_GE(p.t_iter_ms, p.t_roofline_ms);
+}
