@@ -66,9 +66,10 @@ TEST(XgbHardening, TreesXgboostWouldMisreadAreRefused) {
     const char* expect;
   };
   const std::vector<Case> cases = {
-      // a cycle: XGBoost's predictor loops forever on it
-      {[](nlohmann::json& m) { trees(m)[0]["left_children"][1] = 0; trees(m)[0]["right_children"][1] = 0; },
-       "trees[0]: node 0 is reached twice (cyclic tree)"},
+      // a node reached twice (a cycle or a shared subtree): XGBoost's predictor can loop forever
+      {[](nlohmann::json& m) { trees(m)[0]["right_children"][0] = trees(m)[0]["left_children"][0]; },
+       "is reached twice (cyclic tree)"},
+      {[](nlohmann::json& m) { trees(m)[0]["left_children"][0] = 0; }, "node 0 has a child index out of range"},
       {[](nlohmann::json& m) { trees(m)[0]["right_children"][0] = 1000; }, "node 0 has a child index out of range"},
       {[](nlohmann::json& m) { trees(m)[0]["split_indices"][0] = 99; }, "node 0 splits on feature 99 of 2"},
       // a repeated id: XGBoost leaves a tree slot empty and crashes predicting

@@ -20,8 +20,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +65,19 @@ struct Bundle {
   std::optional<IntervalModel> intervals;  ///< T_iter intervals (with a graph model)
   /// min and max of every global feature over the training graphs (name -> [lo, hi]).
   std::map<std::string, std::pair<double, double>> global_ranges;
+
+  /// The physical bounds' memo: T_iter and intervals (roofline applied) of every
+  /// configuration predicted so far, by SHA-256 of device record + model + settings, so
+  /// that repeated calls do not predict the same smaller configurations again.
+  /// Shared by copies of the bundle; cleared beyond 100,000 entries.
+  struct BoundsMemo {
+    struct Value {
+      double t_iter_ms, lo80_ms, hi80_ms, lo95_ms, hi95_ms;
+    };
+    std::mutex mu;
+    std::unordered_map<std::string, Value> values;
+  };
+  std::shared_ptr<BoundsMemo> bounds_memo = std::make_shared<BoundsMemo>();
 
   /// Prediction with this bundle's models, with intervals when the bundle has
   /// them; comm must be present when s.num_devices > 1. With `physics` (the

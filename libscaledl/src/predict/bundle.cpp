@@ -63,17 +63,24 @@ IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev
 }
 
 namespace {
-/// T_iter and its intervals raised to at least `floor` (none is ever lowered).
-void raise_to(IterationPrediction& p, double floor_ms, const IterationPrediction* from, const std::string& why) {
+using MemoValue = Bundle::BoundsMemo::Value;
+
+MemoValue memo_value(const IterationPrediction& p) {
+  return {p.t_iter_ms, p.lo80_ms, p.hi80_ms, p.lo95_ms, p.hi95_ms};
+}
+
+/// T_iter and its intervals raised to at least `floor` (none is ever lowered);
+/// `from` (may be null) is the prediction the floor came from.
+void raise_to(IterationPrediction& p, double floor_ms, const MemoValue* from, const std::string& why) {
   if (p.t_iter_ms >= floor_ms) return;
   p.t_iter_ms = floor_ms;
   p.adjusted = why;
   if (std::isfinite(p.lo80_ms)) {
-    const IterationPrediction* f = from;
-    p.lo80_ms = std::max(p.lo80_ms, f && std::isfinite(f->lo80_ms) ? f->lo80_ms : floor_ms);
-    p.hi80_ms = std::max(p.hi80_ms, f && std::isfinite(f->hi80_ms) ? f->hi80_ms : floor_ms);
-    p.lo95_ms = std::max(p.lo95_ms, f && std::isfinite(f->lo95_ms) ? f->lo95_ms : floor_ms);
-    p.hi95_ms = std::max(p.hi95_ms, f && std::isfinite(f->hi95_ms) ? f->hi95_ms : floor_ms);
+    auto pick = [&](double own, double theirs) { return std::max(own, from && std::isfinite(theirs) ? theirs : floor_ms); };
+    p.lo80_ms = pick(p.lo80_ms, from ? from->lo80_ms : NAN);
+    p.hi80_ms = pick(p.hi80_ms, from ? from->hi80_ms : NAN);
+    p.lo95_ms = pick(p.lo95_ms, from ? from->lo95_ms : NAN);
+    p.hi95_ms = pick(p.hi95_ms, from ? from->hi95_ms : NAN);
   }
 }
 }  // namespace
@@ -84,22 +91,37 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
     SCALEDL_CHECK(g->settings.num_devices == 1 || comm.has_value(),
                   "--devices={} but the bundle has no all-reduce calibration (train it with --comm FILE)",
                   g->settings.num_devices);
-  // The inputs, then (with physics) every distinct smaller ladder configuration.
+  // The inputs, then (with physics) every distinct smaller ladder configuration
+  // that neither an input nor the memo already holds.
   std::vector<const LayerGraph*> all = gs;
   std::vector<std::unique_ptr<LayerGraph>> owned;
-  std::vector<std::vector<std::pair<size_t, std::string>>> ladder(gs.size());  // (index in all, label)
+  std::vector<std::string> keys;              // memo key of all[k]
+  std::vector<MemoValue> known;               // memo hits
+  // Ladder of input k: (index in all, label) for points predicted here, and
+  // (index in known, label) for memo hits.
+  std::vector<std::vector<std::pair<size_t, std::string>>> ladder(gs.size());
+  std::vector<std::vector<std::pair<size_t, std::string>>> ladder_known(gs.size());
   if (physics) {
-    std::map<std::string, size_t> index;  // model + settings -> index in all
-    std::vector<std::string> model_key(gs.size());
+    const std::string dev_key = dev.to_json().dump() + "\n";  // the whole record: two specs may share a name
+    std::map<std::string, size_t> index;  // memo key -> index in all
+    std::vector<std::string> model_json(gs.size());
     for (size_t k = 0; k < gs.size(); ++k) {
-      model_key[k] = gs[k]->model.to_json().dump();
-      index.emplace(model_key[k] + gs[k]->settings.to_json().dump(), k);
+      model_json[k] = gs[k]->model.to_json().dump();
+      keys.push_back(sha256_hex(dev_key + model_json[k] + gs[k]->settings.to_json().dump()));
+      index.emplace(keys.back(), k);
     }
+    std::lock_guard<std::mutex> lock(bounds_memo->mu);
     for (size_t k = 0; k < gs.size(); ++k)
       for (const LadderPoint& lp : monotone_ladder(gs[k]->model, gs[k]->settings)) {
-        const std::string kk = model_key[k] + lp.settings.to_json().dump();
-        auto it = index.find(kk);
+        const std::string key = sha256_hex(dev_key + model_json[k] + lp.settings.to_json().dump());
+        auto it = index.find(key);
         if (it == index.end()) {
+          auto hit = bounds_memo->values.find(key);
+          if (hit != bounds_memo->values.end()) {
+            known.push_back(hit->second);
+            ladder_known[k].emplace_back(known.size() - 1, lp.label);
+            continue;
+          }
           std::unique_ptr<LayerGraph> g;
           try {
             g = std::make_unique<LayerGraph>(build_layer_graph(gs[k]->model, lp.settings));
@@ -108,7 +130,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
           }
           all.push_back(g.get());
           owned.push_back(std::move(g));
-          it = index.emplace(kk, all.size() - 1).first;
+          keys.push_back(key);
+          it = index.emplace(key, all.size() - 1).first;
         }
         ladder[k].emplace_back(it->second, lp.label);
       }
@@ -125,15 +148,24 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
     p.hi95_ms = b.hi;
   }
   if (physics) {
+    std::vector<MemoValue> vals(all.size());
     for (size_t k = 0; k < all.size(); ++k) {
       IterationPrediction& p = out[k];
       p.t_model_ms = p.t_iter_ms;
       p.t_roofline_ms = iteration_roofline_ms(*all[k], dev);
       raise_to(p, p.t_roofline_ms, nullptr, "roofline");
+      vals[k] = memo_value(p);
     }
-    for (size_t k = 0; k < gs.size(); ++k)
-      for (const auto& [j, label] : ladder[k])
-        raise_to(out[k], out[j].t_iter_ms, &out[j], "monotone: " + label);
+    {
+      std::lock_guard<std::mutex> lock(bounds_memo->mu);
+      if (bounds_memo->values.size() + all.size() > 100000) bounds_memo->values.clear();
+      for (size_t k = 0; k < all.size(); ++k) bounds_memo->values[keys[k]] = vals[k];
+    }
+    for (size_t k = 0; k < gs.size(); ++k) {
+      for (const auto& [j, label] : ladder[k]) raise_to(out[k], vals[j].t_iter_ms, &vals[j], "monotone: " + label);
+      for (const auto& [j, label] : ladder_known[k])
+        raise_to(out[k], known[j].t_iter_ms, &known[j], "monotone: " + label);
+    }
     // Among the inputs themselves (a sweep, a CSV): a running maximum along batch,
     // then along seq, among inputs that differ in that one setting only. The
     // second pass keeps the first one's order (a maximum of ordered rows is ordered).
@@ -150,9 +182,10 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
         std::stable_sort(ks.begin(), ks.end(), [&](size_t a, size_t b) { return axis(a) < axis(b); });
         size_t best = ks[0];
         for (size_t k : ks) {
-          if (axis(best) < axis(k))
-            raise_to(out[k], out[best].t_iter_ms, &out[best],
-                     fmt::format("monotone: {} {}", batch_axis ? "batch" : "seq", axis(best)));
+          if (axis(best) < axis(k)) {
+            const MemoValue v = memo_value(out[best]);
+            raise_to(out[k], v.t_iter_ms, &v, fmt::format("monotone: {} {}", batch_axis ? "batch" : "seq", axis(best)));
+          }
           if (out[k].t_iter_ms >= out[best].t_iter_ms) best = k;
         }
       }
