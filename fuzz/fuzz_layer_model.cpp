@@ -65,7 +65,8 @@ void directory(const std::string& text) {
   dev.peak_fp32_gflops = 1000;
   dev.peak_mem_bw_gbs = 100;
   for (const auto& info : all_layer_infos()) {
-    std::vector<int64_t> dims(info.dims.size(), 8);
+    std::vector<int64_t> dims;
+    for (const auto& n : info.dims) dims.push_back(n == "bias" || n == "kind" ? 1 : 8);
     const Direction d = info.type == LayerType::Optimizer ? Direction::Update : Direction::Forward;
     fuzz::guarded([&] { (void)p.predict(info.type, dims, DType::FP32, d, dev); });
   }

@@ -50,7 +50,7 @@ fi
 
 # LibTorch/XGBoost/OpenMP allocate at start-up and keep it: leak reports come
 # only from there (fuzz/lsan.supp); ASan/UBSan findings abort the run.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-"halt_on_error=1:abort_on_error=1:print_stacktrace=1:detect_odr_violation=0"}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-"halt_on_error=1:abort_on_error=1:print_stacktrace=1"}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-"halt_on_error=1:print_stacktrace=1"}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-"suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0"}
 export OMP_NUM_THREADS=1

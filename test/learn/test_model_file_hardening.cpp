@@ -79,6 +79,12 @@ TEST(XgbHardening, TreesXgboostWouldMisreadAreRefused) {
        "one output group only"},
       {[](nlohmann::json& m) { m["learner"]["gradient_booster"]["model"]["gbtree_model_param"]["num_trees"] = "9"; },
        "num_trees=9 but 3 trees"},
+      // an array XGBoost reads without checking that it is there (it crashed loading)
+      {[](nlohmann::json& m) { trees(m)[0].erase("split_type"); }, "trees[0].split_type is missing"},
+      {[](nlohmann::json& m) { trees(m)[0]["sum_hessian"].erase(0); }, "trees[0].sum_hessian does not have"},
+      {[](nlohmann::json& m) { trees(m)[0]["parents"][1] = 2; }, "children name another parent"},
+      {[](nlohmann::json& m) { m["learner"]["gradient_booster"]["name"] = "gblinear"; }, "is not \"gbtree\""},
+      {[](nlohmann::json& m) { m["learner"]["feature_types"] = {"c", "q"}; }, "feature_types must be empty"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json m = small_model();

@@ -42,20 +42,33 @@ int64_t param_int(const nlohmann::json& obj, const char* key) {
 /// node counts): a cycle makes its predictor loop forever, an index out of range
 /// reads out of bounds. Checks what our models (numeric splits, gbtree) contain.
 void check_trees(const nlohmann::json& learner, const std::string& ctx) {
-  if (!learner.is_object() || !learner.contains("gradient_booster")) return;
+  // What LayerPredictor trains: one regression output of gbtree (boosted trees or
+  // one round of a random forest), numeric features without names or types.
+  SCALEDL_CHECK(learner.is_object() && learner.contains("gradient_booster") &&
+                    learner.at("gradient_booster").is_object(),
+                "{}: learner.gradient_booster is missing", ctx);
   const nlohmann::json& gb = learner.at("gradient_booster");
-  const nlohmann::json* model = nullptr;
-  if (gb.is_object() && gb.contains("model")) model = &gb.at("model");                     // gbtree
-  if (gb.is_object() && gb.contains("gbtree") && gb.at("gbtree").is_object() && gb.at("gbtree").contains("model"))
-    model = &gb.at("gbtree").at("model");                                                   // dart
-  if (!model || !model->is_object() || !model->contains("trees")) return;                  // gblinear
+  SCALEDL_CHECK(gb.value("name", nlohmann::json()) == "gbtree", "{}: gradient_booster.name={} is not \"gbtree\"", ctx,
+                show(gb.value("name", nlohmann::json())));
+  const nlohmann::json mp = learner.value("learner_model_param", nlohmann::json::object());
+  SCALEDL_CHECK(param_int(mp, "num_class") <= 1 && param_int(mp, "num_target") <= 1,
+                "{}: several classes or targets are not supported", ctx);
+  for (const char* key : {"feature_names", "feature_types"})
+    SCALEDL_CHECK(!learner.contains(key) || (learner.at(key).is_array() && learner.at(key).empty()),
+                  "{}: learner.{} must be empty (this build does not name features)", ctx, key);
+  SCALEDL_CHECK(gb.contains("model") && gb.at("model").is_object() && gb.at("model").contains("trees"),
+                "{}: gradient_booster.model.trees is missing", ctx);
+  const nlohmann::json* model = &gb.at("model");
   const nlohmann::json& trees = model->at("trees");
   SCALEDL_CHECK(trees.is_array(), "{}: gradient_booster trees is not an array", ctx);
   const int64_t nf = param_int(learner.value("learner_model_param", nlohmann::json::object()), "num_feature");
   SCALEDL_CHECK(nf >= 1 && nf <= (int64_t(1) << 24), "{}: learner_model_param.num_feature is missing or invalid", ctx);
-  const int64_t nt = param_int(model->value("gbtree_model_param", nlohmann::json::object()), "num_trees");
+  const nlohmann::json gp = model->value("gbtree_model_param", nlohmann::json::object());
+  const int64_t nt = param_int(gp, "num_trees"), npt = param_int(gp, "num_parallel_tree");
   SCALEDL_CHECK(nt == static_cast<int64_t>(trees.size()), "{}: gbtree_model_param.num_trees={} but {} trees", ctx, nt,
                 trees.size());
+  SCALEDL_CHECK(npt >= 1 && nt % npt == 0, "{}: gbtree_model_param.num_parallel_tree={} does not divide {} trees", ctx,
+                npt, nt);
   SCALEDL_CHECK(model->contains("tree_info") && model->at("tree_info").is_array() &&
                     model->at("tree_info").size() == trees.size(),
                 "{}: tree_info does not list one group per tree", ctx);
@@ -63,8 +76,7 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
   for (const auto& g : model->at("tree_info"))
     SCALEDL_CHECK(g.is_number_integer() && g.get<int64_t>() == 0, "{}: tree_info holds {}: one output group only",
                   ctx, show(g));
-  SCALEDL_CHECK(param_int(model->value("gbtree_model_param", nlohmann::json::object()), "size_leaf_vector") <= 0,
-                "{}: vector leaves are not supported", ctx);
+  SCALEDL_CHECK(param_int(gp, "size_leaf_vector") <= 0, "{}: vector leaves are not supported", ctx);
   for (size_t ti = 0; ti < trees.size(); ++ti) {
     const nlohmann::json& t = trees[ti];
     const std::string tc = fmt::format("{}: trees[{}]", ctx, ti);
@@ -82,20 +94,35 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
                       t.at("id").get<int64_t>() == static_cast<int64_t>(ti),
                   "{}.id is not {}", tc, ti);
     const std::vector<int64_t> left = ints("left_children"), right = ints("right_children"),
-                               feat = ints("split_indices");
+                               feat = ints("split_indices"), parent = ints("parents");
     const int64_t n = static_cast<int64_t>(left.size());
-    SCALEDL_CHECK(n >= 1 && static_cast<int64_t>(right.size()) == n && static_cast<int64_t>(feat.size()) == n,
+    SCALEDL_CHECK(n >= 1 && static_cast<int64_t>(right.size()) == n && static_cast<int64_t>(feat.size()) == n &&
+                      static_cast<int64_t>(parent.size()) == n,
                   "{}: node arrays differ in length", tc);
     SCALEDL_CHECK(param_int(t.value("tree_param", nlohmann::json::object()), "num_nodes") == n,
                   "{}.tree_param.num_nodes differs from the {} nodes", tc, n);
-    for (const char* key : {"split_conditions", "default_left", "base_weights", "parents"})
+    // XGBoost 1.7 reads every one of these arrays without checking that it exists.
+    for (const char* key : {"split_conditions", "base_weights", "loss_changes", "sum_hessian"}) {
       SCALEDL_CHECK(t.contains(key) && t.at(key).is_array() && static_cast<int64_t>(t.at(key).size()) == n,
                     "{}.{} does not have {} entries", tc, key, n);
-    if (t.contains("split_type"))
-      for (const auto& x : t.at("split_type"))
-        SCALEDL_CHECK(x.is_number_integer() && x.get<int64_t>() == 0, "{}: categorical splits are not supported", tc);
-    SCALEDL_CHECK(!t.contains("categories") || (t.at("categories").is_array() && t.at("categories").empty()),
-                  "{}: categorical splits are not supported", tc);
+      for (const auto& x : t.at(key)) SCALEDL_CHECK(x.is_number(), "{}.{} holds {}, not a number", tc, key, show(x));
+    }
+    for (const char* key : {"default_left", "split_type"})
+      SCALEDL_CHECK(static_cast<int64_t>(ints(key).size()) == n, "{}.{} does not have {} entries", tc, key, n);
+    for (int64_t x : ints("split_type")) SCALEDL_CHECK(x == 0, "{}: categorical splits are not supported", tc);
+    for (const char* key : {"categories", "categories_nodes", "categories_segments", "categories_sizes"})
+      SCALEDL_CHECK(ints(key).empty(), "{}.{}: categorical splits are not supported", tc, key);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool leaf = left[i] == -1;
+      SCALEDL_CHECK(leaf == (right[i] == -1), "{}: node {} has one child", tc, i);
+      if (!leaf) {
+        SCALEDL_CHECK(left[i] > 0 && left[i] < n && right[i] > 0 && right[i] < n,
+                      "{}: node {} has a child index out of range", tc, i);
+        SCALEDL_CHECK(parent[left[i]] == i && parent[right[i]] == i, "{}: node {}'s children name another parent",
+                      tc, i);
+      }
+    }
+    SCALEDL_CHECK(parent[0] == 2147483647, "{}: the root has a parent ({})", tc, parent[0]);  // as XGBoost writes it
     // Every node reachable from the root exactly once: no cycle, no shared subtree.
     std::vector<char> seen(static_cast<size_t>(n), 0);
     std::vector<int64_t> stack = {0};
@@ -104,11 +131,7 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
       stack.pop_back();
       SCALEDL_CHECK(!seen[i], "{}: node {} is reached twice (cyclic tree)", tc, i);
       seen[i] = 1;
-      const bool leaf = left[i] == -1;
-      SCALEDL_CHECK(leaf == (right[i] == -1), "{}: node {} has one child", tc, i);
-      if (leaf) continue;
-      SCALEDL_CHECK(left[i] > 0 && left[i] < n && right[i] > 0 && right[i] < n,
-                    "{}: node {} has a child index out of range", tc, i);
+      if (left[i] == -1) continue;
       SCALEDL_CHECK(feat[i] >= 0 && feat[i] < nf, "{}: node {} splits on feature {} of {}", tc, i, feat[i], nf);
       stack.push_back(left[i]);
       stack.push_back(right[i]);
@@ -129,14 +152,22 @@ DMatrix::DMatrix(const float* data, size_t rows, size_t cols, const std::vector<
                 cols);
   SCALEDL_CHECK(labels.empty() || labels.size() == rows, "XGBoost DMatrix: {} labels for {} rows",
                 labels.size(), rows);
+  // Labels are checked before the handle exists: a constructor that throws runs
+  // no destructor, so a handle created first would leak (LeakSanitizer found it).
+  for (size_t i = 0; i < labels.size(); ++i)
+    SCALEDL_CHECK(std::isfinite(labels[i]), "XGBoost DMatrix: label[{}]={} is not finite", i, labels[i]);
   DMatrixHandle h = nullptr;
   check(XGDMatrixCreateFromMat(data, rows, cols, std::numeric_limits<float>::quiet_NaN(), &h),
         "XGDMatrixCreateFromMat");
   h_ = h;
   if (!labels.empty()) {
-    for (size_t i = 0; i < labels.size(); ++i)
-      SCALEDL_CHECK(std::isfinite(labels[i]), "XGBoost DMatrix: label[{}]={} is not finite", i, labels[i]);
-    check(XGDMatrixSetFloatInfo(h_, "label", labels.data(), labels.size()), "XGDMatrixSetFloatInfo(label)");
+    const int rc = XGDMatrixSetFloatInfo(h_, "label", labels.data(), labels.size());
+    if (rc != 0) {
+      const std::string why = last_error();
+      XGDMatrixFree(h_);
+      h_ = nullptr;
+      fail("XGBoost XGDMatrixSetFloatInfo(label) failed: {}", why);
+    }
   }
 }
 DMatrix::~DMatrix() {
