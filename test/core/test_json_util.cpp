@@ -8,22 +8,13 @@
 #include <string>
 
 #include "scaledl/error.hpp"
+#include "test_util.hpp"
 #include "scaledl/json_util.hpp"
 
 using namespace scaledl;
+using scaledl::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("NOT A scaledl::Error: ") + e.what();
-  }
-  return "no error";
-}
 
 std::string deep(size_t n) { return std::string(n, '[') + std::string(n, ']'); }
 

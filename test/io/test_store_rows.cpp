@@ -14,19 +14,9 @@
 #include "test_util.hpp"
 
 using namespace scaledl;
+using scaledl::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("NOT A scaledl::Error: ") + e.what();
-  }
-  return "<no error>";
-}
 
 /// A store with one device, one layer row and one model run, all valid.
 std::string good_store(const std::string& name) {

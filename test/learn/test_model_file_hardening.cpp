@@ -13,25 +13,16 @@
 #include <nlohmann/json.hpp>
 
 #include "scaledl/error.hpp"
+#include "test_util.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/neusight.hpp"
 #include "scaledl/xgb.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaledl;
+using scaledl::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("NOT A scaledl::Error: ") + e.what();
-  }
-  return "<no error>";
-}
 
 /// A trained 3-round model's XGBoost JSON.
 nlohmann::json small_model() {
