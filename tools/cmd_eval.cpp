@@ -1,5 +1,5 @@
 // scaledl eval: ScaleDL and its baselines on whole-iteration runs under the
-// protocols of eval.hpp (id, ood-family, ood-size, cross-device); writes
+// protocols of eval.hpp (id, ood-family, ood-size, cross-device, leave-one-device-out); writes
 // report.md, report.json, predictions.csv and gnuplot plots (docs/eval.md).
 // `scaledl eval layers` evaluates the per-layer regressors alone.
 #include <cmath>
@@ -26,7 +26,7 @@ struct EvalCmdOptions {
 
 scaledl::cli::Registrar reg(
     {"eval"},
-    "Evaluate ScaleDL and baselines on model runs: --protocol id|ood-family|ood-size|cross-device --out DIR; "
+    "Evaluate ScaleDL and baselines on model runs: --protocol id|ood-family|ood-size|cross-device|leave-one-device-out --out DIR; "
     "`eval layers` for the layer regressors",
     [](CLI::App& app) {
       auto o = std::make_shared<EvalCmdOptions>();
@@ -34,7 +34,7 @@ scaledl::cli::Registrar reg(
       // Not ->required(): `eval layers ...` must parse without them; checked below.
       app.add_option("--db", e.dbs, "training store(s): layer rows and model runs (repeatable)");
       app.add_option("--test-db", e.test_dbs, "cross-device test store(s), measured on other hardware (repeatable)");
-      app.add_option("--protocol", e.protocol, "id | ood-family | ood-size | cross-device")->capture_default_str();
+      app.add_option("--protocol", e.protocol, "id | ood-family | ood-size | cross-device | leave-one-device-out")->capture_default_str();
       app.add_option("--out", o->out, "report directory (report.md, report.json, predictions.csv, plots)");
       app.add_option("--seeds", e.seeds, "repetitions with other split/initialisation seeds, >= 1")->capture_default_str();
       app.add_option("--methods", o->methods, "comma-separated subset of: sum, scaledl-tc, scaledl-anee, scaledl-nomlp, "
@@ -59,6 +59,10 @@ scaledl::cli::Registrar reg(
       app.add_flag("--no-intervals", o->no_intervals, "do not calibrate and score scaledl-tc's intervals");
       app.add_flag("--no-plots", o->no_plots, "skip the gnuplot plots");
       app.add_flag("--no-ablations", o->no_ablations, "skip the learning curve and D-optimal vs random (id)");
+      app.add_flag("--transfer-features", e.layers.transfer_features,
+                   "layer models: add the tiling / wave and device-relative columns (docs/learn.md)");
+      app.add_flag("!--no-device-features", e.layers.device_features,
+                   "layer models: no h^dev columns (the device enters through roofline and transfer columns)");
       app.add_flag("--quiet", o->quiet, "no progress lines on stderr");
       return [o] {
         auto& e = o->e;

@@ -38,6 +38,13 @@ scaledl::cli::Registrar reg_import(
         for (const auto& [t, n] : s.per_type) std::cout << fmt::format("  {:<10} {:>7} rows\n", t, n);
         for (const auto& [op, n] : s.skipped)
           std::cout << fmt::format("  skipped {:<8} {:>6} rows (no ScaleDL layer type)\n", op, n);
+        if (s.labels.files) {
+          std::cout << fmt::format("{} end-to-end labels: {} runs inserted (campaign {}-labels)\n", s.labels.files,
+                                   s.labels.inserted, o->ns.campaign);
+          for (const auto& [d, n] : s.labels.per_device) std::cout << fmt::format("  {:<24} {:>4} runs\n", d, n);
+          for (const auto& [why, n] : s.labels.skipped)
+            std::cout << fmt::format("  skipped {:>3} labels: {}\n", n, why);
+        }
         return 0;
       };
     });

@@ -44,10 +44,10 @@ int run(const InspectOptions& o) {
     std::printf("%s\n", g.to_json().dump(1).c_str());
     return 0;
   }
-  std::printf("model %s (%s, %s), batch %lld, %s %lld, %s, optimizer %s\n", m.name.c_str(), to_string(m.family),
+  std::printf("model %s (%s, %s), batch %lld, %s %lld, %s, mode %s, optimizer %s\n", m.name.c_str(), to_string(m.family),
               to_string(m.arch), static_cast<long long>(s.batch),
               m.arch == Arch::VisionEncoder ? "tokens/sample" : "seq_len",
-              static_cast<long long>(tokens_per_sample(m, s)), to_string(s.dtype),
+              static_cast<long long>(tokens_per_sample(m, s)), to_string(s.dtype), to_string(run_mode(s)),
               s.optimizer_step ? to_string(s.optimizer) : "none");
   std::printf("%4s  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", "id", "name", "type", "dims", "flops_fwd",
               "flops_bwd", "params", "in_bytes", "out_bytes");

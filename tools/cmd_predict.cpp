@@ -59,7 +59,7 @@ struct Variant {
 };
 
 const std::vector<std::string>& setting_keys() {
-  static const std::vector<std::string> k = {"batch", "seq", "image", "dtype", "optimizer", "devices", "samples"};
+  static const std::vector<std::string> k = {"batch", "seq", "image", "dtype", "optimizer", "mode", "devices", "samples"};
   return k;
 }
 
@@ -126,6 +126,7 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
     if (k == "image") r.s.image_size = parse_int(val, k, 1, int64_t{1} << 16);
     if (k == "dtype") r.s.dtype = parse_dtype(val, k);
     if (k == "optimizer") r.s.optimizer = parse_optimizer(val, k);
+    if (k == "mode") set_run_mode(r.s, parse_run_mode(val, k));
     if (k == "devices") r.s.num_devices = parse_int(val, k, 1, int64_t{1} << 20);
     if (k == "samples") r.samples = parse_int(val, k, 0, int64_t{1} << 50);
   }
@@ -247,6 +248,7 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
       nlohmann::json j = preds[i].to_json();
       j["model"] = res[i].label;
       j["settings"] = res[i].s.to_json();
+      j["mode"] = to_string(run_mode(res[i].s));
       const int64_t it = res[i].samples ? iterations_per_epoch(res[i].samples, res[i].s) : o.iterations;
       j["iterations_per_epoch"] = it;
       j["t_epoch_s"] = it ? nlohmann::json(it * preds[i].t_iter_ms / 1e3) : nlohmann::json();
@@ -256,7 +258,7 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   } else {
     std::string out =
         "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,hi80_ms,"
-        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted\n";
+        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted,mode\n";
     for (size_t i = 0; i < preds.size(); ++i) {
       const auto& p = preds[i];
       const auto& s = res[i].s;
@@ -264,13 +266,14 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
       std::string q = "\"";
       for (char ch : res[i].label) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
       q += "\"";
-      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{}\n", q, s.batch,
+      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{}\n", q, s.batch,
                          s.seq_len, s.image_size, to_string(s.dtype), s.optimizer_step ? to_string(s.optimizer) : "none",
                          s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms),
                          num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms), p.ood_distance > 0 ? 1 : 0, it,
                          it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
                          p.t_roofline_ms > 0 ? num(p.t_model_ms) : std::string(),
-                         p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), p.adjusted);
+                         p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), p.adjusted,
+                         to_string(run_mode(s)));
     }
     std::cout << out;
   }
@@ -347,6 +350,7 @@ int run(const PredictOptions& o) {
     nlohmann::json j = p.to_json();
     j["model"] = m.name;
     j["settings"] = s.to_json();
+    j["mode"] = to_string(run_mode(s));
     j["device"] = dev.key();
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
@@ -357,8 +361,8 @@ int run(const PredictOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("model        {} ({}), batch {} x {} device(s), {}, optimizer {}\n", m.name,
-                           to_string(m.family), s.batch, s.num_devices, to_string(s.dtype),
+  std::cout << fmt::format("model        {} ({}), batch {} x {} device(s), {}, mode {}, optimizer {}\n", m.name,
+                           to_string(m.family), s.batch, s.num_devices, to_string(s.dtype), to_string(run_mode(s)),
                            s.optimizer_step ? to_string(s.optimizer) : "none")
             << fmt::format("device       {}\n", dev.key())
             << fmt::format("T_sum        {:10.3f} ms   sum of {} layer predictions{}\n", p.t_sum_ms, g.nodes.size(),

@@ -49,6 +49,15 @@ scaledl::cli::Registrar reg(
                      "also train on runs marked unstable whose iteration CV is <= this (0 = ok rows only)")
           ->capture_default_str();
       app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
+      app.add_flag("--transfer-features", o->b.layers.transfer_features,
+                   "layer models: add the tiling / wave and device-relative columns (docs/learn.md)");
+      app.add_flag("!--no-device-features", o->b.layers.device_features,
+                   "layer models: no h^dev columns (the device enters through roofline and transfer columns)");
+      app.add_option("--nthread", o->b.layers.nthread, "XGBoost threads, 0 = automatic")
+          ->check(CLI::Range(0, 1024))
+          ->capture_default_str();
+      app.add_flag("--reproducible", o->b.reproducible,
+                   "no time, duration or build commit in the manifest: same inputs, same bytes (use --threads 1)");
       app.add_flag("--no-graph", o->no_graph, "layer models only (no refinement: T_iter = T_sum + T_comm)");
       app.add_flag("--json", o->json, "print the manifest as JSON");
       return [o] {
@@ -93,7 +102,9 @@ scaledl::cli::Registrar reg(
                                      m["graph"]["cv"]["folds"].get<int64_t>(),
                                      100 * m["graph"]["cv"]["mre"].get<double>());
         }
-        std::cout << fmt::format("wrote       {} files in {:.1f} s\n", m["files"].size(), m["seconds"].get<double>());
+        std::cout << (m.contains("seconds") ? fmt::format("wrote       {} files in {:.1f} s\n", m["files"].size(),
+                                                          m["seconds"].get<double>())
+                                            : fmt::format("wrote       {} files (reproducible)\n", m["files"].size()));
         return 0;
       };
     });

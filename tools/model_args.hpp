@@ -31,7 +31,8 @@ struct ModelArgs {
   int64_t image = 0;          ///< image side in pixels for vision models (0 = the config's)
   std::string dtype;          ///< fp32|tf32|bf16|fp16 ("" = config/default fp32)
   std::string optimizer;      ///< sgd|adam|adamw ("" = config/default adamw)
-  bool no_optimizer = false;  ///< leave out the optimizer step
+  bool no_optimizer = false;  ///< leave out the optimizer step (= --mode fwd-bwd)
+  std::string mode;           ///< train|fwd-bwd|inference ("" = config/default train)
 
   void add_to(CLI::App& app, bool model_required = true) {
     auto* m = app.add_option("model", model, "Hugging Face config.json");
@@ -45,7 +46,11 @@ struct ModelArgs {
         ->excludes(seq_opt);
     app.add_option("--dtype", dtype, "fp32, tf32, bf16 or fp16 (default fp32)");
     app.add_option("--optimizer", optimizer, "sgd, adam or adamw (default adamw)");
-    app.add_flag("--no-optimizer", no_optimizer, "leave out the optimizer step");
+    auto* mode_opt = app.add_option("--mode", mode,
+                                    "train (forward + backward + optimizer step, default), fwd-bwd (no optimizer "
+                                    "step) or inference (forward only, no grad)");
+    app.add_flag("--no-optimizer", no_optimizer, "leave out the optimizer step (same as --mode fwd-bwd)")
+        ->excludes(mode_opt);
   }
 
   /// Parses and validates the config, then applies the flags on top of its settings.
@@ -67,6 +72,7 @@ struct ModelArgs {
     if (!dtype.empty()) s.dtype = parse_dtype(dtype, "--dtype");
     if (!optimizer.empty()) s.optimizer = parse_optimizer(optimizer, "--optimizer");
     if (no_optimizer) s.optimizer_step = false;
+    if (!mode.empty()) set_run_mode(s, parse_run_mode(mode, "--mode"));
   }
 };
 

@@ -4,6 +4,7 @@
 // roofline and no fall in time as batch or seq grow (one prediction per call,
 // so only the ladder, not the sweep's own running maximum, keeps them in order).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -101,7 +102,9 @@ TEST(Ladder, IsTheGridBelowBatchAndSeqAndNoSeqForVision) {
 class PropertySweep : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = ::testing::TempDir() + "/physics_bundle";
+    // One folder per process: ctest -j runs each PropertySweep test in its own
+    // process, and one's TearDownTestSuite must not remove another's bundle.
+    dir_ = ::testing::TempDir() + "/physics_bundle_" + std::to_string(::getpid());
     BundleTrainOptions o;
     o.dbs = {kSrc + "/datasets/h100/h100.sqlite"};
     train_bundle(o, dir_);

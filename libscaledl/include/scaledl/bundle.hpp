@@ -55,6 +55,9 @@ struct BundleTrainOptions {
   int64_t folds = 0;                  ///< > 0: k-fold CV of the refinement, reported in the manifest
   double max_cv = 0.10;               ///< usable_model_label: also "unstable" runs with iter CV <= this
   std::string command;                ///< the command line, recorded in the manifest
+  /// Leave the creation time, training duration and build commit out of the
+  /// manifest, so that the same data, options and build give a byte-identical bundle.
+  bool reproducible = false;
 };
 
 struct Bundle {

@@ -9,6 +9,9 @@
 //                 iteration, test on the largest 30 %
 //   cross-device  train on --db, test on --test-db, measured on other hardware;
 //                 the test device is known only by its probe record
+//   leave-one-device-out  one split per device of the store: every model (layer
+//                 models included) trains on the other devices' rows and runs; the
+//                 held-out device is known only by its record (spec sheet)
 //
 // Methods, all on the same splits:
 //   sum            T_sum + T_comm of the XGBoost layer models (no run-level training)
@@ -119,6 +122,9 @@ struct EvalResult {
 struct EvalSplit {
   std::string name;
   std::vector<size_t> train, test;
+  /// leave-one-device-out: the device (key) whose layer rows and runs no model of
+  /// this split trains on; "" otherwise.
+  std::string held_out_device;
 };
 std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::string& protocol, uint64_t seed);
 

@@ -12,6 +12,12 @@
 //             and the bytes moved in this direction (traffic_bytes)
 //   CT        flops / compute rate, ms (PreNeT "CT"); CM = traffic_bytes / bandwidth, ms;
 //             roofline = max(CT, CM), ms; AI = flops / traffic_bytes, FLOP/byte
+//   transfer  (FeatureOptions::transfer) what the shape becomes on this device: the
+//             GEMM's output tiles of 128x128 and 64x64, waves = ceil(tiles / SMs)
+//             and the efficiency of the last wave tiles / (waves * SMs); for other
+//             layers the same over blocks of 1,024 output elements, 8 blocks per SM;
+//             the working set over L2 and the arithmetic intensity over the
+//             device's ridge point (GFLOP/s / GB/s). All determined by a spec sheet.
 //
 // Kernel names, grid or block sizes of a measurement are outcomes, never features.
 // Every column is a float; no column is ever missing for a valid input.
@@ -27,7 +33,17 @@ namespace scaledl {
 struct FeatureOptions {
   /// include the PreNeT roofline columns ct_ms, cm_ms, roofline_ms, arith_intensity
   bool roofline = true;
+  /// include the tiling / wave-quantisation and device-relative columns (see above)
+  bool transfer = false;
+  /// include h^dev (DeviceRecord::features()) as columns; false: the device enters
+  /// only through the roofline and the transfer columns, so the trees cannot learn
+  /// device identities (a held-out GPU would fall on one training GPU's leaves)
+  bool device = true;
 };
+
+/// GEMM view of a layer: batch x [m x k] . [k x n] (Linear, BMM, Attention's QK^T,
+/// the patch convolution); false for layers that are not one GEMM.
+bool gemm_shape(LayerType t, const int64_t* dims, double& batch, double& m, double& n, double& k);
 
 /// Bytes a straightforward kernel moves in direction `dir` (LayerCost fields):
 /// fwd: in + out + weight + temp (read X, W; write Y; masks/statistics);

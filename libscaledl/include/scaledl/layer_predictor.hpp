@@ -47,6 +47,8 @@ struct TrainOptions {
   /// model's rows (saved in the manifest). Chosen by measurement: docs/learn.md.
   std::string target = "log_roofline_floor";
   bool roofline_features = true; ///< PreNeT CT/CM columns (FeatureOptions::roofline)
+  bool transfer_features = false; ///< tiling, waves and device-relative columns (FeatureOptions::transfer)
+  bool device_features = true;   ///< h^dev columns (FeatureOptions::device)
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
   /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
   /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored
@@ -198,6 +200,7 @@ struct CvResult {
   size_t n = 0;        ///< test rows
   double rmse_ms = 0;  ///< sqrt(mean((pred - true)^2)), ms
   double mre_pct = 0;  ///< 100 * mean(|pred - true| / true), %
+  double bias_pct = 0; ///< 100 * mean((pred - true) / true), %: the sign says too high (+) or too low (-)
 };
 
 /// Fixed-width table of results (columns method, type, dir, device, n, RMSE_ms, MRE_%).

@@ -77,11 +77,24 @@ struct TrainSettings {
   DType dtype = DType::FP32;
   OptimizerKind optimizer = OptimizerKind::AdamW;
   bool optimizer_step = true;       ///< iteration includes the optimizer step
+  bool backward = true;             ///< false: inference, forward only under no-grad (no optimizer step either)
   int64_t num_devices = 1;          ///< data-parallel replicas (all-reduce of gradients)
   int64_t tgt_len = 0;              ///< T5 decoder tokens per sample; 0 = seq_len
 
   nlohmann::json to_json() const;
 };
+
+/// What one iteration runs (`--mode`): train = forward + backward + optimizer step,
+/// fwd-bwd = without the optimizer step, inference = forward only under no-grad
+/// (no backward nodes, no saved activations). Stored as TrainSettings::backward and
+/// ::optimizer_step; settings JSON carries "backward" only when it is false, so the
+/// keys of runs stored before modes existed are unchanged.
+enum class RunMode : int { Train = 0, FwdBwd, Inference };
+const char* to_string(RunMode m);
+/// "train", "fwd-bwd" or "inference"; anything else is an Error naming `ctx` and the value.
+RunMode parse_run_mode(const std::string& v, const std::string& ctx = "mode");
+RunMode run_mode(const struct TrainSettings& s);
+void set_run_mode(struct TrainSettings& s, RunMode m);
 
 /// Reads a config.json object; `ctx` names the source in messages (e.g. the path).
 /// Validates everything and throws Error naming the key and value on any problem.

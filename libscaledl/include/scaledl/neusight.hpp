@@ -21,11 +21,13 @@
 // latency or shape, unknown GPU) is an Error naming file:line and the value.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "scaledl/model_spec.hpp"
 #include "scaledl/store.hpp"
 
 namespace scaledl {
@@ -36,6 +38,32 @@ struct NeusightImportOptions {
   bool transformer_shapes = true;    ///< also read ops-transformer-shapes/*.csv
 };
 
+/// What an end-to-end label's file name says: <model>-<inf|train>-<seq>-<batch>[-suffix].
+struct NeusightLabel {
+  std::string model;       ///< model_configs/<model>.json
+  RunMode mode = RunMode::Inference;  ///< inf -> inference; train -> fwd-bwd (no optimizer step in the artifact)
+  int64_t seq = 0, batch = 0;
+  std::string suffix;      ///< "fusion", "dp4", "tp4", "pp4_1", ... ("" = single-GPU eager)
+};
+std::optional<NeusightLabel> parse_neusight_label_name(const std::string& stem);
+
+struct NeusightLabelSummary {
+  size_t files = 0;                           ///< label JSON files seen
+  size_t inserted = 0;                        ///< new model runs
+  std::map<std::string, size_t> skipped;      ///< reason -> files not imported
+  std::map<std::string, size_t> per_device;   ///< inserted runs per device name
+  nlohmann::json to_json() const;
+};
+
+/// Imports `root`/labels/<GPU>/*.json (single-GPU eager labels: e2e_latency =
+/// T_iter, mode from the name; configs from `root`/model_configs) as model runs
+/// of `campaign`, source "neusight". torch.compile (-fusion) and multi-GPU
+/// (-dpN/-tpN/-ppN_M) labels and models the IR cannot parse are counted in
+/// `skipped`. `device_keys` maps device names to store keys. A malformed file is
+/// an Error naming it. No labels/ folder: nothing imported.
+NeusightLabelSummary import_neusight_labels(const std::string& root, const std::string& campaign, Store& store,
+                                            const std::map<std::string, std::string>& device_keys);
+
 struct NeusightImportSummary {
   size_t files = 0;                        ///< CSV files read
   size_t rows = 0;                         ///< data rows read
@@ -44,6 +72,7 @@ struct NeusightImportSummary {
   size_t devices = 0;                      ///< device rows written
   std::map<std::string, size_t> per_type;  ///< mapped rows per layer type
   std::map<std::string, size_t> skipped;   ///< unmapped rows per NeuSight op
+  NeusightLabelSummary labels;             ///< end-to-end labels (campaign "<campaign>-labels")
   double seconds = 0;                      ///< wall time of the import
   nlohmann::json to_json() const;
 };

@@ -107,8 +107,23 @@ std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::
     EvalSplit s{"cross-device", {}, test_store};
     for (auto& [fam, idx] : by_family) s.train.insert(s.train.end(), idx.begin(), idx.end());
     out.push_back(std::move(s));
+  } else if (protocol == "leave-one-device-out") {
+    std::map<std::string, std::vector<size_t>> by_device;
+    for (auto& [fam, idx] : by_family)
+      for (size_t i : idx) by_device[runs[i].device].push_back(i);
+    SCALEDL_CHECK(by_device.size() >= 2,
+                  "--protocol=leave-one-device-out needs runs of >= 2 devices, the store has {} ({})",
+                  by_device.size(), by_device.begin()->first);
+    for (auto& [dev, idx] : by_device) {
+      EvalSplit s{"device:" + dev, {}, idx};
+      s.held_out_device = dev;
+      for (auto& [d2, idx2] : by_device)
+        if (d2 != dev) s.train.insert(s.train.end(), idx2.begin(), idx2.end());
+      out.push_back(std::move(s));
+    }
   } else {
-    fail("--protocol=\"{}\" is not a protocol (id, ood-family, ood-size, cross-device)", protocol);
+    fail("--protocol=\"{}\" is not a protocol (id, ood-family, ood-size, cross-device, leave-one-device-out)",
+         protocol);
   }
   for (auto& s : out) {
     SCALEDL_CHECK(!s.train.empty(), "--protocol={}: split {} has no training runs", protocol, s.name);

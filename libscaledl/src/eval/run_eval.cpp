@@ -242,6 +242,8 @@ EvalResult run_eval(const EvalOptions& o) {
   // An unknown protocol, or a split that would be empty or too small, fails
   // now, before any training.
   (void)make_splits(res.runs, o.protocol, 0);
+  const bool lodo = o.protocol == "leave-one-device-out";
+  SCALEDL_CHECK(!(lodo && o.in_model), "--in-model is not supported with --protocol=leave-one-device-out");
 
   // Layer models on the training stores' isolated rows; graphs of every run.
   TrainOptions lo = o.layers;
@@ -253,7 +255,7 @@ EvalResult run_eval(const EvalOptions& o) {
   for (size_t i = 0; i < res.runs.size(); ++i) {
     EvalRun& r = res.runs[i];
     const LayerGraph g = build_layer_graph(r.spec, r.settings);
-    if (o.in_model) irs.push_back(g);
+    if (o.in_model || lodo) irs.push_back(g);
     r.flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
     GraphContext gc;
     gc.device = devices.at(r.device);
@@ -285,9 +287,40 @@ EvalResult run_eval(const EvalOptions& o) {
     log(fmt::format("in-model samples: {} from {} ok runs", im_samples.size(), st.runs));
   }
   std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
-  auto graphs_for = [&](const std::vector<size_t>& train) {
+  std::map<std::string, std::vector<GraphFeatures>> device_cache;  // leave-one-device-out: by held-out device
+  auto graphs_for = [&](const EvalSplit& sp) {
+    const std::vector<size_t>& train = sp.train;
     std::vector<const GraphFeatures*> G(res.runs.size());
     for (size_t i = 0; i < G.size(); ++i) G[i] = &res.runs[i].graph;
+    if (!sp.held_out_device.empty()) {
+      // Layer models without a single row of the held-out device.
+      auto it = device_cache.find(sp.held_out_device);
+      if (it == device_cache.end()) {
+        const auto tl = Clock::now();
+        std::vector<LayerSample> smp;
+        for (const auto& x : layer_samples)
+          if (x.device != sp.held_out_device) smp.push_back(x);
+        std::map<std::string, DeviceRecord> devs = data.devices;
+        devs.erase(sp.held_out_device);
+        TrainOptions lo = o.layers;
+        lo.verbose = false;
+        const LayerPredictor lp = LayerPredictor::train_samples(smp, devs, lo);
+        std::vector<GraphFeatures> own(res.runs.size());
+        for (size_t i = 0; i < res.runs.size(); ++i) {
+          const EvalRun& r = res.runs[i];
+          GraphContext gc;
+          gc.device = devices.at(r.device);
+          gc.target_ms = r.target_ms;
+          own[i] = featurize(irs[i], lp.predict_nodes(irs[i], gc.device), gc);
+          own[i].label = r.label;
+        }
+        it = device_cache.emplace(sp.held_out_device, std::move(own)).first;
+        log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device, smp.size(),
+                        layer_samples.size(), secs_since(tl)));
+      }
+      for (size_t i = 0; i < G.size(); ++i) G[i] = &it->second[i];
+      return G;
+    }
     if (!o.in_model) return G;
     auto it = split_cache.find(train);
     if (it == split_cache.end()) {
@@ -335,20 +368,27 @@ EvalResult run_eval(const EvalOptions& o) {
   std::vector<std::string> split_names;
   for (int seed = 0; seed < o.seeds; ++seed) {
     const uint64_t sd = static_cast<uint64_t>(seed);
-    // Per-layer MLP sums (layer-level training, independent of the split).
-    for (const bool roofline : {false, true}) {
-      const std::string m = roofline ? "prenet" : "mlp-acc";
-      if (std::find(methods.begin(), methods.end(), m) == methods.end()) continue;
-      CvOptions cv;
-      cv.mlp_epochs = o.mlp_epochs;
-      cv.seed = sd + 1;
-      cv.mlp_roofline = roofline;
-      std::vector<double> p = fit_predict("mlp", layer_samples, nodes, devices, cv);
-      for (auto& r : res.runs) (roofline ? r.sum_prenet_ms : r.sum_mlp_acc_ms) = 0;
-      for (size_t j = 0; j < p.size(); ++j)
-        (roofline ? res.runs[node_run[j]].sum_prenet_ms : res.runs[node_run[j]].sum_mlp_acc_ms) += p[j];
-      log(fmt::format("seed {}: {} layer sums", seed, m));
-    }
+    // Per-layer MLP sums (layer-level training, independent of the split except
+    // for leave-one-device-out, where each split trains without its device's rows).
+    auto per_layer_sums = [&](int seed, const std::string& held_out) {
+      std::vector<LayerSample> smp;
+      for (const auto& x : layer_samples)
+        if (x.device != held_out) smp.push_back(x);
+      for (const bool roofline : {false, true}) {
+        const std::string m = roofline ? "prenet" : "mlp-acc";
+        if (std::find(methods.begin(), methods.end(), m) == methods.end()) continue;
+        CvOptions cv;
+        cv.mlp_epochs = o.mlp_epochs;
+        cv.seed = static_cast<uint64_t>(seed) + 1;
+        cv.mlp_roofline = roofline;
+        std::vector<double> p = fit_predict("mlp", smp, nodes, devices, cv);
+        for (auto& r : res.runs) (roofline ? r.sum_prenet_ms : r.sum_mlp_acc_ms) = 0;
+        for (size_t j = 0; j < p.size(); ++j)
+          (roofline ? res.runs[node_run[j]].sum_prenet_ms : res.runs[node_run[j]].sum_mlp_acc_ms) += p[j];
+        log(fmt::format("seed {}: {} layer sums{}", seed, m, held_out.empty() ? "" : " without " + held_out));
+      }
+    };
+    if (!lodo) per_layer_sums(seed, "");
     const std::vector<EvalSplit> splits = make_splits(res.runs, o.protocol, sd);
     std::vector<size_t> sweep;
     for (size_t i = 0; i < res.runs.size(); ++i)
@@ -360,7 +400,8 @@ EvalResult run_eval(const EvalOptions& o) {
       if (seed == 0) split_names.push_back(sp.name);
       std::vector<size_t> test = sp.test;
       test.insert(test.end(), sweep.begin(), sweep.end());
-      const std::vector<const GraphFeatures*> G = graphs_for(sp.train);
+      const std::vector<const GraphFeatures*> G = graphs_for(sp);
+      if (lodo) per_layer_sums(seed, sp.held_out_device);
       for (const auto& m : methods) {
         const auto tm = Clock::now();
         const bool with_iv = o.intervals && m == "scaledl-tc";
@@ -386,6 +427,13 @@ EvalResult run_eval(const EvalOptions& o) {
           truth_all[m].push_back(r.target_ms);
           fam[m][r.family].first.push_back(p[j]);
           fam[m][r.family].second.push_back(r.target_ms);
+          if (lodo) {  // also per held-out device and per device and mode (the unseen-GPU tables)
+            for (const std::string& k : {"device " + r.device, "device " + r.device + " " + to_string(run_mode(r.settings)),
+                                         "mode " + std::string(to_string(run_mode(r.settings)))}) {
+              fam[m][k].first.push_back(p[j]);
+              fam[m][k].second.push_back(r.target_ms);
+            }
+          }
         }
         log(fmt::format("seed {} {}: {} trained on {} runs, tested on {} ({:.1f} s)", seed, sp.name, m,
                         sp.train.size(), sp.test.size(), secs_since(tm)));
@@ -421,7 +469,7 @@ EvalResult run_eval(const EvalOptions& o) {
     // Ablations on the id split: error vs training runs, D-optimal vs random.
     if (o.ablations && o.protocol == "id") {
       const EvalSplit& sp = splits.at(0);
-      const std::vector<const GraphFeatures*> G = graphs_for(sp.train);
+      const std::vector<const GraphFeatures*> G = graphs_for(sp);
       std::vector<double> truth;
       for (size_t i : sp.test) truth.push_back(res.runs[i].target_ms);
       std::mt19937_64 rng(sd * 31 + 7);

@@ -5,6 +5,8 @@
 //   1. forward nodes in execution order, ending with head.loss;
 //   2. backward nodes "<name>.bwd" in reverse forward order (peer = forward id);
 //   3. optim.step (Direction::Update) when settings.optimizer_step.
+// Inference (settings.backward false): forward nodes only, no head.loss, no
+// dropout (eval mode is the identity), no saved-tensor edges.
 // Edges:
 //   forward u -> v          activation [shape of u's output], backward=false;
 //   backward v.bwd -> u.bwd gradient of that activation, backward=true;
@@ -111,7 +113,7 @@ class Forward {
   Builder B_;
 
   int dropout(const std::string& name, double p, int x, int64_t elems, const Shape& shape, int block) {
-    if (p <= 0) return x;
+    if (p <= 0 || !g_.settings.backward) return x;  // inference: eval mode, dropout is the identity
     return B_.add(name, LayerType::Dropout, {elems}, shape, {x}, block);
   }
 
@@ -199,6 +201,12 @@ class Forward {
     return B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, cur}, blk);
   }
 
+  /// The loss "head.loss" over `ins`; inference computes none (the last input is the output).
+  int loss(std::vector<int64_t> dims, const std::vector<In>& ins) {
+    if (!g_.settings.backward) return ins.back().id;
+    return B_.add("head.loss", LayerType::CrossEntropy, std::move(dims), {1}, ins);
+  }
+
   /// LM head over all tokens and the loss: CrossEntropy [b*s, vocab].
   int lm_loss(int x, int64_t s) {
     const int64_t h = m_.hidden, t = b_ * s, V = m_.vocab_size;
@@ -213,7 +221,7 @@ class Forward {
     const bool bias = m_.family == Family::Bert;  // BERT's decoder has a vocab bias
     int lm = B_.add("head.lm", LayerType::Linear, {t, m_.embed_dim, V, bias}, {b_, s, V}, {cur});
     if (m_.tie_word_embeddings) B_.share_weight(lm, bias ? double(V) : 0.0);
-    return B_.add("head.loss", LayerType::CrossEntropy, {t, V}, {1}, {lm});
+    return loss({t, V}, {lm});
   }
 
   int text() {
@@ -241,7 +249,7 @@ class Forward {
     int pooled = B_.add("head.pooler", LayerType::Linear, {b_, h, h, 1}, {b_, h}, {In(x, {b_, h})});
     pooled = dropout("head.dropout", m_.dropout, pooled, b_ * h, {b_, h}, -1);
     int c = B_.add("head.classifier", LayerType::Linear, {b_, h, m_.num_labels, 1}, {b_, m_.num_labels}, {pooled});
-    return B_.add("head.loss", LayerType::CrossEntropy, {b_, m_.num_labels}, {1}, {c});
+    return loss({b_, m_.num_labels}, {c});
   }
 
   int t5() {
@@ -287,9 +295,9 @@ class Forward {
     x = B_.add("head.norm", LayerType::LayerNorm, {t, h}, hs, {x});
     const int64_t L = m_.num_labels;
     int c = B_.add("head.classifier", LayerType::Linear, {b_, h, L, 1}, {b_, L}, {In(x, {b_, h})});
-    if (!m_.dist_head) return B_.add("head.loss", LayerType::CrossEntropy, {b_, L}, {1}, {c});
+    if (!m_.dist_head) return loss({b_, L}, {c});
     int d = B_.add("head.dist_classifier", LayerType::Linear, {b_, h, L, 1}, {b_, L}, {In(x, {b_, h})});
-    return B_.add("head.loss", LayerType::CrossEntropy, {2 * b_, L}, {1}, {c, d});
+    return loss({2 * b_, L}, {c, d});
   }
 };
 
@@ -313,6 +321,7 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   const int nf = static_cast<int>(g.nodes.size());
   const size_t ef = g.edges.size();
   const double e = dtype_bytes(s.dtype);
+  if (!s.backward) return g;  // inference: the forward nodes only (edges are already ordered by dst)
 
   // First input shape of each forward node = the shape of its input gradient.
   std::vector<Shape> in_shape(nf);

@@ -374,7 +374,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
   static const char* known[] = {"batch",          "seq_len",     "image_size", "dtype", "optimizer",
-                                "optimizer_step", "num_devices", "tgt_len"};
+                                "optimizer_step", "num_devices", "tgt_len", "backward", "mode"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -387,8 +387,41 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   s.dtype = parse_dtype(get_str_or(j, "dtype", ctx, to_string(s.dtype)), ctx + ".dtype");
   s.optimizer = parse_optimizer(get_str_or(j, "optimizer", ctx, to_string(s.optimizer)), ctx + ".optimizer");
   s.optimizer_step = get_bool_or(j, "optimizer_step", ctx, s.optimizer_step);
+  s.backward = get_bool_or(j, "backward", ctx, s.backward);
+  SCALEDL_CHECK(s.backward || !s.optimizer_step,
+                "{}: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients", ctx);
+  if (j.contains("mode")) {
+    SCALEDL_CHECK(!j.contains("backward") && !j.contains("optimizer_step"),
+                  "{}: give either mode or backward/optimizer_step, not both", ctx);
+    set_run_mode(s, parse_run_mode(get_str_or(j, "mode", ctx, "train"), ctx + ".mode"));
+  }
   s.num_devices = get_int_or(j, "num_devices", ctx, 1, 1 << 20, s.num_devices);
   return s;
+}
+
+const char* to_string(RunMode m) {
+  switch (m) {
+    case RunMode::Train: return "train";
+    case RunMode::FwdBwd: return "fwd-bwd";
+    case RunMode::Inference: return "inference";
+  }
+  return "?";
+}
+
+RunMode parse_run_mode(const std::string& v, const std::string& ctx) {
+  for (RunMode m : {RunMode::Train, RunMode::FwdBwd, RunMode::Inference})
+    if (v == to_string(m)) return m;
+  throw Error(fmt::format("{}={} is not a mode (known: train, fwd-bwd, inference)", ctx, show(json(v))));
+}
+
+RunMode run_mode(const TrainSettings& s) {
+  if (!s.backward) return RunMode::Inference;
+  return s.optimizer_step ? RunMode::Train : RunMode::FwdBwd;
+}
+
+void set_run_mode(TrainSettings& s, RunMode m) {
+  s.backward = m != RunMode::Inference;
+  s.optimizer_step = m == RunMode::Train;
 }
 
 TrainSettings settings_from_config(const json& config, const std::string& ctx) {
@@ -418,6 +451,8 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
   SCALEDL_CHECK(s.tgt_len >= 0 && s.tgt_len <= kMaxPositions, "settings.tgt_len={} is out of range [0, {}]",
                 s.tgt_len, kMaxPositions);
   SCALEDL_CHECK(s.num_devices >= 1, "settings.num_devices={} must be >= 1", s.num_devices);
+  SCALEDL_CHECK(s.backward || !s.optimizer_step,
+                "settings: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients");
   if (m.arch == Arch::VisionEncoder) {
     int64_t img = s.image_size > 0 ? s.image_size : m.image_size;
     SCALEDL_CHECK(img >= m.patch_size && img <= kMaxImage && img % m.patch_size == 0,
@@ -523,14 +558,16 @@ nlohmann::json ModelSpec::to_json() const {
 }
 
 nlohmann::json TrainSettings::to_json() const {
-  return {{"batch", batch},
-          {"seq_len", seq_len},
-          {"tgt_len", tgt_len},
-          {"image_size", image_size},
-          {"dtype", to_string(dtype)},
-          {"optimizer", to_string(optimizer)},
-          {"optimizer_step", optimizer_step},
-          {"num_devices", num_devices}};
+  nlohmann::json j = {{"batch", batch},
+                      {"seq_len", seq_len},
+                      {"tgt_len", tgt_len},
+                      {"image_size", image_size},
+                      {"dtype", to_string(dtype)},
+                      {"optimizer", to_string(optimizer)},
+                      {"optimizer_step", optimizer_step},
+                      {"num_devices", num_devices}};
+  if (!backward) j["backward"] = false;  // only then: keys of earlier runs stay as they were
+  return j;
 }
 
 double training_memory_bytes(const ModelSpec& m, const TrainSettings& s) {

@@ -61,11 +61,12 @@ std::vector<double> linear_fit_predict(const std::vector<LayerSample>& train, co
 
 struct Acc {
   size_t n = 0;
-  double se = 0, re = 0;
+  double se = 0, re = 0, sre = 0;
   void add(double p, double t) {
     ++n;
     se += (p - t) * (p - t);
     re += std::abs(p - t) / t;
+    sre += (p - t) / t;
   }
 };
 
@@ -193,6 +194,7 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
     r.n = a.n;
     r.rmse_ms = std::sqrt(a.se / a.n);
     r.mre_pct = 100.0 * a.re / a.n;
+    r.bias_pct = 100.0 * a.sre / a.n;
     out.push_back(r);
   }
   return out;
@@ -216,7 +218,8 @@ nlohmann::json cv_to_json(const std::vector<CvResult>& rows) {
                  {"device", r.device},
                  {"n", r.n},
                  {"rmse_ms", r.rmse_ms},
-                 {"mre_pct", r.mre_pct}});
+                 {"mre_pct", r.mre_pct},
+                 {"bias_pct", r.bias_pct}});
   return a;
 }
 

@@ -14,7 +14,34 @@ const std::vector<std::string> kCommon = {"dtype_bytes", "direction"};
 const std::vector<std::string> kCost = {"flops",        "params",     "in_bytes",     "out_bytes",
                                         "weight_bytes", "temp_bytes", "traffic_bytes"};
 const std::vector<std::string> kRoofline = {"ct_ms", "cm_ms", "roofline_ms", "arith_intensity"};
+const std::vector<std::string> kTransfer = {"tiles_128", "waves_128",  "wave_eff_128", "tiles_64",
+                                            "waves_64",  "wave_eff_64", "ws_over_l2",   "ai_over_ridge"};
+
+/// Tiles of t x t over the output, waves over `sms` slots, efficiency of the waves.
+void waves(double batch, double m, double n, double t, double slots, float*& p) {
+  const double tiles = batch * std::ceil(m / t) * std::ceil(n / t);
+  const double w = std::ceil(tiles / std::max(1.0, slots));
+  *p++ = static_cast<float>(tiles);
+  *p++ = static_cast<float>(w);
+  *p++ = static_cast<float>(w > 0 ? tiles / (w * std::max(1.0, slots)) : 0.0);
+}
 }  // namespace
+
+bool gemm_shape(LayerType t, const int64_t* d, double& batch, double& m, double& n, double& k) {
+  switch (t) {
+    case LayerType::Linear: batch = 1, m = double(d[0]), n = double(d[2]), k = double(d[1]); return true;
+    case LayerType::BMM: batch = double(d[0]), m = double(d[1]), n = double(d[3]), k = double(d[2]); return true;
+    case LayerType::Attention:
+      batch = double(d[0]) * double(d[1]), m = double(d[2]), n = double(d[3]), k = double(d[4]);
+      return true;
+    case LayerType::Conv2dPatch: {
+      const double g = std::floor(double(d[3]) / double(d[4]));
+      batch = 1, m = double(d[0]) * g * g, n = double(d[2]), k = double(d[1]) * double(d[4]) * double(d[4]);
+      return true;
+    }
+    default: return false;
+  }
+}
 
 double traffic_bytes(const LayerCost& c, Direction dir) {
   switch (dir) {
@@ -53,15 +80,17 @@ std::vector<std::string> feature_names(LayerType t, const FeatureOptions& o) {
   std::vector<std::string> n;
   for (const auto& d : layer_info(t).dims) n.push_back("dim_" + d);
   n.insert(n.end(), kCommon.begin(), kCommon.end());
-  n.insert(n.end(), DeviceRecord::feature_names().begin(), DeviceRecord::feature_names().end());
+  if (o.device) n.insert(n.end(), DeviceRecord::feature_names().begin(), DeviceRecord::feature_names().end());
   n.insert(n.end(), kCost.begin(), kCost.end());
   if (o.roofline) n.insert(n.end(), kRoofline.begin(), kRoofline.end());
+  if (o.transfer) n.insert(n.end(), kTransfer.begin(), kTransfer.end());
   return n;
 }
 
 size_t feature_count(LayerType t, const FeatureOptions& o) {
-  return layer_info(t).dims.size() + kCommon.size() + DeviceRecord::feature_names().size() + kCost.size() +
-         (o.roofline ? kRoofline.size() : 0);
+  return layer_info(t).dims.size() + kCommon.size() + (o.device ? DeviceRecord::feature_names().size() : 0) +
+         kCost.size() +
+         (o.roofline ? kRoofline.size() : 0) + (o.transfer ? kTransfer.size() : 0);
 }
 
 void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
@@ -76,14 +105,15 @@ void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, 
 
 namespace {
 /// The columns from a precomputed cost and h^dev (`devf` = DeviceRecord::features()).
-void write_features(const int64_t* dims, size_t nd, DType dtype, Direction dir, const LayerCost& c,
+void write_features(LayerType t, const int64_t* dims, size_t nd, DType dtype, Direction dir, const LayerCost& c,
                     const double* devf, double gflops, double bw, const FeatureOptions& o, float* out) {
   float* p = out;
   for (size_t i = 0; i < nd; ++i) *p++ = static_cast<float>(dims[i]);
   *p++ = static_cast<float>(dtype_bytes(dtype));
   *p++ = static_cast<float>(static_cast<int>(dir));
   const size_t ndev = DeviceRecord::feature_names().size();  // h^dev, DeviceRecord::feature_names()
-  for (size_t i = 0; i < ndev; ++i) *p++ = static_cast<float>(devf[i]);
+  if (o.device)
+    for (size_t i = 0; i < ndev; ++i) *p++ = static_cast<float>(devf[i]);
   const double fl = direction_flops(c, dir), tb = traffic_bytes(c, dir);
   *p++ = static_cast<float>(fl);
   *p++ = static_cast<float>(c.params);
@@ -99,13 +129,27 @@ void write_features(const int64_t* dims, size_t nd, DType dtype, Direction dir, 
     *p++ = static_cast<float>(std::max(ct, cm));
     *p++ = static_cast<float>(tb > 0 ? fl / tb : 0.0);
   }
+  if (o.transfer) {
+    const double sms = devf[2], l2_bytes = devf[5] * 1e6;  // DeviceRecord::features(): cores, l2_mb
+    double b = 0, m = 0, n = 0, k = 0;
+    if (gemm_shape(t, dims, b, m, n, k)) {
+      waves(b, m, n, 128, sms, p);
+      waves(b, m, n, 64, sms, p);
+    } else {  // blocks of 1,024 output elements (256 threads x 4), 8 resident blocks per SM
+      const double elems = std::max(1.0, c.out_bytes / dtype_bytes(dtype));
+      waves(1, elems, 1, 1024, 8 * sms, p);
+      waves(1, elems, 1, 4096, 8 * sms, p);
+    }
+    *p++ = static_cast<float>(l2_bytes > 0 ? tb / l2_bytes : 0.0);
+    *p++ = static_cast<float>(tb > 0 && bw > 0 ? (fl / tb) / (gflops / bw) : 0.0);
+  }
 }
 }  // namespace
 
 void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Direction dir,
                               const DeviceRecord& dev, const FeatureOptions& o, float* out) {
   const size_t nd = layer_info(t).dims.size();
-  write_features(dims, nd, dtype, dir, layer_cost(t, std::vector<int64_t>(dims, dims + nd), dtype),
+  write_features(t, dims, nd, dtype, dir, layer_cost(t, std::vector<int64_t>(dims, dims + nd), dtype),
                  dev.features().data(), dev.compute_gflops(), dev.bandwidth_gbs(), o, out);
 }
 
@@ -125,7 +169,7 @@ double FeatureWriter::write(const int64_t* dims, float* out) {
   std::copy(dims, dims + d_.size(), d_.begin());
   validate_dims(t_, d_);
   const LayerCost c = layer_cost(t_, d_, dtype_);
-  if (out) write_features(dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, o_, out);
+  if (out) write_features(t_, dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, o_, out);
   return std::max(direction_flops(c, dir_) / (gflops_ * 1e6), traffic_bytes(c, dir_) / (bw_ * 1e6));
 }
 

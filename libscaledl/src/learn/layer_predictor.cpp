@@ -40,6 +40,8 @@ const std::set<std::string> kTargets = {"log", "raw", "log_roofline", "log_roofl
 FeatureOptions feature_options(const TrainOptions& o) {
   FeatureOptions f;
   f.roofline = o.roofline_features;
+  f.transfer = o.transfer_features;
+  f.device = o.device_features;
   return f;
 }
 
@@ -97,6 +99,8 @@ nlohmann::json TrainOptions::to_json() const {
           {"min_child_weight", min_child_weight},
           {"target", target},
           {"roofline_features", roofline_features},
+          {"transfer_features", transfer_features},
+          {"device_features", device_features},
           {"split_direction", split_direction},
           {"forest", forest},
           {"min_rows", min_rows},
@@ -114,6 +118,8 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   o.min_child_weight = get_num_or(j, "min_child_weight", ctx, 0, 1e9, o.min_child_weight);
   o.target = get_str_or(j, "target", ctx, o.target);
   o.roofline_features = get_bool_or(j, "roofline_features", ctx, o.roofline_features);
+  o.transfer_features = get_bool_or(j, "transfer_features", ctx, false);  // absent: a model from before they existed
+  o.device_features = get_bool_or(j, "device_features", ctx, true);
   o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
   o.forest = get_bool_or(j, "forest", ctx, o.forest);
   o.min_rows = static_cast<int>(get_int_or(j, "min_rows", ctx, 1, 1 << 30, o.min_rows));

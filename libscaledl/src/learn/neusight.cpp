@@ -80,7 +80,7 @@ int col_of(const std::vector<std::string>& header, const std::string& name) {
 nlohmann::json NeusightImportSummary::to_json() const {
   return {{"files", files},     {"rows", rows},         {"mapped", mapped},   {"inserted", inserted},
           {"duplicates", mapped - inserted},             {"devices", devices}, {"per_type", per_type},
-          {"skipped", skipped}, {"seconds", seconds}};
+          {"skipped", skipped}, {"labels", labels.to_json()}, {"seconds", seconds}};
 }
 
 std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& ctx,
@@ -232,6 +232,7 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
     auto rows = read_neusight_csv(f, o.campaign, names, s);
     s.inserted += store.put_layers(rows);
   }
+  s.labels = import_neusight_labels(o.root, o.campaign + "-labels", store, names);
   tx.commit();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
@@ -283,6 +284,22 @@ size_t write_neusight_subset(const std::string& root, const std::string& out_dir
   for (const auto& f : files_in(fs::path(root) / "device_configs", ".json"))
     fs::copy_file(f, fs::path(out_dir) / "device_configs" / fs::path(f).filename(),
                   fs::copy_options::overwrite_existing);
+  // End-to-end labels (JSON only; the per-node traces stay in the artifact) and their configs.
+  const fs::path labels = fs::path(root) / "labels";
+  if (fs::is_directory(labels))
+    for (const auto& e : fs::directory_iterator(labels)) {
+      if (!e.is_directory()) continue;
+      fs::create_directories(fs::path(out_dir) / "labels" / e.path().filename());
+      for (const auto& f : files_in(e.path(), ".json"))
+        fs::copy_file(f, fs::path(out_dir) / "labels" / e.path().filename() / fs::path(f).filename(),
+                      fs::copy_options::overwrite_existing);
+    }
+  if (fs::is_directory(fs::path(root) / "model_configs")) {
+    fs::create_directories(fs::path(out_dir) / "model_configs");
+    for (const auto& f : files_in(fs::path(root) / "model_configs", ".json"))
+      fs::copy_file(f, fs::path(out_dir) / "model_configs" / fs::path(f).filename(),
+                    fs::copy_options::overwrite_existing);
+  }
   if (fs::exists(fs::path(root) / "LICENSE"))
     fs::copy_file(fs::path(root) / "LICENSE", fs::path(out_dir) / "LICENSE", fs::copy_options::overwrite_existing);
   return written;

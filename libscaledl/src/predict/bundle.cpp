@@ -268,8 +268,12 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
     nlohmann::json manifest;
     manifest["format"] = kBundleFormat;
     manifest["format_version"] = kBundleFormatVersion;
-    manifest["created"] = utc_now();
-    manifest["build_commit"] = build_commit();
+    if (o.reproducible) {
+      manifest["reproducible"] = true;  // no time, duration or commit: the same inputs give the same bytes
+    } else {
+      manifest["created"] = utc_now();
+      manifest["build_commit"] = build_commit();
+    }
     manifest["command"] = o.command;
     nlohmann::json devs = nlohmann::json::array();
     for (auto& [k, d] : data.devices) devs.push_back(d.to_json());
@@ -298,12 +302,16 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                             {"run_devices", std::vector<std::string>(run_devices.begin(), run_devices.end())},
                             {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
                             {"global_feature_ranges", rj}};
-    manifest["layers"] = {{"dir", kLayersDir}, {"options", o.layers.to_json()}, {"summary", lp.summary()}};
+    nlohmann::json lsum = lp.summary();
+    if (o.reproducible) lsum.erase("seconds");
+    manifest["layers"] = {{"dir", kLayersDir}, {"options", o.layers.to_json()}, {"summary", lsum}};
     if (o.graph) {
       GnnTrainReport rep;
       GraphPredictor gp = GraphPredictor::train(graphs, o.gnn, o.gnn_train, &rep);
       const IntervalModel iv = calibrate_intervals(graphs, o.gnn, o.gnn_train, rep);
-      nlohmann::json g = {{"file", kGraphFile}, {"config", o.gnn.to_json()}, {"report", rep.to_json()},
+      nlohmann::json grep = rep.to_json();
+      if (o.reproducible) grep.erase("seconds");
+      nlohmann::json g = {{"file", kGraphFile}, {"config", o.gnn.to_json()}, {"report", grep},
                           {"train_options", o.gnn_train.to_json()}};
       if (iv.valid()) g["intervals"] = iv.to_json();
       if (o.folds > 0) {
@@ -323,7 +331,8 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
     nlohmann::json files = nlohmann::json::object();
     for (const auto& f : files_under(tmp)) files[f] = sha256_file((tmp / f).string());
     manifest["files"] = files;
-    manifest["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o.reproducible)
+      manifest["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_json_file((tmp / "manifest.json").string(), manifest);
     stage.commit();
     return manifest;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Rebuilds models/bundles/default from committed data only, byte for byte:
+#   - datasets/neusight: public operator timings of five GPUs (P4, T4, P100,
+#     V100, A100-PCIe-40GB) and their single-GPU end-to-end labels (MIT, NeuSight)
+#   - datasets/h100/h100.sqlite: our own H100 campaign (layers and models)
+# Layer models: XGBoost with the transfer columns (tiling, waves, device-relative)
+# and without h^dev columns, so that a GPU known only by its spec sheet is
+# predicted from its roofline and shape-on-device features (docs/unseen-gpu.md).
+# Refinement: TransformerConv + MLP(Z) on the labelled runs of all six GPUs.
+#
+#   scripts/build_default_bundle.sh [--check]
+# --check rebuilds into a temporary folder and compares it with the committed
+# bundle (exit 1 when a file differs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${SCALEDL_BIN:-build/tools/scaledl}
+[ -x "$BIN" ] || { echo "scaledl: error: $BIN not built (run scripts/setup.sh)" >&2; exit 1; }
+OUT=models/bundles/default
+WORK=out/default-bundle
+if [ "${1:-}" = "--check" ]; then OUT=$WORK/check; fi
+mkdir -p "$WORK"
+rm -f "$WORK/neusight.sqlite" "$WORK/neusight.sqlite-wal" "$WORK/neusight.sqlite-shm"
+"$BIN" import neusight --root datasets/neusight --db "$WORK/neusight.sqlite" > "$WORK/import.txt"
+# One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+"$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --out "$OUT" \
+  --transfer-features --no-device-features --threads 1 --nthread 1 --seed 0 --reproducible > "$WORK/train.txt"
+if [ "${1:-}" = "--check" ]; then
+  # The manifest records the command, whose --out differs: compare it with that path put back.
+  sed -i "s#--out $OUT #--out models/bundles/default #" "$OUT/manifest.json"
+  if diff -r models/bundles/default "$OUT" > "$WORK/check.diff"; then
+    echo "models/bundles/default: rebuilt byte for byte"
+  else
+    echo "scaledl: error: models/bundles/default differs from a rebuild (see $WORK/check.diff)" >&2
+    exit 1
+  fi
+else
+  echo "wrote $OUT"
+fi
