@@ -137,3 +137,23 @@ TEST(EvalRunErrors, ATestStoreWithoutTheDeviceRecordIsRefused) {
   o.test_dbs = {db};
   expect_error([&] { run_eval(o); }, "whose record is not in the store");
 }
+
+TEST(EvalSplits, LeaveOneDeviceOutHoldsOutEachDeviceOnce) {
+  auto runs = runs_of({"bert", "gpt2"}, 6);
+  const std::vector<std::string> devs = {"spec:A", "spec:B", "spec:C"};
+  for (size_t i = 0; i < runs.size(); ++i) runs[i].device = devs[i % 3];
+  auto s = make_splits(runs, "leave-one-device-out", 0);
+  ASSERT_EQ(s.size(), 3u);
+  for (const auto& sp : s) {
+    ASSERT_FALSE(sp.held_out_device.empty());
+    EXPECT_EQ(sp.name, "device:" + sp.held_out_device);
+    for (size_t i : sp.test) EXPECT_EQ(runs[i].device, sp.held_out_device);
+    for (size_t i : sp.train) EXPECT_NE(runs[i].device, sp.held_out_device);
+    EXPECT_EQ(sp.test.size() + sp.train.size(), runs.size());
+  }
+  for (const auto& sp : make_splits(runs, "id", 0)) EXPECT_TRUE(sp.held_out_device.empty());
+  // One device only: nothing to hold out.
+  auto one = runs_of({"bert"}, 4);
+  for (auto& r : one) r.device = "spec:A";
+  expect_error([&] { make_splits(one, "leave-one-device-out", 0); }, ">= 2 devices");
+}

@@ -341,3 +341,76 @@ TEST(LayerGraph, RefusesBadSettingsAndSpecs) {
   bad.hidden = 0;
   EXPECT_THROW(build_layer_graph(bad, small_settings()), Error);
 }
+
+TEST(LayerGraph, ModesTrainFwdBwdInference) {
+  ModelSpec m = load_model_config(model_path("gpt2"));
+  TrainSettings s = small_settings();
+  ASSERT_EQ(run_mode(s), RunMode::Train);
+  const LayerGraph train = build_layer_graph(m, s);
+  set_run_mode(s, RunMode::FwdBwd);
+  EXPECT_FALSE(s.optimizer_step);
+  EXPECT_TRUE(s.backward);
+  const LayerGraph fb = build_layer_graph(m, s);
+  set_run_mode(s, RunMode::Inference);
+  EXPECT_EQ(run_mode(s), RunMode::Inference);
+  const LayerGraph inf = build_layer_graph(m, s);
+  EXPECT_GE(train.find("optim.step"), 0);
+  EXPECT_LT(fb.find("optim.step"), 0);
+  EXPECT_EQ(fb.nodes.size() + 1, train.nodes.size());
+  // Inference: forward only under no-grad, eval mode: no loss, no dropout, no saved tensors.
+  for (const auto& n : inf.nodes) {
+    EXPECT_EQ(n.dir, Direction::Forward) << n.name;
+    EXPECT_NE(n.type, LayerType::Dropout) << n.name;
+    EXPECT_NE(n.type, LayerType::CrossEntropy) << n.name;
+  }
+  for (const auto& e : inf.edges) {
+    EXPECT_FALSE(e.saved);
+    EXPECT_FALSE(e.backward);
+    EXPECT_LT(e.src, e.dst);
+  }
+  EXPECT_GE(inf.find("head.lm"), 0);
+  EXPECT_EQ(inf.total_flops_bwd(), 0);
+  EXPECT_EQ(inf.total_flops_update(), 0);
+  EXPECT_LT(inf.total_flops_fwd(), fb.total_flops_fwd());  // the loss is gone
+  EXPECT_GT(inf.total_flops_fwd(), 0.99 * fb.total_flops_fwd());
+  // Every family builds an inference graph.
+  for (const char* f : {"bert-base", "t5-small", "vit-base", "deit-small", "llama-style", "opt-125m"}) {
+    ModelSpec mf = load_model_config(model_path(f));
+    TrainSettings t = small_settings();
+    set_run_mode(t, RunMode::Inference);
+    const LayerGraph g = build_layer_graph(mf, t);
+    EXPECT_GT(g.nodes.size(), 10u) << f;
+    for (const auto& n : g.nodes) EXPECT_EQ(n.dir, Direction::Forward) << f << " " << n.name;
+  }
+}
+
+TEST(LayerGraph, ModeSettingsRoundTripAndErrors) {
+  TrainSettings s = parse_train_settings(nlohmann::json::parse(R"({"mode":"inference","batch":4})"));
+  EXPECT_EQ(run_mode(s), RunMode::Inference);
+  // Stored settings carry "backward" only when false: earlier runs' keys are unchanged.
+  EXPECT_FALSE(TrainSettings{}.to_json().contains("backward"));
+  EXPECT_EQ(s.to_json()["backward"], false);
+  EXPECT_EQ(run_mode(parse_train_settings(s.to_json())), RunMode::Inference);
+  EXPECT_EQ(run_mode(parse_train_settings(nlohmann::json::parse(R"({"mode":"fwd-bwd"})"))), RunMode::FwdBwd);
+  auto err = [](const char* j) {
+    try {
+      parse_train_settings(nlohmann::json::parse(j));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err(R"({"mode":"predict"})").find("settings.mode=\"predict\" is not a mode"), std::string::npos);
+  EXPECT_NE(err(R"({"backward":false,"optimizer_step":true})").find("optimizer step needs gradients"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"mode":"train","backward":true})").find("either mode or backward"), std::string::npos);
+  ModelSpec m = load_model_config(model_path("gpt2"));
+  TrainSettings bad = small_settings();
+  bad.backward = false;  // optimizer_step still true
+  try {
+    build_layer_graph(m, bad);
+    ADD_FAILURE() << "inference with an optimizer step was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer step needs gradients"), std::string::npos) << e.what();
+  }
+}

@@ -596,3 +596,135 @@ TEST(Neusight, MalformedRowsNameFileAndLine) {
     expect_error([&] { import_neusight(o, store); }, c.needle);
   }
 }
+
+TEST(Features, TransferColumnsAreTilesWavesAndDeviceRelative) {
+  DeviceRecord d = gpu("G", 10000, 1000);
+  d.cores = 80;
+  d.l2_mb = 6;
+  FeatureOptions fo;
+  fo.transfer = true;
+  const auto names = feature_names(LayerType::Linear, fo);
+  ASSERT_EQ(names.size(), feature_count(LayerType::Linear, fo));
+  EXPECT_EQ(names.size(), feature_count(LayerType::Linear) + 8);
+  std::vector<float> x(names.size());
+  // 1000 tokens x 1024 outputs: 8 x 8 = 64 tiles of 128 (one wave of 80 SMs, 80 % used),
+  // 16 x 16 = 256 tiles of 64 (4 waves, 256 / 320 = 80 %).
+  const std::vector<int64_t> dims = {1000, 512, 1024, 1};
+  layer_features(LayerType::Linear, dims, DType::FP32, Direction::Forward, d, fo, x.data());
+  auto at = [&](const std::string& n) {
+    auto it = std::find(names.begin(), names.end(), n);
+    EXPECT_NE(it, names.end()) << n;
+    return it == names.end() ? NAN : x[it - names.begin()];
+  };
+  EXPECT_EQ(at("tiles_128"), 64);
+  EXPECT_EQ(at("waves_128"), 1);
+  EXPECT_FLOAT_EQ(at("wave_eff_128"), 0.8f);
+  EXPECT_EQ(at("tiles_64"), 256);
+  EXPECT_EQ(at("waves_64"), 4);
+  EXPECT_FLOAT_EQ(at("wave_eff_64"), 0.8f);
+  const LayerCost c = layer_cost(LayerType::Linear, dims, DType::FP32);
+  const double tb = traffic_bytes(c, Direction::Forward);
+  EXPECT_FLOAT_EQ(at("ws_over_l2"), float(tb / 6e6));
+  EXPECT_FLOAT_EQ(at("ai_over_ridge"), float((c.flops_fwd / tb) / (10000.0 / 1000.0)));
+  // Without h^dev the device enters only through roofline and transfer columns.
+  fo.device = false;
+  const auto nodev = feature_names(LayerType::Linear, fo);
+  EXPECT_EQ(nodev.size(), names.size() - DeviceRecord::feature_names().size());
+  EXPECT_EQ(std::count(nodev.begin(), nodev.end(), "dev_gflops"), 0);
+  // A layer that is not one GEMM: blocks of 1,024 output elements, 8 per SM.
+  fo.device = true;
+  const auto an = feature_names(LayerType::Add, fo);
+  std::vector<float> y(an.size());
+  layer_features(LayerType::Add, {1024 * 640 * 3}, DType::FP32, Direction::Forward, d, fo, y.data());
+  const auto ti = std::find(an.begin(), an.end(), "tiles_128") - an.begin();
+  EXPECT_EQ(y[ti], 1920);      // blocks
+  EXPECT_EQ(y[ti + 1], 3);     // waves of 640 resident blocks
+  EXPECT_FLOAT_EQ(y[ti + 2], 1.0f);
+}
+
+TEST(LayerPredictor, TransferOptionsRoundTripAndOldManifestsKeepTheirFeatures) {
+  TrainOptions o;
+  o.transfer_features = true;
+  o.device_features = false;
+  TrainOptions back = TrainOptions::from_json(o.to_json());
+  EXPECT_TRUE(back.transfer_features);
+  EXPECT_FALSE(back.device_features);
+  // A manifest written before these options existed has neither key: the features it was trained with.
+  nlohmann::json old = TrainOptions{}.to_json();
+  old.erase("transfer_features");
+  old.erase("device_features");
+  TrainOptions o2 = TrainOptions::from_json(old);
+  EXPECT_FALSE(o2.transfer_features);
+  EXPECT_TRUE(o2.device_features);
+}
+
+TEST(Neusight, LabelNamesAndCommittedLabelsImport) {
+  auto l = parse_neusight_label_name("gpt2_large-train-1024-4");
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->model, "gpt2_large");
+  EXPECT_EQ(l->mode, RunMode::FwdBwd);  // the artifact's training labels have no optimizer step
+  EXPECT_EQ(l->seq, 1024);
+  EXPECT_EQ(l->batch, 4);
+  EXPECT_TRUE(l->suffix.empty());
+  auto f = parse_neusight_label_name("opt_13-inf-2048-8-fusion");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->mode, RunMode::Inference);
+  EXPECT_EQ(f->suffix, "fusion");
+  EXPECT_FALSE(parse_neusight_label_name("gpt2-large-1024").has_value());
+  EXPECT_FALSE(parse_neusight_label_name("gpt2_large-eval-1024-4").has_value());
+
+  const fs::path root = fs::path(SCALEDL_SOURCE_DIR) / "datasets" / "neusight";
+  fs::path dir = temp_dir("labels");
+  Store store((dir / "r.sqlite").string());
+  NeusightImportOptions o;
+  o.root = root.string();
+  auto s = import_neusight(o, store);
+  EXPECT_GE(s.labels.inserted, 34u);
+  EXPECT_EQ(s.labels.per_device.size(), 5u);
+  EXPECT_EQ(s.labels.skipped["fusion (torch.compile)"], 4u);
+  auto runs = store.models("", true);
+  ASSERT_EQ(runs.size(), s.labels.inserted);
+  size_t inference = 0;
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.campaign, "neusight-labels");
+    EXPECT_GT(r.iter.median_ms, 0);
+    const TrainSettings st = parse_train_settings(r.settings);
+    inference += run_mode(st) == RunMode::Inference ? 1 : 0;
+    EXPECT_NE(run_mode(st), RunMode::Train);
+  }
+  EXPECT_GE(inference, 30u);
+  // Idempotent.
+  EXPECT_EQ(import_neusight(o, store).labels.inserted, 0u);
+}
+
+TEST(Neusight, MalformedLabelsNameTheFile) {
+  fs::path root = temp_dir("nslab");
+  write_file(root / "device_configs" / "g.json",
+             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  write_file(root / "ops" / "ln" / "t.csv", "OPName,Latency,Device,B,H\nln,0.1,Tesla T4,4,8\n");
+  write_file(root / "model_configs" / "m.json",
+             R"({"model_type":"gpt2","n_embd":64,"n_head":2,"n_layer":2,"vocab_size":100,"n_positions":128})");
+  struct Case {
+    std::string dir, file, body, needle;
+  };
+  std::vector<Case> cases = {
+      {"Tesla_T4", "m-inf-64-2.json", R"({"e2e_latency":-3})", "m-inf-64-2.json: e2e_latency=-3 must be a positive"},
+      {"Tesla_T4", "m-inf-64-2.json", R"({"fw_latency":3})", "e2e_latency is missing"},
+      {"Tesla_T4", "m-inf-64-2.json", R"({"e2e_latency":)", "m-inf-64-2.json"},
+      {"Tesla_T4", "x-inf-64-2.json", R"({"e2e_latency":3})", "model config"},
+      {"Tesla_T4", "m-infer-64.json", R"({"e2e_latency":3})", "file name is not"},
+      {"Tesla_X9", "m-inf-64-2.json", R"({"e2e_latency":3})", "device \"Tesla X9\""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file + " " + c.body);
+    fs::remove_all(root / "labels");
+    write_file(root / "labels" / c.dir / c.file, c.body);
+    fs::remove(root / "r.sqlite");
+    Store store((root / "r.sqlite").string());
+    NeusightImportOptions o;
+    o.root = root.string();
+    expect_error([&] { import_neusight(o, store); }, c.needle);
+    EXPECT_TRUE(store.models("", false).empty());  // one transaction: nothing half-imported
+    EXPECT_TRUE(store.layers(LayerType::LayerNorm).empty());
+  }
+}

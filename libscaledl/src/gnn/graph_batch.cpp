@@ -61,7 +61,7 @@ const std::vector<std::string>& global_feature_names() {
   static const std::vector<std::string> n = [] {
     std::vector<std::string> v = {"log_batch", "log_seq_len", "log1p_image_size", "dtype_fp32", "dtype_tf32",
                                   "dtype_bf16", "dtype_fp16", "opt_sgd", "opt_adam", "opt_adamw",
-                                  "optimizer_step", "backward"};
+                                  "optimizer_step"};
     for (const auto& d : DeviceRecord::feature_names()) v.push_back("log1p_" + d);
     v.insert(v.end(), {"log_num_devices", "log1p_comm_bw_gbs", "log1p_comm_gamma_us", "log1p_t_sum_ms",
                        "log1p_t_comm_ms", "log1p_params", "log_num_nodes"});
@@ -144,7 +144,7 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   for (int d = 0; d < 4; ++d) out.z.push_back(static_cast<int>(s.dtype) == d ? 1.f : 0.f);
   for (int o = 0; o < 3; ++o) out.z.push_back(static_cast<int>(s.optimizer) == o ? 1.f : 0.f);
   out.z.push_back(s.optimizer_step ? 1.f : 0.f);
-  out.z.push_back(s.backward ? 1.f : 0.f);
+  // The mode needs no flag of its own: inference graphs have share_backward = 0 (below).
   for (double f : ctx.device.features()) out.z.push_back(lg(f));
   out.z.push_back(static_cast<float>(std::log(static_cast<double>(std::max<int64_t>(1, s.num_devices)))));
   out.z.push_back(lg(ctx.comm.bandwidth_Bps / 1e9));

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The unseen-GPU protocol (issue #13) on committed data only, into
+# docs/results/unseen-gpu/: leave one of the five NeuSight GPUs out, train every
+# model (layer models included) on the other four, predict the fifth's
+# end-to-end labels from its spec sheet; and the same per operator.
+#   scripts/unseen_gpu.sh [SEEDS]      (default 3; ~5 min on 2 cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${SCALEDL_BIN:-build/tools/scaledl}
+SEEDS=${1:-3}
+OUT=docs/results/unseen-gpu
+WORK=out/unseen-gpu
+mkdir -p "$OUT" "$WORK"
+rm -f "$WORK/ns.sqlite"*
+"$BIN" import neusight --root datasets/neusight --db "$WORK/ns.sqlite" > "$OUT/import.txt"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+METHODS=sum,scaledl-tc,dnnperf,rf-hp
+# End to end: the transfer features (default bundle's layer models) and the earlier default features.
+"$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
+  --transfer-features --no-device-features --out "$OUT/e2e-transfer" --quiet
+"$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
+  --out "$OUT/e2e-plain" --quiet
+# Per operator.
+"$BIN" eval layers --db "$WORK/ns.sqlite" --leave-one-out device --json --nthread 1 \
+  --transfer-features --no-device-features > "$OUT/ops-transfer.json"
+"$BIN" eval layers --db "$WORK/ns.sqlite" --leave-one-out device --json --nthread 1 > "$OUT/ops-plain.json"
+python3 scripts/unseen_gpu_tables.py e2e "$OUT/e2e-transfer" "$OUT/e2e-plain" > "$OUT/e2e-tables.md"
+python3 scripts/unseen_gpu_tables.py ops "transfer features, no h^dev=$OUT/ops-transfer.json" \
+  "plain features (h^dev, CT/CM)=$OUT/ops-plain.json" > "$OUT/ops-tables.md"
+echo "wrote $OUT"
