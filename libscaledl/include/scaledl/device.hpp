@@ -24,12 +24,18 @@ struct DeviceRecord {
   double peak_mem_bw_gbs = 0;    ///< spec-sheet memory bandwidth, GB/s; 0 = unknown
   double measured_gflops = 0;    ///< measured FP32 matmul rate, GFLOP/s; 0 = not measured
   double measured_bw_gbs = 0;    ///< measured copy bandwidth (read+write), GB/s; 0 = not measured
-  nlohmann::json extra;          ///< free-form details (driver, versions); not used as features
+  /// Clock a power-limited part holds under sustained load (L4 72 W, T4 70 W), MHz;
+  /// 0 = unknown (the boost clock is held). When set, a spec's FP32 peak is scaled
+  /// by sustained / boost in compute_gflops(). Where the figure comes from goes in
+  /// extra.source. Must be <= clock_mhz.
+  double sustained_clock_mhz = 0;
+  nlohmann::json extra;          ///< free-form details (driver, versions, source, tdp_w); not used as features
 
   nlohmann::json to_json() const;
   /// Accepts our own format or NeuSight's device_configs format; throws naming the key.
   static DeviceRecord from_json(const nlohmann::json& j, const std::string& ctx = "device");
-  /// FP32 compute rate to use for features: measured if known, else spec peak (GFLOP/s).
+  /// FP32 compute rate to use for features: measured if known, else the spec peak
+  /// (scaled by sustained_clock_mhz / clock_mhz when a sustained clock is given), GFLOP/s.
   double compute_gflops() const;
   /// Bandwidth to use for features: measured if known, else spec peak (GB/s).
   double bandwidth_gbs() const;

@@ -6,7 +6,7 @@
 namespace scaledl {
 
 nlohmann::json DeviceRecord::to_json() const {
-  return {{"name", name},
+  nlohmann::json j = {{"name", name},
           {"kind", kind},
           {"cores", cores},
           {"clock_mhz", clock_mhz},
@@ -19,6 +19,8 @@ nlohmann::json DeviceRecord::to_json() const {
           {"measured_gflops", measured_gflops},
           {"measured_bw_gbs", measured_bw_gbs},
           {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
+  if (sustained_clock_mhz > 0) j["sustained_clock_mhz"] = sustained_clock_mhz;  // only then: earlier records unchanged
+  return j;
 }
 
 DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -67,13 +69,20 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
   d.measured_gflops = rate("measured_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
   d.measured_bw_gbs = rate("measured_bw_gbs", kMinGbs, kMaxGbs, "GB/s");
   if (j.contains("extra")) d.extra = j.at("extra");
+  d.sustained_clock_mhz = get_num_or(j, "sustained_clock_mhz", ctx, 0, 1e5, 0);
+  SCALEDL_CHECK(d.sustained_clock_mhz == 0 || (d.clock_mhz > 0 && d.sustained_clock_mhz <= d.clock_mhz),
+                "{}.sustained_clock_mhz={} must be at most clock_mhz={} (the boost clock) and needs it", ctx,
+                d.sustained_clock_mhz, d.clock_mhz);
   SCALEDL_CHECK(d.compute_gflops() > 0, "{}: neither measured_gflops nor peak_fp32_gflops is set", ctx);
   SCALEDL_CHECK(d.bandwidth_gbs() > 0, "{}: neither measured_bw_gbs nor peak_mem_bw_gbs is set", ctx);
   return d;
 }
 
 double DeviceRecord::compute_gflops() const {
-  return measured_gflops > 0 ? measured_gflops : peak_fp32_gflops;
+  if (measured_gflops > 0) return measured_gflops;
+  // A power-limited part holds its sustained clock, not its boost clock, under load.
+  if (sustained_clock_mhz > 0 && clock_mhz > 0) return peak_fp32_gflops * sustained_clock_mhz / clock_mhz;
+  return peak_fp32_gflops;
 }
 double DeviceRecord::bandwidth_gbs() const {
   return measured_bw_gbs > 0 ? measured_bw_gbs : peak_mem_bw_gbs;

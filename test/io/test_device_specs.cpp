@@ -1,0 +1,70 @@
+// The spec sheets shipped under models/devices (README there) and the device
+// record's sustained clock and spec checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/device.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
+#include "test_util.hpp"
+
+using namespace scaledl;
+using scaledl::test::error_of;
+namespace fs = std::filesystem;
+
+TEST(DeviceSpecs, EveryShippedSpecLoadsAndIsConsistent) {
+  const fs::path dir = fs::path(SCALEDL_SOURCE_DIR) / "models" / "devices";
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const DeviceRecord d = load_device_spec(e.path().string());
+    ++n;
+    EXPECT_EQ(d.kind, "spec");
+    EXPECT_GT(d.cores, 0);
+    EXPECT_GT(d.clock_mhz, 0);
+    EXPECT_GT(d.peak_fp32_gflops, 0);
+    EXPECT_GT(d.peak_mem_bw_gbs, 0);
+    EXPECT_GE(d.peak_tf32_gflops, d.peak_fp32_gflops);
+    EXPECT_GE(d.peak_bf16_gflops, d.peak_tf32_gflops);
+    EXPECT_TRUE(d.extra.contains("source") && d.extra["source"].is_string() &&
+                d.extra["source"].get<std::string>().find("NVIDIA") != std::string::npos);
+    // FP32 peak = 2 x SMs x lanes per SM x boost clock: 64 lanes on Ampere A100, 128 on Hopper and Ada.
+    const double lanes = d.peak_fp32_gflops * 1e3 / (2 * d.cores * d.clock_mhz);
+    const double want = d.name.find("A100") != std::string::npos ? 64 : 128;
+    EXPECT_NEAR(lanes, want, 0.01 * want) << d.name;
+  }
+  EXPECT_GE(n, 5);
+}
+
+TEST(DeviceSpecs, SustainedClockScalesTheComputeRateAndIsChecked) {
+  nlohmann::json j = read_json_file(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/l4.json");
+  const DeviceRecord boost = DeviceRecord::from_json(j);
+  EXPECT_DOUBLE_EQ(boost.compute_gflops(), 30300);
+  j["sustained_clock_mhz"] = 1530;
+  const DeviceRecord held = DeviceRecord::from_json(j);
+  EXPECT_DOUBLE_EQ(held.compute_gflops(), 30300.0 * 1530 / 2040);
+  EXPECT_EQ(DeviceRecord::from_json(held.to_json()).sustained_clock_mhz, 1530);  // round trip
+  EXPECT_FALSE(boost.to_json().contains("sustained_clock_mhz"));                 // earlier records unchanged
+  j["sustained_clock_mhz"] = 2500;
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("l4.sustained_clock_mhz=2500 must be at most"),
+            std::string::npos);
+  j["sustained_clock_mhz"] = -5;
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("sustained_clock_mhz"), std::string::npos);
+}
+
+TEST(DeviceSpecs, ASpecWithoutItsPeakRatesIsRefused) {
+  nlohmann::json j = read_json_file(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/h100-sxm.json");
+  j.erase("peak_fp32_gflops");
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "h100"); }).find("peak_fp32_gflops"), std::string::npos);
+  j = read_json_file(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/h100-sxm.json");
+  j["peak_mem_bw_gbs"] = 0;
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "h100"); }).find("peak_mem_bw_gbs"), std::string::npos);
+  // NeuSight's format: SingleFLOPs missing.
+  const nlohmann::json ns = nlohmann::json::parse(R"({"Device":"X","Dev_Mem":16,"Mem_Bw":300,"Num_Sm":40,"Freq":1500})");
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(ns, "x"); }).find("x.SingleFLOPs is missing"), std::string::npos);
+}
