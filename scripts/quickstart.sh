@@ -15,3 +15,6 @@ $B predict models/bert-base.json --batch 32 --seq 128 --bundle out/h100-bundle \
 echo "== 3. what to benchmark next: 32 more model configs, D-optimal given what is measured"
 $B plan --space datasets/h100/models-space.json --budget 32 --existing datasets/h100/h100.sqlite \
     --seed 2 --out out/next-models-plan.json
+echo "== 4. a GPU you do not have: GPT-2 large on an H100 SXM from its spec sheet, with the shipped default bundle"
+$B predict --bundle models/bundles/default models/gpt2-large.json --batch 4 --seq 1024 \
+    --device-spec models/devices/h100-sxm.json --mode fwd-bwd

@@ -74,12 +74,13 @@ TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
   std::ifstream csv(out + "/predictions.csv");
   std::string line;
   std::getline(csv, line);
-  EXPECT_NE(line.find("lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance"), std::string::npos) << line;
+  EXPECT_NE(line.find("lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance,mode"), std::string::npos) << line;
   int tc = 0;
   while (std::getline(csv, line)) {
     if (line.find(",scaledl-tc,") == std::string::npos) continue;
-    std::vector<double> f;  // the last 8 numeric fields: measured, predicted, ape, lo80, hi80, lo95, hi95, d
-    size_t end = line.size();
+    std::vector<double> f;  // the 8 numeric fields before the mode: measured, predicted, ape, lo80, hi80, lo95, hi95, d
+    size_t end = line.rfind(',');
+    EXPECT_EQ(line.substr(end + 1), "train") << line;  // the last column: the run's mode
     for (int k = 0; k < 8; ++k) {
       const size_t b = line.rfind(',', end - 1);
       f.insert(f.begin(), std::stod(line.substr(b + 1, end - b - 1)));

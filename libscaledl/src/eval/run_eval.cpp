@@ -288,6 +288,16 @@ EvalResult run_eval(const EvalOptions& o) {
   }
   std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
   std::map<std::string, std::vector<GraphFeatures>> device_cache;  // leave-one-device-out: by held-out device
+  // Run i's graph features with the layer times of `lp`.
+  auto featurize_run = [&](size_t i, const LayerPredictor& lp) {
+    const EvalRun& r = res.runs[i];
+    GraphContext gc;
+    gc.device = devices.at(r.device);
+    gc.target_ms = r.target_ms;
+    GraphFeatures f = featurize(irs[i], lp.predict_nodes(irs[i], gc.device), gc);
+    f.label = r.label;
+    return f;
+  };
   auto graphs_for = [&](const EvalSplit& sp) {
     const std::vector<size_t>& train = sp.train;
     std::vector<const GraphFeatures*> G(res.runs.size());
@@ -306,14 +316,7 @@ EvalResult run_eval(const EvalOptions& o) {
         lo.verbose = false;
         const LayerPredictor lp = LayerPredictor::train_samples(smp, devs, lo);
         std::vector<GraphFeatures> own(res.runs.size());
-        for (size_t i = 0; i < res.runs.size(); ++i) {
-          const EvalRun& r = res.runs[i];
-          GraphContext gc;
-          gc.device = devices.at(r.device);
-          gc.target_ms = r.target_ms;
-          own[i] = featurize(irs[i], lp.predict_nodes(irs[i], gc.device), gc);
-          own[i].label = r.label;
-        }
+        for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp);
         it = device_cache.emplace(sp.held_out_device, std::move(own)).first;
         log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device, smp.size(),
                         layer_samples.size(), secs_since(tl)));
@@ -331,14 +334,7 @@ EvalResult run_eval(const EvalOptions& o) {
       for (const auto& sm : im_samples)
         if (groups.count(sm.group)) smp.push_back(sm);
       std::vector<GraphFeatures> own(res.runs.size());
-      auto feat = [&](size_t i, const LayerPredictor& lp) {
-        const EvalRun& r = res.runs[i];
-        GraphContext gc;
-        gc.device = devices.at(r.device);
-        gc.target_ms = r.target_ms;
-        own[i] = featurize(irs[i], lp.predict_nodes(irs[i], gc.device), gc);
-        own[i].label = r.label;
-      };
+      auto feat = [&](size_t i, const LayerPredictor& lp) { own[i] = featurize_run(i, lp); };
       TrainOptions lo = o.layers;
       lo.verbose = false;
       const LayerPredictor full = LayerPredictor::train_samples(smp, data.devices, lo);
