@@ -23,6 +23,7 @@ struct BenchModelsOptions {
   int threads = 0;                   ///< LibTorch + OpenBLAS threads; 0 = LibTorch's default
   bool probe = true;                 ///< measure the device when the store has no record of it
   bool quiet = false;                ///< no progress bar even on a terminal
+  std::string mode;                  ///< "" = each plan entry's own; train | fwd-bwd | inference for all
   scaledl::ModelCampaignOptions c;   ///< campaign name and timing
 };
 
@@ -32,6 +33,14 @@ int run(const BenchModelsOptions& o) {
   SCALEDL_CHECK(p.kind == "models", "{}: kind=\"{}\" but `bench models` needs a models plan (use `bench layers`)",
                 o.plan, p.kind);
   SCALEDL_CHECK(o.threads >= 0, "--threads={} must be >= 0", o.threads);
+  if (!o.mode.empty()) {
+    // Every entry runs in this mode (its resume key says so: optimizer_step / backward).
+    const RunMode mode = parse_run_mode(o.mode, "--mode");
+    for (auto& e : p.models) {
+      set_run_mode(e.settings, mode);
+      validate_settings(e.model, e.settings);
+    }
+  }
   // One thread count for every pool in the process: LibTorch's intra-op pool
   // and OpenBLAS's own, which at::set_num_threads does not reach (a model run
   // with 2 BLAS threads and a layer run with 1 measure different machines).
@@ -92,6 +101,9 @@ scaledl::cli::Registrar reg(
       app.add_flag("--no-probe", [o](int64_t) { o->probe = false; },
                    "do not measure the device when the store has no record of it");
       app.add_flag("--quiet", o->quiet, "no progress bar");
+      app.add_option("--mode", o->mode,
+                     "run every config as train (fwd + bwd + optimizer step), fwd-bwd, or inference (forward "
+                     "only, no-grad, eval mode); default: each plan entry's settings");
       return [o] { return run(*o); };
     });
 

@@ -49,6 +49,18 @@ int run(const InspectOptions& o) {
               m.arch == Arch::VisionEncoder ? "tokens/sample" : "seq_len",
               static_cast<long long>(tokens_per_sample(m, s)), to_string(s.dtype), to_string(run_mode(s)),
               s.optimizer_step ? to_string(s.optimizer) : "none");
+  if (m.num_experts > 0) {
+    // Active parameters per token: one expert of each sparse FFN (top-1 routing).
+    const int64_t sparse = sparse_layer_count(m, false) + sparse_layer_count(m, true);
+    const double expert = 2.0 * static_cast<double>(m.hidden) * static_cast<double>(m.ffn_dim);
+    const double active = static_cast<double>(parameter_count(m)) - sparse * (m.num_experts - 1) * expert;
+    std::printf("experts %lld per sparse FFN (top-1), sparse FFNs %lld encoder + %lld decoder, capacity %lld "
+                "tokens per expert and sample (encoder), active params per token %.0f (%s)\n",
+                static_cast<long long>(m.num_experts), static_cast<long long>(sparse_layer_count(m, false)),
+                static_cast<long long>(sparse_layer_count(m, true)),
+                static_cast<long long>(expert_capacity_per_sample(m, tokens_per_sample(m, s))), active,
+                human(active).c_str());
+  }
   std::printf("%4s  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", "id", "name", "type", "dims", "flops_fwd",
               "flops_bwd", "params", "in_bytes", "out_bytes");
   for (const auto& n : g.nodes) {

@@ -68,6 +68,23 @@ TEST(ModelBench, NoOptimizerStepMeansNoOptimNode) {
   for (const auto& n : r.node_times) EXPECT_NE(n.node, "optim.step");
 }
 
+TEST(ModelBench, InferenceIsForwardOnlyWithoutLossOrDropout) {
+  auto mc = tiny_plan().at(0);  // gpt2 with dropout 0.1
+  set_run_mode(mc.settings, RunMode::Inference);
+  auto r = bench_model(mc.model, mc.settings, torch::kCPU, quick());
+  ASSERT_TRUE(r.status == "ok" || r.status == "unstable") << r.status << ": " << r.reason;
+  EXPECT_EQ(r.settings.value("backward", true), false);
+  EXPECT_GT(r.iter.median_ms, 0);
+  EXPECT_EQ(r.iter_noopt.median_ms, r.iter.median_ms);  // nothing to leave out
+  ASSERT_FALSE(r.node_times.empty());
+  for (const auto& n : r.node_times) {
+    EXPECT_EQ(n.node.find(".bwd"), std::string::npos) << n.node;
+    EXPECT_EQ(n.node.find("dropout"), std::string::npos) << n.node;
+    EXPECT_NE(n.node, "head.loss");
+    EXPECT_NE(n.node, "optim.step");
+  }
+}
+
 TEST(ModelBench, FailedRunIsRecordedNotThrown) {
   auto mc = tiny_plan().at(0);
   mc.settings.seq_len = 5000;  // beyond n_positions=1024

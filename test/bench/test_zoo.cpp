@@ -36,6 +36,9 @@ const Case kCases[] = {
     {"t5-gated", R"({"model":"models/t5-small.json","overrides":{"d_model":32,"num_layers":1,"num_heads":2,
       "d_kv":8,"d_ff":48,"vocab_size":100,"feed_forward_proj":"gated-gelu","tie_word_embeddings":false},
       "settings":{"batch":1,"seq_len":12}})"},
+    {"switch", R"({"model":"models/switch-base-8.json","overrides":{"d_model":32,"num_layers":2,
+      "num_decoder_layers":2,"num_heads":4,"d_kv":8,"d_ff":48,"vocab_size":200,"num_experts":4,"expert_capacity":3},
+      "settings":{"batch":2,"seq_len":16,"tgt_len":8}})"},
     {"vit", R"({"model":"models/vit-base.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":2,"intermediate_size":64,"image_size":32,"patch_size":8,"num_labels":10},
       "settings":{"batch":2,"image_size":32,"optimizer":"sgd"}})"},
@@ -133,6 +136,52 @@ TEST(Zoo, ProbeNodesAreTheLayerGraphNodesAndEveryParameterTrains) {
   }
 }
 
+TEST(Zoo, InferenceRunsTheForwardNodesOfTheInferenceGraph) {
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.label);
+    auto mc = load_case(c);
+    set_run_mode(mc.settings, RunMode::Inference);
+    auto model = build_zoo_model(mc.model, mc.settings, torch::kCPU);
+    model->eval();
+    auto batch = make_zoo_batch(mc.model, mc.settings, torch::kCPU, 1);
+    NodeProbe probe(torch::kCPU);
+    probe.begin_iteration();
+    torch::NoGradGuard no_grad;
+    auto out = model->loss(batch, &probe);  // under no-grad: the logits, no loss
+    probe.end_iteration();
+    EXPECT_GE(out.dim(), 2);
+    EXPECT_FALSE(out.requires_grad());
+    std::set<std::string> fwd;
+    for (const auto& t : probe.node_times()) fwd.insert(t.node);
+    auto gf = graph_names(build_layer_graph(mc.model, mc.settings), Direction::Forward);
+    EXPECT_EQ(fwd, gf) << "only in the model:" << diff(fwd, gf) << "\nonly in the graph:" << diff(gf, fwd);
+  }
+}
+
+TEST(Zoo, SwitchExpertsRouteWithinCapacity) {
+  // Capacity 3 tokens per expert and sample, 16 tokens over 4 experts: at least 4 tokens per sample skip the experts.
+  auto mc = load_case(kCases[5]);
+  ASSERT_EQ(mc.model.family, Family::Switch);
+  torch::manual_seed(0);
+  auto model = build_zoo_model(mc.model, mc.settings, torch::kCPU);
+  model->eval();
+  auto batch = make_zoo_batch(mc.model, mc.settings, torch::kCPU, 2);
+  torch::NoGradGuard no_grad;
+  auto logits = model->loss(batch, nullptr);
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2 * 8, 200}));  // [decoder tokens, vocab]
+  EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
+  // Same spec without the capacity limit (capacity = seq): a different result, so the limit acts.
+  ModelSpec wide = mc.model;
+  wide.expert_capacity = 16;
+  auto model2 = build_zoo_model(wide, mc.settings, torch::kCPU);
+  model2->eval();
+  {
+    auto src = model->named_parameters(), dst = model2->named_parameters();
+    for (const auto& p : src) dst[p.key()].copy_(p.value());
+  }
+  EXPECT_FALSE(torch::allclose(model2->loss(batch, nullptr), logits));
+}
+
 TEST(Zoo, ProbeIsNotUsedWithoutInstrumentation) {
   auto mc = load_case(kCases[2]);
   auto model = build_zoo_model(mc.model, mc.settings, torch::kCPU);
@@ -145,7 +194,7 @@ TEST(Zoo, ProbeIsNotUsedWithoutInstrumentation) {
 }
 
 TEST(Zoo, BadSpecsFailWithOneClearLine) {
-  auto mc = load_case(kCases[7]);  // llama
+  auto mc = load_case(kCases[8]);  // llama
   ModelSpec m = mc.model;
   m.num_kv_heads = 3;
   try {
@@ -154,7 +203,7 @@ TEST(Zoo, BadSpecsFailWithOneClearLine) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("num_key_value_heads=3"), std::string::npos) << e.what();
   }
-  auto vit = load_case(kCases[5]);
+  auto vit = load_case(kCases[6]);
   TrainSettings s = vit.settings;
   s.image_size = 30;  // not a multiple of patch 8
   EXPECT_THROW(make_zoo_batch(vit.model, s, torch::kCPU), Error);

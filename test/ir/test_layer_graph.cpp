@@ -30,7 +30,8 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
-                            "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m"};
+                            "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
+                            "switch-base-8"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -256,6 +257,42 @@ TEST(LayerGraph, T5EncoderDecoder) {
   EXPECT_EQ(fanout, 2 * 6);
 }
 
+TEST(LayerGraph, SwitchMixtureOfExperts) {
+  ModelSpec m = load_model_config(model_path("switch-base-8"));
+  TrainSettings s = small_settings(4, 256);
+  s.tgt_len = 32;
+  LayerGraph g = build_layer_graph(m, s);
+  EXPECT_EQ(static_cast<int64_t>(g.total_params()), parameter_count(m));
+  // Dense FFN in even layers, experts in odd ones.
+  EXPECT_GE(g.find("encoder.0.ffn.up"), 0);
+  EXPECT_LT(g.find("encoder.0.ffn.router"), 0);
+  EXPECT_LT(g.find("encoder.1.ffn.up"), 0);
+  const int64_t E = 8, h = 768, f = 3072, C = 4 * 64;  // capacity 64 tokens per expert and sample
+  EXPECT_EQ(node(g, "encoder.1.ffn.router").dims, (std::vector<int64_t>{4 * 256, h, E, 0}));
+  EXPECT_EQ(node(g, "encoder.1.ffn.router.softmax").dims, (std::vector<int64_t>{4 * 256, E}));
+  const auto& up = node(g, "encoder.1.ffn.expert.up");
+  EXPECT_EQ(up.type, LayerType::BMM);
+  EXPECT_EQ(up.dims, (std::vector<int64_t>{E, C, h, f}));
+  EXPECT_EQ(up.cost.params, E * h * f);  // the experts' weights are trained
+  EXPECT_EQ(node(g, "encoder.1.ffn.expert.down").dims, (std::vector<int64_t>{E, C, f, h}));
+  // The decoder's 32 tokens per sample fit within the capacity of 64: C = batch x 32.
+  EXPECT_EQ(node(g, "decoder.1.ffn.expert.up").dims, (std::vector<int64_t>{E, 4 * 32, h, f}));
+  EXPECT_EQ(node(g, "encoder.1.ffn.combine").out_shape, (std::vector<int64_t>{4, 256, h}));
+  // Expert FLOPs: E x C tokens through the FFN, not all tokens through every expert.
+  EXPECT_DOUBLE_EQ(up.cost.flops_fwd, 2.0 * E * C * h * f);
+  // The expert weights get gradients into the optimizer step.
+  int step = g.find("optim.step");
+  int up_bwd = g.find("encoder.1.ffn.expert.up.bwd");
+  bool edge = false;
+  for (const auto& e : g.edges) edge = edge || (e.src == up_bwd && e.dst == step && e.bytes == E * h * f * 4.0);
+  EXPECT_TRUE(edge);
+  // Inference: the experts run, no dropout inside them.
+  set_run_mode(s, RunMode::Inference);
+  LayerGraph inf = build_layer_graph(m, s);
+  EXPECT_GE(inf.find("encoder.1.ffn.expert.up"), 0);
+  EXPECT_LT(inf.find("encoder.1.ffn.expert.act_dropout"), 0);
+}
+
 TEST(LayerGraph, VisionTokensAndDeit) {
   ModelSpec vit = load_model_config(model_path("vit-base"));
   TrainSettings s = small_settings(4, 1);
@@ -374,7 +411,8 @@ TEST(LayerGraph, ModesTrainFwdBwdInference) {
   EXPECT_LT(inf.total_flops_fwd(), fb.total_flops_fwd());  // the loss is gone
   EXPECT_GT(inf.total_flops_fwd(), 0.99 * fb.total_flops_fwd());
   // Every family builds an inference graph.
-  for (const char* f : {"bert-base", "t5-small", "vit-base", "deit-small", "llama-style", "opt-125m"}) {
+  for (const char* f : {"bert-base", "t5-small", "vit-base", "deit-small", "llama-style", "opt-125m",
+                        "switch-base-8"}) {
     ModelSpec mf = load_model_config(model_path(f));
     TrainSettings t = small_settings();
     set_run_mode(t, RunMode::Inference);

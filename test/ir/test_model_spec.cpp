@@ -65,6 +65,9 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"llama-style", 1100048384},   // TinyLlama-1.1B
       {"opt-125m", 125239296},
       {"gpt-neo-125m", 125198592},
+      // SwitchTransformersForConditionalGeneration (google/switch-base-8, "620M" on the hub): shared embedding
+      // 24,674,304 + encoder 283,171,968 + decoder 311,492,736; 6 + 6 sparse FFNs of 8 experts, router without bias.
+      {"switch-base-8", 619339008},
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(model_path(file));
@@ -100,12 +103,68 @@ TEST(ParameterCount, NeusightConfigs) {
   }
   for (const char* f : {"bert_large", "gpt2_med", "gpt3_13", "gpt3_27", "gpt3_67", "gpt3_xl", "opt"})
     EXPECT_NO_THROW(load_model_config(neusight(f))) << f;
-  try {
-    load_model_config(neusight("switchxl4"));
-    ADD_FAILURE() << "switch_transformers accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model_type=\"switch_transformers\""), std::string::npos) << e.what();
-  }
+  // NeuSight's Switch-XL with 4 experts: 24 + 24 layers, every second FFN sparse.
+  ModelSpec sw = load_model_config(neusight("switchxl4"));
+  EXPECT_EQ(sw.family, Family::Switch);
+  EXPECT_EQ(sw.num_experts, 4);
+  EXPECT_EQ(sparse_layer_count(sw, false), 12);
+  EXPECT_EQ(sparse_layer_count(sw, true), 12);
+  const int64_t h = 1024, f = 16384, attn = 4 * h * 32 * 128, ffn = 2 * h * f, moe = 4 * ffn + h * 4;
+  const int64_t enc = 24 * (2 * h + attn) + 12 * ffn + 12 * moe + 32 * 32 + h;
+  const int64_t dec = 24 * (3 * h + 2 * attn) + 12 * ffn + 12 * moe + 32 * 32 + h;
+  EXPECT_EQ(parameter_count(sw), 32128 * h + enc + dec);
+}
+
+TEST(SwitchTransformers, SparseLayersCapacityAndBadExpertCounts) {
+  json j = load("switch-base-8");
+  ModelSpec m = parse_model_config(j, "switch");
+  EXPECT_EQ(m.family, Family::Switch);
+  EXPECT_EQ(m.arch, Arch::EncoderDecoder);
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_FALSE(m.router_bias);
+  EXPECT_FALSE(m.gated_ffn);
+  // HF SwitchTransformersStack: FFN i is sparse when i % step == 1.
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(is_sparse_layer(m, false, i), i % 2 == 1) << i;
+  EXPECT_EQ(sparse_layer_count(m, false), 6);
+  EXPECT_EQ(sparse_layer_count(m, true), 6);
+  // Capacity: expert_capacity tokens per sample, never more than the sequence.
+  EXPECT_EQ(expert_capacity_per_sample(m, 512), 64);
+  EXPECT_EQ(expert_capacity_per_sample(m, 16), 16);
+  // Without an explicit step the step is num_layers / num_sparse_*_layers.
+  j.erase("encoder_sparse_step");
+  j["num_sparse_encoder_layers"] = 3;
+  EXPECT_EQ(sparse_layer_count(parse_model_config(j), false), 3);
+  j["num_sparse_encoder_layers"] = 12;  // step 1: every FFN
+  EXPECT_EQ(sparse_layer_count(parse_model_config(j), false), 12);
+  j["num_sparse_encoder_layers"] = 0;   // none (HF's hack would still make layer 1 sparse)
+  EXPECT_EQ(sparse_layer_count(parse_model_config(j), false), 0);
+  // A capacity factor instead of a fixed capacity.
+  json c = load("switch-base-8");
+  c.erase("expert_capacity");
+  c["capacity_factor"] = 1.25;
+  EXPECT_EQ(expert_capacity_per_sample(parse_model_config(c), 512), 80);  // ceil(1.25 * 512 / 8)
+  // Round trip through the stored JSON keeps the experts; dense models' JSON has no expert keys.
+  EXPECT_EQ(model_spec_from_json(m.to_json()).to_json(), m.to_json());
+  EXPECT_FALSE(load_model_config(model_path("t5-small")).to_json().contains("num_experts"));
+  // Bad inputs: one line naming the key and value.
+  json bad = load("switch-base-8");
+  bad["num_experts"] = 0;
+  EXPECT_NE(parse_error(bad).find("config.num_experts=0 must be >= 1"), std::string::npos) << parse_error(bad);
+  bad["num_experts"] = -2;
+  EXPECT_NE(parse_error(bad).find("num_experts"), std::string::npos) << parse_error(bad);
+  bad = load("switch-base-8");
+  bad["expert_capacity"] = 0;
+  EXPECT_NE(parse_error(bad).find("config.expert_capacity=0"), std::string::npos) << parse_error(bad);
+  bad = load("switch-base-8");
+  bad["encoder_sparse_step"] = 13;
+  EXPECT_NE(parse_error(bad).find("config.encoder_sparse_step=13"), std::string::npos) << parse_error(bad);
+  bad = load("switch-base-8");
+  bad["dense_act_fn"] = "tanh";
+  EXPECT_NE(parse_error(bad).find("dense_act_fn"), std::string::npos) << parse_error(bad);
+  // Experts on a dense family are refused by the spec check.
+  ModelSpec t5 = load_model_config(model_path("t5-small"));
+  t5.num_experts = 4;
+  EXPECT_THROW(validate_model_spec(t5), Error);
 }
 
 TEST(ModelSpec, FamilyDetails) {
@@ -259,7 +318,7 @@ TEST(ParseModelConfig, RefusesBadFiles) {
 // model_spec_from_json lives in the ir stage (src/ir/stored_spec.cpp).
 TEST(StoredSpec, ToJsonRoundTripsForEveryFamily) {
   for (const char* f : {"bert-base.json", "gpt2.json", "t5-small.json", "vit-base.json", "deit-small.json",
-                        "llama-style.json", "opt-125m.json", "gpt-neo-125m.json"}) {
+                        "llama-style.json", "opt-125m.json", "gpt-neo-125m.json", "switch-base-8.json"}) {
     ModelSpec m = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/models/" + f);
     ModelSpec r = model_spec_from_json(m.to_json());
     EXPECT_EQ(r.to_json(), m.to_json()) << f;

@@ -71,3 +71,55 @@ TEST(CliUnseenGpu, SweepAndCsvCarryTheMode) {
                        kSrc + "/models/devices/l4.json --sweep mode=eval",
                    "mode=\"eval\" is not a mode");
 }
+
+TEST(CliUnseenGpu, SwitchTransformersInInspectAndPredict) {
+  CliResult r = run_cli("inspect " + kSrc + "/models/switch-base-8.json --batch 2 --seq 128");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("params 619339008"), std::string::npos) << r.out;  // google/switch-base-8, tied LM head
+  EXPECT_NE(r.out.find("experts 8 per sparse FFN (top-1), sparse FFNs 6 encoder + 6 decoder"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("encoder.1.ffn.expert.up"), std::string::npos);
+  // The default bundle predicts it on a spec sheet in every mode: its layers are linears, bmm, softmax, elementwise.
+  CliResult p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                        "/models/switch-base-8.json --batch 2 --seq 512 --device-spec " + kSrc +
+                        "/models/devices/a100-sxm4-40gb.json --sweep mode=inference,fwd-bwd");
+  ASSERT_EQ(p.rc, 0) << p.out;
+  EXPECT_NE(p.out.find(",inference\n"), std::string::npos) << p.out;
+  // An expert count of 0 is one clear error.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_moe_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(kSrc + "/models/switch-base-8.json"));
+  j["num_experts"] = 0;
+  std::ofstream(dir / "zero.json") << j.dump();
+  expect_one_error("inspect " + (dir / "zero.json").string(), "num_experts=0 must be >= 1");
+  fs::remove_all(dir);
+}
+
+TEST(CliUnseenGpu, BenchModelsRunsAPlanInInferenceMode) {
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_benchmode_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "plan.json") << R"({"kind":"models","configs":[
+    {"model":")" << kSrc << R"(/models/switch-base-8.json","overrides":{"d_model":32,"num_layers":2,"num_decoder_layers":2,
+     "num_heads":2,"d_kv":16,"d_ff":48,"vocab_size":100,"num_experts":2,"expert_capacity":4},
+     "settings":{"batch":2,"seq_len":8}}]})";
+  const std::string db = (dir / "r.sqlite").string();
+  const std::string base = "bench models --plan " + (dir / "plan.json").string() + " --db " + db +
+                           " --warmup 1 --warmup-extra 1 --repeats 2 --probe-repeats 1 --max-cv 10 --quiet";
+  expect_one_error(base + " --mode backward", "--mode=\"backward\" is not a mode (known: train, fwd-bwd, inference)");
+  CliResult r = run_cli(base + " --mode inference");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("1 configs, 0 skipped"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 failed"), std::string::npos) << r.out;  // ok, or unstable with so few repeats
+  r = run_cli("db export --db " + db + " --table models --format json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("\\\"backward\\\":false"), std::string::npos) << r.out.substr(0, 2000);
+  EXPECT_EQ(r.out.find(".bwd"), std::string::npos);  // forward nodes only
+  EXPECT_EQ(r.out.find("head.loss"), std::string::npos);
+  EXPECT_NE(r.out.find("encoder.1.ffn.expert.up"), std::string::npos);
+  // The same plan in fwd-bwd mode is another row (another resume key), with backward nodes.
+  r = run_cli(base + " --mode fwd-bwd");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("0 skipped"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}

@@ -2,8 +2,9 @@
 // A Transformer model read from a Hugging Face style config.json, plus the
 // training settings of one iteration. No LibTorch: the IR builds without it.
 //
-// Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, and the decoder
-// shapes of GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention).
+// Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
+// GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention), and
+// Switch Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
 
@@ -13,7 +14,9 @@
 
 namespace scaledl {
 
-enum class Family : int { Bert = 0, Gpt2, T5, ViT, DeiT, GptNeo, Opt, Llama };
+enum class Family : int { Bert = 0, Gpt2, T5, ViT, DeiT, GptNeo, Opt, Llama, Switch };
+/// Number of Family values (one-hot widths).
+inline constexpr int kFamilyCount = 9;
 enum class Arch : int { EncoderOnly = 0, DecoderOnly, EncoderDecoder, VisionEncoder };
 enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU };
 enum class NormKind : int { LayerNorm = 0, RMSNorm };
@@ -65,9 +68,26 @@ struct ModelSpec {
   int64_t embed_dim = 0;            ///< token-embedding width (OPT word_embed_proj_dim); == hidden otherwise
   bool dist_head = false;           ///< DeiT with teacher: second classifier on the distillation token
   std::string hf_class;             ///< architectures[0] of the config, "" when absent
+  // ---- mixture of experts (Switch Transformers); num_experts == 0: a dense model ----
+  int64_t num_experts = 0;          ///< experts of each sparse FFN (top-1 routing)
+  int64_t encoder_sparse_step = 0;  ///< encoder FFN i is sparse when i % step == 1 (or step == 1); 0 = none
+  int64_t decoder_sparse_step = 0;  ///< the same for the decoder stack
+  int64_t expert_capacity = 0;      ///< tokens one expert takes per sample (HF expert_capacity); 0 = capacity_factor
+  double capacity_factor = 1.0;     ///< when expert_capacity == 0: capacity = ceil(factor * seq / experts)
+  bool router_bias = false;         ///< bias on the router's classifier
 
   nlohmann::json to_json() const;
 };
+
+/// True when FFN `i` of the encoder (decoder = false) or decoder stack is a
+/// mixture of experts (Hugging Face SwitchTransformersStack's rule).
+bool is_sparse_layer(const ModelSpec& m, bool decoder, int64_t i);
+/// Sparse FFNs of a stack.
+int64_t sparse_layer_count(const ModelSpec& m, bool decoder);
+/// Token slots of one expert per sample: min(expert_capacity, seq), or
+/// ceil(capacity_factor * seq / num_experts) when expert_capacity is 0. Tokens
+/// routed beyond it skip the expert (they pass through scaled by the router probability).
+int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq);
 
 /// Settings of one training iteration.
 struct TrainSettings {

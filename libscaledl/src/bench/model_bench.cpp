@@ -73,16 +73,30 @@ ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const t
     auto params = model->parameters();
     auto optimizer = make_optimizer(s.optimizer, params);
 
-    auto iteration = [&](bool with_step) {
-      clear_grads(params);
-      auto loss = model->loss(batch, nullptr);
-      loss.backward();
-      if (with_step) optimizer->step();
-    };
+    const bool inference = run_mode(s) == RunMode::Inference;
     TimingOptions t = timing_options(opt);
-    // iter: the iteration as settings say (with the optimizer step unless optimizer_step=false).
-    Measurement with = measure([&] { iteration(s.optimizer_step); }, dev, t);
-    Measurement without = measure([&] { iteration(false); }, dev, t);
+    Measurement with, without;
+    if (inference) {
+      // Inference: eval mode (dropout is the identity), forward only under
+      // no-grad, no loss (the model returns its logits), as the layer graph has it.
+      model->eval();
+      auto forward = [&] {
+        torch::NoGradGuard no_grad;
+        model->loss(batch, nullptr);
+      };
+      with = measure(forward, dev, t);
+      without = with;  // no optimizer step to leave out
+    } else {
+      auto iteration = [&](bool with_step) {
+        clear_grads(params);
+        auto loss = model->loss(batch, nullptr);
+        loss.backward();
+        if (with_step) optimizer->step();
+      };
+      // iter: the iteration as settings say (with the optimizer step unless optimizer_step=false).
+      with = measure([&] { iteration(s.optimizer_step); }, dev, t);
+      without = measure([&] { iteration(false); }, dev, t);
+    }
     r.iter = with.stats;
     r.iter_noopt = without.stats;
 
@@ -90,12 +104,17 @@ ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const t
       NodeProbe probe(dev);
       for (int i = 0; i < opt.probe_repeats; ++i) {
         probe.begin_iteration();
-        clear_grads(params);
-        auto loss = model->loss(batch, &probe);
-        probe.begin_backward();
-        loss.backward();
-        probe.end_backward();
-        if (s.optimizer_step) probe.time("optim.step", [&] { optimizer->step(); });
+        if (inference) {
+          torch::NoGradGuard no_grad;
+          model->loss(batch, &probe);
+        } else {
+          clear_grads(params);
+          auto loss = model->loss(batch, &probe);
+          probe.begin_backward();
+          loss.backward();
+          probe.end_backward();
+          if (s.optimizer_step) probe.time("optim.step", [&] { optimizer->step(); });
+        }
         probe.end_iteration();
       }
       r.node_times = probe.node_times();

@@ -82,6 +82,21 @@ struct FfnImpl : torch::nn::Module {
 };
 TORCH_MODULE(Ffn);
 
+/// Mixture-of-experts FFN (Switch Transformers, src/bench/zoo_moe.cpp). Nodes
+/// under `prefix`: router, router.softmax, dispatch, expert.up, expert.act,
+/// expert.act_dropout, expert.down, combine (as Forward::moe in the layer graph).
+struct SparseFfnImpl : torch::nn::Module {
+  SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m, Activation act, double act_dropout);
+  Tensor forward(const Tensor& x, const std::string& prefix, NodeProbe* probe);
+  int64_t experts;
+  Activation act;
+  double act_dropout;
+  ModelSpec spec;  ///< capacity rule (expert_capacity_per_sample)
+  torch::nn::Linear router{nullptr};
+  Tensor wi, wo;   ///< [E, h, f], [E, f, h]
+};
+TORCH_MODULE(SparseFfn);
+
 struct BlockOptions {
   AttnOptions self;
   AttnOptions cross;           ///< used when has_cross
@@ -95,6 +110,7 @@ struct BlockOptions {
   double norm_eps = 1e-5;
   bool pre_norm = true;        ///< false: BERT post-norm (norm after the residual add)
   double dropout = 0;          ///< hidden dropout after attention and FFN
+  const ModelSpec* moe = nullptr;  ///< set: this block's FFN is a mixture of experts (Switch)
 };
 
 /// One Transformer block; nodes under `prefix` ("decoder.2.").
@@ -106,6 +122,7 @@ struct BlockImpl : torch::nn::Module {
   Norm attn_norm{nullptr}, cross_norm{nullptr}, ffn_norm{nullptr};
   Attention attn{nullptr}, cross{nullptr};
   Ffn ffn{nullptr};
+  SparseFfn moe{nullptr};
 };
 TORCH_MODULE(Block);
 

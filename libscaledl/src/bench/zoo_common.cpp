@@ -164,7 +164,7 @@ void NodeProbe::end_iteration() {
 namespace scaledl::zoo_detail {
 
 Tensor dropout_node(NodeProbe* probe, const std::string& name, const Tensor& x, double p, bool training) {
-  if (p <= 0) return x;
+  if (p <= 0 || !training) return x;  // eval mode: the identity, and no node (as in the inference layer graph)
   return node(probe, name, [&] { return torch::dropout(x, p, training); });
 }
 
@@ -291,7 +291,9 @@ BlockImpl::BlockImpl(const BlockOptions& o) : opt(o) {
     cross = register_module("cross", Attention(o.cross));
   }
   ffn_norm = register_module("ffn_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
-  ffn = register_module("ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout));
+  if (o.moe) moe = register_module("moe", SparseFfn(o.self.hidden, o.ffn_dim, *o.moe, o.act, o.act_dropout));
+  else ffn = register_module("ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout));
+  opt.moe = nullptr;  // the spec pointer is needed only while building
 }
 
 Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::string& pre, NodeProbe* probe,
@@ -316,12 +318,13 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
              [&](const Tensor& h) { return cross(h, enc_out, pre + "cross.", probe, cross_bias, Rope{}); });
   // The FFN's own dropout is "ffn.dropout" (after ffn.down), not "ffn.out_dropout".
   auto ffn_pre = pre + "ffn.";
+  auto body = [&](const Tensor& h) { return moe.is_empty() ? ffn(h, ffn_pre, probe) : moe(h, ffn_pre, probe); };
   if (opt.pre_norm) {
     auto h = node(probe, ffn_pre + "norm", [&] { return ffn_norm(x); });
-    auto y = dropout_node(probe, ffn_pre + "dropout", ffn(h, ffn_pre, probe), opt.dropout, train);
+    auto y = dropout_node(probe, ffn_pre + "dropout", body(h), opt.dropout, train);
     x = node(probe, ffn_pre + "residual", [&] { return x + y; });
   } else {
-    auto y = dropout_node(probe, ffn_pre + "dropout", ffn(x, ffn_pre, probe), opt.dropout, train);
+    auto y = dropout_node(probe, ffn_pre + "dropout", body(x), opt.dropout, train);
     auto r = node(probe, ffn_pre + "residual", [&] { return x + y; });
     x = node(probe, ffn_pre + "norm", [&] { return ffn_norm(r); });
   }
@@ -351,6 +354,8 @@ BlockOptions block_options(const ModelSpec& m) {
 }
 
 Tensor loss_node(NodeProbe* probe, const Tensor& logits, const Tensor& labels) {
+  // Inference (no-grad): no loss is computed, as the layer graph has no head.loss then; the logits are the output.
+  if (!torch::GradMode::is_enabled()) return logits;
   return node(probe, "head.loss", [&] {
     return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
   });
@@ -380,7 +385,8 @@ std::shared_ptr<ZooModel> build_zoo_model(const ModelSpec& m, const TrainSetting
       case Family::GptNeo:
       case Family::Opt:
       case Family::Llama: model = zoo_detail::build_decoder(m, s); break;
-      case Family::T5: model = zoo_detail::build_t5(m, s); break;
+      case Family::T5:
+      case Family::Switch: model = zoo_detail::build_t5(m, s); break;
       case Family::ViT:
       case Family::DeiT: model = zoo_detail::build_vit(m, s); break;
     }

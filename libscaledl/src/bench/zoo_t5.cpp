@@ -1,4 +1,5 @@
-// T5 (Raffel et al.): shared token embedding, encoder and decoder stacks of
+// T5 (Raffel et al.) and Switch Transformers (T5 with mixture-of-experts FFNs in
+// every sparse_step-th block, bench/zoo_moe.cpp): shared token embedding, encoder and decoder stacks of
 // pre-norm blocks with RMSNorm (T5LayerNorm), unscaled attention plus a learned
 // relative-position bias (an Embedding[buckets, heads] in block 0 of each stack,
 // shared by the stack's later blocks), decoder cross-attention, ReLU or gated
@@ -41,14 +42,18 @@ class T5 : public ZooModel {
     auto bo = block_options(m);
     bo.self.scale = false;
     bo.cross.scale = false;
-    for (int64_t i = 0; i < m.num_layers; ++i)
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+      bo.moe = is_sparse_layer(m, false, i) ? &m : nullptr;  // Switch: every sparse_step-th FFN has experts
       enc.push_back(register_module("enc" + std::to_string(i), Block(bo)));
+    }
     enc_norm = register_module("enc_norm", Norm(m.hidden, m.norm, bo.norm_eps));
     bo.self.causal = true;
     bo.has_cross = true;
     const int64_t dec_layers = m.num_decoder_layers > 0 ? m.num_decoder_layers : m.num_layers;
-    for (int64_t i = 0; i < dec_layers; ++i)
+    for (int64_t i = 0; i < dec_layers; ++i) {
+      bo.moe = is_sparse_layer(m, true, i) ? &m : nullptr;
       dec.push_back(register_module("dec" + std::to_string(i), Block(bo)));
+    }
     if (m.final_norm) dec_norm = register_module("dec_norm", Norm(m.hidden, m.norm, bo.norm_eps));
     if (m.rel_attn_buckets > 0) {
       enc_rel = register_module("enc_rel", torch::nn::Embedding(m.rel_attn_buckets, m.num_heads));

@@ -17,7 +17,7 @@ namespace {
 float lg(double v) { return static_cast<float>(std::log(std::max(v, 0.0) + 1.0)); }
 }  // namespace
 
-size_t hp_feature_count() { return 17 + 8 + 4; }
+size_t hp_feature_count() { return 18 + kFamilyCount + 4; }
 
 std::vector<float> hp_features(const EvalRun& r, const DeviceRecord& dev) {
   const ModelSpec& m = r.spec;
@@ -39,8 +39,9 @@ std::vector<float> hp_features(const EvalRun& r, const DeviceRecord& dev) {
                           static_cast<float>(static_cast<int>(s.optimizer)),
                           s.optimizer_step ? 1.f : 0.f,
                           s.backward ? 1.f : 0.f,
-                          m.gated_ffn ? 1.f : 0.f};
-  for (int f = 0; f < 8; ++f) x.push_back(static_cast<int>(m.family) == f ? 1.f : 0.f);
+                          m.gated_ffn ? 1.f : 0.f,
+                          lg(static_cast<double>(m.num_experts))};
+  for (int f = 0; f < kFamilyCount; ++f) x.push_back(static_cast<int>(m.family) == f ? 1.f : 0.f);
   x.push_back(lg(dev.compute_gflops()));
   x.push_back(lg(dev.bandwidth_gbs()));
   x.push_back(lg(static_cast<double>(dev.cores)));

@@ -79,6 +79,13 @@ class Builder {
   /// and weight_bytes (it still reads the matrix) but owns only `own` params.
   void share_weight(int id, double own) { g_.nodes[id].cost.params = own; }
 
+  /// Gives a node whose operand is a weight tensor (the experts' batched
+  /// matmuls: a BMM has no parameters of its own) `params` trainable elements.
+  void own_weight(int id, double params) {
+    g_.nodes[id].cost.params = params;
+    g_.nodes[id].cost.weight_bytes = params * e_;
+  }
+
  private:
   LayerGraph& g_;
   double e_;
@@ -171,6 +178,35 @@ class Forward {
     return dropout(p + ".dropout", m_.dropout, down, t * h, hs, block);
   }
 
+  /// Mixture-of-experts FFN (Switch Transformers, top-1): router Linear [t, E],
+  /// softmax (with the argmax and capacity count), dispatch of the kept tokens
+  /// into per-expert buffers [E, C, h] (C = batch x capacity per sample; a
+  /// memory-bound copy, costed as an elementwise op), the experts as batched
+  /// matmuls [E, C, h] x [E, h, f] and [E, C, f] x [E, f, h], and the combine:
+  /// outputs scattered back to token order and scaled by the router probability.
+  int moe(const std::string& p, int x, int64_t s, int block) {
+    const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s, E = m_.num_experts;
+    const int64_t C = b_ * expert_capacity_per_sample(m_, s);
+    const Shape hs = {b_, s, h}, es = {E, C, f};
+    int r = B_.add(p + ".router", LayerType::Linear, {t, h, E, m_.router_bias}, {b_, s, E}, {x}, block);
+    int pr = B_.add(p + ".router.softmax", LayerType::Softmax, {t, E}, {b_, s, E}, {r}, block);
+    int d = B_.add(p + ".dispatch", LayerType::Add, {E * C * h}, {E, C, h}, {x, pr}, block);
+    int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
+    B_.own_weight(up, static_cast<double>(E * h * f));
+    int a = B_.add(p + ".expert.act", act_type(m_), {E * C * f}, es, {up}, block);
+    a = dropout(p + ".expert.act_dropout", m_.act_dropout, a, E * C * f, es, block);
+    int down = B_.add(p + ".expert.down", LayerType::BMM, {E, C, f, h}, {E, C, h}, {a}, block);
+    B_.own_weight(down, static_cast<double>(E * f * h));
+    int c = B_.add(p + ".combine", LayerType::Mul, {t * h}, hs, {down, pr, x}, block);
+    return dropout(p + ".dropout", m_.dropout, c, t * h, hs, block);
+  }
+
+  /// The FFN of layer i of `stack`: a mixture of experts where the model says so.
+  int any_ffn(const std::string& stack, int i, const std::string& p, int x, int64_t s, int block) {
+    if (is_sparse_layer(m_, stack == "decoder", i)) return moe(p, x, s, block);
+    return ffn(p, x, s, block);
+  }
+
   /// One transformer block "<stack>.<i>." on x [b, s, h]. enc >= 0 adds T5
   /// cross-attention over the encoder output enc [b, s_enc, h].
   int block(const std::string& stack, int i, int blk, int x, int64_t s, int rel_bias, int enc = -1,
@@ -184,7 +220,7 @@ class Forward {
       int a = attention(p + "attn", x, s, x, s, blk, rel_bias, fused);
       int r1 = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
       int n1 = B_.add(p + "attn.norm", nt, {t, h}, hs, {r1}, blk);
-      int f = ffn(p + "ffn", n1, s, blk);
+      int f = any_ffn(stack, i, p + "ffn", n1, s, blk);
       int r2 = B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, n1}, blk);
       return B_.add(p + "ffn.norm", nt, {t, h}, hs, {r2}, blk);
     }
@@ -197,7 +233,7 @@ class Forward {
       cur = B_.add(p + "cross.residual", LayerType::Add, {t * h}, hs, {c, cur}, blk);
     }
     int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {cur}, blk);
-    int f = ffn(p + "ffn", n2, s, blk);
+    int f = any_ffn(stack, i, p + "ffn", n2, s, blk);
     return B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, cur}, blk);
   }
 

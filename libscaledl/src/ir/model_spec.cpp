@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -33,7 +34,8 @@ constexpr int64_t kMaxBatch = int64_t(1) << 24;
 constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iteration
 constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
 
-const char* kTypes = "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama";
+const char* kTypes = "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, switch_transformers";
+constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
 std::string first_key(const json& j, std::initializer_list<const char*> keys) {
@@ -252,6 +254,58 @@ void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
 }
 
+/// Switch Transformers (Fedus et al. 2021; HF SwitchTransformersConfig): T5 v1.0
+/// blocks whose FFN is, every encoder/decoder_sparse_step-th layer, a top-1
+/// mixture of num_experts ReLU FFNs (wi, wo; no bias) behind a router
+/// Linear(d_model, num_experts) with expert_capacity tokens per expert and sample.
+void parse_switch(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::Switch;
+  m.arch = Arch::EncoderDecoder;
+  m.hidden = opt(j, {"d_model"}, ctx, 1, kMaxHidden, 768);
+  m.num_layers = opt(j, {"num_layers"}, ctx, 1, kMaxLayers, 12);
+  m.num_decoder_layers = opt(j, {"num_decoder_layers"}, ctx, 1, kMaxLayers, m.num_layers);
+  m.num_heads = opt(j, {"num_heads"}, ctx, 1, kMaxHeads, 12);
+  m.head_dim = opt(j, {"d_kv"}, ctx, 1, 1 << 16, 64);
+  m.ffn_dim = opt(j, {"d_ff"}, ctx, 1, kMaxFfn, 2048);
+  m.vocab_size = opt(j, {"vocab_size"}, ctx, 1, kMaxVocab, 32128);
+  m.rel_attn_buckets = opt(j, {"relative_attention_num_buckets"}, ctx, 1, 1 << 16, 32);
+  m.max_positions = 0;
+  m.context_len = 0;
+  // The experts are DenseActDense (wi, act, dropout, wo) whatever is_gated_act says.
+  std::string act = get_str_or(j, "dense_act_fn", ctx, "");
+  if (act.empty()) {
+    std::string ff = get_str_or(j, "feed_forward_proj", ctx, "relu");
+    act = ff.substr(ff.rfind('-') == std::string::npos ? 0 : ff.rfind('-') + 1);
+    if (act == "gelu") act = "gelu_new";
+  }
+  m.activation = parse_act(json{{"dense_act_fn", act}}, "dense_act_fn", ctx, "relu");
+  m.gated_ffn = false;
+  m.norm = NormKind::RMSNorm;
+  m.linear_bias = m.qkv_bias = m.out_bias = false;
+  m.dropout = prob(j, "dropout_rate", ctx, 0.1);
+  m.embed_dropout = m.attn_dropout = m.act_dropout = m.dropout;
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
+  // Experts. 0 experts is not a Switch model (use model_type t5 for the dense one).
+  m.num_experts = opt(j, {"num_experts"}, ctx, 0, kMaxExperts, 8);
+  SCALEDL_CHECK(m.num_experts >= 1, "{}.num_experts={} must be >= 1 (a dense encoder-decoder is model_type \"t5\")",
+                ctx, m.num_experts);
+  auto step = [&](const char* step_key, const char* count_key, int64_t layers) -> int64_t {
+    if (!first_key(j, {step_key}).empty()) return get_int(j, step_key, ctx, 0, layers);
+    const int64_t n = opt(j, {count_key}, ctx, 0, layers, 3);
+    return n > 0 ? layers / n : 0;  // HF: num_layers // num_sparse_layers (0 sparse: a dense stack here)
+  };
+  m.encoder_sparse_step = step("encoder_sparse_step", "num_sparse_encoder_layers", m.num_layers);
+  m.decoder_sparse_step = step("decoder_sparse_step", "num_sparse_decoder_layers", m.num_decoder_layers);
+  if (!first_key(j, {"capacity_factor"}).empty()) {
+    m.expert_capacity = 0;
+    m.capacity_factor = get_num_or(j, "capacity_factor", ctx, 1e-3, 1e3, 1.0);
+  } else {
+    m.expert_capacity = opt(j, {"expert_capacity"}, ctx, 1, kMaxPositions, 64);
+  }
+  m.router_bias = get_bool_or(j, "router_bias", ctx, false);
+}
+
 void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit) {
   m.family = deit ? Family::DeiT : Family::ViT;
   m.arch = Arch::VisionEncoder;
@@ -280,7 +334,7 @@ void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit
 }  // namespace
 
 const char* to_string(Family f) {
-  static const char* n[] = {"bert", "gpt2", "t5", "vit", "deit", "gpt_neo", "opt", "llama"};
+  static const char* n[] = {"bert", "gpt2", "t5", "vit", "deit", "gpt_neo", "opt", "llama", "switch_transformers"};
   return n[static_cast<int>(f)];
 }
 const char* to_string(Arch a) {
@@ -317,6 +371,7 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   else if (type == "opt") parse_opt(j, ctx, m);
   else if (type == "llama") parse_llama(j, ctx, m);
   else if (type == "t5") parse_t5(j, ctx, m);
+  else if (type == "switch_transformers") parse_switch(j, ctx, m);
   else if (type == "vit") parse_vision(j, ctx, m, false);
   else if (type == "deit") parse_vision(j, ctx, m, true);
   else fail("{}.model_type=\"{}\" is not supported (one of {})", ctx, type, kTypes);
@@ -363,6 +418,18 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   }
   in(m.max_positions, "max_positions", 0, kMaxPositions);
   in(m.context_len, "context_len", 0, kMaxPositions);
+  in(m.num_experts, "num_experts", 0, kMaxExperts);
+  if (m.family == Family::Switch) {
+    in(m.num_experts, "num_experts", 1, kMaxExperts);
+    in(m.encoder_sparse_step, "encoder_sparse_step", 0, m.num_layers);
+    in(m.decoder_sparse_step, "decoder_sparse_step", 0, m.num_decoder_layers);
+    in(m.expert_capacity, "expert_capacity", 0, kMaxPositions);
+    SCALEDL_CHECK(m.expert_capacity > 0 || (std::isfinite(m.capacity_factor) && m.capacity_factor > 0),
+                  "{}.capacity_factor={} must be > 0 when expert_capacity is 0", ctx, m.capacity_factor);
+  } else {
+    SCALEDL_CHECK(m.num_experts == 0, "{}.num_experts={}: experts exist only in model_type switch_transformers",
+                  ctx, m.num_experts);
+  }
   for (auto [p, key] : {std::pair{m.dropout, "dropout"}, {m.attn_dropout, "attn_dropout"},
                         {m.embed_dropout, "embed_dropout"}, {m.act_dropout, "act_dropout"}})
     SCALEDL_CHECK(std::isfinite(p) && p >= 0 && p < 1, "{}.{}={} must be a probability in [0, 1)", ctx,
@@ -499,6 +566,10 @@ int64_t parameter_count(const ModelSpec& m) {
   }
   if (m.family == Family::Bert) p += 2 * h;                              // embeddings LayerNorm
   p += m.num_layers * (2 * norm + attn + ffn);
+  if (m.num_experts > 0) {  // a sparse FFN: num_experts FFNs + the router instead of one FFN
+    const int64_t moe = m.num_experts * ffn + linear(h, m.num_experts, m.router_bias) - ffn;
+    p += (sparse_layer_count(m, false) + sparse_layer_count(m, true)) * moe;
+  }
   if (m.arch == Arch::EncoderDecoder) {
     p += m.num_decoder_layers * (3 * norm + 2 * attn + ffn);             // self + cross attention
     p += 2 * m.rel_attn_buckets * m.num_heads;                           // relative bias per stack
@@ -515,7 +586,7 @@ int64_t parameter_count(const ModelSpec& m) {
 }
 
 nlohmann::json ModelSpec::to_json() const {
-  return {{"name", name},
+  nlohmann::json j = {{"name", name},
           {"family", to_string(family)},
           {"arch", to_string(arch)},
           {"hf_class", hf_class},
@@ -555,6 +626,37 @@ nlohmann::json ModelSpec::to_json() const {
           {"embed_dropout", embed_dropout},
           {"act_dropout", act_dropout},
           {"params", parameter_count(*this)}};
+  // Only MoE models carry the expert fields, so dense models' stored JSON (and run keys) are unchanged.
+  if (num_experts > 0) {
+    j["num_experts"] = num_experts;
+    j["encoder_sparse_step"] = encoder_sparse_step;
+    j["decoder_sparse_step"] = decoder_sparse_step;
+    j["expert_capacity"] = expert_capacity;
+    j["capacity_factor"] = capacity_factor;
+    j["router_bias"] = router_bias;
+  }
+  return j;
+}
+
+bool is_sparse_layer(const ModelSpec& m, bool decoder, int64_t i) {
+  if (m.num_experts <= 0) return false;
+  const int64_t step = decoder ? m.decoder_sparse_step : m.encoder_sparse_step;
+  if (step <= 0) return false;
+  return step == 1 || i % step == 1;  // HF SwitchTransformersStack
+}
+
+int64_t sparse_layer_count(const ModelSpec& m, bool decoder) {
+  const int64_t n = decoder ? (m.arch == Arch::EncoderDecoder ? m.num_decoder_layers : 0) : m.num_layers;
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) k += is_sparse_layer(m, decoder, i) ? 1 : 0;
+  return k;
+}
+
+int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq) {
+  if (m.num_experts <= 0) return 0;
+  if (m.expert_capacity > 0) return std::min(m.expert_capacity, seq);
+  const double c = std::ceil(m.capacity_factor * static_cast<double>(seq) / static_cast<double>(m.num_experts));
+  return std::max<int64_t>(1, std::min<int64_t>(seq, static_cast<int64_t>(c)));
 }
 
 nlohmann::json TrainSettings::to_json() const {

@@ -35,7 +35,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   SCALEDL_CHECK(j.is_object(), "{}: expected a ModelSpec object, got {}", ctx, show(j));
   ModelSpec m;
   m.name = get_str_or(j, "name", ctx, "");
-  m.family = parse_enum<Family>(j, "family", ctx, 8);
+  m.family = parse_enum<Family>(j, "family", ctx, kFamilyCount);
   m.arch = parse_enum<Arch>(j, "arch", ctx, 4);
   m.hf_class = get_str_or(j, "hf_class", ctx, "");
   m.hidden = req_int(j, "hidden", ctx);
@@ -73,6 +73,15 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   m.attn_dropout = get_num_or(j, "attn_dropout", ctx, 0, 1, m.attn_dropout);
   m.embed_dropout = get_num_or(j, "embed_dropout", ctx, 0, 1, m.embed_dropout);
   m.act_dropout = get_num_or(j, "act_dropout", ctx, 0, 1, m.act_dropout);
+  // Experts: present only for MoE models (to_json omits them for dense ones).
+  if (j.contains("num_experts")) {
+    m.num_experts = req_int(j, "num_experts", ctx);
+    m.encoder_sparse_step = req_int(j, "encoder_sparse_step", ctx);
+    m.decoder_sparse_step = req_int(j, "decoder_sparse_step", ctx);
+    m.expert_capacity = req_int(j, "expert_capacity", ctx);
+    m.capacity_factor = get_num_or(j, "capacity_factor", ctx, 0, 1e3, m.capacity_factor);
+    m.router_bias = req_bool(j, "router_bias", ctx);
+  }
   validate_model_spec(m, ctx);
   return m;
 }
