@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 
 PKGS=(build-essential cmake pkg-config
-      libtorch-dev libopenblas0-pthread
+      libtorch-dev libopenblas0-pthread libgloo-dev
       libxgboost-dev xgboost
       nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev libssl-dev gnuplot-nox
       libgtest-dev libgmock-dev libbenchmark-dev

@@ -38,8 +38,8 @@ int run_export(const DbOptions& o) {
     text = ss.str();
   } else {
     nlohmann::json all = s.export_json();
-    SCALEDL_CHECK(all.contains(o.table), "--table={} is not a table (layers, models, devices, environments)",
-                  o.table);
+    SCALEDL_CHECK(all.contains(o.table),
+                  "--table={} is not a table (layers, models, devices, environments, collectives)", o.table);
     text = all[o.table].dump(1) + "\n";
   }
   if (o.out.empty())
@@ -79,7 +79,7 @@ scaledl::cli::Registrar reg_export({"db", "export"}, "Export a table of a result
                                      auto o = std::make_shared<DbOptions>();
                                      app.add_option("--db", o->db, "SQLite results store")->required();
                                      app.add_option("--format", o->format, "csv or json")->capture_default_str();
-                                     app.add_option("--table", o->table, "layers, models, devices or environments")
+                                     app.add_option("--table", o->table, "layers, models, devices, environments or collectives")
                                          ->capture_default_str();
                                      app.add_option("--out", o->out, "output file (default: stdout)");
                                      return [o] { return run_export(*o); };

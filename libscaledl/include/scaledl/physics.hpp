@@ -11,7 +11,10 @@
 //              configuration on the grid 1, 2, 3, 4, 6, 8, 12, ... (2^k, 3*2^k)
 //              of batch x seq (text models; batch only for vision), including
 //              its own batch and seq (monotone_ladder); a prediction below one
-//              of them is raised to it and flagged. Among the configurations of
+//              of them is raised to it and flagged.
+//   mode       train >= fwd-bwd + the optimizer step's roofline, and
+//              fwd-bwd >= inference, at equal model and settings (the mode
+//              rung of monotone_ladder, labelled "mode ..."). Among the configurations of
 //              one call (a sweep) a running maximum along batch and seq follows.
 //
 // Predictions are then exactly monotone on the grid and within a sweep; between
@@ -36,6 +39,10 @@ double bound_bandwidth_gbs(const DeviceRecord& d);
 /// max(FLOP / bound_gflops, bytes beyond the last-level cache / bound_bandwidth_gbs).
 /// Bytes that fit in the cache (d.l2_mb) are not charged: they need not reach memory.
 double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d);
+/// The same over the update node(s) only (the optimizer step), ms.
+double update_roofline_ms(const LayerGraph& g, const DeviceRecord& d);
+/// Either of the two (update_only selects the update nodes).
+double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only);
 
 /// The smaller configurations that bound `s` from below (see the top of this file):
 /// each with a label such as "batch 4", "seq 64" or "batch 4, seq 64".

@@ -82,6 +82,27 @@ std::string layer_key(LayerType t, const std::vector<int64_t>& dims, DType dtype
 /// Canonical key of a model run: model name + settings JSON dump.
 std::string model_key(const ModelMeasurement& m);
 
+/// One timed collective (scaledl bench allreduce, or an imported nccl-tests row).
+/// `bytes` is nccl-tests' "size" (collective_bench.hpp); time is of one operation.
+struct CollectiveMeasurement {
+  std::string campaign = "default";
+  std::string collective;          ///< allreduce | allgather | reducescatter | sendrecv
+  std::string backend;             ///< gloo | nccl | mpi
+  std::string device;              ///< device key or "" (imported tables)
+  std::string level = "intra-node";  ///< intra-node | inter-node
+  std::string dtype = "fp32";
+  int64_t world = 2;               ///< ranks
+  int64_t nodes = 1;
+  double bytes = 0;
+  bool in_place = false;
+  double time_s = NAN;             ///< median time of one operation, seconds
+  double busbw_gbs = NAN;          ///< nccl-tests bus bandwidth, GB/s
+  double cv = NAN;
+  int repeats = 0;
+  std::string status = "ok";       ///< ok | unstable | unsupported | error
+  std::string source;              ///< the command or file the row came from
+};
+
 class Store {
  public:
   /// Opens (creating if needed) the SQLite file; applies the schema; WAL mode.
@@ -115,7 +136,17 @@ class Store {
   std::set<std::string> model_keys(const std::string& campaign, const std::string& device) const;
   std::vector<ModelMeasurement> models(const std::string& device = "", bool ok_only = true) const;
 
-  /// Row counts: {"devices":..,"layers":..,"models":..}
+  /// Collective rows, validated; duplicates of (campaign, collective, backend,
+  /// device, level, dtype, world, nodes, bytes, in_place) are skipped. One
+  /// transaction: a bad row inserts nothing. Returns the rows inserted.
+  size_t put_collectives(const std::vector<CollectiveMeasurement>& rows);
+  /// Rows (empty filters match all), ordered by group then size; empty for a
+  /// store written before the table existed.
+  std::vector<CollectiveMeasurement> collectives(const std::string& campaign = "", const std::string& collective = "",
+                                                 bool ok_only = true) const;
+  bool has_collectives_table() const;
+
+  /// Row counts: {"devices":..,"layers":..,"models":..} (+ "collectives" when it has rows)
   nlohmann::json counts() const;
   /// Summary for `scaledl db info`: {"schema_version", "counts", "devices": [keys],
   /// "layer_groups": [{campaign, device, status, rows, fwd_cv_median, fwd_cv_max,

@@ -44,6 +44,14 @@ CREATE TABLE IF NOT EXISTS models (
   source TEXT NOT NULL, env_id INTEGER NOT NULL DEFAULT 0,
   created_at TEXT NOT NULL DEFAULT (datetime('now')),
   UNIQUE (campaign, config_key, device));
+CREATE TABLE IF NOT EXISTS collectives (
+  id INTEGER PRIMARY KEY,
+  campaign TEXT NOT NULL, collective TEXT NOT NULL, backend TEXT NOT NULL, device TEXT NOT NULL,
+  level TEXT NOT NULL, dtype TEXT NOT NULL, world INTEGER NOT NULL, nodes INTEGER NOT NULL,
+  bytes REAL NOT NULL, in_place INTEGER NOT NULL, time_s REAL NOT NULL, busbw_gbs REAL, cv REAL,
+  repeats INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL, source TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  UNIQUE (campaign, collective, backend, device, level, dtype, world, nodes, bytes, in_place));
 )SQL";
 
 /// RAII prepared statement with 1-based binds and 0-based column reads.
@@ -473,7 +481,94 @@ nlohmann::json Store::counts() const {
     s.step();
     j[t] = s.i64(0);
   }
+  // Collectives: a table added without a schema bump (a store gets it when first
+  // opened for writing); counted only when it holds rows, so earlier outputs stay.
+  if (has_collectives_table()) {
+    Stmt s(db_, "SELECT COUNT(*) FROM collectives", path_);
+    s.step();
+    if (s.i64(0) > 0) j["collectives"] = s.i64(0);
+  }
   return j;
+}
+
+bool Store::has_collectives_table() const {
+  Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='collectives'", path_);
+  return t.step();
+}
+
+size_t Store::put_collectives(const std::vector<CollectiveMeasurement>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& m = rows[i];
+    const std::string where = fmt::format("collective row {}", i);
+    SCALEDL_CHECK(!m.campaign.empty() && !m.collective.empty() && !m.backend.empty(),
+                  "{}: campaign, collective and backend must be set", where);
+    SCALEDL_CHECK(m.level == "intra-node" || m.level == "inter-node", "{}: level={} is not intra-node or inter-node",
+                  where, m.level);
+    SCALEDL_CHECK(m.world >= 1 && m.nodes >= 1 && m.nodes <= m.world, "{}: world={} nodes={} are impossible", where,
+                  m.world, m.nodes);
+    SCALEDL_CHECK(std::isfinite(m.bytes) && m.bytes > 0, "{}: bytes={} must be > 0", where, m.bytes);
+    SCALEDL_CHECK(m.status != "ok" || (std::isfinite(m.time_s) && m.time_s > 0), "{}: time_s={} must be > 0", where,
+                  m.time_s);
+  }
+  Transaction tx(*this);
+  size_t n = 0;
+  {
+    Stmt s(db_,
+           "INSERT OR IGNORE INTO collectives (campaign, collective, backend, device, level, dtype, world, nodes, "
+           "bytes, in_place, time_s, busbw_gbs, cv, repeats, status, source) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+           path_);
+    for (const auto& m : rows) {
+      s.reset();
+      s.bind(1, m.campaign).bind(2, m.collective).bind(3, m.backend).bind(4, m.device).bind(5, m.level);
+      s.bind(6, m.dtype).bind(7, m.world).bind(8, m.nodes).bind(9, m.bytes).bind(10, m.in_place ? 1 : 0);
+      s.bind(11, std::isfinite(m.time_s) ? m.time_s : 0.0).bind(12, m.busbw_gbs).bind(13, m.cv);
+      s.bind(14, m.repeats).bind(15, m.status).bind(16, m.source);
+      s.step();
+      n += sqlite3_changes(db_) > 0 ? 1 : 0;
+    }
+  }
+  tx.commit();
+  return n;
+}
+
+std::vector<CollectiveMeasurement> Store::collectives(const std::string& campaign, const std::string& collective,
+                                                      bool ok_only) const {
+  std::vector<CollectiveMeasurement> out;
+  if (!has_collectives_table()) return out;
+  Stmt s(db_,
+         "SELECT campaign, collective, backend, device, level, dtype, world, nodes, bytes, in_place, time_s, "
+         "busbw_gbs, cv, repeats, status, source FROM collectives "
+         "WHERE (?1 = '' OR campaign = ?1) AND (?2 = '' OR collective = ?2) AND (?3 = 0 OR status = 'ok') "
+         "ORDER BY campaign, collective, backend, level, world, nodes, in_place, bytes",
+         path_);
+  s.bind(1, campaign).bind(2, collective).bind(3, ok_only ? 1 : 0);
+  while (s.step()) {
+    CollectiveMeasurement m;
+    m.campaign = s.text(0);
+    m.collective = s.text(1);
+    m.backend = s.text(2);
+    m.device = s.text(3);
+    m.level = s.text(4);
+    m.dtype = s.text(5);
+    m.world = s.i64(6);
+    m.nodes = s.i64(7);
+    m.bytes = s.real(8);
+    m.in_place = s.i64(9) != 0;
+    m.time_s = s.real(10);
+    m.busbw_gbs = s.real(11);
+    m.cv = s.real(12);
+    m.repeats = static_cast<int>(s.i64(13));
+    m.status = s.text(14);
+    m.source = s.text(15);
+    const std::string where = fmt::format("{}: collectives row ({}, {} B)", path_, m.collective, m.bytes);
+    SCALEDL_CHECK(std::isfinite(m.bytes) && m.bytes > 0, "{}: bytes must be > 0", where);
+    SCALEDL_CHECK(m.status != "ok" || (std::isfinite(m.time_s) && m.time_s > 0), "{}: time_s={} must be > 0", where,
+                  m.time_s);
+    SCALEDL_CHECK(m.world >= 1 && m.nodes >= 1, "{}: world={} nodes={} are impossible", where, m.world, m.nodes);
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 nlohmann::json Store::info() const {
@@ -560,12 +655,14 @@ static nlohmann::json table_json(sqlite3* db, const std::string& table, const st
 nlohmann::json Store::export_json() const {
   nlohmann::json j;
   for (const char* t : {"devices", "environments", "layers", "models"}) j[t] = table_json(db_, t, path_);
+  if (has_collectives_table()) j["collectives"] = table_json(db_, "collectives", path_);
   return j;
 }
 
 void Store::export_csv(const std::string& table, std::ostream& out) const {
-  SCALEDL_CHECK(table == "layers" || table == "models" || table == "devices" || table == "environments",
-                "--table={} is not a table (layers, models, devices, environments)", table);
+  SCALEDL_CHECK(table == "layers" || table == "models" || table == "devices" || table == "environments" ||
+                    (table == "collectives" && has_collectives_table()),
+                "--table={} is not a table (layers, models, devices, environments, collectives)", table);
   Stmt s(db_, "SELECT * FROM " + table + " ORDER BY rowid", path_);
   auto quote = [](const std::string& v) {
     if (v.find_first_of(",\"\n") == std::string::npos) return v;

@@ -162,9 +162,22 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
       for (size_t k = 0; k < all.size(); ++k) bounds_memo->values[keys[k]] = vals[k];
     }
     for (size_t k = 0; k < gs.size(); ++k) {
-      for (const auto& [j, label] : ladder[k]) raise_to(out[k], vals[j].t_iter_ms, &vals[j], "monotone: " + label);
-      for (const auto& [j, label] : ladder_known[k])
-        raise_to(out[k], known[j].t_iter_ms, &known[j], "monotone: " + label);
+      // The train rung also adds the optimizer step's roofline: the step follows the backward pass.
+      auto plus = [&](const std::string& label) {
+        return label.rfind("mode fwd-bwd", 0) == 0 ? update_roofline_ms(*gs[k], dev) : 0.0;
+      };
+      auto shifted = [&](MemoValue v, double d) {
+        for (double* x : {&v.t_iter_ms, &v.lo80_ms, &v.hi80_ms, &v.lo95_ms, &v.hi95_ms}) *x += d;
+        return v;
+      };
+      for (const auto& [j, label] : ladder[k]) {
+        const MemoValue v = shifted(vals[j], plus(label));
+        raise_to(out[k], v.t_iter_ms, &v, "monotone: " + label);
+      }
+      for (const auto& [j, label] : ladder_known[k]) {
+        const MemoValue v = shifted(known[j], plus(label));
+        raise_to(out[k], v.t_iter_ms, &v, "monotone: " + label);
+      }
     }
     // Among the inputs themselves (a sweep, a CSV): a running maximum along batch,
     // then along seq, among inputs that differ in that one setting only. The

@@ -25,12 +25,17 @@ double bound_bandwidth_gbs(const DeviceRecord& d) {
   return r;
 }
 
-double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d) {
+double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d) { return roofline_ms(g, d, false); }
+
+double update_roofline_ms(const LayerGraph& g, const DeviceRecord& d) { return roofline_ms(g, d, true); }
+
+double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only) {
   const double gflops = bound_gflops(d, g.settings.dtype);
   const double gbs = bound_bandwidth_gbs(d);
   const double cache_bytes = std::max(0.0, d.l2_mb) * 1e6;
   double t = 0;
   for (const LayerNode& n : g.nodes) {
+    if (update_only && n.dir != Direction::Update) continue;
     const double ct = n.flops() / (gflops * 1e6);
     const double cm = std::max(0.0, traffic_bytes(n.cost, n.dir) - cache_bytes) / (gbs * 1e6);
     t += std::max(ct, cm);
@@ -68,6 +73,15 @@ std::vector<LadderPoint> monotone_ladder(const ModelSpec& m, const TrainSettings
       if (q != s.seq_len) label += (label.empty() ? "" : ", ") + std::string("seq ") + std::to_string(q);
       out.push_back({t, label});
     }
+  // The mode rung: an iteration with the optimizer step is no faster than the
+  // same without it (plus the step's roofline, added by Bundle::predict_many),
+  // and one with backward no faster than inference.
+  const RunMode mode = run_mode(s);
+  if (mode != RunMode::Inference) {
+    TrainSettings t = s;
+    set_run_mode(t, mode == RunMode::Train ? RunMode::FwdBwd : RunMode::Inference);
+    out.push_back({t, mode == RunMode::Train ? "mode fwd-bwd + optimizer step" : "mode inference"});
+  }
   return out;
 }
 

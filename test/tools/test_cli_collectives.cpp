@@ -1,0 +1,140 @@
+// scaledl bench allreduce (issue #14): real collectives on LibTorch's Gloo
+// process group, N local ranks over loopback, rows in the store, and the bad
+// inputs of a distributed launch (world 0, a port in use, a rank that never joins).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "cli_util.hpp"
+#include "scaledl/collective_bench.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/store.hpp"
+#include "test_util.hpp"
+
+using namespace scaledl::test;
+namespace fs = std::filesystem;
+
+namespace {
+/// Listens on a free loopback port until destroyed; port() says which.
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = 0;
+    socklen_t len = sizeof(a);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::listen(fd, 1) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd); }
+};
+}  // namespace
+
+TEST(Collectives, SizesBackendsAndFactors) {
+  using namespace scaledl;
+  auto s = parse_size_range("1K..1M");
+  ASSERT_EQ(s.size(), 11u);
+  EXPECT_EQ(s.front(), 1024);
+  EXPECT_EQ(s.back(), 1024 * 1024);
+  EXPECT_EQ(parse_size_range("4K,1M").size(), 2u);
+  EXPECT_THROW(parse_size_range("1M..1K"), Error);
+  EXPECT_THROW(parse_size_range("12Q"), Error);
+  EXPECT_THROW(parse_size_range(""), Error);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(busbw_factor(Collective::AllGather, 4), 0.75);
+  EXPECT_EQ(parse_collective("all_reduce"), Collective::AllReduce);
+  EXPECT_THROW(parse_collective("broadcast"), Error);
+  const auto b = compiled_backends();
+  EXPECT_EQ(b, std::vector<std::string>{"gloo"});  // Debian's LibTorch: Gloo only, no NCCL or MPI
+}
+
+TEST(Collectives, RendezvousFromTheLauncherEnvironment) {
+  using namespace scaledl;
+  ::setenv("RANK", "3", 1);
+  ::setenv("WORLD_SIZE", "8", 1);
+  ::setenv("LOCAL_WORLD_SIZE", "4", 1);
+  ::setenv("MASTER_PORT", "29555", 1);
+  bool found = false;
+  Rendezvous r = rendezvous_from_env(&found);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.world, 8);
+  EXPECT_EQ(r.nodes(), 2);
+  EXPECT_EQ(r.local_rank, 3);
+  ::setenv("RANK", "8", 1);
+  EXPECT_NE(error_of([] { rendezvous_from_env(); }).find("RANK=8 must be < WORLD_SIZE=8"), std::string::npos);
+  ::setenv("RANK", "x", 1);
+  EXPECT_NE(error_of([] { rendezvous_from_env(); }).find("RANK=\"x\""), std::string::npos);
+  for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT"}) ::unsetenv(k);
+}
+
+TEST(CliCollectives, TwoLocalRanksMeasureAndStoreRows) {
+  const std::string db = fresh_store_path("collectives");
+  const std::string cmd = "bench allreduce --backend gloo --world 2 --sizes 4K,256K --repeats 3 --warmup 1 "
+                          "--collective allreduce,allgather,reducescatter,sendrecv --db " + db;
+  CliResult r = run_cli(cmd);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gloo on 2 ranks (1 node, intra-node)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported: gloo"), std::string::npos) << r.out;  // Gloo has no reduce_scatter
+  scaledl::Store store(db, true);
+  auto rows = store.collectives();  // ok rows only: allreduce, allgather, sendrecv x 2 sizes at most
+  auto all = store.collectives("", "", false);
+  EXPECT_EQ(all.size(), 7u);        // 3 x 2 + one unsupported reduce-scatter row
+  for (const auto& m : all) {
+    EXPECT_EQ(m.world, 2);
+    EXPECT_EQ(m.backend, "gloo");
+    if (m.status == "unsupported") continue;
+    EXPECT_GT(m.time_s, 0);
+    EXPECT_GT(m.busbw_gbs, 0);
+  }
+  EXPECT_LE(rows.size(), all.size());
+  // The same configuration again adds nothing (same keys).
+  r = run_cli(cmd);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("0 rows -> "), std::string::npos) << r.out;
+}
+
+TEST(CliCollectives, BadLaunchesAreOneClearErrorNotAHang) {
+  expect_one_error("bench allreduce --world 0", "--world=0 must be >= 2");
+  expect_one_error("bench allreduce --world 2 --backend nccl",
+                   "--backend=nccl is not compiled into this build's LibTorch (compiled in: gloo)");
+  expect_one_error("bench allreduce --world 2 --backend shm", "--backend=shm is not a backend");
+  expect_one_error("bench allreduce --world 2 --sizes 1M..1K", "--sizes=\"1M..1K\"");
+  expect_one_error("bench allreduce --world 2 --collective broadcast", "--collective=\"broadcast\"");
+  expect_one_error("bench allreduce", "no launcher environment");
+  {
+    Listener busy;
+    ASSERT_GT(busy.port, 0);
+    expect_one_error("bench allreduce --world 2 --port " + std::to_string(busy.port),
+                     "--port=" + std::to_string(busy.port) + " is in use");
+  }
+  // Rank 0 of 2 whose peer never starts: a timeout error after --timeout, not a hang.
+  int port = 0;
+  {
+    Listener probe;  // a port number that is free once the listener closes
+    port = probe.port;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " RANK=0 WORLD_SIZE=2 ";
+  const std::string bin = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
+  FILE* p = popen((env + bin + " bench allreduce --timeout 2 --sizes 4K 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  const int st = pclose(p);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(WEXITSTATUS(st), 1) << out;
+  EXPECT_EQ(out.rfind("scaledl: error: rendezvous at 127.0.0.1:", 0), 0u) << out;
+  EXPECT_NE(out.find("timed out after 2 s: not all WORLD_SIZE=2 ranks joined"), std::string::npos) << out;
+  EXPECT_LT(secs, 60);
+}
