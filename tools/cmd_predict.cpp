@@ -25,6 +25,7 @@
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/model_spec.hpp"
 #include "scaledl/neusight.hpp"
+#include "scaledl/parallel.hpp"
 #include "scaledl/predict.hpp"
 #include "scaledl/store.hpp"
 
@@ -48,6 +49,8 @@ struct PredictOptions {
   bool raw = false;              ///< the models' own T_iter, without the physical bounds
   int threads = 1;               ///< LibTorch threads of the refinement
   bool json = false;
+  scaledl::ParallelConfig par;   ///< --gpus, --nodes, --tp, --pp, --microbatches, --zero, --recompute
+  bool par_given = false;        ///< any of those flags was given
 };
 
 // ---- many configurations: --sweep and --csv -----------------------------------
@@ -305,6 +308,51 @@ scaledl::DeviceRecord resolve_device(const PredictOptions& o) {
   return all[0];
 }
 
+/// --gpus/--tp/--pp...: the parallel composition of parallel.hpp.
+int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::DeviceRecord& dev) {
+  using namespace scaledl;
+  auto [m, s] = o.args.load();
+  const CommModel comm = b.comm ? *b.comm : CommModel{};
+  const ParallelPrediction r = predict_parallel(b, m, s, o.par, dev, comm, comm);
+  const ParallelPlan& p = r.plan;
+  const int64_t iters = o.iterations ? o.iterations : (o.samples ? (o.samples + s.batch * p.dp - 1) / (s.batch * p.dp) : 0);
+  if (o.json) {
+    nlohmann::json j = r.to_json();
+    j["model"] = m.name;
+    j["settings"] = s.to_json();
+    j["mode"] = to_string(run_mode(s));
+    j["device"] = dev.key();
+    j["global_batch"] = s.batch * p.dp;
+    j["iterations_per_epoch"] = iters;
+    j["t_epoch_s"] = iters ? nlohmann::json(iters * r.t_iter_ms / 1e3) : nlohmann::json();
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("model        {} ({}), {}, mode {}\n", m.name, to_string(m.family), to_string(s.dtype),
+                           to_string(run_mode(s)))
+            << fmt::format("device       {} x {} on {} node(s)\n", dev.key(), o.par.gpus, o.par.nodes)
+            << fmt::format("split        tp {} x pp {} x dp {}; {} micro-batches of {} samples per replica "
+                           "(global batch {}); ZeRO {}{}\n",
+                           o.par.tp, o.par.pp, p.dp, o.par.microbatches, p.micro_batch, s.batch * p.dp, o.par.zero,
+                           o.par.recompute ? "; activation recomputation" : "")
+            << fmt::format("stage        {} layers per stage, {:.0f} parameters per GPU; bubble {:.1f} %\n",
+                           p.layers_per_stage, p.params_per_gpu, 100 * p.bubble_fraction)
+            << fmt::format("micro-batch  fwd {:.3f} ms, bwd {:.3f} ms, recompute {:.3f} ms, TP all-reduces {:.3f} ms "
+                           "({} x {:.3g} B), pipeline sends {:.3f} ms\n",
+                           r.t_fwd_ms, r.t_bwd_ms, r.t_recompute_ms, r.t_tp_ms, p.tp_allreduces, p.tp_bytes,
+                           r.t_p2p_ms)
+            << fmt::format("pipeline     {:10.3f} ms   ({} + {} - 1 slots; bubble {:.3f} ms)\n", r.t_pipeline_ms,
+                           o.par.microbatches, o.par.pp, r.t_bubble_ms)
+            << fmt::format("DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks)\n", r.t_dp_ms,
+                           p.grad_bytes, p.dp)
+            << fmt::format("optimizer    {:10.3f} ms\n", r.t_opt_ms)
+            << fmt::format("T_iter       {:10.3f} ms   (layer-model sums composed; no graph refinement, no "
+                           "intervals)\n",
+                           r.t_iter_ms);
+  if (iters) std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", iters * r.t_iter_ms / 1e3, iters);
+  return 0;
+}
+
 int run(const PredictOptions& o) {
   using namespace scaledl;
   const auto t_start = std::chrono::steady_clock::now();
@@ -322,11 +370,12 @@ int run(const PredictOptions& o) {
   SCALEDL_CHECK(o.samples >= 0 && o.iterations >= 0, "--samples and --iterations must be >= 0");
   const DeviceRecord dev = resolve_device(o);
   SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(), "no models: give --bundle DIR (or --layers DIR [--graph ...])");
-  SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty() && o.comm.empty()),
-                "--bundle={} already holds the layer, graph and comm models: drop --layers/--graph/--comm", o.bundle);
+  SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty()),
+                "--bundle={} already holds the layer and graph models: drop --layers/--graph", o.bundle);
   Bundle b;
   if (!o.bundle.empty()) {
     b = load_bundle(o.bundle);
+    if (!o.comm.empty()) b.comm = load_comm_model(o.comm);  // a calibration of this cluster overrides the bundle's
   } else {
     b.layers = LayerPredictor::load(o.layers);
     if (!o.graph.empty()) {
@@ -337,6 +386,12 @@ int run(const PredictOptions& o) {
     if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (o.par_given) {
+    SCALEDL_CHECK(!many, "--gpus/--tp/--pp/--microbatches/--zero/--recompute: one configuration at a time "
+                         "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
+    SCALEDL_CHECK(o.devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
+    return run_parallel(o, b, dev);
+  }
   if (many) return run_many(o, b, dev, load_s);
   auto [m, s] = o.args.load();
   s.num_devices = o.devices;
@@ -424,6 +479,21 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                               app.add_option("--db", o->db, "store with probed device records");
                               app.add_option("--device", o->device, "device key in --db");
                               app.add_option("--devices", o->devices, "data-parallel devices N (default 1)");
+                              auto par = [o](CLI::Option* opt) {
+                                opt->each([o](const std::string&) { o->par_given = true; });
+                                return opt;
+                              };
+                              par(app.add_option("--gpus", o->par.gpus, "GPUs N = tp x pp x dp (parallel prediction)"));
+                              par(app.add_option("--nodes", o->par.nodes, "nodes the GPUs are spread over (default 1)"));
+                              par(app.add_option("--tp", o->par.tp, "tensor-parallel ways (Megatron)"));
+                              par(app.add_option("--pp", o->par.pp, "pipeline stages (1F1B)"));
+                              par(app.add_option("--microbatches", o->par.microbatches,
+                                                 "micro-batches per iteration of one replica (--batch is split)"));
+                              par(app.add_option("--zero", o->par.zero, "ZeRO stage 0, 1, 2 or 3"));
+                              app.add_flag("--recompute", [o](int64_t) {
+                                o->par.recompute = true;
+                                o->par_given = true;
+                              }, "activation recomputation (Megatron checkpointing)");
                               app.add_option("--comm", o->comm, "all-reduce calibration JSON (for N > 1)");
                               app.add_option("--samples", o->samples, "training samples per epoch");
                               app.add_option("--iterations", o->iterations, "iterations per epoch");

@@ -10,6 +10,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "cli_util.hpp"
 #include "scaledl/collective_bench.hpp"
 #include "scaledl/error.hpp"
@@ -137,4 +141,39 @@ TEST(CliCollectives, BadLaunchesAreOneClearErrorNotAHang) {
   EXPECT_EQ(out.rfind("scaledl: error: rendezvous at 127.0.0.1:", 0), 0u) << out;
   EXPECT_NE(out.find("timed out after 2 s: not all WORLD_SIZE=2 ranks joined"), std::string::npos) << out;
   EXPECT_LT(secs, 60);
+}
+
+TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplits) {
+  const std::string src = SCALEDL_SOURCE_DIR;
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_par_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "comm.json") << R"({"bandwidth_Bps": 1.0e11, "gamma_s": 1.0e-5})";
+  const std::string base = "predict --bundle " + src + "/models/bundles/default " + src +
+                           "/models/gpt2.json --device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 1024 "
+                           "--batch 8 --dtype fp16 ";
+  CliResult r = run_cli(base + "--comm " + (dir / "comm.json").string() +
+                        " --gpus 8 --tp 2 --pp 2 --microbatches 4 --recompute --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["plan"]["dp"], 2);
+  EXPECT_DOUBLE_EQ(j["plan"]["bubble_fraction"].get<double>(), 1.0 / 5.0);
+  EXPECT_GT(j["t_tp_ms"].get<double>(), 0);
+  EXPECT_GT(j["t_dp_ms"].get<double>(), 0);
+  EXPECT_GT(j["t_recompute_ms"].get<double>(), 0);
+  EXPECT_EQ(j["global_batch"], 16);
+  EXPECT_NEAR(j["t_iter_ms"].get<double>(),
+              j["t_pipeline_ms"].get<double>() + j["t_dp_ms"].get<double>() + j["t_opt_ms"].get<double>(), 1e-6);
+  // A faster interconnect predicts a shorter iteration: the fitted model is used.
+  std::ofstream(dir / "slow.json") << R"({"bandwidth_Bps": 1.0e9, "gamma_s": 1.0e-4})";
+  CliResult s = run_cli(base + "--comm " + (dir / "slow.json").string() +
+                        " --gpus 8 --tp 2 --pp 2 --microbatches 4 --recompute --json");
+  ASSERT_EQ(s.rc, 0) << s.out;
+  EXPECT_GT(nlohmann::json::parse(s.out.substr(s.out.find('{')))["t_iter_ms"].get<double>(), j["t_iter_ms"].get<double>());
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 5 --tp 5",
+                   "--tp=5 does not divide num_attention_heads=12");
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 16 --pp 16",
+                   "--pp=16 is larger than the 12 layers");
+  expect_one_error(base + "--gpus 4", "--gpus=4 needs a collective calibration");
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 4 --zero 5", "--zero=5 is not a ZeRO stage");
+  fs::remove_all(dir);
 }

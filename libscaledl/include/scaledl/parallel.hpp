@@ -1,0 +1,96 @@
+#pragma once
+// Data, tensor and pipeline parallelism (Megatron-LM style) on top of the
+// per-layer predictions of a bundle (issue #14, docs/parallel.md).
+//
+// N GPUs = tp x pp x dp. One data-parallel replica runs `batch` samples per
+// iteration, split into M micro-batches of batch / M samples for the pipeline.
+//   tensor parallel  every attention and FFN block is split tp ways (heads,
+//                    FFN columns and the vocabulary divided by tp); per layer 2
+//                    all-reduces of the activations [mb, s, h] in the forward
+//                    and 2 in the backward (2 more with recomputation)
+//   pipeline         pp stages of ceil(L / pp) layers; 1F1B: (M + pp - 1) slots
+//                    of the slowest stage, bubble fraction (pp - 1) / (M + pp - 1);
+//                    per micro-batch and stage boundary one send of the
+//                    activations forward and one of their gradient backward
+//   data parallel    the gradients of a GPU's parameters all-reduced over dp
+//                    ranks after the last micro-batch (not overlapped: Megatron
+//                    without gradient bucketing); ZeRO-1/2/3 partition the
+//                    optimizer step over dp (ZeRO-3 also all-gathers the weights)
+//   recompute        the forward of every block runs again before its backward
+//   mixed precision  --dtype fp16|bf16: half-precision compute and gradients,
+//                    the optimizer step on FP32 master weights
+//
+//   T_iter = (M + pp - 1) x (t_fwd + t_bwd [+ t_fwd] + t_tp + t_p2p) + t_dp + t_opt
+//
+// t_fwd / t_bwd: the layer models' sums (T_sum split by direction) of one
+// micro-batch on the slowest stage's shard; t_tp, t_p2p, t_dp: the calibrated
+// collective model (comm.hpp) at tp, 2 and dp ranks.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/comm.hpp"
+#include "scaledl/device.hpp"
+#include "scaledl/model_spec.hpp"
+
+namespace scaledl {
+
+class Bundle;
+
+struct ParallelConfig {
+  int64_t gpus = 1;
+  int64_t nodes = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t microbatches = 1;  ///< M: micro-batches per iteration of one replica
+  int zero = 0;              ///< ZeRO stage 0..3
+  bool recompute = false;    ///< activation recomputation (Megatron checkpointing)
+  bool is_parallel() const { return gpus > 1 || tp > 1 || pp > 1 || microbatches > 1 || recompute; }
+};
+
+/// The shapes and volumes of one configuration (no timing).
+struct ParallelPlan {
+  ParallelConfig cfg;
+  int64_t dp = 1;
+  int64_t gpus_per_node = 1;
+  int64_t layers_per_stage = 0;    ///< the slowest stage's layers: ceil(L / pp)
+  int64_t micro_batch = 0;         ///< samples per micro-batch
+  double bubble_fraction = 0;      ///< (pp - 1) / (M + pp - 1)
+  ModelSpec stage;                 ///< one GPU's shard of the slowest stage (tp-split, ceil(L/pp) layers, with the head)
+  TrainSettings micro;             ///< one micro-batch in fwd-bwd mode
+  int64_t tp_allreduces = 0;       ///< per micro-batch on one stage
+  double tp_bytes = 0;             ///< bytes of one TP all-reduce (activations [mb, s, h])
+  double p2p_bytes = 0;            ///< bytes sent per micro-batch and direction between stages
+  double params_per_gpu = 0;       ///< parameters of the stage shard
+  double grad_bytes = 0;           ///< gradient bytes all-reduced over dp per iteration
+  bool tp_inter_node = false;      ///< the TP group spans nodes (tp > GPUs per node)
+  nlohmann::json to_json() const;
+};
+
+/// Validates the configuration against the model and builds the plan. Errors
+/// name the option and value: gpus not a multiple of tp x pp, tp not dividing
+/// the heads (or the FFN size), pp larger than the layer count, micro-batches
+/// not dividing the batch, ZeRO outside 0..3, nodes not dividing gpus.
+ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const ParallelConfig& c);
+
+struct ParallelPrediction {
+  ParallelPlan plan;
+  double t_fwd_ms = 0, t_bwd_ms = 0, t_recompute_ms = 0;  ///< one micro-batch on the slowest stage
+  double t_tp_ms = 0;              ///< TP all-reduces of one micro-batch
+  double t_p2p_ms = 0;             ///< pipeline sends of one micro-batch (both directions)
+  double t_pipeline_ms = 0;        ///< (M + pp - 1) x the slot
+  double t_bubble_ms = 0;          ///< the part of t_pipeline that is bubble
+  double t_dp_ms = 0;              ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
+  double t_opt_ms = 0;             ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
+  double t_iter_ms = 0;
+  nlohmann::json to_json() const;
+};
+
+/// Predicts one iteration. `intra` / `inter` are the collective models inside a
+/// node and across nodes (the same model twice when only one is calibrated).
+ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                    const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
+                                    const CommModel& inter);
+
+}  // namespace scaledl

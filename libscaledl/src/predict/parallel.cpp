@@ -1,0 +1,175 @@
+// Data / tensor / pipeline parallelism on top of a bundle's layer models
+// (parallel.hpp, docs/parallel.md).
+#include "scaledl/parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "scaledl/bundle.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/layer_graph.hpp"
+
+namespace scaledl {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Forward time of the graph's transformer blocks over all its forward time,
+/// by FLOP (what recomputation runs again: the blocks, not the embedding or the head).
+double block_forward_share(const LayerGraph& g) {
+  double blocks = 0, all = 0;
+  for (const LayerNode& n : g.nodes) {
+    if (n.dir != Direction::Forward) continue;
+    all += n.cost.flops_fwd;
+    if (n.block >= 0) blocks += n.cost.flops_fwd;
+  }
+  return all > 0 ? blocks / all : 0;
+}
+
+double sum_dir(const IterationPrediction& p, const char* suffix) {
+  double t = 0;
+  const std::string suf = suffix;
+  for (const auto& [k, ms] : p.by_type_ms)
+    if (k.size() > suf.size() && k.compare(k.size() - suf.size(), suf.size(), suf) == 0) t += ms;
+  return t;
+}
+
+}  // namespace
+
+ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const ParallelConfig& c) {
+  SCALEDL_CHECK(c.gpus >= 1 && c.gpus <= (int64_t{1} << 20), "--gpus={} must be in [1, 2^20]", c.gpus);
+  SCALEDL_CHECK(c.nodes >= 1 && c.nodes <= c.gpus, "--nodes={} must be in [1, --gpus={}]", c.nodes, c.gpus);
+  SCALEDL_CHECK(c.gpus % c.nodes == 0, "--gpus={} is not a multiple of --nodes={}", c.gpus, c.nodes);
+  SCALEDL_CHECK(c.tp >= 1, "--tp={} must be >= 1", c.tp);
+  SCALEDL_CHECK(c.pp >= 1, "--pp={} must be >= 1", c.pp);
+  SCALEDL_CHECK(c.gpus % (c.tp * c.pp) == 0, "--gpus={} is not a multiple of --tp x --pp = {} x {}", c.gpus, c.tp,
+                c.pp);
+  SCALEDL_CHECK(c.zero >= 0 && c.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", c.zero);
+  SCALEDL_CHECK(c.microbatches >= 1, "--microbatches={} must be >= 1", c.microbatches);
+  SCALEDL_CHECK(s.batch % c.microbatches == 0,
+                "--microbatches={} does not divide --batch={} (the samples of one data-parallel replica)",
+                c.microbatches, s.batch);
+  SCALEDL_CHECK(m.num_heads % c.tp == 0, "--tp={} does not divide num_attention_heads={} of {}", c.tp, m.num_heads,
+                m.name);
+  SCALEDL_CHECK(m.num_kv_heads % c.tp == 0, "--tp={} does not divide num_key_value_heads={} of {}", c.tp,
+                m.num_kv_heads, m.name);
+  SCALEDL_CHECK(m.ffn_dim % c.tp == 0, "--tp={} does not divide the FFN size {} of {}", c.tp, m.ffn_dim, m.name);
+  SCALEDL_CHECK(m.num_experts == 0 || c.tp == 1,
+                "--tp={}: tensor parallelism of mixture-of-experts layers is not modelled (expert parallelism is not "
+                "supported yet)",
+                c.tp);
+  const int64_t layers = m.num_layers + m.num_decoder_layers;
+  SCALEDL_CHECK(c.pp <= layers, "--pp={} is larger than the {} layers of {}", c.pp, layers, m.name);
+  SCALEDL_CHECK(c.pp == 1 || m.arch != Arch::EncoderDecoder,
+                "--pp={}: pipeline stages of encoder-decoder models are not modelled (encoder-only or decoder-only)",
+                c.pp);
+  SCALEDL_CHECK(run_mode(s) != RunMode::Inference || !c.is_parallel(),
+                "--mode=inference: parallel inference is not modelled (train or fwd-bwd)");
+  ParallelPlan p;
+  p.cfg = c;
+  p.dp = c.gpus / (c.tp * c.pp);
+  p.gpus_per_node = c.gpus / c.nodes;
+  p.layers_per_stage = ceil_div(m.num_layers, c.pp);
+  p.micro_batch = s.batch / c.microbatches;
+  p.bubble_fraction = static_cast<double>(c.pp - 1) / static_cast<double>(c.microbatches + c.pp - 1);
+  p.tp_inter_node = c.tp > p.gpus_per_node;
+  // One GPU's shard of the slowest stage: heads, FFN columns and the vocabulary split tp ways.
+  ModelSpec st = m;
+  st.num_heads = m.num_heads / c.tp;
+  st.num_kv_heads = m.num_kv_heads / c.tp;
+  st.ffn_dim = m.ffn_dim / c.tp;
+  if (m.vocab_size > 0) st.vocab_size = ceil_div(m.vocab_size, c.tp);
+  st.num_layers = p.layers_per_stage;
+  st.name = fmt::format("{} [1/{} tensor shard, {} layers]", m.name, c.tp, p.layers_per_stage);
+  validate_model_spec(st, st.name);
+  p.stage = st;
+  p.micro = s;
+  p.micro.batch = p.micro_batch;
+  p.micro.num_devices = 1;
+  set_run_mode(p.micro, RunMode::FwdBwd);
+  validate_settings(st, p.micro);
+  const double e = dtype_bytes(s.dtype);
+  const double act = static_cast<double>(p.micro_batch) * static_cast<double>(tokens_per_sample(m, s)) *
+                     static_cast<double>(m.hidden) * e;
+  if (c.tp > 1) {
+    p.tp_allreduces = p.layers_per_stage * ((c.recompute ? 6 : 4) + (m.arch == Arch::EncoderDecoder ? 2 : 0));
+    p.tp_bytes = act;
+  }
+  if (c.pp > 1) p.p2p_bytes = act;
+  p.params_per_gpu = static_cast<double>(parameter_count(st));
+  p.grad_bytes = p.dp > 1 ? p.params_per_gpu * e : 0;
+  return p;
+}
+
+nlohmann::json ParallelPlan::to_json() const {
+  return {{"gpus", cfg.gpus},
+          {"nodes", cfg.nodes},
+          {"tp", cfg.tp},
+          {"pp", cfg.pp},
+          {"dp", dp},
+          {"microbatches", cfg.microbatches},
+          {"micro_batch", micro_batch},
+          {"zero", cfg.zero},
+          {"recompute", cfg.recompute},
+          {"layers_per_stage", layers_per_stage},
+          {"bubble_fraction", bubble_fraction},
+          {"tp_allreduces_per_microbatch", tp_allreduces},
+          {"tp_allreduce_bytes", tp_bytes},
+          {"p2p_bytes", p2p_bytes},
+          {"params_per_gpu", params_per_gpu},
+          {"dp_grad_bytes", grad_bytes},
+          {"tp_inter_node", tp_inter_node}};
+}
+
+nlohmann::json ParallelPrediction::to_json() const {
+  return {{"plan", plan.to_json()},        {"t_fwd_ms", t_fwd_ms},           {"t_bwd_ms", t_bwd_ms},
+          {"t_recompute_ms", t_recompute_ms}, {"t_tp_ms", t_tp_ms},         {"t_p2p_ms", t_p2p_ms},
+          {"t_pipeline_ms", t_pipeline_ms}, {"t_bubble_ms", t_bubble_ms},    {"t_dp_ms", t_dp_ms},
+          {"t_opt_ms", t_opt_ms},           {"t_iter_ms", t_iter_ms}};
+}
+
+ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                    const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
+                                    const CommModel& inter) {
+  ParallelPrediction r;
+  r.plan = plan_parallel(m, s, c);
+  const ParallelPlan& p = r.plan;
+  const bool multi = c.gpus > 1;
+  SCALEDL_CHECK(!multi || intra.bandwidth_Bps > 0,
+                "--gpus={} needs a collective calibration (--comm FILE, or a bundle trained with --comm)", c.gpus);
+  // One micro-batch of the slowest stage: the layer models' sums by direction
+  // (the graph refinement was trained on whole single-GPU models, not on shards).
+  const LayerGraph g = build_layer_graph(p.stage, p.micro);
+  const IterationPrediction one = b.predict(g, dev, /*physics=*/false);
+  r.t_fwd_ms = sum_dir(one, ".fwd");
+  r.t_bwd_ms = sum_dir(one, ".bwd");
+  if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
+  const CommModel& tp_comm = p.tp_inter_node ? inter : intra;
+  if (c.tp > 1) r.t_tp_ms = static_cast<double>(p.tp_allreduces) * tp_comm.time_s(p.tp_bytes, c.tp) * 1e3;
+  if (c.pp > 1) {
+    // Stages spread over nodes when one node cannot hold the tp x pp ranks of a replica.
+    const CommModel& pc = c.tp * c.pp > p.gpus_per_node ? inter : intra;
+    r.t_p2p_ms = 2 * pc.time_s(p.p2p_bytes, 2) * 1e3;  // activations forward, their gradient backward
+  }
+  const double slot = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_p2p_ms;
+  r.t_pipeline_ms = static_cast<double>(c.microbatches + c.pp - 1) * slot;
+  r.t_bubble_ms = static_cast<double>(c.pp - 1) * slot;
+  if (p.dp > 1) {
+    const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : intra;
+    // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the weights.
+    r.t_dp_ms = dc.time_s(p.grad_bytes, p.dp) * 1e3 * (c.zero == 3 ? 2 : 1);
+  }
+  // The optimizer step on FP32 master weights (mixed precision keeps them), partitioned over dp by ZeRO.
+  if (run_mode(s) == RunMode::Train) {
+    TrainSettings t = p.micro;
+    t.dtype = DType::FP32;
+    set_run_mode(t, RunMode::Train);
+    const IterationPrediction opt = b.predict(build_layer_graph(p.stage, t), dev, /*physics=*/false);
+    r.t_opt_ms = sum_dir(opt, ".update") / (c.zero >= 1 ? static_cast<double>(p.dp) : 1.0);
+  }
+  r.t_iter_ms = r.t_pipeline_ms + r.t_dp_ms + r.t_opt_ms;
+  return r;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,138 @@
+// Data / tensor / pipeline parallelism (parallel.hpp): the plan's volumes and
+// checks, and the composition's structure on the H100 bundle.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "scaledl/bundle.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/parallel.hpp"
+#include "test_util.hpp"
+
+using namespace scaledl;
+using scaledl::test::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kSrc = SCALEDL_SOURCE_DIR;
+
+ModelSpec gpt(int64_t h = 1024, int64_t layers = 24, int64_t heads = 16) {
+  return parse_model_config({{"model_type", "gpt2"}, {"n_embd", h}, {"n_layer", layers}, {"n_head", heads},
+                             {"vocab_size", 50304}, {"n_positions", 1024}},
+                            "gpt");
+}
+TrainSettings settings(int64_t batch, DType d = DType::FP16) {
+  TrainSettings s;
+  s.batch = batch;
+  s.seq_len = 1024;
+  s.dtype = d;
+  return s;
+}
+}  // namespace
+
+TEST(ParallelPlan, VolumesOfEachScheme) {
+  ParallelConfig c;
+  c.gpus = 8;
+  c.tp = 2;
+  c.pp = 2;
+  c.microbatches = 4;
+  c.recompute = true;
+  const ParallelPlan p = plan_parallel(gpt(), settings(16), c);
+  EXPECT_EQ(p.dp, 2);
+  EXPECT_EQ(p.layers_per_stage, 12);
+  EXPECT_EQ(p.micro_batch, 4);
+  EXPECT_DOUBLE_EQ(p.bubble_fraction, 1.0 / 5.0);  // (pp - 1) / (M + pp - 1)
+  EXPECT_EQ(p.stage.num_heads, 8);
+  EXPECT_EQ(p.stage.ffn_dim, 4096 / 2);
+  EXPECT_EQ(p.stage.vocab_size, 50304 / 2);
+  EXPECT_EQ(p.tp_allreduces, 12 * 6);  // 2 fwd + 2 bwd + 2 recompute per layer
+  EXPECT_DOUBLE_EQ(p.tp_bytes, 4.0 * 1024 * 1024 * 2);  // [mb, s, h] in fp16
+  EXPECT_DOUBLE_EQ(p.p2p_bytes, p.tp_bytes);
+  EXPECT_DOUBLE_EQ(p.grad_bytes, p.params_per_gpu * 2);
+  // A GPU holds about a quarter of the transformer layers' weights (tp 2 x pp 2).
+  EXPECT_LT(p.params_per_gpu, 0.5 * parameter_count(gpt()));
+  c.recompute = false;
+  EXPECT_EQ(plan_parallel(gpt(), settings(16), c).tp_allreduces, 12 * 4);
+}
+
+TEST(ParallelPlan, ImpossibleSplitsAreOneClearError) {
+  auto err = [](ParallelConfig c, int64_t batch = 16) {
+    return error_of([&] { plan_parallel(gpt(), settings(batch), c); });
+  };
+  ParallelConfig c;
+  c.gpus = 6;
+  c.tp = 4;
+  EXPECT_NE(err(c).find("--gpus=6 is not a multiple of --tp x --pp = 4 x 1"), std::string::npos) << err(c);
+  c.gpus = 3;
+  c.tp = 3;
+  EXPECT_NE(err(c).find("--tp=3 does not divide num_attention_heads=16"), std::string::npos) << err(c);
+  c = ParallelConfig{};
+  c.gpus = 32;
+  c.pp = 32;
+  EXPECT_NE(err(c).find("--pp=32 is larger than the 24 layers"), std::string::npos) << err(c);
+  c = ParallelConfig{};
+  c.microbatches = 3;
+  EXPECT_NE(err(c).find("--microbatches=3 does not divide --batch=16"), std::string::npos) << err(c);
+  c = ParallelConfig{};
+  c.zero = 4;
+  EXPECT_NE(err(c).find("--zero=4 is not a ZeRO stage"), std::string::npos);
+  c = ParallelConfig{};
+  c.gpus = 0;
+  EXPECT_NE(err(c).find("--gpus=0"), std::string::npos);
+  c = ParallelConfig{};
+  c.gpus = 8;
+  c.nodes = 3;
+  EXPECT_NE(err(c).find("--gpus=8 is not a multiple of --nodes=3"), std::string::npos);
+}
+
+TEST(ParallelPrediction, CompositionFollowsTheSchemes) {
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
+  CommModel nvlink;
+  nvlink.bandwidth_Bps = 100e9;
+  nvlink.gamma_s = 10e-6;
+  const ModelSpec m = gpt();
+  ParallelConfig one;
+  const ParallelPrediction base = predict_parallel(b, m, settings(8), one, a100, nvlink, nvlink);
+  EXPECT_GT(base.t_fwd_ms, 0);
+  EXPECT_GT(base.t_bwd_ms, base.t_fwd_ms);  // backward does about twice the forward's work
+  EXPECT_EQ(base.t_tp_ms + base.t_p2p_ms + base.t_dp_ms, 0);
+  EXPECT_NEAR(base.t_iter_ms, base.t_fwd_ms + base.t_bwd_ms + base.t_opt_ms, 1e-9);
+  // Data parallel on 4 GPUs at the same per-replica batch: the same compute plus the gradient all-reduce.
+  ParallelConfig dp = one;
+  dp.gpus = 4;
+  const ParallelPrediction d = predict_parallel(b, m, settings(8), dp, a100, nvlink, nvlink);
+  EXPECT_NEAR(d.t_fwd_ms, base.t_fwd_ms, 1e-9);
+  EXPECT_NEAR(d.t_dp_ms, nvlink.time_s(d.plan.grad_bytes, 4) * 1e3, 1e-9);
+  // ZeRO-1 splits the optimizer step over the 4 replicas.
+  dp.zero = 1;
+  EXPECT_NEAR(predict_parallel(b, m, settings(8), dp, a100, nvlink, nvlink).t_opt_ms, d.t_opt_ms / 4, 1e-9);
+  // Tensor parallel 4: less compute per GPU, plus all-reduces.
+  ParallelConfig tp = one;
+  tp.gpus = 4;
+  tp.tp = 4;
+  const ParallelPrediction t = predict_parallel(b, m, settings(8), tp, a100, nvlink, nvlink);
+  EXPECT_LT(t.t_fwd_ms, base.t_fwd_ms);
+  EXPECT_GT(t.t_tp_ms, 0);
+  // Pipeline 4 with 8 micro-batches: 11 slots of a quarter-depth stage; bubble 3/11.
+  ParallelConfig pp = one;
+  pp.gpus = 4;
+  pp.pp = 4;
+  pp.microbatches = 8;
+  const ParallelPrediction q = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
+  EXPECT_DOUBLE_EQ(q.plan.bubble_fraction, 3.0 / 11.0);
+  EXPECT_NEAR(q.t_bubble_ms / q.t_pipeline_ms, 3.0 / 11.0, 1e-9);
+  EXPECT_GT(q.t_p2p_ms, 0);
+  // Recomputation runs the blocks' forward again.
+  pp.recompute = true;
+  const ParallelPrediction rc = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
+  EXPECT_GT(rc.t_recompute_ms, 0.8 * rc.t_fwd_ms * 0.5);
+  EXPECT_LE(rc.t_recompute_ms, rc.t_fwd_ms);
+  EXPECT_GT(rc.t_iter_ms, q.t_iter_ms);
+  // Without a calibration, more than one GPU is refused.
+  EXPECT_NE(error_of([&] { predict_parallel(b, m, settings(8), dp, a100, CommModel{}, CommModel{}); })
+                .find("needs a collective calibration"),
+            std::string::npos);
+}
+
