@@ -23,6 +23,20 @@ else()
 endif()
 find_package(xgboost REQUIRED)
 
+# Issue #15, `scaledl bench pipeline`: a real tokenizer and a real JPEG decoder
+# (Debian: libsentencepiece-dev, libturbojpeg0-dev; scripts/setup.sh installs both).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE IMPORTED_TARGET sentencepiece)
+pkg_check_modules(TURBOJPEG IMPORTED_TARGET libturbojpeg)
+if(NOT SENTENCEPIECE_FOUND)
+  message(FATAL_ERROR "ScaleDL: SentencePiece not found (pkg-config sentencepiece): "
+                      "apt-get install libsentencepiece-dev (or run scripts/setup.sh)")
+endif()
+if(NOT TURBOJPEG_FOUND)
+  message(FATAL_ERROR "ScaleDL: TurboJPEG not found (pkg-config libturbojpeg): "
+                      "apt-get install libturbojpeg0-dev (or run scripts/setup.sh)")
+endif()
+
 # LibTorch: Debian's 1.13 (CPU) or a 2.x from PyTorch (CUDA). Only the stages
 # that need tensors (bench, gnn, learn's MLP baseline) link it.
 find_package(Torch REQUIRED)

@@ -24,6 +24,7 @@ PKGS=(build-essential cmake pkg-config
       libtorch-dev libopenblas0-pthread libgloo-dev
       libxgboost-dev xgboost
       nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev libssl-dev gnuplot-nox
+      libsentencepiece-dev libturbojpeg0-dev   # issue #15: bench pipeline (tokenizer, JPEG decode)
       libgtest-dev libgmock-dev libbenchmark-dev
       clang-14 clang libclang-rt-14-dev)  # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes (a Recommends only)
 

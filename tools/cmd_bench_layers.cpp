@@ -2,6 +2,7 @@
 // separately) and store one row per config; resumable (docs/bench.md).
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "command.hpp"
 #include "scaledl/bench.hpp"
@@ -16,17 +17,25 @@ struct BenchLayersOptions {
   std::string db;                     ///< SQLite store (created when missing)
   scaledl::LayerCampaignOptions c;    ///< campaign, device, threads, timing
   bool quiet = false;                 ///< no progress bar even on a terminal
+  std::string shard;                  ///< "i/n": run only configs k with k % n == i ("" = all)
 };
 
 int run(BenchLayersOptions o) {
   using namespace scaledl;
+  const std::optional<Shard> shard = o.shard.empty() ? std::nullopt : std::optional<Shard>(parse_shard(o.shard));
   Plan p = load_plan(o.plan);
   SCALEDL_CHECK(p.kind == "layers", "{}: kind=\"{}\" but `bench layers` needs a layers plan (use `bench models`)",
                 o.plan, p.kind);
+  const size_t planned = p.layers.size();
+  if (shard) apply_shard(p, *shard);
   o.c.timing.warmup_max = std::max(o.c.timing.warmup_max, o.c.timing.warmup_min);
   o.c.progress = !o.quiet && cli::stderr_is_tty();
   Store store(o.db);
   LayerCampaignSummary s = run_layer_campaign(p.layers, store, o.c);
+  if (shard)
+    std::printf("shard %lld/%lld: %zu of the plan's %zu configs (k %% %lld == %lld)\n",
+                static_cast<long long>(shard->index), static_cast<long long>(shard->count), p.layers.size(), planned,
+                static_cast<long long>(shard->count), static_cast<long long>(shard->index));
   std::printf("campaign %s on %s: %zu configs, %zu skipped (already stored), %zu ok, %zu unstable, %zu oom, "
               "%zu error in %.1f s -> %s\n",
               o.c.campaign.c_str(), s.device.c_str(), s.total, s.skipped, s.ok, s.unstable, s.oom, s.error,
@@ -61,6 +70,9 @@ scaledl::cli::Registrar reg(
       app.add_flag_function("--quick-probe", [o](int64_t) { o->c.full_probe = false; },
                             "a new device is measured with a quick probe (256^3 matmul, 16 MiB copy)");
       app.add_flag("--quiet", o->quiet, "no progress bar");
+      app.add_option("--shard", o->shard,
+                     "i/n: run only the plan's configs k with k % n == i (0 <= i < n), one share of a campaign "
+                     "split across nodes; merge the stores with `scaledl db merge`");
       return [o] { return run(*o); };
     });
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "command.hpp"
 #include "scaledl/bench.hpp"
@@ -24,14 +25,18 @@ struct BenchModelsOptions {
   bool probe = true;                 ///< measure the device when the store has no record of it
   bool quiet = false;                ///< no progress bar even on a terminal
   std::string mode;                  ///< "" = each plan entry's own; train | fwd-bwd | inference for all
+  std::string shard;                 ///< "i/n": run only configs k with k % n == i ("" = all)
   scaledl::ModelCampaignOptions c;   ///< campaign name and timing
 };
 
 int run(const BenchModelsOptions& o) {
   using namespace scaledl;
+  const std::optional<Shard> shard = o.shard.empty() ? std::nullopt : std::optional<Shard>(parse_shard(o.shard));
   Plan p = load_plan(o.plan);
   SCALEDL_CHECK(p.kind == "models", "{}: kind=\"{}\" but `bench models` needs a models plan (use `bench layers`)",
                 o.plan, p.kind);
+  const size_t planned = p.models.size();
+  if (shard) apply_shard(p, *shard);  // by plan position, so resume keys are those of an unsharded run
   SCALEDL_CHECK(o.threads >= 0, "--threads={} must be >= 0", o.threads);
   if (!o.mode.empty()) {
     // Every entry runs in this mode (its resume key says so: optimizer_step / backward).
@@ -67,6 +72,10 @@ int run(const BenchModelsOptions& o) {
       [&](size_t done, size_t, const std::string& key, const std::string& status) { bar.update(done, status, key); });
   bar.finish();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (shard)
+    std::printf("shard %lld/%lld: %zu of the plan's %zu configs (k %% %lld == %lld)\n",
+                static_cast<long long>(shard->index), static_cast<long long>(shard->count), p.models.size(), planned,
+                static_cast<long long>(shard->count), static_cast<long long>(shard->index));
   std::printf("campaign %s on %s: %zu configs, %zu skipped (already stored), %zu ok, %zu unstable, %zu failed "
               "in %.1f s -> %s\n",
               o.c.campaign.c_str(), rec.key().c_str(), s.total, s.skipped, s.ok, s.unstable, s.failed, secs,
@@ -101,6 +110,9 @@ scaledl::cli::Registrar reg(
       app.add_flag("--no-probe", [o](int64_t) { o->probe = false; },
                    "do not measure the device when the store has no record of it");
       app.add_flag("--quiet", o->quiet, "no progress bar");
+      app.add_option("--shard", o->shard,
+                     "i/n: run only the plan's configs k with k % n == i (0 <= i < n), one share of a campaign "
+                     "split across nodes; merge the stores with `scaledl db merge`");
       app.add_option("--mode", o->mode,
                      "run every config as train (fwd + bwd + optimizer step), fwd-bwd, or inference (forward "
                      "only, no-grad, eval mode); default: each plan entry's settings");

@@ -1,9 +1,11 @@
-// scaledl db export|info: read a results store.
+// scaledl db export|info: read a results store; db merge: combine stores.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "command.hpp"
 #include "scaledl/error.hpp"
@@ -39,7 +41,7 @@ int run_export(const DbOptions& o) {
   } else {
     nlohmann::json all = s.export_json();
     SCALEDL_CHECK(all.contains(o.table),
-                  "--table={} is not a table (layers, models, devices, environments, collectives)", o.table);
+                  "--table={} is not a table (layers, models, devices, environments, collectives, memory)", o.table);
     text = all[o.table].dump(1) + "\n";
   }
   if (o.out.empty())
@@ -79,7 +81,7 @@ scaledl::cli::Registrar reg_export({"db", "export"}, "Export a table of a result
                                      auto o = std::make_shared<DbOptions>();
                                      app.add_option("--db", o->db, "SQLite results store")->required();
                                      app.add_option("--format", o->format, "csv or json")->capture_default_str();
-                                     app.add_option("--table", o->table, "layers, models, devices, environments or collectives")
+                                     app.add_option("--table", o->table, "layers, models, devices, environments, collectives or memory")
                                          ->capture_default_str();
                                      app.add_option("--out", o->out, "output file (default: stdout)");
                                      return [o] { return run_export(*o); };
@@ -92,5 +94,79 @@ scaledl::cli::Registrar reg_info({"db", "info"}, "Summarise a results store: row
                                    app.add_flag("--json", o->json, "print JSON");
                                    return [o] { return run_info(*o); };
                                  });
+
+// ---- db merge ----------------------------------------------------------------
+
+struct MergeOptions {
+  std::string out;                  ///< store written to (created when missing)
+  std::vector<std::string> inputs;  ///< stores read, in order; never modified
+};
+
+/// Same file, whether or not `b` exists yet.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+int run_merge(const MergeOptions& o) {
+  using namespace scaledl;
+  namespace fs = std::filesystem;
+  SCALEDL_CHECK(!o.out.empty(), "db merge: OUT is missing (scaledl db merge OUT IN...)");
+  SCALEDL_CHECK(!o.inputs.empty(), "db merge {}: no input store given (scaledl db merge OUT IN...)", o.out);
+  // Every input is opened (so checked to be a ScaleDL store this build reads)
+  // before OUT is created or touched.
+  std::vector<std::unique_ptr<Store>> ins;
+  for (const auto& in : o.inputs) {
+    SCALEDL_CHECK(!same_file(in, o.out), "db merge: OUT={} is also an input; merge into a new file", o.out);
+    ins.push_back(std::make_unique<Store>(in, /*read_only=*/true));
+  }
+  std::error_code ec;
+  const bool existed = fs::exists(o.out, ec);
+  std::vector<MergeSummary> sums;
+  nlohmann::json counts;
+  try {
+    Store out(o.out);
+    // One transaction over all inputs (each input's merge is a savepoint in
+    // it): a failure anywhere leaves OUT as it was.
+    Store::Transaction tx(out);
+    for (const auto& in : ins) sums.push_back(out.merge_from(*in));
+    tx.commit();
+    counts = out.counts();
+  } catch (...) {
+    if (!existed)
+      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(o.out + suffix, ec);
+    throw;
+  }
+  size_t added = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const MergeSummary& m = sums[i];
+    for (const auto& c : m.device_conflicts)
+      std::fprintf(stderr, "scaledl: warning: %s: another record of device %s; kept the one in %s\n", o.inputs[i].c_str(),
+                   c.c_str(), o.out.c_str());
+    std::printf("%s: %zu rows added, %zu skipped (already in %s): layers %zu added, %zu skipped; models %zu added, "
+                "%zu skipped; collectives %zu added, %zu skipped; %zu new devices, %zu new environments\n",
+                o.inputs[i].c_str(), m.rows_added(), m.rows_skipped(), o.out.c_str(), m.layers_added, m.layers_skipped,
+                m.models_added, m.models_skipped, m.collectives_added, m.collectives_skipped, m.devices_added,
+                m.environments_added);
+    added += m.rows_added();
+  }
+  std::printf("%s: %zu rows added from %zu stores; now %lld layer rows, %lld model rows, %lld devices\n", o.out.c_str(),
+              added, ins.size(), static_cast<long long>(counts.value("layers", int64_t{0})),
+              static_cast<long long>(counts.value("models", int64_t{0})),
+              static_cast<long long>(counts.value("devices", int64_t{0})));
+  return 0;
+}
+
+scaledl::cli::Registrar reg_merge(
+    {"db", "merge"},
+    "Merge stores (e.g. the shards of a campaign) into OUT without duplicates: scaledl db merge OUT IN...",
+    [](CLI::App& app) {
+      auto o = std::make_shared<MergeOptions>();
+      app.add_option("OUT", o->out, "store to merge into (created if missing)");
+      app.add_option("IN", o->inputs, "stores to merge from, in order (read only)");
+      return [o] { return run_merge(*o); };
+    });
 
 }  // namespace

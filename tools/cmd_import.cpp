@@ -1,10 +1,13 @@
 // scaledl import neusight | neusight-subset: the public NeuSight GPU measurements.
+// scaledl import nccl-tests: NVIDIA nccl-tests output and vTrain's all-reduce tables.
 #include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "scaledl/collectives.hpp"
+#include "scaledl/error.hpp"
 #include "scaledl/neusight.hpp"
 #include "scaledl/store.hpp"
 
@@ -66,6 +69,47 @@ scaledl::cli::Registrar reg_subset(
       return [o] {
         size_t n = scaledl::write_neusight_subset(o->root, o->out, o->rows_per_group);
         std::cout << fmt::format("wrote {} rows to {}\n", n, o->out);
+        return 0;
+      };
+    });
+
+struct NcclTestsCliOptions {
+  scaledl::NcclTestsImportOptions nt;
+  std::vector<std::string> files;
+  std::string db;
+  bool json = false;
+};
+
+scaledl::cli::Registrar reg_nccl_tests(
+    {"import", "nccl-tests"},
+    "Import collective timings: nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
+    "sendrecv_perf) or vTrain's AR_GPU<N> tables (docs/comm.md)",
+    [](CLI::App& app) {
+      auto o = std::make_shared<NcclTestsCliOptions>();
+      app.add_option("files", o->files, "nccl-tests output files, or vTrain AR_GPU<N>_* CSV tables")->required();
+      app.add_option("--db", o->db, "results store (SQLite), created if missing")->required();
+      app.add_option("--campaign", o->nt.campaign, "campaign name of the rows")->capture_default_str();
+      auto* world = app.add_option("--world", o->nt.world,
+                                   "ranks, >= 2, where a file does not list them (its '#  Rank' lines, AR_GPU<N>)");
+      auto* nodes = app.add_option("--nodes", o->nt.nodes, "nodes, >= 1 (default: hosts of the '#  Rank' lines, else 1)");
+      app.add_option("--level", o->nt.level, "intra-node or inter-node (default: inter-node when nodes > 1)");
+      app.add_option("--collective", o->nt.collective,
+                     "allreduce, allgather, reducescatter or sendrecv, where the file does not say");
+      app.add_option("--device", o->nt.device,
+                     "device of the rows (default: cuda:<GPU name> of rank 0's line, else none)");
+      app.add_flag("--json", o->json, "print the summary as JSON");
+      return [o, world, nodes] {
+        // 0 is the options' "from the file": given explicitly it is a bad value.
+        SCALEDL_CHECK(!(world->count() && o->nt.world < 2), "--world={} must be >= 2 (ranks of the collective)",
+                      o->nt.world);
+        SCALEDL_CHECK(!(nodes->count() && o->nt.nodes < 1), "--nodes={} must be >= 1", o->nt.nodes);
+        auto s = scaledl::import_nccl_tests(o->files, o->nt, o->db);
+        if (o->json) {
+          std::cout << s.to_json().dump(2) << "\n";
+          return 0;
+        }
+        std::cout << fmt::format("{} files, {} rows (out-of-place + in-place), {} inserted ({} already there) -> {}\n",
+                                 s.files, s.rows, s.inserted, s.rows - s.inserted, o->db);
         return 0;
       };
     });

@@ -17,6 +17,7 @@
 
 #include "command.hpp"
 #include "model_args.hpp"
+#include "pipeline_args.hpp"
 #include "scaledl/bundle.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
@@ -50,7 +51,9 @@ struct PredictOptions {
   int threads = 1;               ///< LibTorch threads of the refinement
   bool json = false;
   scaledl::ParallelConfig par;   ///< --gpus, --nodes, --tp, --pp, --microbatches, --zero, --recompute
+  scaledl::cli::PipelineArgs input;  ///< --pipeline, --workers, --vcpus, --input (issue #15, docs/pipeline.md)
   bool par_given = false;        ///< any of those flags was given
+  double headroom = 0.10;        ///< fraction of device memory kept free for the fits verdict
 };
 
 // ---- many configurations: --sweep and --csv -----------------------------------
@@ -290,6 +293,20 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   return 0;
 }
 
+/// "memory      12.3 GB peak ... fits in 80 GB (10 % headroom)".
+std::string memory_line(double peak, double lo80, double hi80, const std::string& how, double cap, double headroom,
+                        const std::string& verdict) {
+  std::string line = fmt::format("memory       {:10.3f} GB peak ({}{})", peak / 1e9, how,
+                                 std::isfinite(lo80) ? fmt::format("; 80 % [{:.3f}, {:.3f}] GB", lo80 / 1e9, hi80 / 1e9)
+                                                     : std::string());
+  if (cap <= 0) return line + "; the device record has no memory size: fit unknown\n";
+  return line + fmt::format("; {} in {:.1f} GB with {:.0f} % headroom\n",
+                            verdict == "tight" ? "FITS (tight: the 80 % upper bound does not)"
+                            : verdict == "fits" ? "fits"
+                                                : "DOES NOT FIT",
+                            cap / 1e9, 100 * headroom);
+}
+
 scaledl::DeviceRecord resolve_device(const PredictOptions& o) {
   using scaledl::fail;
   if (!o.device_spec.empty()) {
@@ -313,11 +330,24 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
   using namespace scaledl;
   auto [m, s] = o.args.load();
   const CommModel comm = b.comm ? *b.comm : CommModel{};
-  const ParallelPrediction r = predict_parallel(b, m, s, o.par, dev, comm, comm);
+  ParallelPrediction r = predict_parallel(b, m, s, o.par, dev, comm, comm);
+  // Issue #15 (ORION): T_iter = max(T_compute, T_input); a host prepares batch x its dp/nodes replicas.
+  const auto input = o.input.apply(r.t_iter_ms, m, s, static_cast<double>(s.batch) * r.plan.dp / o.par.nodes);
   const ParallelPlan& p = r.plan;
   const int64_t iters = o.iterations ? o.iterations : (o.samples ? (o.samples + s.batch * p.dp - 1) / (s.batch * p.dp) : 0);
+  // Per-GPU peak: the analytic replay of one micro-batch of the slowest stage's shard.
+  const ParallelMemory pm = estimate_parallel_memory(build_layer_graph(p.stage, p.micro), o.par.pp,
+                                                     o.par.microbatches, p.dp, o.par.zero, o.par.recompute,
+                                                     s.optimizer, memory_device_kind(dev.kind));
+  const double cap = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
+  const std::string verdict = memory_verdict(pm.peak, NAN, cap, o.headroom);
   if (o.json) {
     nlohmann::json j = r.to_json();
+    j["memory_per_gpu"] = pm.to_json();
+    j["memory_per_gpu"]["capacity_bytes"] = cap;
+    j["memory_per_gpu"]["headroom"] = o.headroom;
+    j["memory_per_gpu"]["verdict"] = verdict;
+    j["memory_per_gpu"]["fits"] = verdict == "fits";
     j["model"] = m.name;
     j["settings"] = s.to_json();
     j["mode"] = to_string(run_mode(s));
@@ -325,6 +355,7 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
     j["global_batch"] = s.batch * p.dp;
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(iters * r.t_iter_ms / 1e3) : nlohmann::json();
+    if (input) input->add_to(j);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -349,7 +380,14 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
             << fmt::format("T_iter       {:10.3f} ms   (layer-model sums composed; no graph refinement, no "
                            "intervals)\n",
                            r.t_iter_ms);
+  if (input) std::cout << input->text();
   if (iters) std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", iters * r.t_iter_ms / 1e3, iters);
+  std::cout << memory_line(pm.peak, NAN, NAN,
+                           fmt::format("per GPU, analytic: weights {:.2f} + grads {:.2f} + optimizer {:.2f} + "
+                                       "activations {:.2f} ({} micro-batch(es) in flight) + temporaries {:.2f} GB",
+                                       pm.weights / 1e9, pm.grads / 1e9, pm.optimizer / 1e9, pm.activations / 1e9,
+                                       pm.in_flight, pm.transient / 1e9),
+                           cap, o.headroom, verdict);
   return 0;
 }
 
@@ -368,6 +406,7 @@ int run(const PredictOptions& o) {
                 "--devices={} needs an all-reduce calibration (--comm FILE, see docs/predict.md)", o.devices);
   SCALEDL_CHECK(o.samples == 0 || o.iterations == 0, "give --samples or --iterations, not both");
   SCALEDL_CHECK(o.samples >= 0 && o.iterations >= 0, "--samples and --iterations must be >= 0");
+  check_headroom(o.headroom);
   const DeviceRecord dev = resolve_device(o);
   SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(), "no models: give --bundle DIR (or --layers DIR [--graph ...])");
   SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty()),
@@ -392,14 +431,18 @@ int run(const PredictOptions& o) {
     SCALEDL_CHECK(o.devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
     return run_parallel(o, b, dev);
   }
+  SCALEDL_CHECK(!many || !o.input.given(), "--pipeline/--workers/--vcpus/--input: one configuration at a time");
   if (many) return run_many(o, b, dev, load_s);
   auto [m, s] = o.args.load();
   s.num_devices = o.devices;
   const LayerGraph g = build_layer_graph(m, s);
-  const IterationPrediction p = b.predict(g, dev, !o.raw);
+  IterationPrediction p = b.predict(g, dev, !o.raw);
   const std::vector<std::string> outside = b.out_of_range(p);
+  // Issue #15 (ORION): T_iter = max(T_compute, T_input); all devices on one host.
+  const auto input = o.input.apply(p, m, s, static_cast<double>(s.batch * s.num_devices));
   const int64_t iters = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
   const double epoch_s = iters * p.t_iter_ms / 1000.0;
+  const MemoryPrediction mem = predict_memory(g, dev, b.memory ? &*b.memory : nullptr, o.headroom);
 
   if (o.json) {
     nlohmann::json j = p.to_json();
@@ -410,6 +453,8 @@ int run(const PredictOptions& o) {
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
     j["outside_training_range"] = outside;
+    if (input) input->add_to(j);
+    j["memory"] = mem.to_json();
     if (iters && std::isfinite(p.lo80_ms))
       j["t_epoch_interval_s"] = {{"80", {iters * p.lo80_ms / 1000.0, iters * p.hi80_ms / 1000.0}},
                                  {"95", {iters * p.lo95_ms / 1000.0, iters * p.hi95_ms / 1000.0}}};
@@ -430,6 +475,7 @@ int run(const PredictOptions& o) {
                                ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", p.lo80_ms, p.hi80_ms,
                                              p.lo95_ms, p.hi95_ms)
                                : "");
+  if (input) std::cout << input->text();
   if (p.t_roofline_ms > 0)
     std::cout << (p.adjusted.empty()
                       ? fmt::format("bounds       roofline {:.3f} ms; monotone in batch and seq: kept\n",
@@ -460,6 +506,8 @@ int run(const PredictOptions& o) {
                                                : "; intervals widened")
                                         : "")
                       : std::string("domain       inside the graph model's training range\n"));
+  std::cout << memory_line(mem.peak_bytes, mem.lo80, mem.hi80, mem.method, mem.capacity_bytes, mem.headroom,
+                           mem.verdict);
   for (const auto& w : outside)
     std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
   return 0;
@@ -469,6 +517,7 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                             [](CLI::App& app) {
                               auto o = std::make_shared<PredictOptions>();
                               o->args.add_to(app, /*model_required=*/false);
+                              o->input.add_to(app);
                               app.add_option("--bundle", o->bundle, "bundle directory (`scaledl train --out`)");
                               app.add_option("--layers", o->layers,
                                              "layer models (`scaledl train layers --out`), instead of --bundle");
@@ -509,6 +558,9 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                                            "monotone in batch and seq; docs/predict.md)");
                               app.add_option("--threads", o->threads, "LibTorch threads (default 1)");
                               app.add_flag("--json", o->json, "print the prediction as JSON");
+                              app.add_option("--headroom", o->headroom,
+                                             "fraction of device memory kept free when saying whether it fits "
+                                             "(default 0.10)");
                               return [o] { return run(*o); };
                             });
 

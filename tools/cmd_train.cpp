@@ -29,6 +29,8 @@ scaledl::cli::Registrar reg(
       auto o = std::make_shared<TrainOptions>();
       // Not ->required(): `train layers ...` must parse without them; checked below.
       app.add_option("--db", o->b.dbs, "store(s) with layer rows and model runs (repeatable)");
+      app.add_option("--memory-db", o->b.memory_dbs,
+                     "store(s) whose measured peaks train the memory correction (default: --db)");
       app.add_option("--out", o->out, "bundle directory to write (replaced only when training succeeds)");
       app.add_option("--encoder", o->b.gnn.encoder, "transformerconv | anee")->capture_default_str();
       app.add_option("--folds", o->b.folds, "also k-fold CV of the refinement over the runs (0 = off)")

@@ -177,3 +177,34 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 4 --zero 5", "--zero=5 is not a ZeRO stage");
   fs::remove_all(dir);
 }
+
+TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
+  const std::string src = SCALEDL_SOURCE_DIR;
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_scale_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "comm.json") << R"({"bandwidth_Bps": 1.0e11, "gamma_s": 1.0e-5})";
+  const std::string base = "scale " + src + "/models/gpt2.json --bundle " + src + "/models/bundles/default " +
+                           "--device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 512 --batch 32 ";
+  CliResult r = run_cli(base + "--comm " + (dir / "comm.json").string() + " --gpus 1..8 --samples 100000 " +
+                        "--price-per-gpu-hour 2 --target-epoch-s 100000 --plot " + (dir / "plot").string() + " --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  ASSERT_EQ(j["points"].size(), 4u);  // 1, 2, 4, 8 GPUs
+  EXPECT_DOUBLE_EQ(j["points"][0]["speedup"].get<double>(), 1.0);
+  for (const auto& p : j["points"]) {
+    EXPECT_EQ(p["gpus"].get<int64_t>(), p["tp"].get<int64_t>() * p["pp"].get<int64_t>() * p["dp"].get<int64_t>());
+    EXPECT_LE(p["efficiency"].get<double>(), 1.0 + 1e-9);
+    EXPECT_GT(p["cost"].get<double>(), 0);
+  }
+  EXPECT_GT(j["points"][3]["speedup"].get<double>(), 1.0);
+  EXPECT_EQ(j["best_for_target"], 1);  // every count meets a loose target: one GPU is the cheapest
+  EXPECT_TRUE(fs::exists(dir / "plot" / "scale.png"));
+  EXPECT_TRUE(fs::exists(dir / "plot" / "scale.svg"));
+  expect_one_error(base + "--gpus 0..8", "--gpus=\"0..8\"");
+  expect_one_error(base + "--gpus 1..8", "needs a collective calibration");
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --price-per-gpu-hour -1",
+                   "--price-per-gpu-hour=-1 must be >= 0");
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --target-epoch-s 10",
+                   "--target-epoch-s needs --samples");
+  fs::remove_all(dir);
+}

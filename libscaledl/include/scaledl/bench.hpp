@@ -149,6 +149,7 @@ struct LayerTiming {
   Measurement fwd;
   Measurement bwd;      ///< stats.n == 0 when the type has no backward
   bool has_bwd = false;
+  PeakMemory memory;    ///< one forward (+ backward) call, allocator-exact (memory_meter.hpp)
 };
 
 /// Builds the layer and times forward (with autograd recording, as in

@@ -10,6 +10,9 @@
 //   BUNDLE/layers/              LayerPredictor::save (XGBoost JSON per type)
 //   BUNDLE/graph.safetensors    GraphPredictor::save (absent: no refinement)
 //   BUNDLE/comm.json            CommModel (absent: single-device predictions only)
+//   BUNDLE/memory.json          MemoryCorrection of the peak (absent: the analytic
+//                               estimate alone, no interval), trained on the runs
+//                               of the stores whose peak was measured
 //
 // The manifest's graph.intervals holds the split-conformal interval model
 // (intervals.hpp) calibrated when the bundle was trained.
@@ -33,6 +36,7 @@
 #include "scaledl/gnn.hpp"
 #include "scaledl/intervals.hpp"
 #include "scaledl/layer_predictor.hpp"
+#include "scaledl/memory.hpp"
 #include "scaledl/predict.hpp"
 
 namespace scaledl {
@@ -43,6 +47,8 @@ constexpr int kBundleFormatVersion = 3;  ///< 2: graph format 2, intervals, cros
 struct BundleTrainOptions {
   std::vector<std::string> dbs;       ///< stores with layer rows and model runs
   std::vector<std::string> in_model_dbs;  ///< also train the layer models on these runs' node times
+  /// Stores whose measured peaks train the memory correction (memory.hpp); empty = `dbs`.
+  std::vector<std::string> memory_dbs;
   /// With in_model_dbs: the graph model trains on layer times cross-fitted over
   /// this many folds of the runs (for_each_crossfit_model), never on T_sum from a
   /// layer model that saw the run's own node times. >= 2.
@@ -66,6 +72,7 @@ struct Bundle {
   std::optional<GraphPredictor> graph;
   std::optional<CommModel> comm;
   std::optional<IntervalModel> intervals;  ///< T_iter intervals (with a graph model)
+  std::optional<MemoryCorrection> memory;  ///< learned peak-memory correction (memory.hpp)
   /// min and max of every global feature over the training graphs (name -> [lo, hi]).
   std::map<std::string, std::pair<double, double>> global_ranges;
 

@@ -44,8 +44,44 @@ struct CommModel {
 /// index and field), or the data do not determine B (e.g. one message size).
 CommModel fit_comm_model(const std::vector<AllReduceSample>& samples);
 
+/// Closed forms of one collective over N ranks, linear in 1/B and gamma:
+///   T = a(N) * S/B + c(N) * gamma
+/// with S = nccl-tests' "size" in bytes (collectives.hpp), so that B is
+/// nccl-tests' bus bandwidth at large S:
+///   allreduce, ring  a = 2(N-1)/N  c = 2(N-1)          (ScaleDL eq. 15)
+///   allreduce, tree  a = 2(N-1)/N  c = 2 ceil(log2 N)  (double binary tree: a
+///                    latency term per level, bandwidth as the ring's)
+///   allgather / reducescatter, ring  a = (N-1)/N  c = N-1
+///   sendrecv         a = 1         c = 1                (form ignored)
+enum class CommForm { Ring, Tree };
+const char* to_string(CommForm f);
+
+struct CommFactors {
+  double a = 0;  ///< multiplies S/B, dimensionless
+  double c = 0;  ///< multiplies gamma, steps
+};
+/// Throws naming `collective` when it is not allreduce, allgather, reducescatter
+/// or sendrecv, or when the tree form is asked of anything but allreduce.
+CommFactors comm_factors(const std::string& collective, CommForm form, int64_t devices);
+
+/// A fitted closed form and how well it reproduces the samples it was fitted on.
+struct CommFit {
+  CommModel model;       ///< B (bus bandwidth, bytes/s) and gamma (s)
+  double mre = 0;        ///< mean |relative residual| (T_model - T) / T, dimensionless
+  double max_rel = 0;    ///< largest |relative residual|, dimensionless
+  size_t samples = 0;
+};
+
+/// fit_comm_model generalised: the same weighted least squares (relative
+/// residuals, gamma >= 0) for any collective and form of comm_factors().
+/// AllReduceSample::devices is then the ranks of that collective. Error
+/// messages name `collective` and the sample's index.
+CommFit fit_comm(const std::vector<AllReduceSample>& samples, const std::string& collective = "allreduce",
+                 CommForm form = CommForm::Ring);
+
 /// Reads a calibration file: either the fitted constants {"bandwidth_Bps", "gamma_s"}
-/// or measured samples {"allreduce": [{"bytes", "devices", "seconds"}, ...]} that
+/// (other keys are ignored: the output of `scaledl comm fit --out` loads) or
+/// measured samples {"allreduce": [{"bytes", "devices", "seconds"}, ...]} that
 /// are fitted with fit_comm_model. Throws naming the file and the key.
 CommModel load_comm_model(const std::string& path);
 

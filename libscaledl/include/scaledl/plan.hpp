@@ -56,4 +56,22 @@ Plan load_plan(const std::string& path);
 /// A layers plan as JSON (inverse of parse_plan for kind "layers").
 nlohmann::json layers_plan_json(const std::vector<LayerConfig>& configs);
 
+/// One of `count` processes that split a plan between them (`--shard i/n`,
+/// docs/bench.md "Campaigns across nodes"). Process `index` runs configs k with
+/// k % count == index, so the shards are disjoint and together cover the plan;
+/// every row keeps the resume key it has in an unsharded run.
+struct Shard {
+  int64_t index = 0;  ///< 0-based, 0 <= index < count (a SLURM array must be --array=0-(n-1))
+  int64_t count = 1;  ///< number of shards, >= 1
+};
+
+/// Parses "i/n" (decimal, 0 <= i < n); `what` names the option in messages
+/// ("--shard=3/2: ...").
+Shard parse_shard(const std::string& text, const std::string& what = "--shard");
+/// The plan positions of shard `s` of a plan of `size` configs: k in [0, size)
+/// with k % s.count == s.index, ascending (empty when s.index >= size).
+std::vector<size_t> shard_indices(size_t size, const Shard& s);
+/// Keeps only shard `s` of the plan's configs (layers or models), in plan order.
+void apply_shard(Plan& p, const Shard& s);
+
 }  // namespace scaledl

@@ -8,11 +8,13 @@
 // and no duplicated rows.
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,16 @@ struct TimingStats {
   static TimingStats from_samples(std::vector<double> samples_ms);
 };
 
+/// Allocator-exact memory of one benchmark (memory_meter.hpp; issue #15). Kept
+/// in the store's `memory` table (schema 3), keyed like the timing row.
+struct PeakMemory {
+  double peak_bytes = 0;   ///< highest allocated bytes during the measured iteration / layer call
+  double base_bytes = 0;   ///< allocated before it began (weights, optimizer state, batch, inputs)
+  double saved_bytes = 0;  ///< layers: bytes the forward keeps for backward beyond its output (0 for models)
+  std::string method;      ///< "cpu-counting-allocator" | "cuda-caching-allocator"; empty = not measured
+  bool measured() const { return !method.empty() && peak_bytes > 0; }
+};
+
 /// status values: "ok", "unstable" (spread too wide to trust), "oom", "error".
 struct LayerMeasurement {
   std::string campaign;             ///< free-form campaign name
@@ -45,6 +57,7 @@ struct LayerMeasurement {
   std::string status = "ok";
   std::string reason;               ///< why not ok
   TimingStats fwd, bwd;             ///< forward / backward time
+  PeakMemory memory;                ///< peak of forward + backward (bench layers), when measured
   std::string source = "bench";     ///< "bench" or an importer ("neusight")
   int64_t env_id = 0;               ///< environments row, 0 = unknown
 };
@@ -67,6 +80,7 @@ struct ModelMeasurement {
   TimingStats iter;                 ///< full iteration incl. optimizer step (if settings say so)
   TimingStats iter_noopt;           ///< forward + loss + backward only
   std::vector<NodeTime> node_times; ///< per-layer times inside the model
+  PeakMemory memory;                ///< peak of one iteration as settings say (bench models), when measured
   std::string source = "bench";
   int64_t env_id = 0;
 };
@@ -101,6 +115,21 @@ struct CollectiveMeasurement {
   int repeats = 0;
   std::string status = "ok";       ///< ok | unstable | unsupported | error
   std::string source;              ///< the command or file the row came from
+};
+
+/// What Store::merge_from did with one input store.
+struct MergeSummary {
+  size_t devices_added = 0;       ///< device keys new to this store
+  size_t environments_added = 0;  ///< environment rows new to this store (others reuse its ids)
+  size_t layers_added = 0, layers_skipped = 0;            ///< skipped: (campaign, key, device) already here
+  size_t models_added = 0, models_skipped = 0;            ///< likewise
+  size_t collectives_added = 0, collectives_skipped = 0;  ///< skipped: their natural key already here
+  size_t memory_added = 0, memory_skipped = 0;            ///< memory rows (schema 3), likewise
+  /// Device keys whose record in the input differs from this store's; this
+  /// store's record was kept. Each entry: "KEY (fields that differ: a, b)".
+  std::vector<std::string> device_conflicts;
+  size_t rows_added() const { return layers_added + models_added + collectives_added; }
+  size_t rows_skipped() const { return layers_skipped + models_skipped + collectives_skipped; }
 };
 
 class Store {
@@ -145,6 +174,18 @@ class Store {
   std::vector<CollectiveMeasurement> collectives(const std::string& campaign = "", const std::string& collective = "",
                                                  bool ok_only = true) const;
   bool has_collectives_table() const;
+  /// Whether the file has this table (older stores opened read-only lack the newer ones).
+  bool has_table(const std::string& name) const;
+
+  /// Copies `other`'s devices, environments, layer, model and collective rows
+  /// into this store, column for column (created_at too), in one transaction:
+  /// all or nothing. Rows whose key is already here are skipped, so merging
+  /// twice adds nothing; env_id is remapped to this store's id of the same
+  /// environment. A device key present in both keeps this store's record
+  /// (listed in device_conflicts when the records differ). Every row of `other`
+  /// is read through the checked readers first: a bad row throws before
+  /// anything is written. `other` must be a different file.
+  MergeSummary merge_from(const Store& other);
 
   /// Row counts: {"devices":..,"layers":..,"models":..} (+ "collectives" when it has rows)
   nlohmann::json counts() const;
@@ -177,6 +218,8 @@ class Store {
 
  private:
   void exec(const std::string& sql);
+  /// memory rows of one kind ("model" | "layer") by (campaign, config_key, device).
+  std::map<std::tuple<std::string, std::string, std::string>, PeakMemory> memory_rows(const std::string& kind) const;
   std::string path_;
   sqlite3* db_ = nullptr;
 };

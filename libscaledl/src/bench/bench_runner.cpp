@@ -102,6 +102,7 @@ LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs,
         LayerTiming t = time_layer(c.type, c.dims, c.dtype, dev, opt.timing);
         m.fwd = t.fwd.stats;
         if (t.has_bwd) m.bwd = t.bwd.stats;
+        m.memory = t.memory;
         std::string why = instability("fwd", t.fwd);
         if (t.has_bwd) {
           std::string b = instability("bwd", t.bwd);

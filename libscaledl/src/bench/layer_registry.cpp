@@ -1,10 +1,12 @@
 // Registry of layer microbenchmarks and time_layer(): forward and backward of
 // one layer config timed separately (bench.hpp).
+#include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "scaledl/bench.hpp"
 #include "scaledl/error.hpp"
+#include "scaledl/memory_meter.hpp"
 
 // One anchor per layer file (SCALEDL_REGISTER_LAYER_BENCH). Referencing them
 // here keeps the linker from dropping those files from the static library.
@@ -55,10 +57,46 @@ std::vector<LayerType> registered_layer_benches() {
   return out;
 }
 
+namespace {
+
+/// One untimed forward (+ backward) call under the memory meter: base = inputs
+/// and weights; saved = what the forward keeps beyond its output (autograd's
+/// saved tensors and temporaries); peak = the highest allocation over forward,
+/// the seed gradient and backward.
+PeakMemory layer_memory(LayerBench& bench, LayerType t, const torch::Device& dev) {
+  PeakMemory mem;
+  synchronize(dev);
+  const MemoryReading before = memory_meter_read(dev);
+  if (before.method.empty()) return mem;
+  memory_meter_reset_peak(dev);
+  {
+    torch::Tensor out = bench.forward();
+    synchronize(dev);
+    const double out_bytes = out.defined() ? static_cast<double>(out.numel() * out.element_size()) : 0.0;
+    const MemoryReading fwd = memory_meter_read(dev);
+    mem.saved_bytes = std::max(0.0, fwd.current_bytes - before.current_bytes - out_bytes);
+    auto inputs = bench.grad_inputs();
+    if (layer_info(t).has_backward && !inputs.empty() && out.defined() && out.requires_grad()) {
+      torch::Tensor g = out.dim() == 0 ? torch::ones_like(out) : torch::randn_like(out);
+      (void)torch::autograd::grad({out}, inputs, {g}, /*retain_graph=*/false, /*create_graph=*/false,
+                                  /*allow_unused=*/true);
+    }
+    synchronize(dev);
+  }
+  const MemoryReading after = memory_meter_read(dev);
+  mem.base_bytes = before.current_bytes;
+  mem.peak_bytes = std::max(after.peak_bytes, before.current_bytes);
+  mem.method = after.method;
+  return mem;
+}
+
+}  // namespace
+
 LayerTiming time_layer(LayerType t, const std::vector<int64_t>& dims, DType dtype, const torch::Device& dev,
                        const TimingOptions& opt) {
   validate_dims(t, dims);
   apply_dtype_mode(dtype);
+  memory_meter_install(dev);  // before setup: inputs and weights are counted
   torch::manual_seed(0);
   auto bench = make_layer_bench(t);
   bench->setup(dims, dtype, dev);
@@ -85,6 +123,7 @@ LayerTiming time_layer(LayerType t, const std::vector<int64_t>& dims, DType dtyp
         dev, opt);
     r.has_bwd = true;
   }
+  r.memory = layer_memory(*bench, t, dev);
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include "scaledl/bench.hpp"
 #include "scaledl/error.hpp"
+#include "scaledl/memory_meter.hpp"
 #include "scaledl/zoo.hpp"
 
 namespace scaledl {
@@ -68,6 +69,7 @@ ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const t
     validate_settings(m, s);
     torch::manual_seed(opt.seed);
     apply_dtype_mode(s.dtype);
+    memory_meter_install(dev);  // before the model is built: weights and batch are counted
     auto model = build_zoo_model(m, s, dev);
     auto batch = make_zoo_batch(m, s, dev, opt.seed);
     auto params = model->parameters();
@@ -99,6 +101,28 @@ ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const t
     }
     r.iter = with.stats;
     r.iter_noopt = without.stats;
+
+    // Peak memory of one more (untimed) iteration as settings say, from a
+    // steady state: last iteration's gradients dropped, optimizer state present.
+    clear_grads(params);
+    synchronize(dev);
+    const MemoryReading before = memory_meter_read(dev);
+    if (!before.method.empty()) {
+      memory_meter_reset_peak(dev);
+      if (inference) {
+        torch::NoGradGuard no_grad;
+        model->loss(batch, nullptr);
+      } else {
+        auto loss = model->loss(batch, nullptr);
+        loss.backward();
+        if (s.optimizer_step) optimizer->step();
+      }
+      synchronize(dev);
+      const MemoryReading after = memory_meter_read(dev);
+      r.memory.base_bytes = before.current_bytes;
+      r.memory.peak_bytes = std::max(after.peak_bytes, before.current_bytes);
+      r.memory.method = after.method;
+    }
 
     if (opt.probe_repeats > 0) {
       NodeProbe probe(dev);

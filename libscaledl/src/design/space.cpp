@@ -10,6 +10,8 @@
 #include "scaledl/device.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
+#include "scaledl/layer_graph.hpp"
+#include "scaledl/memory.hpp"
 #include "scaledl/model_spec.hpp"
 
 namespace scaledl {
@@ -712,7 +714,8 @@ json Compiled::config(const Candidate& c, const std::string& plan_dir) const {
 /// Estimated training memory of a candidate, bytes.
 /// layers: 2 (in + out) + 2 weight + temp (activations and their gradients,
 ///   weights and their gradients; layer_cost of the one FLOP/byte model).
-/// models: training_memory_bytes (model_spec.hpp).
+/// models: the analytic peak of one iteration (memory.hpp, estimate_memory:
+/// a replay of the layer graph's allocations, CUDA allocator rounding).
 double Compiled::check_and_memory(const Candidate& c) const {
   json cfg = config(c, "");
   if (sp->kind == "layers") {
@@ -730,7 +733,7 @@ double Compiled::check_and_memory(const Candidate& c) const {
   ModelSpec m = parse_model_config(merged, sp->path + ":model");
   TrainSettings s = parse_train_settings(cfg["settings"], sp->path + ":settings");
   validate_settings(m, s);
-  return training_memory_bytes(m, s);
+  return estimate_memory(build_layer_graph(m, s), MemoryOptions{}).peak;
 }
 
 }  // namespace design_detail

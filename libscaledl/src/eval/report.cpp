@@ -1,6 +1,6 @@
 // report.md, report.json, predictions.csv and gnuplot plots of an evaluation.
-// Plots are drawn by gnuplot (Debian's gnuplot-nox): this file writes the data
-// and the script, then runs it; a missing gnuplot is one clear error.
+// Plots are drawn by gnuplot (Debian's gnuplot-nox, scaledl/gnuplot.hpp): this
+// file writes the data and the plot commands; a missing gnuplot is one clear error.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +13,7 @@
 
 #include "scaledl/error.hpp"
 #include "scaledl/eval.hpp"
+#include "scaledl/gnuplot.hpp"
 #include "scaledl/json_util.hpp"
 
 namespace fs = std::filesystem;
@@ -40,34 +41,6 @@ void write_file(const fs::path& p, const std::string& text) {
   SCALEDL_CHECK(f.good(), "{}: cannot write", p.string());
   f << text;
   SCALEDL_CHECK(f.good(), "{}: write failed", p.string());
-}
-
-/// Distinct colours for up to 10 series (gnuplot's default cycle has 8).
-std::string colour(int i) {
-  static const char* c[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  return fmt::format("lc rgb '{}'", c[i % 10]);
-}
-
-std::string gp_quote(const std::string& s) {
-  std::string o;
-  for (char ch : s) o += (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
-  return "\"" + o + "\"";
-}
-
-/// Runs `gnuplot script` in `dir`, once for PNG and once for SVG.
-void run_gnuplot(const fs::path& dir, const std::string& stem, const std::string& body) {
-  for (const auto& [term, ext] : {std::make_pair(std::string("pngcairo noenhanced size 960,720 font 'Sans,11'"), std::string("png")),
-                                  std::make_pair(std::string("svg noenhanced size 960,720 font 'Sans,11'"), std::string("svg"))}) {
-    const fs::path gp = dir / (stem + "." + ext + ".gp");
-    write_file(gp, fmt::format("set terminal {}\nset output {}\n{}", term, gp_quote((dir / (stem + "." + ext)).string()), body));
-    const std::string cmd = fmt::format("gnuplot {} 2>{}", gp_quote(gp.string()), gp_quote((dir / (stem + ".gnuplot.log")).string()));
-    const int rc = std::system(cmd.c_str());
-    SCALEDL_CHECK(rc == 0, "gnuplot failed on {} (exit {}; see {}.gnuplot.log; is gnuplot-nox installed? or pass --no-plots)",
-                  gp.string(), rc, (dir / stem).string());
-    fs::remove(gp);
-    fs::remove(dir / (stem + ".gnuplot.log"));
-  }
 }
 
 }  // namespace
@@ -184,21 +157,21 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
         cdf += fmt::format("{:.6g} {:.6g}\n", std::max(ape[i], 1e-3), static_cast<double>(i + 1) / static_cast<double>(ape.size()));
       cdf += "\n\n";
       plot_pv += fmt::format("{}'pred_vs_measured.dat' index {} using 1:2 with points pt 7 ps 0.5 {} title {}",
-                             idx ? ", " : "", idx, colour(idx), gp_quote(m));
+                             idx ? ", " : "", idx, gp_colour(idx), gp_quote(m));
       plot_cdf += fmt::format("{}'ape_cdf.dat' index {} using 1:2 with lines lw 2 {} title {}", idx ? ", " : "", idx,
-                              colour(idx), gp_quote(m));
+                              gp_colour(idx), gp_quote(m));
       ++idx;
     }
     write_file(dir / "pred_vs_measured.dat", dat);
     write_file(dir / "ape_cdf.dat", cdf);
     const std::string title = rep["protocol"].get<std::string>();
-    run_gnuplot(dir, "pred_vs_measured",
+    run_gnuplot(dir.string(), "pred_vs_measured",
                 fmt::format("cd {}\nset title {}\nset logscale xy\nset xlabel 'measured T_iter (ms)'\n"
                             "set ylabel 'predicted T_iter (ms)'\nset key left top\nset grid\n"
                             "plot {}, x with lines lc 'black' dt 2 title 'y = x'\n",
                             gp_quote(dir.string()), gp_quote("predicted vs measured, protocol " + title + ", seed 0"),
                             plot_pv));
-    run_gnuplot(dir, "ape_cdf",
+    run_gnuplot(dir.string(), "ape_cdf",
                 fmt::format("cd {}\nset title {}\nset logscale x\nset xlabel 'absolute percentage error (%)'\n"
                             "set ylabel 'fraction of test runs'\nset key right bottom\nset grid\nset yrange [0:1]\n"
                             "plot {}\n",
@@ -249,13 +222,13 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
           d += "\n\n";
           plot += fmt::format("{}'{}.dat' index {} using 1:2 with {} title {}", k ? ", " : "", stem, k,
                               m == "measured" ? std::string("linespoints lw 3 pt 7 lc 'black'")
-                                              : "linespoints lw 1.5 pt 6 " + colour(k - 1),
+                                              : "linespoints lw 1.5 pt 6 " + gp_colour(k - 1),
                               gp_quote(m));
           ++k;
         }
         write_file(dir / (stem + ".dat"), d);
         const EvalRun& any = r.runs[sweep.front()];
-        run_gnuplot(dir, stem,
+        run_gnuplot(dir.string(), stem,
                     fmt::format("cd {}\nset title {}\nset logscale xy 2\nset xlabel {}\nset ylabel 'epoch time (s), "
                                 "100,000 samples'\nset key outside right\nset grid\nplot {}\n",
                                 gp_quote(dir.string()),

@@ -2,7 +2,9 @@
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/plan.hpp"
 
+#include <charconv>
 #include <filesystem>
+#include <type_traits>
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
@@ -145,6 +147,47 @@ nlohmann::json layers_plan_json(const std::vector<LayerConfig>& configs) {
   nlohmann::json cs = nlohmann::json::array();
   for (const auto& c : configs) cs.push_back(c.to_json());
   return {{"kind", "layers"}, {"configs", cs}};
+}
+
+Shard parse_shard(const std::string& text, const std::string& what) {
+  // "i/n": two decimal integers; a sign is read so that "-1/4" gets the range
+  // message rather than a syntax one.
+  auto whole_int = [](const std::string& t, int64_t& v) {
+    if (t.empty()) return false;
+    const char* end = t.data() + t.size();
+    auto [p, ec] = std::from_chars(t.data(), end, v);
+    return ec == std::errc() && p == end;
+  };
+  const size_t slash = text.find('/');
+  Shard s;
+  const bool syntax = slash != std::string::npos && whole_int(text.substr(0, slash), s.index) &&
+                      whole_int(text.substr(slash + 1), s.count);
+  SCALEDL_CHECK(syntax, "{}={} is not i/n (shard i of n, two integers with 0 <= i < n, e.g. {} 0/4)", what, text,
+                what);
+  SCALEDL_CHECK(s.count >= 1, "{}={}: the number of shards n={} must be >= 1", what, text, s.count);
+  SCALEDL_CHECK(s.index >= 0 && s.index < s.count,
+                "{}={}: the shard index i={} must be in 0..{} (0-based; a SLURM job array runs --array=0-{} with "
+                "{} $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)",
+                what, text, s.index, s.count - 1, s.count - 1, what);
+  return s;
+}
+
+std::vector<size_t> shard_indices(size_t size, const Shard& s) {
+  SCALEDL_CHECK(s.count >= 1 && s.index >= 0 && s.index < s.count, "shard {}/{} is not 0 <= i < n", s.index,
+                s.count);
+  std::vector<size_t> out;
+  for (size_t k = static_cast<size_t>(s.index); k < size; k += static_cast<size_t>(s.count)) out.push_back(k);
+  return out;
+}
+
+void apply_shard(Plan& p, const Shard& s) {
+  auto keep = [&s](auto& v) {
+    std::remove_reference_t<decltype(v)> kept;
+    for (size_t k : shard_indices(v.size(), s)) kept.push_back(std::move(v[k]));
+    v = std::move(kept);
+  };
+  keep(p.layers);
+  keep(p.models);
 }
 
 }  // namespace scaledl

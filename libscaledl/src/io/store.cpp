@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <numeric>
 
 #include "scaledl/error.hpp"
@@ -14,7 +15,14 @@ namespace scaledl {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// Schema versions: 1 (devices, environments, layers, models), 2 (+ collectives,
+// issue #14). This build reads both: a version-1 store opened for writing gets
+// the new table from kSchema (CREATE ... IF NOT EXISTS) and is stamped 2; one
+// opened read-only stays 1 and simply has no collective rows. 3 (+ memory:
+// allocator-exact peak bytes of model and layer rows, issue #15), migrated the
+// same way; rows of older stores simply have no memory.
+constexpr int kSchemaVersion = 3;
+constexpr int kOldestSchemaVersion = 1;
 
 const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,6 +60,27 @@ CREATE TABLE IF NOT EXISTS collectives (
   repeats INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL, source TEXT NOT NULL,
   created_at TEXT NOT NULL DEFAULT (datetime('now')),
   UNIQUE (campaign, collective, backend, device, level, dtype, world, nodes, bytes, in_place));
+CREATE TABLE IF NOT EXISTS memory (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL, campaign TEXT NOT NULL, config_key TEXT NOT NULL, device TEXT NOT NULL,
+  peak_bytes REAL NOT NULL, base_bytes REAL NOT NULL, saved_bytes REAL NOT NULL, method TEXT NOT NULL,
+  UNIQUE (kind, campaign, config_key, device));
+)SQL";
+
+// Schema 3, second table (issue #15, host input pipeline; kept apart from kSchema
+// so the peak-memory and pipeline halves of the issue do not edit one string):
+// `scaledl bench pipeline --db` rows, read and written by src/pipeline/pipeline_store.cpp.
+// kind: text | image (samples/s of W worker threads) | storage (read_Bps of `data`).
+const char* kPipelineSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS pipeline (
+  id INTEGER PRIMARY KEY,
+  campaign TEXT NOT NULL, host TEXT NOT NULL, vcpus INTEGER NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL,
+  sample_size INTEGER NOT NULL, workers INTEGER NOT NULL,
+  samples_per_s REAL, cv REAL, repeats INTEGER NOT NULL, samples INTEGER NOT NULL, status TEXT NOT NULL,
+  bytes_per_sample REAL, read_ms REAL, decode_ms REAL, transform_ms REAL, items INTEGER, skipped INTEGER,
+  read_Bps REAL, bytes REAL, cache_dropped INTEGER, resident_before REAL,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  UNIQUE (campaign, host, kind, data, sample_size, workers));
 )SQL";
 
 /// RAII prepared statement with 1-based binds and 0-based column reads.
@@ -219,6 +248,12 @@ Store::Store(const std::string& path, bool read_only) : path_(path) {
     // Whose file is it? A store is a database with a meta table holding
     // schema_version; an empty database becomes one. Anything else (another
     // program's database, a store whose meta table was dropped) is left alone.
+    auto check_version = [&](const std::string& ver) {
+      bool known = false;
+      for (int k = kOldestSchemaVersion; k <= kSchemaVersion; ++k) known = known || ver == std::to_string(k);
+      SCALEDL_CHECK(known, "{}: store schema_version={} but this build reads {}..{}", path_, ver,
+                    kOldestSchemaVersion, kSchemaVersion);
+    };
     auto has_table = [&](const char* name) {
       Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", path_);
       t.bind(1, std::string(name));
@@ -240,19 +275,22 @@ Store::Store(const std::string& path, bool read_only) : path_(path) {
       Stmt v(db_, "SELECT value FROM meta WHERE key='schema_version'", path_);
       SCALEDL_CHECK(v.step(), "{}: not a ScaleDL store (its meta table has no schema_version): refusing to {} it",
                     path_, read_only ? "read" : "write to");
+      check_version(v.text(0));  // a newer store is refused before anything is written
     }
     if (!read_only) {
       exec("PRAGMA journal_mode=WAL;");
       exec("PRAGMA synchronous=NORMAL;");
+      // Creates what is missing and stamps the version: a version-1 store is
+      // migrated here (it gains the collectives table).
       exec(kSchema);
-      Stmt s(db_, "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", path_);
+      exec(kPipelineSchema);  // issue #15: the host input pipeline's table
+      Stmt s(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", path_);
       s.bind(1, std::to_string(kSchemaVersion));
       s.step();
     }
     Stmt v(db_, "SELECT value FROM meta WHERE key='schema_version'", path_);
     SCALEDL_CHECK(v.step(), "{}: not a ScaleDL store (no schema_version)", path_);
-    SCALEDL_CHECK(v.text(0) == std::to_string(kSchemaVersion),
-                  "{}: store schema_version={} but this build reads {}", path_, v.text(0), kSchemaVersion);
+    check_version(v.text(0));
   } catch (const Error& e) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -335,9 +373,34 @@ static bool insert_layer(Stmt& s, const LayerMeasurement& m, sqlite3* db) {
   return sqlite3_changes(db) > 0;
 }
 
+static const char* kInsertMemory =
+    "INSERT INTO memory(kind, campaign, config_key, device, peak_bytes, base_bytes, saved_bytes, method)"
+    " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(kind, campaign, config_key, device) DO NOTHING";
+
+/// The memory row of a timing row, when it was measured (one per key, like the timing row).
+static void insert_memory(sqlite3* db, const std::string& path, const char* kind, const std::string& campaign,
+                          const std::string& key, const std::string& device, const PeakMemory& mem) {
+  if (!mem.measured()) return;
+  SCALEDL_CHECK(std::isfinite(mem.peak_bytes) && std::isfinite(mem.base_bytes) && std::isfinite(mem.saved_bytes) &&
+                    mem.base_bytes >= 0 && mem.saved_bytes >= 0 && mem.peak_bytes >= mem.base_bytes,
+                "{}: {} row {}: memory peak_bytes={} base_bytes={} saved_bytes={} are not 0 <= base <= peak", path,
+                kind, key, mem.peak_bytes, mem.base_bytes, mem.saved_bytes);
+  Stmt s(db, kInsertMemory, path);
+  s.bind(1, std::string(kind)).bind(2, campaign).bind(3, key).bind(4, device);
+  s.bind(5, mem.peak_bytes).bind(6, mem.base_bytes).bind(7, mem.saved_bytes).bind(8, mem.method);
+  s.step();
+}
+
 bool Store::put_layer(const LayerMeasurement& m) {
-  Stmt s(db_, kInsertLayer, path_);
-  return insert_layer(s, m, db_);
+  Transaction tx(*this);
+  bool added = false;
+  {
+    Stmt s(db_, kInsertLayer, path_);
+    added = insert_layer(s, m, db_);
+    if (added) insert_memory(db_, path_, "layer", m.campaign, layer_key(m.type, m.dims, m.dtype), m.device, m.memory);
+  }
+  tx.commit();
+  return added;
 }
 
 size_t Store::put_layers(const std::vector<LayerMeasurement>& ms) {
@@ -345,7 +408,11 @@ size_t Store::put_layers(const std::vector<LayerMeasurement>& ms) {
   size_t n = 0;
   {
     Stmt s(db_, kInsertLayer, path_);
-    for (const auto& m : ms) n += insert_layer(s, m, db_) ? 1 : 0;
+    for (const auto& m : ms) {
+      if (!insert_layer(s, m, db_)) continue;
+      ++n;
+      insert_memory(db_, path_, "layer", m.campaign, layer_key(m.type, m.dims, m.dtype), m.device, m.memory);
+    }
   }
   tx.commit();
   return n;
@@ -411,10 +478,17 @@ std::vector<LayerMeasurement> Store::layers(std::optional<LayerType> type, const
     m.env_id = s.i64(18);
     out.push_back(std::move(m));
   }
+  const auto mem = memory_rows("layer");
+  if (!mem.empty())
+    for (auto& m : out) {
+      auto it = mem.find({m.campaign, layer_key(m.type, m.dims, m.dtype), m.device});
+      if (it != mem.end()) m.memory = it->second;
+    }
   return out;
 }
 
 bool Store::put_model(const ModelMeasurement& m) {
+  Transaction tx(*this);
   Stmt s(db_,
          "INSERT INTO models(campaign, config_key, device, model_name, family, model, settings, status, reason,"
          " iter_median_ms, iter_p10_ms, iter_p90_ms, iter_cv, iter_n,"
@@ -430,7 +504,10 @@ bool Store::put_model(const ModelMeasurement& m) {
   bind_stats(s, 15, m.iter_noopt);
   s.bind(20, nt.dump()).bind(21, m.source).bind(22, m.env_id);
   s.step();
-  return sqlite3_changes(db_) > 0;
+  const bool added = sqlite3_changes(db_) > 0;
+  if (added) insert_memory(db_, path_, "model", m.campaign, model_key(m), m.device, m.memory);
+  tx.commit();
+  return added;
 }
 
 std::set<std::string> Store::model_keys(const std::string& campaign, const std::string& device) const {
@@ -471,6 +548,36 @@ std::vector<ModelMeasurement> Store::models(const std::string& device, bool ok_o
     m.env_id = s.i64(20);
     out.push_back(std::move(m));
   }
+  const auto mem = memory_rows("model");
+  if (!mem.empty())
+    for (auto& m : out) {
+      auto it = mem.find({m.campaign, model_key(m), m.device});
+      if (it != mem.end()) m.memory = it->second;
+    }
+  return out;
+}
+
+std::map<std::tuple<std::string, std::string, std::string>, PeakMemory> Store::memory_rows(
+    const std::string& kind) const {
+  std::map<std::tuple<std::string, std::string, std::string>, PeakMemory> out;
+  if (!has_table("memory")) return out;  // a store of schema <= 2 opened read-only
+  Stmt s(db_,
+         "SELECT campaign, config_key, device, peak_bytes, base_bytes, saved_bytes, method, id FROM memory"
+         " WHERE kind=?",
+         path_);
+  s.bind(1, kind);
+  while (s.step()) {
+    PeakMemory p;
+    p.peak_bytes = s.real(3);
+    p.base_bytes = s.real(4);
+    p.saved_bytes = s.real(5);
+    p.method = s.text(6);
+    SCALEDL_CHECK(std::isfinite(p.peak_bytes) && p.peak_bytes > 0 && p.base_bytes >= 0 && p.saved_bytes >= 0 &&
+                      p.base_bytes <= p.peak_bytes,
+                  "{}: memory row {}: peak_bytes={} base_bytes={} saved_bytes={} are not 0 <= base <= peak, peak > 0",
+                  path_, s.i64(7), p.peak_bytes, p.base_bytes, p.saved_bytes);
+    out[{s.text(0), s.text(1), s.text(2)}] = p;
+  }
   return out;
 }
 
@@ -481,18 +588,26 @@ nlohmann::json Store::counts() const {
     s.step();
     j[t] = s.i64(0);
   }
-  // Collectives: a table added without a schema bump (a store gets it when first
-  // opened for writing); counted only when it holds rows, so earlier outputs stay.
+  // Collectives (schema 2): absent from a version-1 store opened read-only;
+  // counted only when it holds rows, so the outputs of stores without any stay.
   if (has_collectives_table()) {
     Stmt s(db_, "SELECT COUNT(*) FROM collectives", path_);
     s.step();
     if (s.i64(0) > 0) j["collectives"] = s.i64(0);
   }
+  if (has_table("pipeline")) {  // issue #15 (schema 3), likewise only when it holds rows
+    Stmt s(db_, "SELECT COUNT(*) FROM pipeline", path_);
+    s.step();
+    if (s.i64(0) > 0) j["pipeline"] = s.i64(0);
+  }
   return j;
 }
 
-bool Store::has_collectives_table() const {
-  Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='collectives'", path_);
+bool Store::has_collectives_table() const { return has_table("collectives"); }
+
+bool Store::has_table(const std::string& name) const {
+  Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", path_);
+  t.bind(1, name);
   return t.step();
 }
 
@@ -656,13 +771,15 @@ nlohmann::json Store::export_json() const {
   nlohmann::json j;
   for (const char* t : {"devices", "environments", "layers", "models"}) j[t] = table_json(db_, t, path_);
   if (has_collectives_table()) j["collectives"] = table_json(db_, "collectives", path_);
+  if (has_table("memory")) j["memory"] = table_json(db_, "memory", path_);
+  if (has_table("pipeline")) j["pipeline"] = table_json(db_, "pipeline", path_);
   return j;
 }
 
 void Store::export_csv(const std::string& table, std::ostream& out) const {
   SCALEDL_CHECK(table == "layers" || table == "models" || table == "devices" || table == "environments" ||
-                    (table == "collectives" && has_collectives_table()),
-                "--table={} is not a table (layers, models, devices, environments, collectives)", table);
+                    (table == "collectives" && has_collectives_table()) || (table == "memory" && has_table("memory")),
+                "--table={} is not a table (layers, models, devices, environments, collectives, memory)", table);
   Stmt s(db_, "SELECT * FROM " + table + " ORDER BY rowid", path_);
   auto quote = [](const std::string& v) {
     if (v.find_first_of(",\"\n") == std::string::npos) return v;
@@ -686,6 +803,135 @@ void Store::export_csv(const std::string& table, std::ostream& out) const {
     }
     out << "\n";
   }
+}
+
+// ---- merging stores (`scaledl db merge`, campaigns across nodes) -------------
+
+namespace {
+
+/// Column names of `table` in declaration order (PRAGMA table_info).
+std::vector<std::string> table_columns(sqlite3* db, const std::string& table, const std::string& path) {
+  Stmt s(db, "PRAGMA table_info(" + table + ")", path);
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text(1));
+  return out;
+}
+
+/// Binds column `c` of the current row of `from` to parameter `i` of `to`,
+/// keeping its SQLite type (NULL stays NULL).
+void bind_column(Stmt& to, int i, const Stmt& from, int c) {
+  switch (from.type(c)) {
+    case SQLITE_INTEGER: to.bind(i, from.i64(c)); break;
+    case SQLITE_FLOAT: to.bind(i, from.real(c)); break;
+    case SQLITE_NULL: to.bind(i, static_cast<double>(NAN)); break;  // NaN binds NULL
+    default: to.bind(i, from.text(c));
+  }
+}
+
+}  // namespace
+
+MergeSummary Store::merge_from(const Store& other) {
+  std::error_code ec;
+  SCALEDL_CHECK(!std::filesystem::equivalent(path_, other.path_, ec),
+                "{}: cannot merge a store into itself ({} is the same file)", other.path_, path_);
+  // Read every row of the input through the checked readers first, so a
+  // garbage row is named and refused before anything is written here.
+  (void)other.devices();
+  (void)other.layers(std::nullopt, "", /*ok_only=*/false);
+  (void)other.models("", /*ok_only=*/false);
+  (void)other.collectives("", "", /*ok_only=*/false);
+
+  MergeSummary sum;
+  Transaction tx(*this);
+  {
+    Stmt in(other.db_, "SELECT key, name, kind, record FROM devices ORDER BY key", other.path_);
+    Stmt mine(db_, "SELECT record FROM devices WHERE key=?", path_);
+    Stmt ins(db_, "INSERT INTO devices(key, name, kind, record) VALUES (?,?,?,?)", path_);
+    while (in.step()) {
+      const std::string key = in.text(0);
+      mine.reset();
+      mine.bind(1, key);
+      if (mine.step()) {
+        // Same key, e.g. every shard probed its own node of one kind: keep ours.
+        const nlohmann::json a = parse_json_text(mine.text(0), path_ + ":devices[" + key + "].record");
+        const nlohmann::json b = parse_json_text(in.text(3), other.path_ + ":devices[" + key + "].record");
+        if (a != b) {
+          std::vector<std::string> diff;
+          for (auto it = a.begin(); it != a.end(); ++it)
+            if (!b.contains(it.key()) || b[it.key()] != it.value()) diff.push_back(it.key());
+          for (auto it = b.begin(); it != b.end(); ++it)
+            if (!a.contains(it.key())) diff.push_back(it.key());
+          sum.device_conflicts.push_back(fmt::format("{} (fields that differ: {})", key, fmt::join(diff, ", ")));
+        }
+        continue;
+      }
+      ins.reset();
+      ins.bind(1, key).bind(2, in.text(1)).bind(3, in.text(2)).bind(4, in.text(3));
+      ins.step();
+      ++sum.devices_added;
+    }
+  }
+  // Environment ids are per store: map the input's ids to ours (0 = unknown).
+  std::map<int64_t, int64_t> env_ids{{0, 0}};
+  {
+    Stmt in(other.db_, "SELECT id, env FROM environments ORDER BY id", other.path_);
+    Stmt ins(db_, "INSERT INTO environments(env) VALUES (?) ON CONFLICT(env) DO NOTHING", path_);
+    Stmt q(db_, "SELECT id FROM environments WHERE env=?", path_);
+    while (in.step()) {
+      ins.reset();
+      ins.bind(1, in.text(1));
+      ins.step();
+      sum.environments_added += sqlite3_changes(db_) > 0 ? 1 : 0;
+      q.reset();
+      q.bind(1, in.text(1));
+      SCALEDL_CHECK(q.step(), "{}: environment row vanished", path_);
+      env_ids[in.i64(0)] = q.i64(0);
+    }
+  }
+  // Rows, column for column (all but the id); the UNIQUE key of each table
+  // decides what is already here.
+  auto copy_table = [&](const std::string& table, size_t& added, size_t& skipped) {
+    std::vector<std::string> cols;
+    for (auto& c : table_columns(db_, table, path_))
+      if (c != "id") cols.push_back(c);
+    const std::vector<std::string> theirs = table_columns(other.db_, table, other.path_);
+    for (const auto& c : cols)
+      SCALEDL_CHECK(std::find(theirs.begin(), theirs.end(), c) != theirs.end(),
+                    "{}: table {} has no column {}: not a store this build can merge", other.path_, table, c);
+    const auto env_col = std::find(cols.begin(), cols.end(), "env_id");
+    const int env = env_col == cols.end() ? -1 : static_cast<int>(env_col - cols.begin()) + 1;
+    Stmt in(other.db_, fmt::format("SELECT rowid, {} FROM {} ORDER BY rowid", fmt::join(cols, ", "), table),
+            other.path_);
+    std::vector<std::string> marks(cols.size(), "?");
+    Stmt ins(db_,
+             fmt::format("INSERT INTO {}({}) VALUES ({}) ON CONFLICT DO NOTHING", table, fmt::join(cols, ", "),
+                         fmt::join(marks, ",")),
+             path_);
+    while (in.step()) {
+      ins.reset();
+      for (int c = 1; c <= static_cast<int>(cols.size()); ++c) {
+        if (c != env) {
+          bind_column(ins, c, in, c);
+          continue;
+        }
+        auto it = env_ids.find(in.i64(c));
+        SCALEDL_CHECK(it != env_ids.end(), "{}: {} row {}: env_id={} names no environments row", other.path_,
+                      table, in.i64(0), in.i64(c));
+        ins.bind(c, it->second);
+      }
+      ins.step();
+      if (sqlite3_changes(db_) > 0)
+        ++added;
+      else
+        ++skipped;
+    }
+  };
+  copy_table("layers", sum.layers_added, sum.layers_skipped);
+  copy_table("models", sum.models_added, sum.models_skipped);
+  if (other.has_collectives_table()) copy_table("collectives", sum.collectives_added, sum.collectives_skipped);
+  if (other.has_table("memory")) copy_table("memory", sum.memory_added, sum.memory_skipped);
+  tx.commit();
+  return sum;
 }
 
 }  // namespace scaledl

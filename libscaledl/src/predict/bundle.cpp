@@ -31,6 +31,7 @@ namespace {
 const char* kLayersDir = "layers";
 const char* kGraphFile = "graph.safetensors";
 const char* kCommFile = "comm.json";
+const char* kMemoryFile = "memory.json";
 
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
@@ -337,6 +338,23 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
       gp.save((tmp / kGraphFile).string(), {{"bundle", true}});
       manifest["graph"] = g;
     }
+    // Peak memory: the correction of the analytic estimate, when enough runs measured it.
+    {
+      const auto ms = load_memory_samples(o.memory_dbs.empty() ? o.dbs : o.memory_dbs);
+      if (ms.size() >= 10) {
+        const MemoryCorrection mc = MemoryCorrection::train(ms, /*direct=*/false, o.gnn_train.seed);
+        write_json_file((tmp / kMemoryFile).string(), mc.to_json());
+        manifest["memory"] = {{"file", kMemoryFile},
+                              {"runs", ms.size()},
+                              {"stores", o.memory_dbs.empty() ? o.dbs : o.memory_dbs},
+                              {"device_kinds", mc.device_kinds()},
+                              {"oof_mre", mc.oof_mre()},
+                              {"note", "5-fold out-of-fold error on the training runs (see scaledl eval memory)"}};
+      } else {
+        manifest["memory"] = {{"runs", ms.size()},
+                              {"note", "fewer than 10 runs with a measured peak: predict uses the analytic estimate"}};
+      }
+    }
     if (!o.comm.empty()) {
       write_json_file((tmp / kCommFile).string(), comm.to_json());
       manifest["comm"] = {{"file", kCommFile}, {"source", o.comm}};
@@ -389,6 +407,11 @@ Bundle load_bundle(const std::string& dir) {
       b.intervals = IntervalModel::from_json(m["graph"]["intervals"], mpath + ": graph.intervals");
   }
   if (m.contains("comm")) b.comm = load_comm_model((root / m["comm"]["file"].get<std::string>()).string());
+  if (m.contains("memory") && m["memory"].contains("file")) {
+    SCALEDL_CHECK(m["memory"]["file"].is_string(), "{}: memory.file is not a string", mpath);
+    const std::string mf = (root / m["memory"]["file"].get<std::string>()).string();
+    b.memory = MemoryCorrection::from_json(read_json_file(mf), mf);
+  }
   if (m.contains("training") && m["training"].contains("global_feature_ranges"))
     for (auto it = m["training"]["global_feature_ranges"].begin(); it != m["training"]["global_feature_ranges"].end();
          ++it) {

@@ -1,6 +1,7 @@
 // ScaleDL eq. 15 and its least-squares calibration (see comm.hpp).
 #include "scaledl/comm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "scaledl/error.hpp"
@@ -32,19 +33,36 @@ CommModel CommModel::from_json(const nlohmann::json& j, const std::string& ctx) 
   return m;
 }
 
-CommModel fit_comm_model(const std::vector<AllReduceSample>& samples) {
-  SCALEDL_CHECK(samples.size() >= 2, "allreduce samples: need at least 2 (size, time) samples, got {}",
+const char* to_string(CommForm f) { return f == CommForm::Tree ? "tree" : "ring"; }
+
+CommFactors comm_factors(const std::string& collective, CommForm form, int64_t devices) {
+  SCALEDL_CHECK(devices >= 1, "{}: devices={} must be >= 1", collective, devices);
+  const double n = static_cast<double>(devices);
+  if (collective == "allreduce") {
+    if (form == CommForm::Tree) return {2.0 * (n - 1.0) / n, 2.0 * std::ceil(std::log2(n))};
+    return {2.0 * (n - 1.0) / n, 2.0 * (n - 1.0)};
+  }
+  SCALEDL_CHECK(form == CommForm::Ring, "the tree form is an all-reduce form; {} has the ring form only", collective);
+  if (collective == "allgather" || collective == "reducescatter") return {(n - 1.0) / n, n - 1.0};
+  if (collective == "sendrecv") return {1.0, 1.0};
+  fail("collective={} is not allreduce, allgather, reducescatter or sendrecv", collective);
+}
+
+CommFit fit_comm(const std::vector<AllReduceSample>& samples, const std::string& collective, CommForm form) {
+  const std::string& what = collective;
+  SCALEDL_CHECK(samples.size() >= 2, "{} samples: need at least 2 (size, time) samples, got {}", what,
                 samples.size());
   // Weighted normal equations with weights 1/T^2 (relative residuals).
   double saa = 0, sac = 0, scc = 0, sat = 0, sct = 0;
+  std::vector<CommFactors> f(samples.size());
   for (size_t k = 0; k < samples.size(); ++k) {
     const auto& s = samples[k];
-    SCALEDL_CHECK(std::isfinite(s.bytes) && s.bytes > 0, "allreduce sample[{}].bytes={} must be > 0", k, s.bytes);
-    SCALEDL_CHECK(s.devices >= 2, "allreduce sample[{}].devices={} must be >= 2", k, s.devices);
-    SCALEDL_CHECK(std::isfinite(s.seconds) && s.seconds > 0, "allreduce sample[{}].seconds={} must be > 0", k,
+    SCALEDL_CHECK(std::isfinite(s.bytes) && s.bytes > 0, "{} sample[{}].bytes={} must be > 0", what, k, s.bytes);
+    SCALEDL_CHECK(s.devices >= 2, "{} sample[{}].devices={} must be >= 2", what, k, s.devices);
+    SCALEDL_CHECK(std::isfinite(s.seconds) && s.seconds > 0, "{} sample[{}].seconds={} must be > 0", what, k,
                   s.seconds);
-    const double n = static_cast<double>(s.devices);
-    const double a = 2.0 * (n - 1.0) / n * s.bytes, c = 2.0 * (n - 1.0);
+    f[k] = comm_factors(collective, form, s.devices);
+    const double a = f[k].a * s.bytes, c = f[k].c;
     const double w = 1.0 / (s.seconds * s.seconds);
     saa += w * a * a;
     sac += w * a * c;
@@ -63,10 +81,24 @@ CommModel fit_comm_model(const std::vector<AllReduceSample>& samples) {
     u = sat / saa;
   }
   SCALEDL_CHECK(std::isfinite(u) && u > 0,
-                "allreduce samples do not determine the bandwidth (fitted 1/B={}); measure at least two "
+                "{} samples do not determine the bandwidth (fitted 1/B={}); measure at least two "
                 "message sizes",
-                u);
-  return CommModel{1.0 / u, gamma};
+                what, u);
+  CommFit r;
+  r.model = CommModel{1.0 / u, gamma};
+  r.samples = samples.size();
+  for (size_t k = 0; k < samples.size(); ++k) {
+    const double t = f[k].a * samples[k].bytes * u + f[k].c * gamma;
+    const double rel = std::fabs(t - samples[k].seconds) / samples[k].seconds;
+    r.mre += rel;
+    r.max_rel = std::max(r.max_rel, rel);
+  }
+  r.mre /= static_cast<double>(samples.size());
+  return r;
+}
+
+CommModel fit_comm_model(const std::vector<AllReduceSample>& samples) {
+  return fit_comm(samples, "allreduce", CommForm::Ring).model;
 }
 
 double gradient_bytes(double params, int bytes_per_element) {

@@ -1,0 +1,136 @@
+// scaledl eval memory (memory_eval.hpp).
+#include "scaledl/memory_eval.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sstream>
+
+#include "scaledl/error.hpp"
+#include "scaledl/eval.hpp"
+#include "scaledl/json_util.hpp"
+
+namespace scaledl {
+
+namespace {
+
+struct Acc {
+  double sum = 0, worst = 0;
+  size_t n = 0;
+  void add(double ape) {
+    sum += ape;
+    worst = std::max(worst, ape);
+    ++n;
+  }
+  nlohmann::json json() const {
+    return {{"mre", n ? 100 * sum / static_cast<double>(n) : 0.0}, {"max", 100 * worst}, {"runs", n}};
+  }
+};
+
+}  // namespace
+
+nlohmann::json eval_memory(const MemoryEvalOptions& o) {
+  SCALEDL_CHECK(!o.dbs.empty(), "eval memory: give --db STORE (a store with measured peaks: bench models)");
+  SCALEDL_CHECK(o.seeds >= 1 && o.seeds <= 100, "--seeds={} must be in [1, 100]", o.seeds);
+  const auto samples = load_memory_samples(o.dbs);
+  SCALEDL_CHECK(samples.size() >= 10, "--db={}: {} runs with a measured peak; the evaluation needs >= 10",
+                o.dbs.front(), samples.size());
+  // The protocols of `scaledl eval` over these runs (family, training FLOP).
+  std::vector<EvalRun> runs(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto& g = samples[i].graph;
+    runs[i].label = g.model.name;
+    runs[i].family = samples[i].family;
+    runs[i].flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
+  }
+  std::vector<double> analytic(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    MemoryOptions mo;
+    mo.device_kind = samples[i].device_kind;
+    analytic[i] = estimate_memory(samples[i].graph, mo).peak;
+  }
+  nlohmann::json report = {{"stores", o.dbs}, {"runs", samples.size()}, {"protocols", nlohmann::json::object()}};
+  std::ostringstream csv;
+  csv << "protocol,seed,method,model,family,mode,measured_bytes,predicted_bytes,ape\n";
+  const std::vector<std::string> methods = {"analytic", "corrected", "dnnperf"};
+  for (const auto& protocol : o.protocols) {
+    const int seeds = protocol == "id" ? o.seeds : 1;
+    std::map<std::string, Acc> all;
+    std::map<std::string, std::map<std::string, Acc>> fam, mode;
+    for (int seed = 0; seed < seeds; ++seed) {
+      for (const auto& split : make_splits(runs, protocol, static_cast<uint64_t>(seed))) {
+        std::vector<MemorySample> train;
+        for (size_t i : split.train) train.push_back(samples[i]);
+        const MemoryCorrection corr = MemoryCorrection::train(train, false, static_cast<uint64_t>(seed));
+        const MemoryCorrection direct = MemoryCorrection::train(train, true, static_cast<uint64_t>(seed));
+        for (size_t i : split.test) {
+          const auto& s = samples[i];
+          const std::string md = to_string(run_mode(s.graph.settings));
+          for (const auto& m : methods) {
+            const double p = m == "analytic"    ? analytic[i]
+                             : m == "corrected" ? corr.predict(s.graph, s.device_kind)
+                                                : direct.predict(s.graph, s.device_kind);
+            const double ape = std::fabs(p / s.measured_bytes - 1);
+            all[m].add(ape);
+            fam[m][s.family].add(ape);
+            mode[m][md].add(ape);
+            csv << fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.5f}\n", protocol, seed, m, s.graph.model.name,
+                               s.family, md, s.measured_bytes, p, ape);
+          }
+        }
+      }
+    }
+    nlohmann::json pj = nlohmann::json::object();
+    for (const auto& m : methods) {
+      nlohmann::json f = nlohmann::json::object(), d = nlohmann::json::object();
+      for (auto& [k, a] : fam[m]) f[k] = a.json();
+      for (auto& [k, a] : mode[m]) d[k] = a.json();
+      pj[m] = {{"all", all[m].json()}, {"per_family", f}, {"per_mode", d}};
+    }
+    pj["seeds"] = seeds;
+    report["protocols"][protocol] = pj;
+  }
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    write_text_file_atomic(o.out + "/predictions.csv", csv.str());
+    write_text_file_atomic(o.out + "/report.json", report.dump(1) + "\n");
+    std::ostringstream md;
+    md << "# Peak memory: measured vs predicted\n\n"
+       << fmt::format("{} runs with an allocator-exact peak from {}. Mean relative error |predicted / measured - 1| "
+                      "in %, (worst case), test runs.\n\n",
+                      samples.size(), fmt::join(o.dbs, ", "));
+    md << "| protocol | method | MRE % | max % | test runs |\n|---|---|---|---|---|\n";
+    for (const auto& protocol : o.protocols)
+      for (const auto& m : methods) {
+        const auto& a = report["protocols"][protocol][m]["all"];
+        md << fmt::format("| {} | {} | {:.1f} | {:.1f} | {} |\n", protocol, m, a["mre"].get<double>(),
+                          a["max"].get<double>(), a["runs"].get<size_t>());
+      }
+    for (const auto& protocol : o.protocols) {
+      md << fmt::format("\n## {}: per family (MRE %)\n\n| family | analytic | corrected | dnnperf | runs |\n"
+                        "|---|---|---|---|---|\n",
+                        protocol);
+      for (const auto& [f, a] : report["protocols"][protocol]["analytic"]["per_family"].items())
+        md << fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", f, a["mre"].get<double>(),
+                          report["protocols"][protocol]["corrected"]["per_family"][f]["mre"].get<double>(),
+                          report["protocols"][protocol]["dnnperf"]["per_family"][f]["mre"].get<double>(),
+                          a["runs"].get<size_t>());
+      md << fmt::format("\n## {}: per mode (MRE %)\n\n| mode | analytic | corrected | dnnperf | runs |\n"
+                        "|---|---|---|---|---|\n",
+                        protocol);
+      for (const auto& [f, a] : report["protocols"][protocol]["analytic"]["per_mode"].items())
+        md << fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", f, a["mre"].get<double>(),
+                          report["protocols"][protocol]["corrected"]["per_mode"][f]["mre"].get<double>(),
+                          report["protocols"][protocol]["dnnperf"]["per_mode"][f]["mre"].get<double>(),
+                          a["runs"].get<size_t>());
+    }
+    write_text_file_atomic(o.out + "/report.md", md.str());
+  }
+  return report;
+}
+
+}  // namespace scaledl

@@ -1,0 +1,180 @@
+// `scaledl scale` (scale.hpp): the speedup curve over GPU counts.
+#include "scaledl/scale.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "scaledl/bundle.hpp"
+#include "scaledl/error.hpp"
+#include "scaledl/layer_graph.hpp"
+#include "scaledl/memory.hpp"
+
+namespace scaledl {
+
+std::vector<int64_t> parse_gpu_counts(const std::string& spec) {
+  auto one = [&](const std::string& t) {
+    size_t pos = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(t, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    SCALEDL_CHECK(pos == t.size() && !t.empty() && v >= 1 && v <= (1LL << 20),
+                  "--gpus=\"{}\": \"{}\" is not a GPU count in [1, 2^20]", spec, t);
+    return static_cast<int64_t>(v);
+  };
+  std::vector<int64_t> out;
+  const auto dots = spec.find("..");
+  if (dots != std::string::npos) {
+    const int64_t lo = one(spec.substr(0, dots)), hi = one(spec.substr(dots + 2));
+    SCALEDL_CHECK(lo <= hi, "--gpus=\"{}\": the range is empty", spec);
+    for (int64_t n = lo; n <= hi; n *= 2) out.push_back(n);
+  } else {
+    std::stringstream ss(spec);
+    for (std::string t; std::getline(ss, t, ',');) out.push_back(one(t));
+  }
+  SCALEDL_CHECK(!out.empty(), "--gpus=\"{}\" gives no GPU count", spec);
+  return out;
+}
+
+nlohmann::json ScaleResult::to_json() const {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& p : points)
+    pts.push_back({{"gpus", p.gpus},
+                   {"tp", p.best.plan.cfg.tp},
+                   {"pp", p.best.plan.cfg.pp},
+                   {"dp", p.best.plan.dp},
+                   {"microbatches", p.best.plan.cfg.microbatches},
+                   {"micro_batch", p.best.plan.micro_batch},
+                   {"global_batch", p.global_batch},
+                   {"splits_tried", p.splits},
+                   {"splits_skipped_memory", p.skipped_memory},
+                   {"peak_bytes_per_gpu", p.peak_bytes},
+                   {"t_iter_ms", p.best.t_iter_ms},
+                   {"t_epoch_s", p.t_epoch_s},
+                   {"speedup", p.speedup},
+                   {"efficiency", p.efficiency},
+                   {"cost", p.cost},
+                   {"t_compute_ms", p.t_compute_ms},
+                   {"t_input_ms", p.t_input_ms},
+                   {"bottleneck", p.t_input_ms > p.t_compute_ms ? "input" : "compute"},
+                   {"breakdown", p.best.to_json()}});
+  return {{"points", pts},
+          {"fastest", fastest >= 0 ? nlohmann::json(points[fastest].gpus) : nlohmann::json()},
+          {"best_for_target", best_for_target >= 0 ? nlohmann::json(points[best_for_target].gpus) : nlohmann::json()},
+          {"infeasible", infeasible}};
+}
+
+ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
+                        const DeviceRecord& dev, const CommModel& intra, const CommModel& inter) {
+  SCALEDL_CHECK(!o.gpus.empty(), "--gpus gives no GPU count");
+  SCALEDL_CHECK(o.gpus_per_node >= 1, "--gpus-per-node={} must be >= 1", o.gpus_per_node);
+  SCALEDL_CHECK(std::isfinite(o.price_per_gpu_hour) && o.price_per_gpu_hour >= 0,
+                "--price-per-gpu-hour={} must be >= 0", o.price_per_gpu_hour);
+  SCALEDL_CHECK(std::isfinite(o.target_epoch_s) && o.target_epoch_s >= 0, "--target-epoch-s={} must be >= 0",
+                o.target_epoch_s);
+  SCALEDL_CHECK(o.target_epoch_s == 0 || o.samples > 0, "--target-epoch-s needs --samples (the epoch's size)");
+  SCALEDL_CHECK(o.samples >= 0, "--samples={} must be >= 0", o.samples);
+  check_headroom(o.headroom);
+  const double cap = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
+  ScaleResult res;
+  double t1 = 0;  // time per sample on one GPU (for speedup), ms
+  for (int64_t n : o.gpus) {
+    SCALEDL_CHECK(n >= 1, "--gpus: {} is not a GPU count", n);
+    const int64_t gb = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch) * n
+                              : (o.global_batch > 0 ? o.global_batch : s.batch);
+    ScalePoint pt;
+    pt.gpus = n;
+    pt.global_batch = gb;
+    bool found = false;
+    std::string why = "no split of the model fits";
+    double min_peak = INFINITY;
+    // Nodes of gpus_per_node GPUs; a count that does not fill whole nodes is costed as one node.
+    int64_t nodes = n <= o.gpus_per_node ? 1 : (n + o.gpus_per_node - 1) / o.gpus_per_node;
+    if (n % nodes) nodes = 1;
+    for (int64_t tp = 1; tp <= std::min(n, o.gpus_per_node); tp *= 2) {
+      if (m.num_heads % tp || m.num_kv_heads % tp || m.ffn_dim % tp) continue;
+      for (int64_t pp = 1; tp * pp <= n; pp *= 2) {
+        if (n % (tp * pp)) continue;
+        if (pp > m.num_layers || (pp > 1 && m.arch == Arch::EncoderDecoder)) continue;
+        const int64_t dp = n / (tp * pp);
+        if (gb % dp) {
+          why = fmt::format("global batch {} is not divisible by the data-parallel ways", gb);
+          continue;
+        }
+        const int64_t per_replica = gb / dp;
+        for (int64_t mb = 1; mb <= per_replica; mb *= 2) {
+          if (per_replica % mb) continue;
+          ParallelConfig c;
+          c.gpus = n;
+          c.nodes = nodes;
+          c.tp = tp;
+          c.pp = pp;
+          c.microbatches = per_replica / mb;
+          c.zero = dp > 1 ? o.zero : 0;
+          c.recompute = o.recompute;
+          TrainSettings t = s;
+          t.batch = per_replica;
+          ParallelPrediction p;
+          try {
+            p = predict_parallel(b, m, t, c, dev, intra, inter);
+          } catch (const Error& e) {
+            why = e.what();
+            continue;
+          }
+          const ParallelMemory pm =
+              estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches, dp,
+                                       c.zero, c.recompute, s.optimizer, memory_device_kind(dev.kind));
+          if (memory_verdict(pm.peak, NAN, cap, o.headroom) == "does not fit") {
+            ++pt.skipped_memory;
+            why = fmt::format("no split fits in {:.1f} GB with {:.0f} % headroom (smallest per-GPU peak tried {:.1f} GB)",
+                              cap / 1e9, 100 * o.headroom, (min_peak = std::min(min_peak, pm.peak)) / 1e9);
+            continue;
+          }
+          ++pt.splits;
+          if (!found || p.t_iter_ms < pt.best.t_iter_ms) {
+            pt.best = p;
+            pt.peak_bytes = pm.peak;
+            found = true;
+          }
+        }
+      }
+    }
+    if (!found) {
+      res.infeasible.push_back(fmt::format("{}: {}", n, why));
+      continue;
+    }
+    pt.t_compute_ms = pt.best.t_iter_ms;
+    if (o.input_ms) {  // issue #15: ORION's max(T_compute, T_input); the same for every split of this N
+      pt.t_input_ms = o.input_ms(n, nodes, gb);
+      pt.best.t_iter_ms = std::max(pt.t_compute_ms, pt.t_input_ms);
+    }
+    const double per_sample = pt.best.t_iter_ms / static_cast<double>(gb);
+    if (res.points.empty()) t1 = per_sample * static_cast<double>(pt.gpus);  // normalised to one GPU
+    pt.speedup = t1 / per_sample;
+    pt.efficiency = pt.speedup / static_cast<double>(n);
+    if (o.samples > 0) {
+      const int64_t iters = (o.samples + gb - 1) / gb;
+      pt.t_epoch_s = static_cast<double>(iters) * pt.best.t_iter_ms / 1e3;
+      if (o.price_per_gpu_hour > 0) pt.cost = o.price_per_gpu_hour * static_cast<double>(n) * pt.t_epoch_s / 3600.0;
+    }
+    res.points.push_back(pt);
+  }
+  SCALEDL_CHECK(!res.points.empty(), "no GPU count has a feasible split ({})", res.infeasible.front());
+  for (size_t i = 0; i < res.points.size(); ++i) {
+    const auto& p = res.points[i];
+    if (res.fastest < 0 || p.best.t_iter_ms / p.global_batch <
+                               res.points[res.fastest].best.t_iter_ms / res.points[res.fastest].global_batch)
+      res.fastest = static_cast<int64_t>(i);
+    if (o.target_epoch_s > 0 && p.t_epoch_s <= o.target_epoch_s) {
+      const auto& q = res.best_for_target >= 0 ? res.points[res.best_for_target] : p;
+      const bool better = res.best_for_target < 0 || (o.price_per_gpu_hour > 0 ? p.cost < q.cost : p.gpus < q.gpus);
+      if (better) res.best_for_target = static_cast<int64_t>(i);
+    }
+  }
+  return res;
+}
+
+}  // namespace scaledl

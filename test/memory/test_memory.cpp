@@ -1,0 +1,165 @@
+// The analytic peak-memory replay, its learned correction and the per-GPU
+// parallel form (issue #15, memory.hpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "scaledl/error.hpp"
+#include "scaledl/memory.hpp"
+#include "test_util.hpp"
+
+using namespace scaledl;
+
+namespace {
+
+ModelSpec gpt2(int64_t hidden, int64_t layers) {
+  ModelSpec m = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/models/gpt2.json");
+  m.hidden = hidden;
+  m.embed_dim = hidden;
+  m.num_layers = layers;
+  m.num_heads = 4;
+  m.num_kv_heads = 4;
+  m.head_dim = hidden / 4;
+  m.ffn_dim = 4 * hidden;
+  m.vocab_size = 1000;
+  return m;
+}
+
+LayerGraph graph(const ModelSpec& m, int64_t batch, int64_t seq, RunMode mode, DType dt = DType::FP32) {
+  TrainSettings s;
+  s.batch = batch;
+  s.seq_len = seq;
+  s.dtype = dt;
+  set_run_mode(s, mode);
+  return build_layer_graph(m, s);
+}
+
+}  // namespace
+
+TEST(MemoryEstimate, BaseIsWeightsOptimizerStateAndBatch) {
+  const auto m = gpt2(64, 2);
+  const auto g = graph(m, 2, 16, RunMode::Train);
+  MemoryOptions cpu;
+  cpu.device_kind = "cpu";
+  const MemoryEstimate a = estimate_memory(g, cpu);
+  const double P = g.total_params();
+  EXPECT_DOUBLE_EQ(a.weights, 4 * P);
+  EXPECT_DOUBLE_EQ(a.optimizer, 8 * P);  // AdamW: two FP32 moments
+  EXPECT_DOUBLE_EQ(a.batch, 2 * 2 * 16 * 8.0);  // input ids and labels, int64
+  EXPECT_DOUBLE_EQ(a.base, a.weights + a.optimizer + a.batch);
+  EXPECT_GT(a.peak, a.base + a.saved);
+  EXPECT_NEAR(a.grads, 4 * P, 4 * P * 1e-9);  // every weight gets one gradient
+}
+
+TEST(MemoryEstimate, ModesAreOrderedAndActivationsGrowWithTokens) {
+  const auto m = gpt2(64, 2);
+  MemoryOptions o;
+  const double train = estimate_memory(graph(m, 2, 32, RunMode::Train), o).peak;
+  const double fb = estimate_memory(graph(m, 2, 32, RunMode::FwdBwd), o).peak;
+  const double inf = estimate_memory(graph(m, 2, 32, RunMode::Inference), o).peak;
+  EXPECT_GT(train, fb);
+  EXPECT_GT(fb, inf);
+  // Saved activations are linear in the batch (same sequence length).
+  const double s1 = estimate_memory(graph(m, 1, 32, RunMode::FwdBwd), o).saved;
+  const double s4 = estimate_memory(graph(m, 4, 32, RunMode::FwdBwd), o).saved;
+  EXPECT_NEAR(s4 / s1, 4.0, 0.05);
+  // Inference keeps nothing for backward: its peak is far below training's activations.
+  EXPECT_EQ(estimate_memory(graph(m, 2, 32, RunMode::Inference), o).grads, 0);
+}
+
+TEST(MemoryEstimate, CudaRoundsAllocationsAndKeepsByteMasks) {
+  const auto m = gpt2(64, 1);
+  const auto g = graph(m, 2, 16, RunMode::FwdBwd);
+  MemoryOptions cpu, cuda;
+  cpu.device_kind = "cpu";
+  const auto a = estimate_memory(g, cpu), b = estimate_memory(g, cuda);
+  EXPECT_GT(b.base, a.base);  // 512-byte rounding of every parameter
+  MemoryOptions bad;
+  bad.device_kind = "tpu";
+  EXPECT_NE(test::error_of([&] { estimate_memory(g, bad); }).find("tpu"), std::string::npos);
+  EXPECT_EQ(memory_device_kind("cpu:AMD EPYC (1 threads)"), "cpu");
+  EXPECT_EQ(memory_device_kind("spec"), "cuda");
+}
+
+TEST(MemoryEstimate, HeadroomAndVerdicts) {
+  EXPECT_NO_THROW(check_headroom(0));
+  EXPECT_NE(test::error_of([] { check_headroom(1); }).find("--headroom=1"), std::string::npos);
+  EXPECT_NE(test::error_of([] { check_headroom(-0.1); }).find("--headroom=-0.1"), std::string::npos);
+  EXPECT_NE(test::error_of([] { check_headroom(NAN); }).find("--headroom"), std::string::npos);
+  EXPECT_EQ(memory_verdict(50e9, NAN, 80e9, 0.1), "fits");
+  EXPECT_EQ(memory_verdict(70e9, 75e9, 80e9, 0.1), "tight");
+  EXPECT_EQ(memory_verdict(75e9, NAN, 80e9, 0.1), "does not fit");
+  EXPECT_EQ(memory_verdict(75e9, NAN, 0, 0.1), "unknown");
+}
+
+TEST(MemoryCorrection, LearnsASystematicRatioAndRoundTrips) {
+  // Measured = analytic x a ratio that depends on the mode: the correction must
+  // find it (the analytic estimate alone is 10-30 % off).
+  std::vector<MemorySample> train;
+  const RunMode modes[] = {RunMode::Train, RunMode::FwdBwd, RunMode::Inference};
+  const double ratio[] = {0.9, 1.1, 1.3};
+  for (int64_t h : {32, 64, 96})
+    for (int64_t b : {1, 2, 4})
+      for (int k = 0; k < 3; ++k) {
+        MemorySample s;
+        s.graph = graph(gpt2(h, 1 + b % 2), b, 16, modes[k]);
+        s.device_kind = "cpu";
+        MemoryOptions o;
+        o.device_kind = "cpu";
+        s.measured_bytes = estimate_memory(s.graph, o).peak * ratio[k];
+        s.family = "gpt2";
+        train.push_back(std::move(s));
+      }
+  const MemoryCorrection c = MemoryCorrection::train(train);
+  const auto g = graph(gpt2(128, 2), 2, 16, RunMode::Inference);  // larger than any trained on
+  MemoryOptions o;
+  o.device_kind = "cpu";
+  const double truth = estimate_memory(g, o).peak * 1.3;
+  const auto v = c.predict_interval(g, "cpu");
+  EXPECT_NEAR(v[0] / truth, 1.0, 0.05);
+  EXPECT_LE(v[3], v[1]);
+  EXPECT_LE(v[1], v[0]);
+  EXPECT_LE(v[0], v[2]);
+  EXPECT_LE(v[2], v[4]);
+  const MemoryCorrection back = MemoryCorrection::from_json(c.to_json(), "memory.json");
+  EXPECT_DOUBLE_EQ(back.predict(g, "cpu"), c.predict(g, "cpu"));
+  // Bad files: another format, an altered feature list, a missing tree.
+  auto j = c.to_json();
+  j["format"] = "other";
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); }).find("m.json: format"),
+            std::string::npos);
+  j = c.to_json();
+  j["features"][0] = "x";
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); }).find("features"), std::string::npos);
+  j = c.to_json();
+  j.erase("xgboost");
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); }).find("xgboost"), std::string::npos);
+  // Too few runs, and a NaN label.
+  std::vector<MemorySample> few(train.begin(), train.begin() + 5);
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::train(few); }).find("5 runs"), std::string::npos);
+  train[3].measured_bytes = NAN;
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::train(train); }).find("peak_bytes=nan"), std::string::npos);
+}
+
+TEST(ParallelMemory, ZeroRecomputeAndPipelineDoWhatTheySay) {
+  const auto m = gpt2(128, 4);
+  const auto g = graph(m, 2, 64, RunMode::FwdBwd, DType::FP16);
+  const auto base = estimate_parallel_memory(g, 1, 1, 8, 0, false, OptimizerKind::AdamW, "cuda");
+  const double P = g.total_params();
+  EXPECT_DOUBLE_EQ(base.weights, 2 * P);
+  EXPECT_DOUBLE_EQ(base.grads, 2 * P);
+  EXPECT_DOUBLE_EQ(base.optimizer, 12 * P);  // FP32 master + 2 moments (Megatron: 16 bytes with the FP16 copies)
+  const auto z1 = estimate_parallel_memory(g, 1, 1, 8, 1, false, OptimizerKind::AdamW, "cuda");
+  const auto z3 = estimate_parallel_memory(g, 1, 1, 8, 3, false, OptimizerKind::AdamW, "cuda");
+  EXPECT_DOUBLE_EQ(z1.optimizer, base.optimizer / 8);
+  EXPECT_DOUBLE_EQ(z3.weights, base.weights / 8);
+  EXPECT_DOUBLE_EQ(z3.grads, base.grads / 8);
+  const auto rc = estimate_parallel_memory(g, 1, 1, 8, 0, true, OptimizerKind::AdamW, "cuda");
+  EXPECT_LT(rc.activations, base.activations);
+  const auto pp4 = estimate_parallel_memory(g, 4, 8, 1, 0, false, OptimizerKind::AdamW, "cuda");
+  EXPECT_EQ(pp4.in_flight, 4);
+  EXPECT_DOUBLE_EQ(pp4.activations, 4 * base.activations);
+  EXPECT_NE(test::error_of([&] { estimate_parallel_memory(g, 0, 1, 1, 0, false, OptimizerKind::AdamW, "cuda"); })
+                .find("pp=0"),
+            std::string::npos);
+}
