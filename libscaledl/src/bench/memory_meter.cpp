@@ -28,14 +28,19 @@ namespace {
 #endif
 
 /// Storage = [64-byte header holding the size][n bytes]; c10::alloc_cpu aligns to
-/// 64 bytes, so the data pointer keeps LibTorch's alignment.
+/// 64 bytes, so the data pointer keeps LibTorch's alignment. Raw allocations
+/// (raw_allocate / raw_deallocate, used inside some LibTorch kernels) work too.
 constexpr size_t kHeader = 64;
 
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<bool> g_installed{false};
 
-void count_free(void* base) {
+/// Deleter of the data pointer (data == context, as raw_allocate requires): the
+/// header sits kHeader bytes before it.
+void count_free(void* data) {
+  if (!data) return;
+  void* base = static_cast<char*>(data) - kHeader;
   size_t n = 0;
   std::memcpy(&n, base, sizeof n);
   g_current.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
@@ -53,8 +58,10 @@ class CountingCpuAllocator final : public c10::Allocator {
     int64_t peak = g_peak.load(std::memory_order_relaxed);
     while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
-    return {static_cast<char*>(base) + kHeader, base, &count_free, c10::Device(c10::DeviceType::CPU)};
+    void* data = static_cast<char*>(base) + kHeader;
+    return {data, data, &count_free, c10::Device(c10::DeviceType::CPU)};
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &count_free; }
 #ifdef SCALEDL_ALLOCATOR_COPY_DATA
   void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 #endif
