@@ -4,12 +4,12 @@
 # of the project's VM, to check the plateau), then what `predict --workers` and
 # `scale --workers` make of it. Writes docs/results/pipeline/:
 #   calibration.json / .txt  run 1: W = 1..2, the fit (R1, alpha), storage read rate
-#   check.json / .txt        run 2, independent: W = 1..3, compared with run 1's prediction
+#   check-K.json / .txt      runs 2..4, independent: W = 1..3, compared with run 1's prediction
 #   predict.txt, scale.txt   the bottleneck with this machine's pipeline and GPU spec sheets
 #   report.md                the tables, the commands and the machine
 #
 #   scripts/pipeline_check.sh [--scaledl build/tools/scaledl] [--read-mb 256]
-# About 1 minute on the 2-core VM. Needs a built scaledl; nothing else (no python).
+# About 2.5 minutes on the 2-core VM. Needs a built scaledl; nothing else (no python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,9 +40,14 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 DATE=$(date -u +%Y-%m-%d)
 
 CAL="$SCALEDL bench pipeline --workers 2 --repeats 7 --repeat-s 0.5 --path $TMP/shard.bin --out $OUT/calibration.json"
-CHK="$SCALEDL bench pipeline --workers 3 --repeats 7 --repeat-s 0.5 --seed 1 --check $OUT/calibration.json --out $OUT/check.json"
+CHECKS=3
 $CAL > "$OUT/calibration.txt"
-$CHK > "$OUT/check.txt"
+for k in $(seq 1 $CHECKS); do
+  date -u +%H:%M:%S > "$OUT/check-$k.time"
+  $SCALEDL bench pipeline --workers 3 --repeats 7 --repeat-s 0.5 --seed "$k" --check "$OUT/calibration.json" \
+    --out "$OUT/check-$k.json" > "$OUT/check-$k.txt"
+done
+CHK="$SCALEDL bench pipeline --workers 3 --repeats 7 --repeat-s 0.5 --seed K --check $OUT/calibration.json --out $OUT/check-K.json"
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # What the predictor does with this machine's pipeline (2 workers = the 2 vCPUs).
@@ -70,7 +75,7 @@ printf '{"bandwidth_Bps": 2.27e11, "gamma_s": 5.6e-6}\n' > "$TMP/comm.json"  # d
   echo "# Host input pipeline: measured vs predicted (issue #15)"
   echo
   echo "Machine: \`$CPU\` (/proc/cpuinfo model name), $NPROC vCPUs (nproc); $DATE (UTC)."
-  echo "Load average before / after the two runs: $LOAD_BEFORE / $LOAD_AFTER (/proc/loadavg)."
+  echo "Load average before / after the runs: $LOAD_BEFORE / $LOAD_AFTER (/proc/loadavg)."
   echo "Written by \`scripts/pipeline_check.sh\`; method in docs/pipeline.md."
   echo
   echo "Run 1, the calibration (W = 1, 2; the fit of R1 and alpha):"
@@ -81,15 +86,31 @@ printf '{"bandwidth_Bps": 2.27e11, "gamma_s": 5.6e-6}\n' > "$TMP/comm.json"  # d
   cat "$OUT/calibration.txt"
   echo '```'
   echo
-  echo "Run 2, an independent measurement (another seed, W = 1..3), against run 1's prediction"
-  echo "(\`predicted\`: the USL fit of run 1 at min(W, vCPUs); \`linear\`: W x R1 of run 1, no contention):"
+  echo "Runs 2..$((CHECKS + 1)), independent measurements (seed K = 1..$CHECKS, W = 1..3), each against run 1's"
+  echo "prediction (\`predicted\`: the USL fit of run 1 at min(W, vCPUs); \`linear\`: W x R1 of run 1, no"
+  echo "contention; error = (predicted - measured) / measured; \`speedup\`: samples/s over the same run's W = 1,"
+  echo "against the model's R(W) / R(1), which leaves out what moves every W of a run alike):"
   echo
   echo "    ${CHK//$TMP/\$TMP}"
+  for k in $(seq 1 $CHECKS); do
+    echo
+    echo "Check $k, started $(cat "$OUT/check-$k.time") UTC:"
+    echo
+    sed -n '/^| kind/,/^$/p' "$OUT/check-$k.txt" | sed '/^$/d'
+  done
   echo
-  sed -n '/^| kind/,$p' "$OUT/check.txt"
+  echo "Mean |error| over the $CHECKS checks, per kind and W:"
+  echo
+  echo "| kind | workers | samples/s, USL fit | samples/s, linear | speedup over W = 1, USL fit |"
+  echo "|---|---|---|---|---|"
+  cat "$OUT"/check-*.txt | awk -F'|' '/^\| (text|image) /{k=$2"|"$3; e=$7+0; d=$10+0; l=$12+0;
+      s[k]+=(e<0?-e:e); u[k]+=(d<0?-d:d); t[k]+=(l<0?-l:l); n[k]++; if(!(k in o)){o[k]=++m; key[m]=k}}
+      END{for(i=1;i<=m;i++){k=key[i]; printf "|%s| %.1f %% | %.1f %% | %.1f %% |\n", k, s[k]/n[k], t[k]/n[k], u[k]/n[k]}}'
+  echo
+  echo "The first check's own measurements (\`foreign\`: vCPUs other processes of this machine used meanwhile):"
   echo
   echo '```'
-  sed '/^check against/,$d' "$OUT/check.txt"
+  sed '/^check against/,$d' "$OUT/check-1.txt"
   echo '```'
   echo
   echo "The predictor with this machine's pipeline measurements (\`predict.txt\`, \`scale.txt\`):"

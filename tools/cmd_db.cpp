@@ -41,7 +41,8 @@ int run_export(const DbOptions& o) {
   } else {
     nlohmann::json all = s.export_json();
     SCALEDL_CHECK(all.contains(o.table),
-                  "--table={} is not a table (layers, models, devices, environments, collectives, memory)", o.table);
+                  "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline)",
+                  o.table);
     text = all[o.table].dump(1) + "\n";
   }
   if (o.out.empty())

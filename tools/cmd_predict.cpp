@@ -397,6 +397,8 @@ int run(const PredictOptions& o) {
   const bool many = !o.sweeps.empty() || !o.csv.empty();
   SCALEDL_CHECK(o.sweeps.empty() || o.csv.empty(), "give --sweep or --csv, not both");
   SCALEDL_CHECK(many || !o.args.model.empty(), "predict: MODEL.json is required (or --csv FILE)");
+  SCALEDL_CHECK(!many || !o.input.given(), "--pipeline/--workers/--vcpus/--input: one configuration at a time");
+  o.input.check();  // issue #15: a bad input-pipeline flag is named before the bundle loads
   SCALEDL_CHECK(o.devices >= 1 && o.devices <= (1 << 20), "--devices={} must be in [1, 2^20]", o.devices);
   SCALEDL_CHECK(o.threads >= 1 && o.threads <= 1024, "--threads={} must be in [1, 1024]", o.threads);
   // The refinement runs on small compressed graphs: one thread avoids OpenMP's
@@ -431,7 +433,6 @@ int run(const PredictOptions& o) {
     SCALEDL_CHECK(o.devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
     return run_parallel(o, b, dev);
   }
-  SCALEDL_CHECK(!many || !o.input.given(), "--pipeline/--workers/--vcpus/--input: one configuration at a time");
   if (many) return run_many(o, b, dev, load_s);
   auto [m, s] = o.args.load();
   s.num_devices = o.devices;

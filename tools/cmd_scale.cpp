@@ -30,6 +30,7 @@ int run(const ScaleCmdOptions& o) {
   auto [m, s] = o.args.load();
   ScaleOptions so = o.s;
   so.gpus = parse_gpu_counts(o.gpus);
+  o.input.check();  // issue #15: before the bundle loads
   SCALEDL_CHECK(!o.bundle.empty(), "--bundle is required");
   SCALEDL_CHECK(!o.device_spec.empty(), "--device-spec is required (the GPU of the cluster)");
   Bundle b = load_bundle(o.bundle);

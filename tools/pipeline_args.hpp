@@ -11,6 +11,7 @@
 // batch x (data-parallel replicas on it) samples per iteration.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -44,10 +45,18 @@ struct InputBound {
     in["storage_samples_per_s"] =
         std::isfinite(input.storage_samples_per_s) ? nlohmann::json(input.storage_samples_per_s) : nlohmann::json();
     in["limit"] = input.limit;
+    in["extrapolated"] = input.extrapolated;
     in["model"] = model.to_json();
     j["input"] = in;
     j["bottleneck"] = bound.bottleneck;
     j["t_compute_ms"] = bound.t_compute_ms;
+  }
+
+  /// A warning when the worker count lies beyond what was measured.
+  std::string extrapolation() const {
+    return input.extrapolated ? fmt::format("\n             EXTRAPOLATED: {} workers measured at most, on {} ({})",
+                                            model.max_measured_workers, model.host, model.source)
+                              : std::string();
   }
 
   /// Lines for the text output of `predict`.
@@ -57,9 +66,9 @@ struct InputBound {
                                     ? fmt::format("{:.1f}", input.storage_samples_per_s)
                                     : std::string("not measured");
     return fmt::format("input        {} pipeline ({} {}), {} workers on {} vCPUs: {:.1f} samples/s (CPU {:.1f}, "
-                       "storage {}; {}-bound)\n",
+                       "storage {}; {}-bound){}\n",
                        to_string(model.kind), input.sample_size, unit, input.workers, input.vcpus,
-                       input.samples_per_s, input.cpu_samples_per_s, storage, input.limit) +
+                       input.samples_per_s, input.cpu_samples_per_s, storage, input.limit, extrapolation()) +
            fmt::format("T_input      {:10.3f} ms   {:g} samples per host per iteration\n", bound.t_input_ms,
                        bound.samples_per_iter) +
            fmt::format("bottleneck   {}: T_iter = max(T_compute {:.3f}, T_input {:.3f}) ms (ORION)\n",
@@ -84,13 +93,27 @@ struct PipelineArgs {
 
   bool given() const { return !pipeline.empty() || workers != -1 || vcpus != -1 || !input.empty(); }
 
-  /// The input rate for the model and settings; nullopt when no flag was given.
-  std::optional<InputBound> resolve(const ModelSpec& m, const TrainSettings& s) const {
-    if (!given()) return std::nullopt;
+  /// The checks that need no model: ranges, the kind, --pipeline present and
+  /// readable (so a bad flag is named before a bundle is loaded).
+  void check() const {
+    if (!given()) return;
     SCALEDL_CHECK(workers == -1 || (workers >= 1 && workers <= 4096),
                   "--workers={} must be in [1, 4096] (input worker threads per host)", workers);
     SCALEDL_CHECK(vcpus == -1 || (vcpus >= 1 && vcpus <= 4096), "--vcpus={} must be in [1, 4096] (vCPUs of each host)",
                   vcpus);
+    if (!input.empty()) parse_input_kind(input, "--input");
+    SCALEDL_CHECK(!pipeline.empty(),
+                  "--workers/--vcpus/--input need --pipeline FILE (a `scaledl bench pipeline --out` JSON or a store "
+                  "with pipeline rows, docs/pipeline.md)");
+    SCALEDL_CHECK(std::ifstream(pipeline).good(),
+                  "--pipeline={}: cannot open (a `scaledl bench pipeline --out` JSON or a store with pipeline rows)",
+                  pipeline);
+  }
+
+  /// The input rate for the model and settings; nullopt when no flag was given.
+  std::optional<InputBound> resolve(const ModelSpec& m, const TrainSettings& s) const {
+    if (!given()) return std::nullopt;
+    check();
     const bool vision = m.arch == Arch::VisionEncoder;
     InputKind kind = vision ? InputKind::Image : InputKind::Text;
     if (!input.empty()) {
@@ -98,14 +121,11 @@ struct PipelineArgs {
       SCALEDL_CHECK((kind == InputKind::Image) == vision, "--input={} does not match {}: a {} model reads {}", input,
                     m.name, vision ? "vision" : "text", vision ? "images (--input image)" : "text (--input text)");
     }
-    SCALEDL_CHECK(!pipeline.empty(),
-                  "--workers/--vcpus/--input need --pipeline FILE (a `scaledl bench pipeline --out` JSON or a store "
-                  "with pipeline rows, docs/pipeline.md)");
     InputBound r;
     r.model = load_throughput_model(pipeline, kind, "--pipeline");
     const int64_t v = vcpus != -1 ? vcpus : r.model.measured_vcpus;
     const int64_t w = workers != -1 ? workers : v;
-    const int64_t size = kind == InputKind::Text ? s.seq_len : s.image_size;
+    const int64_t size = kind == InputKind::Text ? s.seq_len : (s.image_size > 0 ? s.image_size : m.image_size);
     r.input = predict_input(r.model, w, v, size);
     return r;
   }
@@ -138,10 +158,13 @@ struct PipelineArgs {
   static std::string scale_table(const InputBound& in, const ScaleResult& r) {
     std::string t = fmt::format(
         "input pipeline per host: {} ({} {}), {} workers on {} vCPUs, {:.1f} samples/s ({}-bound); T_iter = "
-        "max(T_compute, T_input) (ORION)\n{:>6} {:>12} {:>12} {:>10}\n",
+        "max(T_compute, T_input) (ORION){}\n{:>6} {:>12} {:>12} {:>10}\n",
         to_string(in.model.kind), in.input.sample_size, in.model.kind == InputKind::Text ? "tokens" : "px",
-        in.input.workers, in.input.vcpus, in.input.samples_per_s, in.input.limit, "gpus", "T_compute_ms",
-        "T_input_ms", "bottleneck");
+        in.input.workers, in.input.vcpus, in.input.samples_per_s, in.input.limit,
+        in.input.extrapolated ? fmt::format("\nEXTRAPOLATED: {} workers measured at most, on {}",
+                                            in.model.max_measured_workers, in.model.host)
+                              : std::string(),
+        "gpus", "T_compute_ms", "T_input_ms", "bottleneck");
     int64_t first_input = -1;
     for (const auto& p : r.points) {
       const bool input_bound = p.t_input_ms > p.t_compute_ms;

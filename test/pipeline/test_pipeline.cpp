@@ -1,7 +1,8 @@
-// The host input pipeline (issue #15, pipeline.hpp): the tokenizer and the JPEG
-// path on the committed data, skip-and-count of corrupt JPEGs, the ORION
-// throughput model, the JSON report and the store's pipeline table. No timed
-// assertion: measured rates are only checked to be rates.
+// The host input pipeline (issue #15, pipeline.hpp): the JPEG path on the
+// committed data, skip-and-count of corrupt JPEGs, the ORION
+// throughput model, the JSON report and the store's pipeline table (the
+// tokenizer: test/pipeline_text/). No timed assertion: measured rates are only
+// checked to be rates.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -31,7 +32,8 @@ std::vector<uint8_t> file_bytes(const std::string& p) {
 }
 
 void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
 fs::path temp_dir(const std::string& name) {
@@ -70,47 +72,6 @@ PipelineMeasurement synthetic(InputKind kind, std::vector<std::pair<int, double>
 }
 
 }  // namespace
-
-// ---- text ---------------------------------------------------------------------------
-
-TEST(Tokenizer, CommittedModelGivesTheExpectedIds) {
-  Tokenizer t(kData + "/kjv-bpe4k.model");
-  EXPECT_EQ(t.vocab_size(), 4000);
-  EXPECT_EQ(t.eos_id(), 2);
-  // Fixed ids of the committed BPE model (scripts/make_pipeline_data.sh); a
-  // retrained or edited model changes them.
-  const std::vector<int> expect = {1062, 5, 2831, 157, 1992, 5, 780, 11, 5, 342, 3954};
-  EXPECT_EQ(t.encode("In the beginning God created the heaven and the earth."), expect);
-  EXPECT_TRUE(t.encode("").empty());
-  EXPECT_NE(error_of([] { Tokenizer bad(kData + "/kjv-genesis-leviticus.txt"); }).find("not a SentencePiece model"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { Tokenizer bad("/nonexistent.model"); }).find("--tokenizer=/nonexistent.model: cannot open"),
-            std::string::npos);
-}
-
-TEST(TextPacker, SamplesAreExactlySeqIdsOfTheTokenStream) {
-  Tokenizer t(kData + "/kjv-bpe4k.model");
-  const std::vector<std::string_view> lines = {"In the beginning God created the heaven and the earth.",
-                                               "And the earth was without form, and void."};
-  std::vector<int> stream;
-  for (int rep = 0; rep < 8; ++rep)
-    for (auto l : lines) {
-      t.encode(l, stream);
-      stream.push_back(t.eos_id());
-    }
-  TextPacker p(t, lines, 7);
-  std::vector<int32_t> got, s;
-  int64_t bytes = 0;
-  double tok_s = 0;
-  for (int i = 0; i < 10; ++i) {
-    p.next(s, &tok_s, &bytes);
-    ASSERT_EQ(s.size(), 7u);
-    got.insert(got.end(), s.begin(), s.end());
-  }
-  EXPECT_TRUE(std::equal(got.begin(), got.end(), stream.begin()));  // packed in order, remainder carried
-  EXPECT_GT(bytes, 0);
-  EXPECT_GE(tok_s, 0.0);
-}
 
 // ---- images -------------------------------------------------------------------------
 
@@ -191,7 +152,8 @@ TEST(ImageTransform, OutputShapeRangeAndFlip) {
     }
     for (int y = 0; y < S; y += 37)
       for (int x = 0; x < S; x += 11)
-        ASSERT_FLOAT_EQ(f[static_cast<size_t>(c * S * S + y * S + x)], a[static_cast<size_t>(c * S * S + y * S + S - 1 - x)]);
+        ASSERT_FLOAT_EQ(f[static_cast<size_t>(c * S * S + y * S + x)],
+                        a[static_cast<size_t>(c * S * S + y * S + S - 1 - x)]);
   }
   // A one-colour image normalises to exactly (v / 255 - mean) / std.
   RgbImage flat{5, 4, std::vector<uint8_t>(5 * 4 * 3, 128)};
@@ -199,25 +161,22 @@ TEST(ImageTransform, OutputShapeRangeAndFlip) {
   resize_flip_normalise(flat, {0, 0, 5, 4}, 8, true, o.data());
   EXPECT_NEAR(o[0], (128 / 255.0 - 0.485) / 0.229, 1e-5);
   EXPECT_NEAR(o[2 * 64 + 63], (128 / 255.0 - 0.406) / 0.225, 1e-5);
-  EXPECT_NE(error_of([&] { resize_flip_normalise(flat, {3, 0, 5, 4}, 8, false, o.data()); }).find("outside the 5 x 4"),
+  EXPECT_NE(error_of([&] {
+              resize_flip_normalise(flat, {3, 0, 5, 4}, 8, false, o.data());
+            }).find("outside the 5 x 4"),
             std::string::npos);
 }
 
 // ---- the benchmark on committed data --------------------------------------------------
 
-TEST(PipelineBench, TextAndImageMeasureEveryWorkerCount) {
-  const PipelineMeasurement t = bench_text_pipeline(quick());
-  ASSERT_EQ(t.points.size(), 2u);
-  for (const auto& p : t.points) {
+TEST(PipelineBench, ImageMeasuresEveryWorkerCount) {
+  const PipelineMeasurement i = bench_image_pipeline(quick());
+  ASSERT_EQ(i.points.size(), 2u);
+  for (const auto& p : i.points) {
     EXPECT_GT(p.samples_per_s, 0);
     EXPECT_EQ(p.repeats, 2);
     EXPECT_GT(p.samples, 0);
   }
-  EXPECT_EQ(t.items, 3605);  // verses of Genesis-Leviticus
-  EXPECT_GT(t.bytes_per_sample, 128);  // > 1 byte of text per token
-  EXPECT_GT(t.decode_ms, 0);
-  const PipelineMeasurement i = bench_image_pipeline(quick());
-  ASSERT_EQ(i.points.size(), 2u);
   EXPECT_EQ(i.items, 24);
   EXPECT_EQ(i.skipped, 0);
   EXPECT_GT(i.decode_ms, 0);
@@ -245,7 +204,9 @@ TEST(PipelineBench, CorruptJpegIsSkippedAndCounted) {
   // Only corrupt files: an error naming the option, not a hang.
   fs::remove(dir / "a.jpg");
   fs::remove(dir / "b.JPEG");
-  EXPECT_NE(error_of([&] { bench_image_pipeline(o); }).find("--images=" + dir.string() + ": no decodable JPEG (2 corrupt"),
+  EXPECT_NE(error_of([&] {
+              bench_image_pipeline(o);
+            }).find("--images=" + dir.string() + ": no decodable JPEG (2 corrupt"),
             std::string::npos);
   fs::remove_all(dir);
 }
@@ -253,19 +214,24 @@ TEST(PipelineBench, CorruptJpegIsSkippedAndCounted) {
 TEST(PipelineBench, BadOptionsNameTheirKey) {
   PipelineBenchOptions o = quick();
   o.max_workers = 0;
-  EXPECT_NE(error_of([&] { bench_text_pipeline(o); }).find("--workers=0 must be in [1, 256]"), std::string::npos);
+  EXPECT_NE(error_of([&] { bench_image_pipeline(o); }).find("--workers=0 must be in [1, 256]"),
+            std::string::npos);
   o = quick();
-  o.corpus = "/nonexistent/corpus.txt";
-  EXPECT_NE(error_of([&] { bench_text_pipeline(o); }).find("--corpus=/nonexistent/corpus.txt: no such file"),
+  o.image_size = 4;
+  EXPECT_NE(error_of([&] { bench_image_pipeline(o); }).find("--image=4 must be in [8, 4096]"),
             std::string::npos);
   o = quick();
   o.images = "/nonexistent/dir";
   EXPECT_NE(error_of([&] { bench_image_pipeline(o); }).find("--images=/nonexistent/dir: no such folder"),
             std::string::npos);
-  EXPECT_NE(error_of([] { measure_storage_read("/nonexistent/file.bin"); }).find("--path=/nonexistent/file.bin: cannot open"),
+  EXPECT_NE(error_of([] {
+              measure_storage_read("/nonexistent/file.bin");
+            }).find("--path=/nonexistent/file.bin: cannot open"),
             std::string::npos);
-  EXPECT_NE(error_of([] { measure_storage_read(testing::TempDir()); }).find("not a regular file"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_input_kind("audio"); }).find("--input=audio is not an input kind"), std::string::npos);
+  EXPECT_NE(error_of([] { measure_storage_read(testing::TempDir()); }).find("not a regular file"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_input_kind("audio"); }).find("--input=audio is not an input kind"),
+            std::string::npos);
 }
 
 TEST(PipelineBench, StorageReadOfACommittedFile) {
@@ -300,11 +266,13 @@ TEST(ThroughputModel, FitFromTwoWorkersIsMonotoneAndFlatBeyondTheVcpus) {
   EXPECT_DOUBLE_EQ(flat.cpu_rate(8, 8, 512), 100);
   // Three worker counts fit contention and coherency.
   HostInfo h4{"test cpu", 4};
-  const auto usl = ThroughputModel::fit(synthetic(InputKind::Text, {{1, 100}, {2, 190}, {4, 330}}, 512), nullptr, h4);
+  const auto usl =
+      ThroughputModel::fit(synthetic(InputKind::Text, {{1, 100}, {2, 190}, {4, 330}}, 512), nullptr, h4);
   EXPECT_GE(usl.beta, 0);
   EXPECT_NEAR(usl.cpu_rate(4, 4, 512), 330, 15);
-  EXPECT_NE(error_of([&] { ThroughputModel::fit(synthetic(InputKind::Text, {{2, 100}}, 512), nullptr, h); })
-                .find("no W = 1 measurement"),
+  EXPECT_NE(error_of([&] {
+              ThroughputModel::fit(synthetic(InputKind::Text, {{2, 100}}, 512), nullptr, h);
+            }).find("no W = 1 measurement"),
             std::string::npos);
 }
 
@@ -335,7 +303,8 @@ TEST(ThroughputModel, StorageCapsTheRateAndSampleSizeRescalesIt) {
   const auto t = ThroughputModel::fit(tm, &st, h);
   EXPECT_NEAR(predict_input(t, 1, 2, 1024).cpu_samples_per_s, 500, 1e-9);
   EXPECT_NEAR(t.storage_rate(1024), 1000, 1e-9);
-  EXPECT_NE(error_of([&] { predict_input(t, 0, 2, 512); }).find("--workers=0 must be in [1, 4096]"), std::string::npos);
+  EXPECT_NE(error_of([&] { predict_input(t, 0, 2, 512); }).find("--workers=0 must be in [1, 4096]"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { predict_input(t, 1, 0, 512); }).find("--vcpus=0"), std::string::npos);
 }
 
@@ -375,10 +344,10 @@ TEST(PipelineReport, JsonRoundTripAndBadDescriptions) {
   ASSERT_TRUE(back.storage.has_value());
   EXPECT_DOUBLE_EQ(back.storage->read_Bps, 5e8);
   // A hand-written description: only what the model needs.
-  const auto hand = PipelineReport::from_json(
-      nlohmann::json::parse(R"({"pipelines": [{"kind": "image", "sample_size": 224,
+  const auto hand =
+      PipelineReport::from_json(nlohmann::json::parse(R"({"pipelines": [{"kind": "image", "sample_size": 224,
                                "points": [{"workers": 1, "samples_per_s": 50}]}]})"),
-      "hand.json");
+                                "hand.json");
   EXPECT_EQ(hand.host.vcpus, 1);
   auto bad = [](const char* text) {
     return error_of([&] { PipelineReport::from_json(nlohmann::json::parse(text), "p.json"); });
@@ -387,9 +356,10 @@ TEST(PipelineReport, JsonRoundTripAndBadDescriptions) {
             std::string::npos);
   EXPECT_NE(bad(R"({"pipelines": [{"kind": "text", "sample_size": 512, "points": []}]})").find("\"points\""),
             std::string::npos);
-  EXPECT_NE(bad(R"({"pipelines": [{"kind": "text", "sample_size": 512, "points": [{"workers": 0, "samples_per_s": 1}]}]})")
-                .find("workers"),
-            std::string::npos);
+  EXPECT_NE(
+      bad(R"({"pipelines": [{"kind": "text", "sample_size": 512, "points": [{"workers": 0, "samples_per_s": 1}]}]})")
+          .find("workers"),
+      std::string::npos);
   EXPECT_NE(bad(R"({"pipelines": [{"kind": "text", "sample_size": 512, "points": [{"workers": 1}]}]})")
                 .find("samples_per_s is missing"),
             std::string::npos);

@@ -275,7 +275,7 @@ TEST_F(PropertySweep, ModesAreOrderedTrainAboveFwdBwdAboveInference) {
         const double fb = one(m, s).t_iter_ms;
         set_run_mode(s, RunMode::Inference);
         const double inf = one(m, s).t_iter_ms;
-        EXPECT_GE(train, fb + update_roofline_ms(g, *dev_) * (1 - 1e-9)) << b << " x " << q;
+        EXPECT_GE(train, (fb + update_roofline_ms(g, *dev_)) * (1 - 1e-9)) << b << " x " << q;
         EXPECT_GT(update_roofline_ms(g, *dev_), 0);
         EXPECT_GE(fb, inf * (1 - 1e-9)) << b << " x " << q;
         ++checked;

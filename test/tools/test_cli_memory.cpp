@@ -19,6 +19,8 @@ namespace {
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 const std::string kBundle = " --bundle " + kSrc + "/models/bundles/default ";
 std::string dev(const char* name) { return " --device-spec " + kSrc + "/models/devices/" + name + ".json "; }
+// A committed collective calibration (A100 NVLink all-reduce, docs/parallel.md): --gpus N needs one.
+const std::string kComm = " --comm " + kSrc + "/docs/results/parallel/comm-a100.json ";
 }  // namespace
 
 TEST(CliMemory, PredictSaysWhetherItFits) {
@@ -37,7 +39,7 @@ TEST(CliMemory, PredictSaysWhetherItFits) {
   EXPECT_NE(r.out.find("DOES NOT FIT in 16.0 GB with 10 % headroom"), std::string::npos) << r.out;
   // Per GPU under tensor + pipeline parallelism, with ZeRO.
   r = run_cli("predict" + kBundle + kSrc + "/models/gpt2-large.json --batch 8 --seq 1024" + dev("a100-sxm4-80gb") +
-              "--gpus 8 --tp 2 --pp 2 --microbatches 4 --zero 1 --json");
+              "--gpus 8 --tp 2 --pp 2 --microbatches 4 --zero 1 --json" + kComm);
   ASSERT_EQ(r.rc, 0) << r.out;
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["memory_per_gpu"]["in_flight_microbatches"], 2);
@@ -56,7 +58,7 @@ TEST(CliMemory, BadHeadroomIsOneError) {
 TEST(CliMemory, ScaleSkipsSplitsThatDoNotFit) {
   // GPT-2 large on 16 GB T4s: one GPU cannot hold it with AdamW at 16 x 1024 tokens; splits can.
   auto r = run_cli("scale" + kBundle + kSrc + "/models/gpt2-large.json --batch 16 --seq 1024" + dev("t4") +
-                   "--gpus 1..8 --json");
+                   "--gpus 1..8 --json" + kComm);
   ASSERT_EQ(r.rc, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_FALSE(j["infeasible"].empty()) << r.out;

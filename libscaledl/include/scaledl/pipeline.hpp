@@ -19,7 +19,8 @@
 //            (ORION eq. tau_step), with the bottleneck named.
 //
 // No LibTorch here: the per-image transforms are hand-written loops (docs/pipeline.md
-// says why), so this stage builds like io and design.
+// says why), so this stage builds like io and design. The text pipeline
+// (SentencePiece) is in text_pipeline.hpp, a library of its own.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,59 +39,6 @@ enum class InputKind : int { Text = 0, Image };
 const char* to_string(InputKind k);
 /// "text" | "image"; anything else is an Error naming `key` and the value.
 InputKind parse_input_kind(const std::string& s, const std::string& key = "--input");
-
-// ---- text: SentencePiece ------------------------------------------------------
-
-/// A loaded SentencePiece model (Debian's libsentencepiece). Not shared between
-/// threads: every worker loads its own, as every DataLoader worker process does.
-class Tokenizer {
- public:
-  /// Throws Error("<key>=<path>: ...") when the file is missing or not a model.
-  explicit Tokenizer(const std::string& model_path, const std::string& key = "--tokenizer");
-  ~Tokenizer();
-  Tokenizer(const Tokenizer&) = delete;
-  Tokenizer& operator=(const Tokenizer&) = delete;
-  /// Token ids of `text` (appended to `ids`).
-  void encode(std::string_view text, std::vector<int>& ids) const;
-  std::vector<int> encode(std::string_view text) const;
-  int vocab_size() const;
-  int eos_id() const;  ///< -1 when the model has none
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-struct TokenizerTrainOptions {
-  std::string corpus;          ///< UTF-8 text, one sentence a line
-  std::string out_prefix;      ///< writes <prefix>.model and <prefix>.vocab
-  int vocab = 4000;            ///< vocabulary size, in [100, 1000000]
-  std::string type = "bpe";    ///< bpe | unigram | char | word
-  int threads = 1;             ///< trainer threads (1: the same model byte for byte on every machine we tried)
-};
-/// Trains with SentencePiece's C++ trainer (sentencepiece_trainer.h). Throws
-/// Error naming the option on a bad value or a trainer failure.
-void train_tokenizer(const TokenizerTrainOptions& o);
-
-/// One worker's text pipeline: tokenises its lines in order (cycling) and packs
-/// the ids, with the model's end-of-sentence id between lines, into samples of
-/// exactly `tokens_per_sample` ids (the remainder carries over to the next
-/// sample, as Hugging Face's group_texts does).
-class TextPacker {
- public:
-  TextPacker(const Tokenizer& tok, std::vector<std::string_view> lines, int64_t tokens_per_sample);
-  /// The next sample into `out` ([tokens_per_sample] ids). `tokenize_s` gains
-  /// the seconds spent in SentencePiece, `bytes` the text bytes tokenised.
-  void next(std::vector<int32_t>& out, double* tokenize_s = nullptr, int64_t* bytes = nullptr);
-
- private:
-  const Tokenizer& tok_;
-  std::vector<std::string_view> lines_;
-  int64_t seq_;
-  size_t cursor_ = 0;
-  std::vector<int> buf_;
-  size_t off_ = 0;
-};
 
 // ---- image: TurboJPEG + hand-written transforms -----------------------------------
 
@@ -156,11 +104,13 @@ struct PipelineBenchOptions {
   int max_workers = 2;             ///< measure W = 1..max_workers worker threads, in [1, 256]
   int64_t tokens_per_sample = 512; ///< text: token ids per sample, in [1, 1048576]
   int64_t image_size = 224;        ///< image: output side, pixels, in [8, 4096]
-  double warmup_s = 0.2;           ///< untimed run before the repeats of each W, seconds, >= 0
-  int repeats = 5;                 ///< timed runs per W, in [1, 1000]
+  double warmup_s = 0.2;           ///< untimed run of each W that sizes its timed runs (and, capped at
+                                   ///< repeat_s / 4, before every timed run), seconds, >= 0
+  int repeats = 5;                 ///< timed runs per W, in [1, 1000]; round r runs every W once
   double repeat_s = 0.4;           ///< target length of one timed run, seconds, > 0
   uint64_t seed = 0;               ///< crop and flip randomness (worker w draws from seed + w)
   double max_cv = 0.05;            ///< samples/s CV above this marks the W "unstable"
+  double max_foreign = 0.2;        ///< other processes' CPU use above this many vCPUs marks the W "contended"
 };
 
 /// Throughput of W workers.
@@ -170,7 +120,11 @@ struct WorkerPoint {
   double cv = 0;              ///< coefficient of variation of the repeats' samples/s
   int repeats = 0;
   int64_t samples = 0;        ///< samples in the timed repeats
-  std::string status = "ok";  ///< ok | unstable (cv > max_cv: do not trust the point)
+  double foreign_vcpus = 0;    ///< mean vCPUs other processes kept busy during the timed runs (/proc/stat
+                              ///< busy time less this process's CPU time): a shared machine's interference
+  std::string status = "ok";  ///< ok | unstable (cv > max_cv) | contended (foreign_vcpus > max_foreign):
+                              ///< do not trust the point
+  std::vector<double> runs;   ///< samples/s of each timed run, in the order they ran
 };
 
 /// One pipeline kind measured for W = 1..max_workers.
@@ -198,11 +152,11 @@ struct StorageMeasurement {
   bool cache_dropped = false;   ///< posix_fadvise(POSIX_FADV_DONTNEED) succeeded before every read
   double resident_before = 0;   ///< largest fraction of the file's pages in the page cache just before a
                                 ///< read (mincore); near 0 = a read from the device, near 1 = from memory
+  std::vector<double> runs;     ///< bytes / s of each read, in order
 };
 
-/// The text pipeline for W = 1..max_workers. Throws Error naming --corpus /
-/// --tokenizer when unreadable.
-PipelineMeasurement bench_text_pipeline(const PipelineBenchOptions& o);
+/// (The text pipeline's benchmark is in text_pipeline.hpp: SentencePiece cannot
+/// share a process with LibTorch, see there.)
 /// The image pipeline for W = 1..max_workers. Every JPEG is decoded once first:
 /// a corrupt one is skipped and counted (never an error); a folder with no
 /// decodable JPEG is an Error naming --images.
@@ -251,6 +205,7 @@ struct InputPrediction {
   double storage_samples_per_s = 0;  ///< infinity without a storage measurement
   double samples_per_s = 0;          ///< min of the two
   std::string limit;                 ///< "cpu" | "storage"
+  bool extrapolated = false;         ///< min(workers, vcpus) beyond the largest W measured
 };
 /// Throws Error naming --workers / --vcpus when < 1 (or > 4096), --seq / --image when sample_size < 1.
 InputPrediction predict_input(const ThroughputModel& m, int64_t workers, int64_t vcpus, int64_t sample_size);

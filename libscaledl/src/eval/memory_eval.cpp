@@ -40,20 +40,39 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
   SCALEDL_CHECK(samples.size() >= 10, "--db={}: {} runs with a measured peak; the evaluation needs >= 10",
                 o.dbs.front(), samples.size());
   // The protocols of `scaledl eval` over these runs (family, training FLOP).
-  std::vector<EvalRun> runs(samples.size());
+  // A family with fewer than 5 runs cannot be split 80/20: its runs train
+  // every split and are never tested; the report names it.
+  std::map<std::string, size_t> per_family;
+  for (const auto& s : samples) ++per_family[s.family];
+  std::vector<EvalRun> runs;
+  std::vector<size_t> run_sample, train_only;
+  nlohmann::json untested = nlohmann::json::object();
   for (size_t i = 0; i < samples.size(); ++i) {
+    if (per_family[samples[i].family] < 5) {
+      train_only.push_back(i);
+      untested[samples[i].family] = per_family[samples[i].family];
+      continue;
+    }
     const auto& g = samples[i].graph;
-    runs[i].label = g.model.name;
-    runs[i].family = samples[i].family;
-    runs[i].flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
+    EvalRun r;
+    r.label = g.model.name;
+    r.family = samples[i].family;
+    r.flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
+    runs.push_back(r);
+    run_sample.push_back(i);
   }
+  SCALEDL_CHECK(runs.size() >= 10, "--db={}: {} runs in families with >= 5 runs; the evaluation needs >= 10",
+                o.dbs.front(), runs.size());
   std::vector<double> analytic(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
     MemoryOptions mo;
     mo.device_kind = samples[i].device_kind;
     analytic[i] = estimate_memory(samples[i].graph, mo).peak;
   }
-  nlohmann::json report = {{"stores", o.dbs}, {"runs", samples.size()}, {"protocols", nlohmann::json::object()}};
+  nlohmann::json report = {{"stores", o.dbs},
+                            {"runs", samples.size()},
+                            {"train_only_families", untested},
+                            {"protocols", nlohmann::json::object()}};
   std::ostringstream csv;
   csv << "protocol,seed,method,model,family,mode,measured_bytes,predicted_bytes,ape\n";
   const std::vector<std::string> methods = {"analytic", "corrected", "dnnperf"};
@@ -64,10 +83,12 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
     for (int seed = 0; seed < seeds; ++seed) {
       for (const auto& split : make_splits(runs, protocol, static_cast<uint64_t>(seed))) {
         std::vector<MemorySample> train;
-        for (size_t i : split.train) train.push_back(samples[i]);
+        for (size_t r : split.train) train.push_back(samples[run_sample[r]]);
+        for (size_t i : train_only) train.push_back(samples[i]);
         const MemoryCorrection corr = MemoryCorrection::train(train, false, static_cast<uint64_t>(seed));
         const MemoryCorrection direct = MemoryCorrection::train(train, true, static_cast<uint64_t>(seed));
-        for (size_t i : split.test) {
+        for (size_t r : split.test) {
+          const size_t i = run_sample[r];
           const auto& s = samples[i];
           const std::string md = to_string(run_mode(s.graph.settings));
           for (const auto& m : methods) {
@@ -106,6 +127,11 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
        << fmt::format("{} runs with an allocator-exact peak from {}. Mean relative error |predicted / measured - 1| "
                       "in %, (worst case), test runs.\n\n",
                       samples.size(), fmt::join(o.dbs, ", "));
+    if (!untested.empty()) {
+      md << "Families with fewer than 5 runs train every split and are not tested:";
+      for (auto& [f, n] : untested.items()) md << fmt::format(" {} ({} runs)", f, n.get<size_t>());
+      md << ".\n\n";
+    }
     md << "| protocol | method | MRE % | max % | test runs |\n|---|---|---|---|---|\n";
     for (const auto& protocol : o.protocols)
       for (const auto& m : methods) {

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <Eigen/Dense>
@@ -49,22 +51,31 @@ struct Scored {
 
 /// Features of the learned correction log(measured / raw) = w . z: what the
 /// layer models cannot see from one isolated layer at a time — the tokens of a
-/// micro-batch (GEMM efficiency grows with them), the split degrees, the model's
-/// width and depth, the bubble and the share of communication.
+/// micro-batch (GEMM efficiency grows with them, and saturates: hence the
+/// second-order terms), the split degrees, the model's width and depth, the
+/// number of micro-batches, the bubble and the share of communication.
 std::vector<double> correction_features(const ParallelRun& r, const ParallelPrediction& p, double compute,
                                         double comm) {
   const double tok = std::log(static_cast<double>(r.micro_batch * r.seq));
   const double ltp = std::log(static_cast<double>(r.tp));
+  const double lh = std::log(static_cast<double>(r.hidden));
+  const double micro = static_cast<double>(r.global_batch) / static_cast<double>(r.dp * r.micro_batch);
   return {1.0,
           tok,
           ltp,
           std::log(static_cast<double>(r.pp)),
           std::log(static_cast<double>(r.dp)),
-          std::log(static_cast<double>(r.hidden)),
+          lh,
           std::log(static_cast<double>(r.layers)),
           p.plan.bubble_fraction,
           comm / std::max(1e-9, compute + comm),
-          tok * ltp};
+          tok * ltp,
+          tok * tok,
+          lh * lh,
+          tok * lh,
+          lh * ltp,
+          ltp * ltp,
+          std::log(std::max(1.0, micro))};
 }
 
 /// Ridge least squares of log(y / raw) on z over `idx` (lambda 1e-3, intercept included).
@@ -297,6 +308,47 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     for (const auto& [k, v] : acc) cal[k].push_back(v.first / v.second);
     for (const auto& [k, v] : acc2) corr[k].push_back(v.first / v.second);
   }
+  // Extrapolation: fitted on one part of the runs, scored on a part it has not
+  // seen — a smaller node predicting the full one, one width predicting the other.
+  nlohmann::json extrap = nlohmann::json::array();
+  {
+    const int64_t max_gpus =
+        std::max_element(runs.begin(), runs.end(), [](const auto& a, const auto& b2) { return a.gpus < b2.gpus; })->gpus;
+    std::set<int64_t> widths;
+    for (const auto& r : runs) widths.insert(r.hidden);
+    std::vector<std::pair<std::string, std::function<bool(const ParallelRun&)>>> splits;
+    if (max_gpus > 1)
+      splits.emplace_back(fmt::format("fit on < {} GPUs, test on {}", max_gpus, max_gpus),
+                          [max_gpus](const ParallelRun& r) { return r.gpus < max_gpus; });
+    if (widths.size() > 1) {
+      const int64_t lo = *widths.begin(), hi = *widths.rbegin();
+      splits.emplace_back(fmt::format("fit on hidden {}, test on hidden {}", lo, hi),
+                          [lo](const ParallelRun& r) { return r.hidden == lo; });
+      splits.emplace_back(fmt::format("fit on hidden {}, test on hidden {}", hi, lo),
+                          [hi](const ParallelRun& r) { return r.hidden == hi; });
+    }
+    for (const auto& [name, in_fit] : splits) {
+      std::vector<size_t> fit, test;
+      for (size_t i = 0; i < runs.size(); ++i) (in_fit(runs[i]) ? fit : test).push_back(i);
+      if (fit.size() < sc.front().z.size() || test.empty()) continue;
+      const auto [a, bt] = fit_ab(sc, y, fit);
+      const Eigen::VectorXd w = fit_correction(sc, y, fit);
+      double er = 0, eab = 0, ec = 0;
+      for (size_t i : test) {
+        const Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(sc[i].z.data(), static_cast<int>(sc[i].z.size()));
+        er += ape(sc[i].raw_ms, y[i]);
+        eab += ape(a * sc[i].compute_ms + bt * sc[i].comm_ms, y[i]);
+        ec += ape(sc[i].raw_ms * std::exp(z.dot(w)), y[i]);
+      }
+      const double n = static_cast<double>(test.size());
+      extrap.push_back({{"split", name},
+                        {"fit_runs", fit.size()},
+                        {"test_runs", test.size()},
+                        {"raw_mre", er / n},
+                        {"calibrated_mre", eab / n},
+                        {"corrected_mre", ec / n}});
+    }
+  }
   auto summarize = [](const std::map<std::string, std::vector<double>>& m) {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& [k, v] : m) {
@@ -319,7 +371,8 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
                         {"corrected_mre", corrj},
                         {"alpha", mean_of(alphas)},
                         {"beta", mean_of(betas)},
-                        {"seeds", o.seeds}};
+                        {"seeds", o.seeds},
+                        {"extrapolation", extrap}};
   if (!o.test_runs.empty()) {
     // Fitted on every run of --runs, applied to runs of another source.
     std::vector<size_t> all(runs.size());
@@ -368,7 +421,8 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
                       "gamma = {:.2f} us. raw: `predict --gpus` as it is; calibrated: T = alpha x compute + beta x "
                       "communication fitted on a random half, scored on the other half ({} seeds; alpha {:.3f}, beta "
                       "{:.3f}); corrected: raw x exp(w . z), a ridge fit of log(measured / raw) on the micro-batch "
-                      "tokens, tp, pp, dp, width, depth, bubble and communication share, on the same halves.\n\n"
+                      "tokens, tp, pp, dp, width, depth, micro-batch count, bubble and communication share (with second-order terms of "
+                      "tokens, width and tp), on the same halves.\n\n"
                       "| scheme | runs | raw MRE % (bias %) | calibrated MRE % (sd) | corrected MRE % (sd) |\n"
                       "|---|---|---|---|---|\n",
                       runs.size(), dev.key(), comm.bandwidth_Bps / 1e9, comm.gamma_s * 1e6, o.seeds, mean_of(alphas),
@@ -380,6 +434,15 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     for (const auto& [k, idx] : by_scheme)
       md << fmt::format("| {} | {} | {:.1f} ({:+.1f}) | {} | {} |\n", k, idx.size(), raw[k].get<double>(),
                         raw_bias[k].get<double>(), cell(calj, k), cell(corrj, k));
+    if (!extrap.empty()) {
+      md << "\nExtrapolation: alpha, beta and the correction fitted on one part of the runs, scored on the rest:\n\n"
+            "| split | fit runs | test runs | raw MRE % | calibrated MRE % | corrected MRE % |\n"
+            "|---|---|---|---|---|---|\n";
+      for (const auto& e : extrap)
+        md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} |\n", e["split"].get<std::string>(),
+                          e["fit_runs"].get<size_t>(), e["test_runs"].get<size_t>(), e["raw_mre"].get<double>(),
+                          e["calibrated_mre"].get<double>(), e["corrected_mre"].get<double>());
+    }
     if (rep.contains("test_runs")) {
       md << "\nOther runs, with alpha, beta and the correction fitted on all of the runs above:\n\n"
             "| run | measured ms | raw ms (APE %) | alpha-beta ms (APE %) | corrected ms (APE %) |\n"

@@ -778,8 +778,10 @@ nlohmann::json Store::export_json() const {
 
 void Store::export_csv(const std::string& table, std::ostream& out) const {
   SCALEDL_CHECK(table == "layers" || table == "models" || table == "devices" || table == "environments" ||
-                    (table == "collectives" && has_collectives_table()) || (table == "memory" && has_table("memory")),
-                "--table={} is not a table (layers, models, devices, environments, collectives, memory)", table);
+                    (table == "collectives" && has_collectives_table()) || (table == "memory" && has_table("memory")) ||
+                    (table == "pipeline" && has_table("pipeline")),
+                "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline)",
+                table);
   Stmt s(db_, "SELECT * FROM " + table + " ORDER BY rowid", path_);
   auto quote = [](const std::string& v) {
     if (v.find_first_of(",\"\n") == std::string::npos) return v;

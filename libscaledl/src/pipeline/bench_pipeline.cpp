@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,23 +13,24 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
-#include <exception>
 #include <functional>
 #include <numeric>
 #include <thread>
 
+#include "pipeline/worker_pool.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/pipeline.hpp"
 
 namespace scaledl {
 
-namespace {
+namespace pipeline_detail {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -44,20 +46,10 @@ double cv_of(const std::vector<double>& v) {
   return mean > 0 ? std::sqrt(ss / (v.size() - 1)) / mean : 0;
 }
 
-/// One worker's pipeline: makes one sample per call, with its own state.
-struct Worker {
-  virtual ~Worker() = default;
-  virtual void sample() = 0;
-  double read_s = 0, decode_s = 0, transform_s = 0;  ///< stage seconds since the last reset
-  int64_t bytes = 0;                                 ///< stored bytes consumed since the last reset
-  int64_t count = 0;                                 ///< samples since the last reset
-  void reset() { read_s = decode_s = transform_s = 0, bytes = count = 0; }
-};
-
 /// Runs `fn(w)` on W threads started together; returns the wall seconds from the
 /// common start to the last thread's end (thread creation is outside the clock).
 /// A worker's exception is rethrown here after all threads ended.
-double run_together(int W, const std::function<void(int)>& fn) {
+static double run_together(int W, const std::function<void(int)>& fn) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<std::thread> th;
@@ -85,70 +77,128 @@ double run_together(int W, const std::function<void(int)>& fn) {
 
 /// W = 1..max_workers: warm-up (time-bounded, also sizes the repeats), then
 /// `repeats` runs of a fixed number of samples per worker.
+/// CPU seconds so far: of the whole machine (busy jiffies of /proc/stat's "cpu"
+/// line: all but idle and iowait) and of this process (getrusage).
+struct CpuClock {
+  double machine_s = 0, self_s = 0;
+  bool ok = false;
+  static CpuClock now() {
+    CpuClock c;
+    std::ifstream f("/proc/stat");
+    std::string cpu;
+    unsigned long long v[10] = {};
+    if (f >> cpu && cpu == "cpu") {
+      for (auto& x : v) f >> x;
+      unsigned long long busy = 0;
+      for (int i = 0; i < 10; ++i)
+        if (i != 3 && i != 4 && i < 8) busy += v[i];  // user nice system [idle iowait] irq softirq steal
+      c.machine_s = static_cast<double>(busy) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+      c.ok = true;
+    }
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    c.self_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    return c;
+  }
+  /// vCPUs other processes kept busy between `a` and `b` over `wall` seconds.
+  static double foreign(const CpuClock& a, const CpuClock& b, double wall) {
+    if (!a.ok || !b.ok || wall <= 0) return 0;
+    return std::max(0.0, ((b.machine_s - a.machine_s) - (b.self_s - a.self_s)) / wall);
+  }
+};
+
+/// Every worker runs until `seconds` are up (at least one sample each); returns
+/// samples per second per worker.
+static double warm_up(std::vector<std::unique_ptr<Worker>>& ws, double seconds) {
+  std::atomic<bool> stop{false};
+  std::thread timer([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::max(seconds, 0.0)));
+    stop.store(true);
+  });
+  double wall = 0;
+  try {
+    wall = run_together(static_cast<int>(ws.size()), [&](int w) {
+      Worker& k = *ws[static_cast<size_t>(w)];
+      do k.sample(), ++k.count;
+      while (!stop.load(std::memory_order_relaxed));
+    });
+  } catch (...) {
+    timer.join();
+    throw;
+  }
+  timer.join();
+  int64_t n = 0;
+  for (auto& w : ws) n += w->count;
+  for (auto& w : ws) w->reset();
+  return static_cast<double>(n) / static_cast<double>(ws.size()) / std::max(wall, 1e-9);
+}
+
 void measure_workers(const PipelineBenchOptions& o, PipelineMeasurement& m,
                      const std::function<std::vector<std::unique_ptr<Worker>>(int)>& make) {
-  for (int W = 1; W <= o.max_workers; ++W) {
-    std::vector<std::unique_ptr<Worker>> ws = make(W);
-    // Warm-up: every worker runs until the time is up (at least one sample each).
-    std::atomic<bool> stop{false};
-    std::thread timer([&] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::max(o.warmup_s, 0.0)));
-      stop.store(true);
-    });
-    double warm_s = 0;
-    try {
-      warm_s = run_together(W, [&](int w) {
-        Worker& k = *ws[static_cast<size_t>(w)];
-        do k.sample(), ++k.count;
-        while (!stop.load(std::memory_order_relaxed));
-      });
-    } catch (...) {
-      timer.join();
-      throw;
-    }
-    timer.join();
-    int64_t warm_n = 0;
-    for (auto& w : ws) warm_n += w->count;
-    const double per_worker_rate = static_cast<double>(warm_n) / W / std::max(warm_s, 1e-9);
-    const int64_t n = std::max<int64_t>(4, static_cast<int64_t>(std::llround(per_worker_rate * o.repeat_s)));
-
-    WorkerPoint pt;
-    pt.workers = W;
-    std::vector<double> rates;
-    for (auto& w : ws) w->reset();
-    for (int r = 0; r < o.repeats; ++r) {
+  const int maxw = o.max_workers;
+  // Sizing: a full warm-up per W gives the samples per worker of one timed run.
+  std::vector<int64_t> n(static_cast<size_t>(maxw) + 1, 4);
+  for (int W = 1; W <= maxw; ++W) {
+    auto ws = make(W);
+    const double rate = warm_up(ws, o.warmup_s);
+    n[static_cast<size_t>(W)] = std::max<int64_t>(4, static_cast<int64_t>(std::llround(rate * o.repeat_s)));
+  }
+  // Timed rounds, interleaved: round r runs W = 1, 2, ..., max, so a slow spell of
+  // a shared machine falls on every W alike instead of on one W's every repeat.
+  // Each run gets fresh workers (their own tokenizer or decoder, cold caches) and
+  // a short warm-up first.
+  std::vector<std::vector<double>> rates(static_cast<size_t>(maxw) + 1);
+  std::vector<WorkerPoint> pts(static_cast<size_t>(maxw) + 1);
+  std::vector<double> foreign(static_cast<size_t>(maxw) + 1, 0.0);
+  double read_s = 0, decode_s = 0, transform_s = 0, bytes = 0, count = 0;
+  for (int r = 0; r < o.repeats; ++r)
+    for (int W = 1; W <= maxw; ++W) {
+      auto ws = make(W);
+      warm_up(ws, std::min(o.warmup_s, 0.25 * o.repeat_s));
+      const int64_t k = n[static_cast<size_t>(W)];
+      const CpuClock c0 = CpuClock::now();
       const double wall = run_together(W, [&](int w) {
-        Worker& k = *ws[static_cast<size_t>(w)];
-        for (int64_t i = 0; i < n; ++i) k.sample();
-        k.count += n;
+        Worker& x = *ws[static_cast<size_t>(w)];
+        for (int64_t i = 0; i < k; ++i) x.sample();
+        x.count += k;
       });
-      rates.push_back(static_cast<double>(n * W) / wall);
-      pt.samples += n * W;
+      foreign[static_cast<size_t>(W)] += CpuClock::foreign(c0, CpuClock::now(), wall) / o.repeats;
+      rates[static_cast<size_t>(W)].push_back(static_cast<double>(k * W) / wall);
+      pts[static_cast<size_t>(W)].samples += k * W;
+      if (W == 1) {  // the stage split of one worker (ORION's tau_disk, tau_decode, tau_cpu)
+        read_s += ws[0]->read_s, decode_s += ws[0]->decode_s, transform_s += ws[0]->transform_s;
+        bytes += static_cast<double>(ws[0]->bytes), count += static_cast<double>(ws[0]->count);
+      }
     }
+  for (int W = 1; W <= maxw; ++W) {
+    WorkerPoint& pt = pts[static_cast<size_t>(W)];
+    pt.workers = W;
     pt.repeats = o.repeats;
-    pt.samples_per_s = median_of(rates);
-    pt.cv = cv_of(rates);
-    pt.status = pt.cv > o.max_cv ? "unstable" : "ok";
-    if (W == 1) {  // the stage split of one worker (ORION's tau_disk, tau_decode, tau_cpu)
-      const Worker& k = *ws[0];
-      const double c = static_cast<double>(std::max<int64_t>(k.count, 1));
-      m.read_ms = 1e3 * k.read_s / c;
-      m.decode_ms = 1e3 * k.decode_s / c;
-      m.transform_ms = 1e3 * k.transform_s / c;
-      m.bytes_per_sample = static_cast<double>(k.bytes) / c;
-    }
+    pt.samples_per_s = median_of(rates[static_cast<size_t>(W)]);
+    pt.cv = cv_of(rates[static_cast<size_t>(W)]);
+    pt.foreign_vcpus = foreign[static_cast<size_t>(W)];
+    pt.status = pt.foreign_vcpus > o.max_foreign ? "contended" : pt.cv > o.max_cv ? "unstable" : "ok";
+    pt.runs = rates[static_cast<size_t>(W)];
     m.points.push_back(pt);
   }
+  const double c = std::max(count, 1.0);
+  m.read_ms = 1e3 * read_s / c;
+  m.decode_ms = 1e3 * decode_s / c;
+  m.transform_ms = 1e3 * transform_s / c;
+  m.bytes_per_sample = bytes / c;
 }
 
 void check_options(const PipelineBenchOptions& o) {
-  SCALEDL_CHECK(o.max_workers >= 1 && o.max_workers <= 256, "--workers={} must be in [1, 256]", o.max_workers);
+  SCALEDL_CHECK(o.max_workers >= 1 && o.max_workers <= 256, "--workers={} must be in [1, 256]",
+                o.max_workers);
   SCALEDL_CHECK(o.repeats >= 1 && o.repeats <= 1000, "--repeats={} must be in [1, 1000]", o.repeats);
   SCALEDL_CHECK(std::isfinite(o.warmup_s) && o.warmup_s >= 0 && o.warmup_s <= 3600,
                 "--warmup-s={} must be in [0, 3600]", o.warmup_s);
-  SCALEDL_CHECK(std::isfinite(o.repeat_s) && o.repeat_s > 0 && o.repeat_s <= 3600, "--repeat-s={} must be in (0, 3600]",
-                o.repeat_s);
+  SCALEDL_CHECK(std::isfinite(o.repeat_s) && o.repeat_s > 0 && o.repeat_s <= 3600,
+                "--repeat-s={} must be in (0, 3600]", o.repeat_s);
   SCALEDL_CHECK(std::isfinite(o.max_cv) && o.max_cv > 0, "--max-cv={} must be > 0", o.max_cv);
+  SCALEDL_CHECK(std::isfinite(o.max_foreign) && o.max_foreign > 0, "--max-foreign={} must be > 0",
+                o.max_foreign);
 }
 
 std::string read_file(const std::string& path, const std::string& key) {
@@ -159,22 +209,11 @@ std::string read_file(const std::string& path, const std::string& key) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// ---- text ------------------------------------------------------------------------
+}  // namespace pipeline_detail
 
-struct TextWorker : Worker {
-  Tokenizer tok;
-  TextPacker packer;
-  std::vector<int32_t> out;
-  TextWorker(const std::string& model, std::vector<std::string_view> lines, int64_t seq)
-      : tok(model), packer(tok, std::move(lines), seq) {}
-  void sample() override {
-    const auto t0 = Clock::now();
-    double tok_s = 0;
-    packer.next(out, &tok_s, &bytes);
-    decode_s += tok_s;
-    transform_s += seconds_since(t0) - tok_s;  // packing: the copy into the sample
-  }
-};
+namespace {
+
+using namespace pipeline_detail;
 
 // ---- image -----------------------------------------------------------------------
 
@@ -216,8 +255,8 @@ struct ImageWorker : Worker {
     SCALEDL_CHECK(read_whole(path, raw), "{}: cannot read: {}", path, std::strerror(errno));
     const auto t1 = Clock::now();
     std::string why;
-    SCALEDL_CHECK(dec.decode(raw.data(), raw.size(), img, &why), "{}: decoded in the validation pass, now: {}", path,
-                  why);
+    SCALEDL_CHECK(dec.decode(raw.data(), raw.size(), img, &why),
+                  "{}: decoded in the validation pass, now: {}", path, why);
     const auto t2 = Clock::now();
     const CropBox box = random_resized_crop_box(img.width, img.height, rng);
     const bool flip = std::bernoulli_distribution(0.5)(rng);
@@ -232,7 +271,19 @@ struct ImageWorker : Worker {
 
 }  // namespace
 
-std::string HostInfo::key() const { return fmt::format("{} ({} vCPUs)", cpu, vcpus); }
+const char* to_string(InputKind k) {
+  return k == InputKind::Text ? "text" : "image";
+}
+
+InputKind parse_input_kind(const std::string& s, const std::string& key) {
+  if (s == "text") return InputKind::Text;
+  if (s == "image") return InputKind::Image;
+  fail("{}={} is not an input kind (text or image)", key, s);
+}
+
+std::string HostInfo::key() const {
+  return fmt::format("{} ({} vCPUs)", cpu, vcpus);
+}
 
 HostInfo host_info() {
   HostInfo h;
@@ -250,45 +301,11 @@ HostInfo host_info() {
   }
   cpu_set_t set;
   CPU_ZERO(&set);
-  h.vcpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                         : static_cast<int>(std::thread::hardware_concurrency());
+  h.vcpus = sched_getaffinity(0, sizeof(set), &set) == 0
+                ? CPU_COUNT(&set)
+                : static_cast<int>(std::thread::hardware_concurrency());
   h.vcpus = std::max(h.vcpus, 1);
   return h;
-}
-
-PipelineMeasurement bench_text_pipeline(const PipelineBenchOptions& o) {
-  check_options(o);
-  SCALEDL_CHECK(o.tokens_per_sample >= 1 && o.tokens_per_sample <= (1 << 20), "--tokens={} must be in [1, 1048576]",
-                o.tokens_per_sample);
-  const std::string corpus = read_file(o.corpus, "--corpus");
-  { Tokenizer probe(o.tokenizer); }  // a bad model is named before any thread starts
-  std::vector<std::string_view> lines;
-  for (size_t a = 0; a < corpus.size();) {
-    size_t b = corpus.find('\n', a);
-    if (b == std::string::npos) b = corpus.size();
-    if (b > a) lines.emplace_back(corpus.data() + a, b - a);
-    a = b + 1;
-  }
-  SCALEDL_CHECK(!lines.empty(), "--corpus={}: no text (every line is empty)", o.corpus);
-  SCALEDL_CHECK(static_cast<int64_t>(lines.size()) >= o.max_workers,
-                "--corpus={}: {} lines cannot give --workers={} workers a shard each", o.corpus, lines.size(),
-                o.max_workers);
-  PipelineMeasurement m;
-  m.kind = InputKind::Text;
-  m.sample_size = o.tokens_per_sample;
-  m.items = static_cast<int64_t>(lines.size());
-  m.data = o.corpus;
-  measure_workers(o, m, [&](int W) {
-    // Contiguous shards, as a sharded text dataset is read.
-    std::vector<std::unique_ptr<Worker>> ws;
-    for (int w = 0; w < W; ++w) {
-      const size_t a = lines.size() * static_cast<size_t>(w) / W, b = lines.size() * static_cast<size_t>(w + 1) / W;
-      ws.push_back(std::make_unique<TextWorker>(
-          o.tokenizer, std::vector<std::string_view>(lines.begin() + a, lines.begin() + b), o.tokens_per_sample));
-    }
-    return ws;
-  });
-  return m;
 }
 
 PipelineMeasurement bench_image_pipeline(const PipelineBenchOptions& o) {
@@ -338,8 +355,10 @@ PipelineMeasurement bench_image_pipeline(const PipelineBenchOptions& o) {
     std::vector<std::unique_ptr<Worker>> ws;
     for (int w = 0; w < W; ++w) {
       std::vector<std::string> shard;
-      for (size_t i = static_cast<size_t>(w); i < good.size(); i += static_cast<size_t>(W)) shard.push_back(good[i]);
-      ws.push_back(std::make_unique<ImageWorker>(std::move(shard), static_cast<int>(o.image_size), o.seed + w));
+      for (size_t i = static_cast<size_t>(w); i < good.size(); i += static_cast<size_t>(W))
+        shard.push_back(good[i]);
+      ws.push_back(
+          std::make_unique<ImageWorker>(std::move(shard), static_cast<int>(o.image_size), o.seed + w));
     }
     return ws;
   });
@@ -358,7 +377,8 @@ StorageMeasurement measure_storage_read(const std::string& path, int repeats, do
   } closer{fd};
   struct stat st {};
   SCALEDL_CHECK(::fstat(fd, &st) == 0, "{}={}: cannot stat: {}", key, path, std::strerror(errno));
-  SCALEDL_CHECK(S_ISREG(st.st_mode), "{}={}: not a regular file (the read rate is of one dataset file)", key, path);
+  SCALEDL_CHECK(S_ISREG(st.st_mode), "{}={}: not a regular file (the read rate is of one dataset file)", key,
+                path);
   SCALEDL_CHECK(st.st_size > 0, "{}={}: the file is empty", key, path);
   const size_t total = static_cast<size_t>(std::min<double>(static_cast<double>(st.st_size), max_bytes));
   // A first byte proves the file readable (a folder or a file without read
@@ -381,7 +401,8 @@ StorageMeasurement measure_storage_read(const std::string& path, int repeats, do
     if (map != MAP_FAILED) {
       std::vector<unsigned char> vec((total + page - 1) / page);
       if (::mincore(map, total, vec.data()) == 0) {
-        const size_t resident = static_cast<size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return c & 1; }));
+        const size_t resident =
+            static_cast<size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return c & 1; }));
         s.resident_before = std::max(s.resident_before, static_cast<double>(resident) / vec.size());
       }
       ::munmap(map, total);
@@ -391,13 +412,15 @@ StorageMeasurement measure_storage_read(const std::string& path, int repeats, do
     while (done < total) {
       const ssize_t n = ::pread(fd, buf.data(), std::min(buf.size(), total - done), static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
-      SCALEDL_CHECK(n > 0, "{}={}: read failed at byte {}: {}", key, path, done, n < 0 ? std::strerror(errno) : "end of file");
+      SCALEDL_CHECK(n > 0, "{}={}: read failed at byte {}: {}", key, path, done,
+                    n < 0 ? std::strerror(errno) : "end of file");
       done += static_cast<size_t>(n);
     }
     rates.push_back(static_cast<double>(total) / std::max(seconds_since(t0), 1e-9));
   }
   s.read_Bps = median_of(rates);
   s.cv = cv_of(rates);
+  s.runs = rates;
   return s;
 }
 

@@ -21,8 +21,8 @@ namespace {
 class Sql {
  public:
   Sql(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
-    SCALEDL_CHECK(sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr) == SQLITE_OK, "{}: SQLite error: {}", path,
-                  sqlite3_errmsg(db));
+    SCALEDL_CHECK(sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr) == SQLITE_OK, "{}: SQLite error: {}",
+                  path, sqlite3_errmsg(db));
   }
   ~Sql() { sqlite3_finalize(s_); }
   Sql& bind(int i, const std::string& v) {
@@ -55,9 +55,13 @@ class Sql {
     return p ? reinterpret_cast<const char*>(p) : "";
   }
   int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
-  double real(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(s_, c); }
+  double real(int c) const {
+    return sqlite3_column_type(s_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(s_, c);
+  }
   /// NULL (not measured) as 0.
-  double real0(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL ? 0.0 : sqlite3_column_double(s_, c); }
+  double real0(int c) const {
+    return sqlite3_column_type(s_, c) == SQLITE_NULL ? 0.0 : sqlite3_column_double(s_, c);
+  }
 
  private:
   sqlite3* db_;
@@ -66,9 +70,11 @@ class Sql {
 };
 
 const char* kInsert =
-    "INSERT INTO pipeline (campaign, host, vcpus, kind, data, sample_size, workers, samples_per_s, cv, repeats, "
+    "INSERT INTO pipeline (campaign, host, vcpus, kind, data, sample_size, workers, samples_per_s, cv, "
+    "repeats, "
     "samples, status, bytes_per_sample, read_ms, decode_ms, transform_ms, items, skipped, read_Bps, bytes, "
-    "cache_dropped, resident_before) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING";
+    "cache_dropped, resident_before) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO "
+    "NOTHING";
 
 }  // namespace
 
@@ -82,13 +88,25 @@ size_t put_pipeline_rows(Store& store, const std::string& campaign, const Pipeli
   const std::string host = r.host.key();
   for (const auto& m : r.pipelines)
     for (const auto& p : m.points) {
-      SCALEDL_CHECK(p.samples_per_s > 0 && std::isfinite(p.samples_per_s), "{} pipeline W={}: samples/s={} is not a rate",
-                    to_string(m.kind), p.workers, p.samples_per_s);
+      SCALEDL_CHECK(p.samples_per_s > 0 && std::isfinite(p.samples_per_s),
+                    "{} pipeline W={}: samples/s={} is not a rate", to_string(m.kind), p.workers,
+                    p.samples_per_s);
       ins.reset();
-      ins.bind(1, campaign).bind(2, host).bind(3, int64_t{r.host.vcpus}).bind(4, std::string(to_string(m.kind)));
-      ins.bind(5, m.data).bind(6, m.sample_size).bind(7, int64_t{p.workers}).bind(8, p.samples_per_s).bind(9, p.cv);
+      ins.bind(1, campaign)
+          .bind(2, host)
+          .bind(3, int64_t{r.host.vcpus})
+          .bind(4, std::string(to_string(m.kind)));
+      ins.bind(5, m.data)
+          .bind(6, m.sample_size)
+          .bind(7, int64_t{p.workers})
+          .bind(8, p.samples_per_s)
+          .bind(9, p.cv);
       ins.bind(10, int64_t{p.repeats}).bind(11, p.samples).bind(12, p.status).bind(13, m.bytes_per_sample);
-      ins.bind(14, m.read_ms).bind(15, m.decode_ms).bind(16, m.transform_ms).bind(17, m.items).bind(18, m.skipped);
+      ins.bind(14, m.read_ms)
+          .bind(15, m.decode_ms)
+          .bind(16, m.transform_ms)
+          .bind(17, m.items)
+          .bind(18, m.skipped);
       ins.bind(19, NAN).bind(20, NAN).bind(21, NAN).bind(22, NAN);
       ins.step();
       added += sqlite3_changes(db) > 0 ? 1 : 0;
@@ -98,9 +116,14 @@ size_t put_pipeline_rows(Store& store, const std::string& campaign, const Pipeli
     ins.reset();
     ins.bind(1, campaign).bind(2, host).bind(3, int64_t{r.host.vcpus}).bind(4, std::string("storage"));
     ins.bind(5, s.path).bind(6, int64_t{0}).bind(7, int64_t{1}).bind(8, NAN).bind(9, s.cv);
-    ins.bind(10, int64_t{s.repeats}).bind(11, int64_t{0}).bind(12, std::string(s.cache_dropped ? "ok" : "cached"));
+    ins.bind(10, int64_t{s.repeats})
+        .bind(11, int64_t{0})
+        .bind(12, std::string(s.cache_dropped ? "ok" : "cached"));
     for (int c = 13; c <= 18; ++c) ins.bind(c, NAN);
-    ins.bind(19, s.read_Bps).bind(20, s.bytes).bind(21, int64_t{s.cache_dropped ? 1 : 0}).bind(22, s.resident_before);
+    ins.bind(19, s.read_Bps)
+        .bind(20, s.bytes)
+        .bind(21, int64_t{s.cache_dropped ? 1 : 0})
+        .bind(22, s.resident_before);
     ins.step();
     added += sqlite3_changes(db) > 0 ? 1 : 0;
   }
@@ -109,22 +132,27 @@ size_t put_pipeline_rows(Store& store, const std::string& campaign, const Pipeli
 }
 
 PipelineReport pipeline_rows(Store& store, const std::string& campaign, const std::string& host) {
-  SCALEDL_CHECK(store.has_table("pipeline"), "{}: no pipeline table (a store written before issue #15): run "
-                "`scaledl bench pipeline --db` first", store.path());
+  SCALEDL_CHECK(store.has_table("pipeline"),
+                "{}: no pipeline table (a store written before issue #15): run "
+                "`scaledl bench pipeline --db` first",
+                store.path());
   sqlite3* db = store.handle();
-  Sql q(db,
-        "SELECT campaign, host, vcpus, kind, data, sample_size, workers, samples_per_s, cv, repeats, samples, status, "
-        "bytes_per_sample, read_ms, decode_ms, transform_ms, items, skipped, read_Bps, bytes, cache_dropped, "
-        "resident_before FROM pipeline WHERE (?1 = '' OR campaign = ?1) AND (?2 = '' OR host = ?2) ORDER BY id",
-        store.path());
+  Sql q(
+      db,
+      "SELECT campaign, host, vcpus, kind, data, sample_size, workers, samples_per_s, cv, repeats, samples, "
+      "status, "
+      "bytes_per_sample, read_ms, decode_ms, transform_ms, items, skipped, read_Bps, bytes, cache_dropped, "
+      "resident_before FROM pipeline WHERE (?1 = '' OR campaign = ?1) AND (?2 = '' OR host = ?2) ORDER BY id",
+      store.path());
   q.bind(1, campaign).bind(2, host);
   std::set<std::pair<std::string, std::string>> groups;
   PipelineReport r;
-  std::map<std::tuple<std::string, std::string, int64_t>, size_t> index;  // (kind, data, size) -> pipelines[i]
+  std::map<std::tuple<std::string, std::string, int64_t>, size_t>
+      index;  // (kind, data, size) -> pipelines[i]
   while (q.step()) {
     groups.insert({q.text(0), q.text(1)});
-    const std::string where = fmt::format("{}: pipeline row ({}, {}, {}, W={})", store.path(), q.text(0), q.text(3),
-                                          q.text(4), q.i64(6));
+    const std::string where = fmt::format("{}: pipeline row ({}, {}, {}, W={})", store.path(), q.text(0),
+                                          q.text(3), q.text(4), q.i64(6));
     r.host.vcpus = static_cast<int>(q.i64(2));
     const std::string h = q.text(1);
     const auto paren = h.rfind(" (");
@@ -158,7 +186,8 @@ PipelineReport pipeline_rows(Store& store, const std::string& campaign, const st
     WorkerPoint p;
     p.workers = static_cast<int>(q.i64(6));
     p.samples_per_s = q.real(7);
-    SCALEDL_CHECK(p.workers >= 1 && p.samples_per_s > 0, "{}: samples_per_s={} is not a rate", where, p.samples_per_s);
+    SCALEDL_CHECK(p.workers >= 1 && p.samples_per_s > 0, "{}: samples_per_s={} is not a rate", where,
+                  p.samples_per_s);
     p.cv = q.real0(8);
     p.repeats = static_cast<int>(q.i64(9));
     p.samples = q.i64(10);
@@ -178,8 +207,10 @@ PipelineReport pipeline_rows(Store& store, const std::string& campaign, const st
   if (groups.size() > 1) {
     std::string list;
     for (const auto& [c, h] : groups) list += (list.empty() ? "" : "; ") + c + " on " + h;
-    fail("{}: pipeline rows of {} campaigns / hosts ({}): keep one per store (`scaledl db merge` of one campaign)",
-         store.path(), groups.size(), list);
+    fail(
+        "{}: pipeline rows of {} campaigns / hosts ({}): keep one per store (`scaledl db merge` of one "
+        "campaign)",
+        store.path(), groups.size(), list);
   }
   for (auto& m : r.pipelines)
     std::sort(m.points.begin(), m.points.end(),

@@ -24,7 +24,9 @@ double time_factor(const ThroughputModel& m, int64_t size) {
   return t0 > 0 ? (m.fixed_ms + m.scaled_ms * grow) / t0 : 1.0;
 }
 
-nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json num_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 
 }  // namespace
 
@@ -42,7 +44,8 @@ ThroughputModel ThroughputModel::fit(const PipelineMeasurement& m, const Storage
   }
   SCALEDL_CHECK(one != nullptr && one->samples_per_s > 0, "{} pipeline: no W = 1 measurement to fit from",
                 to_string(m.kind));
-  SCALEDL_CHECK(m.sample_size >= 1, "{} pipeline: sample_size={} must be >= 1", to_string(m.kind), m.sample_size);
+  SCALEDL_CHECK(m.sample_size >= 1, "{} pipeline: sample_size={} must be >= 1", to_string(m.kind),
+                m.sample_size);
   t.r1 = one->samples_per_s;
   // Linearised USL over 2 <= W <= vCPUs (beyond the vCPUs the workers only time-share):
   //   y = W R1 / R(W) - 1 = alpha x1 + beta x2,  x1 = W - 1, x2 = W (W - 1).
@@ -112,10 +115,11 @@ nlohmann::json ThroughputModel::to_json() const {
 }
 
 InputPrediction predict_input(const ThroughputModel& m, int64_t workers, int64_t vcpus, int64_t sample_size) {
-  SCALEDL_CHECK(workers >= 1 && workers <= 4096, "--workers={} must be in [1, 4096] (input worker threads per host)",
-                workers);
+  SCALEDL_CHECK(workers >= 1 && workers <= 4096,
+                "--workers={} must be in [1, 4096] (input worker threads per host)", workers);
   SCALEDL_CHECK(vcpus >= 1 && vcpus <= 4096, "--vcpus={} must be in [1, 4096] (vCPUs of each host)", vcpus);
-  SCALEDL_CHECK(sample_size >= 1, "{}={} must be >= 1", m.kind == InputKind::Text ? "--seq" : "--image", sample_size);
+  SCALEDL_CHECK(sample_size >= 1, "{}={} must be >= 1", m.kind == InputKind::Text ? "--seq" : "--image",
+                sample_size);
   InputPrediction p;
   p.workers = workers;
   p.vcpus = vcpus;
@@ -124,6 +128,7 @@ InputPrediction predict_input(const ThroughputModel& m, int64_t workers, int64_t
   p.storage_samples_per_s = m.storage_rate(sample_size);
   p.samples_per_s = std::min(p.cpu_samples_per_s, p.storage_samples_per_s);
   p.limit = p.storage_samples_per_s < p.cpu_samples_per_s ? "storage" : "cpu";
+  p.extrapolated = std::min(workers, vcpus) > m.max_measured_workers;
   return p;
 }
 
@@ -158,7 +163,9 @@ nlohmann::json PipelineReport::to_json() const {
                      {"cv", p.cv},
                      {"repeats", p.repeats},
                      {"samples", p.samples},
-                     {"status", p.status}});
+                     {"foreign_vcpus", p.foreign_vcpus},
+                     {"status", p.status},
+                     {"runs", p.runs}});
     nlohmann::json j = {{"kind", to_string(m.kind)},
                         {"sample_size", m.sample_size},
                         {"data", m.data},
@@ -198,7 +205,8 @@ nlohmann::json PipelineReport::to_json() const {
                     {"cv", storage->cv},
                     {"repeats", storage->repeats},
                     {"cache_dropped", storage->cache_dropped},
-                    {"resident_before", storage->resident_before}};
+                    {"resident_before", storage->resident_before},
+                    {"runs", storage->runs}};
   else
     j["storage"] = nullptr;
   return j;
@@ -213,7 +221,8 @@ PipelineReport PipelineReport::from_json(const nlohmann::json& j, const std::str
     const int64_t v = get_int(j, "version", where, 0, 1000);
     SCALEDL_CHECK(v == 1, "{}: version={} but this build reads 1", where, v);
   }
-  SCALEDL_CHECK(j.contains("pipelines") && j["pipelines"].is_array(), "{}: \"pipelines\" (an array) is missing", where);
+  SCALEDL_CHECK(j.contains("pipelines") && j["pipelines"].is_array(),
+                "{}: \"pipelines\" (an array) is missing", where);
   PipelineReport r;
   r.host.cpu = "unknown";
   r.host.vcpus = 0;
@@ -230,7 +239,8 @@ PipelineReport PipelineReport::from_json(const nlohmann::json& j, const std::str
     const std::string ctx = fmt::format("{}:pipelines[{}]", where, i);
     SCALEDL_CHECK(pj.is_object(), "{}: not an object", ctx);
     PipelineMeasurement m;
-    SCALEDL_CHECK(pj.contains("kind") && pj["kind"].is_string(), "{}: \"kind\" (text or image) is missing", ctx);
+    SCALEDL_CHECK(pj.contains("kind") && pj["kind"].is_string(), "{}: \"kind\" (text or image) is missing",
+                  ctx);
     m.kind = parse_input_kind(pj["kind"].get<std::string>(), ctx + ".kind");
     m.sample_size = get_int(pj, "sample_size", ctx, 1, int64_t{1} << 24);
     m.data = get_str_or(pj, "data", ctx, "");
@@ -257,6 +267,7 @@ PipelineReport PipelineReport::from_json(const nlohmann::json& j, const std::str
       p.repeats = static_cast<int>(get_int_or(q, "repeats", pc, 0, 1 << 30, 0));
       p.samples = get_int_or(q, "samples", pc, 0, int64_t{1} << 50, 0);
       p.status = get_str_or(q, "status", pc, "ok");
+      p.foreign_vcpus = get_num_or(q, "foreign_vcpus", pc, 0, 1e6, 0);
       max_w = std::max(max_w, p.workers);
       m.points.push_back(p);
     }
@@ -285,7 +296,8 @@ PipelineReport PipelineReport::from_json(const nlohmann::json& j, const std::str
 
 ThroughputModel load_throughput_model(const std::string& path, InputKind kind, const std::string& key) {
   std::ifstream f(path, std::ios::binary);
-  SCALEDL_CHECK(f.good(), "{}={}: cannot open (a `scaledl bench pipeline --out` JSON or a store with pipeline rows)",
+  SCALEDL_CHECK(f.good(),
+                "{}={}: cannot open (a `scaledl bench pipeline --out` JSON or a store with pipeline rows)",
                 key, path);
   char head[16] = {};
   f.read(head, sizeof(head));
@@ -303,8 +315,8 @@ ThroughputModel load_throughput_model(const std::string& path, InputKind kind, c
     t.source = path;
     return t;
   }
-  fail("{}={} holds no {} pipeline measurement (run `scaledl bench pipeline --input {}`)", key, path, to_string(kind),
-       to_string(kind));
+  fail("{}={} holds no {} pipeline measurement (run `scaledl bench pipeline --input {}`)", key, path,
+       to_string(kind), to_string(kind));
 }
 
 }  // namespace scaledl

@@ -1,32 +1,29 @@
-// Text input pipeline (pipeline.hpp): SentencePiece tokenisation and packing.
+// Text input pipeline (text_pipeline.hpp): SentencePiece tokenisation and packing,
+// the trainer, and the text benchmark. Only in processes without LibTorch
+// (text_pipeline.hpp says why).
 #include <sentencepiece_processor.h>  // Debian libsentencepiece-dev
 #include <sentencepiece_trainer.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
+#include "pipeline/worker_pool.hpp"
 #include "scaledl/error.hpp"
-#include "scaledl/pipeline.hpp"
+#include "scaledl/text_pipeline.hpp"
 
 namespace scaledl {
-
-const char* to_string(InputKind k) { return k == InputKind::Text ? "text" : "image"; }
-
-InputKind parse_input_kind(const std::string& s, const std::string& key) {
-  if (s == "text") return InputKind::Text;
-  if (s == "image") return InputKind::Image;
-  fail("{}={} is not an input kind (text or image)", key, s);
-}
 
 struct Tokenizer::Impl {
   sentencepiece::SentencePieceProcessor sp;
 };
 
-Tokenizer::Tokenizer(const std::string& model_path, const std::string& key) : impl_(std::make_unique<Impl>()) {
+Tokenizer::Tokenizer(const std::string& model_path, const std::string& key)
+    : impl_(std::make_unique<Impl>()) {
   std::ifstream f(model_path, std::ios::binary);
-  SCALEDL_CHECK(f.good() && std::filesystem::is_regular_file(model_path), "{}={}: cannot open the SentencePiece model",
-                key, model_path);
+  SCALEDL_CHECK(f.good() && std::filesystem::is_regular_file(model_path),
+                "{}={}: cannot open the SentencePiece model", key, model_path);
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   const auto st = impl_->sp.LoadFromSerializedProto(bytes);
   SCALEDL_CHECK(st.ok(), "{}={}: not a SentencePiece model ({})", key, model_path, st.ToString());
@@ -47,8 +44,12 @@ std::vector<int> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
-int Tokenizer::vocab_size() const { return impl_->sp.GetPieceSize(); }
-int Tokenizer::eos_id() const { return impl_->sp.eos_id(); }
+int Tokenizer::vocab_size() const {
+  return impl_->sp.GetPieceSize();
+}
+int Tokenizer::eos_id() const {
+  return impl_->sp.eos_id();
+}
 
 void train_tokenizer(const TokenizerTrainOptions& o) {
   SCALEDL_CHECK(std::filesystem::is_regular_file(o.corpus) && std::ifstream(o.corpus).good(),
@@ -93,12 +94,73 @@ void TextPacker::next(std::vector<int32_t>& out, double* tokenize_s, int64_t* by
     empty_run = buf_.size() == before ? empty_run + 1 : 0;
     SCALEDL_CHECK(empty_run <= lines_.size(), "the corpus gives no tokens (every line is empty)");
   }
-  out.assign(buf_.begin() + static_cast<std::ptrdiff_t>(off_), buf_.begin() + static_cast<std::ptrdiff_t>(off_ + seq_));
+  out.assign(buf_.begin() + static_cast<std::ptrdiff_t>(off_),
+             buf_.begin() + static_cast<std::ptrdiff_t>(off_ + seq_));
   off_ += static_cast<size_t>(seq_);
   if (off_ > buf_.size() / 2) {  // keep the carried remainder only
     buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(off_));
     off_ = 0;
   }
+}
+
+// ---- the benchmark ---------------------------------------------------------------
+
+namespace {
+
+using namespace pipeline_detail;
+
+struct TextWorker : Worker {
+  Tokenizer tok;
+  TextPacker packer;
+  std::vector<int32_t> out;
+  TextWorker(const std::string& model, std::vector<std::string_view> lines, int64_t seq)
+      : tok(model), packer(tok, std::move(lines), seq) {}
+  void sample() override {
+    const auto t0 = Clock::now();
+    double tok_s = 0;
+    packer.next(out, &tok_s, &bytes);
+    decode_s += tok_s;
+    transform_s += seconds_since(t0) - tok_s;  // packing: the copy into the sample
+  }
+};
+
+}  // namespace
+
+PipelineMeasurement bench_text_pipeline(const PipelineBenchOptions& o) {
+  check_options(o);
+  SCALEDL_CHECK(o.tokens_per_sample >= 1 && o.tokens_per_sample <= (1 << 20),
+                "--tokens={} must be in [1, 1048576]", o.tokens_per_sample);
+  const std::string corpus = read_file(o.corpus, "--corpus");
+  { Tokenizer probe(o.tokenizer); }  // a bad model is named before any thread starts
+  std::vector<std::string_view> lines;
+  for (size_t a = 0; a < corpus.size();) {
+    size_t b = corpus.find('\n', a);
+    if (b == std::string::npos) b = corpus.size();
+    if (b > a) lines.emplace_back(corpus.data() + a, b - a);
+    a = b + 1;
+  }
+  SCALEDL_CHECK(!lines.empty(), "--corpus={}: no text (every line is empty)", o.corpus);
+  SCALEDL_CHECK(static_cast<int64_t>(lines.size()) >= o.max_workers,
+                "--corpus={}: {} lines cannot give --workers={} workers a shard each", o.corpus, lines.size(),
+                o.max_workers);
+  PipelineMeasurement m;
+  m.kind = InputKind::Text;
+  m.sample_size = o.tokens_per_sample;
+  m.items = static_cast<int64_t>(lines.size());
+  m.data = o.corpus;
+  measure_workers(o, m, [&](int W) {
+    // Contiguous shards, as a sharded text dataset is read.
+    std::vector<std::unique_ptr<Worker>> ws;
+    for (int w = 0; w < W; ++w) {
+      const size_t a = lines.size() * static_cast<size_t>(w) / W,
+                   b = lines.size() * static_cast<size_t>(w + 1) / W;
+      ws.push_back(std::make_unique<TextWorker>(
+          o.tokenizer, std::vector<std::string_view>(lines.begin() + a, lines.begin() + b),
+          o.tokens_per_sample));
+    }
+    return ws;
+  });
+  return m;
 }
 
 }  // namespace scaledl
