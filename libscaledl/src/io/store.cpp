@@ -10,10 +10,13 @@
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
+#include "io/sqlite_stmt.hpp"
 
 namespace scaledl {
 
 namespace {
+
+using detail::Stmt;
 
 // Schema versions: 1 (devices, environments, layers, models), 2 (+ collectives,
 // issue #14). This build reads both: a version-1 store opened for writing gets
@@ -83,59 +86,6 @@ CREATE TABLE IF NOT EXISTS pipeline (
   UNIQUE (campaign, host, kind, data, sample_size, workers));
 )SQL";
 
-/// RAII prepared statement with 1-based binds and 0-based column reads.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
-    int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr);
-    SCALEDL_CHECK(rc == SQLITE_OK, "{}: SQLite error: {}", path, sqlite3_errmsg(db));
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt& bind(int i, const std::string& v) {
-    sqlite3_bind_text(s_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& bind(int i, int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Stmt& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
-  Stmt& bind(int i, double v) {
-    if (std::isnan(v))
-      sqlite3_bind_null(s_, i);
-    else
-      sqlite3_bind_double(s_, i, v);
-    return *this;
-  }
-  /// Steps once; true while a row is available.
-  bool step() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    SCALEDL_CHECK(rc == SQLITE_DONE, "{}: SQLite error: {}", path_, sqlite3_errmsg(db_));
-    return false;
-  }
-  void reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  std::string text(int c) const {
-    auto p = sqlite3_column_text(s_, c);
-    return p ? reinterpret_cast<const char*>(p) : "";
-  }
-  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
-  double real(int c) const {
-    return sqlite3_column_type(s_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(s_, c);
-  }
-  int cols() const { return sqlite3_column_count(s_); }
-  std::string name(int c) const { return sqlite3_column_name(s_, c); }
-  bool is_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
-  int type(int c) const { return sqlite3_column_type(s_, c); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
-  std::string path_;
-};
 
 void bind_stats(Stmt& s, int first, const TimingStats& t) {
   s.bind(first, t.median_ms).bind(first + 1, t.p10_ms).bind(first + 2, t.p90_ms).bind(first + 3, t.cv);

@@ -12,62 +12,14 @@
 #include "scaledl/error.hpp"
 #include "scaledl/pipeline.hpp"
 #include "scaledl/store.hpp"
+#include "io/sqlite_stmt.hpp"
 
 namespace scaledl {
 
 namespace {
 
-/// Minimal RAII statement on the store's handle (Store's own is private to io).
-class Sql {
- public:
-  Sql(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
-    SCALEDL_CHECK(sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr) == SQLITE_OK, "{}: SQLite error: {}",
-                  path, sqlite3_errmsg(db));
-  }
-  ~Sql() { sqlite3_finalize(s_); }
-  Sql& bind(int i, const std::string& v) {
-    sqlite3_bind_text(s_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Sql& bind(int i, int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Sql& bind(int i, double v) {
-    if (std::isfinite(v))
-      sqlite3_bind_double(s_, i, v);
-    else
-      sqlite3_bind_null(s_, i);
-    return *this;
-  }
-  bool step() {
-    const int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    SCALEDL_CHECK(rc == SQLITE_DONE, "{}: SQLite error: {}", path_, sqlite3_errmsg(db_));
-    return false;
-  }
-  void reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  std::string text(int c) const {
-    auto p = sqlite3_column_text(s_, c);
-    return p ? reinterpret_cast<const char*>(p) : "";
-  }
-  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
-  double real(int c) const {
-    return sqlite3_column_type(s_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(s_, c);
-  }
-  /// NULL (not measured) as 0.
-  double real0(int c) const {
-    return sqlite3_column_type(s_, c) == SQLITE_NULL ? 0.0 : sqlite3_column_double(s_, c);
-  }
+using detail::Stmt;
 
- private:
-  sqlite3* db_;
-  std::string path_;
-  sqlite3_stmt* s_ = nullptr;
-};
 
 const char* kInsert =
     "INSERT INTO pipeline (campaign, host, vcpus, kind, data, sample_size, workers, samples_per_s, cv, "
@@ -83,7 +35,7 @@ size_t put_pipeline_rows(Store& store, const std::string& campaign, const Pipeli
   SCALEDL_CHECK(store.has_table("pipeline"), "{}: the store has no pipeline table", store.path());
   sqlite3* db = store.handle();
   Store::Transaction tx(store);
-  Sql ins(db, kInsert, store.path());
+  Stmt ins(db, kInsert, store.path());
   size_t added = 0;
   const std::string host = r.host.key();
   for (const auto& m : r.pipelines)
@@ -137,7 +89,7 @@ PipelineReport pipeline_rows(Store& store, const std::string& campaign, const st
                 "`scaledl bench pipeline --db` first",
                 store.path());
   sqlite3* db = store.handle();
-  Sql q(
+  Stmt q(
       db,
       "SELECT campaign, host, vcpus, kind, data, sample_size, workers, samples_per_s, cv, repeats, samples, "
       "status, "
