@@ -266,10 +266,12 @@ class Replay {
         wg = reads - own;
         credit_ += wg;
       }
+      bool tied = false;  // this node's weight gradient was created by a sharing node
       if (own > 0) {
         const double use = std::min(credit_, own);
         credit_ -= use;
         wg += own - use;
+        tied = use > 0;
       }
       if (wg > 0) {
         alloc(wg);
@@ -278,10 +280,22 @@ class Replay {
       double transient = 0;
       switch (n.type) {
         case LayerType::CrossEntropy: {
+          // nll grad + a second [tokens, vocab] FP32 buffer of the log-softmax
+          // backward (the counting allocator sees both beside the logits'
+          // gradient: 14 fwd-bwd runs of datasets/memory missed exactly one),
+          // + the FP32 copy's gradient in half precision.
           const double tv = in.empty() ? 0 : in[0].bytes / e_;
-          transient = tv * 4 + (e_ == 4 ? 0 : tv * 4);  // nll grad + log-softmax grad (FP32)
+          transient = 2 * tv * 4 + (e_ == 4 ? 0 : tv * 4);
           break;
         }
+        case LayerType::Embedding:
+          // The dense embedding gradient is built in a [vocab, hidden] buffer of
+          // its own: kept as the gradient when it is the first (the replay's
+          // alloc above), summed into the existing one when a tied LM head made
+          // it first; either way one more table-sized buffer is alive at the
+          // peak (CPU fwd-bwd runs: 1x untied, 2x tied).
+          transient = rnd(own) + (tied ? rnd(own) : 0.0);
+          break;
         case LayerType::BMM:
           for (const auto& i : in) transient += i.bytes;  // gradients re-laid-out into the views
           break;
