@@ -41,7 +41,8 @@ if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then
   command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 2; }
   mkdir -p "$FUZZ_DIR"
   CC=clang CXX=clang++ cmake -S . -B "$FUZZ_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCALEDL_FUZZ=ON \
-        -DSCALEDL_CUDA=OFF -DSCALEDL_BUILD_TESTS=OFF -DSCALEDL_BUILD_BENCH=OFF >"$FUZZ_DIR/configure.log" 2>&1 ||
+        -DSCALEDL_CUDA=OFF -DSCALEDL_BUILD_TESTS=OFF -DSCALEDL_BUILD_BENCH=OFF \
+        -DSCALEDL_PCH=OFF >"$FUZZ_DIR/configure.log" 2>&1 ||
     { cat "$FUZZ_DIR/configure.log" >&2; echo "fuzz.sh: configure failed" >&2; exit 2; }
   cmake --build "$FUZZ_DIR" -j "${JOBS:-$(nproc)}" --target "${TARGETS[@]}" >"$FUZZ_DIR/build.log" 2>&1 ||
     { tail -50 "$FUZZ_DIR/build.log" >&2; echo "fuzz.sh: build failed (log: $FUZZ_DIR/build.log)" >&2; exit 2; }
