@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <Eigen/Dense>
+#include <fmt/ranges.h>
 
 #include "scaledl/bundle.hpp"
 #include "scaledl/comm.hpp"
@@ -47,6 +48,12 @@ int64_t padded_vocab(int64_t v, int64_t tp) {
 struct Scored {
   double compute_ms = 0, comm_ms = 0, raw_ms = 0;
   std::vector<double> z;  ///< features of the learned correction
+  /// ScaleDL's T = alpha x compute + beta x communication.
+  double alpha_beta_ms(double alpha, double beta) const { return alpha * compute_ms + beta * comm_ms; }
+  /// raw x exp(w . z).
+  double corrected_ms(const Eigen::VectorXd& w) const {
+    return raw_ms * std::exp(Eigen::Map<const Eigen::VectorXd>(z.data(), static_cast<int>(z.size())).dot(w));
+  }
 };
 
 /// Features of the learned correction log(measured / raw) = w . z: what the
@@ -293,9 +300,8 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     std::map<std::string, std::pair<double, int>> acc, acc2;
     for (size_t i = 0; i < runs.size(); ++i) {
       if (!is_test[i]) continue;
-      const double pr = a * sc[i].compute_ms + bt * sc[i].comm_ms;
-      const Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(sc[i].z.data(), static_cast<int>(sc[i].z.size()));
-      const double pc = sc[i].raw_ms * std::exp(z.dot(w));
+      const double pr = sc[i].alpha_beta_ms(a, bt);
+      const double pc = sc[i].corrected_ms(w);
       cal_pred_sum[i] += pc;
       ++cal_pred_n[i];
       for (const std::string& k : {runs[i].scheme(), std::string("all")}) {
@@ -320,13 +326,14 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     if (max_gpus > 1)
       splits.emplace_back(fmt::format("fit on < {} GPUs, test on {}", max_gpus, max_gpus),
                           [max_gpus](const ParallelRun& r) { return r.gpus < max_gpus; });
-    if (widths.size() > 1) {
-      const int64_t lo = *widths.begin(), hi = *widths.rbegin();
-      splits.emplace_back(fmt::format("fit on hidden {}, test on hidden {}", lo, hi),
-                          [lo](const ParallelRun& r) { return r.hidden == lo; });
-      splits.emplace_back(fmt::format("fit on hidden {}, test on hidden {}", hi, lo),
-                          [hi](const ParallelRun& r) { return r.hidden == hi; });
-    }
+    if (widths.size() > 1)
+      for (int64_t h : widths) {
+        std::vector<int64_t> rest;
+        for (int64_t o : widths)
+          if (o != h) rest.push_back(o);
+        splits.emplace_back(fmt::format("fit on hidden {}, test on hidden {}", h, fmt::join(rest, "/")),
+                            [h](const ParallelRun& r) { return r.hidden == h; });
+      }
     for (const auto& [name, in_fit] : splits) {
       std::vector<size_t> fit, test;
       for (size_t i = 0; i < runs.size(); ++i) (in_fit(runs[i]) ? fit : test).push_back(i);
@@ -335,10 +342,9 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
       const Eigen::VectorXd w = fit_correction(sc, y, fit);
       double er = 0, eab = 0, ec = 0;
       for (size_t i : test) {
-        const Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(sc[i].z.data(), static_cast<int>(sc[i].z.size()));
         er += ape(sc[i].raw_ms, y[i]);
-        eab += ape(a * sc[i].compute_ms + bt * sc[i].comm_ms, y[i]);
-        ec += ape(sc[i].raw_ms * std::exp(z.dot(w)), y[i]);
+        eab += ape(sc[i].alpha_beta_ms(a, bt), y[i]);
+        ec += ape(sc[i].corrected_ms(w), y[i]);
       }
       const double n = static_cast<double>(test.size());
       extrap.push_back({{"split", name},
@@ -385,8 +391,7 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     score(o.test_runs, ts, ty, tp);
     nlohmann::json arr = nlohmann::json::array();
     for (size_t i = 0; i < ts.size(); ++i) {
-      const Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(ts[i].z.data(), static_cast<int>(ts[i].z.size()));
-      const double ab = a * ts[i].compute_ms + bt * ts[i].comm_ms, cor = ts[i].raw_ms * std::exp(z.dot(w));
+      const double ab = ts[i].alpha_beta_ms(a, bt), cor = ts[i].corrected_ms(w);
       arr.push_back({{"label", o.test_runs[i].label},
                      {"scheme", o.test_runs[i].scheme()},
                      {"measured_ms", ty[i]},
