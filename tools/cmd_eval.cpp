@@ -34,6 +34,9 @@ scaledl::cli::Registrar reg(
       // Not ->required(): `eval layers ...` must parse without them; checked below.
       app.add_option("--db", e.dbs, "training store(s): layer rows and model runs (repeatable)");
       app.add_option("--test-db", e.test_dbs, "cross-device test store(s), measured on other hardware (repeatable)");
+      app.add_flag("--test-layers", e.test_layers,
+                   "cross-device: the test store's layer rows also train the layer models (a layer campaign on the "
+                   "new machine; its model runs stay test-only)");
       app.add_option("--protocol", e.protocol, "id | ood-family | ood-size | cross-device | leave-one-device-out")->capture_default_str();
       app.add_option("--out", o->out, "report directory (report.md, report.json, predictions.csv, plots)");
       app.add_option("--seeds", e.seeds, "repetitions with other split/initialisation seeds, >= 1")->capture_default_str();

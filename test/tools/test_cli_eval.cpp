@@ -109,6 +109,12 @@ TEST(CliEval, BadInputsGiveOneErrorLine) {
   expect_one_error("eval" + kStores + " --protocol cross-device --test-db " + kSrc + "/datasets/cpu/models.sqlite --out " + out,
                    "also a training device");
   expect_one_error("eval --protocol id --out " + out, "--db STORE is required");
+  // --test-layers: cross-device only, and the test store must hold the new machine's layer rows.
+  expect_one_error("eval" + kStores + " --protocol id --test-layers --out " + out,
+                   "--test-layers is only for --protocol=cross-device");
+  expect_one_error("eval" + kStores + " --protocol cross-device --test-db " + kSrc +
+                       "/datasets/cpu-v2/cpu-v2-rest.sqlite --test-layers --out " + out,
+                   "holds no ok layer rows");
   expect_one_error("eval" + kStores + " --protocol id --in-model --crossfit-folds 1 --out " + out,
                    "--crossfit-folds=1 must be in [2, 20]");
   expect_one_error("eval" + kStores + " --protocol id --alpha-bound 1 --out " + out, "--alpha-bound=1 must be > 1");

@@ -8,7 +8,8 @@
 //   ood-size      per family train on the smallest 70 % by training FLOP per
 //                 iteration, test on the largest 30 %
 //   cross-device  train on --db, test on --test-db, measured on other hardware;
-//                 the test device is known only by its probe record
+//                 the test device is known only by its probe record (with
+//                 test_layers, also by its layer rows: no model run of it trains)
 //   leave-one-device-out  one split per device of the store: every model (layer
 //                 models included) trains on the other devices' rows and runs; the
 //                 held-out device is known only by its record (spec sheet)
@@ -65,6 +66,10 @@ struct EvalOptions {
   std::string protocol = "id";
   std::vector<std::string> dbs;        ///< training store(s) (layer rows + model runs)
   std::vector<std::string> test_dbs;   ///< cross-device test store(s)
+  /// cross-device: the test store's layer rows also train the layer models (a
+  /// layer campaign on the new machine: minutes, no model run there); its model
+  /// runs stay test-only and the graph methods train on the --db runs alone.
+  bool test_layers = false;
   std::string sweep_campaign;          ///< runs of this campaign: test-only (Fig. 4 curves)
   int seeds = 3;                       ///< repetitions with different split / init seeds, >= 1
   std::vector<std::string> methods;    ///< empty = all_eval_methods()

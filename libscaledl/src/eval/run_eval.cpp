@@ -190,10 +190,32 @@ EvalResult run_eval(const EvalOptions& o) {
   for (const auto& m : methods)
     SCALEDL_CHECK(std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
                   "--methods: \"{}\" is not a method ({})", m, fmt::join(all_eval_methods(), ", "));
+  SCALEDL_CHECK(!o.test_layers || o.protocol == "cross-device",
+                "--test-layers is only for --protocol=cross-device (got --protocol={})", o.protocol);
   EvalResult res;
-  // Layer rows of the training stores only: the test device never trains anything.
+  // Layer rows of the training stores only: the test device never trains
+  // anything, unless test_layers: then its layer rows (never its model runs) do.
   TrainingData data = load_training_data(o.dbs);
   SCALEDL_CHECK(!data.rows.empty(), "--db={}: no ok layer rows to train the layer models on", o.dbs.front());
+  std::set<std::string> test_layer_devices;  // devices whose layer rows came from a --test-db
+  if (o.test_layers) {
+    for (const auto& db : o.test_dbs) {
+      TrainingData t = load_training_data({db});
+      size_t ok = 0;
+      for (auto& row : t.rows) {
+        if (data.devices.count(row.device) && !test_layer_devices.count(row.device))
+          fail("--test-layers: --test-db={} holds layer rows of device '{}', which is also a training device", db,
+               row.device);
+        ok += row.status == "ok";
+        test_layer_devices.insert(row.device);
+        data.rows.push_back(std::move(row));
+      }
+      SCALEDL_CHECK(ok > 0, "--test-layers: --test-db={} holds no ok layer rows (measure them with scaledl bench layers)",
+                    db);
+      for (auto& [k, d] : t.devices)
+        if (test_layer_devices.count(k)) data.devices[k] = d;
+    }
+  }
   std::vector<LayerSample> layer_samples = samples_from_measurements(data.rows, data.devices);
   std::map<std::string, DeviceRecord> devices = data.devices;
 
@@ -210,9 +232,14 @@ EvalResult run_eval(const EvalOptions& o) {
                                             "the store (probe it into the store: scaledl probe --db {})",
                       db, m.model_name, m.device, db);
         if (test)
-          SCALEDL_CHECK(!data.devices.count(m.device),
+          SCALEDL_CHECK(!data.devices.count(m.device) || test_layer_devices.count(m.device),
                         "--test-db={}: device '{}' is also a training device: cross-device needs other hardware", db,
                         m.device);
+        else
+          SCALEDL_CHECK(!test_layer_devices.count(m.device),
+                        "--db={}: model run '{}' is on device '{}', the --test-db device: cross-device needs other "
+                        "hardware",
+                        db, m.model_name, m.device);
         devices[m.device] = devs[m.device];
         EvalRun r;
         r.label = m.model_name;
@@ -519,6 +546,7 @@ EvalResult run_eval(const EvalOptions& o) {
   res.report = {{"protocol", o.protocol},
                 {"stores", o.dbs},
                 {"test_stores", o.test_dbs},
+                {"test_layers", o.test_layers},
                 {"sweep_campaign", o.sweep_campaign},
                 {"seeds", o.seeds},
                 {"methods", methods},
