@@ -58,6 +58,8 @@ DeviceRecord probe_device(const torch::Device& dev, const ProbeOptions& opt = {}
 void set_compute_threads(int n);
 /// Threads of the pthread OpenBLAS LibTorch calls (0 when none is loaded).
 int blas_threads();
+/// OpenBLAS's kernel set (openblas_get_corename: "Haswell", "SkylakeX", ...), "" without OpenBLAS.
+std::string blas_core();
 
 /// Measured FP32 matmul rate of an n x n x n torch::mm on dev, GFLOP/s.
 double measure_matmul_gflops(const torch::Device& dev, int64_t n, int repeats = 5);

@@ -48,6 +48,16 @@ int blas_threads() {
   return 0;
 }
 
+std::string blas_core() {
+  // OpenBLAS picks its kernels from CPUID at load time; a CPU it does not know
+  // gets an old generic core (Debian's 0.3.21 on an Emerald Rapids guest:
+  // "Prescott", SSE3, a quarter of the matmul rate). OPENBLAS_CORETYPE overrides it.
+  using GetCore = char* (*)();
+  if (auto f = reinterpret_cast<GetCore>(dlsym(RTLD_DEFAULT, "openblas_get_corename")))
+    if (const char* c = f()) return c;
+  return "";
+}
+
 // ---- spec sheet table --------------------------------------------------------
 
 const std::vector<GpuSpec>& gpu_spec_table() {
@@ -150,6 +160,11 @@ DeviceRecord describe_cpu() {
                                   stepping.empty() ? "?" : stepping, isa);
   std::string thr = blas > 0 && blas != threads ? fmt::format("{} threads, BLAS {}", threads, blas)
                                                  : fmt::format("{} threads", threads);
+  // The kernel set OpenBLAS picks follows from the CPU (in the key already);
+  // one forced with OPENBLAS_CORETYPE changes the speed, so it joins the key.
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  const std::string core = blas_core();
+  if (forced && *forced && !core.empty()) thr += fmt::format(", BLAS core {}", core);
   d.name = fmt::format("{} [{}] ({})", model, ident, thr);
   d.cores = threads;
   d.clock_mhz = leading_number(proc_field(info, "cpu MHz"));
@@ -164,6 +179,7 @@ DeviceRecord describe_cpu() {
              {"isa", isa},
              {"intra_op_threads", threads},
              {"blas_threads", blas},
+             {"blas_core", blas_core()},
              {"clock_source", "/proc/cpuinfo cpu MHz (current, not max)"}};
   return d;
 }
