@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -51,6 +52,39 @@ TEST(CliEval, OodSizeWritesReportPredictionsAndPlots) {
   int lines = 0;
   for (std::string l; std::getline(csv, l);) ++lines;
   EXPECT_EQ(lines, 1 + 6 * j["summary"][0]["n"].get<int>());
+}
+
+namespace {
+/// MRE % of `method` over all test runs in an eval report directory.
+double mre_all(const std::string& dir, const std::string& method) {
+  auto j = nlohmann::json::parse(std::ifstream(dir + "/report.json"));
+  for (const auto& row : j["summary"])
+    if (row["family"] == "all" && row["method"] == method) return row["mre_pct"].get<double>();
+  ADD_FAILURE() << "no 'all' row of " << method << " in " << dir;
+  return NAN;
+}
+}  // namespace
+
+// The product's flow on a new machine: a layer campaign there (minutes), no
+// model run. On the committed second machine (datasets/cpu-intel, OpenBLAS on
+// its generic core: ~4x slower matmul than the AMD host of datasets/cpu) the
+// layer models trained on the AMD rows alone predict every iteration far too
+// fast; with the new machine's layer rows they must get much closer.
+TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
+  const std::string base = testing::TempDir() + "/eval_xdev_" + std::to_string(getpid());
+  const std::string test = " --protocol cross-device --test-db " + kSrc + "/datasets/cpu-intel/cpu-intel.sqlite" +
+                           " --methods sum --no-plots --no-ablations --no-intervals" + kFast;
+  fs::remove_all(base);
+  auto a = run_cli("eval" + kStores + test + " --out " + base + "/without");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  auto b = run_cli("eval" + kStores + test + " --test-layers --out " + base + "/with");
+  ASSERT_EQ(b.rc, 0) << b.out;
+  auto j = nlohmann::json::parse(std::ifstream(base + "/with/report.json"));
+  EXPECT_TRUE(j["test_layers"].get<bool>());
+  EXPECT_EQ(j["devices"].size(), 2u);
+  const double without = mre_all(base + "/without", "sum"), with = mre_all(base + "/with", "sum");
+  EXPECT_GT(without, 40) << "the AMD layer models alone should be far off on the slower machine";
+  EXPECT_LT(with, 0.5 * without) << "with the new machine's layer rows: " << with << " vs " << without;
 }
 
 TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
