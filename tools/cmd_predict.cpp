@@ -454,6 +454,7 @@ int run(const PredictOptions& o) {
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
     j["outside_training_range"] = outside;
+    if (const auto rows = b.layer_rows_of(dev.key())) j["device_layer_rows"] = *rows;
     if (input) input->add_to(j);
     j["memory"] = mem.to_json();
     if (iters && std::isfinite(p.lo80_ms))
@@ -509,6 +510,11 @@ int run(const PredictOptions& o) {
                       : std::string("domain       inside the graph model's training range\n"));
   std::cout << memory_line(mem.peak_bytes, mem.lo80, mem.hi80, mem.method, mem.capacity_bytes, mem.headroom,
                            mem.verdict);
+  if (const auto rows = b.layer_rows_of(dev.key()))
+    std::cout << (*rows > 0 ? fmt::format("layers       {} layer timings (forward, backward) of this device trained the layer models\n", *rows)
+                            : std::string("layers       no layer timings of this device in the bundle: its layer times "
+                                          "are carried over from other devices by its record (a `bench layers` "
+                                          "campaign on it, one more --db for `train`: docs/eval.md)\n"));
   for (const auto& w : outside)
     std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
   return 0;

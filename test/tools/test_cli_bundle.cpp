@@ -60,6 +60,8 @@ TEST_F(CliBundle, ManifestDescribesTheTrainingDataAndChecksumsEveryFile) {
   EXPECT_GE(iv["kappa"].get<double>(), iv["kappa_min"].get<double>());
   EXPECT_FALSE(m["build_commit"].get<std::string>().empty());
   EXPECT_EQ(m["devices"].size(), 1u);
+  ASSERT_EQ(m["training"]["layer_row_devices"].size(), 1u) << m["training"].dump();
+  EXPECT_GT(m["training"]["layer_row_devices"].begin().value().get<int>(), 100);
   EXPECT_GT(m["training"]["model_runs"].get<int>(), 50);
   EXPECT_GT(m["training"]["layer_rows"].get<int>(), 100);
   EXPECT_TRUE(m["training"]["global_feature_ranges"].contains("log_batch"));
@@ -98,6 +100,13 @@ TEST_F(CliBundle, PredictsWithTheBundleAlone) {
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("80 % ["), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("OUT OF DOMAIN"), std::string::npos) << text.out;
+  // The device of the layer store trained the layer models; another one did not.
+  EXPECT_NE(text.out.find("layer timings (forward, backward) of this device trained the layer models"), std::string::npos) << text.out;
+  EXPECT_GT(j["device_layer_rows"].get<int>(), 100) << r.out;
+  auto other = run_cli("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 64 --bundle " + dir_ +
+                       "/b --device-spec " + kSrc + "/datasets/cpu-intel/probe.json --json");
+  ASSERT_EQ(other.rc, 0) << other.out;
+  EXPECT_EQ(nlohmann::json::parse(other.out)["device_layer_rows"].get<int>(), 0) << other.out;
 }
 
 TEST_F(CliBundle, RefusesAnAlteredMissingOrForeignBundle) {

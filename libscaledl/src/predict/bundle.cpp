@@ -235,6 +235,8 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   SCALEDL_CHECK(!data.rows.empty(), "--db={}: the store(s) hold no ok layer rows to train the layer models on",
                 o.dbs.front());
   std::vector<LayerSample> samples = samples_from_measurements(data.rows, data.devices);
+  std::map<std::string, int64_t> layer_row_devices;  // isolated layer samples per device
+  for (const auto& smp : samples) ++layer_row_devices[smp.device];
   if (!o.in_model_dbs.empty()) {
     SCALEDL_CHECK(o.crossfit_folds >= 2, "--crossfit-folds={} must be >= 2", o.crossfit_folds);
     auto im = load_in_model_samples(o.in_model_dbs, data.devices);
@@ -314,6 +316,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                             {"max_cv", o.max_cv},
                             {"runs_per_family", per_family},
                             {"run_devices", std::vector<std::string>(run_devices.begin(), run_devices.end())},
+                            {"layer_row_devices", layer_row_devices},
                             {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
                             {"global_feature_ranges", rj}};
     nlohmann::json lsum = lp.summary();
@@ -421,6 +424,14 @@ Bundle load_bundle(const std::string& dir) {
       b.global_ranges[it.key()] = {it.value()[0].get<double>(), it.value()[1].get<double>()};
     }
   return b;
+}
+
+std::optional<int64_t> Bundle::layer_rows_of(const std::string& device_key) const {
+  if (!manifest.contains("training") || !manifest["training"].contains("layer_row_devices")) return std::nullopt;
+  const auto& m = manifest["training"]["layer_row_devices"];
+  if (!m.is_object()) return std::nullopt;
+  auto it = m.find(device_key);
+  return it != m.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
 }  // namespace scaledl
