@@ -511,7 +511,9 @@ int run(const PredictOptions& o) {
   std::cout << memory_line(mem.peak_bytes, mem.lo80, mem.hi80, mem.method, mem.capacity_bytes, mem.headroom,
                            mem.verdict);
   if (const auto rows = b.layer_rows_of(dev.key()))
-    std::cout << (*rows > 0 ? fmt::format("layers       {} layer timings (forward, backward) of this device trained the layer models\n", *rows)
+    std::cout << (*rows > 0 ? fmt::format("layers       {} layer timings (forward, backward) of this device trained "
+                                          "the layer models\n",
+                                          *rows)
                             : std::string("layers       no layer timings of this device in the bundle: its layer times "
                                           "are carried over from other devices by its record (a `bench layers` "
                                           "campaign on it, one more --db for `train`: docs/eval.md)\n"));

@@ -101,7 +101,9 @@ TEST_F(CliBundle, PredictsWithTheBundleAlone) {
   EXPECT_NE(text.out.find("80 % ["), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("OUT OF DOMAIN"), std::string::npos) << text.out;
   // The device of the layer store trained the layer models; another one did not.
-  EXPECT_NE(text.out.find("layer timings (forward, backward) of this device trained the layer models"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("layer timings (forward, backward) of this device trained the layer models"),
+            std::string::npos)
+      << text.out;
   EXPECT_GT(j["device_layer_rows"].get<int>(), 100) << r.out;
   auto other = run_cli("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 64 --bundle " + dir_ +
                        "/b --device-spec " + kSrc + "/datasets/cpu-intel/probe.json --json");

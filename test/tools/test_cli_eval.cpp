@@ -68,8 +68,9 @@ double mre_all(const std::string& dir, const std::string& method) {
 // The product's flow on a new machine: a layer campaign there (minutes), no
 // model run. On the committed second machine (datasets/cpu-intel, OpenBLAS on
 // its generic core: ~4x slower matmul than the AMD host of datasets/cpu) the
-// layer models trained on the AMD rows alone predict every iteration far too
-// fast; with the new machine's layer rows they must get much closer.
+// layer models trained on the AMD rows alone are far off (too slow: the probe's
+// one matmul overstates how much slower its layers are); with the new machine's
+// layer rows they must get much closer.
 TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
   const std::string base = testing::TempDir() + "/eval_xdev_" + std::to_string(getpid());
   const std::string test = " --protocol cross-device --test-db " + kSrc + "/datasets/cpu-intel/cpu-intel.sqlite" +

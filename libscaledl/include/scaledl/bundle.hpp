@@ -101,9 +101,10 @@ struct Bundle {
   /// Global features of a prediction (IterationPrediction::global_features) outside
   /// the training range, as "name=value outside [lo, hi]".
   std::vector<std::string> out_of_range(const IterationPrediction& p) const;
-  /// Isolated layer timings (forward and backward samples) of device `device_key` that trained the layer models
-  /// (0: none, its layer times are carried over from other devices by its
-  /// record); nullopt for a bundle trained before the manifest recorded them.
+  /// Isolated layer timings (forward and backward samples) of device
+  /// `device_key` that trained the layer models (0: none, its layer times are
+  /// carried over from other devices by its record); nullopt for a bundle
+  /// trained before the manifest recorded them.
   std::optional<int64_t> layer_rows_of(const std::string& device_key) const;
 };
 

@@ -179,7 +179,7 @@ DeviceRecord describe_cpu() {
              {"isa", isa},
              {"intra_op_threads", threads},
              {"blas_threads", blas},
-             {"blas_core", blas_core()},
+             {"blas_core", core},
              {"clock_source", "/proc/cpuinfo cpu MHz (current, not max)"}};
   return d;
 }
