@@ -7,13 +7,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT to the result folder}
-source .deps/gpu_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.txt"
 t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSCALEDL_CUDA=ON -DSCALEDL_FMT_HEADER_ONLY=ON \
-      -DSCALEDL_BUILD_TESTS=ON -DSCALEDL_BUILD_BENCH=OFF > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+scripts/gpu_build.sh "$OUT" 16 || exit 1
+source .deps/gpu_env.sh
 B=build-gpu/tools/scaledl
 timeout 120 build-gpu/test/test_bench > "$OUT/test_bench.log" 2>&1; echo "test_bench rc=$? $(tail -1 "$OUT/test_bench.log")"
 $B probe --device cuda --json --db "$OUT/h100.sqlite" > "$OUT/probe.json" && cat "$OUT/probe.json" | head -30
