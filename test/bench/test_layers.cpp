@@ -37,6 +37,7 @@ const std::map<LayerType, std::vector<int64_t>>& tiny() {
       {LayerType::SiLU, {512}},                   {LayerType::Add, {512}},
       {LayerType::Mul, {512}},                    {LayerType::Conv2dPatch, {1, 3, 16, 32, 8}},
       {LayerType::CrossEntropy, {16, 50}},        {LayerType::Optimizer, {1000, 2}},
+      {LayerType::Pointwise, {512, 0}},
   };
   return t;
 }

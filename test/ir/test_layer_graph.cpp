@@ -149,6 +149,70 @@ TEST(LayerGraph, GraphTotalsAreSumsOfLayerCosts) {
   EXPECT_NEAR(g.total_flops_fwd() / approx, 1.0, 0.15);
 }
 
+// The elementwise kernels that eager PyTorch runs on the attention scores, and the eight
+// kernels of Hugging Face's gelu_new, are nodes of their own (issue #13: the NeuSight
+// per-node traces time them; a fused GELU and a bare BMM miss 3-20 % of an iteration).
+TEST(LayerGraph, EagerKernelsOfTheScoresAndOfGeluNew) {
+  TrainSettings s = small_settings(2, 32);
+  ModelSpec gpt2 = load_model_config(model_path("gpt2"));  // activation_function gelu_new
+  ASSERT_EQ(gpt2.activation, Activation::GELUNew);
+  LayerGraph g = build_layer_graph(gpt2, s);
+  const int64_t N = 2 * 12 * 32 * 32;
+  for (const char* k : {"scale", "mask"}) {
+    const auto& n = node(g, std::string("decoder.0.attn.") + k);
+    EXPECT_EQ(n.type, LayerType::Pointwise) << k;
+    EXPECT_EQ(n.dims, (std::vector<int64_t>{N, 0})) << k;
+  }
+  EXPECT_LT(g.find("decoder.0.attn.bias"), 0);
+  auto producers = [](const LayerGraph& gr, const std::string& name) {
+    const int id = node(gr, name).id;
+    std::vector<std::string> src;
+    for (const auto& e : gr.edges)
+      if (e.dst == id && !e.backward && !e.saved) src.push_back(gr.nodes[e.src].name);
+    return src;
+  };
+  auto producer_of = [&](const std::string& name) { return producers(g, name); };
+  EXPECT_EQ(producer_of("decoder.0.attn.scale"), std::vector<std::string>{"decoder.0.attn.qk"});
+  EXPECT_EQ(producer_of("decoder.0.attn.softmax"), std::vector<std::string>{"decoder.0.attn.mask"});
+  // gelu_new: half, pow, mul_c, add_x, mul_k, tanh, add_1 and the product, which keeps the name.
+  const int64_t F = 2 * 32 * 3072;
+  const std::vector<std::pair<std::string, LayerType>> chain = {
+      {".half", LayerType::Pointwise}, {".pow", LayerType::Pointwise},   {".mul_c", LayerType::Pointwise},
+      {".add_x", LayerType::Add},      {".mul_k", LayerType::Pointwise}, {".tanh", LayerType::Pointwise},
+      {".add_1", LayerType::Pointwise}, {"", LayerType::Mul}};
+  for (const auto& [suffix, type] : chain) {
+    const auto& n = node(g, "decoder.0.ffn.act" + suffix);
+    EXPECT_EQ(n.type, type) << suffix;
+    EXPECT_EQ(n.dims[0], F) << suffix;
+  }
+  EXPECT_EQ(node(g, "decoder.0.ffn.act.pow").dims[1], 1);  // its backward reads x
+  EXPECT_EQ(node(g, "decoder.0.ffn.act.mul_c").dims[1], 0);
+  EXPECT_EQ(producer_of("decoder.0.ffn.down"), std::vector<std::string>{"decoder.0.ffn.act"});
+  // A model stored before gelu_new was told apart ("gelu_tanh") keeps its one fused node.
+  ModelSpec fused = gpt2;
+  fused.activation = Activation::GELUTanh;
+  LayerGraph gf = build_layer_graph(fused, s);
+  EXPECT_EQ(node(gf, "decoder.0.ffn.act").type, LayerType::GELU);
+  EXPECT_LT(gf.find("decoder.0.ffn.act.tanh"), 0);
+  EXPECT_EQ(g.nodes.size(), gf.nodes.size() + 2 * 7 * 12);  // 7 more kernels per block, forward and backward
+  // BERT: scale and its additive padding mask; T5: no scale, the position bias in self-attention
+  // and the causal mask in the decoder's self-attention only.
+  LayerGraph gb = build_layer_graph(load_model_config(model_path("bert-base")), s);
+  EXPECT_EQ(node(gb, "encoder.0.attn.mask").type, LayerType::Pointwise);
+  EXPECT_EQ(producers(gb, "encoder.0.attn.softmax"), std::vector<std::string>{"encoder.0.attn.mask"});
+  EXPECT_EQ(producers(gb, "encoder.0.attn.mask"), std::vector<std::string>{"encoder.0.attn.scale"});
+  LayerGraph gt = build_layer_graph(load_model_config(model_path("t5-small")), s);
+  EXPECT_LT(gt.find("encoder.0.attn.scale"), 0);
+  EXPECT_GE(gt.find("encoder.0.attn.bias"), 0);
+  EXPECT_LT(gt.find("encoder.0.attn.mask"), 0);
+  EXPECT_GE(gt.find("decoder.0.attn.mask"), 0);
+  EXPECT_LT(gt.find("decoder.0.cross.mask"), 0);
+  // Inference keeps them (no-grad runs the same kernels), without the backward.
+  TrainSettings inf = s;
+  set_run_mode(inf, RunMode::Inference);
+  EXPECT_GE(build_layer_graph(gpt2, inf).find("decoder.0.attn.mask"), 0);
+}
+
 TEST(LayerGraph, Gpt2BlockStructure) {
   ModelSpec m = load_model_config(model_path("gpt2"));
   TrainSettings s = small_settings(2, 32);

@@ -183,7 +183,7 @@ TEST(ModelSpec, FamilyDetails) {
   v11["num_heads"] = 6;
   ModelSpec g = parse_model_config(v11);
   EXPECT_TRUE(g.gated_ffn);
-  EXPECT_EQ(g.activation, Activation::GELUTanh);
+  EXPECT_EQ(g.activation, Activation::GELUNew);  // HF maps gated-gelu to gelu_new
   EXPECT_EQ(parameter_count(g), 76961152);  // published count of google/t5-v1_1-small
 
   ModelSpec l = load_model_config(model_path("llama-style"));

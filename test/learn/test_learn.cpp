@@ -2,6 +2,7 @@
 // bad inputs, cross-validation and the NeuSight importer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -550,9 +551,10 @@ TEST(Neusight, ImportsCommittedSubset) {
   EXPECT_GT(s.mapped, 1000u);
   EXPECT_GT(s.inserted, 1000u);
   EXPECT_EQ(s.devices, 9u);
-  for (const char* t : {"linear", "bmm", "layernorm", "softmax", "add", "mul", "relu", "gelu"})
+  for (const char* t : {"linear", "bmm", "layernorm", "softmax", "add", "mul", "relu", "gelu", "pointwise"})
     EXPECT_GT(s.per_type[t], 0u) << t;
-  for (const char* op : {"div", "pow", "tanh", "addu", "mulu", "divu", "powu"}) EXPECT_GT(s.skipped[op], 0u) << op;
+  for (const char* op : {"div", "pow"}) EXPECT_GT(s.skipped[op], 0u) << op;
+  for (const char* op : {"tanh", "addu", "mulu", "divu", "powu"}) EXPECT_EQ(s.skipped.count(op), 0u) << op;
   // Idempotent: a second import inserts nothing.
   auto s2 = import_neusight(o, store);
   EXPECT_EQ(s2.inserted, 0u);
@@ -566,6 +568,11 @@ TEST(Neusight, ImportsCommittedSubset) {
   TrainOptions to = fast_options();
   LayerPredictor p = LayerPredictor::train(data.rows, data.devices, to);
   EXPECT_TRUE(p.has_model(LayerType::BMM, Direction::Forward));
+  EXPECT_TRUE(p.has_model(LayerType::Pointwise, Direction::Forward));
+  // tanh and powu (saves = 1) and addu / mulu / divu (saves = 0) are both rows of it.
+  auto pw = store.layers(LayerType::Pointwise);
+  EXPECT_TRUE(std::any_of(pw.begin(), pw.end(), [](const auto& m) { return m.dims[1] == 1; }));
+  EXPECT_TRUE(std::any_of(pw.begin(), pw.end(), [](const auto& m) { return m.dims[1] == 0; }));
   DeviceRecord h100 = load_device_spec((root / "device_configs" / "NVIDIA_H100_80GB_HBM3.json").string());
   EXPECT_GT(p.predict_ms(LayerType::Linear, {4096, 4096, 4096, 1}, DType::FP32, Direction::Forward, h100), 0);
 }

@@ -31,6 +31,7 @@ enum class LayerType : int {
   Conv2dPatch,    ///< ViT/DeiT patch embedding: Conv2d(k = stride = patch)
   CrossEntropy,   ///< softmax cross-entropy over [tokens, classes]
   Optimizer,      ///< one optimizer step over a flat parameter tensor
+  Pointwise,      ///< one tensor with a scalar or broadcast operand (x / c, x + mask, pow, tanh): [elements, saves]
   Count
 };
 

@@ -18,7 +18,9 @@ enum class Family : int { Bert = 0, Gpt2, T5, ViT, DeiT, GptNeo, Opt, Llama, Swi
 /// Number of Family values (one-hot widths).
 inline constexpr int kFamilyCount = 9;
 enum class Arch : int { EncoderOnly = 0, DecoderOnly, EncoderDecoder, VisionEncoder };
-enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU };
+/// GELUNew is Hugging Face's NewGELUActivation ("gelu_new": GPT-2, GPT-3, T5 v1.1): the tanh form
+/// written out in eager PyTorch, eight kernels; GELUTanh is the fused one (gelu_pytorch_tanh).
+enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU, GELUNew };
 enum class NormKind : int { LayerNorm = 0, RMSNorm };
 
 const char* to_string(Family f);

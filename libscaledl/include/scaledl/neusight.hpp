@@ -13,8 +13,9 @@
 //   softmax B,H      -> softmax rows=B, cols=H
 //   add, mul B,H     -> add / mul elements=B*H   (two tensors)
 //   relu, gelu B,H   -> relu / gelu elements=B*H
-//   div, pow, tanh and the scalar variants addu, mulu, divu, powu have no layer
-//   type of ours: skipped and counted per op.
+//   addu, mulu, divu B,H -> pointwise elements=B*H, saves=0 (tensor op scalar)
+//   powu, tanh B,H   -> pointwise elements=B*H, saves=1 (the backward reads a saved tensor)
+//   div and pow (two tensors) have no layer type of ours: skipped and counted per op.
 // Rows get source "neusight", dtype fp32 (TF32 off in the artifact), fwd median =
 // the published latency (mean of the fastest 5 of 25 runs, n = 5), bwd NaN.
 // A malformed row (bad quoting, missing column, non-numeric or non-positive

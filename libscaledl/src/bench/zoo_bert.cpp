@@ -53,7 +53,7 @@ class Bert : public ZooModel {
     if (m.lm_head) {
       // BertOnlyMLMHead: transform (dense), act, LayerNorm, decoder (tied) + vocab bias.
       auto h = node(probe, "head.transform", [&] { return lm_transform(x); });
-      h = node(probe, "head.act", [&] { return activate(h, m.activation); });
+      h = activation_node(probe, "head.act", h, m.activation);
       h = node(probe, "head.norm", [&] { return lm_norm(h); });
       auto logits = node(probe, "head.lm", [&] {
         auto w = lm_decoder.is_empty() ? word->weight : lm_decoder->weight;

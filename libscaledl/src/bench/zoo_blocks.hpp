@@ -27,6 +27,10 @@ Tensor dropout_node(NodeProbe* probe, const std::string& name, const Tensor& x, 
 
 /// Elementwise activation of the FFN.
 Tensor activate(const Tensor& x, Activation a);
+/// The activation as layer node(s) `name`: one node, or for gelu_new the eight eager kernels of
+/// Hugging Face's NewGELUActivation as the nodes of the layer graph (name.half, .pow, .mul_c,
+/// .add_x, .mul_k, .tanh, .add_1, and the product as `name`).
+Tensor activation_node(NodeProbe* probe, const std::string& name, const Tensor& x, Activation a);
 
 /// LayerNorm (weight + bias) or RMSNorm (weight only, T5/Llama) over the last dim.
 struct NormImpl : torch::nn::Module {
@@ -55,12 +59,13 @@ struct AttnOptions {
   bool out_bias = true;    ///< bias on o
   bool scale = true;       ///< scores / sqrt(head_dim) (T5: no scaling)
   bool causal = false;     ///< mask future positions (decoders)
+  bool padding_mask = false;  ///< add an additive padding mask [B, 1, 1, Sk] (BERT, as HF builds one)
   double dropout = 0;      ///< attention-probability dropout
 };
 
 /// Multi-head attention (self or cross) with grouped-query K/V.
-/// Nodes under `prefix` ("encoder.0.attn."): q, k, v (or qkv), qk, softmax,
-/// dropout, av, o. `bias` (optional) is added to the scores [1|B, H, Sq, Sk].
+/// Nodes under `prefix` ("encoder.0.attn."): q, k, v (or qkv), qk, [scale], [bias], [mask],
+/// softmax, dropout, av, o. `bias` (optional) is added to the scores [1|B, H, Sq, Sk].
 struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const AttnOptions& o);
   Tensor forward(const Tensor& x, const Tensor& kv_src, const std::string& prefix, NodeProbe* probe,

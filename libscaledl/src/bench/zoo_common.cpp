@@ -174,8 +174,22 @@ Tensor activate(const Tensor& x, Activation a) {
     case Activation::GELUTanh: return torch::gelu(x, "tanh");
     case Activation::ReLU: return torch::relu(x);
     case Activation::SiLU: return torch::silu(x);
+    case Activation::GELUNew: return torch::gelu(x, "tanh");  // the same function; activation_node runs it eagerly
   }
   return x;
+}
+
+Tensor activation_node(NodeProbe* probe, const std::string& name, const Tensor& x, Activation a) {
+  if (a != Activation::GELUNew) return node(probe, name, [&] { return activate(x, a); });
+  // 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), one kernel per op, in Python's order.
+  auto half = node(probe, name + ".half", [&] { return x * 0.5; });
+  auto c = node(probe, name + ".pow", [&] { return torch::pow(x, 3.0); });
+  c = node(probe, name + ".mul_c", [&] { return c * 0.044715; });
+  c = node(probe, name + ".add_x", [&] { return x + c; });
+  c = node(probe, name + ".mul_k", [&] { return c * 0.7978845608028654; });  // sqrt(2 / pi)
+  c = node(probe, name + ".tanh", [&] { return torch::tanh(c); });
+  c = node(probe, name + ".add_1", [&] { return c + 1.0; });
+  return node(probe, name, [&] { return half * c; });
 }
 
 NormImpl::NormImpl(int64_t hidden_, NormKind kind_, double eps_) : hidden(hidden_), kind(kind_), eps(eps_) {
@@ -241,17 +255,19 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
     k4 = k4.repeat_interleave(H / KV, 1);
     v4 = v4.repeat_interleave(H / KV, 1);
   }
-  auto scores = node(probe, pre + "qk", [&] {
-    auto s = torch::matmul(q4, k4.transpose(-2, -1));  // [B, H, Sq, Sk]
-    if (opt.scale) s = s * (1.0 / std::sqrt(static_cast<double>(hd)));
-    if (bias.defined()) s = s + bias;
-    if (opt.causal) {
-      auto mask = torch::ones({Sq, Sk}, torch::TensorOptions().dtype(torch::kBool).device(s.device()))
-                      .triu(1);
-      s = s.masked_fill(mask, -std::numeric_limits<float>::infinity());
-    }
-    return s;
-  });
+  // The elementwise kernels on the scores are layer nodes of their own (layer_graph.cpp).
+  auto scores = node(probe, pre + "qk", [&] { return torch::matmul(q4, k4.transpose(-2, -1)); });  // [B, H, Sq, Sk]
+  if (opt.scale)
+    scores = node(probe, pre + "scale", [&] { return scores * (1.0 / std::sqrt(static_cast<double>(hd))); });
+  if (bias.defined()) scores = node(probe, pre + "bias", [&] { return scores + bias; });
+  if (opt.causal) {
+    scores = node(probe, pre + "mask", [&] {
+      auto mask = torch::ones({Sq, Sk}, torch::TensorOptions().dtype(torch::kBool).device(scores.device())).triu(1);
+      return scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    });
+  } else if (opt.padding_mask) {  // no padding in a benchmark batch: all zeros, as HF's extended mask is then
+    scores = node(probe, pre + "mask", [&] { return scores + torch::zeros({B, 1, 1, Sk}, scores.options()); });
+  }
   auto probs = node(probe, pre + "softmax", [&] { return torch::softmax(scores, -1); });
   probs = dropout_node(probe, pre + "dropout", probs, opt.dropout, is_training());
   auto ctx = node(probe, pre + "av", [&] {
@@ -273,11 +289,11 @@ Tensor FfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe* prob
   if (gated) {
     auto g = node(probe, pre + "gate", [&] { return gate(x); });
     auto u = node(probe, pre + "up", [&] { return up(x); });
-    auto a = node(probe, pre + "act", [&] { return activate(g, act); });
+    auto a = activation_node(probe, pre + "act", g, act);
     h = node(probe, pre + "mul", [&] { return a * u; });
   } else {
     auto u = node(probe, pre + "up", [&] { return up(x); });
-    h = node(probe, pre + "act", [&] { return activate(u, act); });
+    h = activation_node(probe, pre + "act", u, act);
   }
   h = dropout_node(probe, pre + "act_dropout", h, act_dropout, is_training());
   return node(probe, pre + "down", [&] { return down(h); });
@@ -340,6 +356,7 @@ BlockOptions block_options(const ModelSpec& m) {
   b.self.qkv_bias = m.qkv_bias;
   b.self.out_bias = m.out_bias;
   b.self.dropout = m.attn_dropout;
+  b.self.padding_mask = m.family == Family::Bert;
   b.cross = b.self;
   b.ffn_dim = m.ffn_dim;
   b.gated = m.gated_ffn;

@@ -46,7 +46,7 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
     return torch::zeros({E * C, h}, x.options()).index_copy(0, dst, flat.index_select(0, rows)).view({E, C, h});
   });
   auto up = node(probe, pre + "expert.up", [&] { return torch::bmm(buf, wi); });
-  auto a = node(probe, pre + "expert.act", [&] { return activate(up, act); });
+  auto a = activation_node(probe, pre + "expert.act", up, act);
   a = dropout_node(probe, pre + "expert.act_dropout", a, act_dropout, is_training());
   auto down = node(probe, pre + "expert.down", [&] { return torch::bmm(a, wo); });
   return node(probe, pre + "combine", [&] {

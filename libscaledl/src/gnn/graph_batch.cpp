@@ -30,7 +30,8 @@ int layer_kind(LayerType t) {
     case LayerType::ReLU:
     case LayerType::SiLU:
     case LayerType::Add:
-    case LayerType::Mul: return 3;          // elementwise
+    case LayerType::Mul:
+    case LayerType::Pointwise: return 3;    // elementwise
     default: return 4;                      // embedding, loss, optimizer
   }
 }

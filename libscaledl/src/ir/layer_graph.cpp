@@ -124,11 +124,31 @@ class Forward {
     return B_.add(name, LayerType::Dropout, {elems}, shape, {x}, block);
   }
 
-  /// Attention sub-block "<p>.q/k/v|qkv, qk, softmax, dropout, av, o, out_dropout".
-  /// xq: [b, sq, h] query stream; xkv: [b, skv, h] key/value stream (== xq for self).
-  /// rel_bias: node adding a position bias to the scores before softmax, or -1.
+  /// The activation "<name>" over n elements of x. HF's gelu_new (NewGELUActivation) is
+  /// eight eager kernels, 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))), in
+  /// the order Python runs them; the last (the product) keeps the name. Other activations
+  /// are one kernel.
+  int activation(const std::string& name, int x, int64_t n, const Shape& shape, int block) {
+    if (m_.activation != Activation::GELUNew) return B_.add(name, act_type(m_), {n}, shape, {x}, block);
+    const auto P = LayerType::Pointwise;
+    int half = B_.add(name + ".half", P, {n, 0}, shape, {x}, block);
+    int c = B_.add(name + ".pow", P, {n, 1}, shape, {x}, block);
+    c = B_.add(name + ".mul_c", P, {n, 0}, shape, {c}, block);
+    c = B_.add(name + ".add_x", LayerType::Add, {n}, shape, {x, c}, block);
+    c = B_.add(name + ".mul_k", P, {n, 0}, shape, {c}, block);
+    c = B_.add(name + ".tanh", P, {n, 1}, shape, {c}, block);
+    c = B_.add(name + ".add_1", P, {n, 0}, shape, {c}, block);
+    return B_.add(name, LayerType::Mul, {n}, shape, {half, c}, block);
+  }
+
+  /// Attention sub-block "<p>.q/k/v|qkv, qk, [scale], [bias], [mask], softmax, dropout, av, o,
+  /// out_dropout". xq: [b, sq, h] query stream; xkv: [b, skv, h] key/value stream (== xq for self).
+  /// The elementwise kernels on the scores [b, H, sq, skv] before the softmax, as the zoo and
+  /// Hugging Face's eager attention run them: scale = / sqrt(head_dim) (all but T5 and Switch);
+  /// bias = + rel_bias, a position bias node (T5 self-attention), or -1; mask = the causal mask
+  /// (`causal`) or BERT's additive padding mask.
   int attention(const std::string& p, int xq, int64_t sq, int xkv, int64_t skv, int block, int rel_bias,
-                bool fused) {
+                bool fused, bool causal) {
     const int64_t h = m_.hidden, H = m_.num_heads, hd = m_.head_dim;
     const int64_t qo = H * hd, kvo = m_.num_kv_heads * hd;
     const int64_t tq = b_ * sq, tkv = b_ * skv;
@@ -144,13 +164,15 @@ class Forward {
     // GQA: k/v heads are repeated to H heads (repeat_kv), so the BMMs run over b*H.
     int qk = B_.add(p + ".qk", LayerType::BMM, {b_ * H, sq, hd, skv}, {b_, H, sq, skv},
                     {In(q, {b_, H, sq, hd}), In(k, {b_, H, hd, skv})}, block);
-    int sm;
-    if (rel_bias >= 0) {
-      sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, {b_, H, sq, skv},
-                  {qk, In(rel_bias, {1, H, sq, skv})}, block);
-    } else {
-      sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, {b_, H, sq, skv}, {qk}, block);
-    }
+    const Shape ss = {b_, H, sq, skv};
+    const int64_t N = b_ * H * sq * skv;
+    int sc = qk;
+    if (m_.arch != Arch::EncoderDecoder) sc = B_.add(p + ".scale", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
+    if (rel_bias >= 0)
+      sc = B_.add(p + ".bias", LayerType::Pointwise, {N, 0}, ss, {sc, In(rel_bias, {1, H, sq, skv})}, block);
+    if (causal || m_.family == Family::Bert)
+      sc = B_.add(p + ".mask", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
+    int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, ss, {sc}, block);
     int pr = dropout(p + ".dropout", m_.attn_dropout, sm, b_ * H * sq * skv, {b_, H, sq, skv}, block);
     int av = B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, hd}, {b_, H, sq, hd},
                     {pr, In(v, {b_, H, skv, hd})}, block);
@@ -167,11 +189,11 @@ class Forward {
     if (m_.gated_ffn) {  // Llama: down(act(gate(x)) * up(x)); T5 v1.1: wo(act(wi_0 x) * wi_1 x)
       int gate = B_.add(p + ".gate", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
       int up = B_.add(p + ".up", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
-      int act = B_.add(p + ".act", act_type(m_), {t * f}, fs, {gate}, block);
+      int act = activation(p + ".act", gate, t * f, fs, block);
       inner = B_.add(p + ".mul", LayerType::Mul, {t * f}, fs, {act, up}, block);
     } else {
       int up = B_.add(p + ".up", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
-      inner = B_.add(p + ".act", act_type(m_), {t * f}, fs, {up}, block);
+      inner = activation(p + ".act", up, t * f, fs, block);
     }
     inner = dropout(p + ".act_dropout", m_.act_dropout, inner, t * f, fs, block);
     int down = B_.add(p + ".down", LayerType::Linear, {t, f, h, m_.linear_bias}, hs, {inner}, block);
@@ -193,7 +215,7 @@ class Forward {
     int d = B_.add(p + ".dispatch", LayerType::Add, {E * C * h}, {E, C, h}, {x, pr}, block);
     int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
     B_.own_weight(up, static_cast<double>(E * h * f));
-    int a = B_.add(p + ".expert.act", act_type(m_), {E * C * f}, es, {up}, block);
+    int a = activation(p + ".expert.act", up, E * C * f, es, block);
     a = dropout(p + ".expert.act_dropout", m_.act_dropout, a, E * C * f, es, block);
     int down = B_.add(p + ".expert.down", LayerType::BMM, {E, C, f, h}, {E, C, h}, {a}, block);
     B_.own_weight(down, static_cast<double>(E * f * h));
@@ -216,8 +238,9 @@ class Forward {
     const Shape hs = {b_, s, h};
     const LayerType nt = norm_type(m_);
     const bool fused = m_.family == Family::Gpt2;
+    const bool causal = m_.arch == Arch::DecoderOnly || stack == "decoder";
     if (!m_.pre_norm) {  // post-norm (BERT, OPT-350m): norm after each residual add
-      int a = attention(p + "attn", x, s, x, s, blk, rel_bias, fused);
+      int a = attention(p + "attn", x, s, x, s, blk, rel_bias, fused, causal);
       int r1 = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
       int n1 = B_.add(p + "attn.norm", nt, {t, h}, hs, {r1}, blk);
       int f = any_ffn(stack, i, p + "ffn", n1, s, blk);
@@ -225,11 +248,11 @@ class Forward {
       return B_.add(p + "ffn.norm", nt, {t, h}, hs, {r2}, blk);
     }
     int n1 = B_.add(p + "attn.norm", nt, {t, h}, hs, {x}, blk);
-    int a = attention(p + "attn", n1, s, n1, s, blk, rel_bias, fused);
+    int a = attention(p + "attn", n1, s, n1, s, blk, rel_bias, fused, causal);
     int cur = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
     if (enc >= 0) {
       int nc = B_.add(p + "cross.norm", nt, {t, h}, hs, {cur}, blk);
-      int c = attention(p + "cross", nc, s, enc, s_enc, blk, -1, false);
+      int c = attention(p + "cross", nc, s, enc, s_enc, blk, -1, false, false);
       cur = B_.add(p + "cross.residual", LayerType::Add, {t * h}, hs, {c, cur}, blk);
     }
     int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {cur}, blk);
@@ -249,7 +272,7 @@ class Forward {
     int cur = x;
     if (m_.family == Family::Bert) {  // BertOnlyMLMHead: dense + GELU + LayerNorm, then decoder
       cur = B_.add("head.transform", LayerType::Linear, {t, h, h, 1}, {b_, s, h}, {cur});
-      cur = B_.add("head.act", act_type(m_), {t * h}, {b_, s, h}, {cur});
+      cur = activation("head.act", cur, t * h, {b_, s, h}, -1);
       cur = B_.add("head.norm", LayerType::LayerNorm, {t, h}, {b_, s, h}, {cur});
     }
     if (m_.embed_dim != h)  // OPT project_out
@@ -341,6 +364,7 @@ class Forward {
 double saved_bytes(const LayerNode& n) {
   switch (n.type) {
     case LayerType::Add: return 0;  // gradient passes through
+    case LayerType::Pointwise: return n.dims[1] ? n.cost.in_bytes : 0;  // x / c, x + mask: nothing saved
     default: return n.cost.in_bytes + n.cost.temp_bytes;
   }
 }

@@ -67,6 +67,7 @@ const std::vector<LayerInfo>& all_layer_infos() {
       {LayerType::Conv2dPatch, "conv2d_patch", {"batch", "channels", "hidden", "image", "patch"}, true},
       {LayerType::CrossEntropy, "cross_entropy", {"tokens", "classes"}, true},
       {LayerType::Optimizer, "optimizer", {"params", "kind"}, false},
+      {LayerType::Pointwise, "pointwise", {"elements", "saves"}, true},
   };
   return infos;
 }
@@ -102,8 +103,8 @@ void validate_dims(LayerType t, const std::vector<int64_t>& dims) {
   constexpr int64_t kMax = int64_t(1) << 40;
   for (size_t i = 0; i < dims.size(); ++i) {
     const std::string& n = info.dims[i];
-    if (n == "bias") {
-      SCALEDL_CHECK(dims[i] == 0 || dims[i] == 1, "{}.bias={} must be 0 or 1", info.name, dims[i]);
+    if (n == "bias" || n == "saves") {
+      SCALEDL_CHECK(dims[i] == 0 || dims[i] == 1, "{}.{}={} must be 0 or 1", info.name, n, dims[i]);
     } else if (n == "kind") {
       SCALEDL_CHECK(dims[i] >= 0 && dims[i] <= 2, "{}.kind={} must be 0 (sgd), 1 (adam) or 2 (adamw)",
                     info.name, dims[i]);
@@ -271,6 +272,14 @@ LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
       c.in_bytes = p * e;  // gradients read
       c.out_bytes = 0;
       c.weight_bytes = p * e + state_per[kind] * p * 4;  // parameters + optimizer state
+      break;
+    }
+    case LayerType::Pointwise: {  // x op c (or a broadcast operand): 1/elem; bwd g * c or g * f'(saved)
+      double n = D(0);
+      c.flops_fwd = n;
+      c.flops_bwd = d[1] ? 2 * n : n;
+      c.in_bytes = n * e;
+      c.out_bytes = n * e;
       break;
     }
     case LayerType::Count: fail("layer type Count is not a layer");

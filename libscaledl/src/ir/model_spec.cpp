@@ -67,8 +67,8 @@ double prob(const json& j, const char* key, const std::string& ctx, double def) 
 Activation parse_act(const json& j, const char* key, const std::string& ctx, const char* def) {
   std::string a = get_str_or(j, key, ctx, def);
   if (a == "gelu" || a == "gelu_python") return Activation::GELU;
-  if (a == "gelu_new" || a == "gelu_fast" || a == "gelu_pytorch_tanh" || a == "gelu_accurate")
-    return Activation::GELUTanh;
+  if (a == "gelu_new") return Activation::GELUNew;  // eager: eight kernels (layer_graph.cpp)
+  if (a == "gelu_fast" || a == "gelu_pytorch_tanh" || a == "gelu_accurate") return Activation::GELUTanh;
   if (a == "relu") return Activation::ReLU;
   if (a == "silu" || a == "swish") return Activation::SiLU;
   fail("{}.{}=\"{}\" is not a supported activation (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)",
@@ -342,7 +342,7 @@ const char* to_string(Arch a) {
   return n[static_cast<int>(a)];
 }
 const char* to_string(Activation a) {
-  static const char* n[] = {"gelu", "gelu_tanh", "relu", "silu"};
+  static const char* n[] = {"gelu", "gelu_tanh", "relu", "silu", "gelu_new"};
   return n[static_cast<int>(a)];
 }
 const char* to_string(NormKind k) {

@@ -183,6 +183,9 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
     } else if (op == "add" || op == "mul" || op == "relu" || op == "gelu") {
       m.type = op == "add" ? LayerType::Add : op == "mul" ? LayerType::Mul : op == "relu" ? LayerType::ReLU : LayerType::GELU;
       m.dims = {product(cB, "B", cH, "H")};
+    } else if (op == "addu" || op == "mulu" || op == "divu" || op == "powu" || op == "tanh") {
+      m.type = LayerType::Pointwise;  // one tensor and a scalar; pow and tanh save a tensor for their backward
+      m.dims = {product(cB, "B", cH, "H"), op == "powu" || op == "tanh" ? 1 : 0};
     } else {
       SCALEDL_CHECK(!op.empty(), "{}: OPName is empty", where);
       ++summary.skipped[op];

@@ -185,6 +185,9 @@ class Replay {
         case LayerType::Mul:
           for (const auto& i : in) keep.push_back(i.src);
           break;
+        case LayerType::Pointwise:  // saves = 1: pow / tanh keep a tensor of this size; x / c, x + mask keep none
+          if (n.dims[1] && !in.empty()) keep.push_back(in[0].src);
+          break;
         case LayerType::BMM: {
           // matmul reshapes transposed (non-contiguous) views into copies and keeps
           // them; a contiguous operand (the attention probabilities) is kept as is.
