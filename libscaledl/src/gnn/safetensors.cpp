@@ -109,14 +109,15 @@ SafeTensors load_safetensors(const std::string& path) {
     }
     SCALEDL_CHECK(v["shape"].is_array(), "{}: {}.shape must be an array", path, name);
     std::vector<int64_t> shape;
-    int64_t numel = 1;
+    int64_t numel = 1, nonzero = 1;  // the product of the non-zero entries bounds the strides, also of an empty tensor
     for (const auto& d : v["shape"]) {
       SCALEDL_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() < (int64_t(1) << 40),
                     "{}: {}.shape has invalid entry {}", path, name, show(d));
       shape.push_back(d.get<int64_t>());
       // checked before multiplying: two entries below 2^40 can overflow int64
-      SCALEDL_CHECK(shape.back() == 0 || numel < (int64_t(1) << 40) / shape.back(), "{}: {}.shape is too large",
+      SCALEDL_CHECK(shape.back() == 0 || nonzero < (int64_t(1) << 40) / shape.back(), "{}: {}.shape is too large",
                     path, name);
+      if (shape.back() > 0) nonzero *= shape.back();
       numel *= shape.back();
     }
     const auto& off = v["data_offsets"];
