@@ -16,7 +16,7 @@ T0=$(date +%s); left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 mkdir -p /tmp/gpulogs
 ( taskset -c 4-15 scripts/gpu_build.sh /tmp/gpulogs 12 > /tmp/gpulogs/build.out 2>&1; echo $? > /tmp/gpulogs/build.rc ) &
 BUILD=$!
-PYTHONUNBUFFERED=1 taskset -c 0-3 timeout ${HF_S:-330} python3 scripts/hf_e2e_bench.py --out "$OUT/hf-e2e.csv" \
+[ "${SKIP_HF:-0}" = 1 ] || PYTHONUNBUFFERED=1 taskset -c 0-3 timeout ${HF_S:-330} python3 scripts/hf_e2e_bench.py --out "$OUT/hf-e2e.csv" \
     --budget-s ${HF_BUDGET_S:-250} > "$OUT/hf.log" 2>&1
 echo "hf_e2e_bench rc=$? at $(( $(date +%s) - T0 )) s: $(grep -c ',ok,' "$OUT/hf-e2e.csv") ok rows"
 grep -v "^\[" "$OUT/hf.log" | grep -v -i warn | tail -5
