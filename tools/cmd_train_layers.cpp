@@ -128,9 +128,11 @@ scaledl::cli::Registrar reg(
           return 0;
         }
         if (!o->in_model_dbs.empty())
-          std::cout << fmt::format("in-model samples: {} from {} ok runs ({} node times, {} missing/<=0 skipped)\n",
-                                   in_stats.samples, in_stats.runs, in_stats.node_times,
-                                   in_stats.skipped_missing);
+          std::cout << fmt::format(
+              "in-model samples: {} from {} ok runs ({} node times, {} missing/<=0 skipped, {} qk times holding "
+              "the score kernels skipped)\n",
+              in_stats.samples, in_stats.runs, in_stats.node_times, in_stats.skipped_missing,
+              in_stats.skipped_fused_scores);
         if (!cv.empty())
           std::cout << fmt::format("{}-fold cross-validation{} ({} samples, {:.1f} s):\n{}", o->folds,
                                    o->cv.holdout == "model-runs"

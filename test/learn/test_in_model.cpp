@@ -118,6 +118,31 @@ TEST(InModelSamples, OneSamplePerDistinctNodeWithTheMedianTime) {
   EXPECT_TRUE(p.has_model(LayerType::Linear, Direction::Forward));
 }
 
+// Runs timed before the score kernels were nodes of their own (2026-11-25) have no time for
+// them: their qk time holds the scale and mask kernels too, so it is no BMM sample.
+TEST(InModelSamples, QkTimesOfRunsWithoutScoreKernelNodesAreSkipped) {
+  LayerGraph g;
+  ModelMeasurement run = run_of(small_bert(), 2, 32, 1.0, &g);
+  ASSERT_GE(g.find("encoder.0.attn.scale"), 0);
+  InModelStats st;
+  samples_from_model_runs({run}, devices(), "db", &st);
+  EXPECT_EQ(st.skipped_fused_scores, 0u);
+  ModelMeasurement old = run;
+  std::vector<NodeTime> kept;
+  for (const auto& nt : old.node_times)
+    if (nt.node.find(".attn.scale") == std::string::npos && nt.node.find(".attn.mask") == std::string::npos)
+      kept.push_back(nt);
+  old.node_times = kept;
+  InModelStats st2;
+  auto samples = samples_from_model_runs({old}, devices(), "db", &st2);
+  int blocks = 0;
+  for (const auto& n : g.nodes) blocks += n.name.size() > 8 && n.name.substr(n.name.size() - 8) == ".attn.qk";
+  EXPECT_EQ(st2.skipped_fused_scores, static_cast<size_t>(2 * blocks));  // forward and backward
+  EXPECT_EQ(st2.to_json()["skipped_fused_scores"], 2 * blocks);
+  const auto& qk = g.nodes[g.find("encoder.0.attn.qk")];
+  for (const auto& s : samples) EXPECT_FALSE(s.type == LayerType::BMM && s.dims == qk.dims && s.dir == Direction::Forward);
+}
+
 TEST(InModelSamples, MissingOrNonPositiveTimesAndNonOkRunsAreSkipped) {
   LayerGraph g;
   ModelMeasurement run = run_of(small_bert(), 2, 32, 1.0, &g);

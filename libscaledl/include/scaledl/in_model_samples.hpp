@@ -33,6 +33,9 @@ struct InModelStats {
   size_t runs_not_ok = 0;      ///< runs skipped because status != "ok"
   size_t node_times = 0;       ///< node-time entries of the ok runs
   size_t skipped_missing = 0;  ///< entries with a NaN, infinite or <= 0 time
+  /// `<p>.qk` entries of runs timed before the score kernels were nodes of their own
+  /// (2026-11-25): their time includes <p>.scale / .bias / .mask, so it is no BMM time.
+  size_t skipped_fused_scores = 0;
   size_t samples = 0;          ///< samples after merging equal nodes of a run
   nlohmann::json to_json() const;
 };

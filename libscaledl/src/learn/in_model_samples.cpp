@@ -20,6 +20,7 @@ nlohmann::json InModelStats::to_json() const {
           {"runs_not_ok", runs_not_ok},
           {"node_times", node_times},
           {"skipped_missing", skipped_missing},
+          {"skipped_fused_scores", skipped_fused_scores},
           {"samples", samples}};
 }
 
@@ -62,7 +63,23 @@ std::vector<LayerSample> samples_from_model_runs(const std::vector<ModelMeasurem
     const LayerGraph g = build_layer_graph(spec, s);
     // (type, dims, direction) -> times of the nodes with that key
     std::map<std::tuple<int, std::vector<int64_t>, int>, std::vector<double>> groups;
-    std::set<std::string> seen;
+    std::set<std::string> seen, timed;
+    for (const NodeTime& nt : run.node_times) timed.insert(nt.node);
+    // A run that timed `<p>.qk` (or its backward) but none of the score kernels the graph has
+    // after it ran them inside qk.
+    auto fused_scores = [&](const std::string& name) {
+      const bool bwd = name.size() > 4 && name.compare(name.size() - 4, 4, ".bwd") == 0;
+      const std::string base = bwd ? name.substr(0, name.size() - 4) : name, sfx = bwd ? ".bwd" : "";
+      const size_t n = base.size();
+      if (n < 3 || base.compare(n - 3, 3, ".qk") != 0) return false;
+      const std::string p = base.substr(0, n - 2);
+      bool in_graph = false;
+      for (const char* k : {"scale", "bias", "mask"}) {
+        if (timed.count(p + k + sfx)) return false;
+        in_graph |= g.find(p + k + sfx) >= 0;
+      }
+      return in_graph;
+    };
     for (const NodeTime& nt : run.node_times) {
       ++st.node_times;
       SCALEDL_CHECK(seen.insert(nt.node).second, "{}: node_times lists node '{}' twice", rctx, nt.node);
@@ -71,6 +88,10 @@ std::vector<LayerSample> samples_from_model_runs(const std::vector<ModelMeasurem
                     nt.node, g.nodes.size());
       if (!std::isfinite(nt.ms) || nt.ms <= 0) {
         ++st.skipped_missing;
+        continue;
+      }
+      if (fused_scores(nt.node)) {
+        ++st.skipped_fused_scores;
         continue;
       }
       const LayerNode& n = g.nodes[static_cast<size_t>(id)];
@@ -94,6 +115,7 @@ std::vector<LayerSample> samples_from_model_runs(const std::vector<ModelMeasurem
     stats->runs_not_ok += st.runs_not_ok;
     stats->node_times += st.node_times;
     stats->skipped_missing += st.skipped_missing;
+    stats->skipped_fused_scores += st.skipped_fused_scores;
     stats->samples += st.samples;
   }
   return out;
