@@ -575,6 +575,39 @@ TEST(Neusight, ImportsCommittedSubset) {
   EXPECT_TRUE(std::any_of(pw.begin(), pw.end(), [](const auto& m) { return m.dims[1] == 0; }));
   DeviceRecord h100 = load_device_spec((root / "device_configs" / "NVIDIA_H100_80GB_HBM3.json").string());
   EXPECT_GT(p.predict_ms(LayerType::Linear, {4096, 4096, 4096, 1}, DType::FP32, Direction::Forward, h100), 0);
+  // No layer runs faster than its FLOP at the spec peak of its dtype, however far the trees extrapolate
+  // (before the bound, the default bundle put OPT-1.3B's linears at 8 x 2,048 tokens on the H200 sheet
+  // at 1.2x the FP32 peak).
+  for (int64_t tokens : {int64_t(1) << 14, int64_t(1) << 18, int64_t(1) << 22}) {
+    const std::vector<int64_t> d = {tokens, 8192, 8192, 1};
+    const double flops = layer_cost(LayerType::Linear, d, DType::FP32).flops_fwd;
+    EXPECT_GE(p.predict_ms(LayerType::Linear, d, DType::FP32, Direction::Forward, h100),
+              flops / (h100.peak_fp32_gflops * 1e6) * (1 - 1e-12)) << tokens;
+  }
+}
+
+TEST(LayerFeatures, PeakFloorIsTheFlopAtTheSpecPeakOfTheDtype) {
+  DeviceRecord d;
+  d.name = "g";
+  d.kind = "spec";
+  d.peak_fp32_gflops = 1000;
+  d.peak_bf16_gflops = 8000;
+  d.peak_mem_bw_gbs = 100;
+  const std::vector<int64_t> dims = {1024, 1024, 1024, 1};
+  FeatureWriter fp32(LayerType::Linear, DType::FP32, Direction::Forward, d, FeatureOptions{});
+  fp32.write(dims.data(), nullptr);
+  const double flops = layer_cost(LayerType::Linear, dims, DType::FP32).flops_fwd;
+  EXPECT_DOUBLE_EQ(fp32.peak_floor_ms(), flops / (1000 * 1e6));
+  FeatureWriter bf16(LayerType::Linear, DType::BF16, Direction::Forward, d, FeatureOptions{});
+  bf16.write(dims.data(), nullptr);
+  EXPECT_DOUBLE_EQ(bf16.peak_floor_ms(), flops / (8000 * 1e6));
+  DeviceRecord cpu = d;  // a CPU probe: measured rates only, no peak, no bound
+  cpu.peak_fp32_gflops = cpu.peak_bf16_gflops = cpu.peak_mem_bw_gbs = 0;
+  cpu.measured_gflops = 100;
+  cpu.measured_bw_gbs = 20;
+  FeatureWriter c(LayerType::Linear, DType::FP32, Direction::Forward, cpu, FeatureOptions{});
+  c.write(dims.data(), nullptr);
+  EXPECT_EQ(c.peak_floor_ms(), 0);
 }
 
 TEST(Neusight, MalformedRowsNameFileAndLine) {

@@ -83,6 +83,9 @@ class FeatureWriter {
   /// Validates `dims` (layer_info(t).dims.size() values; Error as validate_dims),
   /// writes size() floats to `out` (nullptr: none) and returns roofline_ms.
   double write(const int64_t* dims, float* out);
+  /// The FLOP of the row last written at the spec-sheet peak of its dtype (ms): no kernel
+  /// runs faster. 0 where the record has no such peak (CPU probes), so no bound there.
+  double peak_floor_ms() const { return peak_floor_ms_; }
 
  private:
   LayerType t_;
@@ -91,6 +94,8 @@ class FeatureWriter {
   FeatureOptions o_;
   size_t count_ = 0;
   double gflops_ = 0, bw_ = 0;  ///< device rates per ms (x 1e6)
+  double peak_ = 0;             ///< spec-sheet peak of dtype_, GFLOP/s; 0 = unknown
+  double peak_floor_ms_ = 0;
   std::vector<double> dev_;     ///< DeviceRecord::features()
   std::vector<int64_t> d_;      ///< scratch dims (validate_dims and layer_cost take a vector)
 };

@@ -163,6 +163,12 @@ FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const Devi
                 dev.key());
   gflops_ = dev.compute_gflops();
   bw_ = dev.bandwidth_gbs();
+  switch (dtype) {  // the boost-clock peak: an upper bound on any clock
+    case DType::FP32: peak_ = dev.peak_fp32_gflops; break;
+    case DType::TF32: peak_ = dev.peak_tf32_gflops > 0 ? dev.peak_tf32_gflops : dev.peak_fp32_gflops; break;
+    case DType::BF16:
+    case DType::FP16: peak_ = dev.peak_bf16_gflops; break;
+  }
 }
 
 double FeatureWriter::write(const int64_t* dims, float* out) {
@@ -170,6 +176,7 @@ double FeatureWriter::write(const int64_t* dims, float* out) {
   validate_dims(t_, d_);
   const LayerCost c = layer_cost(t_, d_, dtype_);
   if (out) write_features(t_, dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, o_, out);
+  peak_floor_ms_ = peak_ > 0 ? direction_flops(c, dir_) / (peak_ * 1e6) : 0;
   return std::max(direction_flops(c, dir_) / (gflops_ * 1e6), traffic_bytes(c, dir_) / (bw_ * 1e6));
 }
 

@@ -331,12 +331,15 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
     auto range = [&](size_t begin, size_t end, FeatureWriter& w) {
       constexpr size_t kChunk = 1024;  // features of a chunk stay in L2
       std::vector<float> x(std::min(end - begin, kChunk) * nf), y(std::min(end - begin, kChunk));
-      std::vector<double> roof(y.size());
+      std::vector<double> roof(y.size()), peak(y.size());
       for (size_t b0 = begin; b0 < end; b0 += kChunk) {
         const size_t n = std::min(kChunk, end - b0);
-        for (size_t i = 0; i < n; ++i) roof[i] = w.write(dims + (b0 + i) * nd, &x[i * nf]);
+        for (size_t i = 0; i < n; ++i) {
+          roof[i] = w.write(dims + (b0 + i) * nd, &x[i * nf]);
+          peak[i] = w.peak_floor_ms();
+        }
         m->forest->predict(x.data(), n, y.data());
-        for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = from_target(tk, y[i], roof[i], m->floor_ms);
+        for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = std::max(from_target(tk, y[i], roof[i], m->floor_ms), peak[i]);
       }
     };
     if (threads <= 1) {
@@ -370,12 +373,15 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
   }
   std::vector<float> x(std::min(rows, kBlock) * nf);
   std::vector<float> y(std::min(rows, kBlock));
-  std::vector<double> roof(y.size());
+  std::vector<double> roof(y.size()), peak(y.size());
   for (size_t b0 = 0; b0 < rows; b0 += kBlock) {
     const size_t n = std::min(kBlock, rows - b0);
-    for (size_t i = 0; i < n; ++i) roof[i] = writer.write(dims + (b0 + i) * nd, &x[i * nf]);
+    for (size_t i = 0; i < n; ++i) {
+      roof[i] = writer.write(dims + (b0 + i) * nd, &x[i * nf]);
+      peak[i] = writer.peak_floor_ms();
+    }
     m->booster.predict_dense(x.data(), n, nf, y.data());
-    for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = from_target(tk, y[i], roof[i], m->floor_ms);
+    for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = std::max(from_target(tk, y[i], roof[i], m->floor_ms), peak[i]);
   }
   return false;
 }
