@@ -587,12 +587,8 @@ TEST(Neusight, ImportsCommittedSubset) {
 }
 
 TEST(LayerFeatures, PeakFloorIsTheFlopAtTheSpecPeakOfTheDtype) {
-  DeviceRecord d;
-  d.name = "g";
-  d.kind = "spec";
-  d.peak_fp32_gflops = 1000;
-  d.peak_bf16_gflops = 8000;
-  d.peak_mem_bw_gbs = 100;
+  const DeviceRecord d = DeviceRecord::from_json(
+      {{"name", "g"}, {"kind", "spec"}, {"peak_fp32_gflops", 1000}, {"peak_bf16_gflops", 8000}, {"peak_mem_bw_gbs", 100}});
   const std::vector<int64_t> dims = {1024, 1024, 1024, 1};
   FeatureWriter fp32(LayerType::Linear, DType::FP32, Direction::Forward, d, FeatureOptions{});
   fp32.write(dims.data(), nullptr);
@@ -601,10 +597,9 @@ TEST(LayerFeatures, PeakFloorIsTheFlopAtTheSpecPeakOfTheDtype) {
   FeatureWriter bf16(LayerType::Linear, DType::BF16, Direction::Forward, d, FeatureOptions{});
   bf16.write(dims.data(), nullptr);
   EXPECT_DOUBLE_EQ(bf16.peak_floor_ms(), flops / (8000 * 1e6));
-  DeviceRecord cpu = d;  // a CPU probe: measured rates only, no peak, no bound
-  cpu.peak_fp32_gflops = cpu.peak_bf16_gflops = cpu.peak_mem_bw_gbs = 0;
-  cpu.measured_gflops = 100;
-  cpu.measured_bw_gbs = 20;
+  // a CPU probe: measured rates only, no peak, no bound
+  const DeviceRecord cpu = DeviceRecord::from_json(
+      {{"name", "c"}, {"kind", "cpu"}, {"measured_gflops", 100}, {"measured_bw_gbs", 20}});
   FeatureWriter c(LayerType::Linear, DType::FP32, Direction::Forward, cpu, FeatureOptions{});
   c.write(dims.data(), nullptr);
   EXPECT_EQ(c.peak_floor_ms(), 0);
