@@ -283,6 +283,8 @@ TEST(Features, BadInputsThrow) {
                "linear.d_in=0");
   expect_error([&] { layer_features(LayerType::Linear, {1, 2, 3, 1}, DType::FP32, Direction::Update, d, {}, x.data()); },
                "direction=update");
+  expect_error([&] { layer_features(LayerType::Pointwise, {16, 2}, DType::FP32, Direction::Forward, d, {}, x.data()); },
+               "pointwise.saves=2 must be 0 or 1");
   DeviceRecord none;
   none.name = "empty";
   expect_error([&] { layer_features(LayerType::Add, {16}, DType::FP32, Direction::Forward, none, {}, x.data()); },
