@@ -207,6 +207,17 @@ TEST(LayerGraph, EagerKernelsOfTheScoresAndOfGeluNew) {
   EXPECT_LT(gt.find("encoder.0.attn.mask"), 0);
   EXPECT_GE(gt.find("decoder.0.attn.mask"), 0);
   EXPECT_LT(gt.find("decoder.0.cross.mask"), 0);
+  // A framework with fused kernels (Megatron-LM: scale-mask-softmax, bias-GELU) has none of them;
+  // the setting survives its JSON and is written only when set.
+  TrainSettings fk = s;
+  fk.fused_kernels = true;
+  LayerGraph gk = build_layer_graph(gpt2, fk);
+  EXPECT_LT(gk.find("decoder.0.attn.scale"), 0);
+  EXPECT_LT(gk.find("decoder.0.attn.mask"), 0);
+  EXPECT_EQ(node(gk, "decoder.0.ffn.act").type, LayerType::GELU);
+  EXPECT_EQ(producers(gk, "decoder.0.attn.softmax"), std::vector<std::string>{"decoder.0.attn.qk"});
+  EXPECT_TRUE(parse_train_settings(fk.to_json()).fused_kernels);
+  EXPECT_FALSE(s.to_json().contains("fused_kernels"));
   // Inference keeps them (no-grad runs the same kernels), without the backward.
   TrainSettings inf = s;
   set_run_mode(inf, RunMode::Inference);

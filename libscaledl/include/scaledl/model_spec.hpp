@@ -102,6 +102,11 @@ struct TrainSettings {
   bool backward = true;             ///< false: inference, forward only under no-grad (no optimizer step either)
   int64_t num_devices = 1;          ///< data-parallel replicas (all-reduce of gradients)
   int64_t tgt_len = 0;              ///< T5 decoder tokens per sample; 0 = seq_len
+  /// The framework fuses the elementwise kernels around the attention softmax (scale, mask)
+  /// and runs gelu_new as one kernel, as Megatron-LM does (fused scale-mask-softmax, fused
+  /// bias-GELU); false = eager PyTorch / Hugging Face, each its own kernel (layer_graph.cpp).
+  /// Stored only when true, so the keys of earlier runs are unchanged.
+  bool fused_kernels = false;
 
   nlohmann::json to_json() const;
 };

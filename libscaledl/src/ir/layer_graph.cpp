@@ -129,7 +129,8 @@ class Forward {
   /// the order Python runs them; the last (the product) keeps the name. Other activations
   /// are one kernel.
   int activation(const std::string& name, int x, int64_t n, const Shape& shape, int block) {
-    if (m_.activation != Activation::GELUNew) return B_.add(name, act_type(m_), {n}, shape, {x}, block);
+    if (m_.activation != Activation::GELUNew || g_.settings.fused_kernels)
+      return B_.add(name, act_type(m_), {n}, shape, {x}, block);
     const auto P = LayerType::Pointwise;
     int half = B_.add(name + ".half", P, {n, 0}, shape, {x}, block);
     int c = B_.add(name + ".pow", P, {n, 1}, shape, {x}, block);
@@ -167,10 +168,12 @@ class Forward {
     const Shape ss = {b_, H, sq, skv};
     const int64_t N = b_ * H * sq * skv;
     int sc = qk;
-    if (m_.arch != Arch::EncoderDecoder) sc = B_.add(p + ".scale", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
+    const bool eager = !g_.settings.fused_kernels;  // fused: scale and mask run inside the softmax kernel
+    if (eager && m_.arch != Arch::EncoderDecoder)
+      sc = B_.add(p + ".scale", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
     if (rel_bias >= 0)
       sc = B_.add(p + ".bias", LayerType::Pointwise, {N, 0}, ss, {sc, In(rel_bias, {1, H, sq, skv})}, block);
-    if (causal || m_.family == Family::Bert)
+    if (eager && (causal || m_.family == Family::Bert))
       sc = B_.add(p + ".mask", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
     int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, ss, {sc}, block);
     int pr = dropout(p + ".dropout", m_.attn_dropout, sm, b_ * H * sq * skv, {b_, H, sq, skv}, block);

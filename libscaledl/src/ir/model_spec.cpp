@@ -441,7 +441,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
   static const char* known[] = {"batch",          "seq_len",     "image_size", "dtype", "optimizer",
-                                "optimizer_step", "num_devices", "tgt_len", "backward", "mode"};
+                                "optimizer_step", "num_devices", "tgt_len", "backward", "mode", "fused_kernels"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -455,6 +455,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   s.optimizer = parse_optimizer(get_str_or(j, "optimizer", ctx, to_string(s.optimizer)), ctx + ".optimizer");
   s.optimizer_step = get_bool_or(j, "optimizer_step", ctx, s.optimizer_step);
   s.backward = get_bool_or(j, "backward", ctx, s.backward);
+  s.fused_kernels = get_bool_or(j, "fused_kernels", ctx, s.fused_kernels);
   SCALEDL_CHECK(s.backward || !s.optimizer_step,
                 "{}: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients", ctx);
   if (j.contains("mode")) {
@@ -669,6 +670,7 @@ nlohmann::json TrainSettings::to_json() const {
                       {"optimizer_step", optimizer_step},
                       {"num_devices", num_devices}};
   if (!backward) j["backward"] = false;  // only then: keys of earlier runs stay as they were
+  if (fused_kernels) j["fused_kernels"] = true;
   return j;
 }
 

@@ -85,6 +85,7 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   validate_model_spec(st, st.name);
   p.stage = st;
   p.micro = s;
+  p.micro.fused_kernels = true;  // Megatron-LM: fused scale-mask-softmax and bias-GELU kernels
   p.micro.batch = p.micro_batch;
   p.micro.num_devices = 1;
   set_run_mode(p.micro, RunMode::FwdBwd);
