@@ -371,6 +371,24 @@ TEST(Space, BadSpacesGiveOneClearError) {
   EXPECT_NE(e.find("--existing=/nonexistent/x.sqlite"), std::string::npos) << e;
 }
 
+TEST(Space, PointwiseSpacePlansBothKindsOfTheNewType) {
+  const std::string path = std::string(SCALEDL_SOURCE_DIR) + "/models/spaces/pointwise.json";
+  auto sp = scaledl::load_space(path);
+  scaledl::PlanOptions po;
+  po.budget = 24;
+  po.seed = 1;
+  json plan = scaledl::make_plan(sp, po);
+  ASSERT_EQ(plan["configs"].size(), 24u);
+  std::set<int64_t> saves;
+  for (const auto& c : plan["configs"]) {
+    EXPECT_EQ(c["type"], "pointwise");
+    saves.insert(c["dims"]["saves"].get<int64_t>());
+  }
+  EXPECT_EQ(saves, (std::set<int64_t>{0, 1}));
+  scaledl::Plan parsed = scaledl::parse_plan(plan, path, fs::path(path).parent_path().string());
+  EXPECT_EQ(parsed.layers.size(), 24u);
+}
+
 TEST(Space, ExampleSpacesInTheRepoPlan) {
   for (const char* f : {"layers.json", "models.json"}) {
     std::string path = std::string(SCALEDL_SOURCE_DIR) + "/models/spaces/" + f;
