@@ -176,7 +176,7 @@ class Forward {
     if (eager && (causal || m_.family == Family::Bert))
       sc = B_.add(p + ".mask", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
     int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, ss, {sc}, block);
-    int pr = dropout(p + ".dropout", m_.attn_dropout, sm, b_ * H * sq * skv, {b_, H, sq, skv}, block);
+    int pr = dropout(p + ".dropout", m_.attn_dropout, sm, N, ss, block);
     int av = B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, hd}, {b_, H, sq, hd},
                     {pr, In(v, {b_, H, skv, hd})}, block);
     int o = B_.add(p + ".o", LayerType::Linear, {tq, qo, h, m_.out_bias}, {b_, sq, h}, {In(av, {b_, sq, qo})},
