@@ -60,6 +60,9 @@ scaledl::cli::Registrar reg(
       app.add_option("--ood-tau", e.ood_tau, "ScaleDL methods: out-of-domain shrinkage toward the sum (0 = off)")
           ->capture_default_str();
       app.add_flag("--no-intervals", o->no_intervals, "do not calibrate and score scaledl-tc's intervals");
+      app.add_flag("!--no-device-intervals", o->e.device_intervals,
+                   "leave-one-device-out: do not widen the held-out device's intervals to the device-out spread of "
+                   "the training devices");
       app.add_flag("--no-plots", o->no_plots, "skip the gnuplot plots");
       app.add_flag("--no-ablations", o->no_ablations, "skip the learning curve and D-optimal vs random (id)");
       app.add_flag("--transfer-features", e.layers.transfer_features,

@@ -516,7 +516,12 @@ int run(const PredictOptions& o) {
                                           *rows)
                             : std::string("layers       no layer timings of this device in the bundle: its layer times "
                                           "are carried over from other devices by its record (a `bench layers` "
-                                          "campaign on it, one more --db for `train`: docs/eval.md)\n"));
+                                          "campaign on it, one more --db for `train`: docs/eval.md)\n") +
+                                  (p.unseen_device_interval
+                                       ? fmt::format("intervals    at least the error of a left-out training device "
+                                                     "(x/÷ {:.2f} at 80 %, {:.2f} at 95 %: docs/predict.md)\n",
+                                                     std::exp(b.intervals->unseen_q80), std::exp(b.intervals->unseen_q95))
+                                       : std::string()));
   for (const auto& w : outside)
     std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
   return 0;

@@ -61,6 +61,9 @@ scaledl::cli::Registrar reg(
       app.add_flag("--reproducible", o->b.reproducible,
                    "no time, duration or build commit in the manifest: same inputs, same bytes (use --threads 1)");
       app.add_flag("--no-graph", o->no_graph, "layer models only (no refinement: T_iter = T_sum + T_comm)");
+      app.add_flag("!--no-device-intervals", o->b.device_intervals,
+                   "do not calibrate the interval width for devices without layer timings (leave-one-device-out, "
+                   "one more layer model per device with runs; docs/predict.md)");
       app.add_flag("--json", o->json, "print the manifest as JSON");
       return [o] {
         SCALEDL_CHECK(!o->b.dbs.empty(), "train: --db STORE is required (or use `train layers` / `train graph`)");
@@ -98,6 +101,11 @@ scaledl::cli::Registrar reg(
                                      "({}); widening per unit of out-of-domain distance {:.2f} (80 %), {:.2f} (95 %)\n",
                                      mid, iv.at(1.0, 0, 0.80, mid).hi, iv.at(1.0, 0, 0.95, mid).hi, iv.source,
                                      iv.kappa80, iv.kappa);
+            if (iv.has_unseen())
+              std::cout << fmt::format("            device without layer timings: at least 80 % x/÷ {:.3f}, 95 % x/÷ {:.3f} "
+                                       "(leave-one-device-out over {} devices, {} runs)\n",
+                                       std::exp(iv.unseen_q80), std::exp(iv.unseen_q95),
+                                       iv.unseen_info.value("devices", int64_t{0}), iv.unseen_info.value("runs", int64_t{0}));
           }
           if (m["graph"].contains("cv"))
             std::cout << fmt::format("cv          {}-fold MRE {:.2f} % (inside the training distribution)\n",

@@ -2,6 +2,7 @@
 // user does not have from its spec sheet, in every mode, on a fresh clone.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -41,6 +42,28 @@ TEST(CliUnseenGpu, DefaultBundlePredictsAnH100FromItsSpecSheetInEveryMode) {
   const double t_l4 = predict_json(kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --device-spec " + kSrc +
                                    "/models/devices/l4.json --mode fwd-bwd")["t_iter_ms"].get<double>();
   EXPECT_GT(t_l4, 2 * t_fb);
+}
+
+TEST(CliUnseenGpu, AGpuWithoutLayerTimingsGetsAtLeastTheDeviceOutSpread) {
+  // The bundle's manifest holds the spread of leaving each training GPU out (device_intervals.hpp).
+  const nlohmann::json m = nlohmann::json::parse(std::ifstream(kSrc + "/models/bundles/default/manifest.json"));
+  const nlohmann::json& u = m["graph"]["intervals"]["unseen_device"];
+  ASSERT_TRUE(u.is_object()) << m["graph"]["intervals"].dump();
+  EXPECT_GE(u["devices"].get<int>(), 3);
+  const double q80 = u["q80"].get<double>(), q95 = u["q95"].get<double>();
+  const std::string model = kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd --device-spec ";
+  const nlohmann::json l4 = predict_json(model + kSrc + "/models/devices/l4.json");
+  ASSERT_TRUE(l4.is_object());
+  EXPECT_EQ(l4["device_layer_rows"], 0);
+  EXPECT_EQ(l4["interval_unseen_device"], true);
+  const double t = l4["t_iter_ms"].get<double>();
+  EXPECT_GE(std::log(l4["interval_ms"]["80"][1].get<double>() / t), q80 - 1e-9);
+  EXPECT_GE(std::log(t / l4["interval_ms"]["95"][0].get<double>()), q95 - 1e-9);
+  // The H100 whose campaign trained the layer models keeps its in-domain intervals.
+  const nlohmann::json h100 = predict_json(model + kSrc + "/datasets/h100/probe.json");
+  ASSERT_TRUE(h100.is_object());
+  EXPECT_GT(h100["device_layer_rows"].get<int64_t>(), 0);
+  EXPECT_EQ(h100["interval_unseen_device"], false);
 }
 
 TEST(CliUnseenGpu, BadModesAndSpecsAreOneClearError) {

@@ -64,6 +64,10 @@ struct BundleTrainOptions {
   /// Leave the creation time, training duration and build commit out of the
   /// manifest, so that the same data, options and build give a byte-identical bundle.
   bool reproducible = false;
+  /// Calibrate the interval width for devices without layer timings by leaving
+  /// each device out (device_intervals.hpp: one more layer model per device with
+  /// runs); needs >= 3 devices with layer rows.
+  bool device_intervals = true;
 };
 
 struct Bundle {

@@ -87,6 +87,9 @@ struct EvalOptions {
   bool in_model = false;
   int crossfit_folds = 3;              ///< >= 2
   bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
+  /// leave-one-device-out: the held-out device's intervals are at least the
+  /// device-out spread of the split's training devices (device_intervals.hpp)
+  bool device_intervals = true;
   double alpha_bound = 4.0;            ///< GnnConfig::alpha_bound of the ScaleDL methods
   double ood_tau = 1.0;                ///< GnnConfig::ood_tau of the ScaleDL methods
   std::function<void(const std::string&)> log;  ///< progress lines (may be empty)

@@ -24,6 +24,10 @@
 // below kappa_min (an interval always widens out of domain). d_max is the
 // farthest distance of that split (at least 1): farther out the width is not
 // calibrated, and predict says so instead of widening without bound.
+//
+// Unseen device. For a device no layer timing of the bundle came from, the
+// half-width is at least the device-out spread of device_intervals.hpp
+// (unseen_q80 / unseen_q95): max(q sigma (1 + kappa min(d, d_max)), q_unseen).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,13 +58,21 @@ struct IntervalModel {
   /// (at least 1). Beyond it the interval is not calibrated (beyond_calibration()).
   double d_max = 1.0;
   std::string source;        ///< how it was calibrated, for the manifest
+  /// Device-out spread (device_intervals.hpp) at 80 % and 95 %: the smallest
+  /// half-width for a device without layer timings. NaN = none calibrated.
+  double unseen_q80 = NAN, unseen_q95 = NAN;
+  /// What calibrated them (DeviceSpread::to_json()), kept in the manifest.
+  nlohmann::json unseen_info;
 
   bool valid() const { return n_cal > 0 && std::isfinite(q80) && std::isfinite(q95); }
   /// Interval of level 0.80 or 0.95 around `pred_ms` at out-of-domain distance `d`
   /// for a run whose plain sum is `t_sum_ms` (half-width q sigma(T_sum)
   /// (1 + kappa min(d, d_max)) in log space; a non-finite t_sum takes the larger
-  /// sigma of the calibration range).
-  Interval at(double pred_ms, double d, double level, double t_sum_ms = NAN) const;
+  /// sigma of the calibration range). `unseen_device`: the device has no layer
+  /// timings in the training data; the half-width is then at least unseen_q.
+  Interval at(double pred_ms, double d, double level, double t_sum_ms = NAN, bool unseen_device = false) const;
+  /// True when an unseen device's intervals use the device-out spread.
+  bool has_unseen() const { return std::isfinite(unseen_q80) && std::isfinite(unseen_q95); }
   /// sigma(T_sum) of the scale model above.
   double sigma(double t_sum_ms) const;
   /// True when `d` exceeds d_max: the interval is a floor, not a calibrated width.

@@ -37,6 +37,9 @@ struct IterationPrediction {
   std::string ood_feature;         ///< the global feature farthest outside ("" when in domain)
   /// T_iter intervals (ms) when the bundle has an interval model (intervals.hpp); NaN otherwise.
   double lo80_ms = NAN, hi80_ms = NAN, lo95_ms = NAN, hi95_ms = NAN;
+  /// The device has no layer timings in the bundle and the intervals are at least
+  /// the bundle's device-out spread (device_intervals.hpp).
+  bool unseen_device_interval = false;
   /// Physical bounds (physics.hpp), set by Bundle::predict_many: the iteration's
   /// roofline time (0 = not computed), the model's own T_iter before any bound,
   /// and what raised it ("" = nothing; "roofline" or "monotone: batch 4").

@@ -14,6 +14,7 @@
 #include "scaledl/design.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/eval.hpp"
+#include "scaledl/device_intervals.hpp"
 #include "scaledl/graph_cv.hpp"
 #include "scaledl/in_model_samples.hpp"
 #include "scaledl/intervals.hpp"
@@ -63,7 +64,7 @@ struct MethodOut {
 /// graph for this split (layer times of the split's layer models).
 MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::vector<size_t>& train,
                            const std::vector<size_t>& test, uint64_t seed, const std::vector<const GraphFeatures*>& G,
-                           bool intervals = false) {
+                           bool intervals = false, const DeviceSpread* unseen = nullptr) {
   std::vector<const EvalRun*> tr, te;
   for (size_t i : train) tr.push_back(&c.runs[i]);
   for (size_t i : test) te.push_back(&c.runs[i]);
@@ -95,10 +96,16 @@ MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::v
     out = pr.t_pred_ms;
     mo.ood = pr.ood_distance;
     if (intervals) {
-      const IntervalModel iv = calibrate_intervals(gtr, cfg, opt, rep);
+      IntervalModel iv = calibrate_intervals(gtr, cfg, opt, rep);
+      if (unseen && unseen->valid()) {  // the test device trained no layer model: the device-out spread
+        iv.unseen_q80 = unseen->q80;
+        iv.unseen_q95 = unseen->q95;
+      }
+      const bool u = unseen != nullptr;
       for (size_t j = 0; j < out.size(); ++j) {
         const double ts = G[test[j]]->t_sum_ms;
-        const Interval a = iv.at(out[j], pr.ood_distance[j], 0.80, ts), b = iv.at(out[j], pr.ood_distance[j], 0.95, ts);
+        const Interval a = iv.at(out[j], pr.ood_distance[j], 0.80, ts, u),
+                       b = iv.at(out[j], pr.ood_distance[j], 0.95, ts, u);
         mo.lo80.push_back(a.lo);
         mo.hi80.push_back(a.hi);
         mo.lo95.push_back(b.lo);
@@ -382,6 +389,31 @@ EvalResult run_eval(const EvalOptions& o) {
     return G;
   };
 
+  // Leave-one-device-out: the interval width for the held-out device, from its
+  // split's training devices only (device_intervals.hpp), once per split.
+  std::map<std::string, DeviceSpread> spread_cache;
+  LayerModelCache spread_models;
+  auto spread_for = [&](const EvalSplit& sp) -> const DeviceSpread* {
+    if (sp.held_out_device.empty() || !o.intervals || !o.device_intervals) return nullptr;
+    auto it = spread_cache.find(sp.held_out_device);
+    if (it == spread_cache.end()) {
+      const auto tl = Clock::now();
+      std::vector<LayerSample> smp;
+      for (const auto& x : layer_samples)
+        if (x.device != sp.held_out_device) smp.push_back(x);
+      std::map<std::string, DeviceRecord> devs = data.devices;
+      devs.erase(sp.held_out_device);
+      std::vector<DeviceOutRun> dor;
+      for (size_t i : sp.train) dor.push_back({&irs[i], res.runs[i].device, res.runs[i].target_ms});
+      it = spread_cache.emplace(sp.held_out_device, device_out_spread(dor, smp, devs, o.layers, &spread_models,
+                                                                      sp.held_out_device)).first;
+      log(fmt::format("device-out interval width without {}: 80 % {:.3f}, 95 % {:.3f} ({} devices, {} runs, {:.1f} s)",
+                      sp.held_out_device, it->second.q80, it->second.q95, it->second.devices, it->second.runs,
+                      secs_since(tl)));
+    }
+    return &it->second;
+  };
+
   Ctx c{o, res.runs, devices};
   nlohmann::json per_seed = nlohmann::json::array();
   // stats[method][family or "all"] -> per-seed values
@@ -428,7 +460,7 @@ EvalResult run_eval(const EvalOptions& o) {
       for (const auto& m : methods) {
         const auto tm = Clock::now();
         const bool with_iv = o.intervals && m == "scaledl-tc";
-        const MethodOut mo = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv);
+        const MethodOut mo = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv, with_iv ? spread_for(sp) : nullptr);
         const std::vector<double>& p = mo.pred;
         for (size_t j = 0; j < test.size(); ++j) {
           EvalPrediction ep{seed, sp.name, m, test[j], p[j]};

@@ -1,5 +1,6 @@
 // scaledl train -> one bundle directory; predict --bundle loads it (bundle.hpp).
 #include "scaledl/bundle.hpp"
+#include "scaledl/device_intervals.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -139,10 +140,13 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   }
   std::vector<IterationPrediction> out =
       predict_iterations(all, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
+  const std::optional<int64_t> dev_rows = layer_rows_of(dev.key());
+  const bool unseen = dev_rows && *dev_rows == 0;  // no layer timing of this device trained the layer models
   for (IterationPrediction& p : out) {
     if (!intervals || !p.refined) continue;
-    const Interval a = intervals->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms);
-    const Interval b = intervals->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
+    const Interval a = intervals->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms, unseen);
+    const Interval b = intervals->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms, unseen);
+    p.unseen_device_interval = unseen && intervals->has_unseen();
     p.lo80_ms = a.lo;
     p.hi80_ms = a.hi;
     p.lo95_ms = b.lo;
@@ -325,7 +329,24 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
     if (o.graph) {
       GnnTrainReport rep;
       GraphPredictor gp = GraphPredictor::train(graphs, o.gnn, o.gnn_train, &rep);
-      const IntervalModel iv = calibrate_intervals(graphs, o.gnn, o.gnn_train, rep);
+      IntervalModel iv = calibrate_intervals(graphs, o.gnn, o.gnn_train, rep);
+      if (iv.valid() && o.device_intervals) {
+        std::vector<LayerGraph> lgs;
+        lgs.reserve(runs.size());
+        std::vector<DeviceOutRun> dor;
+        for (const auto& r : runs) {
+          const std::string ctx = fmt::format("{}: model run '{}'", r.ctx, model_key(r.run));
+          lgs.push_back(build_layer_graph(model_spec_from_json(r.run.model, ctx + ".model"),
+                                          parse_train_settings(r.run.settings, ctx + ".settings")));
+        }
+        for (size_t i = 0; i < runs.size(); ++i) dor.push_back({&lgs[i], runs[i].run.device, runs[i].run.iter.median_ms});
+        const DeviceSpread ds = device_out_spread(dor, samples, data.devices, o.layers);
+        if (ds.valid()) {
+          iv.unseen_q80 = ds.q80;
+          iv.unseen_q95 = ds.q95;
+          iv.unseen_info = ds.to_json();
+        }
+      }
       nlohmann::json grep = rep.to_json();
       if (o.reproducible) grep.erase("seconds");
       nlohmann::json g = {{"file", kGraphFile}, {"config", o.gnn.to_json()}, {"report", grep},

@@ -23,15 +23,16 @@ double IntervalModel::sigma(double t_sum_ms) const {
   return std::exp(scale_c0 + scale_c1 * std::clamp(std::log(t_sum_ms), u_lo, u_hi));
 }
 
-Interval IntervalModel::at(double pred_ms, double d, double level, double t_sum_ms) const {
+Interval IntervalModel::at(double pred_ms, double d, double level, double t_sum_ms, bool unseen_device) const {
   SCALEDL_CHECK(level == 0.80 || level == 0.95, "interval level {} is not 0.80 or 0.95", level);
   const double widen = 1.0 + (level == 0.80 ? kappa80 : kappa) * std::clamp(d, 0.0, d_max);
-  const double q = (level == 0.80 ? q80 : q95) * sigma(t_sum_ms) * widen;
+  double q = (level == 0.80 ? q80 : q95) * sigma(t_sum_ms) * widen;
+  if (unseen_device && has_unseen()) q = std::max(q, level == 0.80 ? unseen_q80 : unseen_q95);
   return {pred_ms * std::exp(-q), pred_ms * std::exp(q)};
 }
 
 nlohmann::json IntervalModel::to_json() const {
-  return {{"method", "split-conformal, |log(measured/predicted)|"},
+  nlohmann::json j = {{"method", "split-conformal, |log(measured/predicted)|"},
           {"n_cal", n_cal},
           {"q80", q80},
           {"q95", q95},
@@ -44,6 +45,12 @@ nlohmann::json IntervalModel::to_json() const {
           {"n_extrapolation", n_extrapolation},
           {"d_max", d_max},
           {"source", source}};
+  if (has_unseen()) {
+    j["unseen_device"] = unseen_info.is_object() ? unseen_info : nlohmann::json::object();
+    j["unseen_device"]["q80"] = unseen_q80;
+    j["unseen_device"]["q95"] = unseen_q95;
+  }
+  return j;
 }
 
 IntervalModel IntervalModel::from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -70,6 +77,16 @@ IntervalModel IntervalModel::from_json(const nlohmann::json& j, const std::strin
   m.n_extrapolation = get_int_or(j, "n_extrapolation", ctx, 0, int64_t{1} << 40, 0);
   m.d_max = get_num_or(j, "d_max", ctx, 1.0, 1e6, 1.0);
   m.source = get_str_or(j, "source", ctx, "");
+  if (j.contains("unseen_device")) {
+    const auto& u = j["unseen_device"];
+    const std::string uctx = ctx + ".unseen_device";
+    SCALEDL_CHECK(u.is_object(), "{}: expected an object, got {}", uctx, show(u));
+    m.unseen_q80 = get_num_or(u, "q80", uctx, 0, 50, NAN);
+    m.unseen_q95 = get_num_or(u, "q95", uctx, 0, 50, NAN);
+    SCALEDL_CHECK(std::isfinite(m.unseen_q80) && std::isfinite(m.unseen_q95) && m.unseen_q80 <= m.unseen_q95,
+                  "{}: q80={} and q95={} must be given, finite and q80 <= q95", uctx, m.unseen_q80, m.unseen_q95);
+    m.unseen_info = u;
+  }
   return m;
 }
 

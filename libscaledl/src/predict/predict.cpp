@@ -22,8 +22,10 @@ nlohmann::json IterationPrediction::to_json() const {
     j["t_model_ms"] = t_model_ms;
     j["adjusted"] = adjusted;
   }
-  if (std::isfinite(lo80_ms))
+  if (std::isfinite(lo80_ms)) {
     j["interval_ms"] = {{"80", {lo80_ms, hi80_ms}}, {"95", {lo95_ms, hi95_ms}}};
+    j["interval_unseen_device"] = unseen_device_interval;
+  }
   return j;
 }
 

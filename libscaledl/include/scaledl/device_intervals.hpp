@@ -1,0 +1,79 @@
+#pragma once
+// Interval width for a device no layer timing came from (issue #13).
+//
+// The split-conformal intervals of intervals.hpp are calibrated on residuals of
+// runs whose device the layer models saw. For a GPU known only by its spec
+// sheet the error is of another kind: a bias shared by every run of that GPU
+// (how close it gets to its spec rates), which those residuals never contain.
+// In leave-one-GPU-out their 80 % intervals covered 58 % of the runs.
+//
+// The device-out spread measures that error on the training data itself: for
+// every device D with labelled single-device runs, layer models are trained on
+// the samples of the other devices only, and D's runs are predicted by their
+// plain sum T_sum (the refinement is not retrained per fold: it does not see
+// a device's efficiency either, and in leave-one-GPU-out it moved the error by
+// about a point). The scores are s = |log(measured / T_sum)|. Runs are
+// clustered by device (the bias is shared), so every device gets the same total
+// weight and q(level) is the weighted quantile of s at that level. With a
+// handful of devices this is an estimate, not a finite-sample guarantee;
+// `scaledl eval --protocol leave-one-device-out` measures its coverage with the
+// spread computed inside each split's training devices.
+//
+// A run of D is skipped when D's fold lacks a layer model (type, direction) that
+// the model of all devices has and the run needs (e.g. D held the only backward
+// rows): the fold would then measure the roofline fallback, which the bundle
+// never uses for it. Multi-device runs are skipped (their T_comm is not a layer
+// time).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/device.hpp"
+#include "scaledl/layer_graph.hpp"
+#include "scaledl/layer_predictor.hpp"
+
+namespace scaledl {
+
+/// A labelled run for the device-out spread: its layer graph, device key, measured T_iter (ms).
+struct DeviceOutRun {
+  const LayerGraph* graph = nullptr;
+  std::string device;
+  double target_ms = NAN;
+};
+
+struct DeviceSpread {
+  double q80 = NAN, q95 = NAN;  ///< weighted quantiles of |log(measured / T_sum)|
+  int64_t devices = 0;          ///< devices that contributed residuals
+  int64_t runs = 0;             ///< runs that contributed
+  int64_t skipped = 0;          ///< runs skipped (multi-device, or a fold without a needed layer model)
+  /// log(measured / T_sum) of every used run, by device.
+  std::map<std::string, std::vector<double>> residuals;
+
+  bool valid() const { return devices >= 2 && std::isfinite(q80) && std::isfinite(q95); }
+  /// {"method", "q80", "q95", "devices", "runs", "skipped", "per_device": {dev: {runs, mre_pct, bias_pct}}}
+  nlohmann::json to_json() const;
+};
+
+/// Layer models trained without some devices' samples, by a caller's key: reused
+/// across calls (eval trains the same folds once per seed otherwise).
+using LayerModelCache = std::map<std::string, std::shared_ptr<const LayerPredictor>>;
+
+/// The device-out spread (top of this file). `samples` are the layer samples the
+/// full model trains on; a fold for device D trains on those whose device is not
+/// D. Needs >= 3 devices with samples and runs of >= 2 of them, else the result
+/// is not valid(). `cache_key` prefixes the cache keys (the caller's own
+/// exclusions), `cache` may be null.
+DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
+                               const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
+                               LayerModelCache* cache = nullptr, const std::string& cache_key = "");
+
+/// The weighted quantile used above: every group gets total weight 1 / #groups,
+/// split equally among its values; the smallest value whose cumulative weight
+/// (ascending) reaches `level`. NaN for no values. level in (0, 1].
+double group_weighted_quantile(const std::map<std::string, std::vector<double>>& values, double level);
+
+}  // namespace scaledl

@@ -1,0 +1,135 @@
+// The device-out spread (device_intervals.hpp).
+#include "scaledl/device_intervals.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "scaledl/error.hpp"
+
+namespace scaledl {
+
+namespace {
+using TypeDir = std::pair<int, int>;
+TypeDir type_dir(LayerType t, Direction d) { return {static_cast<int>(t), static_cast<int>(d)}; }
+}  // namespace
+
+double group_weighted_quantile(const std::map<std::string, std::vector<double>>& values, double level) {
+  SCALEDL_CHECK(level > 0 && level <= 1, "quantile level {} must be in (0, 1]", level);
+  std::vector<std::pair<double, double>> vw;  // value, weight
+  size_t groups = 0;
+  for (const auto& [g, v] : values) groups += !v.empty();
+  if (groups == 0) return NAN;
+  for (const auto& [g, v] : values)
+    for (double x : v) vw.emplace_back(x, 1.0 / static_cast<double>(groups * v.size()));
+  std::sort(vw.begin(), vw.end());
+  double cum = 0;
+  for (const auto& [x, w] : vw) {
+    cum += w;
+    if (cum >= level * (1 - 1e-12)) return x;
+  }
+  return vw.back().first;
+}
+
+nlohmann::json DeviceSpread::to_json() const {
+  nlohmann::json per = nlohmann::json::object();
+  for (const auto& [dev, r] : residuals) {
+    double ape = 0, bias = 0;
+    for (double x : r) {
+      // prediction / measured - 1 = exp(-log(measured / predicted)) - 1
+      const double e = std::exp(-x) - 1;
+      ape += std::abs(e);
+      bias += e;
+    }
+    const double n = static_cast<double>(std::max<size_t>(1, r.size()));
+    per[dev] = {{"runs", r.size()}, {"mre_pct", 100 * ape / n}, {"bias_pct", 100 * bias / n}};
+  }
+  return {{"method",
+           "leave-one-device-out: |log(measured / T_sum)| of each device's runs with layer models trained without its "
+           "samples; devices weighted equally"},
+          {"q80", std::isfinite(q80) ? nlohmann::json(q80) : nlohmann::json()},
+          {"q95", std::isfinite(q95) ? nlohmann::json(q95) : nlohmann::json()},
+          {"devices", devices},
+          {"runs", runs},
+          {"skipped", skipped},
+          {"per_device", per}};
+}
+
+DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
+                               const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
+                               LayerModelCache* cache, const std::string& cache_key) {
+  DeviceSpread out;
+  std::map<std::string, std::set<TypeDir>> kinds;  // device -> (type, direction) of its samples
+  for (const auto& s : samples) kinds[s.device].insert(type_dir(s.type, s.dir));
+  std::map<std::string, std::vector<size_t>> by_device;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const DeviceOutRun& r = runs[i];
+    SCALEDL_CHECK(r.graph, "device_out_spread: run {} has no layer graph", i);
+    if (r.graph->settings.num_devices != 1 || !kinds.count(r.device) || !(r.target_ms > 0)) {
+      out.skipped += 1;
+      continue;
+    }
+    by_device[r.device].push_back(i);
+  }
+  if (kinds.size() < 3 || by_device.size() < 2) {
+    for (auto& [d, idx] : by_device) out.skipped += static_cast<int64_t>(idx.size());
+    return out;
+  }
+  TrainOptions lo = layer_options;
+  lo.verbose = false;
+  for (const auto& [dev, idx] : by_device) {
+    std::shared_ptr<const LayerPredictor> lp;
+    const std::string key = cache_key + "\n" + dev;
+    if (cache && cache->count(key)) {
+      lp = cache->at(key);
+    } else {
+      std::vector<LayerSample> train;
+      for (const auto& s : samples)
+        if (s.device != dev) train.push_back(s);
+      std::map<std::string, DeviceRecord> devs = devices;
+      devs.erase(dev);
+      lp = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(train, devs, lo));
+      if (cache) (*cache)[key] = lp;
+    }
+    std::set<TypeDir> others;  // what the fold has rows of
+    for (const auto& [d, k] : kinds)
+      if (d != dev) others.insert(k.begin(), k.end());
+    const DeviceRecord& rec = devices.at(dev);
+    for (size_t i : idx) {
+      const LayerGraph& g = *runs[i].graph;
+      bool covered = true;
+      for (const auto& n : g.nodes) {
+        const TypeDir td = type_dir(n.type, n.dir);
+        if (!others.count(td) && kinds.at(dev).count(td)) {
+          covered = false;
+          break;
+        }
+      }
+      if (!covered) {
+        out.skipped += 1;
+        continue;
+      }
+      double t_sum = 0;
+      for (double t : lp->predict_nodes(g, rec)) t_sum += t;
+      out.residuals[dev].push_back(std::log(runs[i].target_ms / t_sum));
+      out.runs += 1;
+    }
+  }
+  std::map<std::string, std::vector<double>> scores;
+  for (const auto& [dev, r] : out.residuals) {
+    if (r.empty()) continue;
+    auto& s = scores[dev];
+    for (double x : r) s.push_back(std::abs(x));
+  }
+  out.devices = static_cast<int64_t>(scores.size());
+  if (out.devices >= 2) {
+    out.q80 = group_weighted_quantile(scores, 0.80);
+    out.q95 = group_weighted_quantile(scores, 0.95);
+  }
+  return out;
+}
+
+}  // namespace scaledl
