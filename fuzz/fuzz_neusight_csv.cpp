@@ -1,5 +1,6 @@
 // NeuSight CSV files (learn/neusight.cpp) as `scaledl import neusight` reads
-// them: parse_csv on the text, then read_neusight_csv on a file.
+// them: parse_csv on the text, then read_neusight_csv on a file, and the same
+// file as a per-node trace (read_neusight_trace, learn/neusight_traces.cpp).
 #include "fuzz_util.hpp"
 #include "scaledl/neusight.hpp"
 
@@ -21,6 +22,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       validate_dims(m.type, m.dims);
       (void)layer_key(m.type, m.dims, m.dtype);
     }
+  });
+  const std::string trace = fuzz::write_file("gpt2_large-train-1024-4.csv", text);  // a training label: dropout maps
+  fuzz::guarded([&] {
+    NeusightTraceSummary sum;
+    for (const auto& m : read_neusight_trace(trace, "neusight-traces", "spec:Tesla T4", sum)) {
+      validate_dims(m.type, m.dims);
+      if (!(m.fwd.median_ms >= kTraceMinMs)) fuzz::bug("read_neusight_trace: a row below the launch floor");
+    }
+    if (sum.mapped > sum.nodes || sum.below_floor > sum.mapped) fuzz::bug("read_neusight_trace: summary counts");
   });
   return 0;
 }

@@ -28,6 +28,9 @@ scaledl::cli::Registrar reg_import(
       app.add_option("--db", o->db, "results store (SQLite), created if missing")->required();
       app.add_option("--campaign", o->ns.campaign, "campaign name of the rows")->capture_default_str();
       app.add_flag("!--no-transformer-shapes", o->ns.transformer_shapes, "skip ops-transformer-shapes/*.csv");
+      app.add_flag("--traces", o->ns.traces,
+                   "also import the per-node traces beside the labels (labels/<GPU>/<label>.csv) as layer rows of "
+                   "campaign <campaign>-traces (docs/unseen-gpu.md: they do not improve the unseen-GPU results yet)");
       app.add_flag("--json", o->json, "print the summary as JSON");
       return [o] {
         scaledl::Store store(o->db);
@@ -47,6 +50,18 @@ scaledl::cli::Registrar reg_import(
           for (const auto& [d, n] : s.labels.per_device) std::cout << fmt::format("  {:<24} {:>4} runs\n", d, n);
           for (const auto& [why, n] : s.labels.skipped)
             std::cout << fmt::format("  skipped {:>3} labels: {}\n", n, why);
+        }
+        if (s.traces.files) {
+          std::cout << fmt::format(
+              "{} per-node traces: {} timed nodes, {} mapped ({} faster than {} ms skipped), {} layer rows, {} inserted "
+              "(campaign {}-traces)\n",
+              s.traces.files, s.traces.nodes, s.traces.mapped, s.traces.below_floor, scaledl::kTraceMinMs,
+              s.traces.rows, s.traces.inserted, o->ns.campaign);
+          size_t other = 0;
+          for (const auto& [k, n] : s.traces.skipped) other += n;
+          std::cout << fmt::format("  skipped {} nodes of kernels without a layer type of ours (views, embeddings, "
+                                   "dropout, masks; --json lists them)\n",
+                                   other);
         }
         return 0;
       };

@@ -37,7 +37,51 @@ struct NeusightImportOptions {
   std::string root;                  ///< artifact directory (holds ops/, device_configs/)
   std::string campaign = "neusight"; ///< campaign name of the inserted rows
   bool transformer_shapes = true;    ///< also read ops-transformer-shapes/*.csv
+  bool traces = false;               ///< also read the per-node traces beside the labels (below)
 };
+
+// Per-node traces. Beside each single-GPU eager label, labels/<GPU>/<label>.csv
+// times every torch.fx node of the label's model (one transformer block) on
+// that GPU in isolation: fw_latency, bw_latency (training labels) and
+// AccumulateGrad, ms. They are layer timings at exactly the shapes of the
+// labelled models, so `import neusight --traces` stores them as layer rows of campaign
+// "<campaign>-traces" (source "neusight-trace"): forward -> fwd, bw_latency ->
+// bwd (AccumulateGrad is not a layer of ours). Kernel -> layer type:
+//   Linear module, addmm (HF GPT-2's Conv1D)     -> linear tokens, d_in, d_out, bias=1
+//   matmul / bmm of two 3-D or 4-D tensors        -> bmm batch, m, n, k
+//   LayerNorm module -> layernorm; softmax -> softmax rows, cols; gelu -> gelu; relu -> relu
+//   add / mul of two tensors of one shape         -> add / mul elements
+//   add, mul, sub, truediv, where with a scalar or a broadcast operand -> pointwise saves=0
+//   pow, tanh                                      -> pointwise saves=1
+//   Dropout (training labels only; the identity in eval mode) -> dropout elements
+// Everything else (views, embeddings, dropout, masks' bookkeeping) is counted
+// per kernel and skipped, and so is a node faster than kTraceMinMs: such times
+// are the tracer's launch overhead, not the kernel. Nodes of one shape in one
+// trace (Q, K and V; repeated blocks) become one row, the median of their times.
+
+/// Nodes below this time (ms) are skipped: launch-bound (see above).
+constexpr double kTraceMinMs = 0.05;
+
+/// The kernel a trace node runs: the innermost module class for call_module
+/// (from `meta`'s nn_module_stack), the function or method name for
+/// call_function ("<built-in method matmul of ...>" -> "matmul") and call_method.
+std::string neusight_trace_kernel(const std::string& op, const std::string& target, const std::string& meta);
+
+struct NeusightTraceSummary {
+  size_t files = 0;                         ///< trace CSVs read
+  size_t nodes = 0;                         ///< nodes with a positive time
+  size_t mapped = 0;                        ///< nodes mapped to a layer type
+  size_t below_floor = 0;                   ///< mapped nodes faster than kTraceMinMs (skipped)
+  size_t rows = 0;                          ///< layer rows after merging nodes of one shape
+  size_t inserted = 0;                      ///< new store rows
+  std::map<std::string, size_t> skipped;    ///< unmapped nodes per kernel
+  nlohmann::json to_json() const;
+};
+
+/// Layer rows of one trace file (either the artifact's columns or the compact
+/// ones of write_neusight_subset). Malformed => Error naming file:line.
+std::vector<LayerMeasurement> read_neusight_trace(const std::string& path, const std::string& campaign,
+                                                  const std::string& device_key, NeusightTraceSummary& summary);
 
 /// What an end-to-end label's file name says: <model>-<inf|train>-<seq>-<batch>[-suffix].
 struct NeusightLabel {
@@ -74,6 +118,7 @@ struct NeusightImportSummary {
   std::map<std::string, size_t> per_type;  ///< mapped rows per layer type
   std::map<std::string, size_t> skipped;   ///< unmapped rows per NeuSight op
   NeusightLabelSummary labels;             ///< end-to-end labels (campaign "<campaign>-labels")
+  NeusightTraceSummary traces;             ///< per-node traces (campaign "<campaign>-traces")
   double seconds = 0;                      ///< wall time of the import
   nlohmann::json to_json() const;
 };
@@ -97,7 +142,10 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
 /// Writes a compact stratified subset of the artifact to `out_dir`: for each CSV
 /// file and each op in it, `rows_per_group` rows at evenly spaced latency
 /// quantiles, keeping only OPName, Latency, Device and the shape columns; copies
-/// device_configs/*.json and LICENSE. Returns the number of data rows written.
+/// device_configs/*.json and LICENSE, the labels and their model configs, and
+/// each label's trace with the columns Name, op, kernel, input_shapes,
+/// output_shape, fw_latency, bw_latency (nodes with a positive time only).
+/// Returns the number of operator data rows written.
 size_t write_neusight_subset(const std::string& root, const std::string& out_dir, size_t rows_per_group);
 
 }  // namespace scaledl

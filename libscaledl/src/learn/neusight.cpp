@@ -75,12 +75,49 @@ int col_of(const std::vector<std::string>& header, const std::string& name) {
   return it == header.end() ? -1 : static_cast<int>(it - header.begin());
 }
 
+/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+/// The artifact's trace CSV reduced to what read_neusight_trace reads: Name, op,
+/// kernel, input_shapes, output_shape, fw_latency, bw_latency of the nodes with a
+/// positive time.
+std::string compact_trace(const std::string& path) {
+  const auto recs = parse_csv(read_text(path), path);
+  SCALEDL_CHECK(!recs.empty(), "{}: empty file", path);
+  const auto& h = recs[0];
+  const int c_name = col_of(h, "Name"), c_op = col_of(h, "op"), c_t = col_of(h, "target"), c_meta = col_of(h, "meta"),
+            c_in = col_of(h, "input_shapes"), c_out = col_of(h, "output_shape"), c_fw = col_of(h, "fw_latency"),
+            c_bw = col_of(h, "bw_latency");
+  SCALEDL_CHECK(c_name >= 0 && c_op >= 0 && c_t >= 0 && c_meta >= 0 && c_in >= 0 && c_out >= 0 && c_fw >= 0 &&
+                    c_bw >= 0,
+                "{}:1: header lacks a column of the NeuSight trace format (Name, op, target, meta, input_shapes, "
+                "output_shape, fw_latency, bw_latency)",
+                path);
+  std::string text = "Name,op,kernel,input_shapes,output_shape,fw_latency,bw_latency\n";
+  for (size_t r = 1; r < recs.size(); ++r) {
+    const auto& f = recs[r];
+    SCALEDL_CHECK(f.size() == h.size(), "{}: record {} has {} fields, header {}", path, r, f.size(), h.size());
+    const double fw = f[c_fw].empty() ? 0 : parse_double(f[c_fw], path, "fw_latency");
+    const double bw = f[c_bw].empty() ? 0 : parse_double(f[c_bw], path, "bw_latency");
+    if (!(fw > 0 || bw > 0)) continue;
+    text += fmt::format("{},{},{},{},{},{},{}\n", csv_field(f[c_name]), f[c_op],
+                        csv_field(neusight_trace_kernel(f[c_op], f[c_t], f[c_meta])), csv_field(f[c_in]),
+                        csv_field(f[c_out]), f[c_fw], f[c_bw]);
+  }
+  return text;
+}
+
 }  // namespace
 
 nlohmann::json NeusightImportSummary::to_json() const {
   return {{"files", files},     {"rows", rows},         {"mapped", mapped},   {"inserted", inserted},
           {"duplicates", mapped - inserted},             {"devices", devices}, {"per_type", per_type},
-          {"skipped", skipped}, {"labels", labels.to_json()}, {"seconds", seconds}};
+          {"skipped", skipped}, {"labels", labels.to_json()}, {"traces", traces.to_json()}, {"seconds", seconds}};
 }
 
 std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& ctx,
@@ -236,6 +273,27 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
     s.inserted += store.put_layers(rows);
   }
   s.labels = import_neusight_labels(o.root, o.campaign + "-labels", store, names);
+  if (o.traces) {
+    // labels/<GPU>/<label>.csv beside single-GPU eager labels (neusight.hpp).
+    const fs::path labels = fs::path(o.root) / "labels";
+    std::vector<fs::path> dirs;
+    if (fs::is_directory(labels))
+      for (const auto& e : fs::directory_iterator(labels))
+        if (e.is_directory()) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& dir : dirs) {
+      std::string dev_name = dir.filename().string();
+      std::replace(dev_name.begin(), dev_name.end(), '_', ' ');
+      for (const auto& f : files_in(dir, ".csv")) {
+        const auto lab = parse_neusight_label_name(fs::path(f).stem().string());
+        if (!lab || !lab->suffix.empty()) continue;
+        auto dn = names.find(dev_name);
+        SCALEDL_CHECK(dn != names.end(), "{}: device \"{}\" (from the folder name) has no device_configs/*.json entry",
+                      f, dev_name);
+        s.traces.inserted += store.put_layers(read_neusight_trace(f, o.campaign + "-traces", dn->second, s.traces));
+      }
+    }
+  }
   tx.commit();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
@@ -287,15 +345,17 @@ size_t write_neusight_subset(const std::string& root, const std::string& out_dir
   for (const auto& f : files_in(fs::path(root) / "device_configs", ".json"))
     fs::copy_file(f, fs::path(out_dir) / "device_configs" / fs::path(f).filename(),
                   fs::copy_options::overwrite_existing);
-  // End-to-end labels (JSON only; the per-node traces stay in the artifact) and their configs.
+  // End-to-end labels, their per-node traces (compact columns) and their configs.
   const fs::path labels = fs::path(root) / "labels";
   if (fs::is_directory(labels))
     for (const auto& e : fs::directory_iterator(labels)) {
       if (!e.is_directory()) continue;
-      fs::create_directories(fs::path(out_dir) / "labels" / e.path().filename());
+      const fs::path dst = fs::path(out_dir) / "labels" / e.path().filename();
+      fs::create_directories(dst);
       for (const auto& f : files_in(e.path(), ".json"))
-        fs::copy_file(f, fs::path(out_dir) / "labels" / e.path().filename() / fs::path(f).filename(),
-                      fs::copy_options::overwrite_existing);
+        fs::copy_file(f, dst / fs::path(f).filename(), fs::copy_options::overwrite_existing);
+      for (const auto& f : files_in(e.path(), ".csv"))
+        write_text_file_atomic((dst / fs::path(f).filename()).string(), compact_trace(f));
     }
   if (fs::is_directory(fs::path(root) / "model_configs")) {
     fs::create_directories(fs::path(out_dir) / "model_configs");
