@@ -92,6 +92,10 @@ struct NeusightLabel {
 };
 std::optional<NeusightLabel> parse_neusight_label_name(const std::string& stem);
 
+/// The folders of `root`/labels, sorted, each with its device name (the folder
+/// name with '_' for ' ': Tesla_T4 = "Tesla T4"). Empty without labels/.
+std::vector<std::pair<std::string, std::string>> neusight_label_folders(const std::string& root);
+
 struct NeusightLabelSummary {
   size_t files = 0;                           ///< label JSON files seen
   size_t inserted = 0;                        ///< new model runs

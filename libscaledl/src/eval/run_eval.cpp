@@ -320,6 +320,15 @@ EvalResult run_eval(const EvalOptions& o) {
     im_samples = load_in_model_samples(o.dbs, d2, &st);
     log(fmt::format("in-model samples: {} from {} ok runs", im_samples.size(), st.runs));
   }
+  // The layer samples and device records of every device but `dev` (leave-one-device-out).
+  auto without_device = [&](const std::string& dev) {
+    std::pair<std::vector<LayerSample>, std::map<std::string, DeviceRecord>> r;
+    for (const auto& x : layer_samples)
+      if (x.device != dev) r.first.push_back(x);
+    r.second = data.devices;
+    r.second.erase(dev);
+    return r;
+  };
   std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
   std::map<std::string, std::vector<GraphFeatures>> device_cache;  // leave-one-device-out: by held-out device
   // Run i's graph features with the layer times of `lp`.
@@ -341,11 +350,7 @@ EvalResult run_eval(const EvalOptions& o) {
       auto it = device_cache.find(sp.held_out_device);
       if (it == device_cache.end()) {
         const auto tl = Clock::now();
-        std::vector<LayerSample> smp;
-        for (const auto& x : layer_samples)
-          if (x.device != sp.held_out_device) smp.push_back(x);
-        std::map<std::string, DeviceRecord> devs = data.devices;
-        devs.erase(sp.held_out_device);
+        const auto [smp, devs] = without_device(sp.held_out_device);
         TrainOptions lo = o.layers;
         lo.verbose = false;
         const LayerPredictor lp = LayerPredictor::train_samples(smp, devs, lo);
@@ -398,11 +403,7 @@ EvalResult run_eval(const EvalOptions& o) {
     auto it = spread_cache.find(sp.held_out_device);
     if (it == spread_cache.end()) {
       const auto tl = Clock::now();
-      std::vector<LayerSample> smp;
-      for (const auto& x : layer_samples)
-        if (x.device != sp.held_out_device) smp.push_back(x);
-      std::map<std::string, DeviceRecord> devs = data.devices;
-      devs.erase(sp.held_out_device);
+      const auto [smp, devs] = without_device(sp.held_out_device);
       std::vector<DeviceOutRun> dor;
       for (size_t i : sp.train) dor.push_back({&irs[i], res.runs[i].device, res.runs[i].target_ms});
       it = spread_cache.emplace(sp.held_out_device, device_out_spread(dor, smp, devs, o.layers, &spread_models,

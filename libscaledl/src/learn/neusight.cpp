@@ -275,15 +275,7 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
   s.labels = import_neusight_labels(o.root, o.campaign + "-labels", store, names);
   if (o.traces) {
     // labels/<GPU>/<label>.csv beside single-GPU eager labels (neusight.hpp).
-    const fs::path labels = fs::path(o.root) / "labels";
-    std::vector<fs::path> dirs;
-    if (fs::is_directory(labels))
-      for (const auto& e : fs::directory_iterator(labels))
-        if (e.is_directory()) dirs.push_back(e.path());
-    std::sort(dirs.begin(), dirs.end());
-    for (const auto& dir : dirs) {
-      std::string dev_name = dir.filename().string();
-      std::replace(dev_name.begin(), dev_name.end(), '_', ' ');
+    for (const auto& [dir, dev_name] : neusight_label_folders(o.root)) {
       for (const auto& f : files_in(dir, ".csv")) {
         const auto lab = parse_neusight_label_name(fs::path(f).stem().string());
         if (!lab || !lab->suffix.empty()) continue;

@@ -38,19 +38,25 @@ std::optional<NeusightLabel> parse_neusight_label_name(const std::string& stem) 
   return l;
 }
 
+std::vector<std::pair<std::string, std::string>> neusight_label_folders(const std::string& root) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const fs::path labels = fs::path(root) / "labels";
+  if (!fs::is_directory(labels)) return out;
+  for (const auto& e : fs::directory_iterator(labels))
+    if (e.is_directory()) {
+      std::string dev_name = e.path().filename().string();
+      std::replace(dev_name.begin(), dev_name.end(), '_', ' ');
+      out.emplace_back(e.path().string(), dev_name);
+    }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 NeusightLabelSummary import_neusight_labels(const std::string& root, const std::string& campaign, Store& store,
                                             const std::map<std::string, std::string>& device_keys) {
   NeusightLabelSummary s;
-  const fs::path labels = fs::path(root) / "labels";
-  if (!fs::is_directory(labels)) return s;
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(labels))
-    if (e.is_directory()) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-  for (const auto& dir : dirs) {
-    // Folder names are device names with '_' for ' ' (Tesla_T4 = "Tesla T4").
-    std::string dev_name = dir.filename().string();
-    std::replace(dev_name.begin(), dev_name.end(), '_', ' ');
+  for (const auto& [dir_name, dev_name] : neusight_label_folders(root)) {
+    const fs::path dir(dir_name);
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir))
       if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
