@@ -16,8 +16,9 @@ rm -f "$WORK/ns.sqlite"*
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 METHODS=sum,scaledl-tc,dnnperf,rf-hp
 # End to end: the transfer features (default bundle's layer models) and the earlier default features.
+# --anchors 1: also scaledl-tc anchored on one other measured run of the held-out GPU.
 "$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
-  --transfer-features --no-device-features --out "$OUT/e2e-transfer" --quiet
+  --transfer-features --no-device-features --anchors 1 --out "$OUT/e2e-transfer" --quiet
 "$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
   --out "$OUT/e2e-plain" --quiet
 # Per operator.

@@ -60,6 +60,10 @@ scaledl::cli::Registrar reg(
       app.add_option("--ood-tau", e.ood_tau, "ScaleDL methods: out-of-domain shrinkage toward the sum (0 = off)")
           ->capture_default_str();
       app.add_flag("--no-intervals", o->no_intervals, "do not calibrate and score scaledl-tc's intervals");
+      app.add_option("--anchors", o->e.anchors,
+                     "leave-one-device-out: also score scaledl-tc anchored on K measured runs of the held-out GPU "
+                     "(method scaledl-tc+<K>anchor; docs/unseen-gpu.md)")
+          ->capture_default_str();
       app.add_flag("!--no-device-intervals", o->e.device_intervals,
                    "leave-one-device-out: do not widen the held-out device's intervals to the device-out spread of "
                    "the training devices");

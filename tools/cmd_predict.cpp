@@ -46,6 +46,7 @@ struct PredictOptions {
   int64_t iterations = 0;        ///< iterations per epoch I (0 = from --samples)
   std::vector<std::string> sweeps;  ///< "KEY=V1,V2,...": predict the cartesian product
   std::string csv;               ///< CSV of configurations, one per row
+  std::string anchor;            ///< CSV of configurations measured on this device (+ measured_ms)
   bool timing = false;           ///< print load and prediction times to stderr
   bool raw = false;              ///< the models' own T_iter, without the physical bounds
   int threads = 1;               ///< LibTorch threads of the refinement
@@ -179,47 +180,87 @@ std::vector<Variant> sweep_variants(const PredictOptions& o) {
   return out;
 }
 
-/// One variant per data row of the CSV; the header names the columns (model
-/// and the keys of setting_keys() or config.<key>); empty cells keep the default.
-std::vector<Variant> csv_variants(const PredictOptions& o) {
+/// One variant per data row of the CSV `path` (option `opt` in messages); the
+/// header names the columns (model and the keys of setting_keys() or
+/// config.<key>); empty cells keep the default. With `measured`, a column
+/// measured_ms is required: each row's measured iteration time, ms.
+std::vector<Variant> csv_variants(const PredictOptions& o, const std::string& path, const std::string& opt,
+                                  std::vector<double>* measured = nullptr) {
   using namespace scaledl;
-  std::ifstream f(o.csv, std::ios::binary);
-  SCALEDL_CHECK(f.good(), "--csv={}: cannot open", o.csv);
+  std::ifstream f(path, std::ios::binary);
+  SCALEDL_CHECK(f.good(), "{}={}: cannot open", opt, path);
   std::stringstream ss;
   ss << f.rdbuf();
   std::vector<size_t> line;
-  const auto rows = parse_csv(ss.str(), "--csv=" + o.csv, &line);
-  SCALEDL_CHECK(rows.size() >= 2, "--csv={}: needs a header and at least one configuration row", o.csv);
+  const auto rows = parse_csv(ss.str(), opt + "=" + path, &line);
+  SCALEDL_CHECK(rows.size() >= 2, "{}={}: needs a header and at least one configuration row", opt, path);
   const auto& head = rows[0];
-  bool has_model = false;
+  bool has_model = false, has_ms = false;
   for (const auto& h : head) {
     if (h == "model") {
       has_model = true;
       continue;
     }
-    check_key(h, fmt::format("--csv={}:1", o.csv));
+    if (measured && h == "measured_ms") {
+      has_ms = true;
+      continue;
+    }
+    check_key(h, fmt::format("{}={}:1", opt, path));
   }
-  SCALEDL_CHECK(has_model || !o.args.model.empty(), "--csv={}: no model column and no MODEL.json argument", o.csv);
+  SCALEDL_CHECK(has_model || !o.args.model.empty(), "{}={}: no model column and no MODEL.json argument", opt, path);
+  SCALEDL_CHECK(!measured || has_ms, "{}={}: no measured_ms column (the measured iteration time, ms)", opt, path);
   std::vector<Variant> out;
   for (size_t r = 1; r < rows.size(); ++r) {
     if (rows[r].size() == 1 && rows[r][0].empty()) continue;  // blank line
-    SCALEDL_CHECK(rows[r].size() == head.size(), "--csv={}:{}: {} fields, the header has {}", o.csv, line[r],
+    SCALEDL_CHECK(rows[r].size() == head.size(), "{}={}:{}: {} fields, the header has {}", opt, path, line[r],
                   rows[r].size(), head.size());
     Variant v{o.args.model, {}};
     for (size_t c = 0; c < head.size(); ++c) {
-      if (rows[r][c].empty()) continue;
+      const std::string& cell = rows[r][c];
+      if (measured && head[c] == "measured_ms") {
+        char* end = nullptr;
+        const double ms = std::strtod(cell.c_str(), &end);
+        SCALEDL_CHECK(!cell.empty() && end && *end == '\0' && std::isfinite(ms) && ms > 0 && ms < 1e9,
+                      "{}={}:{}: measured_ms=\"{}\" must be a time in ms, > 0", opt, path, line[r], cell);
+        measured->push_back(ms);
+        continue;
+      }
+      if (cell.empty()) continue;
       if (head[c] == "model") {
-        std::filesystem::path p(rows[r][c]);
-        if (p.is_relative()) p = std::filesystem::path(o.csv).parent_path() / p;  // relative to the CSV
+        std::filesystem::path p(cell);
+        if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;  // relative to the CSV
         v.model = p.string();
       } else {
-        v.kv.emplace_back(head[c], rows[r][c]);
+        v.kv.emplace_back(head[c], cell);
       }
     }
-    SCALEDL_CHECK(!v.model.empty(), "--csv={}:{}: no model", o.csv, line[r]);
+    SCALEDL_CHECK(!v.model.empty(), "{}={}:{}: no model", opt, path, line[r]);
     out.push_back(std::move(v));
   }
   return out;
+}
+
+/// --anchor: the device's bias from the measured configurations (device_intervals.hpp).
+std::optional<scaledl::AnchorFit> anchor_of(const PredictOptions& o, const scaledl::Bundle& b,
+                                            const scaledl::DeviceRecord& dev) {
+  using namespace scaledl;
+  if (o.anchor.empty()) return std::nullopt;
+  std::vector<double> ms;
+  const std::vector<Variant> vars = csv_variants(o, o.anchor, "--anchor", &ms);
+  ConfigCache configs;
+  std::vector<LayerGraph> graphs;
+  graphs.reserve(vars.size());
+  for (size_t i = 0; i < vars.size(); ++i) {
+    try {
+      const Resolved r = resolve_variant(o, vars[i], configs);
+      graphs.push_back(build_layer_graph(r.m, r.s));
+    } catch (const Error& e) {
+      fail("--anchor={}: configuration {} ({}): {}", o.anchor, i + 1, vars[i].model, e.what());
+    }
+  }
+  std::vector<const LayerGraph*> ptrs;
+  for (const auto& g : graphs) ptrs.push_back(&g);
+  return b.fit_anchor(ptrs, ms, dev);
 }
 
 int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::DeviceRecord& dev,
@@ -227,7 +268,7 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   using namespace scaledl;
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  const std::vector<Variant> vars = o.csv.empty() ? sweep_variants(o) : csv_variants(o);
+  const std::vector<Variant> vars = o.csv.empty() ? sweep_variants(o) : csv_variants(o, o.csv, "--csv");
   ConfigCache configs;
   std::vector<Resolved> res;
   std::vector<LayerGraph> graphs;
@@ -244,7 +285,9 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   std::vector<const LayerGraph*> ptrs;
   for (const auto& g : graphs) ptrs.push_back(&g);
   const auto t1 = Clock::now();
-  const std::vector<IterationPrediction> preds = b.predict_many(ptrs, dev, !o.raw);
+  std::vector<IterationPrediction> preds = b.predict_many(ptrs, dev, !o.raw);
+  if (const auto a = anchor_of(o, b, dev))
+    for (auto& p : preds) b.apply_anchor(p, *a);
   const auto t2 = Clock::now();
 
   auto num = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
@@ -438,6 +481,8 @@ int run(const PredictOptions& o) {
   s.num_devices = o.devices;
   const LayerGraph g = build_layer_graph(m, s);
   IterationPrediction p = b.predict(g, dev, !o.raw);
+  const std::optional<AnchorFit> anchor = anchor_of(o, b, dev);
+  if (anchor) b.apply_anchor(p, *anchor);
   const std::vector<std::string> outside = b.out_of_range(p);
   // Issue #15 (ORION): T_iter = max(T_compute, T_input); all devices on one host.
   const auto input = o.input.apply(p, m, s, static_cast<double>(s.batch * s.num_devices));
@@ -455,6 +500,7 @@ int run(const PredictOptions& o) {
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
     j["outside_training_range"] = outside;
     if (const auto rows = b.layer_rows_of(dev.key())) j["device_layer_rows"] = *rows;
+    if (anchor) j["anchor"] = anchor->to_json();
     if (input) input->add_to(j);
     j["memory"] = mem.to_json();
     if (iters && std::isfinite(p.lo80_ms))
@@ -522,6 +568,11 @@ int run(const PredictOptions& o) {
                                                      "(x/÷ {:.2f} at 80 %, {:.2f} at 95 %: docs/predict.md)\n",
                                                      std::exp(b.intervals->unseen_q80), std::exp(b.intervals->unseen_q95))
                                        : std::string()));
+  if (anchor)
+    std::cout << fmt::format("anchor       {} run(s) measured on this device: x{:.3f} applied (log bias {:+.3f}, "
+                             "posterior sd {:.3f}; prior sd {:.3f}, run noise sd {:.3f}: docs/predict.md)\n",
+                             anchor->n, anchor->factor(), anchor->log_bias, anchor->sd_post, anchor->prior_sd,
+                             anchor->run_sd);
   for (const auto& w : outside)
     std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
   return 0;
@@ -566,6 +617,10 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                               app.add_option("--csv", o->csv,
                                              "CSV of configurations (header: model and/or the --sweep keys, samples); "
                                              "CSV output");
+                              app.add_option("--anchor", o->anchor,
+                                             "CSV of configurations measured on this device (columns as --csv plus "
+                                             "measured_ms): predictions are scaled by the device's bias they show "
+                                             "(docs/predict.md, \"Anchoring\")");
                               app.add_flag("--timing", o->timing, "print load and prediction times to stderr");
                               app.add_flag("--raw", o->raw,
                                            "the models' own T_iter, without the physical bounds (roofline, "

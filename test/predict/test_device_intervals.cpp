@@ -212,3 +212,27 @@ TEST(DeviceIntervals, UnseenDeviceIntervalIsAtLeastTheSpreadAndRoundTrips) {
   j.erase("unseen_device");
   EXPECT_FALSE(IntervalModel::from_json(j, "m").has_unseen());
 }
+
+TEST(DeviceIntervals, AnchorShrinksTheMeasuredBiasByTheRatioOfRunNoiseToDeviceSpread) {
+  // Prior sd 0.3 of a device's log bias, run noise sd 0.1: one anchor with
+  // residual r moves the prediction by r / (1 + 0.01 / 0.09) = 0.9 r.
+  const AnchorFit one = fit_anchor({0.3}, 0.3, 0.1);
+  EXPECT_EQ(one.n, 1);
+  EXPECT_NEAR(one.log_bias, 0.3 * 0.9, 1e-12);
+  EXPECT_NEAR(one.factor(), std::exp(0.27), 1e-12);
+  EXPECT_NEAR(one.sd_post, 1.0 / std::sqrt(1 / 0.09 + 1 / 0.01), 1e-12);
+  // A new run's interval: the bias left and its own noise.
+  EXPECT_NEAR(one.half_width(0.80), kZ80 * std::sqrt(one.sd_post * one.sd_post + 0.01), 1e-12);
+  EXPECT_GT(one.half_width(0.95), one.half_width(0.80));
+  // More anchors trust the data more; noisy runs against a tight prior trust it less.
+  EXPECT_GT(fit_anchor({0.3, 0.3, 0.3}, 0.3, 0.1).log_bias, one.log_bias);
+  EXPECT_LT(fit_anchor({0.3}, 0.05, 0.3).log_bias, 0.03);
+  // No anchors: no change, the prior's width.
+  const AnchorFit none = fit_anchor({}, 0.3, 0.1);
+  EXPECT_EQ(none.log_bias, 0);
+  EXPECT_NEAR(none.sd_post, 0.3, 1e-12);
+  EXPECT_THROW(fit_anchor({NAN}, 0.3, 0.1), Error);
+  EXPECT_THROW(fit_anchor({0.1}, 0, 0.1), Error);
+  EXPECT_THROW(fit_anchor({0.1}, 0.3, INFINITY), Error);
+  EXPECT_THROW(one.half_width(0.9), Error);
+}

@@ -2,6 +2,7 @@
 // user does not have from its spec sheet, in every mode, on a fresh clone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -77,7 +78,7 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
   const std::string db = (dir / "ns.sqlite").string();
   ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
   CliResult r = run_cli("eval --db " + db + " --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 1 "
-                        "--epochs 10 --patience 5 --transfer-features --no-device-features --no-plots --out " +
+                        "--anchors 1 --epochs 10 --patience 5 --transfer-features --no-device-features --no-plots --out " +
                         (dir / "out").string());
   ASSERT_EQ(r.rc, 0) << r.out;
   // One split per GPU, each with the spread of its four training GPUs, logged.
@@ -95,13 +96,18 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
   std::string line;
   std::getline(csv, line);
   EXPECT_EQ(line.rfind("seed,split,method,model,family,device,", 0), 0u) << line;
-  size_t checked = 0;
+  size_t checked = 0, anchored = 0;
   while (std::getline(csv, line)) {
     std::vector<std::string> f;
     std::stringstream ss(line);
     for (std::string x; std::getline(ss, x, ',');)  // no field holds a comma; strings are quoted
       f.push_back(x.size() >= 2 && x.front() == '"' ? x.substr(1, x.size() - 2) : x);
     ASSERT_GE(f.size(), 15u) << line;
+    if (f[2] == "scaledl-tc+1anchor") {  // anchored on one other run of the held-out GPU
+      ++anchored;
+      EXPECT_LT(std::stod(f[13]), std::stod(f[11])) << line;
+      EXPECT_GT(std::stod(f[14]), std::stod(f[11])) << line;
+    }
     if (f[2] != "scaledl-tc") continue;
     const std::string dev = f[1].substr(std::string("device:").size());
     ASSERT_TRUE(q80.count(dev)) << line;
@@ -111,8 +117,55 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
     ++checked;
   }
   EXPECT_EQ(checked, 40u);  // the 40 single-GPU labels
+  EXPECT_EQ(anchored, 40u);
   const nlohmann::json rep = nlohmann::json::parse(std::ifstream(dir / "out" / "report.json"));
+  EXPECT_EQ(rep["anchors"], 1);
+  EXPECT_NE(std::find(rep["methods"].begin(), rep["methods"].end(), "scaledl-tc+1anchor"), rep["methods"].end());
   EXPECT_NE(rep.dump().find("device spec:Tesla V100-PCIE-32GB fwd-bwd"), std::string::npos);
+  expect_one_error("eval --db " + db + " --protocol id --anchors 1 --out " + (dir / "x").string(),
+                   "--anchors=1 needs --protocol=leave-one-device-out");
+  expect_one_error("eval --db " + db + " --protocol leave-one-device-out --anchors -2 --out " + (dir / "x").string(),
+                   "--anchors=-2 must be in [0, 100]");
+  fs::remove_all(dir);
+}
+
+TEST(CliUnseenGpu, AnchorRunsScaleThePredictionByTheBiasTheyShow) {
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_anchor_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string model = kSrc + "/models/gpt2-large.json";
+  const std::string args = model + " --batch 4 --seq 1024 --mode fwd-bwd --device-spec " + kSrc + "/models/devices/l4.json";
+  const nlohmann::json plain = predict_json(args);
+  ASSERT_TRUE(plain.is_object());
+  // The same configuration "measured" twice as slow as predicted.
+  const double t0 = plain["t_iter_ms"].get<double>();
+  std::ofstream(dir / "slow.csv") << "model,batch,seq,mode,measured_ms\n" << model << ",4,1024,fwd-bwd," << 2 * t0 << "\n";
+  const nlohmann::json a = predict_json(args + " --anchor " + (dir / "slow.csv").string());
+  ASSERT_TRUE(a.is_object());
+  const nlohmann::json& fit = a["anchor"];
+  EXPECT_EQ(fit["runs"], 1);
+  const double f = fit["factor"].get<double>();
+  EXPECT_GT(f, 1.2);  // toward the measured 2x, shrunk by the run noise
+  EXPECT_LT(f, 2.0);
+  EXPECT_NEAR(a["t_iter_ms"].get<double>(), f * t0, 1e-6 * t0);
+  EXPECT_EQ(a["interval_unseen_device"], false);  // the anchor's width replaces the device-out spread
+  EXPECT_LT(a["interval_ms"]["80"][0].get<double>(), a["t_iter_ms"].get<double>());
+  EXPECT_GT(a["interval_ms"]["80"][1].get<double>(), a["t_iter_ms"].get<double>());
+  // Bad anchor files: one clear error each.
+  const std::string base = "predict --bundle " + kSrc + "/models/bundles/default " + args + " --anchor ";
+  std::ofstream(dir / "nocol.csv") << "model,batch,seq\n" << model << ",4,1024\n";
+  expect_one_error(base + (dir / "nocol.csv").string(), "no measured_ms column");
+  std::ofstream(dir / "neg.csv") << "model,batch,measured_ms\n" << model << ",4,-3\n";
+  expect_one_error(base + (dir / "neg.csv").string(), "neg.csv:2: measured_ms=\"-3\" must be a time in ms");
+  std::ofstream(dir / "nan.csv") << "model,batch,measured_ms\n" << model << ",4,nan\n";
+  expect_one_error(base + (dir / "nan.csv").string(), "measured_ms=\"nan\"");
+  std::ofstream(dir / "key.csv") << "model,speed,measured_ms\n" << model << ",4,10\n";
+  expect_one_error(base + (dir / "key.csv").string(), "unknown key \"speed\"");
+  expect_one_error(base + (dir / "missing.csv").string(), "missing.csv: cannot open");
+  // Layer models alone have no intervals to weigh an anchor against.
+  expect_one_error("predict --layers " + kSrc + "/models/bundles/default/layers " + args + " --anchor " +
+                       (dir / "slow.csv").string(),
+                   "--anchor needs a bundle with intervals");
   fs::remove_all(dir);
 }
 

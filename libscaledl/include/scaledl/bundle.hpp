@@ -34,6 +34,7 @@
 #include "scaledl/comm.hpp"
 #include "scaledl/device.hpp"
 #include "scaledl/gnn.hpp"
+#include "scaledl/device_intervals.hpp"
 #include "scaledl/intervals.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/memory.hpp"
@@ -100,6 +101,17 @@ struct Bundle {
   IterationPrediction predict(const LayerGraph& g, const DeviceRecord& dev, bool physics = true) const;
   /// The same for many configurations, the refinement batched (predict_iterations);
   /// ladder configurations shared by several inputs are predicted once.
+  /// Anchoring (device_intervals.hpp): the device's bias from `measured_ms` of
+  /// the configurations `gs` (their predictions on `dev`, bounds on). The prior sd
+  /// is the device-out spread for a device without layer timings in the bundle,
+  /// else the run noise; the run noise is the in-domain q80 at the widest size
+  /// scale. Needs the bundle's intervals (a graph model), else Error.
+  AnchorFit fit_anchor(const std::vector<const LayerGraph*>& gs, const std::vector<double>& measured_ms,
+                       const DeviceRecord& dev) const;
+  /// Multiplies T_iter by the anchor's factor; each interval's half-width becomes
+  /// the larger of the in-domain one and the anchor's; the roofline still holds
+  /// (`adjusted` keeps what the bounds did before: `t_model_ms` is unanchored).
+  void apply_anchor(IterationPrediction& p, const AnchorFit& a) const;
   std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
                                                 bool physics = true) const;
   /// Global features of a prediction (IterationPrediction::global_features) outside

@@ -24,6 +24,7 @@
 // rows): the fold would then measure the roofline fallback, which the bundle
 // never uses for it. Multi-device runs are skipped (their T_comm is not a layer
 // time).
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -70,6 +71,34 @@ using LayerModelCache = std::map<std::string, std::shared_ptr<const LayerPredict
 DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
                                const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
                                LayerModelCache* cache = nullptr, const std::string& cache_key = "");
+
+// Anchoring. A few iterations measured on the target device (minutes on a
+// rented GPU) tell its bias. With residuals r_i = log(measured_i / predicted_i)
+// of n such runs, a device bias b ~ N(0, s_dev^2) (s_dev: the device-out spread
+// q80 / z80) and run noise e ~ N(0, s_run^2) about it (s_run: the in-domain q80 /
+// z80), the posterior of b is normal with
+//     mean  sum(r) / (n + s_run^2 / s_dev^2),   sd  (1 / s_dev^2 + n / s_run^2)^(-1/2).
+// Predictions are multiplied by exp(mean); the half-width is at least
+// z_level sqrt(sd^2 + s_run^2) (a new run: the bias left plus its own noise).
+// One anchor removes most of a GPU's bias when the bias is large against the
+// run noise, and little when it is not (it is shrunk toward 0).
+
+/// z of a two-sided normal interval at 80 % and 95 %.
+constexpr double kZ80 = 1.2815515655446004, kZ95 = 1.959963984540054;
+
+struct AnchorFit {
+  int64_t n = 0;          ///< anchor runs
+  double log_bias = 0;    ///< posterior mean of log(measured / predicted) on the device
+  double sd_post = 0;     ///< its posterior sd
+  double prior_sd = 0, run_sd = 0;
+  double factor() const { return std::exp(log_bias); }
+  /// Smallest half-width (log space) of a new run's interval at level 0.80 or 0.95.
+  double half_width(double level) const;
+  nlohmann::json to_json() const;
+};
+
+/// The posterior above. prior_sd and run_sd > 0 and finite; residuals finite; else Error.
+AnchorFit fit_anchor(const std::vector<double>& log_residuals, double prior_sd, double run_sd);
 
 /// The weighted quantile used above: every group gets total weight 1 / #groups,
 /// split equally among its values; the smallest value whose cumulative weight

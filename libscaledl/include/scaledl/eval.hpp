@@ -90,6 +90,10 @@ struct EvalOptions {
   /// leave-one-device-out: the held-out device's intervals are at least the
   /// device-out spread of the split's training devices (device_intervals.hpp)
   bool device_intervals = true;
+  /// leave-one-device-out: > 0 also scores scaledl-tc anchored on this many other
+  /// measured runs of the held-out device (device_intervals.hpp), as method
+  /// "scaledl-tc+<K>anchor"
+  int anchors = 0;
   double alpha_bound = 4.0;            ///< GnnConfig::alpha_bound of the ScaleDL methods
   double ood_tau = 1.0;                ///< GnnConfig::ood_tau of the ScaleDL methods
   std::function<void(const std::string&)> log;  ///< progress lines (may be empty)

@@ -58,13 +58,17 @@ struct Ctx {
 /// intervals their bounds (NaN otherwise) and the out-of-domain distance.
 struct MethodOut {
   std::vector<double> pred, lo80, hi80, lo95, hi95, ood;
+  /// With anchors (leave-one-device-out): the same predictions and intervals
+  /// after anchoring on other runs of the held-out device (device_intervals.hpp).
+  std::vector<double> apred, alo80, ahi80, alo95, ahi95;
 };
 
 /// Predictions of `method` trained on `train` for `test` runs. `G[i]` is run i's
 /// graph for this split (layer times of the split's layer models).
 MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::vector<size_t>& train,
                            const std::vector<size_t>& test, uint64_t seed, const std::vector<const GraphFeatures*>& G,
-                           bool intervals = false, const DeviceSpread* unseen = nullptr) {
+                           bool intervals = false, const DeviceSpread* unseen = nullptr, int anchors = 0,
+                           size_t n_scored = 0) {
   std::vector<const EvalRun*> tr, te;
   for (size_t i : train) tr.push_back(&c.runs[i]);
   for (size_t i : test) te.push_back(&c.runs[i]);
@@ -110,6 +114,30 @@ MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::v
         mo.hi80.push_back(a.hi);
         mo.lo95.push_back(b.lo);
         mo.hi95.push_back(b.hi);
+      }
+      if (anchors > 0 && u && iv.has_unseen()) {
+        // Each test run j is anchored on `anchors` scored runs of the held-out
+        // device other than itself, drawn by (seed, j).
+        const double prior_sd = iv.unseen_q80 / kZ80, run_sd = iv.q80 * iv.sigma(NAN) / kZ80;
+        for (size_t j = 0; j < out.size(); ++j) {
+          std::vector<size_t> cand;
+          for (size_t k = 0; k < n_scored; ++k)
+            if (k != j) cand.push_back(k);
+          std::mt19937_64 rng(seed * 1000003 + j);
+          std::shuffle(cand.begin(), cand.end(), rng);
+          cand.resize(std::min(cand.size(), static_cast<size_t>(anchors)));
+          std::vector<double> r;
+          for (size_t k : cand) r.push_back(std::log(c.runs[test[k]].target_ms / out[k]));
+          const AnchorFit a = fit_anchor(r, prior_sd, run_sd);
+          const double pa = out[j] * a.factor(), ts = G[test[j]]->t_sum_ms;
+          for (const double level : {0.80, 0.95}) {
+            const Interval in = iv.at(pa, pr.ood_distance[j], level, ts, /*unseen_device=*/false);
+            const double q = std::max(std::log(in.hi / pa), a.half_width(level));
+            (level == 0.80 ? mo.alo80 : mo.alo95).push_back(pa * std::exp(-q));
+            (level == 0.80 ? mo.ahi80 : mo.ahi95).push_back(pa * std::exp(q));
+          }
+          mo.apred.push_back(pa);
+        }
       }
     }
   } else {
@@ -197,6 +225,12 @@ EvalResult run_eval(const EvalOptions& o) {
   for (const auto& m : methods)
     SCALEDL_CHECK(std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
                   "--methods: \"{}\" is not a method ({})", m, fmt::join(all_eval_methods(), ", "));
+  SCALEDL_CHECK(o.anchors >= 0 && o.anchors <= 100, "--anchors={} must be in [0, 100]", o.anchors);
+  SCALEDL_CHECK(o.anchors == 0 || (o.protocol == "leave-one-device-out" && o.intervals && o.device_intervals &&
+                                   std::find(methods.begin(), methods.end(), "scaledl-tc") != methods.end()),
+                "--anchors={} needs --protocol=leave-one-device-out, the method scaledl-tc and its intervals (no "
+                "--no-intervals or --no-device-intervals)",
+                o.anchors);
   SCALEDL_CHECK(!o.test_layers || o.protocol == "cross-device",
                 "--test-layers is only for --protocol=cross-device (got --protocol={})", o.protocol);
   EvalResult res;
@@ -416,6 +450,10 @@ EvalResult run_eval(const EvalOptions& o) {
   };
 
   Ctx c{o, res.runs, devices};
+  // With --anchors: scaledl-tc once more, anchored on other runs of the held-out device.
+  const std::string anchored_name = fmt::format("scaledl-tc+{}anchor", o.anchors);
+  std::vector<std::string> methods_out = methods;
+  if (o.anchors > 0) methods_out.push_back(anchored_name);
   nlohmann::json per_seed = nlohmann::json::array();
   // stats[method][family or "all"] -> per-seed values
   std::map<std::string, std::map<std::string, std::vector<ErrorStats>>> stats;
@@ -461,42 +499,49 @@ EvalResult run_eval(const EvalOptions& o) {
       for (const auto& m : methods) {
         const auto tm = Clock::now();
         const bool with_iv = o.intervals && m == "scaledl-tc";
-        const MethodOut mo = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv, with_iv ? spread_for(sp) : nullptr);
-        const std::vector<double>& p = mo.pred;
-        for (size_t j = 0; j < test.size(); ++j) {
-          EvalPrediction ep{seed, sp.name, m, test[j], p[j]};
-          ep.lo80 = mo.lo80[j];
-          ep.hi80 = mo.hi80[j];
-          ep.lo95 = mo.lo95[j];
-          ep.hi95 = mo.hi95[j];
-          ep.ood_distance = mo.ood[j];
-          res.predictions.push_back(ep);
-          if (j >= sp.test.size()) continue;  // sweep runs are not scored
-          const EvalRun& r = res.runs[test[j]];
-          if (with_iv) {
-            cover80[m].push_back(r.target_ms >= mo.lo80[j] && r.target_ms <= mo.hi80[j] ? 1.0 : 0.0);
-            cover95[m].push_back(r.target_ms >= mo.lo95[j] && r.target_ms <= mo.hi95[j] ? 1.0 : 0.0);
-            width95[m].push_back(std::sqrt(mo.hi95[j] / mo.lo95[j]));
-            ood_d[m].push_back(mo.ood[j]);
-          }
-          pred_all[m].push_back(p[j]);
-          truth_all[m].push_back(r.target_ms);
-          fam[m][r.family].first.push_back(p[j]);
-          fam[m][r.family].second.push_back(r.target_ms);
-          if (lodo) {  // also per held-out device and per device and mode (the unseen-GPU tables)
-            for (const std::string& k : {"device " + r.device, "device " + r.device + " " + to_string(run_mode(r.settings)),
-                                         "mode " + std::string(to_string(run_mode(r.settings)))}) {
-              fam[m][k].first.push_back(p[j]);
-              fam[m][k].second.push_back(r.target_ms);
+        const MethodOut mo = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv, with_iv ? spread_for(sp) : nullptr,
+                                              o.anchors, sp.test.size());
+        // Records method `name`'s predictions p (and intervals, when `iv`) of the split.
+        auto record = [&](const std::string& name, const std::vector<double>& p, const std::vector<double>& lo80,
+                          const std::vector<double>& hi80, const std::vector<double>& lo95,
+                          const std::vector<double>& hi95, bool iv) {
+          for (size_t j = 0; j < test.size(); ++j) {
+            EvalPrediction ep{seed, sp.name, name, test[j], p[j]};
+            ep.lo80 = lo80[j];
+            ep.hi80 = hi80[j];
+            ep.lo95 = lo95[j];
+            ep.hi95 = hi95[j];
+            ep.ood_distance = mo.ood[j];
+            res.predictions.push_back(ep);
+            if (j >= sp.test.size()) continue;  // sweep runs are not scored
+            const EvalRun& r = res.runs[test[j]];
+            if (iv) {
+              cover80[name].push_back(r.target_ms >= lo80[j] && r.target_ms <= hi80[j] ? 1.0 : 0.0);
+              cover95[name].push_back(r.target_ms >= lo95[j] && r.target_ms <= hi95[j] ? 1.0 : 0.0);
+              width95[name].push_back(std::sqrt(hi95[j] / lo95[j]));
+              ood_d[name].push_back(mo.ood[j]);
+            }
+            pred_all[name].push_back(p[j]);
+            truth_all[name].push_back(r.target_ms);
+            fam[name][r.family].first.push_back(p[j]);
+            fam[name][r.family].second.push_back(r.target_ms);
+            if (lodo) {  // also per held-out device and per device and mode (the unseen-GPU tables)
+              for (const std::string& k : {"device " + r.device, "device " + r.device + " " + to_string(run_mode(r.settings)),
+                                           "mode " + std::string(to_string(run_mode(r.settings)))}) {
+                fam[name][k].first.push_back(p[j]);
+                fam[name][k].second.push_back(r.target_ms);
+              }
             }
           }
-        }
+        };
+        record(m, mo.pred, mo.lo80, mo.hi80, mo.lo95, mo.hi95, with_iv);
+        if (!mo.apred.empty()) record(anchored_name, mo.apred, mo.alo80, mo.ahi80, mo.alo95, mo.ahi95, true);
         log(fmt::format("seed {} {}: {} trained on {} runs, tested on {} ({:.1f} s)", seed, sp.name, m,
                         sp.train.size(), sp.test.size(), secs_since(tm)));
       }
     }
     nlohmann::json sj = {{"seed", seed}, {"methods", nlohmann::json::object()}};
-    for (const auto& m : methods) {
+    for (const auto& m : methods_out) {
       ErrorStats all = ErrorStats::of(pred_all[m], truth_all[m]);
       stats[m]["all"].push_back(all);
       sj["methods"][m]["all"] = all.to_json();
@@ -553,7 +598,7 @@ EvalResult run_eval(const EvalOptions& o) {
 
   // Summary: mean +- sd over seeds of every statistic.
   nlohmann::json summary = nlohmann::json::array();
-  for (const auto& m : methods)
+  for (const auto& m : methods_out)
     for (auto& [f, v] : stats[m]) {
       std::vector<double> mre, rmse, p50, p90, bias;
       for (auto& e : v) {
@@ -582,7 +627,8 @@ EvalResult run_eval(const EvalOptions& o) {
                 {"test_layers", o.test_layers},
                 {"sweep_campaign", o.sweep_campaign},
                 {"seeds", o.seeds},
-                {"methods", methods},
+                {"methods", methods_out},
+                {"anchors", o.anchors},
                 {"max_cv", o.max_cv},
                 {"splits", split_names},
                 {"runs", res.runs.size()},

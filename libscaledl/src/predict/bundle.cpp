@@ -87,6 +87,33 @@ void raise_to(IterationPrediction& p, double floor_ms, const MemoValue* from, co
 }
 }  // namespace
 
+AnchorFit Bundle::fit_anchor(const std::vector<const LayerGraph*>& gs, const std::vector<double>& measured_ms,
+                             const DeviceRecord& dev) const {
+  SCALEDL_CHECK(intervals.has_value(), "--anchor needs a bundle with intervals (one trained with its graph model)");
+  SCALEDL_CHECK(gs.size() == measured_ms.size(), "fit_anchor: {} configurations, {} times", gs.size(),
+                measured_ms.size());
+  const std::vector<IterationPrediction> p = predict_many(gs, dev, /*physics=*/true);
+  std::vector<double> r;
+  for (size_t i = 0; i < p.size(); ++i) r.push_back(std::log(measured_ms[i] / p[i].t_iter_ms));
+  const double run_sd = intervals->q80 * intervals->sigma(NAN) / kZ80;
+  const std::optional<int64_t> rows = layer_rows_of(dev.key());
+  const bool unseen = rows && *rows == 0 && intervals->has_unseen();
+  return scaledl::fit_anchor(r, unseen ? intervals->unseen_q80 / kZ80 : run_sd, run_sd);
+}
+
+void Bundle::apply_anchor(IterationPrediction& p, const AnchorFit& a) const {
+  SCALEDL_CHECK(intervals.has_value(), "--anchor needs a bundle with intervals (one trained with its graph model)");
+  p.t_iter_ms *= a.factor();
+  for (const double level : {0.80, 0.95}) {
+    const Interval in = intervals->at(p.t_iter_ms, p.ood_distance, level, p.t_sum_ms, /*unseen_device=*/false);
+    const double q = std::max(std::log(in.hi / p.t_iter_ms), a.half_width(level));
+    (level == 0.80 ? p.lo80_ms : p.lo95_ms) = p.t_iter_ms * std::exp(-q);
+    (level == 0.80 ? p.hi80_ms : p.hi95_ms) = p.t_iter_ms * std::exp(q);
+  }
+  p.unseen_device_interval = false;
+  if (p.t_roofline_ms > 0) raise_to(p, p.t_roofline_ms, nullptr, "roofline");
+}
+
 std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const LayerGraph*>& gs,
                                                       const DeviceRecord& dev, bool physics) const {
   for (const LayerGraph* g : gs)

@@ -58,6 +58,35 @@ nlohmann::json DeviceSpread::to_json() const {
           {"per_device", per}};
 }
 
+double AnchorFit::half_width(double level) const {
+  SCALEDL_CHECK(level == 0.80 || level == 0.95, "interval level {} is not 0.80 or 0.95", level);
+  return (level == 0.80 ? kZ80 : kZ95) * std::sqrt(sd_post * sd_post + run_sd * run_sd);
+}
+
+nlohmann::json AnchorFit::to_json() const {
+  return {{"runs", n},         {"log_bias", log_bias}, {"factor", factor()}, {"sd_post", sd_post},
+          {"prior_sd", prior_sd}, {"run_sd", run_sd},
+          {"method", "normal-normal posterior of the device's log bias (device_intervals.hpp)"}};
+}
+
+AnchorFit fit_anchor(const std::vector<double>& log_residuals, double prior_sd, double run_sd) {
+  SCALEDL_CHECK(std::isfinite(prior_sd) && prior_sd > 0, "anchor: prior sd {} must be > 0 and finite", prior_sd);
+  SCALEDL_CHECK(std::isfinite(run_sd) && run_sd > 0, "anchor: run sd {} must be > 0 and finite", run_sd);
+  AnchorFit a;
+  a.prior_sd = prior_sd;
+  a.run_sd = run_sd;
+  a.n = static_cast<int64_t>(log_residuals.size());
+  double sum = 0;
+  for (double r : log_residuals) {
+    SCALEDL_CHECK(std::isfinite(r), "anchor: log residual {} is not finite", r);
+    sum += r;
+  }
+  const double n = static_cast<double>(a.n);
+  a.log_bias = sum / (n + (run_sd * run_sd) / (prior_sd * prior_sd));
+  a.sd_post = 1.0 / std::sqrt(1.0 / (prior_sd * prior_sd) + n / (run_sd * run_sd));
+  return a;
+}
+
 DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
                                const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
                                LayerModelCache* cache, const std::string& cache_key) {
