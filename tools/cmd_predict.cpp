@@ -474,6 +474,8 @@ int run(const PredictOptions& o) {
     SCALEDL_CHECK(!many, "--gpus/--tp/--pp/--microbatches/--zero/--recompute: one configuration at a time "
                          "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
     SCALEDL_CHECK(o.devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
+    SCALEDL_CHECK(o.anchor.empty(), "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)",
+                  o.anchor);
     return run_parallel(o, b, dev);
   }
   if (many) return run_many(o, b, dev, load_s);

@@ -162,6 +162,7 @@ TEST(CliUnseenGpu, AnchorRunsScaleThePredictionByTheBiasTheyShow) {
   std::ofstream(dir / "key.csv") << "model,speed,measured_ms\n" << model << ",4,10\n";
   expect_one_error(base + (dir / "key.csv").string(), "unknown key \"speed\"");
   expect_one_error(base + (dir / "missing.csv").string(), "missing.csv: cannot open");
+  expect_one_error(base + (dir / "slow.csv").string() + " --gpus 8 --tp 2", "not with --gpus/--tp/--pp");
   // Layer models alone have no intervals to weigh an anchor against.
   expect_one_error("predict --layers " + kSrc + "/models/bundles/default/layers " + args + " --anchor " +
                        (dir / "slow.csv").string(),
