@@ -21,6 +21,9 @@ constexpr int kMaxJsonDepth = 64;
 /// than kMaxJsonDepth. Every JSON parse of the code base goes through here.
 json parse_json_text(const std::string& text, const std::string& ctx);
 
+/// The whole file as bytes; throws Error("<path>: cannot open file").
+std::string read_text_file(const std::string& path);
+
 /// Parses a JSON file; throws Error("<path>: ...") when missing or malformed
 /// (same checks as parse_json_text).
 json read_json_file(const std::string& path);

@@ -55,13 +55,15 @@ json parse_json_text(const std::string& text, const std::string& ctx) {
   }
 }
 
-json read_json_file(const std::string& path) {
-  std::ifstream in(path);
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   SCALEDL_CHECK(in.good(), "{}: cannot open file", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_json_text(ss.str(), path);
+  return ss.str();
 }
+
+json read_json_file(const std::string& path) { return parse_json_text(read_text_file(path), path); }
 
 void write_text_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";

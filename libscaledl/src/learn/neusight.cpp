@@ -21,14 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  SCALEDL_CHECK(f.good(), "{}: cannot open file", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 /// Sorted list of *.csv / *.json files in `dir` (empty when dir is absent).
 std::vector<std::string> files_in(const fs::path& dir, const std::string& ext) {
   std::vector<std::string> out;
@@ -87,7 +79,7 @@ std::string csv_field(const std::string& v) {
 /// kernel, input_shapes, output_shape, fw_latency, bw_latency of the nodes with a
 /// positive time.
 std::string compact_trace(const std::string& path) {
-  const auto recs = parse_csv(read_text(path), path);
+  const auto recs = parse_csv(read_text_file(path), path);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file", path);
   const auto& h = recs[0];
   const int c_name = col_of(h, "Name"), c_op = col_of(h, "op"), c_t = col_of(h, "target"), c_meta = col_of(h, "meta"),
@@ -180,7 +172,7 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
                                                 const std::map<std::string, std::string>& device_names,
                                                 NeusightImportSummary& summary) {
   std::vector<size_t> lines;
-  const auto recs = parse_csv(read_text(path), path, &lines);
+  const auto recs = parse_csv(read_text_file(path), path, &lines);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file (expected a header line)", path);
   const auto& h = recs[0];
   const int c_op = col_of(h, "OPName"), c_lat = col_of(h, "Latency"), c_dev = col_of(h, "Device");
@@ -297,7 +289,7 @@ size_t write_neusight_subset(const std::string& root, const std::string& out_dir
   const std::vector<std::string> keep = {"OPName", "Latency", "Device", "B", "M", "N", "K", "H"};
   size_t written = 0;
   for (const auto& path : artifact_csvs(root, true)) {
-    const auto recs = parse_csv(read_text(path), path);
+    const auto recs = parse_csv(read_text_file(path), path);
     SCALEDL_CHECK(!recs.empty(), "{}: empty file", path);
     std::vector<int> cols;
     std::vector<std::string> names;

@@ -2,28 +2,19 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
 #include "scaledl/neusight.hpp"
 
 namespace scaledl {
 
 namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  SCALEDL_CHECK(f.good(), "{}: cannot open file", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 /// "[[8, 512, 1024], [1, 512, 1024]]" -> {{8, 512, 1024}, {1, 512, 1024}}; "(8, 512)" -> {{8, 512}}.
 /// Scalars and non-tensor arguments are not listed by the tracer. A malformed
@@ -156,7 +147,7 @@ nlohmann::json NeusightTraceSummary::to_json() const {
 std::vector<LayerMeasurement> read_neusight_trace(const std::string& path, const std::string& campaign,
                                                   const std::string& device_key, NeusightTraceSummary& summary) {
   std::vector<size_t> lines;
-  const auto recs = parse_csv(read_all(path), path, &lines);
+  const auto recs = parse_csv(read_text_file(path), path, &lines);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file (expected a header line)", path);
   const auto& h = recs[0];
   const int c_op = col_index(h, "op"), c_in = col_index(h, "input_shapes"), c_out = col_index(h, "output_shape"),
