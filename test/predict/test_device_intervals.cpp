@@ -235,4 +235,21 @@ TEST(DeviceIntervals, AnchorShrinksTheMeasuredBiasByTheRatioOfRunNoiseToDeviceSp
   EXPECT_THROW(fit_anchor({0.1}, 0, 0.1), Error);
   EXPECT_THROW(fit_anchor({0.1}, 0.3, INFINITY), Error);
   EXPECT_THROW(one.half_width(0.9), Error);
+
+  // The sds a bundle's interval model gives, and the anchored interval.
+  IntervalModel iv;
+  iv.n_cal = 40;
+  iv.q80 = 0.10;
+  iv.q95 = 0.20;
+  EXPECT_NEAR(anchor_sds(iv, true).first, 0.10 / kZ80, 1e-12);  // no spread: the run noise
+  iv.unseen_q80 = 0.30;
+  iv.unseen_q95 = 0.40;
+  EXPECT_NEAR(anchor_sds(iv, true).first, 0.30 / kZ80, 1e-12);
+  EXPECT_NEAR(anchor_sds(iv, false).first, 0.10 / kZ80, 1e-12);
+  EXPECT_NEAR(anchor_sds(iv, true).second, 0.10 / kZ80, 1e-12);
+  const AnchorFit tight = fit_anchor({0.2, 0.2, 0.2, 0.2}, 0.3, 0.01);
+  const Interval in = anchored_interval(iv, tight, 100, 0, 0.80, NAN);
+  EXPECT_NEAR(in.hi, 100 * std::exp(0.10), 1e-9);  // the in-domain width is the larger one
+  const AnchorFit loose = fit_anchor({0.2}, 0.3, 0.5);
+  EXPECT_NEAR(anchored_interval(iv, loose, 100, 0, 0.95, NAN).lo, 100 * std::exp(-loose.half_width(0.95)), 1e-9);
 }

@@ -100,6 +100,19 @@ struct AnchorFit {
 /// The posterior above. prior_sd and run_sd > 0 and finite; residuals finite; else Error.
 AnchorFit fit_anchor(const std::vector<double>& log_residuals, double prior_sd, double run_sd);
 
+struct IntervalModel;
+struct Interval;
+/// (prior sd, run sd) of anchoring with interval model `iv`: run sd = its
+/// in-domain q80 / z80 at the widest size scale; prior sd = the device-out
+/// spread's q80 / z80 for a device without layer timings (unseen_device, when
+/// `iv` has the spread), else the run sd.
+std::pair<double, double> anchor_sds(const IntervalModel& iv, bool unseen_device);
+/// The interval of level 0.80 or 0.95 around an anchored prediction `pred_ms`:
+/// half-width the larger of iv's in-domain one (out-of-domain distance d, T_sum
+/// t_sum_ms) and a.half_width(level).
+Interval anchored_interval(const IntervalModel& iv, const AnchorFit& a, double pred_ms, double d, double level,
+                           double t_sum_ms);
+
 /// The weighted quantile used above: every group gets total weight 1 / #groups,
 /// split equally among its values; the smallest value whose cumulative weight
 /// (ascending) reaches `level`. NaN for no values. level in (0, 1].

@@ -118,7 +118,7 @@ MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::v
       if (anchors > 0 && u && iv.has_unseen()) {
         // Each test run j is anchored on `anchors` scored runs of the held-out
         // device other than itself, drawn by (seed, j).
-        const double prior_sd = iv.unseen_q80 / kZ80, run_sd = iv.q80 * iv.sigma(NAN) / kZ80;
+        const auto sds = anchor_sds(iv, /*unseen_device=*/true);
         for (size_t j = 0; j < out.size(); ++j) {
           std::vector<size_t> cand;
           for (size_t k = 0; k < n_scored; ++k)
@@ -128,15 +128,15 @@ MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::v
           cand.resize(std::min(cand.size(), static_cast<size_t>(anchors)));
           std::vector<double> r;
           for (size_t k : cand) r.push_back(std::log(c.runs[test[k]].target_ms / out[k]));
-          const AnchorFit a = fit_anchor(r, prior_sd, run_sd);
+          const AnchorFit a = fit_anchor(r, sds.first, sds.second);
           const double pa = out[j] * a.factor(), ts = G[test[j]]->t_sum_ms;
-          for (const double level : {0.80, 0.95}) {
-            const Interval in = iv.at(pa, pr.ood_distance[j], level, ts, /*unseen_device=*/false);
-            const double q = std::max(std::log(in.hi / pa), a.half_width(level));
-            (level == 0.80 ? mo.alo80 : mo.alo95).push_back(pa * std::exp(-q));
-            (level == 0.80 ? mo.ahi80 : mo.ahi95).push_back(pa * std::exp(q));
-          }
+          const Interval i80 = anchored_interval(iv, a, pa, pr.ood_distance[j], 0.80, ts),
+                         i95 = anchored_interval(iv, a, pa, pr.ood_distance[j], 0.95, ts);
           mo.apred.push_back(pa);
+          mo.alo80.push_back(i80.lo);
+          mo.ahi80.push_back(i80.hi);
+          mo.alo95.push_back(i95.lo);
+          mo.ahi95.push_back(i95.hi);
         }
       }
     }

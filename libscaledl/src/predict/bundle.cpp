@@ -95,21 +95,20 @@ AnchorFit Bundle::fit_anchor(const std::vector<const LayerGraph*>& gs, const std
   const std::vector<IterationPrediction> p = predict_many(gs, dev, /*physics=*/true);
   std::vector<double> r;
   for (size_t i = 0; i < p.size(); ++i) r.push_back(std::log(measured_ms[i] / p[i].t_iter_ms));
-  const double run_sd = intervals->q80 * intervals->sigma(NAN) / kZ80;
   const std::optional<int64_t> rows = layer_rows_of(dev.key());
-  const bool unseen = rows && *rows == 0 && intervals->has_unseen();
-  return scaledl::fit_anchor(r, unseen ? intervals->unseen_q80 / kZ80 : run_sd, run_sd);
+  const auto sds = anchor_sds(*intervals, rows && *rows == 0);
+  return scaledl::fit_anchor(r, sds.first, sds.second);
 }
 
 void Bundle::apply_anchor(IterationPrediction& p, const AnchorFit& a) const {
   SCALEDL_CHECK(intervals.has_value(), "--anchor needs a bundle with intervals (one trained with its graph model)");
   p.t_iter_ms *= a.factor();
-  for (const double level : {0.80, 0.95}) {
-    const Interval in = intervals->at(p.t_iter_ms, p.ood_distance, level, p.t_sum_ms, /*unseen_device=*/false);
-    const double q = std::max(std::log(in.hi / p.t_iter_ms), a.half_width(level));
-    (level == 0.80 ? p.lo80_ms : p.lo95_ms) = p.t_iter_ms * std::exp(-q);
-    (level == 0.80 ? p.hi80_ms : p.hi95_ms) = p.t_iter_ms * std::exp(q);
-  }
+  const Interval i80 = anchored_interval(*intervals, a, p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms),
+                 i95 = anchored_interval(*intervals, a, p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
+  p.lo80_ms = i80.lo;
+  p.hi80_ms = i80.hi;
+  p.lo95_ms = i95.lo;
+  p.hi95_ms = i95.hi;
   p.unseen_device_interval = false;
   if (p.t_roofline_ms > 0) raise_to(p, p.t_roofline_ms, nullptr, "roofline");
 }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "scaledl/error.hpp"
+#include "scaledl/intervals.hpp"
 
 namespace scaledl {
 
@@ -85,6 +86,18 @@ AnchorFit fit_anchor(const std::vector<double>& log_residuals, double prior_sd, 
   a.log_bias = sum / (n + (run_sd * run_sd) / (prior_sd * prior_sd));
   a.sd_post = 1.0 / std::sqrt(1.0 / (prior_sd * prior_sd) + n / (run_sd * run_sd));
   return a;
+}
+
+std::pair<double, double> anchor_sds(const IntervalModel& iv, bool unseen_device) {
+  const double run_sd = iv.q80 * iv.sigma(NAN) / kZ80;
+  return {unseen_device && iv.has_unseen() ? iv.unseen_q80 / kZ80 : run_sd, run_sd};
+}
+
+Interval anchored_interval(const IntervalModel& iv, const AnchorFit& a, double pred_ms, double d, double level,
+                           double t_sum_ms) {
+  const Interval in = iv.at(pred_ms, d, level, t_sum_ms, /*unseen_device=*/false);
+  const double q = std::max(std::log(in.hi / pred_ms), a.half_width(level));
+  return {pred_ms * std::exp(-q), pred_ms * std::exp(q)};
 }
 
 DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
