@@ -240,24 +240,32 @@ std::vector<Variant> csv_variants(const PredictOptions& o, const std::string& pa
   return out;
 }
 
+/// The resolved variants and their layer graphs; a bad one fails naming its
+/// number and model, after `what` ("" or "--anchor=FILE: ").
+void resolve_all(const PredictOptions& o, const std::vector<Variant>& vars, const std::string& what,
+                 std::vector<Resolved>& res, std::vector<scaledl::LayerGraph>& graphs) {
+  ConfigCache configs;
+  res.reserve(vars.size());
+  graphs.reserve(vars.size());
+  for (size_t i = 0; i < vars.size(); ++i) {
+    try {
+      res.push_back(resolve_variant(o, vars[i], configs));
+      graphs.push_back(scaledl::build_layer_graph(res.back().m, res.back().s));
+    } catch (const scaledl::Error& e) {
+      scaledl::fail("{}configuration {} ({}): {}", what, i + 1, vars[i].model, e.what());
+    }
+  }
+}
+
 /// --anchor: the device's bias from the measured configurations (device_intervals.hpp).
 std::optional<scaledl::AnchorFit> anchor_of(const PredictOptions& o, const scaledl::Bundle& b,
                                             const scaledl::DeviceRecord& dev) {
   using namespace scaledl;
   if (o.anchor.empty()) return std::nullopt;
   std::vector<double> ms;
-  const std::vector<Variant> vars = csv_variants(o, o.anchor, "--anchor", &ms);
-  ConfigCache configs;
+  std::vector<Resolved> res;
   std::vector<LayerGraph> graphs;
-  graphs.reserve(vars.size());
-  for (size_t i = 0; i < vars.size(); ++i) {
-    try {
-      const Resolved r = resolve_variant(o, vars[i], configs);
-      graphs.push_back(build_layer_graph(r.m, r.s));
-    } catch (const Error& e) {
-      fail("--anchor={}: configuration {} ({}): {}", o.anchor, i + 1, vars[i].model, e.what());
-    }
-  }
+  resolve_all(o, csv_variants(o, o.anchor, "--anchor", &ms), "--anchor=" + o.anchor + ": ", res, graphs);
   std::vector<const LayerGraph*> ptrs;
   for (const auto& g : graphs) ptrs.push_back(&g);
   return b.fit_anchor(ptrs, ms, dev);
@@ -268,20 +276,9 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   using namespace scaledl;
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  const std::vector<Variant> vars = o.csv.empty() ? sweep_variants(o) : csv_variants(o, o.csv, "--csv");
-  ConfigCache configs;
   std::vector<Resolved> res;
   std::vector<LayerGraph> graphs;
-  res.reserve(vars.size());
-  graphs.reserve(vars.size());
-  for (size_t i = 0; i < vars.size(); ++i) {
-    try {
-      res.push_back(resolve_variant(o, vars[i], configs));
-      graphs.push_back(build_layer_graph(res.back().m, res.back().s));
-    } catch (const Error& e) {
-      fail("configuration {} ({}): {}", i + 1, vars[i].model, e.what());
-    }
-  }
+  resolve_all(o, o.csv.empty() ? sweep_variants(o) : csv_variants(o, o.csv, "--csv"), "", res, graphs);
   std::vector<const LayerGraph*> ptrs;
   for (const auto& g : graphs) ptrs.push_back(&g);
   const auto t1 = Clock::now();

@@ -122,6 +122,12 @@ struct Bundle {
   /// carried over from other devices by its record); nullopt for a bundle
   /// trained before the manifest recorded them.
   std::optional<int64_t> layer_rows_of(const std::string& device_key) const;
+  /// True when the manifest lists the devices of its layer rows and `device_key`
+  /// is not among them: a device the layer models know only by its record.
+  bool without_layer_rows(const std::string& device_key) const {
+    const std::optional<int64_t> rows = layer_rows_of(device_key);
+    return rows && *rows == 0;
+  }
 };
 
 /// Trains layers + graph (+ comm) and writes the bundle directory `out`

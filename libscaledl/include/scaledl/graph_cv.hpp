@@ -37,6 +37,10 @@ struct NestedGraphCvInput {
   bool cross_fit = false;
 };
 
+/// The layer graph of a stored run (its model and settings). Errors name r.ctx
+/// and the run.
+LayerGraph run_layer_graph(const InModelRun& r);
+
 /// Layer graph + features of a stored run with layer times from `lp`: what
 /// `train graph` trains on. Errors name r.ctx and the run: unknown device, bad
 /// spec or settings, an unusable label, several devices without a calibrated comm.

@@ -57,7 +57,8 @@ struct NeusightImportOptions {
 // Everything else (views, embeddings, dropout, masks' bookkeeping) is counted
 // per kernel and skipped, and so is a node faster than kTraceMinMs: such times
 // are the tracer's launch overhead, not the kernel. Nodes of one shape in one
-// trace (Q, K and V; repeated blocks) become one row, the median of their times.
+// trace (Q, K and V; repeated blocks) become one row: TimingStats::from_samples
+// of their times (the median, and p10 / p90 / CV of the nodes).
 
 /// Nodes below this time (ms) are skipped: launch-bound (see above).
 constexpr double kTraceMinMs = 0.05;
@@ -132,6 +133,8 @@ struct NeusightImportSummary {
 /// Unterminated quotes => Error naming `ctx` and the line.
 std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& ctx,
                                                 std::vector<size_t>* first_line = nullptr);
+/// Index of the column `name` in a CSV header (parse_csv's first record); -1 when absent.
+int csv_column(const std::vector<std::string>& header, const std::string& name);
 
 /// The layer measurements of one NeuSight CSV file (dtype fp32, campaign from `o`);
 /// unmapped ops are counted into `summary.skipped`. `device_names` maps the CSV

@@ -61,12 +61,6 @@ int64_t parse_dim(const std::string& s, const std::string& where, const char* co
   return static_cast<int64_t>(v);
 }
 
-/// Column index by name; -1 when absent.
-int col_of(const std::vector<std::string>& header, const std::string& name) {
-  auto it = std::find(header.begin(), header.end(), name);
-  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-}
-
 /// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
 std::string csv_field(const std::string& v) {
   if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
@@ -82,9 +76,9 @@ std::string compact_trace(const std::string& path) {
   const auto recs = parse_csv(read_text_file(path), path);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file", path);
   const auto& h = recs[0];
-  const int c_name = col_of(h, "Name"), c_op = col_of(h, "op"), c_t = col_of(h, "target"), c_meta = col_of(h, "meta"),
-            c_in = col_of(h, "input_shapes"), c_out = col_of(h, "output_shape"), c_fw = col_of(h, "fw_latency"),
-            c_bw = col_of(h, "bw_latency");
+  const int c_name = csv_column(h, "Name"), c_op = csv_column(h, "op"), c_t = csv_column(h, "target"), c_meta = csv_column(h, "meta"),
+            c_in = csv_column(h, "input_shapes"), c_out = csv_column(h, "output_shape"), c_fw = csv_column(h, "fw_latency"),
+            c_bw = csv_column(h, "bw_latency");
   SCALEDL_CHECK(c_name >= 0 && c_op >= 0 && c_t >= 0 && c_meta >= 0 && c_in >= 0 && c_out >= 0 && c_fw >= 0 &&
                     c_bw >= 0,
                 "{}:1: header lacks a column of the NeuSight trace format (Name, op, target, meta, input_shapes, "
@@ -110,6 +104,11 @@ nlohmann::json NeusightImportSummary::to_json() const {
   return {{"files", files},     {"rows", rows},         {"mapped", mapped},   {"inserted", inserted},
           {"duplicates", mapped - inserted},             {"devices", devices}, {"per_type", per_type},
           {"skipped", skipped}, {"labels", labels.to_json()}, {"traces", traces.to_json()}, {"seconds", seconds}};
+}
+
+int csv_column(const std::vector<std::string>& header, const std::string& name) {
+  auto it = std::find(header.begin(), header.end(), name);
+  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
 }
 
 std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& ctx,
@@ -175,11 +174,11 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
   const auto recs = parse_csv(read_text_file(path), path, &lines);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file (expected a header line)", path);
   const auto& h = recs[0];
-  const int c_op = col_of(h, "OPName"), c_lat = col_of(h, "Latency"), c_dev = col_of(h, "Device");
+  const int c_op = csv_column(h, "OPName"), c_lat = csv_column(h, "Latency"), c_dev = csv_column(h, "Device");
   SCALEDL_CHECK(c_op >= 0 && c_lat >= 0 && c_dev >= 0,
                 "{}:1: header lacks OPName, Latency or Device: not a NeuSight ops CSV", path);
-  const int cB = col_of(h, "B"), cM = col_of(h, "M"), cN = col_of(h, "N"), cK = col_of(h, "K"),
-            cH = col_of(h, "H");
+  const int cB = csv_column(h, "B"), cM = csv_column(h, "M"), cN = csv_column(h, "N"), cK = csv_column(h, "K"),
+            cH = csv_column(h, "H");
   ++summary.files;
   std::vector<LayerMeasurement> out;
   out.reserve(recs.size());
@@ -294,11 +293,11 @@ size_t write_neusight_subset(const std::string& root, const std::string& out_dir
     std::vector<int> cols;
     std::vector<std::string> names;
     for (const auto& k : keep)
-      if (int c = col_of(recs[0], k); c >= 0) {
+      if (int c = csv_column(recs[0], k); c >= 0) {
         cols.push_back(c);
         names.push_back(k);
       }
-    const int c_op = col_of(recs[0], "OPName"), c_lat = col_of(recs[0], "Latency");
+    const int c_op = csv_column(recs[0], "OPName"), c_lat = csv_column(recs[0], "Latency");
     SCALEDL_CHECK(c_op >= 0 && c_lat >= 0, "{}: header lacks OPName or Latency", path);
     std::map<std::string, std::vector<std::pair<double, size_t>>> groups;  // op -> (latency, record)
     for (size_t r = 1; r < recs.size(); ++r) {

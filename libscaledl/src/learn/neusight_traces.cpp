@@ -103,11 +103,6 @@ std::optional<Mapped> map_node(const std::string& kernel, const std::vector<std:
   return std::nullopt;
 }
 
-int col_index(const std::vector<std::string>& header, const std::string& name) {
-  auto it = std::find(header.begin(), header.end(), name);
-  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-}
-
 double parse_ms(const std::string& s, const std::string& where, const char* col) {
   if (s.empty()) return 0;
   char* end = nullptr;
@@ -115,12 +110,6 @@ double parse_ms(const std::string& s, const std::string& where, const char* col)
   SCALEDL_CHECK(end && *end == '\0' && std::isfinite(v) && v >= 0 && v < 1e8, "{}: {}=\"{}\" is not a time in ms",
                 where, col, s);
   return v;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -150,9 +139,9 @@ std::vector<LayerMeasurement> read_neusight_trace(const std::string& path, const
   const auto recs = parse_csv(read_text_file(path), path, &lines);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file (expected a header line)", path);
   const auto& h = recs[0];
-  const int c_op = col_index(h, "op"), c_in = col_index(h, "input_shapes"), c_out = col_index(h, "output_shape"),
-            c_fw = col_index(h, "fw_latency"), c_bw = col_index(h, "bw_latency"), c_k = col_index(h, "kernel"),
-            c_t = col_index(h, "target"), c_meta = col_index(h, "meta");
+  const int c_op = csv_column(h, "op"), c_in = csv_column(h, "input_shapes"), c_out = csv_column(h, "output_shape"),
+            c_fw = csv_column(h, "fw_latency"), c_bw = csv_column(h, "bw_latency"), c_k = csv_column(h, "kernel"),
+            c_t = csv_column(h, "target"), c_meta = csv_column(h, "meta");
   SCALEDL_CHECK(c_op >= 0 && c_in >= 0 && c_out >= 0 && c_fw >= 0 && c_bw >= 0 && (c_k >= 0 || c_t >= 0),
                 "{}:1: header lacks op, input_shapes, output_shape, fw_latency, bw_latency or kernel/target: not a "
                 "NeuSight trace",
@@ -204,12 +193,8 @@ std::vector<LayerMeasurement> read_neusight_trace(const std::string& path, const
     m.dtype = DType::FP32;  // the artifact: FP32, TF32 off
     m.device = device_key;
     m.source = "neusight-trace";
-    m.fwd.median_ms = median(t.first);
-    m.fwd.n = static_cast<int>(t.first.size());
-    if (!t.second.empty()) {
-      m.bwd.median_ms = median(t.second);
-      m.bwd.n = static_cast<int>(t.second.size());
-    }
+    m.fwd = TimingStats::from_samples(t.first);  // the median of the nodes of this shape, and their spread
+    if (!t.second.empty()) m.bwd = TimingStats::from_samples(t.second);
     out.push_back(std::move(m));
   }
   summary.rows += out.size();

@@ -95,8 +95,7 @@ AnchorFit Bundle::fit_anchor(const std::vector<const LayerGraph*>& gs, const std
   const std::vector<IterationPrediction> p = predict_many(gs, dev, /*physics=*/true);
   std::vector<double> r;
   for (size_t i = 0; i < p.size(); ++i) r.push_back(std::log(measured_ms[i] / p[i].t_iter_ms));
-  const std::optional<int64_t> rows = layer_rows_of(dev.key());
-  const auto sds = anchor_sds(*intervals, rows && *rows == 0);
+  const auto sds = anchor_sds(*intervals, without_layer_rows(dev.key()));
   return scaledl::fit_anchor(r, sds.first, sds.second);
 }
 
@@ -166,8 +165,7 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   }
   std::vector<IterationPrediction> out =
       predict_iterations(all, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
-  const std::optional<int64_t> dev_rows = layer_rows_of(dev.key());
-  const bool unseen = dev_rows && *dev_rows == 0;  // no layer timing of this device trained the layer models
+  const bool unseen = without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
   for (IterationPrediction& p : out) {
     if (!intervals || !p.refined) continue;
     const Interval a = intervals->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms, unseen);
@@ -360,11 +358,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
         std::vector<LayerGraph> lgs;
         lgs.reserve(runs.size());
         std::vector<DeviceOutRun> dor;
-        for (const auto& r : runs) {
-          const std::string ctx = fmt::format("{}: model run '{}'", r.ctx, model_key(r.run));
-          lgs.push_back(build_layer_graph(model_spec_from_json(r.run.model, ctx + ".model"),
-                                          parse_train_settings(r.run.settings, ctx + ".settings")));
-        }
+        for (const auto& r : runs) lgs.push_back(run_layer_graph(r));
         for (size_t i = 0; i < runs.size(); ++i) dor.push_back({&lgs[i], runs[i].run.device, runs[i].run.iter.median_ms});
         const DeviceSpread ds = device_out_spread(dor, samples, data.devices, o.layers);
         if (ds.valid()) {

@@ -10,18 +10,27 @@
 
 namespace scaledl {
 
+namespace {
+std::string run_ctx(const InModelRun& r) { return fmt::format("{}: model run '{}'", r.ctx, model_key(r.run)); }
+}  // namespace
+
+LayerGraph run_layer_graph(const InModelRun& r) {
+  const std::string ctx = run_ctx(r);
+  return build_layer_graph(model_spec_from_json(r.run.model, ctx + ".model"),
+                           parse_train_settings(r.run.settings, ctx + ".settings"));
+}
+
 GraphFeatures run_graph_features(const InModelRun& r, const LayerPredictor& lp,
                                  const std::map<std::string, DeviceRecord>& devices, const CommModel& comm) {
-  const std::string ctx = fmt::format("{}: model run '{}'", r.ctx, model_key(r.run));
+  const std::string ctx = run_ctx(r);
   auto dev = devices.find(r.run.device);
   SCALEDL_CHECK(dev != devices.end(), "{}: device '{}' is not in the store", ctx, r.run.device);
-  const ModelSpec spec = model_spec_from_json(r.run.model, ctx + ".model");
-  const TrainSettings s = parse_train_settings(r.run.settings, ctx + ".settings");
-  SCALEDL_CHECK(s.num_devices == 1 || comm.bandwidth_Bps > 0,
-                "{}: settings.num_devices={} needs an all-reduce calibration (--comm FILE)", ctx, s.num_devices);
+  const LayerGraph g = run_layer_graph(r);
+  SCALEDL_CHECK(g.settings.num_devices == 1 || comm.bandwidth_Bps > 0,
+                "{}: settings.num_devices={} needs an all-reduce calibration (--comm FILE)", ctx,
+                g.settings.num_devices);
   SCALEDL_CHECK(std::isfinite(r.run.iter.median_ms) && r.run.iter.median_ms > 0,
                 "{}: iter.median_ms={} is not a usable label", ctx, r.run.iter.median_ms);
-  const LayerGraph g = build_layer_graph(spec, s);
   GraphContext gc;
   gc.device = dev->second;
   gc.comm = comm;
