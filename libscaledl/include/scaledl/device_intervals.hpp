@@ -59,6 +59,15 @@ struct DeviceSpread {
   nlohmann::json to_json() const;
 };
 
+/// The training data of a leave-one-device-out fold: the samples and device
+/// records of every device but `device`.
+struct DeviceFold {
+  std::vector<LayerSample> samples;
+  std::map<std::string, DeviceRecord> devices;
+};
+DeviceFold leave_device_out(const std::vector<LayerSample>& samples,
+                            const std::map<std::string, DeviceRecord>& devices, const std::string& device);
+
 /// Layer models trained without some devices' samples, by a caller's key: reused
 /// across calls (eval trains the same folds once per seed otherwise).
 using LayerModelCache = std::map<std::string, std::shared_ptr<const LayerPredictor>>;

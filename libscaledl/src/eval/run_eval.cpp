@@ -354,15 +354,6 @@ EvalResult run_eval(const EvalOptions& o) {
     im_samples = load_in_model_samples(o.dbs, d2, &st);
     log(fmt::format("in-model samples: {} from {} ok runs", im_samples.size(), st.runs));
   }
-  // The layer samples and device records of every device but `dev` (leave-one-device-out).
-  auto without_device = [&](const std::string& dev) {
-    std::pair<std::vector<LayerSample>, std::map<std::string, DeviceRecord>> r;
-    for (const auto& x : layer_samples)
-      if (x.device != dev) r.first.push_back(x);
-    r.second = data.devices;
-    r.second.erase(dev);
-    return r;
-  };
   std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
   std::map<std::string, std::vector<GraphFeatures>> device_cache;  // leave-one-device-out: by held-out device
   // Run i's graph features with the layer times of `lp`.
@@ -384,14 +375,14 @@ EvalResult run_eval(const EvalOptions& o) {
       auto it = device_cache.find(sp.held_out_device);
       if (it == device_cache.end()) {
         const auto tl = Clock::now();
-        const auto [smp, devs] = without_device(sp.held_out_device);
+        const DeviceFold f = leave_device_out(layer_samples, data.devices, sp.held_out_device);
         TrainOptions lo = o.layers;
         lo.verbose = false;
-        const LayerPredictor lp = LayerPredictor::train_samples(smp, devs, lo);
+        const LayerPredictor lp = LayerPredictor::train_samples(f.samples, f.devices, lo);
         std::vector<GraphFeatures> own(res.runs.size());
         for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp);
         it = device_cache.emplace(sp.held_out_device, std::move(own)).first;
-        log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device, smp.size(),
+        log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device, f.samples.size(),
                         layer_samples.size(), secs_since(tl)));
       }
       for (size_t i = 0; i < G.size(); ++i) G[i] = &it->second[i];
@@ -437,11 +428,11 @@ EvalResult run_eval(const EvalOptions& o) {
     auto it = spread_cache.find(sp.held_out_device);
     if (it == spread_cache.end()) {
       const auto tl = Clock::now();
-      const auto [smp, devs] = without_device(sp.held_out_device);
+      const DeviceFold f = leave_device_out(layer_samples, data.devices, sp.held_out_device);
       std::vector<DeviceOutRun> dor;
       for (size_t i : sp.train) dor.push_back({&irs[i], res.runs[i].device, res.runs[i].target_ms});
-      it = spread_cache.emplace(sp.held_out_device, device_out_spread(dor, smp, devs, o.layers, &spread_models,
-                                                                      sp.held_out_device)).first;
+      it = spread_cache.emplace(sp.held_out_device, device_out_spread(dor, f.samples, f.devices, o.layers,
+                                                                      &spread_models, sp.held_out_device)).first;
       log(fmt::format("device-out interval width without {}: 80 % {:.3f}, 95 % {:.3f} ({} devices, {} runs, {:.1f} s)",
                       sp.held_out_device, it->second.q80, it->second.q95, it->second.devices, it->second.runs,
                       secs_since(tl)));

@@ -100,6 +100,16 @@ Interval anchored_interval(const IntervalModel& iv, const AnchorFit& a, double p
   return {pred_ms * std::exp(-q), pred_ms * std::exp(q)};
 }
 
+DeviceFold leave_device_out(const std::vector<LayerSample>& samples,
+                            const std::map<std::string, DeviceRecord>& devices, const std::string& device) {
+  DeviceFold f;
+  for (const auto& s : samples)
+    if (s.device != device) f.samples.push_back(s);
+  f.devices = devices;
+  f.devices.erase(device);
+  return f;
+}
+
 DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
                                const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
                                LayerModelCache* cache, const std::string& cache_key) {
@@ -128,12 +138,8 @@ DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std:
     if (cache && cache->count(key)) {
       lp = cache->at(key);
     } else {
-      std::vector<LayerSample> train;
-      for (const auto& s : samples)
-        if (s.device != dev) train.push_back(s);
-      std::map<std::string, DeviceRecord> devs = devices;
-      devs.erase(dev);
-      lp = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(train, devs, lo));
+      const DeviceFold f = leave_device_out(samples, devices, dev);
+      lp = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(f.samples, f.devices, lo));
       if (cache) (*cache)[key] = lp;
     }
     std::set<TypeDir> others;  // what the fold has rows of
