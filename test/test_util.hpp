@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "scaledl/device.hpp"
 #include "scaledl/error.hpp"
 
 namespace scaledl::test {
@@ -30,6 +31,21 @@ inline std::string error_of(const std::function<void()>& f) {
     return std::string("NOT A scaledl::Error: ") + e.what();
   }
   return "<no error>";
+}
+
+/// A GPU spec-sheet record for tests: FP32 peak `gflops`, bandwidth `bw` GB/s,
+/// `sms` streaming multiprocessors, 1.4 GHz, 32 GB, 6 MB L2.
+inline DeviceRecord spec_gpu(const std::string& name, double gflops, double bw, int64_t sms = 80) {
+  DeviceRecord d;
+  d.name = name;
+  d.kind = "spec";
+  d.cores = sms;
+  d.clock_mhz = 1400;
+  d.mem_gb = 32;
+  d.l2_mb = 6;
+  d.peak_fp32_gflops = gflops;
+  d.peak_mem_bw_gbs = bw;
+  return d;
 }
 
 }  // namespace scaledl::test

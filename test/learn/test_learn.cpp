@@ -16,23 +16,16 @@
 #include "scaledl/neusight.hpp"
 #include "scaledl/tree_forest.hpp"
 #include "scaledl/xgb.hpp"
+#include "learn_test_util.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaledl;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("scaledl_learn_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-void write_file(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
+using scaledl::test::temp_dir;
+using scaledl::test::write_file;
 
 /// Expects `f` to throw scaledl::Error whose message contains `needle`.
 template <typename F>
@@ -45,18 +38,7 @@ void expect_error(F&& f, const std::string& needle) {
   }
 }
 
-DeviceRecord gpu(const std::string& name, double gflops, double bw) {
-  DeviceRecord d;
-  d.name = name;
-  d.kind = "spec";
-  d.cores = 80;
-  d.clock_mhz = 1400;
-  d.mem_gb = 32;
-  d.l2_mb = 6;
-  d.peak_fp32_gflops = gflops;
-  d.peak_mem_bw_gbs = bw;
-  return d;
-}
+using scaledl::test::spec_gpu;
 
 /// Synthetic but physically shaped timings: launch overhead + roofline with noise.
 std::vector<LayerMeasurement> synthetic_rows(const std::vector<DeviceRecord>& devs, int n, uint64_t seed) {
@@ -245,7 +227,7 @@ TEST(TreeForest, RefusesWhatItDoesNotCover) {
 // ---- features ----------------------------------------------------------------
 
 TEST(Features, NamesMatchValuesAndRoofline) {
-  DeviceRecord d = gpu("G", 10000, 1000);
+  DeviceRecord d = spec_gpu("G", 10000, 1000);
   std::vector<int64_t> dims = {128, 768, 3072, 1};
   FeatureOptions fo;
   auto names = feature_names(LayerType::Linear, fo);
@@ -275,7 +257,7 @@ TEST(Features, NamesMatchValuesAndRoofline) {
 }
 
 TEST(Features, BadInputsThrow) {
-  DeviceRecord d = gpu("G", 10000, 1000);
+  DeviceRecord d = spec_gpu("G", 10000, 1000);
   std::vector<float> x(64);
   expect_error([&] { layer_features(LayerType::Linear, {128, 768}, DType::FP32, Direction::Forward, d, {}, x.data()); },
                "linear: expected 4 dims");
@@ -294,7 +276,7 @@ TEST(Features, BadInputsThrow) {
 // ---- predictor ---------------------------------------------------------------
 
 TEST(LayerPredictor, TrainSaveLoadGivesIdenticalPredictions) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300), gpu("B", 15000, 900)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300), spec_gpu("B", 15000, 900)};
   auto devices = device_map(devs);
   auto rows = synthetic_rows(devs, 100, 7);
   LayerPredictor p = LayerPredictor::train(rows, devices, fast_options());
@@ -321,7 +303,7 @@ TEST(LayerPredictor, TrainSaveLoadGivesIdenticalPredictions) {
 }
 
 TEST(LayerPredictor, FallbackIsRooflineAndFlagged) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
   LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 40, 1), device_map(devs), fast_options());
   LayerPrediction r = p.predict(LayerType::GELU, {1 << 20}, DType::FP32, Direction::Forward, devs[0]);
   EXPECT_TRUE(r.fallback);
@@ -335,7 +317,7 @@ TEST(LayerPredictor, FallbackIsRooflineAndFlagged) {
 }
 
 TEST(LayerPredictor, OptimizerRowsServeUpdateDirection) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
   std::vector<LayerMeasurement> rows;
   for (int i = 1; i <= 30; ++i) {
     LayerMeasurement m;
@@ -355,7 +337,7 @@ TEST(LayerPredictor, OptimizerRowsServeUpdateDirection) {
 }
 
 TEST(LayerPredictor, BadTrainingRowsThrow) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
   auto devices = device_map(devs);
   auto base = synthetic_rows(devs, 10, 3);
   struct Case {
@@ -384,7 +366,7 @@ TEST(LayerPredictor, BadTrainingRowsThrow) {
 }
 
 TEST(LayerPredictor, CorruptOrMissingModelFilesThrow) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
   LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 40, 2), device_map(devs), fast_options());
   fs::path dir = temp_dir("corrupt");
   p.save(dir.string());
@@ -433,7 +415,7 @@ TEST(LayerPredictor, CorruptOrMissingModelFilesThrow) {
 }
 
 TEST(LayerPredictor, SplitDirectionAndTargetsTrain) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
   auto rows = synthetic_rows(devs, 60, 5);
   for (const char* target : {"log", "raw", "log_roofline", "log_roofline_floor"}) {
     TrainOptions o = fast_options();
@@ -456,7 +438,7 @@ TEST(LayerPredictor, SplitDirectionAndTargetsTrain) {
 }
 
 TEST(LayerPredictor, PredictBatchMatchesSingle) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
   LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 60, 9), device_map(devs), fast_options());
   std::vector<int64_t> dims = {64, 128, 256, 1, 256, 512, 1024, 0, 2048, 64, 64, 1};
   std::vector<double> out(3);
@@ -471,7 +453,7 @@ TEST(LayerPredictor, PredictBatchMatchesSingle) {
 
 TEST(LayerPredictor, CompiledTreesMatchXgboostOnLargeBatches) {
   // Above 16,384 rows predict_batch splits the rows over threads.
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300), gpu("B", 15000, 900)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300), spec_gpu("B", 15000, 900)};
   LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 80, 4), device_map(devs), fast_options());
   EXPECT_EQ(p.summary()["models"]["linear"]["predictor"], "compiled trees");
   std::mt19937_64 rng(2);
@@ -497,7 +479,7 @@ TEST(LayerPredictor, CompiledTreesMatchXgboostOnLargeBatches) {
 // ---- cross-validation ----------------------------------------------------------
 
 TEST(CrossValidate, AllMethodsReportFiniteErrors) {
-  std::vector<DeviceRecord> devs = {gpu("A", 8000, 300), gpu("B", 15000, 900), gpu("C", 20000, 1500)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300), spec_gpu("B", 15000, 900), spec_gpu("C", 20000, 1500)};
   auto devices = device_map(devs);
   auto samples = samples_from_measurements(synthetic_rows(devs, 40, 11), devices);
   CvOptions o;
@@ -635,7 +617,7 @@ TEST(Neusight, MalformedRowsNameFileAndLine) {
 }
 
 TEST(Features, TransferColumnsAreTilesWavesAndDeviceRelative) {
-  DeviceRecord d = gpu("G", 10000, 1000);
+  DeviceRecord d = spec_gpu("G", 10000, 1000);
   d.cores = 80;
   d.l2_mb = 6;
   FeatureOptions fo;

@@ -10,6 +10,7 @@
 #include "scaledl/error.hpp"
 #include "scaledl/neusight.hpp"
 #include "scaledl/store.hpp"
+#include "learn_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -17,17 +18,7 @@ using scaledl::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("scaledl_traces_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
+using scaledl::test::write_file;
 
 const char* kHeader = "Name,op,kernel,input_shapes,output_shape,fw_latency,bw_latency\n";
 
@@ -51,9 +42,9 @@ TEST(NeusightTraces, KernelIsTheInnermostModuleOrTheFunctionName) {
 }
 
 TEST(NeusightTraces, NodesMapToLayerRowsMergedByShapeAboveTheLaunchFloor) {
-  const fs::path dir = fresh_dir("map");
+  const fs::path dir = scaledl::test::temp_dir("traces_map");
   const fs::path f = dir / "bert_large-train-512-8.csv";
-  write(f, std::string(kHeader) +
+  write_file(f, std::string(kHeader) +
                "q,call_module,Linear,\"[[8, 512, 1024]]\",\"(8, 512, 1024)\",3.0,6.0\n"
                "k,call_module,Linear,\"[[8, 512, 1024]]\",\"(8, 512, 1024)\",2.0,4.0\n"
                "v,call_module,Linear,\"[[8, 512, 1024]]\",\"(8, 512, 1024)\",2.2,4.2\n"
@@ -103,7 +94,7 @@ TEST(NeusightTraces, NodesMapToLayerRowsMergedByShapeAboveTheLaunchFloor) {
 
   // In an inference label Dropout is the identity: not a layer row.
   const fs::path g = dir / "bert_large-inf-512-8.csv";
-  write(g, std::string(kHeader) + "drop,call_module,Dropout,\"[[8, 512, 1024]]\",\"(8, 512, 1024)\",0.3,0\n");
+  write_file(g, std::string(kHeader) + "drop,call_module,Dropout,\"[[8, 512, 1024]]\",\"(8, 512, 1024)\",0.3,0\n");
   NeusightTraceSummary s2;
   EXPECT_TRUE(read_neusight_trace(g.string(), "c", "spec:G", s2).empty());
   EXPECT_EQ(s2.skipped.at("Dropout"), 1u);
@@ -111,7 +102,7 @@ TEST(NeusightTraces, NodesMapToLayerRowsMergedByShapeAboveTheLaunchFloor) {
 }
 
 TEST(NeusightTraces, MalformedTracesNameFileLineAndColumn) {
-  const fs::path dir = fresh_dir("bad");
+  const fs::path dir = scaledl::test::temp_dir("traces_bad");
   struct Case {
     std::string body, needle;
   };
@@ -125,14 +116,14 @@ TEST(NeusightTraces, MalformedTracesNameFileLineAndColumn) {
   };
   for (const auto& c : cases) {
     const fs::path f = dir / "gpt2_large-inf-1024-4.csv";
-    write(f, std::string(kHeader) + c.body);
+    write_file(f, std::string(kHeader) + c.body);
     NeusightTraceSummary s;
     const std::string e = error_of([&] { read_neusight_trace(f.string(), "c", "spec:G", s); });
     EXPECT_NE(e.find(f.string()), std::string::npos) << e;
     EXPECT_NE(e.find(c.needle), std::string::npos) << c.needle << " in: " << e;
   }
   const fs::path h = dir / "x.csv";
-  write(h, "Name,op,latency\nq,call_module,1\n");
+  write_file(h, "Name,op,latency\nq,call_module,1\n");
   NeusightTraceSummary s;
   EXPECT_NE(error_of([&] { read_neusight_trace(h.string(), "c", "spec:G", s); }).find("not a NeuSight trace"),
             std::string::npos);
@@ -171,14 +162,14 @@ TEST(NeusightTraces, CommittedTracesImportAsTheirOwnCampaign) {
 
 TEST(NeusightTraces, SubsetWriterKeepsWhatTheImporterReads) {
   // The artifact's trace format: every torch.fx field, module classes in `meta`.
-  const fs::path art = fresh_dir("artifact");
-  write(art / "device_configs" / "t4.json",
+  const fs::path art = scaledl::test::temp_dir("traces_artifact");
+  write_file(art / "device_configs" / "t4.json",
         R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
-  write(art / "labels" / "Tesla_T4" / "bert_large-inf-512-8.json",
+  write_file(art / "labels" / "Tesla_T4" / "bert_large-inf-512-8.json",
         R"({"num_layer": 24, "e2e_latency": 694.5, "fw_latency": 694.5, "bwall_latency": 0})");
   const std::string head =
       "op,target,_input_nodes,meta,input_shapes,latency,fw_latency,bw_latency,acc_latency,output_shape,dtype,Name\n";
-  write(art / "labels" / "Tesla_T4" / "bert_large-inf-512-8.csv",
+  write_file(art / "labels" / "Tesla_T4" / "bert_large-inf-512-8.csv",
         head +
             "placeholder,input_ids,{},{},[],0.0,0.0,0.0,0.0,\"(8, 512)\",torch.int64,input_ids\n"
             "call_module,bert.q,{x: None},\"{'nn_module_stack': OrderedDict([('bert', <class 'x.BertModel'>), "
@@ -186,7 +177,7 @@ TEST(NeusightTraces, SubsetWriterKeepsWhatTheImporterReads) {
             "\"(8, 512, 1024)\",torch.float32,bert_q\n"
             "call_function,<built-in method matmul of type object at 0x7f00>,{},{},"
             "\"[[8, 16, 512, 64], [8, 16, 64, 512]]\",1.7,1.7,0.0,0.0,\"(8, 16, 512, 512)\",torch.float32,matmul\n");
-  const fs::path out = fresh_dir("subset");
+  const fs::path out = scaledl::test::temp_dir("traces_subset");
   write_neusight_subset(art.string(), out.string(), 2);
   const fs::path compact = out / "labels" / "Tesla_T4" / "bert_large-inf-512-8.csv";
   ASSERT_TRUE(fs::exists(compact));
