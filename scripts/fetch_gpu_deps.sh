@@ -19,8 +19,9 @@ export CPATH="$D/usr/include:${CPATH:-}"
 export PKG_CONFIG_PATH="$D/usr/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}"
 ENV
 echo "fetch_gpu_deps: .deps/root ready ($(du -sh .deps/root | cut -f1))"
+# (static sqlite and turbojpeg are left out: the build links their shared libraries.)
 # The tree and .deps/ together pass the device tool's 64 MiB limit: carry the packed
 # form instead (.deps-pack/, ~4 MB), which scripts/gpu_build.sh unpacks when .deps/ is absent.
 mkdir -p .deps-pack
-tar -C .deps --exclude=root/usr/bin --exclude=root/usr/share/doc -cJf .deps-pack/root.tar.xz root gpu_env.sh
+tar -C .deps --exclude=root/usr/bin --exclude=root/usr/share/doc --exclude=libsqlite3.a --exclude=libturbojpeg.a -cJf .deps-pack/root.tar.xz root gpu_env.sh
 echo "fetch_gpu_deps: .deps-pack/root.tar.xz ($(du -sh .deps-pack/root.tar.xz | cut -f1)), carry .deps-pack"

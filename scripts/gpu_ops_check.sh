@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine (device tool; docs/unseen-gpu.md, "H200 operators"):
+# NeuSight's operator microbenchmarks on this GPU (scripts/neusight_ops_bench.py), needing
+# only the machine's PyTorch. Results: $OUT/ops.tar.gz (ops/<op>/<Device>.csv, env.json,
+# skipped.csv), $OUT/env.txt, $OUT/ops.log.
+#   OUT=/tmp/out OPS_S=400 scripts/gpu_ops_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?set OUT to the result folder}
+T0=$(date +%s)
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv
+  python3 -c 'import torch;print("torch",torch.__version__,"cuda",torch.version.cuda)'
+  lscpu | grep -E "Model name|^CPU\(s\)"; } 2>&1 | tee "$OUT/env.txt"
+mkdir -p /tmp/ops
+PYTHONUNBUFFERED=1 timeout $(( ${OPS_S:-400} + 40 )) python3 scripts/neusight_ops_bench.py \
+    --root datasets/neusight --out /tmp/ops --budget-s ${OPS_S:-400} > "$OUT/ops.log" 2>&1
+echo "ops rc=$? at $(( $(date +%s) - T0 )) s"; tail -4 "$OUT/ops.log"
+tar -C /tmp -czf "$OUT/ops.tar.gz" ops; ls -la "$OUT/ops.tar.gz"
