@@ -10,6 +10,9 @@ import os
 import sys
 
 
+NEUSIGHT_GPUS = ("A100-PCIE-40GB", "P100-PCIE-16GB", "Tesla P4", "Tesla T4", "V100-PCIE-32GB")
+
+
 def short(dev):
     return dev.split(":", 1)[-1].replace("NVIDIA ", "").replace("Tesla ", "")
 
@@ -59,12 +62,22 @@ def ops(args):
         res = [r for r in res if r["method"] == "xgboost"]
         devs = sorted({r["device"] for r in res} - {"all"})
         types = sorted({r["type"] for r in res} - {"all"})
+        # With GPUs beyond NeuSight's five, also their five pooled (row-weighted), comparable
+        # with the five-GPU protocol's "all".
+        five = [d for d in devs if any(g in d for g in NEUSIGHT_GPUS)]
+        extra = len(five) < len(devs)
         print(f"\n{name} (`{path}`): MRE % of xgboost per held-out GPU (signed bias % in brackets)\n")
-        print("| type | all | " + " | ".join(short(d) for d in devs) + " |")
-        print("|---|---|" + "---|" * len(devs))
+        print("| type | all | " + ("NeuSight's five | " if extra else "") + " | ".join(short(d) for d in devs) + " |")
+        print("|---|---|" + ("---|" if extra else "") + "---|" * len(devs))
         for t in ["all"] + types:
             cells = []
-            for d in ["all"] + devs:
+            for d in ["all"] + (["five"] if extra else []) + devs:
+                if d == "five":
+                    rs = [x for x in res if x["type"] == t and x["device"] in five]
+                    n = sum(x["n"] for x in rs)
+                    cells.append("–" if n == 0 else "%.1f (%+.0f)" % (
+                        sum(x["mre_pct"] * x["n"] for x in rs) / n, sum(x.get("bias_pct", 0) * x["n"] for x in rs) / n))
+                    continue
                 r = next((x for x in res if x["type"] == t and x["device"] == d), None)
                 cells.append("–" if r is None else f"{r['mre_pct']:.1f} ({r.get('bias_pct', 0):+.0f})")
             print(f"| {t} | " + " | ".join(cells) + " |")

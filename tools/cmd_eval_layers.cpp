@@ -1,7 +1,11 @@
 // scaledl eval layers: held-out evaluation of the per-layer regressors.
 // --leave-one-out device (PreNeT §5.2): train on all GPUs but one, predict the
 // held-out GPU from its spec sheet alone; with --ablation, also without the
-// CT/CM roofline columns and with the plain log target.
+// CT/CM roofline columns and with the plain log target. --min-ms leaves out the
+// rows faster than a threshold, in training and test: the timing floor of the
+// measuring host, which no spec sheet predicts (docs/unseen-gpu.md).
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -22,6 +26,7 @@ struct EvalLayersOptions {
   std::vector<std::string> methods = {"xgboost"};
   bool ablation = false;
   bool json = false;
+  double min_ms = 0;
   scaledl::CvOptions cv;
 };
 
@@ -36,12 +41,25 @@ scaledl::cli::Registrar reg(
       app.add_flag("--ablation", o->ablation,
                    "also run xgboost without CT/CM features (target log) and with target log");
       app.add_flag("--json", o->json, "print the results as JSON");
+      app.add_option("--min-ms", o->min_ms,
+                     "leave out rows whose time is below this (ms), in training and test: the host's timing floor")
+          ->capture_default_str();
       scaledl::cli::add_layer_model_options(app, o->cv.train, o->cv);
       return [o] {
         SCALEDL_CHECK(o->leave_one_out == "device", "--leave-one-out=\"{}\" is not supported (device)",
                       o->leave_one_out);
+        SCALEDL_CHECK(std::isfinite(o->min_ms) && o->min_ms >= 0, "--min-ms={} must be a finite number >= 0",
+                      o->min_ms);
         auto data = scaledl::load_training_data(o->dbs, o->device_specs);
         auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
+        const size_t all_rows = samples.size();
+        samples.erase(std::remove_if(samples.begin(), samples.end(),
+                                     [&](const scaledl::LayerSample& s) { return s.ms < o->min_ms; }),
+                      samples.end());
+        SCALEDL_CHECK(!samples.empty(), "--min-ms={}: all {} layer rows are faster, none is left", o->min_ms,
+                      all_rows);
+        if (!o->json && o->min_ms > 0)
+          std::cout << fmt::format("--min-ms {}: {} of {} layer rows kept\n", o->min_ms, samples.size(), all_rows);
         struct Variant {
           std::string name;
           scaledl::CvOptions cv;
@@ -62,7 +80,11 @@ scaledl::cli::Registrar reg(
         nlohmann::json out = nlohmann::json::object();
         for (auto& v : variants) {
           auto r = scaledl::cross_validate(samples, data.devices, v.cv);
-          out[v.name] = {{"options", v.cv.train.to_json()}, {"results", scaledl::cv_to_json(r)}};
+          out[v.name] = {{"options", v.cv.train.to_json()},
+                         {"results", scaledl::cv_to_json(r)},
+                         {"min_ms", o->min_ms},
+                         {"rows", samples.size()},
+                         {"rows_below_min_ms", all_rows - samples.size()}};
           if (!o->json)
             std::cout << fmt::format("== {} (target {}, CT/CM features {}) ==\n{}", v.name, v.cv.train.target,
                                      v.cv.train.roofline_features ? "on" : "off", scaledl::format_cv_table(r));

@@ -250,3 +250,49 @@ TEST(CliUnseenGpu, BenchModelsRunsAPlanInInferenceMode) {
   EXPECT_NE(r.out.find("0 skipped"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
+
+TEST(CliUnseenGpu, EvalLayersMinMsLeavesOutTheTimingFloorInTrainingAndTest) {
+  // Our H100 and H200 operator sets (datasets/*/neusight-ops): each GPU predicted from the other.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_minms_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "ops.sqlite").string();
+  for (const std::string gpu : {"h100", "h200"}) {
+    CliResult r = run_cli("import neusight --root " + kSrc + "/datasets/" + gpu + "/neusight-ops --db " + db +
+                          " --campaign " + gpu + "-ops");
+    ASSERT_EQ(r.rc, 0) << r.out;
+  }
+  const std::string base = "eval layers --db " + db + " --leave-one-out device --json --rounds 5 --nthread 1";
+  auto run = [&](const std::string& extra) {
+    CliResult r = run_cli(base + extra);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    return nlohmann::json::parse(r.out.substr(std::min(r.out.find('{'), r.out.size())), nullptr, false);
+  };
+  // Rows tested per held-out GPU, all layer types together.
+  auto tested = [](const nlohmann::json& j) {
+    std::map<std::string, int> n;
+    for (const auto& r : j["default"]["results"])
+      if (r["type"] == "all" && r["direction"] == "all" && r["device"] != "all") n[r["device"]] = r["n"];
+    return n;
+  };
+  const nlohmann::json all = run(""), kept = run(" --min-ms 0.05");
+  ASSERT_TRUE(all.is_object() && kept.is_object());
+  EXPECT_EQ(all["default"]["rows_below_min_ms"], 0);
+  const int below = kept["default"]["rows_below_min_ms"].get<int>();
+  EXPECT_GT(below, 1000);  // most H200 rows of the union of shapes sit at its ~14 us floor
+  EXPECT_EQ(kept["default"]["rows"].get<int>() + below, all["default"]["rows"].get<int>());
+  const auto n_all = tested(all), n_kept = tested(kept);
+  ASSERT_EQ(n_all.size(), 2u);
+  int sum_all = 0, sum_kept = 0;
+  for (const auto& [dev, n] : n_all) {
+    ASSERT_TRUE(n_kept.count(dev)) << dev;
+    EXPECT_LT(n_kept.at(dev), n) << dev;
+    sum_all += n;
+    sum_kept += n_kept.at(dev);
+  }
+  EXPECT_EQ(sum_all - sum_kept, below);
+  expect_one_error(base + " --min-ms -1", "--min-ms=-1 must be a finite number >= 0");
+  expect_one_error(base + " --min-ms nan", "--min-ms=nan must be a finite number >= 0");
+  expect_one_error(base + " --min-ms 100000", "--min-ms=100000: all");
+  fs::remove_all(dir);
+}
