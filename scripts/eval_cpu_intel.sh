@@ -24,5 +24,6 @@ for v in "$@"; do
     test-layers) "$B" eval "${ARGS[@]}" --test-layers --out "$OUT/test-layers" ;;
     *) echo "eval_cpu_intel.sh: unknown variant '$v' (without, test-layers)" >&2; exit 2 ;;
   esac
+  gzip -9nf "$OUT/$v/predictions.csv"  # committed gzipped (the GPU tool's 64 MiB working-tree limit)
   echo "$v: $((SECONDS - t0)) s"
 done

@@ -37,6 +37,8 @@ run() {  # name protocol seeds [extra...]
   mkdir -p "$OUT/$name"
   /usr/bin/time -f "%e s wall" "$B" eval $STORES --protocol "$protocol" --seeds "$seeds" $COMMON \
     --out "$OUT/$name" "$@" 2> "$OUT/$name/log.txt"
+  # committed gzipped: the repository stays under the GPU tool's 64 MiB working-tree limit
+  gzip -9nf "$OUT/$name/predictions.csv"
 }
 for p in "${@:-id ood-family ood-size cross-device}"; do
   for q in $p; do
