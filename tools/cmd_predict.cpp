@@ -83,6 +83,32 @@ int64_t parse_int(const std::string& v, const std::string& key, int64_t lo, int6
   return x;
 }
 
+/// The value of a config.<key> override as config.json would hold it: an integer,
+/// a finite number (capacity_factor=1.25, layer_norm_eps=1e-5), true/false, or a
+/// string (hidden_act=gelu_new). The model parser checks it like a value of the file.
+nlohmann::json config_value(const std::string& v, const std::string& key) {
+  SCALEDL_CHECK(!v.empty(), "{}: empty value", key);
+  size_t pos = 0;
+  try {
+    const long long i = std::stoll(v, &pos);
+    if (pos == v.size()) return i;
+  } catch (const std::exception&) {
+  }
+  pos = 0;
+  double d = 0;
+  try {
+    d = std::stod(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == v.size()) {
+    SCALEDL_CHECK(std::isfinite(d), "{}={} is not a finite number", key, v);
+    return d;
+  }
+  if (v == "true" || v == "false") return v == "true";
+  return v;
+}
+
 void check_key(const std::string& key, const std::string& ctx) {
   const auto& k = setting_keys();
   SCALEDL_CHECK(std::find(k.begin(), k.end(), key) != k.end() || (key.rfind("config.", 0) == 0 && key.size() > 7),
@@ -115,7 +141,7 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
     if (it == cache.files.end()) it = cache.files.emplace(v.model, read_json_file(v.model)).first;
     nlohmann::json config = it->second;
     for (const auto& [k, val] : v.kv)
-      if (k.rfind("config.", 0) == 0) config[k.substr(7)] = parse_int(val, k, 1, int64_t{1} << 40);
+      if (k.rfind("config.", 0) == 0) config[k.substr(7)] = config_value(val, k);
     ModelSpec m = parse_model_config(config, v.model);
     m.name = label;
     pit = cache.parsed.emplace(key, std::make_pair(m, settings_from_config(config, v.model))).first;

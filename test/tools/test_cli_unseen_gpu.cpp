@@ -296,3 +296,28 @@ TEST(CliUnseenGpu, EvalLayersMinMsLeavesOutTheTimingFloorInTrainingAndTest) {
   expect_one_error(base + " --min-ms 100000", "--min-ms=100000: all");
   fs::remove_all(dir);
 }
+
+TEST(CliUnseenGpu, SweepSetsConfigKeysOfAnyJsonKindAndTheModelParserChecksThem) {
+  // Transformers 5 routes the flattened tokens, so no expert capacity binds: capacity_factor=1
+  // (every token reaches its expert once) models it; a factor of 2 gives each expert twice the
+  // buffer, more work (docs/unseen-gpu.md, Switch-XL).
+  const std::string base = "predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                           "/models/switch-base-8.json --device-spec " + kSrc +
+                           "/models/devices/h200-sxm.json --mode inference --seq 512 --json";
+  CliResult r = run_cli(base + " --sweep config.capacity_factor=1.0,2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_array() && j.size() == 2u) << r.out;
+  EXPECT_EQ(j[0]["model"], "switch-base-8 capacity_factor=1.0");
+  EXPECT_LT(j[0]["t_sum_ms"].get<double>(), j[1]["t_sum_ms"].get<double>());
+  // A string value (the activation) is set as config.json would hold it.
+  r = run_cli(base + " --sweep config.dense_act_fn=gelu_new,relu");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  // Bad values: the parser's message names the key and the value.
+  expect_one_error(base + " --sweep config.capacity_factor=nan", "config.capacity_factor=nan is not a finite number");
+  expect_one_error(base + " --sweep config.capacity_factor=0", "capacity_factor=0");
+  expect_one_error(base + " --sweep config.num_experts=0", "num_experts=0");
+  expect_one_error(base + " --sweep config.num_layers=two", "num_layers=\"two\" is not an integer");
+  expect_one_error(base + " --sweep config.num_layers=2.5", "num_layers=2.5 is not an integer");
+  expect_one_error(base + " --sweep config.dense_act_fn=bogus", "dense_act_fn=\"bogus\"");
+}
