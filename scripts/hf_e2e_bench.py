@@ -30,6 +30,8 @@ import time
 import torch
 import transformers
 
+import cuda_timing
+
 LABEL_RE = re.compile(r"^(?P<model>[a-z0-9_]+)-(?P<mode>inf|train)-(?P<seq>\d+)-(?P<batch>\d+)\.json$")
 
 
@@ -83,21 +85,14 @@ def step_fn(cfg, model, mode, batch, seq):
     return run
 
 
+def clear_grads():
+    for p in MODEL_PARAMS:
+        p.grad = None
+
+
 def time_runs(run, runs, warmup):
-    for _ in range(warmup):
-        run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        for p in MODEL_PARAMS:
-            p.grad = None
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        run()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return times
+    """Gradients set to None (untimed) before each timed iteration."""
+    return cuda_timing.time_runs(run, runs, warmup, before_each=clear_grads)
 
 
 MODEL_PARAMS = []

@@ -40,6 +40,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+import cuda_timing
+
 VEC_OPS = ["ln", "softmax", "add", "addu", "mul", "mulu", "div", "divu", "pow", "powu",
            "relu", "gelu", "tanh"]
 MAT_OPS = ["linear", "bmm"]
@@ -118,21 +120,6 @@ def make_fn(op, shape, dev):
     return {"relu": lambda: F.relu(x), "gelu": lambda: F.gelu(x), "tanh": lambda: torch.tanh(x)}[op]
 
 
-def time_fn(fn, runs, warmup):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ms = []
-    for _ in range(runs):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ms.append(s.elapsed_time(e))
-    return ms
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default="datasets/neusight")
@@ -174,7 +161,7 @@ def main():
                        + ["CV", "Set"])
             writers[op] = (w, f)
         try:
-            ms = time_fn(make_fn(op, shape, dev), a.runs, a.warmup)
+            ms = cuda_timing.time_runs(make_fn(op, shape, dev), a.runs, a.warmup)
         except torch.cuda.OutOfMemoryError:
             skw.writerow([op, "x".join(map(str, shape)), "oom"])
             torch.cuda.empty_cache()
