@@ -66,7 +66,8 @@ struct Variant {
 };
 
 const std::vector<std::string>& setting_keys() {
-  static const std::vector<std::string> k = {"batch", "seq", "image", "dtype", "optimizer", "mode", "devices", "samples"};
+  static const std::vector<std::string> k = {"batch",   "seq",     "image",      "dtype",      "optimizer",
+                                             "mode",    "devices", "samples",    "device_spec"};
   return k;
 }
 
@@ -121,6 +122,7 @@ struct Resolved {
   scaledl::TrainSettings s;
   int64_t samples = 0;
   std::string label;
+  std::string device_spec;  ///< the variant's device spec JSON; "" = --device-spec / --db
 };
 
 /// Parsed configs by model file and config.* overrides (a sweep over settings parses each file once).
@@ -162,6 +164,7 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
     if (k == "mode") set_run_mode(r.s, parse_run_mode(val, k));
     if (k == "devices") r.s.num_devices = parse_int(val, k, 1, int64_t{1} << 20);
     if (k == "samples") r.samples = parse_int(val, k, 0, int64_t{1} << 50);
+    if (k == "device_spec") r.device_spec = val;
   }
   int64_t seq = o.args.seq, image = o.args.image;
   for (const auto& [k, val] : v.kv) {
@@ -252,10 +255,13 @@ std::vector<Variant> csv_variants(const PredictOptions& o, const std::string& pa
         continue;
       }
       if (cell.empty()) continue;
-      if (head[c] == "model") {
+      if (head[c] == "model" || head[c] == "device_spec") {
         std::filesystem::path p(cell);
         if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;  // relative to the CSV
-        v.model = p.string();
+        if (head[c] == "model")
+          v.model = p.string();
+        else
+          v.kv.emplace_back(head[c], p.string());
       } else {
         v.kv.emplace_back(head[c], cell);
       }
@@ -297,7 +303,10 @@ std::optional<scaledl::AnchorFit> anchor_of(const PredictOptions& o, const scale
   return b.fit_anchor(ptrs, ms, dev);
 }
 
-int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::DeviceRecord& dev,
+/// --sweep/--csv: every configuration, each on its device (the variant's
+/// device_spec, else `dflt`: --device-spec or --db). Devices are compared in one
+/// table: the issue's "which GPU to rent" (docs/predict.md).
+int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optional<scaledl::DeviceRecord>& dflt,
              double load_s) {
   using namespace scaledl;
   using Clock = std::chrono::steady_clock;
@@ -305,12 +314,47 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
   std::vector<Resolved> res;
   std::vector<LayerGraph> graphs;
   resolve_all(o, o.csv.empty() ? sweep_variants(o) : csv_variants(o, o.csv, "--csv"), "", res, graphs);
-  std::vector<const LayerGraph*> ptrs;
-  for (const auto& g : graphs) ptrs.push_back(&g);
+  // The device of each configuration; configurations of one device are predicted together.
+  std::map<std::string, DeviceRecord> devs;  // by spec path; "" = the default
+  std::map<std::string, std::vector<size_t>> by_dev;
+  for (size_t i = 0; i < res.size(); ++i) {
+    const std::string& path = res[i].device_spec;
+    if (!devs.count(path)) {
+      if (path.empty()) {
+        SCALEDL_CHECK(dflt.has_value(),
+                      "configuration {} ({}): no device: give --device-spec FILE or --db STORE, or a device_spec "
+                      "sweep or column",
+                      i + 1, res[i].label);
+        devs.emplace(path, *dflt);
+      } else {
+        try {
+          devs.emplace(path, load_device_spec(path));
+        } catch (const Error& e) {
+          fail("configuration {} ({}): device_spec={}: {}", i + 1, res[i].label, path, e.what());
+        }
+      }
+    }
+    by_dev[path].push_back(i);
+  }
+  SCALEDL_CHECK(o.anchor.empty() || devs.size() == 1,
+                "--anchor={}: the measured runs are of one device; the configurations name {} devices", o.anchor,
+                devs.size());
   const auto t1 = Clock::now();
-  std::vector<IterationPrediction> preds = b.predict_many(ptrs, dev, !o.raw);
-  if (const auto a = anchor_of(o, b, dev))
-    for (auto& p : preds) b.apply_anchor(p, *a);
+  std::vector<IterationPrediction> preds(res.size());
+  std::vector<MemoryPrediction> mems(res.size());
+  for (const auto& [path, idx] : by_dev) {
+    const DeviceRecord& dev = devs.at(path);
+    std::vector<const LayerGraph*> ptrs;
+    for (size_t i : idx) ptrs.push_back(&graphs[i]);
+    std::vector<IterationPrediction> got = b.predict_many(ptrs, dev, !o.raw);
+    const auto a = anchor_of(o, b, dev);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (a) b.apply_anchor(got[k], *a);
+      preds[idx[k]] = std::move(got[k]);
+      mems[idx[k]] = predict_memory(graphs[idx[k]], dev, b.memory ? &*b.memory : nullptr, o.headroom);
+    }
+  }
+  auto device_of = [&](size_t i) -> const DeviceRecord& { return devs.at(res[i].device_spec); };
   const auto t2 = Clock::now();
 
   auto num = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
@@ -324,13 +368,17 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
       const int64_t it = res[i].samples ? iterations_per_epoch(res[i].samples, res[i].s) : o.iterations;
       j["iterations_per_epoch"] = it;
       j["t_epoch_s"] = it ? nlohmann::json(it * preds[i].t_iter_ms / 1e3) : nlohmann::json();
+      j["device"] = device_of(i).key();
+      if (const auto rows = b.layer_rows_of(device_of(i).key())) j["device_layer_rows"] = *rows;
+      j["memory"] = mems[i].to_json();
       arr.push_back(j);
     }
     std::cout << arr.dump(2) << "\n";
   } else {
     std::string out =
         "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,hi80_ms,"
-        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted,mode\n";
+        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted,mode,device,"
+        "peak_memory_gb,memory\n";
     for (size_t i = 0; i < preds.size(); ++i) {
       const auto& p = preds[i];
       const auto& s = res[i].s;
@@ -338,14 +386,17 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::D
       std::string q = "\"";
       for (char ch : res[i].label) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
       q += "\"";
-      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{}\n", q, s.batch,
+      std::string dq = "\"";
+      for (char ch : device_of(i).key()) dq += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      dq += "\"";
+      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:.4g},{}\n", q, s.batch,
                          s.seq_len, s.image_size, to_string(s.dtype), s.optimizer_step ? to_string(s.optimizer) : "none",
                          s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms),
                          num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms), p.ood_distance > 0 ? 1 : 0, it,
                          it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
                          p.t_roofline_ms > 0 ? num(p.t_model_ms) : std::string(),
                          p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), p.adjusted,
-                         to_string(run_mode(s)));
+                         to_string(run_mode(s)), dq, mems[i].peak_bytes / 1e9, mems[i].verdict);
     }
     std::cout << out;
   }
@@ -475,7 +526,10 @@ int run(const PredictOptions& o) {
   SCALEDL_CHECK(o.samples == 0 || o.iterations == 0, "give --samples or --iterations, not both");
   SCALEDL_CHECK(o.samples >= 0 && o.iterations >= 0, "--samples and --iterations must be >= 0");
   check_headroom(o.headroom);
-  const DeviceRecord dev = resolve_device(o);
+  // --sweep/--csv may name each configuration's device (device_spec); otherwise one device for all.
+  const bool per_variant_device = many && o.device_spec.empty() && o.db.empty();
+  const std::optional<DeviceRecord> dflt =
+      per_variant_device ? std::nullopt : std::optional<DeviceRecord>(resolve_device(o));
   SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(), "no models: give --bundle DIR (or --layers DIR [--graph ...])");
   SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty()),
                 "--bundle={} already holds the layer and graph models: drop --layers/--graph", o.bundle);
@@ -499,9 +553,10 @@ int run(const PredictOptions& o) {
     SCALEDL_CHECK(o.devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
     SCALEDL_CHECK(o.anchor.empty(), "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)",
                   o.anchor);
-    return run_parallel(o, b, dev);
+    return run_parallel(o, b, *dflt);
   }
-  if (many) return run_many(o, b, dev, load_s);
+  if (many) return run_many(o, b, dflt, load_s);
+  const DeviceRecord& dev = *dflt;
   auto [m, s] = o.args.load();
   s.num_devices = o.devices;
   const LayerGraph g = build_layer_graph(m, s);
@@ -638,7 +693,8 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                               app.add_option("--iterations", o->iterations, "iterations per epoch");
                               app.add_option("--sweep", o->sweeps,
                                              "KEY=V1,V2,...: predict every combination (keys batch, seq, image, "
-                                             "dtype, optimizer, devices, config.<key>; repeatable); CSV output");
+                                             "dtype, optimizer, devices, device_spec (a spec JSON per value: GPUs "
+                                             "compared in one table), config.<key>; repeatable); CSV output");
                               app.add_option("--csv", o->csv,
                                              "CSV of configurations (header: model and/or the --sweep keys, samples); "
                                              "CSV output");

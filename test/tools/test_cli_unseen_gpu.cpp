@@ -321,3 +321,52 @@ TEST(CliUnseenGpu, SweepSetsConfigKeysOfAnyJsonKindAndTheModelParserChecksThem) 
   expect_one_error(base + " --sweep config.num_layers=2.5", "num_layers=2.5 is not an integer");
   expect_one_error(base + " --sweep config.dense_act_fn=bogus", "dense_act_fn=\"bogus\"");
 }
+
+TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
+  // "Which GPU to rent": each configuration names its device spec.
+  const std::string dev = kSrc + "/models/devices/";
+  const std::string base = "predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                           "/models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd";
+  CliResult r = run_cli(base + " --json --sweep device_spec=" + dev + "h100-sxm.json," + dev + "l4.json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_array() && j.size() == 2u) << r.out;
+  EXPECT_EQ(j[0]["device"], "spec:NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(j[1]["device"], "spec:NVIDIA L4");
+  EXPECT_GT(j[1]["t_iter_ms"].get<double>(), 2 * j[0]["t_iter_ms"].get<double>());
+  EXPECT_EQ(j[0]["memory"]["verdict"], "fits");         // 80 GB
+  EXPECT_EQ(j[1]["memory"]["verdict"], "does not fit");  // 24 GB
+  // Each row is the lone prediction of that device.
+  const nlohmann::json one = predict_json(kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd "
+                                          "--device-spec " + dev + "h100-sxm.json");
+  EXPECT_NEAR(j[0]["t_iter_ms"].get<double>() / one["t_iter_ms"].get<double>(), 1.0, 1e-9);
+
+  // CSV: device_spec relative to the CSV; an empty cell takes --device-spec.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_gpus_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(dev + "t4.json", dir / "t4.json");
+  std::ofstream(dir / "gpus.csv") << "device_spec,batch\nt4.json,2\n,2\n";
+  r = run_cli(base + " --csv " + (dir / "gpus.csv").string() + " --device-spec " + dev + "a100-sxm4-80gb.json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::string head, row1, row2;
+  std::getline(lines, head);
+  std::getline(lines, row1);
+  std::getline(lines, row2);
+  EXPECT_NE(head.find(",mode,device,peak_memory_gb,memory"), std::string::npos) << head;
+  EXPECT_NE(row1.find("\"spec:Tesla T4\""), std::string::npos) << row1;
+  EXPECT_NE(row2.find("\"spec:NVIDIA A100-SXM4-80GB\""), std::string::npos) << row2;
+
+  // Bad inputs: one error line naming the configuration and the value.
+  expect_one_error(base + " --csv " + (dir / "gpus.csv").string(), "configuration 2 (gpt2-large): no device");
+  expect_one_error(base + " --sweep device_spec=" + (dir / "none.json").string(),
+                   "configuration 1 (gpt2-large): device_spec=" + (dir / "none.json").string());
+  std::ofstream(dir / "bad.json") << R"({"name": "X", "kind": "spec", "cores": 10})";
+  expect_one_error(base + " --sweep device_spec=" + (dir / "bad.json").string(), "device_spec=");
+  std::ofstream(dir / "anchor.csv") << "batch,measured_ms\n4,500\n";
+  expect_one_error(base + " --sweep device_spec=" + dev + "h100-sxm.json," + dev + "l4.json --anchor " +
+                       (dir / "anchor.csv").string(),
+                   "the configurations name 2 devices");
+  fs::remove_all(dir);
+}
