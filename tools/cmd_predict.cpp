@@ -595,6 +595,11 @@ int run(const PredictOptions& o) {
             << fmt::format("device       {}\n", dev.key())
             << fmt::format("T_sum        {:10.3f} ms   sum of {} layer predictions{}\n", p.t_sum_ms, g.nodes.size(),
                            p.fallback_nodes ? fmt::format(" ({} by roofline fallback)", p.fallback_nodes) : "")
+            << (p.extrapolated_ms > 0
+                    ? fmt::format("extrapolated {:.0f} % of T_sum is of layer kinds with no training row ({}): "
+                                  "carried over from other dtypes or directions, not learnt\n",
+                                  100 * p.extrapolated_ms / std::max(1e-12, p.t_sum_ms), fmt::join(p.extrapolated, ", "))
+                    : std::string())
             << fmt::format("T_comm       {:10.3f} ms   all-reduce, eq. 15\n", p.t_comm_ms)
             << fmt::format("alpha, beta  {:.4f}, {:.4f}{}\n", p.alpha, p.beta,
                            p.refined ? "   graph refinement" : "   (no --graph: additive baseline)")

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
+#include "scaledl/checksum.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/layer_features.hpp"
 #include "scaledl/layer_predictor.hpp"
@@ -616,6 +618,44 @@ TEST(Neusight, MalformedRowsNameFileAndLine) {
   }
 }
 
+TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
+  // scripts/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the artifact's columns.
+  fs::path root = temp_dir("nsdtype");
+  write_file(root / "device_configs" / "g.json",
+             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  const std::string hdr = "OPName,Latency,Device,B,H,DType,BwdLatency,CV,Set\n";
+  write_file(root / "ops" / "ln" / "t.csv",
+             hdr + "ln,0.1,Tesla T4,4,8,bf16,0.25,0.01,transformer\nln,0.2,Tesla T4,4,16,fp32,,0.02,Tesla_T4\n");
+  {
+    Store store((root / "r.sqlite").string());
+    NeusightImportOptions o;
+    o.root = root.string();
+    EXPECT_EQ(import_neusight(o, store).inserted, 2u);
+    auto rows = store.layers(LayerType::LayerNorm);
+    ASSERT_EQ(rows.size(), 2u);
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.dims[1] < b.dims[1]; });
+    EXPECT_EQ(rows[0].dtype, DType::BF16);
+    EXPECT_DOUBLE_EQ(rows[0].bwd.median_ms, 0.25);
+    EXPECT_EQ(rows[1].dtype, DType::FP32);
+    EXPECT_TRUE(std::isnan(rows[1].bwd.median_ms));  // empty cell: not measured
+  }
+  struct Case {
+    std::string body, needle;
+  };
+  for (const Case& c : std::vector<Case>{{"ln,0.1,Tesla T4,4,8,fp8,0.2,0,x\n", "t.csv:2: DType=\"fp8\" is not a dtype"},
+                                         {"ln,0.1,Tesla T4,4,8,bf16,-1,0,x\n", "t.csv:2: BwdLatency=-1 must be > 0"},
+                                         {"ln,0.1,Tesla T4,4,8,bf16,slow,0,x\n", "t.csv:2: BwdLatency=\"slow\""}}) {
+    SCOPED_TRACE(c.body);
+    write_file(root / "ops" / "ln" / "t.csv", hdr + c.body);
+    Store store((root / "bad.sqlite").string());
+    NeusightImportOptions o;
+    o.root = root.string();
+    expect_error([&] { import_neusight(o, store); }, c.needle);
+    EXPECT_TRUE(store.layers().empty());  // one transaction: nothing of the file is kept
+  }
+  fs::remove_all(root);
+}
+
 TEST(Features, TransferColumnsAreTilesWavesAndDeviceRelative) {
   DeviceRecord d = spec_gpu("G", 10000, 1000);
   d.cores = 80;
@@ -659,6 +699,66 @@ TEST(Features, TransferColumnsAreTilesWavesAndDeviceRelative) {
   EXPECT_EQ(y[ti], 1920);      // blocks
   EXPECT_EQ(y[ti + 1], 3);     // waves of 640 resident blocks
   EXPECT_FLOAT_EQ(y[ti + 2], 1.0f);
+}
+
+TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest) {
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
+  auto rows = synthetic_rows(devs, 60, 3);
+  for (auto& m : rows)
+    if (m.type == LayerType::Linear) m.bwd.median_ms = NAN;  // linear: forward rows only, all fp32
+  LayerPredictor p = LayerPredictor::train(rows, device_map(devs), fast_options());
+  EXPECT_EQ(p.trained_on(LayerType::Linear, Direction::Forward, DType::FP32), std::optional<bool>(true));
+  EXPECT_EQ(p.trained_on(LayerType::Linear, Direction::Backward, DType::FP32), std::optional<bool>(false));
+  EXPECT_EQ(p.trained_on(LayerType::Linear, Direction::Forward, DType::BF16), std::optional<bool>(false));
+  EXPECT_EQ(p.trained_on(LayerType::LayerNorm, Direction::Backward, DType::FP32), std::optional<bool>(true));
+  EXPECT_EQ(p.trained_on(LayerType::GELU, Direction::Forward, DType::FP32), std::nullopt);  // no model
+
+  // Per node: a bf16 graph's linear and layernorm nodes are extrapolated, an fp32 graph's
+  // backward linear only; a roofline-fallback node is a fallback, not an extrapolation.
+  LayerGraph g;
+  auto node = [&](LayerType t, Direction d, std::vector<int64_t> dims) {
+    LayerNode n;
+    n.id = static_cast<int>(g.nodes.size());
+    n.name = "n" + std::to_string(n.id);
+    n.type = t;
+    n.dir = d;
+    n.dims = std::move(dims);
+    g.nodes.push_back(n);
+  };
+  node(LayerType::Linear, Direction::Forward, {64, 64, 64, 1});
+  node(LayerType::Linear, Direction::Backward, {64, 64, 64, 1});
+  node(LayerType::LayerNorm, Direction::Backward, {64, 64});
+  node(LayerType::GELU, Direction::Forward, {4096});
+  auto flags = [&](DType dt) {
+    g.settings.dtype = dt;
+    std::vector<int> f;
+    for (const auto& d : p.predict_nodes_detail(g, devs[0])) f.push_back(d.fallback ? 2 : d.extrapolated ? 1 : 0);
+    return f;
+  };
+  EXPECT_EQ(flags(DType::FP32), (std::vector<int>{0, 1, 0, 2}));
+  EXPECT_EQ(flags(DType::BF16), (std::vector<int>{1, 1, 1, 2}));
+
+  // The record survives save/load; a manifest written before it existed loads with none (unknown).
+  fs::path dir = temp_dir("trained_on");
+  p.save(dir.string());
+  EXPECT_EQ(LayerPredictor::load(dir.string()).trained_on(LayerType::Linear, Direction::Backward, DType::FP32),
+            std::optional<bool>(false));
+  nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  for (auto& [name, e] : man["models"].items()) e.erase("trained_on");
+  man.erase("manifest_sha256");
+  man["manifest_sha256"] = sha256_hex(man.dump());
+  std::ofstream(dir / "manifest.json") << man.dump(2);
+  LayerPredictor old = LayerPredictor::load(dir.string());
+  EXPECT_EQ(old.trained_on(LayerType::Linear, Direction::Backward, DType::FP32), std::nullopt);
+  g.settings.dtype = DType::BF16;
+  for (const auto& d : old.predict_nodes_detail(g, devs[0])) EXPECT_FALSE(d.extrapolated);
+  // A malformed record is an error naming the key.
+  man.erase("manifest_sha256");
+  man["models"]["linear"]["trained_on"] = 3;
+  man["manifest_sha256"] = sha256_hex(man.dump());
+  std::ofstream(dir / "manifest.json") << man.dump(2);
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.trained_on: expected an array");
+  fs::remove_all(dir);
 }
 
 TEST(LayerPredictor, TransferOptionsRoundTripAndOldManifestsKeepTheirFeatures) {

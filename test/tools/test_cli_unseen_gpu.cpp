@@ -192,8 +192,9 @@ TEST(CliUnseenGpu, SweepAndCsvCarryTheMode) {
                         "/models/gpt2.json --device-spec " + kSrc +
                         "/models/devices/a100-sxm4-80gb.json --sweep mode=inference,fwd-bwd,train");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find(",adjusted,mode\n"), std::string::npos) << r.out;
-  for (const char* m : {",inference\n", ",fwd-bwd\n", ",train\n"}) EXPECT_NE(r.out.find(m), std::string::npos) << m;
+  EXPECT_NE(r.out.find(",adjusted,mode,device,peak_memory_gb,memory\n"), std::string::npos) << r.out;
+  for (const char* m : {",inference,\"spec:", ",fwd-bwd,\"spec:", ",train,\"spec:"})
+    EXPECT_NE(r.out.find(m), std::string::npos) << m;
   expect_one_error("predict --bundle " + kSrc + "/models/bundles/default " + kSrc + "/models/gpt2.json --device-spec " +
                        kSrc + "/models/devices/l4.json --sweep mode=eval",
                    "mode=\"eval\" is not a mode");
@@ -211,7 +212,7 @@ TEST(CliUnseenGpu, SwitchTransformersInInspectAndPredict) {
                         "/models/switch-base-8.json --batch 2 --seq 512 --device-spec " + kSrc +
                         "/models/devices/a100-sxm4-40gb.json --sweep mode=inference,fwd-bwd");
   ASSERT_EQ(p.rc, 0) << p.out;
-  EXPECT_NE(p.out.find(",inference\n"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find(",inference,\"spec:NVIDIA A100-SXM4-40GB\","), std::string::npos) << p.out;
   // An expert count of 0 is one clear error.
   const fs::path dir = fs::temp_directory_path() / ("scaledl_moe_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -369,4 +370,29 @@ TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
                        (dir / "anchor.csv").string(),
                    "the configurations name 2 devices");
   fs::remove_all(dir);
+}
+
+TEST(CliUnseenGpu, PredictSaysWhichPartOfTheSumNoTrainingRowCovers) {
+  // The default bundle's pointwise rows are NeuSight's: forward, fp32. An fp32 inference
+  // is covered; a bf16 training job is partly carried over from other dtypes and directions.
+  const std::string dev = " --device-spec " + kSrc + "/models/devices/h200-sxm.json";
+  const nlohmann::json inf =
+      predict_json(kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --mode inference" + dev);
+  ASSERT_TRUE(inf.is_object());
+  EXPECT_EQ(inf["extrapolated_ms"].get<double>(), 0.0);
+  EXPECT_TRUE(inf["extrapolated"].empty());
+  const nlohmann::json bf =
+      predict_json(kSrc + "/models/llama-style.json --batch 8 --seq 1024 --dtype bf16 --mode train" + dev);
+  ASSERT_TRUE(bf.is_object());
+  const double ex = bf["extrapolated_ms"].get<double>();
+  EXPECT_GT(ex, 0);
+  EXPECT_LT(ex, bf["t_sum_ms"].get<double>());
+  const auto kinds = bf["extrapolated"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "pointwise.bwd bf16"), kinds.end()) << bf["extrapolated"].dump();
+  EXPECT_EQ(std::find(kinds.begin(), kinds.end(), "linear.fwd bf16"), kinds.end()) << bf["extrapolated"].dump();
+  CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                        "/models/llama-style.json --batch 8 --seq 1024 --dtype bf16 --mode train" + dev);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("extrapolated "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pointwise.bwd bf16"), std::string::npos) << r.out;
 }

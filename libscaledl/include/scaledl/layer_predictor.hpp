@@ -15,6 +15,7 @@
 // MLP). Metrics: RMSE in ms and MRE = mean(|pred - true| / true) in %.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,10 +95,13 @@ struct TrainingData {
 TrainingData load_training_data(const std::vector<std::string>& dbs,
                                 const std::vector<std::string>& device_specs = {});
 
-/// A prediction and whether it came from the roofline fallback (no model for the type).
+/// A prediction, whether it came from the roofline fallback (no model for the
+/// type), and whether the type's model saw no training row of this direction and
+/// dtype (say bf16 from fp32-only data): carried over by the features, not learnt.
 struct LayerPrediction {
   double ms = 0;
   bool fallback = false;
+  bool extrapolated = false;
 };
 
 /// Not safe for concurrent calls on one object (predict_batch tunes XGBoost's
@@ -147,6 +151,9 @@ class LayerPredictor {
 
   /// True when a trained model serves (t, dir) (false => roofline fallback).
   bool has_model(LayerType t, Direction dir) const;
+  /// Whether the model serving (t, dir) had training rows of this direction and
+  /// dtype; nullopt without a model or when its manifest predates the record.
+  std::optional<bool> trained_on(LayerType t, Direction dir, DType dtype) const;
   const TrainOptions& options() const { return opts_; }
   /// {"models": {name: {rows, features}}, "target": ..., ...}
   nlohmann::json summary() const;

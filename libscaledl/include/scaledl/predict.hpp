@@ -29,6 +29,11 @@ struct IterationPrediction {
   double t_iter_ms = 0;          ///< T_iter = alpha*T_sum + beta*T_comm, ms (eq. 2)
   bool refined = false;          ///< a graph model produced alpha and beta
   int64_t fallback_nodes = 0;    ///< nodes predicted by the roofline fallback (no layer model)
+  /// Part of T_sum from nodes whose layer model had no training row of their
+  /// direction and dtype (LayerPrediction::extrapolated), ms, and those kinds
+  /// ("linear.fwd bf16"), sorted.
+  double extrapolated_ms = 0;
+  std::vector<std::string> extrapolated;
   std::map<std::string, double> by_type_ms;  ///< T_sum split by "type.dir", ms
   std::vector<float> global_features;  ///< Z of the graph (global_feature_names() order); not in to_json
   /// Distance of Z outside the graph model's training range (Normalizer::ood_distance);

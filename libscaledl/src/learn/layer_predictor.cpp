@@ -34,6 +34,10 @@ constexpr size_t kBlock = size_t(1) << 16;
 /// XGBoost's OpenMP fork/join costs ~1-15 ms per call on a busy 2-core VM against
 /// ~0.1 ms single-threaded, and a std::thread start is not free either.
 constexpr size_t kParallelRows = 16384;
+/// Key of a model's training rows by direction and dtype ("fwd fp32"), in its manifest.
+std::string dir_dtype_key(Direction dir, DType dtype) {
+  return std::string(to_string(dir)) + " " + to_string(dtype);
+}
 
 const std::set<std::string> kTargets = {"log", "raw", "log_roofline", "log_roofline_floor"};
 
@@ -187,6 +191,9 @@ struct LayerPredictor::Model {
   mutable xgb::Booster booster;
   mutable int threads = 0;  ///< nthread last set, 0 = not yet
   double floor_ms = 0;      ///< fastest training time (target log_roofline_floor), else 0
+  /// "<dir> <dtype>" of its training rows (e.g. "fwd fp32"); empty = not recorded
+  /// (a manifest written before 2026-11-26)
+  std::set<std::string> trained_on;
   /// The booster's trees compiled for prediction (tree_forest.hpp); empty when
   /// the model is outside what TreeForest covers: then XGBoost predicts.
   std::optional<TreeForest> forest;
@@ -261,6 +268,7 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     m->features = feature_names(t, fo);
     m->rows = rows.size();
     m->floor_ms = floor;
+    for (const LayerSample* r : rows) m->trained_on.insert(dir_dtype_key(r->dir, r->dtype));
     // nthread 0 = automatic: one thread below kParallelRows rows. On these small
     // per-type sets OpenMP's fork/join costs more than it saves, and with the
     // other core busy its spinning barrier made a 5-fold `train layers` of the
@@ -302,6 +310,12 @@ const LayerPredictor::Model* LayerPredictor::find(LayerType t, Direction dir) co
 }
 
 bool LayerPredictor::has_model(LayerType t, Direction dir) const { return find(t, dir) != nullptr; }
+
+std::optional<bool> LayerPredictor::trained_on(LayerType t, Direction dir, DType dtype) const {
+  const Model* m = find(t, dir);
+  if (!m || m->trained_on.empty()) return std::nullopt;
+  return m->trained_on.count(dir_dtype_key(dir, dtype)) > 0;
+}
 
 bool LayerPredictor::concurrent_predict() const {
   if (!compiled_trees_) return false;
@@ -423,7 +437,8 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
     }
     std::vector<double> ms(uniq.size());
     bool fb = predict_batch(t, dims.data(), uniq.size(), g.settings.dtype, dir, dev, ms.data());
-    for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[row_of[i]], fb};
+    const bool extrapolated = !fb && trained_on(t, dir, g.settings.dtype) == std::optional<bool>(false);
+    for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[row_of[i]], fb, extrapolated};
   }
   return out;
 }
@@ -441,6 +456,7 @@ nlohmann::json LayerPredictor::summary() const {
     models[name] = {{"type", to_string(m->type)},
                     {"rows", m->rows},
                     {"features", m->features.size()},
+                    {"trained_on", m->trained_on},
                     {"predictor", m->forest ? "compiled trees" : "xgboost (" + m->forest_refused + ")"}};
   std::vector<std::string> fallback;
   for (const auto& info : all_layer_infos()) {
@@ -468,6 +484,7 @@ void LayerPredictor::save(const std::string& dir) const {
                     {"sha256", sha256_hex(text)},
                     {"floor_ms", m->floor_ms},
                     {"features", m->features}};
+    if (!m->trained_on.empty()) models[name]["trained_on"] = m->trained_on;
   }
   nlohmann::json man = {{"format", kFormatName},
                         {"version", kFormatVersion},
@@ -510,6 +527,13 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     m->type = parse_layer_type(get_str_or(e, "type", ctx, ""), ctx + ".type");
     m->rows = static_cast<size_t>(get_int(e, "rows", ctx, 0, INT64_MAX));
     m->floor_ms = get_num_or(e, "floor_ms", ctx, 0, 1e12, 0);
+    if (e.contains("trained_on")) {
+      SCALEDL_CHECK(e.at("trained_on").is_array(), "{}.trained_on: expected an array of \"<dir> <dtype>\"", ctx);
+      for (const auto& k : e.at("trained_on")) {
+        SCALEDL_CHECK(k.is_string(), "{}.trained_on: {} is not a string", ctx, k.dump());
+        m->trained_on.insert(k.get<std::string>());
+      }
+    }
     SCALEDL_CHECK(e.contains("features") && e.at("features").is_array(), "{}.features is missing", ctx);
     m->features = e.at("features").get<std::vector<std::string>>();
     SCALEDL_CHECK(m->features == feature_names(m->type, fo),

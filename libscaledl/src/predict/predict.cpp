@@ -16,7 +16,7 @@ nlohmann::json IterationPrediction::to_json() const {
   nlohmann::json j = {{"t_sum_ms", t_sum_ms}, {"t_comm_ms", t_comm_ms}, {"alpha", alpha},       {"beta", beta},
           {"t_iter_ms", t_iter_ms}, {"refined", refined},  {"fallback_nodes", fallback_nodes},
           {"by_type_ms", by_type_ms}, {"ood_distance", ood_distance}, {"out_of_domain", ood_distance > 0},
-          {"ood_feature", ood_feature}};
+          {"ood_feature", ood_feature}, {"extrapolated_ms", extrapolated_ms}, {"extrapolated", extrapolated}};
   if (t_roofline_ms > 0) {
     j["t_roofline_ms"] = t_roofline_ms;
     j["t_model_ms"] = t_model_ms;
@@ -52,6 +52,13 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
       p.t_sum_ms += detail[i].ms;
       p.fallback_nodes += detail[i].fallback ? 1 : 0;
       p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
+      if (detail[i].extrapolated) {
+        p.extrapolated_ms += detail[i].ms;
+        const std::string kind =
+            std::string(to_string(n.type)) + "." + to_string(n.dir) + " " + to_string(g.settings.dtype);
+        auto at = std::lower_bound(p.extrapolated.begin(), p.extrapolated.end(), kind);
+        if (at == p.extrapolated.end() || *at != kind) p.extrapolated.insert(at, kind);
+      }
     }
     GraphFeatures f = featurize(g, t_l, ctx);
     p.t_comm_ms = f.t_comm_ms;
