@@ -4,6 +4,7 @@
 # only the machine's PyTorch. Results: $OUT/ops.tar.gz (ops/<op>/<Device>.csv, env.json,
 # skipped.csv), $OUT/env.txt, $OUT/ops.log.
 #   OUT=/tmp/out OPS_S=400 scripts/gpu_ops_check.sh
+#   OUT=/tmp/out OPS_S=400 OPS_ARGS="--dtype bf16 --backward" scripts/gpu_ops_check.sh   (BF16, with backward)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?set OUT to the result folder}
@@ -13,6 +14,6 @@ T0=$(date +%s)
   lscpu | grep -E "Model name|^CPU\(s\)"; } 2>&1 | tee "$OUT/env.txt"
 mkdir -p /tmp/ops
 PYTHONUNBUFFERED=1 timeout $(( ${OPS_S:-400} + 40 )) python3 scripts/neusight_ops_bench.py \
-    --root datasets/neusight --out /tmp/ops --budget-s ${OPS_S:-400} > "$OUT/ops.log" 2>&1
+    --root datasets/neusight --out /tmp/ops --budget-s ${OPS_S:-400} ${OPS_ARGS:-} > "$OUT/ops.log" 2>&1
 echo "ops rc=$? at $(( $(date +%s) - T0 )) s"; tail -4 "$OUT/ops.log"
 tar -C /tmp -czf "$OUT/ops.tar.gz" ops; ls -la "$OUT/ops.tar.gz"

@@ -18,14 +18,21 @@ artifact defines them:
   addu, mulu, divu, powu B,H: a [B,H] tensor and a Python scalar (pow: 3.0)
   relu, gelu, tanh B,H: unary
 
+--dtype bf16|fp16 times the same ops in that dtype; --backward also times each
+op's backward (torch.autograd.grad of the output with a random gradient, with
+respect to every tensor input, weights and bias included, as in training).
+
 Output: <out>/ops/<op>/<Device>.csv with the artifact's columns OPName, Latency
-(ms, 6 significant digits), Device and the shape, then CV (of the 25 runs) and
-Set (transformer or the GPU file the shape came from); rows are flushed as they
-are measured, a
-shape that does not fit is written to <out>/skipped.csv. <out>/env.json records
-the library versions and the device. Needs torch and a CUDA GPU.
+(ms, 6 significant digits), Device and the shape, then (with --dtype other than
+fp32 or --backward) DType and BwdLatency (ms, same protocol), then CV (of the 25
+forward runs) and Set (transformer or the GPU file the shape came from);
+`scaledl import neusight` reads DType and BwdLatency. Rows are flushed as they
+are measured, a shape that does not fit is written to <out>/skipped.csv.
+<out>/env.json records the library versions and the device. Needs torch and a
+CUDA GPU; --device cpu --limit N is a dry run of the code paths on a few shapes.
 
     python3 scripts/neusight_ops_bench.py --root datasets/neusight --out /tmp/out/ops --budget-s 240
+    python3 scripts/neusight_ops_bench.py --out /tmp/out/ops-bf16 --dtype bf16 --backward --budget-s 240
 """
 import argparse
 import csv
@@ -87,37 +94,44 @@ def work_list(root):
     return order
 
 
-def make_fn(op, shape, dev):
+def make_fn(op, shape, dev, dtype=torch.float32, grad=False):
+    """The op's forward as a function of no arguments, and its tensor inputs (which
+    require grad when `grad`)."""
     g = torch.Generator(device=dev).manual_seed(0)
-    rnd = lambda *s: torch.randn(*s, device=dev, generator=g)
+
+    def rnd(*s):
+        t = torch.randn(*s, device=dev, generator=g).to(dtype)
+        return t.requires_grad_(grad)
+
     if op == "linear":
         _, m, n, k = shape
         x, w, b = rnd(1, m, n), rnd(k, n), rnd(k)
-        return lambda: F.linear(x, w, b)
+        return (lambda: F.linear(x, w, b)), [x, w, b]
     if op == "bmm":
         bb, m, n, k = shape
         a, c = rnd(bb, m, n), rnd(bb, n, k)
-        return lambda: torch.bmm(a, c)
+        return (lambda: torch.bmm(a, c)), [a, c]
     bb, h = shape
     x = rnd(bb, h)
     if op == "ln":
         w, b = rnd(h), rnd(h)
-        return lambda: F.layer_norm(x, (h,), w, b)
-    if op == "softmax":
-        return lambda: F.softmax(x, dim=-1)
+        return (lambda: F.layer_norm(x, (h,), w, b)), [x, w, b]
     if op in ("add", "mul", "div", "pow"):
         y = rnd(bb, h)
         fn = {"add": torch.add, "mul": torch.mul, "div": torch.div, "pow": torch.pow}[op]
-        return lambda: fn(x, y)
-    if op == "addu":
-        return lambda: x + 2.0
-    if op == "mulu":
-        return lambda: x * 2.0
-    if op == "divu":
-        return lambda: x / 2.0
-    if op == "powu":
-        return lambda: torch.pow(x, 3.0)
-    return {"relu": lambda: F.relu(x), "gelu": lambda: F.gelu(x), "tanh": lambda: torch.tanh(x)}[op]
+        return (lambda: fn(x, y)), [x, y]
+    unary = {"softmax": lambda: F.softmax(x, dim=-1), "addu": lambda: x + 2.0, "mulu": lambda: x * 2.0,
+             "divu": lambda: x / 2.0, "powu": lambda: torch.pow(x, 3.0), "relu": lambda: F.relu(x),
+             "gelu": lambda: F.gelu(x), "tanh": lambda: torch.tanh(x)}
+    return unary[op], [x]
+
+
+def backward_fn(fwd, inputs):
+    """The op's backward: gradients of its output (times a fixed random gradient)
+    with respect to `inputs`; the graph is kept so that it can run again."""
+    y = fwd()
+    gy = torch.randn_like(y)
+    return lambda: torch.autograd.grad(y, inputs, gy, retain_graph=True)
 
 
 def main():
@@ -127,20 +141,29 @@ def main():
     ap.add_argument("--budget-s", type=float, default=240)
     ap.add_argument("--runs", type=int, default=25)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    ap.add_argument("--backward", action="store_true", help="also time each op's backward (BwdLatency)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run, wall-clock timed")
+    ap.add_argument("--limit", type=int, default=0, help="at most this many shapes (0 = all)")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("neusight_ops_bench: error: no CUDA device")
+    dev = a.device
+    if dev == "cuda" and not torch.cuda.is_available():
+        sys.exit("neusight_ops_bench: error: no CUDA device (--device cpu for a dry run)")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dev = "cuda"
-    name = torch.cuda.get_device_name(0)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
+    extra_cols = a.dtype != "fp32" or a.backward  # the fp32 forward files keep the artifact's columns
+    name = torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"
     fname = name.replace(" ", "_")
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "env.json"), "w") as f:
         json.dump({"device": name, "torch": torch.__version__, "cuda": torch.version.cuda,
-                   "runs": a.runs, "warmup": a.warmup, "tf32": False,
+                   "runs": a.runs, "warmup": a.warmup, "tf32": False, "dtype": a.dtype,
+                   "backward": a.backward,
                    "label": "mean of the fastest 5 runs, ms"}, f, indent=1)
     work = work_list(a.root)
+    if a.limit > 0:
+        work = work[:a.limit]
     print(f"{len(work)} distinct (op, shape) on {name}", flush=True)
     writers, files = {}, []
     skipped = open(os.path.join(a.out, "skipped.csv"), "w", newline="")
@@ -158,10 +181,15 @@ def main():
             files.append(f)
             w = csv.writer(f)
             w.writerow(["OPName", "Latency", "Device"] + list("BMNK" if op in MAT_OPS else "BH")
-                       + ["CV", "Set"])
+                       + (["DType", "BwdLatency"] if extra_cols else []) + ["CV", "Set"])
             writers[op] = (w, f)
         try:
-            ms = cuda_timing.time_runs(make_fn(op, shape, dev), a.runs, a.warmup)
+            fwd, inputs = make_fn(op, shape, dev, dtype, grad=a.backward)
+            with torch.set_grad_enabled(a.backward):
+                ms = cuda_timing.time_runs(fwd, a.runs, a.warmup, device=dev)
+                bwd_ms = (cuda_timing.time_runs(backward_fn(fwd, inputs), a.runs, a.warmup, device=dev)
+                          if a.backward else None)
+            del fwd, inputs
         except torch.cuda.OutOfMemoryError:
             skw.writerow([op, "x".join(map(str, shape)), "oom"])
             torch.cuda.empty_cache()
@@ -173,13 +201,14 @@ def main():
         fast = sorted(ms)[:5]
         cv = statistics.pstdev(ms) / statistics.mean(ms) if statistics.mean(ms) > 0 else 0.0
         w, f = writers[op]
-        w.writerow([op, f"{sum(fast) / len(fast):.6g}", name] + list(shape) + [f"{cv:.4f}", where])
+        bwd_cell = [] if not extra_cols else [a.dtype, f"{sum(sorted(bwd_ms)[:5]) / 5:.6g}" if bwd_ms else ""]
+        w.writerow([op, f"{sum(fast) / len(fast):.6g}", name] + list(shape) + bwd_cell + [f"{cv:.4f}", where])
         done += 1
         if done % 200 == 0:
             for f in files:
                 f.flush()
             print(f"{done} rows at {time.time() - t0:.0f} s", flush=True)
-        if i % 50 == 0:
+        if i % 50 == 0 and dev == "cuda":
             torch.cuda.empty_cache()
     for f in files:
         f.close()

@@ -179,6 +179,9 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
                 "{}:1: header lacks OPName, Latency or Device: not a NeuSight ops CSV", path);
   const int cB = csv_column(h, "B"), cM = csv_column(h, "M"), cN = csv_column(h, "N"), cK = csv_column(h, "K"),
             cH = csv_column(h, "H");
+  // Optional columns of our own measurements (scripts/neusight_ops_bench.py --dtype/--backward):
+  // the dtype (default fp32, the artifact's) and the backward time of the same op, ms.
+  const int c_dtype = csv_column(h, "DType"), c_bwd = csv_column(h, "BwdLatency");
   ++summary.files;
   std::vector<LayerMeasurement> out;
   out.reserve(recs.size());
@@ -231,10 +234,23 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
     }
     m.campaign = campaign;
     m.dtype = DType::FP32;
+    if (c_dtype >= 0) {
+      try {
+        m.dtype = parse_dtype(f[c_dtype], "DType");
+      } catch (const Error& e) {
+        fail("{}: {}", where, e.what());
+      }
+    }
     m.device = dn->second;
     m.source = "neusight";
     m.fwd.median_ms = lat;
     m.fwd.n = 5;  // mean of the fastest 5 of 25 runs (artifact README)
+    if (c_bwd >= 0 && !f[c_bwd].empty()) {
+      const double bwd = parse_double(f[c_bwd], where, "BwdLatency");
+      SCALEDL_CHECK(std::isfinite(bwd) && bwd > 0, "{}: BwdLatency={} must be > 0 ms (or empty)", where, f[c_bwd]);
+      m.bwd.median_ms = bwd;
+      m.bwd.n = 5;
+    }
     ++summary.mapped;
     ++summary.per_type[to_string(m.type)];
     out.push_back(std::move(m));
