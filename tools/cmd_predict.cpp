@@ -176,6 +176,26 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
 }
 
 /// The cartesian product of the --sweep lists over the positional model.
+/// device_spec values: a folder stands for its *.json files in name order
+/// (`--sweep device_spec=models/devices`: every GPU shipped).
+std::vector<std::string> expand_device_specs(const std::vector<std::string>& values) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const auto& v : values) {
+    if (!fs::is_directory(v)) {
+      out.push_back(v);
+      continue;
+    }
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(v))
+      if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+    SCALEDL_CHECK(!files.empty(), "device_spec={}: the folder holds no .json spec sheet", v);
+    std::sort(files.begin(), files.end());
+    out.insert(out.end(), files.begin(), files.end());
+  }
+  return out;
+}
+
 std::vector<Variant> sweep_variants(const PredictOptions& o) {
   std::vector<Variant> out = {{o.args.model, {}}};
   std::set<std::string> seen;
@@ -196,6 +216,7 @@ std::vector<Variant> sweep_variants(const PredictOptions& o) {
       values.push_back(sw.substr(a, b - a));
       a = b + 1;
     }
+    if (key == "device_spec") values = expand_device_specs(values);
     std::vector<Variant> next;
     for (const auto& v : out)
       for (const auto& x : values) {

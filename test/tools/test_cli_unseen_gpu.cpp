@@ -369,6 +369,19 @@ TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
   expect_one_error(base + " --sweep device_spec=" + dev + "h100-sxm.json," + dev + "l4.json --anchor " +
                        (dir / "anchor.csv").string(),
                    "the configurations name 2 devices");
+  // A folder stands for its .json spec sheets in name order.
+  fs::create_directories(dir / "gpus");
+  fs::copy_file(dev + "l4.json", dir / "gpus" / "b-l4.json");
+  fs::copy_file(dev + "h100-sxm.json", dir / "gpus" / "a-h100.json");
+  std::ofstream(dir / "gpus" / "README.md") << "not a spec sheet\n";
+  r = run_cli(base + " --json --sweep device_spec=" + (dir / "gpus").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const nlohmann::json f = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(f.is_array() && f.size() == 2u) << r.out;
+  EXPECT_EQ(f[0]["device"], "spec:NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(f[1]["device"], "spec:NVIDIA L4");
+  fs::create_directories(dir / "empty");
+  expect_one_error(base + " --sweep device_spec=" + (dir / "empty").string(), "the folder holds no .json spec sheet");
   fs::remove_all(dir);
 }
 
