@@ -15,8 +15,8 @@
 // MLP). Metrics: RMSE in ms and MRE = mean(|pred - true| / true) in %.
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
