@@ -18,3 +18,6 @@ $B plan --space datasets/h100/models-space.json --budget 32 --existing datasets/
 echo "== 4. a GPU you do not have: GPT-2 large on an H100 SXM from its spec sheet, with the shipped default bundle"
 $B predict --bundle models/bundles/default models/gpt2-large.json --batch 4 --seq 1024 \
     --device-spec models/devices/h100-sxm.json --mode fwd-bwd
+echo "== 5. which GPU to rent: the same job on every spec sheet shipped (models/devices), with the memory verdict"
+$B predict --bundle models/bundles/default models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd \
+    --sweep device_spec=models/devices | cut -d, -f1-3,12-14,24-
