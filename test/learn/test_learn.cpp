@@ -738,6 +738,24 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   EXPECT_EQ(flags(DType::FP32), (std::vector<int>{0, 1, 0, 2}));
   EXPECT_EQ(flags(DType::BF16), (std::vector<int>{1, 1, 1, 2}));
 
+  // A dtype the model never saw is carried over from one it knows by the ratio of
+  // their rooflines (the dtype's spec peak and bytes), not left to the trees, which
+  // would run it at the fp32 rate: a compute-bound linear in bf16 on a part with 8x
+  // the fp32 peak in bf16 takes about an eighth of its fp32 time.
+  DeviceRecord tc = devs[0];
+  tc.peak_bf16_gflops = 8 * tc.peak_fp32_gflops;
+  const std::vector<int64_t> big = {4096, 4096, 4096, 1};
+  const double f32 = p.predict_ms(LayerType::Linear, big, DType::FP32, Direction::Forward, tc);
+  const double b16 = p.predict_ms(LayerType::Linear, big, DType::BF16, Direction::Forward, tc);
+  EXPECT_NEAR(b16 / f32, 1.0 / 8, 0.01);
+  EXPECT_GE(b16, layer_cost(LayerType::Linear, big, DType::BF16).flops_fwd / (tc.peak_bf16_gflops * 1e6));
+  // Without a bf16 peak in the record only the bytes change: a memory-bound layernorm
+  // moves half the bytes in bf16.
+  const std::vector<int64_t> wide = {1 << 16, 4096};
+  const double ln32 = p.predict_ms(LayerType::LayerNorm, wide, DType::FP32, Direction::Forward, devs[0]);
+  const double ln16 = p.predict_ms(LayerType::LayerNorm, wide, DType::BF16, Direction::Forward, devs[0]);
+  EXPECT_NEAR(ln16 / ln32, 0.5, 0.05);
+
   // The record survives save/load; a manifest written before it existed loads with none (unknown).
   fs::path dir = temp_dir("trained_on");
   p.save(dir.string());

@@ -334,6 +334,33 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
     for (size_t i = 0; i < rows; ++i) out_ms[i] = std::max(writer.write(dims + i * nd, nullptr), kMinMs);
     return true;
   }
+  auto has_dtype = [&](DType d) {
+    return m->trained_on.count(dir_dtype_key(Direction::Forward, d)) ||
+           m->trained_on.count(dir_dtype_key(Direction::Backward, d)) ||
+           m->trained_on.count(dir_dtype_key(Direction::Update, d));
+  };
+  if (!m->trained_on.empty() && !has_dtype(dtype)) {
+    // A dtype this model never saw (bf16 on fp32-only rows): the trees know nothing
+    // of its speed, and the roofline of the features and target runs at the fp32
+    // rate. Carry the utilisation over instead: the time of a dtype the model knows
+    // (in this direction, as the model predicts it), as a fraction of that dtype's
+    // roofline (+ floor), on this dtype's roofline (its spec peak, e.g. the tensor
+    // cores', and its bytes); never under this dtype's peak bound.
+    for (DType ref : {DType::FP32, DType::TF32, DType::BF16, DType::FP16}) {
+      if (ref == dtype || !has_dtype(ref)) continue;
+      predict_batch(t, dims, rows, ref, dir, dev, out_ms);
+      FeatureWriter from(t, ref, dir, dev, fo);
+      const double floor = target_kind(opts_.target) == Target::LogRooflineFloor ? m->floor_ms : 0.0;
+      for (size_t i = 0; i < rows; ++i) {
+        from.write(dims + i * nd, nullptr);
+        writer.write(dims + i * nd, nullptr);
+        const double ratio =
+            (writer.dtype_roofline_ms() + floor) / std::max(from.dtype_roofline_ms() + floor, 1e-12);
+        out_ms[i] = std::max({out_ms[i] * ratio, writer.peak_floor_ms(), kMinMs});
+      }
+      return false;
+    }
+  }
   const size_t nf = writer.size();
   const Target tk = target_kind(opts_.target);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
