@@ -175,7 +175,6 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
   return r;
 }
 
-/// The cartesian product of the --sweep lists over the positional model.
 /// device_spec values: a folder stands for its *.json files in name order
 /// (`--sweep device_spec=models/devices`: every GPU shipped).
 std::vector<std::string> expand_device_specs(const std::vector<std::string>& values) {
@@ -196,6 +195,7 @@ std::vector<std::string> expand_device_specs(const std::vector<std::string>& val
   return out;
 }
 
+/// The cartesian product of the --sweep lists over the positional model.
 std::vector<Variant> sweep_variants(const PredictOptions& o) {
   std::vector<Variant> out = {{o.args.model, {}}};
   std::set<std::string> seen;
@@ -404,20 +404,15 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
       const auto& p = preds[i];
       const auto& s = res[i].s;
       const int64_t it = res[i].samples ? iterations_per_epoch(res[i].samples, s) : o.iterations;
-      std::string q = "\"";
-      for (char ch : res[i].label) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-      q += "\"";
-      std::string dq = "\"";
-      for (char ch : device_of(i).key()) dq += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-      dq += "\"";
-      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:.4g},{}\n", q, s.batch,
+      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:.4g},{}\n", csv_quote(res[i].label), s.batch,
                          s.seq_len, s.image_size, to_string(s.dtype), s.optimizer_step ? to_string(s.optimizer) : "none",
                          s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms),
                          num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms), p.ood_distance > 0 ? 1 : 0, it,
                          it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
                          p.t_roofline_ms > 0 ? num(p.t_model_ms) : std::string(),
                          p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), p.adjusted,
-                         to_string(run_mode(s)), dq, mems[i].peak_bytes / 1e9, mems[i].verdict);
+                         to_string(run_mode(s)), csv_quote(device_of(i).key()), mems[i].peak_bytes / 1e9,
+                         mems[i].verdict);
     }
     std::cout << out;
   }

@@ -776,6 +776,11 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   man["manifest_sha256"] = sha256_hex(man.dump());
   std::ofstream(dir / "manifest.json") << man.dump(2);
   expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.trained_on: expected an array");
+  man.erase("manifest_sha256");
+  man["models"]["linear"]["trained_on"] = {"sideways fp32"};
+  man["manifest_sha256"] = sha256_hex(man.dump());
+  std::ofstream(dir / "manifest.json") << man.dump(2);
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "\"sideways fp32\" is not \"<dir> <dtype>\"");
   fs::remove_all(dir);
 }
 

@@ -49,4 +49,7 @@ bool get_bool_or(const json& j, const std::string& key, const std::string& ctx, 
 /// Short rendering of a JSON value for error messages (strings quoted, cut at 40 chars).
 std::string show(const json& v);
 
+/// A CSV field in double quotes, inner quotes doubled (RFC 4180).
+std::string csv_quote(const std::string& s);
+
 }  // namespace scaledl

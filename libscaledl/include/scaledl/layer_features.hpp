@@ -86,8 +86,6 @@ class FeatureWriter {
   /// The FLOP of the row last written at the spec-sheet peak of its dtype (ms): no kernel
   /// runs faster. 0 where the record has no such peak (CPU probes), so no bound there.
   double peak_floor_ms() const { return peak_floor_ms_; }
-  /// The traffic of the row last written at the device's bandwidth (ms).
-  double memory_ms() const { return memory_ms_; }
   /// The row last written at its dtype's roofline: max(FLOP at the spec peak of the
   /// dtype, traffic at the bandwidth); without that peak, what write() returned.
   double dtype_roofline_ms() const { return dtype_roofline_ms_; }
@@ -101,7 +99,6 @@ class FeatureWriter {
   double gflops_ = 0, bw_ = 0;  ///< device rates per ms (x 1e6)
   double peak_ = 0;             ///< spec-sheet peak of dtype_, GFLOP/s; 0 = unknown
   double peak_floor_ms_ = 0;
-  double memory_ms_ = 0;
   double dtype_roofline_ms_ = 0;
   std::vector<double> dev_;     ///< DeviceRecord::features()
   std::vector<int64_t> d_;      ///< scratch dims (validate_dims and layer_cost take a vector)

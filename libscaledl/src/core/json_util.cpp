@@ -81,6 +81,12 @@ void write_json_file(const std::string& path, const json& j, int indent) {
   write_text_file_atomic(path, j.dump(indent) + "\n");
 }
 
+std::string csv_quote(const std::string& s) {
+  std::string o = "\"";
+  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return o + "\"";
+}
+
 std::string show(const json& v) {
   std::string s = v.dump();
   if (s.size() > 40) s = s.substr(0, 37) + "...";

@@ -99,10 +99,8 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
             all[m].add(ape);
             fam[m][s.family].add(ape);
             mode[m][md].add(ape);
-            std::string name = "\"";
-            for (char ch : s.graph.model.name) name += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-            name += "\"";
-            csv << fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.5f}\n", protocol, seed, m, name,
+            csv << fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.5f}\n", protocol, seed, m,
+                               csv_quote(s.graph.model.name),
                                s.family, md, s.measured_bytes, p, ape);
           }
         }

@@ -22,13 +22,6 @@ namespace scaledl {
 
 namespace {
 
-/// A CSV field in double quotes, inner quotes doubled (RFC 4180).
-std::string csv_quote(const std::string& s) {
-  std::string o = "\"";
-  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return o + "\"";
-}
-
 std::string fmt_pm(const nlohmann::json& row, const char* m, const char* s, int prec = 1) {
   if (!row[m].is_number()) return "–";
   const double sd = row[s].is_number() ? row[s].get<double>() : 0;

@@ -177,9 +177,9 @@ double FeatureWriter::write(const int64_t* dims, float* out) {
   const LayerCost c = layer_cost(t_, d_, dtype_);
   if (out) write_features(t_, dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, o_, out);
   peak_floor_ms_ = peak_ > 0 ? direction_flops(c, dir_) / (peak_ * 1e6) : 0;
-  memory_ms_ = traffic_bytes(c, dir_) / (bw_ * 1e6);
-  const double roof = std::max(direction_flops(c, dir_) / (gflops_ * 1e6), memory_ms_);
-  dtype_roofline_ms_ = peak_ > 0 ? std::max(peak_floor_ms_, memory_ms_) : roof;
+  const double memory_ms = traffic_bytes(c, dir_) / (bw_ * 1e6);
+  const double roof = std::max(direction_flops(c, dir_) / (gflops_ * 1e6), memory_ms);
+  dtype_roofline_ms_ = peak_ > 0 ? std::max(peak_floor_ms_, memory_ms) : roof;
   return roof;
 }
 

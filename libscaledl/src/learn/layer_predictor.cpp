@@ -34,9 +34,15 @@ constexpr size_t kBlock = size_t(1) << 16;
 /// XGBoost's OpenMP fork/join costs ~1-15 ms per call on a busy 2-core VM against
 /// ~0.1 ms single-threaded, and a std::thread start is not free either.
 constexpr size_t kParallelRows = 16384;
-/// Key of a model's training rows by direction and dtype ("fwd fp32"), in its manifest.
-std::string dir_dtype_key(Direction dir, DType dtype) {
-  return std::string(to_string(dir)) + " " + to_string(dtype);
+/// A model's training rows by direction and dtype, as its manifest spells them ("fwd fp32").
+using DirDtype = std::pair<Direction, DType>;
+std::string dir_dtype_key(const DirDtype& k) { return std::string(to_string(k.first)) + " " + to_string(k.second); }
+/// The inverse; throws naming `ctx` for anything else.
+DirDtype parse_dir_dtype(const std::string& s, const std::string& ctx) {
+  for (Direction d : {Direction::Forward, Direction::Backward, Direction::Update})
+    for (DType t : {DType::FP32, DType::TF32, DType::BF16, DType::FP16})
+      if (s == dir_dtype_key({d, t})) return {d, t};
+  fail("{}: \"{}\" is not \"<dir> <dtype>\" (e.g. \"fwd fp32\")", ctx, s);
 }
 
 const std::set<std::string> kTargets = {"log", "raw", "log_roofline", "log_roofline_floor"};
@@ -191,9 +197,18 @@ struct LayerPredictor::Model {
   mutable xgb::Booster booster;
   mutable int threads = 0;  ///< nthread last set, 0 = not yet
   double floor_ms = 0;      ///< fastest training time (target log_roofline_floor), else 0
-  /// "<dir> <dtype>" of its training rows (e.g. "fwd fp32"); empty = not recorded
-  /// (a manifest written before 2026-11-26)
-  std::set<std::string> trained_on;
+  /// Direction and dtype of its training rows; empty = not recorded (a manifest
+  /// written before 2026-11-26)
+  std::set<DirDtype> trained_on;
+  bool has_dtype(DType d) const {
+    return std::any_of(trained_on.begin(), trained_on.end(), [d](const DirDtype& k) { return k.second == d; });
+  }
+  std::vector<std::string> trained_on_keys() const {
+    std::vector<std::string> out;
+    for (const auto& k : trained_on) out.push_back(dir_dtype_key(k));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
   /// The booster's trees compiled for prediction (tree_forest.hpp); empty when
   /// the model is outside what TreeForest covers: then XGBoost predicts.
   std::optional<TreeForest> forest;
@@ -268,7 +283,7 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     m->features = feature_names(t, fo);
     m->rows = rows.size();
     m->floor_ms = floor;
-    for (const LayerSample* r : rows) m->trained_on.insert(dir_dtype_key(r->dir, r->dtype));
+    for (const LayerSample* r : rows) m->trained_on.insert({r->dir, r->dtype});
     // nthread 0 = automatic: one thread below kParallelRows rows. On these small
     // per-type sets OpenMP's fork/join costs more than it saves, and with the
     // other core busy its spinning barrier made a 5-fold `train layers` of the
@@ -314,7 +329,7 @@ bool LayerPredictor::has_model(LayerType t, Direction dir) const { return find(t
 std::optional<bool> LayerPredictor::trained_on(LayerType t, Direction dir, DType dtype) const {
   const Model* m = find(t, dir);
   if (!m || m->trained_on.empty()) return std::nullopt;
-  return m->trained_on.count(dir_dtype_key(dir, dtype)) > 0;
+  return m->trained_on.count({dir, dtype}) > 0;
 }
 
 bool LayerPredictor::concurrent_predict() const {
@@ -334,12 +349,7 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
     for (size_t i = 0; i < rows; ++i) out_ms[i] = std::max(writer.write(dims + i * nd, nullptr), kMinMs);
     return true;
   }
-  auto has_dtype = [&](DType d) {
-    return m->trained_on.count(dir_dtype_key(Direction::Forward, d)) ||
-           m->trained_on.count(dir_dtype_key(Direction::Backward, d)) ||
-           m->trained_on.count(dir_dtype_key(Direction::Update, d));
-  };
-  if (!m->trained_on.empty() && !has_dtype(dtype)) {
+  if (!m->trained_on.empty() && !m->has_dtype(dtype)) {
     // A dtype this model never saw (bf16 on fp32-only rows): the trees know nothing
     // of its speed, and the roofline of the features and target runs at the fp32
     // rate. Carry the utilisation over instead: the time of a dtype the model knows
@@ -347,7 +357,7 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
     // roofline (+ floor), on this dtype's roofline (its spec peak, e.g. the tensor
     // cores', and its bytes); never under this dtype's peak bound.
     for (DType ref : {DType::FP32, DType::TF32, DType::BF16, DType::FP16}) {
-      if (ref == dtype || !has_dtype(ref)) continue;
+      if (ref == dtype || !m->has_dtype(ref)) continue;
       predict_batch(t, dims, rows, ref, dir, dev, out_ms);
       FeatureWriter from(t, ref, dir, dev, fo);
       const double floor = target_kind(opts_.target) == Target::LogRooflineFloor ? m->floor_ms : 0.0;
@@ -483,7 +493,7 @@ nlohmann::json LayerPredictor::summary() const {
     models[name] = {{"type", to_string(m->type)},
                     {"rows", m->rows},
                     {"features", m->features.size()},
-                    {"trained_on", m->trained_on},
+                    {"trained_on", m->trained_on_keys()},
                     {"predictor", m->forest ? "compiled trees" : "xgboost (" + m->forest_refused + ")"}};
   std::vector<std::string> fallback;
   for (const auto& info : all_layer_infos()) {
@@ -511,7 +521,7 @@ void LayerPredictor::save(const std::string& dir) const {
                     {"sha256", sha256_hex(text)},
                     {"floor_ms", m->floor_ms},
                     {"features", m->features}};
-    if (!m->trained_on.empty()) models[name]["trained_on"] = m->trained_on;
+    if (!m->trained_on.empty()) models[name]["trained_on"] = m->trained_on_keys();
   }
   nlohmann::json man = {{"format", kFormatName},
                         {"version", kFormatVersion},
@@ -558,7 +568,7 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
       SCALEDL_CHECK(e.at("trained_on").is_array(), "{}.trained_on: expected an array of \"<dir> <dtype>\"", ctx);
       for (const auto& k : e.at("trained_on")) {
         SCALEDL_CHECK(k.is_string(), "{}.trained_on: {} is not a string", ctx, k.dump());
-        m->trained_on.insert(k.get<std::string>());
+        m->trained_on.insert(parse_dir_dtype(k.get<std::string>(), ctx + ".trained_on"));
       }
     }
     SCALEDL_CHECK(e.contains("features") && e.at("features").is_array(), "{}.features is missing", ctx);
