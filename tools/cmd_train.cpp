@@ -53,6 +53,8 @@ scaledl::cli::Registrar reg(
       app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
       app.add_flag("--transfer-features", o->b.layers.transfer_features,
                    "layer models: add the tiling / wave and device-relative columns (docs/learn.md)");
+      app.add_flag("--arch-features", o->b.layers.arch_features,
+                   "layer models: add the FP32 lanes per SM of the device's spec (docs/unseen-gpu.md)");
       app.add_flag("!--no-device-features", o->b.layers.device_features,
                    "layer models: no h^dev columns (the device enters through roofline and transfer columns)");
       app.add_option("--nthread", o->b.layers.nthread, "XGBoost threads, 0 = automatic")

@@ -40,6 +40,8 @@ void add_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptio
   app.add_flag("!--no-roofline-features", t.roofline_features, "drop the CT/CM/roofline/AI columns");
   app.add_flag("--transfer-features", t.transfer_features,
                "add the tiling / wave-quantisation and device-relative columns (docs/learn.md)");
+  app.add_flag("--arch-features", t.arch_features,
+               "add the FP32 lanes per SM of the device's spec (docs/unseen-gpu.md)");
   app.add_flag("!--no-device-features", t.device_features,
                "drop the h^dev columns: the device enters through the roofline and transfer columns only");
   app.add_flag("--split-direction", t.split_direction, "one model per (type, direction)");

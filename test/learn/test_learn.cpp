@@ -784,6 +784,46 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   fs::remove_all(dir);
 }
 
+TEST(Features, ArchColumnIsTheFp32LanesPerSmOfTheSpec) {
+  // 64 lanes: 80 SMs x 64 x 2 x 1,370 MHz = 14,029 GFLOP/s (NeuSight's V100 sheet).
+  DeviceRecord v = spec_gpu("V", 14029, 900);
+  v.cores = 80;
+  v.clock_mhz = 1370;
+  EXPECT_EQ(fp32_lanes_per_sm(v), 64);
+  // 128 lanes: the H100 SXM, 132 SMs at 1,980 MHz, 66,900 GFLOP/s.
+  DeviceRecord h = spec_gpu("H", 66900, 3350);
+  h.cores = 132;
+  h.clock_mhz = 1980;
+  EXPECT_EQ(fp32_lanes_per_sm(h), 128);
+  // Unknown clock or peak (a CPU probe): 0, never a division by zero.
+  DeviceRecord c = h;
+  c.clock_mhz = 0;
+  EXPECT_EQ(fp32_lanes_per_sm(c), 0);
+  c = h;
+  c.peak_fp32_gflops = 0;
+  c.measured_gflops = 1000;
+  EXPECT_EQ(fp32_lanes_per_sm(c), 0);
+
+  FeatureOptions fo;
+  fo.transfer = true;
+  fo.device = false;
+  const size_t without = feature_count(LayerType::Linear, fo);
+  fo.arch = true;
+  const auto names = feature_names(LayerType::Linear, fo);
+  ASSERT_EQ(names.size(), without + 1);
+  EXPECT_EQ(names.back(), "fp32_lanes_per_sm");
+  std::vector<float> x(names.size());
+  const std::vector<int64_t> dims = {1000, 512, 1024, 1};
+  layer_features(LayerType::Linear, dims, DType::FP32, Direction::Forward, h, fo, x.data());
+  EXPECT_EQ(x.back(), 128);
+  // The hot path writes the same vector.
+  std::vector<float> y(names.size());
+  FeatureWriter w(LayerType::Linear, DType::FP32, Direction::Forward, h, fo);
+  ASSERT_EQ(w.size(), names.size());
+  w.write(dims.data(), y.data());
+  EXPECT_EQ(x, y);
+}
+
 TEST(LayerPredictor, TransferOptionsRoundTripAndOldManifestsKeepTheirFeatures) {
   TrainOptions o;
   o.transfer_features = true;
@@ -791,13 +831,22 @@ TEST(LayerPredictor, TransferOptionsRoundTripAndOldManifestsKeepTheirFeatures) {
   TrainOptions back = TrainOptions::from_json(o.to_json());
   EXPECT_TRUE(back.transfer_features);
   EXPECT_FALSE(back.device_features);
-  // A manifest written before these options existed has neither key: the features it was trained with.
+  EXPECT_FALSE(back.arch_features);
+  o.arch_features = true;
+  EXPECT_TRUE(TrainOptions::from_json(o.to_json()).arch_features);
+  // A manifest written before these options existed has none of the keys: the features it was trained with.
   nlohmann::json old = TrainOptions{}.to_json();
   old.erase("transfer_features");
   old.erase("device_features");
+  old.erase("arch_features");
   TrainOptions o2 = TrainOptions::from_json(old);
   EXPECT_FALSE(o2.transfer_features);
   EXPECT_TRUE(o2.device_features);
+  EXPECT_FALSE(o2.arch_features);
+  // Not a boolean: an error naming the key.
+  nlohmann::json bad = o.to_json();
+  bad["arch_features"] = "yes";
+  expect_error([&] { TrainOptions::from_json(bad); }, "arch_features");
 }
 
 TEST(Neusight, LabelNamesAndCommittedLabelsImport) {

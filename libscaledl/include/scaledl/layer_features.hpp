@@ -18,6 +18,10 @@
 //             layers the same over blocks of 1,024 output elements, 8 blocks per SM;
 //             the working set over L2 and the arithmetic intensity over the
 //             device's ridge point (GFLOP/s / GB/s). All determined by a spec sheet.
+//   arch      (FeatureOptions::arch) the FP32 lanes per SM, spec peak / (2 x SMs x boost
+//             clock): 64 on Pascal GP100, Volta, Turing and the A100, 128 on GP104 (P4),
+//             GA10x, Ada and Hopper, whose FP32 GEMMs reach a smaller share of the peak
+//             (docs/unseen-gpu.md). 0 where the record has no spec peak (CPU probes).
 //
 // Kernel names, grid or block sizes of a measurement are outcomes, never features.
 // Every column is a float; no column is ever missing for a valid input.
@@ -39,7 +43,13 @@ struct FeatureOptions {
   /// only through the roofline and the transfer columns, so the trees cannot learn
   /// device identities (a held-out GPU would fall on one training GPU's leaves)
   bool device = true;
+  /// include the FP32 lanes per SM (see above)
+  bool arch = false;
 };
+
+/// FP32 lanes per SM from a record's spec: peak_fp32_gflops / (2 x cores x clock_mhz),
+/// rounded to a whole lane; 0 where any of the three is unknown.
+double fp32_lanes_per_sm(const DeviceRecord& dev);
 
 /// GEMM view of a layer: batch x [m x k] . [k x n] (Linear, BMM, Attention's QK^T,
 /// the patch convolution); false for layers that are not one GEMM.
@@ -101,6 +111,7 @@ class FeatureWriter {
   double peak_floor_ms_ = 0;
   double dtype_roofline_ms_ = 0;
   std::vector<double> dev_;     ///< DeviceRecord::features()
+  double lanes_ = 0;            ///< fp32_lanes_per_sm(dev)
   std::vector<int64_t> d_;      ///< scratch dims (validate_dims and layer_cost take a vector)
 };
 

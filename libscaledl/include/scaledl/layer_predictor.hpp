@@ -50,6 +50,7 @@ struct TrainOptions {
   bool roofline_features = true; ///< PreNeT CT/CM columns (FeatureOptions::roofline)
   bool transfer_features = false; ///< tiling, waves and device-relative columns (FeatureOptions::transfer)
   bool device_features = true;   ///< h^dev columns (FeatureOptions::device)
+  bool arch_features = false;    ///< the FP32 lanes per SM (FeatureOptions::arch)
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
   /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
   /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored

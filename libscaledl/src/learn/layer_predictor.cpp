@@ -52,6 +52,7 @@ FeatureOptions feature_options(const TrainOptions& o) {
   f.roofline = o.roofline_features;
   f.transfer = o.transfer_features;
   f.device = o.device_features;
+  f.arch = o.arch_features;
   return f;
 }
 
@@ -111,6 +112,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"roofline_features", roofline_features},
           {"transfer_features", transfer_features},
           {"device_features", device_features},
+          {"arch_features", arch_features},
           {"split_direction", split_direction},
           {"forest", forest},
           {"min_rows", min_rows},
@@ -130,6 +132,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   o.roofline_features = get_bool_or(j, "roofline_features", ctx, o.roofline_features);
   o.transfer_features = get_bool_or(j, "transfer_features", ctx, false);  // absent: a model from before they existed
   o.device_features = get_bool_or(j, "device_features", ctx, true);
+  o.arch_features = get_bool_or(j, "arch_features", ctx, false);  // absent: a model from before it existed
   o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
   o.forest = get_bool_or(j, "forest", ctx, o.forest);
   o.min_rows = static_cast<int>(get_int_or(j, "min_rows", ctx, 1, 1 << 30, o.min_rows));
