@@ -2,10 +2,12 @@
 # Rebuilds models/bundles/default from committed data only, byte for byte:
 #   - datasets/neusight: public operator timings of five GPUs (P4, T4, P100,
 #     V100, A100-PCIe-40GB) and their single-GPU end-to-end labels (MIT, NeuSight)
+#   - datasets/h100/neusight-ops: NeuSight's operator microbenchmarks timed on our H100
 #   - datasets/h100/h100.sqlite: our own H100 campaign (layers and models)
 # Layer models: XGBoost with the transfer columns (tiling, waves, device-relative)
-# and without h^dev columns, so that a GPU known only by its spec sheet is
-# predicted from its roofline and shape-on-device features (docs/unseen-gpu.md).
+# and the FP32 lanes per SM, without h^dev columns, so that a GPU known only by its
+# spec sheet is predicted from its roofline and shape-on-device features
+# (docs/unseen-gpu.md).
 # Refinement: TransformerConv + MLP(Z) on the labelled runs of all six GPUs.
 #
 #   scripts/build_default_bundle.sh [--check]
@@ -21,10 +23,11 @@ if [ "${1:-}" = "--check" ]; then OUT=$WORK/check; fi
 mkdir -p "$WORK"
 rm -f "$WORK/neusight.sqlite" "$WORK/neusight.sqlite-wal" "$WORK/neusight.sqlite-shm"
 "$BIN" import neusight --root datasets/neusight --db "$WORK/neusight.sqlite" > "$WORK/import.txt"
+"$BIN" import neusight --root datasets/h100/neusight-ops --db "$WORK/neusight.sqlite" --campaign h100-ops >> "$WORK/import.txt"
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --out "$OUT" \
-  --transfer-features --no-device-features --threads 1 --nthread 1 --seed 0 --reproducible > "$WORK/train.txt"
+  --transfer-features --arch-features --no-device-features --threads 1 --nthread 1 --seed 0 --reproducible > "$WORK/train.txt"
 if [ "${1:-}" = "--check" ]; then
   # The manifest records the command, whose --out differs: compare it with that path put back.
   sed -i "s#--out $OUT #--out models/bundles/default #" "$OUT/manifest.json"

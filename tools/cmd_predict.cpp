@@ -563,6 +563,14 @@ int run(const PredictOptions& o) {
     if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  // Layer models from before 2026-11-26 normalised a probed GPU's rows by its measured rates;
+  // the rooflines now run at its spec peak (DeviceRecord::compute_gflops).
+  if (dflt && !b.layers.options().spec_rates && dflt->measured_gflops > 0 && dflt->peak_fp32_gflops > 0)
+    std::fprintf(stderr,
+                 "scaledl: warning: the layer models were trained before rooflines used a probed GPU's spec peak "
+                 "(manifest options.rates=measured): the predictions for %s differ from what they learned; retrain "
+                 "them (scaledl train)\n",
+                 dflt->key().c_str());
   if (o.par_given) {
     SCALEDL_CHECK(!many, "--gpus/--tp/--pp/--microbatches/--zero/--recompute: one configuration at a time "
                          "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");

@@ -60,6 +60,21 @@ TEST(DeviceSpecs, SustainedClockScalesTheComputeRateAndIsChecked) {
   EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("sustained_clock_mhz"), std::string::npos);
 }
 
+TEST(DeviceSpecs, RooflinesRunAtTheSpecPeakOfAProbedGpuAndAtMeasuredRatesOfACpu) {
+  // A probed GPU with a built-in spec: the measured rates are kept in the record, the
+  // rooflines use the spec peak (one quantity, the share of the peak, for every GPU).
+  const DeviceRecord h200 = load_device_spec(std::string(SCALEDL_SOURCE_DIR) + "/datasets/h200/probe.json");
+  ASSERT_GT(h200.measured_gflops, 0);
+  EXPECT_DOUBLE_EQ(h200.compute_gflops(), 66900);
+  EXPECT_DOUBLE_EQ(h200.bandwidth_gbs(), 4800);
+  EXPECT_DOUBLE_EQ(h200.features()[0], 66900);
+  // A CPU probe has no spec peak: its measured rates.
+  const DeviceRecord cpu = load_device_spec(std::string(SCALEDL_SOURCE_DIR) + "/datasets/cpu-intel/probe.json");
+  ASSERT_EQ(cpu.peak_fp32_gflops, 0);
+  EXPECT_DOUBLE_EQ(cpu.compute_gflops(), cpu.measured_gflops);
+  EXPECT_DOUBLE_EQ(cpu.bandwidth_gbs(), cpu.measured_bw_gbs);
+}
+
 TEST(DeviceSpecs, ASpecWithoutItsPeakRatesIsRefused) {
   nlohmann::json j = read_json_file(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/h100-sxm.json");
   j.erase("peak_fp32_gflops");

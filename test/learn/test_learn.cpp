@@ -839,10 +839,13 @@ TEST(LayerPredictor, TransferOptionsRoundTripAndOldManifestsKeepTheirFeatures) {
   old.erase("transfer_features");
   old.erase("device_features");
   old.erase("arch_features");
+  old.erase("rates");
   TrainOptions o2 = TrainOptions::from_json(old);
   EXPECT_FALSE(o2.transfer_features);
   EXPECT_TRUE(o2.device_features);
   EXPECT_FALSE(o2.arch_features);
+  EXPECT_FALSE(o2.spec_rates);  // trained when a probed GPU's rooflines ran at its measured rates
+  EXPECT_EQ(o.to_json()["rates"], "spec_peak");
   // Not a boolean: an error naming the key.
   nlohmann::json bad = o.to_json();
   bad["arch_features"] = "yes";

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/checksum.hpp"
 
 using namespace scaledl::test;
 namespace fs = std::filesystem;
@@ -408,4 +409,43 @@ TEST(CliUnseenGpu, PredictSaysWhichPartOfTheSumNoTrainingRowCovers) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("extrapolated "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("pointwise.bwd bf16"), std::string::npos) << r.out;
+}
+
+TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
+  // The default bundle's layer models, as a model from before 2026-11-26 would record
+  // them: no options.rates. A probed GPU (measured and spec rates) gets one warning line;
+  // a spec sheet, which has no measured rates, predicts as it always did.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_rates_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(kSrc + "/models/bundles/default/layers", dir, fs::copy_options::recursive);
+  nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  ASSERT_EQ(man["options"]["rates"], "spec_peak");
+  const std::string base = "predict --layers " + dir.string() + " " + kSrc + "/models/gpt2.json --batch 1 --seq 128";
+  const std::string probe = " --device-spec " + kSrc + "/datasets/h200/probe.json";
+  const std::string spec = " --device-spec " + kSrc + "/models/devices/h200-sxm.json";
+  CliResult now = run_cli(base + probe);
+  ASSERT_EQ(now.rc, 0) << now.out;
+  EXPECT_EQ(now.out.find("warning"), std::string::npos) << now.out;
+  man["options"].erase("rates");
+  man.erase("manifest_sha256");
+  man["manifest_sha256"] = scaledl::sha256_hex(man.dump());
+  std::ofstream(dir / "manifest.json") << man.dump(2);
+  CliResult old = run_cli(base + probe);
+  ASSERT_EQ(old.rc, 0) << old.out;
+  EXPECT_NE(old.out.find("scaledl: warning: the layer models were trained before rooflines used a probed GPU's "
+                         "spec peak"),
+            std::string::npos)
+      << old.out;
+  CliResult old_spec = run_cli(base + spec);
+  ASSERT_EQ(old_spec.rc, 0) << old_spec.out;
+  EXPECT_EQ(old_spec.out.find("warning"), std::string::npos) << old_spec.out;
+  // Not one of the two values: an error naming the key.
+  man["options"]["rates"] = "guessed";
+  man.erase("manifest_sha256");
+  man["manifest_sha256"] = scaledl::sha256_hex(man.dump());
+  std::ofstream(dir / "manifest.json") << man.dump(2);
+  CliResult bad = run_cli(base + spec);
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(bad.out.find("rates=\"guessed\" is not spec_peak or measured"), std::string::npos) << bad.out;
+  fs::remove_all(dir);
 }

@@ -34,10 +34,14 @@ struct DeviceRecord {
   nlohmann::json to_json() const;
   /// Accepts our own format or NeuSight's device_configs format; throws naming the key.
   static DeviceRecord from_json(const nlohmann::json& j, const std::string& ctx = "device");
-  /// FP32 compute rate to use for features: measured if known, else the spec peak
-  /// (scaled by sustained_clock_mhz / clock_mhz when a sustained clock is given), GFLOP/s.
+  /// FP32 compute rate of the rooflines and features, GFLOP/s: the spec peak where the
+  /// record has one (scaled by sustained_clock_mhz / clock_mhz when a sustained clock
+  /// is given), else the measured rate (CPU probes). Since 2026-11-26 a probed GPU's
+  /// measured rate no longer replaces its spec peak: the layer models learn one
+  /// quantity, the share of the spec peak, for spec-described and probed GPUs alike
+  /// (docs/unseen-gpu.md); TrainOptions::spec_rates marks models trained so.
   double compute_gflops() const;
-  /// Bandwidth to use for features: measured if known, else spec peak (GB/s).
+  /// Bandwidth of the rooflines and features: the spec peak where known, else measured (GB/s).
   double bandwidth_gbs() const;
   /// h^dev as a fixed-length numeric vector (see feature_names()).
   std::vector<double> features() const;

@@ -51,6 +51,10 @@ struct TrainOptions {
   bool transfer_features = false; ///< tiling, waves and device-relative columns (FeatureOptions::transfer)
   bool device_features = true;   ///< h^dev columns (FeatureOptions::device)
   bool arch_features = false;    ///< the FP32 lanes per SM (FeatureOptions::arch)
+  /// true: trained with rooflines at the spec peak of probed GPUs (DeviceRecord::compute_gflops
+  /// since 2026-11-26, manifest "rates": "spec_peak"); false: a model from before, whose
+  /// probed GPUs' rows were normalised by their measured rates
+  bool spec_rates = true;
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
   /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
   /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored

@@ -79,13 +79,13 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
 }
 
 double DeviceRecord::compute_gflops() const {
-  if (measured_gflops > 0) return measured_gflops;
+  if (peak_fp32_gflops <= 0) return measured_gflops;
   // A power-limited part holds its sustained clock, not its boost clock, under load.
   if (sustained_clock_mhz > 0 && clock_mhz > 0) return peak_fp32_gflops * sustained_clock_mhz / clock_mhz;
   return peak_fp32_gflops;
 }
 double DeviceRecord::bandwidth_gbs() const {
-  return measured_bw_gbs > 0 ? measured_bw_gbs : peak_mem_bw_gbs;
+  return peak_mem_bw_gbs > 0 ? peak_mem_bw_gbs : measured_bw_gbs;
 }
 
 const std::vector<std::string>& DeviceRecord::feature_names() {

@@ -113,6 +113,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"transfer_features", transfer_features},
           {"device_features", device_features},
           {"arch_features", arch_features},
+          {"rates", spec_rates ? "spec_peak" : "measured"},
           {"split_direction", split_direction},
           {"forest", forest},
           {"min_rows", min_rows},
@@ -133,6 +134,10 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   o.transfer_features = get_bool_or(j, "transfer_features", ctx, false);  // absent: a model from before they existed
   o.device_features = get_bool_or(j, "device_features", ctx, true);
   o.arch_features = get_bool_or(j, "arch_features", ctx, false);  // absent: a model from before it existed
+  const std::string rates = get_str_or(j, "rates", ctx, "measured");  // absent: from before 2026-11-26
+  SCALEDL_CHECK(rates == "spec_peak" || rates == "measured", "{}: rates=\"{}\" is not spec_peak or measured", ctx,
+                rates);
+  o.spec_rates = rates == "spec_peak";
   o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
   o.forest = get_bool_or(j, "forest", ctx, o.forest);
   o.min_rows = static_cast<int>(get_int_or(j, "min_rows", ctx, 1, 1 << 30, o.min_rows));
@@ -248,6 +253,7 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
   o.validate();
   LayerPredictor p;
   p.opts_ = o;
+  p.opts_.spec_rates = true;  // what DeviceRecord::compute_gflops() does now, whatever `o` says
   const FeatureOptions fo = feature_options(o);
   std::map<std::string, std::vector<const LayerSample*>> groups;
   for (const auto& s : samples) {
