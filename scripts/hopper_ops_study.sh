@@ -31,15 +31,15 @@ sqlite3 "$WORK/h100-above50us.sqlite" "delete from layers where campaign = 'h100
 store both datasets/h100/neusight-ops h100-ops datasets/h200/neusight-ops h200-ops
 for s in h100 h100-above50us both; do
   "$BIN" eval --db "$WORK/$s.sqlite" --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 3 \
-    --transfer-features --no-device-features --anchors 1 --out "$OUT/logo-$s" --quiet
+    --transfer-features --arch-features --no-device-features --anchors 1 --out "$OUT/logo-$s" --quiet
 done
 for s in h100 both; do
   "$BIN" train --db "$WORK/$s.sqlite" --db datasets/h100/h100.sqlite --out "$WORK/bundle-$s" \
-    --transfer-features --no-device-features --threads 1 --nthread 1 --seed 0 --reproducible > "$WORK/train-$s.txt"
+    --transfer-features --arch-features --no-device-features --threads 1 --nthread 1 --seed 0 --reproducible > "$WORK/train-$s.txt"
   python3 scripts/eval_h200.py --bundle "$WORK/bundle-$s" --no-anchors --out "$OUT/h200-$s" > /dev/null
 done
 "$BIN" eval --db "$WORK/ns.sqlite" --db datasets/h100/h100.sqlite --protocol leave-one-device-out \
-  --methods sum,scaledl-tc --seeds 1 --transfer-features --no-device-features --out "$OUT/logo-with-h100-campaign" --quiet
+  --methods sum,scaledl-tc --seeds 1 --transfer-features --arch-features --no-device-features --out "$OUT/logo-with-h100-campaign" --quiet
 python3 scripts/unseen_gpu_tables.py e2e "$OUT/logo-with-h100-campaign" > "$OUT/logo-with-h100-campaign/tables.md"
 python3 scripts/unseen_gpu_tables.py e2e "$OUT"/logo-h100 "$OUT"/logo-h100-above50us "$OUT"/logo-both > "$OUT/logo-tables.md"
 echo "wrote $OUT"
