@@ -476,6 +476,44 @@ TEST(WeightsFile, ReloadGivesSamePredictionsAndRefusesBadFiles) {
   }
 }
 
+TEST(Training, DeviceMemoryIsNoFeatureOfNewModelsAndStaysOneOfOldOnes) {
+  GnnTrainOptions o;
+  o.epochs = 5;
+  const auto& names = global_feature_names();
+  const size_t mem = std::find(names.begin(), names.end(), "log1p_dev_mem_gb") - names.begin();
+  ASSERT_LT(mem, names.size());
+  std::vector<GraphFeatures> g = graphs10(), h = g;
+  for (auto& x : h) x.z[mem] = 123.f;  // far outside any training range
+  // New models (the default): the column neither reaches the network nor sets the distance.
+  GnnConfig c = config("transformerconv");
+  EXPECT_FALSE(c.device_memory_feature);
+  GraphPredictor p = GraphPredictor::train(graphs10(), c, o);
+  GnnPrediction a = p.predict(g), b = p.predict(h);
+  for (size_t i = 0; i < a.t_pred_ms.size(); ++i) {
+    EXPECT_DOUBLE_EQ(a.t_pred_ms[i], b.t_pred_ms[i]);
+    EXPECT_DOUBLE_EQ(a.ood_distance[i], b.ood_distance[i]);
+  }
+  const std::string path = ::testing::TempDir() + "/gnn_nomem.safetensors";
+  p.save(path);
+  GraphPredictor q = GraphPredictor::load(path);
+  EXPECT_FALSE(q.config().device_memory_feature);
+  GnnPrediction r = q.predict(h);
+  for (size_t i = 0; i < a.t_pred_ms.size(); ++i) EXPECT_NEAR(a.t_pred_ms[i] / r.t_pred_ms[i], 1.0, 1e-6);
+  // With the feature (a model from before): a memory far outside the training range is out of domain.
+  c.device_memory_feature = true;
+  GraphPredictor m = GraphPredictor::train(graphs10(), c, o);
+  GnnPrediction ma = m.predict(g), mb = m.predict(h);
+  for (size_t i = 0; i < ma.ood_distance.size(); ++i) EXPECT_GT(mb.ood_distance[i], ma.ood_distance[i] + 1);
+  // A config written before the key existed had the feature; a bad value names the key.
+  EXPECT_TRUE(GnnConfig::from_json({{"encoder", "anee"}}).device_memory_feature);
+  try {
+    GnnConfig::from_json({{"device_memory_feature", 1}});
+    ADD_FAILURE() << "a non-boolean device_memory_feature was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device_memory_feature"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Training, NoMlpAblationHasNoGlobalBranchAndReloads) {
   GnnTrainOptions o;
   o.epochs = 5;

@@ -50,6 +50,11 @@ struct GnnConfig {
   /// log alpha' = exp(-d / ood_tau) log alpha (the same for beta): the
   /// prediction moves toward the plain sum T_sum + T_comm. 0 = off.
   double ood_tau = 1.0;
+  /// Whether the global branch and the out-of-domain distance see the device's memory
+  /// capacity (log1p_dev_mem_gb). A capacity is not a speed, and a GPU with more memory
+  /// than any training GPU (the H200's 141 GB) was flagged out of domain by it alone:
+  /// off since 2026-11-26 (docs/unseen-gpu.md); a file without the key is from before (on).
+  bool device_memory_feature = false;
 
   nlohmann::json to_json() const;
   /// Validates every field; throws naming ctx.key and the value.

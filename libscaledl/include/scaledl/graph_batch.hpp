@@ -90,6 +90,13 @@ struct Normalizer {
   double ood_distance(const std::vector<float>& z) const;
   /// Index and distance of the column that sets ood_distance (-1 when 0).
   std::pair<int, double> ood_column(const std::vector<float>& z) const;
+  /// Global columns this model does not use (GnnConfig::device_memory_feature):
+  /// collate() writes 0 for them and ood_column() skips them. Not saved with the
+  /// statistics: the graph model's config sets it again when it loads.
+  std::vector<bool> z_ignored;
+  /// Ignores global column `name` (above); its statistics become 0, 0..0, scale 1.
+  /// Throws on a name that is not a global feature.
+  void ignore_global(const std::string& name);
 };
 
 /// The disjoint union of a list of graphs (see the top of this file for shapes).

@@ -108,7 +108,8 @@ void check_choice(const std::string& v, std::initializer_list<const char*> ok, c
 nlohmann::json GnnConfig::to_json() const {
   return {{"encoder", encoder}, {"target", target},     {"readout", readout},       {"hidden", hidden},
           {"layers", layers},   {"heads", heads},       {"z_hidden", z_hidden},     {"mlp_hidden", mlp_hidden},
-          {"global_branch", global_branch}, {"alpha_bound", alpha_bound}, {"ood_tau", ood_tau}};
+          {"global_branch", global_branch}, {"alpha_bound", alpha_bound}, {"ood_tau", ood_tau},
+          {"device_memory_feature", device_memory_feature}};
 }
 
 GnnConfig GnnConfig::from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -129,6 +130,7 @@ GnnConfig GnnConfig::from_json(const nlohmann::json& j, const std::string& ctx) 
   }
   c.alpha_bound = get_num_or(j, "alpha_bound", ctx, 1.0 + 1e-9, 1e6, c.alpha_bound);
   c.ood_tau = get_num_or(j, "ood_tau", ctx, 0.0, 1e9, c.ood_tau);
+  c.device_memory_feature = get_bool_or(j, "device_memory_feature", ctx, true);  // absent: from before 2026-11-26
   c.validate(ctx);
   return c;
 }
@@ -294,7 +296,9 @@ double mean_relative_error(const std::vector<double>& pred, const std::vector<do
 }
 
 GraphPredictor::GraphPredictor(const GnnConfig& cfg, Normalizer norm)
-    : cfg_(cfg), norm_(std::move(norm)), model_(GnnModel(cfg)) {}
+    : cfg_(cfg), norm_(std::move(norm)), model_(GnnModel(cfg)) {
+  if (!cfg_.device_memory_feature) norm_.ignore_global("log1p_dev_mem_gb");
+}
 
 namespace {
 

@@ -328,6 +328,7 @@ std::pair<int, double> Normalizer::ood_column(const std::vector<float>& z) const
                 "ood_distance: {} global features, the training range has {}", z.size(), z_lo.size());
   std::pair<int, double> worst{-1, 0.0};
   for (size_t c = 0; c < z.size(); ++c) {
+    if (c < z_ignored.size() && z_ignored[c]) continue;
     const double lo = z_lo[c], hi = z_hi[c], v = z[c];
     const double d = std::max({0.0, lo - v, v - hi}) / std::max(hi - lo, 0.1);
     if (d > worst.second) worst = {static_cast<int>(c), d};
@@ -336,6 +337,19 @@ std::pair<int, double> Normalizer::ood_column(const std::vector<float>& z) const
 }
 
 double Normalizer::ood_distance(const std::vector<float>& z) const { return ood_column(z).second; }
+
+void Normalizer::ignore_global(const std::string& name) {
+  const auto& names = global_feature_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  SCALEDL_CHECK(it != names.end(), "ignore_global: \"{}\" is not a global feature", name);
+  const size_t c = static_cast<size_t>(it - names.begin());
+  z_ignored.resize(names.size(), false);
+  z_ignored[c] = true;
+  // collate() clamps into [lo, hi] = [0, 0], then (0 - 0) / 1: the column is 0 for every graph.
+  for (auto* v : {&z_lo, &z_hi, &z_offset})
+    if (c < v->size()) (*v)[c] = 0.f;
+  if (c < z_scale.size()) z_scale[c] = 1.f;
+}
 
 GraphBatch GraphBatch::to(torch::Device device) const {
   GraphBatch b = *this;
