@@ -476,6 +476,19 @@ TEST(WeightsFile, ReloadGivesSamePredictionsAndRefusesBadFiles) {
   }
 }
 
+namespace {
+/// `p` saved to a temporary file and loaded again; its predictions of `g` are `ref`'s (1e-6).
+GraphPredictor reloaded(const GraphPredictor& p, const std::string& name, const std::vector<GraphFeatures>& g,
+                        const GnnPrediction& ref) {
+  const std::string path = ::testing::TempDir() + "/" + name + ".safetensors";
+  p.save(path);
+  GraphPredictor q = GraphPredictor::load(path);
+  const GnnPrediction r = q.predict(g);
+  for (size_t i = 0; i < ref.t_pred_ms.size(); ++i) EXPECT_NEAR(ref.t_pred_ms[i] / r.t_pred_ms[i], 1.0, 1e-6);
+  return q;
+}
+}  // namespace
+
 TEST(Training, DeviceMemoryIsNoFeatureOfNewModelsAndStaysOneOfOldOnes) {
   GnnTrainOptions o;
   o.epochs = 5;
@@ -493,12 +506,7 @@ TEST(Training, DeviceMemoryIsNoFeatureOfNewModelsAndStaysOneOfOldOnes) {
     EXPECT_DOUBLE_EQ(a.t_pred_ms[i], b.t_pred_ms[i]);
     EXPECT_DOUBLE_EQ(a.ood_distance[i], b.ood_distance[i]);
   }
-  const std::string path = ::testing::TempDir() + "/gnn_nomem.safetensors";
-  p.save(path);
-  GraphPredictor q = GraphPredictor::load(path);
-  EXPECT_FALSE(q.config().device_memory_feature);
-  GnnPrediction r = q.predict(h);
-  for (size_t i = 0; i < a.t_pred_ms.size(); ++i) EXPECT_NEAR(a.t_pred_ms[i] / r.t_pred_ms[i], 1.0, 1e-6);
+  EXPECT_FALSE(reloaded(p, "gnn_nomem", h, a).config().device_memory_feature);
   // With the feature (a model from before): a memory far outside the training range is out of domain.
   c.device_memory_feature = true;
   GraphPredictor m = GraphPredictor::train(graphs10(), c, o);
@@ -528,12 +536,7 @@ TEST(Training, NoMlpAblationHasNoGlobalBranchAndReloads) {
   for (auto& x : h) std::fill(x.z.begin(), x.z.end(), 123.f);
   GnnPrediction a = p.predict(g), b = p.predict(h);
   for (size_t i = 0; i < a.alpha.size(); ++i) EXPECT_DOUBLE_EQ(a.alpha[i], b.alpha[i]);
-  const std::string path = ::testing::TempDir() + "/gnn_nomlp.safetensors";
-  p.save(path);
-  GraphPredictor q = GraphPredictor::load(path);
-  EXPECT_FALSE(q.config().global_branch);
-  GnnPrediction r = q.predict(g);
-  for (size_t i = 0; i < a.t_pred_ms.size(); ++i) EXPECT_NEAR(a.t_pred_ms[i] / r.t_pred_ms[i], 1.0, 1e-6);
+  EXPECT_FALSE(reloaded(p, "gnn_nomlp", g, a).config().global_branch);
   // Configs written before the ablation existed have the branch.
   EXPECT_TRUE(GnnConfig::from_json({{"encoder", "anee"}}).global_branch);
   EXPECT_THROW(GnnConfig::from_json({{"global_branch", "yes"}}), Error);
