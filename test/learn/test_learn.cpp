@@ -42,6 +42,16 @@ void expect_error(F&& f, const std::string& needle) {
 
 using scaledl::test::spec_gpu;
 
+/// Imports the NeuSight folder `root` into the store `db`, expects one error naming
+/// `needle`, and checks that the store kept no layer row (the import is one transaction).
+void expect_import_error(const fs::path& root, const fs::path& db, const std::string& needle) {
+  Store store(db.string());
+  NeusightImportOptions o;
+  o.root = root.string();
+  expect_error([&] { import_neusight(o, store); }, needle);
+  EXPECT_TRUE(store.layers().empty());
+}
+
 /// Synthetic but physically shaped timings: launch overhead + roofline with noise.
 std::vector<LayerMeasurement> synthetic_rows(const std::vector<DeviceRecord>& devs, int n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -611,10 +621,7 @@ TEST(Neusight, MalformedRowsNameFileAndLine) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.body);
     write_file(root / "ops" / "ln" / "t.csv", hdr + c.body);
-    Store store((root / "r.sqlite").string());
-    NeusightImportOptions o;
-    o.root = root.string();
-    expect_error([&] { import_neusight(o, store); }, c.needle);
+    expect_import_error(root, root / "r.sqlite", c.needle);
   }
 }
 
@@ -647,11 +654,7 @@ TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
                                          {"ln,0.1,Tesla T4,4,8,bf16,slow,0,x\n", "t.csv:2: BwdLatency=\"slow\""}}) {
     SCOPED_TRACE(c.body);
     write_file(root / "ops" / "ln" / "t.csv", hdr + c.body);
-    Store store((root / "bad.sqlite").string());
-    NeusightImportOptions o;
-    o.root = root.string();
-    expect_error([&] { import_neusight(o, store); }, c.needle);
-    EXPECT_TRUE(store.layers().empty());  // one transaction: nothing of the file is kept
+    expect_import_error(root, root / "bad.sqlite", c.needle);
   }
   fs::remove_all(root);
 }
@@ -914,11 +917,7 @@ TEST(Neusight, MalformedLabelsNameTheFile) {
     fs::remove_all(root / "labels");
     write_file(root / "labels" / c.dir / c.file, c.body);
     fs::remove(root / "r.sqlite");
-    Store store((root / "r.sqlite").string());
-    NeusightImportOptions o;
-    o.root = root.string();
-    expect_error([&] { import_neusight(o, store); }, c.needle);
-    EXPECT_TRUE(store.models("", false).empty());  // one transaction: nothing half-imported
-    EXPECT_TRUE(store.layers(LayerType::LayerNorm).empty());
+    expect_import_error(root, root / "r.sqlite", c.needle);
+    EXPECT_TRUE(Store((root / "r.sqlite").string()).models("", false).empty());  // nothing half-imported
   }
 }
