@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "feature_flags.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/eval.hpp"
 
@@ -69,12 +70,7 @@ scaledl::cli::Registrar reg(
                    "the training devices");
       app.add_flag("--no-plots", o->no_plots, "skip the gnuplot plots");
       app.add_flag("--no-ablations", o->no_ablations, "skip the learning curve and D-optimal vs random (id)");
-      app.add_flag("--transfer-features", e.layers.transfer_features,
-                   "layer models: add the tiling / wave and device-relative columns (docs/learn.md)");
-      app.add_flag("--arch-features", e.layers.arch_features,
-                   "layer models: add the FP32 lanes per SM of the device's spec (docs/unseen-gpu.md)");
-      app.add_flag("!--no-device-features", e.layers.device_features,
-                   "layer models: no h^dev columns (the device enters through roofline and transfer columns)");
+      scaledl::cli::add_feature_flags(app, e.layers);
       app.add_flag("--quiet", o->quiet, "no progress lines on stderr");
       return [o] {
         auto& e = o->e;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "feature_flags.hpp"
 #include "scaledl/bundle.hpp"
 #include "scaledl/error.hpp"
 
@@ -51,12 +52,7 @@ scaledl::cli::Registrar reg(
                      "also train on runs marked unstable whose iteration CV is <= this (0 = ok rows only)")
           ->capture_default_str();
       app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
-      app.add_flag("--transfer-features", o->b.layers.transfer_features,
-                   "layer models: add the tiling / wave and device-relative columns (docs/learn.md)");
-      app.add_flag("--arch-features", o->b.layers.arch_features,
-                   "layer models: add the FP32 lanes per SM of the device's spec (docs/unseen-gpu.md)");
-      app.add_flag("!--no-device-features", o->b.layers.device_features,
-                   "layer models: no h^dev columns (the device enters through roofline and transfer columns)");
+      scaledl::cli::add_feature_flags(app, o->b.layers);
       app.add_option("--nthread", o->b.layers.nthread, "XGBoost threads, 0 = automatic")
           ->check(CLI::Range(0, 1024))
           ->capture_default_str();

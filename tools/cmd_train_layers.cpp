@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "command.hpp"
+#include "feature_flags.hpp"
 #include "scaledl/fs_util.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/in_model_samples.hpp"
@@ -38,12 +39,7 @@ void add_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptio
   app.add_option("--colsample", t.colsample, "XGBoost colsample_bytree, (0, 1]")->capture_default_str();
   app.add_option("--target", t.target, "target transform: log | raw | log_roofline | log_roofline_floor")->capture_default_str();
   app.add_flag("!--no-roofline-features", t.roofline_features, "drop the CT/CM/roofline/AI columns");
-  app.add_flag("--transfer-features", t.transfer_features,
-               "add the tiling / wave-quantisation and device-relative columns (docs/learn.md)");
-  app.add_flag("--arch-features", t.arch_features,
-               "add the FP32 lanes per SM of the device's spec (docs/unseen-gpu.md)");
-  app.add_flag("!--no-device-features", t.device_features,
-               "drop the h^dev columns: the device enters through the roofline and transfer columns only");
+  scaledl::cli::add_feature_flags(app, t);
   app.add_flag("--split-direction", t.split_direction, "one model per (type, direction)");
   app.add_option("--min-rows", t.min_rows, "fewer rows than this => roofline fallback, >= 1")->capture_default_str();
   app.add_option("--nthread", t.nthread, "XGBoost threads, 0 = automatic (1 below 16,384 rows, else all cores)")->capture_default_str();

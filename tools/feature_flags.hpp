@@ -1,0 +1,20 @@
+#pragma once
+// The layer models' feature-column flags, one definition for `train`, `train layers`,
+// `eval` and `eval layers` (docs/learn.md, docs/unseen-gpu.md).
+#include <CLI/CLI.hpp>
+
+#include "scaledl/layer_predictor.hpp"
+
+namespace scaledl::cli {
+
+inline void add_feature_flags(CLI::App& app, TrainOptions& t) {
+  app.add_flag("--transfer-features", t.transfer_features,
+               "layer models: add the tiling / wave-quantisation and device-relative columns (docs/learn.md)");
+  app.add_flag("--arch-features", t.arch_features,
+               "layer models: add the FP32 lanes per SM of the device's spec (docs/unseen-gpu.md)");
+  app.add_flag("!--no-device-features", t.device_features,
+               "layer models: drop the h^dev columns, so the device enters through the roofline and transfer "
+               "columns only");
+}
+
+}  // namespace scaledl::cli
