@@ -4,9 +4,13 @@
 
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "scaledl/checksum.hpp"
 #include "scaledl/device.hpp"
 #include "scaledl/error.hpp"
 
@@ -18,6 +22,15 @@ inline std::string fresh_store_path(const std::string& name) {
   std::string p = testing::TempDir() + "/" + name;
   for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
   return p;
+}
+
+/// Writes a layer-model manifest a test edited to `path`, its manifest_sha256 computed
+/// again over the other keys (as LayerPredictor::save signs it): the load then sees an
+/// intact file that holds the edit.
+inline void write_signed_manifest(const std::string& path, nlohmann::json man) {
+  man.erase("manifest_sha256");
+  man["manifest_sha256"] = sha256_hex(man.dump());
+  std::ofstream(path) << man.dump(2);
 }
 
 /// The message of the scaledl::Error that `f` throws: "<no error>" when it

@@ -11,7 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/checksum.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/layer_features.hpp"
 #include "scaledl/layer_predictor.hpp"
@@ -766,23 +765,17 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
             std::optional<bool>(false));
   nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
   for (auto& [name, e] : man["models"].items()) e.erase("trained_on");
-  man.erase("manifest_sha256");
-  man["manifest_sha256"] = sha256_hex(man.dump());
-  std::ofstream(dir / "manifest.json") << man.dump(2);
+  scaledl::test::write_signed_manifest((dir / "manifest.json").string(), man);
   LayerPredictor old = LayerPredictor::load(dir.string());
   EXPECT_EQ(old.trained_on(LayerType::Linear, Direction::Backward, DType::FP32), std::nullopt);
   g.settings.dtype = DType::BF16;
   for (const auto& d : old.predict_nodes_detail(g, devs[0])) EXPECT_FALSE(d.extrapolated);
   // A malformed record is an error naming the key.
-  man.erase("manifest_sha256");
   man["models"]["linear"]["trained_on"] = 3;
-  man["manifest_sha256"] = sha256_hex(man.dump());
-  std::ofstream(dir / "manifest.json") << man.dump(2);
+  scaledl::test::write_signed_manifest((dir / "manifest.json").string(), man);
   expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.trained_on: expected an array");
-  man.erase("manifest_sha256");
   man["models"]["linear"]["trained_on"] = {"sideways fp32"};
-  man["manifest_sha256"] = sha256_hex(man.dump());
-  std::ofstream(dir / "manifest.json") << man.dump(2);
+  scaledl::test::write_signed_manifest((dir / "manifest.json").string(), man);
   expect_error([&] { LayerPredictor::load(dir.string()); }, "\"sideways fp32\" is not \"<dir> <dtype>\"");
   fs::remove_all(dir);
 }

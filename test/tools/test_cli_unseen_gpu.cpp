@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
-#include "scaledl/checksum.hpp"
+#include "test_util.hpp"
 
 using namespace scaledl::test;
 namespace fs = std::filesystem;
@@ -430,9 +430,7 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   ASSERT_EQ(now.rc, 0) << now.out;
   EXPECT_EQ(now.out.find("warning"), std::string::npos) << now.out;
   man["options"].erase("rates");
-  man.erase("manifest_sha256");
-  man["manifest_sha256"] = scaledl::sha256_hex(man.dump());
-  std::ofstream(dir / "manifest.json") << man.dump(2);
+  write_signed_manifest((dir / "manifest.json").string(), man);
   CliResult old = run_cli(base + probe);
   ASSERT_EQ(old.rc, 0) << old.out;
   EXPECT_NE(old.out.find("scaledl: warning: the layer models were trained before rooflines used a probed GPU's "
@@ -444,9 +442,7 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   EXPECT_EQ(old_spec.out.find("warning"), std::string::npos) << old_spec.out;
   // Not one of the two values: an error naming the key.
   man["options"]["rates"] = "guessed";
-  man.erase("manifest_sha256");
-  man["manifest_sha256"] = scaledl::sha256_hex(man.dump());
-  std::ofstream(dir / "manifest.json") << man.dump(2);
+  write_signed_manifest((dir / "manifest.json").string(), man);
   CliResult bad = run_cli(base + spec);
   EXPECT_EQ(bad.rc, 1) << bad.out;
   EXPECT_NE(bad.out.find("rates=\"guessed\" is not spec_peak or measured"), std::string::npos) << bad.out;
