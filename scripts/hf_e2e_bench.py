@@ -46,13 +46,13 @@ def label_runs(labels_dir):
     return runs
 
 
-def build(cfg_path):
+def build(cfg_path, device="cuda"):
     with open(cfg_path) as f:
         d = json.load(f)
     d.pop("torch_dtype", None)  # switchxl4's says bfloat16: the labels are FP32
     cfg = transformers.AutoConfig.for_model(d.pop("model_type"), **d)
     cls = getattr(transformers, cfg.architectures[0])
-    with torch.device("cuda"):
+    with torch.device(device):
         try:
             model = cls._from_config(cfg, attn_implementation="eager")
         except TypeError:
@@ -64,12 +64,12 @@ def build(cfg_path):
     return cfg, model
 
 
-def step_fn(cfg, model, mode, batch, seq):
+def step_fn(cfg, model, mode, batch, seq, device="cuda"):
     vocab = cfg.vocab_size
-    ids = torch.randint(0, vocab, (batch, seq), device="cuda")
+    ids = torch.randint(0, vocab, (batch, seq), device=device)
     kw = {"input_ids": ids}
     if cfg.is_encoder_decoder:
-        kw["decoder_input_ids"] = torch.randint(0, vocab, (batch, seq), device="cuda")
+        kw["decoder_input_ids"] = torch.randint(0, vocab, (batch, seq), device=device)
     if mode == "inference":
         model.eval()
 
