@@ -195,8 +195,9 @@ TEST(LayerGraph, EagerKernelsOfTheScoresAndOfGeluNew) {
   EXPECT_EQ(node(gf, "decoder.0.ffn.act").type, LayerType::GELU);
   EXPECT_LT(gf.find("decoder.0.ffn.act.tanh"), 0);
   EXPECT_EQ(g.nodes.size(), gf.nodes.size() + 2 * 7 * 12);  // 7 more kernels per block, forward and backward
-  // BERT: scale and its additive padding mask; T5: no scale, the position bias in self-attention
-  // and the causal mask in the decoder's self-attention only.
+  // BERT: scale and its additive padding mask; T5: no scale and no mask kernel per layer: every
+  // self- and cross-attention adds its stack's position bias, into which Hugging Face folded the
+  // mask once (a full [b, H, q, k] tensor: an Add of two full inputs).
   LayerGraph gb = build_layer_graph(load_model_config(model_path("bert-base")), s);
   EXPECT_EQ(node(gb, "encoder.0.attn.mask").type, LayerType::Pointwise);
   EXPECT_EQ(producers(gb, "encoder.0.attn.softmax"), std::vector<std::string>{"encoder.0.attn.mask"});
@@ -205,8 +206,27 @@ TEST(LayerGraph, EagerKernelsOfTheScoresAndOfGeluNew) {
   EXPECT_LT(gt.find("encoder.0.attn.scale"), 0);
   EXPECT_GE(gt.find("encoder.0.attn.bias"), 0);
   EXPECT_LT(gt.find("encoder.0.attn.mask"), 0);
-  EXPECT_GE(gt.find("decoder.0.attn.mask"), 0);
+  EXPECT_LT(gt.find("decoder.0.attn.mask"), 0);
   EXPECT_LT(gt.find("decoder.0.cross.mask"), 0);
+  {
+    const int64_t H = 8, S = 32, Nt = 2 * H * S * S;  // t5-small: 8 heads; tgt_len = seq_len here
+    for (const char* a : {"encoder.3.attn.bias", "decoder.0.attn.bias", "decoder.5.cross.bias"}) {
+      EXPECT_EQ(node(gt, a).type, LayerType::Add) << a;
+      EXPECT_EQ(node(gt, a).dims, (std::vector<int64_t>{Nt})) << a;
+    }
+    EXPECT_EQ(producers(gt, "decoder.2.cross.bias"),
+              (std::vector<std::string>{"decoder.2.cross.qk", "decoder.0.cross.position_bias"}));
+    EXPECT_EQ(producers(gt, "encoder.1.attn.bias"),
+              (std::vector<std::string>{"encoder.1.attn.qk", "encoder.0.attn.position_bias"}));
+    EXPECT_EQ(producers(gt, "decoder.0.attn.position_bias"), std::vector<std::string>{"decoder.0.attn.rel_bias"});
+    EXPECT_EQ(producers(gt, "decoder.0.cross.position_bias"), std::vector<std::string>{"embed.word"});
+    for (const char* pb : {"encoder.0.attn.position_bias", "decoder.0.attn.position_bias",
+                           "decoder.0.cross.position_bias"}) {
+      EXPECT_EQ(node(gt, pb).type, LayerType::Pointwise) << pb;
+      EXPECT_EQ(node(gt, pb).dims, (std::vector<int64_t>{Nt, 0})) << pb;
+    }
+    EXPECT_LT(gt.find("encoder.1.attn.position_bias"), 0);  // once per stack
+  }
   // A framework with fused kernels (Megatron-LM: scale-mask-softmax, bias-GELU) has none of them;
   // the setting survives its JSON and is written only when set.
   TrainSettings fk = s;

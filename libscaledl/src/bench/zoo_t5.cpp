@@ -4,8 +4,13 @@
 // relative-position bias (an Embedding[buckets, heads] in block 0 of each stack,
 // shared by the stack's later blocks), decoder cross-attention, ReLU or gated
 // GELU FFN, and the LM head (tied to the shared embedding with a d_model^-0.5
-// rescale, as in T5ForConditionalGeneration).
+// rescale, as in T5ForConditionalGeneration). As in Hugging Face's T5Attention,
+// each stack's mask is folded into its position bias once ("<stack>.0.attn.position_bias":
+// the padding mask in the encoder, the causal mask in the decoder, and zeros plus
+// the padding mask for the cross-attention, "decoder.0.cross.position_bias"), and
+// every self- and cross-attention adds that [B, heads, q, k] tensor to its scores.
 #include <cmath>
+#include <limits>
 
 #include "bench/zoo_blocks.hpp"
 
@@ -47,7 +52,7 @@ class T5 : public ZooModel {
       enc.push_back(register_module("enc" + std::to_string(i), Block(bo)));
     }
     enc_norm = register_module("enc_norm", Norm(m.hidden, m.norm, bo.norm_eps));
-    bo.self.causal = true;
+    bo.self.causal = m.rel_attn_buckets <= 0;  // else the causal mask is folded into the position bias
     bo.has_cross = true;
     const int64_t dec_layers = m.num_decoder_layers > 0 ? m.num_decoder_layers : m.num_layers;
     for (int64_t i = 0; i < dec_layers; ++i) {
@@ -78,7 +83,11 @@ class T5 : public ZooModel {
     // Encoder over input ids [B, S].
     auto x = node(probe, "embed.word", [&] { return shared(b.input); });
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, train);
-    auto enc_bias = position_bias(probe, "encoder", enc_rel, x.size(1), true, x.device());
+    const int64_t B = x.size(0), S = x.size(1), H = m.num_heads;
+    auto enc_bias = position_bias(probe, "encoder", enc_rel, S, true, x.device());
+    if (enc_bias.defined())  // + the extended padding mask [B, 1, 1, S]: zeros, no padding in a benchmark batch
+      enc_bias = node(probe, "encoder.0.attn.position_bias",
+                      [&] { return enc_bias + torch::zeros({B, 1, 1, S}, enc_bias.options()); });
     for (size_t i = 0; i < enc.size(); ++i)
       x = enc[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, enc_bias, Tensor(), Rope{});
     x = node(probe, "encoder.final_norm", [&] { return enc_norm(x); });
@@ -86,9 +95,21 @@ class T5 : public ZooModel {
     // Decoder over decoder ids [B, T], cross-attending to enc_out.
     auto y = node(probe, "embed.dec_word", [&] { return shared(b.decoder_input); });
     y = dropout_node(probe, "embed.dec_dropout", y, m.embed_dropout, train);
-    auto dec_bias = position_bias(probe, "decoder", dec_rel, y.size(1), false, y.device());
+    const int64_t T = y.size(1);
+    auto dec_bias = position_bias(probe, "decoder", dec_rel, T, false, y.device());
+    if (dec_bias.defined())  // + the causal mask [B, 1, T, T]: -inf above the diagonal
+      dec_bias = node(probe, "decoder.0.attn.position_bias", [&] {
+        auto future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(y.device())).triu(1);
+        auto causal = torch::zeros({B, 1, T, T}, dec_bias.options())
+                          .masked_fill(future, -std::numeric_limits<float>::infinity());
+        return dec_bias + causal;
+      });
+    auto cross_bias = node(probe, "decoder.0.cross.position_bias", [&] {
+      auto o = enc_out.options();
+      return torch::zeros({1, H, T, S}, o) + torch::zeros({B, 1, 1, S}, o);
+    });
     for (size_t i = 0; i < dec.size(); ++i)
-      y = dec[i]->forward(y, enc_out, "decoder." + std::to_string(i) + ".", probe, dec_bias, Tensor(), Rope{});
+      y = dec[i]->forward(y, enc_out, "decoder." + std::to_string(i) + ".", probe, dec_bias, cross_bias, Rope{});
     if (!dec_norm.is_empty()) y = node(probe, "head.norm", [&] { return dec_norm(y); });
     y = dropout_node(probe, "head.dropout", y, m.dropout, train);
     auto logits = node(probe, "head.lm", [&] {

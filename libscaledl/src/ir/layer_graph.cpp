@@ -146,9 +146,11 @@ class Forward {
   /// out_dropout". xq: [b, sq, h] query stream; xkv: [b, skv, h] key/value stream (== xq for self).
   /// The elementwise kernels on the scores [b, H, sq, skv] before the softmax, as the zoo and
   /// Hugging Face's eager attention run them: scale = / sqrt(head_dim) (all but T5 and Switch);
-  /// bias = + rel_bias, a position bias node (T5 self-attention), or -1; mask = the causal mask
+  /// bias = + bias, a position bias node [b, H, sq, skv] (T5 and Switch, self- and cross-attention:
+  /// Hugging Face adds a full-size bias whose masks were folded in once per stack, so the add
+  /// reads two full tensors and there is no mask kernel), or -1; mask = the causal mask
   /// (`causal`) or BERT's additive padding mask.
-  int attention(const std::string& p, int xq, int64_t sq, int xkv, int64_t skv, int block, int rel_bias,
+  int attention(const std::string& p, int xq, int64_t sq, int xkv, int64_t skv, int block, int bias,
                 bool fused, bool causal) {
     const int64_t h = m_.hidden, H = m_.num_heads, hd = m_.head_dim;
     const int64_t qo = H * hd, kvo = m_.num_kv_heads * hd;
@@ -171,9 +173,8 @@ class Forward {
     const bool eager = !g_.settings.fused_kernels;  // fused: scale and mask run inside the softmax kernel
     if (eager && m_.arch != Arch::EncoderDecoder)
       sc = B_.add(p + ".scale", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
-    if (rel_bias >= 0)
-      sc = B_.add(p + ".bias", LayerType::Pointwise, {N, 0}, ss, {sc, In(rel_bias, {1, H, sq, skv})}, block);
-    if (eager && (causal || m_.family == Family::Bert))
+    if (bias >= 0) sc = B_.add(p + ".bias", LayerType::Add, {N}, ss, {sc, In(bias, ss)}, block);
+    if (eager && bias < 0 && (causal || m_.family == Family::Bert))
       sc = B_.add(p + ".mask", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
     int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, ss, {sc}, block);
     int pr = dropout(p + ".dropout", m_.attn_dropout, sm, N, ss, block);
@@ -234,8 +235,9 @@ class Forward {
 
   /// One transformer block "<stack>.<i>." on x [b, s, h]. enc >= 0 adds T5
   /// cross-attention over the encoder output enc [b, s_enc, h].
+  /// cross_bias: the cross-attention's position bias node (T5), or -1.
   int block(const std::string& stack, int i, int blk, int x, int64_t s, int rel_bias, int enc = -1,
-            int64_t s_enc = 0) {
+            int64_t s_enc = 0, int cross_bias = -1) {
     const std::string p = stack + "." + std::to_string(i) + ".";
     const int64_t h = m_.hidden, t = b_ * s;
     const Shape hs = {b_, s, h};
@@ -255,7 +257,7 @@ class Forward {
     int cur = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
     if (enc >= 0) {
       int nc = B_.add(p + "cross.norm", nt, {t, h}, hs, {cur}, blk);
-      int c = attention(p + "cross", nc, s, enc, s_enc, blk, -1, false, false);
+      int c = attention(p + "cross", nc, s, enc, s_enc, blk, cross_bias, false, false);
       cur = B_.add(p + "cross.residual", LayerType::Add, {t * h}, hs, {c, cur}, blk);
     }
     int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {cur}, blk);
@@ -319,10 +321,16 @@ class Forward {
     const int64_t h = m_.hidden, H = m_.num_heads, te = b_ * se, td = b_ * sd, V = m_.vocab_size;
     // Encoder.
     int x = B_.add("embed.word", LayerType::Embedding, {te, V, h}, {b_, se, h}, {});
+    const int ids = x;  // stands for the input ids, whose padding mask the cross-attention's bias holds
     x = dropout("embed.dropout", m_.embed_dropout, x, te * h, {b_, se, h}, -1);
-    // Relative position bias [1, H, s, s] from a [buckets, H] table (first layer of each stack).
+    // Relative position bias [1, H, s, s] from a [buckets, H] table (first layer of each stack),
+    // plus the stack's mask, once: Hugging Face's position_bias + mask, a [b, H, s, s] tensor
+    // that every layer of the stack adds to its scores (the padding mask here; the decoder's
+    // causal mask below; zeros plus the encoder's padding mask for the cross-attention).
     int rb = B_.add("encoder.0.attn.rel_bias", LayerType::Embedding, {se * se, m_.rel_attn_buckets, H},
                     {1, H, se, se}, {}, 0);
+    rb = B_.add("encoder.0.attn.position_bias", LayerType::Pointwise, {b_ * H * se * se, 0}, {b_, H, se, se},
+                {In(rb, {1, H, se, se})}, 0);
     for (int i = 0; i < m_.num_layers; ++i) x = block("encoder", i, i, x, se, rb);
     x = B_.add("encoder.final_norm", norm_type(m_), {te, h}, {b_, se, h}, {x});
     int enc = dropout("encoder.final_dropout", m_.dropout, x, te * h, {b_, se, h}, -1);
@@ -333,7 +341,12 @@ class Forward {
     const int first = static_cast<int>(m_.num_layers);
     int rd = B_.add("decoder.0.attn.rel_bias", LayerType::Embedding, {sd * sd, m_.rel_attn_buckets, H},
                     {1, H, sd, sd}, {}, first);
-    for (int i = 0; i < m_.num_decoder_layers; ++i) y = block("decoder", i, first + i, y, sd, rd, enc, se);
+    rd = B_.add("decoder.0.attn.position_bias", LayerType::Pointwise, {b_ * H * sd * sd, 0}, {b_, H, sd, sd},
+                {In(rd, {1, H, sd, sd})}, first);
+    const int cb = B_.add("decoder.0.cross.position_bias", LayerType::Pointwise, {b_ * H * sd * se, 0},
+                          {b_, H, sd, se}, {In(ids, {b_, 1, 1, se})}, first);
+    for (int i = 0; i < m_.num_decoder_layers; ++i)
+      y = block("decoder", i, first + i, y, sd, rd, enc, se, cb);
     y = B_.add("head.norm", norm_type(m_), {td, h}, {b_, sd, h}, {y});
     y = dropout("head.dropout", m_.dropout, y, td * h, {b_, sd, h}, -1);
     return lm_loss(y, sd);
