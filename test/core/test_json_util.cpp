@@ -71,3 +71,13 @@ TEST(JsonNumbers, IntegersBeyondInt64AreShownAsWritten) {
   e = error_of([&] { (void)get_int(j, "e", "config", 0, 10); });
   EXPECT_EQ(e, "config.e=1.5 is not an integer");
 }
+
+TEST(Csv, FieldsAreQuotedOnlyWhereACsvReaderNeedsIt) {
+  EXPECT_EQ(csv_field("NVIDIA H100 80GB HBM3"), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(csv_field(""), "");
+  EXPECT_EQ(csv_field("[[8, 512]]"), "\"[[8, 512]]\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("a\nb"), "\"a\nb\"");
+  EXPECT_EQ(csv_field("a\rb"), "\"a\rb\"");
+  EXPECT_EQ(csv_quote("plain"), "\"plain\"");  // csv_quote always quotes
+}

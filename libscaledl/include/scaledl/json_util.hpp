@@ -51,5 +51,8 @@ std::string show(const json& v);
 
 /// A CSV field in double quotes, inner quotes doubled (RFC 4180).
 std::string csv_quote(const std::string& s);
+/// A CSV field as is, or quoted as csv_quote does when it holds a comma, a quote or a
+/// line break (RFC 4180): what a CSV reader gives back unchanged.
+std::string csv_field(const std::string& s);
 
 }  // namespace scaledl

@@ -87,6 +87,10 @@ std::string csv_quote(const std::string& s) {
   return o + "\"";
 }
 
+std::string csv_field(const std::string& s) {
+  return s.find_first_of(",\"\r\n") == std::string::npos ? s : csv_quote(s);
+}
+
 std::string show(const json& v) {
   std::string s = v.dump();
   if (s.size() > 40) s = s.substr(0, 37) + "...";

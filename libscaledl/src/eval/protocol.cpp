@@ -70,7 +70,7 @@ std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::
   std::vector<EvalSplit> out;
   if (protocol == "id") {
     std::mt19937_64 rng(seed * 7919 + 17);
-    EvalSplit s{"id", {}, {}};
+    EvalSplit s{"id", {}, {}, ""};
     for (auto& [fam, idx] : by_family) {
       SCALEDL_CHECK(idx.size() >= 5, "--protocol=id: family {} has {} runs; an 80/20 split needs >= 5", fam,
                     idx.size());
@@ -85,13 +85,13 @@ std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::
     SCALEDL_CHECK(by_family.size() >= 2, "--protocol=ood-family needs runs of >= 2 families, the store has {} ({})",
                   by_family.size(), by_family.begin()->first);
     for (auto& [fam, idx] : by_family) {
-      EvalSplit s{"ood-family:" + fam, {}, idx};
+      EvalSplit s{"ood-family:" + fam, {}, idx, ""};
       for (auto& [f2, idx2] : by_family)
         if (f2 != fam) s.train.insert(s.train.end(), idx2.begin(), idx2.end());
       out.push_back(std::move(s));
     }
   } else if (protocol == "ood-size") {
-    EvalSplit s{"ood-size", {}, {}};
+    EvalSplit s{"ood-size", {}, {}, ""};
     for (auto& [fam, idx] : by_family) {
       SCALEDL_CHECK(idx.size() >= 4, "--protocol=ood-size: family {} has {} runs; a 70/30 split by size needs >= 4",
                     fam, idx.size());
@@ -104,7 +104,7 @@ std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::
     out.push_back(std::move(s));
   } else if (protocol == "cross-device") {
     SCALEDL_CHECK(!test_store.empty(), "--protocol=cross-device needs --test-db STORE with ok model runs");
-    EvalSplit s{"cross-device", {}, test_store};
+    EvalSplit s{"cross-device", {}, test_store, ""};
     for (auto& [fam, idx] : by_family) s.train.insert(s.train.end(), idx.begin(), idx.end());
     out.push_back(std::move(s));
   } else if (protocol == "leave-one-device-out") {
@@ -115,8 +115,7 @@ std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::
                   "--protocol=leave-one-device-out needs runs of >= 2 devices, the store has {} ({})",
                   by_device.size(), by_device.begin()->first);
     for (auto& [dev, idx] : by_device) {
-      EvalSplit s{"device:" + dev, {}, idx};
-      s.held_out_device = dev;
+      EvalSplit s{"device:" + dev, {}, idx, dev};
       for (auto& [d2, idx2] : by_device)
         if (d2 != dev) s.train.insert(s.train.end(), idx2.begin(), idx2.end());
       out.push_back(std::move(s));

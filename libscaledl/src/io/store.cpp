@@ -733,12 +733,6 @@ void Store::export_csv(const std::string& table, std::ostream& out) const {
                 "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline)",
                 table);
   Stmt s(db_, "SELECT * FROM " + table + " ORDER BY rowid", path_);
-  auto quote = [](const std::string& v) {
-    if (v.find_first_of(",\"\n") == std::string::npos) return v;
-    std::string q = "\"";
-    for (char c : v) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
   bool header = false;
   while (s.step()) {
     if (!header) {
@@ -751,7 +745,7 @@ void Store::export_csv(const std::string& table, std::ostream& out) const {
       if (s.type(c) == SQLITE_FLOAT)
         out << fmt::format("{:.6g}", s.real(c));
       else if (!s.is_null(c))
-        out << quote(s.text(c));
+        out << csv_field(s.text(c));
     }
     out << "\n";
   }

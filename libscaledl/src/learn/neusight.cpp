@@ -61,14 +61,6 @@ int64_t parse_dim(const std::string& s, const std::string& where, const char* co
   return static_cast<int64_t>(v);
 }
 
-/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
-  std::string q = "\"";
-  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 /// The artifact's trace CSV reduced to what read_neusight_trace reads: Name, op,
 /// kernel, input_shapes, output_shape, fw_latency, bw_latency of the nodes with a
 /// positive time.
