@@ -6,8 +6,8 @@
 #   - datasets/h100/h100.sqlite: our own H100 campaign (layers and models)
 # Layer models: XGBoost with the transfer columns (tiling, waves, device-relative)
 # and the FP32 lanes per SM, without h^dev columns, so that a GPU known only by its
-# spec sheet is predicted from its roofline and shape-on-device features
-# (docs/unseen-gpu.md).
+# spec sheet is predicted from its roofline and shape-on-device features; kernel
+# times, each GPU's rows less its host's timing floor (docs/unseen-gpu.md).
 # Refinement: TransformerConv + MLP(Z) on the labelled runs of all six GPUs.
 #
 #   scripts/build_default_bundle.sh [--check]
@@ -27,7 +27,8 @@ rm -f "$WORK/neusight.sqlite" "$WORK/neusight.sqlite-wal" "$WORK/neusight.sqlite
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --out "$OUT" \
-  --transfer-features --arch-features --no-device-features --threads 1 --nthread 1 --seed 0 --reproducible > "$WORK/train.txt"
+  --transfer-features --arch-features --no-device-features --kernel-time --threads 1 --nthread 1 --seed 0 \
+  --reproducible > "$WORK/train.txt"
 if [ "${1:-}" = "--check" ]; then
   # The manifest records the command, whose --out differs: compare it with that path put back.
   sed -i "s#--out $OUT #--out models/bundles/default #" "$OUT/manifest.json"

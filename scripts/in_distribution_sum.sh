@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How much of the leave-one-GPU-out error is transfer (docs/unseen-gpu.md): layer models
-# trained on all five NeuSight GPUs' operators (the default bundle's features), then the
+# trained on all five NeuSight GPUs' operators (the default bundle's options), then the
 # plain sum for every single-GPU label of those GPUs, from each GPU's spec sheet. The
 # same runs as scripts/unseen_gpu.sh, with the GPU in the training data instead of out.
 #   scripts/in_distribution_sum.sh      (~2 min on 2 cores; needs out/unseen-gpu/ns.sqlite
@@ -15,7 +15,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 [ -f "$WORK/ns.sqlite" ] || "$BIN" import neusight --root datasets/neusight --db "$WORK/ns.sqlite" > /dev/null
 rm -rf "$WORK/layers-all5"
 "$BIN" train layers --db "$WORK/ns.sqlite" --out "$WORK/layers-all5" \
-  --transfer-features --arch-features --no-device-features > "$WORK/layers-all5.log"
+  --transfer-features --arch-features --no-device-features --kernel-time > "$WORK/layers-all5.log"
 CSV="$OUT/in-distribution.csv"
 echo "gpu,model,mode,batch,seq,measured_ms,sum_ms" > "$CSV"
 for dir in datasets/neusight/labels/*/; do

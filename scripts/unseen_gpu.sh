@@ -4,7 +4,7 @@
 # model (layer models included) on the other four, predict the fifth's
 # end-to-end labels from its spec sheet; and the same per operator.
 # Transfer features = the default bundle's: tiling / waves / device-relative columns and the
-# FP32 lanes per SM, no h^dev. e2e-default adds the default bundle's other operator data.
+# FP32 lanes per SM, no h^dev; end to end also its kernel times (--kernel-time). e2e-default adds the default bundle's other operator data.
 #   scripts/unseen_gpu.sh [SEEDS]      (default 3; ~9 min on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,17 +18,18 @@ rm -f "$WORK/ns.sqlite"*
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 METHODS=sum,scaledl-tc,dnnperf,rf-hp
 TRANSFER="--transfer-features --arch-features --no-device-features"
+KT=--kernel-time  # end to end only: the layer models learn kernel times (eval layers scores isolated timings)
 # End to end: the transfer features and the earlier default features, on NeuSight's data alone;
 # --anchors 1: also scaledl-tc anchored on one other measured run of the held-out GPU.
 "$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
-  $TRANSFER --anchors 1 --out "$OUT/e2e-transfer" --quiet
+  $TRANSFER $KT --anchors 1 --out "$OUT/e2e-transfer" --quiet
 # The default bundle's training data: NeuSight's five plus NeuSight's operators timed on our H100
 # (no H100 labels: the held-out GPU is always one of the five).
 rm -f "$WORK/ns-h100ops.sqlite"*
 "$BIN" import neusight --root datasets/neusight --db "$WORK/ns-h100ops.sqlite" > /dev/null
 "$BIN" import neusight --root datasets/h100/neusight-ops --db "$WORK/ns-h100ops.sqlite" --campaign h100-ops > /dev/null
 "$BIN" eval --db "$WORK/ns-h100ops.sqlite" --protocol leave-one-device-out --methods sum,scaledl-tc --seeds "$SEEDS" \
-  $TRANSFER --anchors 1 --out "$OUT/e2e-default" --quiet
+  $TRANSFER $KT --anchors 1 --out "$OUT/e2e-default" --quiet
 "$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
   --out "$OUT/e2e-plain" --quiet
 # Per operator.

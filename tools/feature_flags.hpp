@@ -1,6 +1,6 @@
 #pragma once
-// The layer models' feature-column flags, one definition for `train`, `train layers`,
-// `eval` and `eval layers` (docs/learn.md, docs/unseen-gpu.md).
+// The layer models' feature-column and kernel-time flags, one definition for `train`,
+// `train layers` and `eval` (docs/learn.md, docs/unseen-gpu.md).
 #include <CLI/CLI.hpp>
 
 #include "scaledl/layer_predictor.hpp"
@@ -15,6 +15,9 @@ inline void add_feature_flags(CLI::App& app, TrainOptions& t) {
   app.add_flag("!--no-device-features", t.device_features,
                "layer models: drop the h^dev columns, so the device enters through the roofline and transfer "
                "columns only");
+  app.add_flag("--kernel-time", t.kernel_time,
+               "layer models: learn kernel times, each GPU's rows less its timing floor (the fastest of its rows; "
+               "docs/unseen-gpu.md)");
 }
 
 }  // namespace scaledl::cli

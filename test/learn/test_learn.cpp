@@ -848,6 +848,44 @@ TEST(LayerPredictor, TransferOptionsRoundTripAndOldManifestsKeepTheirFeatures) {
   expect_error([&] { TrainOptions::from_json(bad); }, "arch_features");
 }
 
+// --kernel-time: each GPU's rows lose that GPU's timing floor (its fastest row); a CPU keeps its
+// times; the manifest says so, and a manifest from before has it off.
+TEST(LayerPredictor, KernelTimeLearnsTimesLessEachGpusTimingFloor) {
+  DeviceRecord gpu = spec_gpu("A", 8000, 300), cpu = spec_gpu("C", 200, 20);
+  cpu.kind = "cpu";
+  const std::vector<DeviceRecord> devs = {gpu, cpu};
+  const auto rows = synthetic_rows(devs, 80, 21);  // 10 us + the roofline, 3 % noise
+  const auto samples = samples_from_measurements(rows, device_map(devs));
+  const auto floors = timing_floors(samples, device_map(devs));
+  ASSERT_EQ(floors.size(), 1u);  // the CPU has none
+  double fastest = 1e9;
+  for (const auto& smp : samples)
+    if (smp.device == gpu.key()) fastest = std::min(fastest, smp.ms);
+  EXPECT_EQ(floors.at(gpu.key()), fastest);
+  EXPECT_GT(fastest, 0.009);  // the synthetic launch overhead shows as the floor
+
+  TrainOptions plain = fast_options(), kernel = fast_options();
+  kernel.kernel_time = true;
+  LayerPredictor p = LayerPredictor::train(rows, device_map(devs), plain);
+  LayerPredictor k = LayerPredictor::train(rows, device_map(devs), kernel);
+  const std::vector<int64_t> mid = {256, 256, 256, 1};  // roofline 4 us: the floor is most of its time
+  const double pg = p.predict_ms(LayerType::Linear, mid, DType::FP32, Direction::Forward, gpu);
+  const double kg = k.predict_ms(LayerType::Linear, mid, DType::FP32, Direction::Forward, gpu);
+  EXPECT_NEAR(pg - kg, fastest, 0.5 * fastest) << pg << " vs " << kg;  // the GPU's floor is gone
+  const double pc = p.predict_ms(LayerType::Linear, mid, DType::FP32, Direction::Forward, cpu);
+  const double kc = k.predict_ms(LayerType::Linear, mid, DType::FP32, Direction::Forward, cpu);
+  EXPECT_NEAR(kc / pc, 1.0, 0.1) << pc << " vs " << kc;  // the CPU's times are kept
+  // The option travels in the manifest; absent (an older manifest) = off; not a boolean = an error.
+  fs::path dir = temp_dir("kernel_time");
+  k.save(dir.string());
+  EXPECT_TRUE(LayerPredictor::load(dir.string()).options().kernel_time);
+  nlohmann::json old = kernel.to_json();
+  old.erase("kernel_time");
+  EXPECT_FALSE(TrainOptions::from_json(old).kernel_time);
+  old["kernel_time"] = 1.5;
+  expect_error([&] { TrainOptions::from_json(old); }, "kernel_time");
+}
+
 TEST(Neusight, LabelNamesAndCommittedLabelsImport) {
   auto l = parse_neusight_label_name("gpt2_large-train-1024-4");
   ASSERT_TRUE(l.has_value());

@@ -46,6 +46,9 @@ TEST(CliUnseenGpu, DefaultBundlePredictsAnH100FromItsSpecSheetInEveryMode) {
   const double t_l4 = predict_json(kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --device-spec " + kSrc +
                                    "/models/devices/l4.json --mode fwd-bwd")["t_iter_ms"].get<double>();
   EXPECT_GT(t_l4, 2 * t_fb);
+  // Its layer models learnt kernel times (`train --kernel-time`, scripts/build_default_bundle.sh).
+  const nlohmann::json lm = nlohmann::json::parse(std::ifstream(kSrc + "/models/bundles/default/layers/manifest.json"));
+  EXPECT_EQ(lm["options"]["kernel_time"], true);
 }
 
 TEST(CliUnseenGpu, AGpuWithoutLayerTimingsGetsAtLeastTheDeviceOutSpread) {

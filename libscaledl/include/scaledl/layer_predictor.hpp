@@ -55,6 +55,12 @@ struct TrainOptions {
   /// since 2026-11-26, manifest "rates": "spec_peak"); false: a model from before, whose
   /// probed GPUs' rows were normalised by their measured rates
   bool spec_rates = true;
+  /// true: learn kernel times. Each GPU's rows lose that GPU's timing floor first, the
+  /// fastest time of any of its rows (what timing one operator alone costs on its host:
+  /// 11-14 us on ours, 25-41 us on NeuSight's), kept >= 1/10 of the row's time; CPU rows
+  /// are kept as measured. Inside a model the GPU runs its kernels back to back, without
+  /// that floor (docs/unseen-gpu.md, "Kernel times"). Manifest "kernel_time"; absent = false.
+  bool kernel_time = false;
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
   /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
   /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored
@@ -90,6 +96,11 @@ struct LayerSample {
 /// row's key and the value.
 std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasurement>& rows,
                                                    const std::map<std::string, DeviceRecord>& devices);
+
+/// The timing floor of each GPU among `samples` (TrainOptions::kernel_time): the fastest
+/// time of any of its samples, ms, by DeviceRecord::key(). Devices of kind "cpu" have none.
+std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samples,
+                                            const std::map<std::string, DeviceRecord>& devices);
 
 /// Layer rows and devices of one or more stores (read-only), plus devices from
 /// spec JSON files (either DeviceRecord format). Rows of status "ok" only.

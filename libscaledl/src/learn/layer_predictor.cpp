@@ -114,6 +114,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"device_features", device_features},
           {"arch_features", arch_features},
           {"rates", spec_rates ? "spec_peak" : "measured"},
+          {"kernel_time", kernel_time},
           {"split_direction", split_direction},
           {"forest", forest},
           {"min_rows", min_rows},
@@ -138,6 +139,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   SCALEDL_CHECK(rates == "spec_peak" || rates == "measured", "{}: rates=\"{}\" is not spec_peak or measured", ctx,
                 rates);
   o.spec_rates = rates == "spec_peak";
+  o.kernel_time = get_bool_or(j, "kernel_time", ctx, false);  // absent: a model from before it existed
   o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
   o.forest = get_bool_or(j, "forest", ctx, o.forest);
   o.min_rows = static_cast<int>(get_int_or(j, "min_rows", ctx, 1, 1 << 30, o.min_rows));
@@ -247,6 +249,17 @@ LayerPredictor LayerPredictor::train(const std::vector<LayerMeasurement>& rows,
   return train_samples(samples_from_measurements(rows, devices), devices, o);
 }
 
+std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samples,
+                                            const std::map<std::string, DeviceRecord>& devices) {
+  std::map<std::string, double> f;
+  for (const auto& s : samples) {
+    if (device_of(devices, s.device).kind == "cpu") continue;  // a CPU runs an operator alone as it does in a model
+    auto [it, added] = f.emplace(s.device, s.ms);
+    if (!added) it->second = std::min(it->second, s.ms);
+  }
+  return f;
+}
+
 LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& samples,
                                              const std::map<std::string, DeviceRecord>& devices,
                                              const TrainOptions& o) {
@@ -262,6 +275,12 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     check_direction(s.type, s.dir);
     groups[model_name(s.type, s.dir, o.split_direction)].push_back(&s);
   }
+  const std::map<std::string, double> floors = o.kernel_time ? timing_floors(samples, devices)
+                                                             : std::map<std::string, double>{};
+  auto ms_of = [&](const LayerSample& s) {  // the time the model learns: kernel_time drops the host's floor
+    auto it = floors.find(s.device);
+    return it == floors.end() ? s.ms : std::max(s.ms - it->second, 0.1 * s.ms);
+  };
   for (const auto& [name, rows] : groups) {
     if (rows.size() < static_cast<size_t>(o.min_rows)) {
       if (o.verbose)
@@ -275,15 +294,15 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     std::vector<float> y(rows.size());
     double floor = 0;
     if (target_kind(o.target) == Target::LogRooflineFloor) {
-      floor = rows.front()->ms;
-      for (const LayerSample* r : rows) floor = std::min(floor, r->ms);
+      floor = ms_of(*rows.front());
+      for (const LayerSample* r : rows) floor = std::min(floor, ms_of(*r));
     }
     for (size_t i = 0; i < rows.size(); ++i) {
       const LayerSample& s = *rows[i];
       const DeviceRecord& dev = device_of(devices, s.device);
       layer_features(t, s.dims, s.dtype, s.dir, dev, fo, &x[i * nf]);
       const double roof = roofline_ms(t, s.dims, s.dtype, s.dir, dev);
-      y[i] = to_target(target_kind(o.target), s.ms, roof, floor);
+      y[i] = to_target(target_kind(o.target), ms_of(s), roof, floor);
     }
     auto t0 = std::chrono::steady_clock::now();
     xgb::DMatrix dm(x.data(), rows.size(), nf, y);
