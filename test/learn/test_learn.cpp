@@ -875,6 +875,29 @@ TEST(LayerPredictor, KernelTimeLearnsTimesLessEachGpusTimingFloor) {
   const double pc = p.predict_ms(LayerType::Linear, mid, DType::FP32, Direction::Forward, cpu);
   const double kc = k.predict_ms(LayerType::Linear, mid, DType::FP32, Direction::Forward, cpu);
   EXPECT_NEAR(kc / pc, 1.0, 0.1) << pc << " vs " << kc;  // the CPU's times are kept
+  // kernel_time_samples() is what both learn: a GPU sample less its GPU's floor, a CPU sample as measured.
+  const auto kt = kernel_time_samples(samples, device_map(devs));
+  ASSERT_EQ(kt.size(), samples.size());
+  for (size_t i = 0; i < kt.size(); ++i) {
+    const double want = samples[i].device == gpu.key() ? std::max(samples[i].ms - fastest, 0.1 * samples[i].ms)
+                                                       : samples[i].ms;
+    EXPECT_DOUBLE_EQ(kt[i].ms, want) << i;
+  }
+  // Cross-validation with the option scores every method on those kernel times, test rows included:
+  // the same result as cross-validating the kernel-time samples without it.
+  CvOptions cv;
+  cv.folds = 3;
+  cv.methods = {"xgboost", "linear"};
+  cv.train = kernel;
+  CvOptions cv_plain = cv;
+  cv_plain.train.kernel_time = false;
+  const auto with = cross_validate(samples, device_map(devs), cv);
+  const auto on_kt = cross_validate(kt, device_map(devs), cv_plain);
+  ASSERT_EQ(with.size(), on_kt.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    EXPECT_EQ(with[i].method + with[i].type + with[i].direction, on_kt[i].method + on_kt[i].type + on_kt[i].direction);
+    EXPECT_DOUBLE_EQ(with[i].mre_pct, on_kt[i].mre_pct) << with[i].method << " " << with[i].type;
+  }
   // The option travels in the manifest; absent (an older manifest) = off; not a boolean = an error.
   fs::path dir = temp_dir("kernel_time");
   k.save(dir.string());

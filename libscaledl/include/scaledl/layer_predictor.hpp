@@ -101,6 +101,11 @@ std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasur
 /// time of any of its samples, ms, by DeviceRecord::key(). Devices of kind "cpu" have none.
 std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samples,
                                             const std::map<std::string, DeviceRecord>& devices);
+/// `samples` as TrainOptions::kernel_time learns them: each GPU sample's time less its
+/// device's timing floor (timing_floors() of `samples`), kept >= 1/10 of the time; CPU
+/// samples unchanged. Training and cross-validation (every method, test rows too) use it.
+std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& samples,
+                                             const std::map<std::string, DeviceRecord>& devices);
 
 /// Layer rows and devices of one or more stores (read-only), plus devices from
 /// spec JSON files (either DeviceRecord format). Rows of status "ok" only.

@@ -125,6 +125,11 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
                                      const std::map<std::string, DeviceRecord>& devices, const CvOptions& o) {
   SCALEDL_CHECK(!samples.empty(), "cross-validation needs training rows; the store(s) have none");
   SCALEDL_CHECK(o.mlp_epochs >= 1, "mlp_epochs={} must be >= 1", o.mlp_epochs);
+  if (o.train.kernel_time) {  // every method learns, and is scored on, the kernel times
+    CvOptions k = o;
+    k.train.kernel_time = false;
+    return cross_validate(kernel_time_samples(samples, devices), devices, k);
+  }
   // Fold of each sample.
   std::vector<int> fold(samples.size());
   std::vector<std::string> fold_names;

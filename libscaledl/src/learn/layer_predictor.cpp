@@ -260,27 +260,39 @@ std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samp
   return f;
 }
 
+std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& samples,
+                                             const std::map<std::string, DeviceRecord>& devices) {
+  const std::map<std::string, double> floors = timing_floors(samples, devices);
+  std::vector<LayerSample> out = samples;
+  for (auto& s : out) {
+    auto it = floors.find(s.device);
+    if (it != floors.end()) s.ms = std::max(s.ms - it->second, 0.1 * s.ms);
+  }
+  return out;
+}
+
 LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& samples,
                                              const std::map<std::string, DeviceRecord>& devices,
                                              const TrainOptions& o) {
   o.validate();
+  for (const auto& s : samples) {  // before kernel_time changes any time: an error names the measured one
+    SCALEDL_CHECK(std::isfinite(s.ms) && s.ms > 0, "training sample {} ({}) on {}: ms={} must be > 0 and finite",
+                  layer_key(s.type, s.dims, s.dtype), to_string(s.dir), s.device, s.ms);
+    check_direction(s.type, s.dir);
+  }
+  if (o.kernel_time) {  // the same models, trained on kernel times; the manifest says so
+    TrainOptions k = o;
+    k.kernel_time = false;
+    LayerPredictor p = train_samples(kernel_time_samples(samples, devices), devices, k);
+    p.opts_.kernel_time = true;
+    return p;
+  }
   LayerPredictor p;
   p.opts_ = o;
   p.opts_.spec_rates = true;  // what DeviceRecord::compute_gflops() does now, whatever `o` says
   const FeatureOptions fo = feature_options(o);
   std::map<std::string, std::vector<const LayerSample*>> groups;
-  for (const auto& s : samples) {
-    SCALEDL_CHECK(std::isfinite(s.ms) && s.ms > 0, "training sample {} ({}) on {}: ms={} must be > 0 and finite",
-                  layer_key(s.type, s.dims, s.dtype), to_string(s.dir), s.device, s.ms);
-    check_direction(s.type, s.dir);
-    groups[model_name(s.type, s.dir, o.split_direction)].push_back(&s);
-  }
-  const std::map<std::string, double> floors = o.kernel_time ? timing_floors(samples, devices)
-                                                             : std::map<std::string, double>{};
-  auto ms_of = [&](const LayerSample& s) {  // the time the model learns: kernel_time drops the host's floor
-    auto it = floors.find(s.device);
-    return it == floors.end() ? s.ms : std::max(s.ms - it->second, 0.1 * s.ms);
-  };
+  for (const auto& s : samples) groups[model_name(s.type, s.dir, o.split_direction)].push_back(&s);
   for (const auto& [name, rows] : groups) {
     if (rows.size() < static_cast<size_t>(o.min_rows)) {
       if (o.verbose)
@@ -294,15 +306,15 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     std::vector<float> y(rows.size());
     double floor = 0;
     if (target_kind(o.target) == Target::LogRooflineFloor) {
-      floor = ms_of(*rows.front());
-      for (const LayerSample* r : rows) floor = std::min(floor, ms_of(*r));
+      floor = rows.front()->ms;
+      for (const LayerSample* r : rows) floor = std::min(floor, r->ms);
     }
     for (size_t i = 0; i < rows.size(); ++i) {
       const LayerSample& s = *rows[i];
       const DeviceRecord& dev = device_of(devices, s.device);
       layer_features(t, s.dims, s.dtype, s.dir, dev, fo, &x[i * nf]);
       const double roof = roofline_ms(t, s.dims, s.dtype, s.dir, dev);
-      y[i] = to_target(target_kind(o.target), ms_of(s), roof, floor);
+      y[i] = to_target(target_kind(o.target), s.ms, roof, floor);
     }
     auto t0 = std::chrono::steady_clock::now();
     xgb::DMatrix dm(x.data(), rows.size(), nf, y);
