@@ -18,7 +18,7 @@ rm -f "$WORK/ns.sqlite"*
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 METHODS=sum,scaledl-tc,dnnperf,rf-hp
 TRANSFER="--transfer-features --arch-features --no-device-features"
-KT=--kernel-time  # end to end only: the layer models learn kernel times (eval layers scores isolated timings)
+KT=${KT---kernel-time}  # `KT= scripts/unseen_gpu.sh`: without; end to end only: the layer models learn kernel times (eval layers scores isolated timings)
 # End to end: the transfer features and the earlier default features, on NeuSight's data alone;
 # --anchors 1: also scaledl-tc anchored on one other measured run of the held-out GPU.
 "$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
