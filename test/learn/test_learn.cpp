@@ -909,6 +909,73 @@ TEST(LayerPredictor, KernelTimeLearnsTimesLessEachGpusTimingFloor) {
   expect_error([&] { TrainOptions::from_json(old); }, "kernel_time");
 }
 
+TEST(LayerPredictor, DtypeRatesLearnAHalfPrecisionRowAsAShareOfItsDtypesPeak) {
+  // Two GPUs whose tensor-core peaks are 16x and 8x their FP32 peaks (an A100 and a V100
+  // are so). Both time FP32 rows; only B times BF16 GEMMs, at 70 % of its BF16 peak.
+  DeviceRecord a = spec_gpu("A", 8000, 300), b = spec_gpu("B", 15000, 900);
+  a.peak_bf16_gflops = 16 * a.peak_fp32_gflops;
+  b.peak_bf16_gflops = 8 * b.peak_fp32_gflops;
+  const std::vector<DeviceRecord> devs = {a, b};
+  std::vector<LayerMeasurement> rows = synthetic_rows(devs, 80, 5);
+  auto bf16_ms = [](const DeviceRecord& d, const std::vector<int64_t>& dims, Direction dir) {
+    const LayerCost c = layer_cost(LayerType::Linear, dims, DType::BF16);
+    return 0.01 + std::max(direction_flops(c, dir) / (0.7 * d.peak_bf16_gflops * 1e6),
+                           traffic_bytes(c, dir) / (d.bandwidth_gbs() * 1e6));
+  };
+  for (int64_t m : {2048, 4096, 8192})
+    for (int64_t k : {1024, 2048, 4096}) {
+      LayerMeasurement r;
+      r.campaign = "t", r.device = b.key(), r.source = "test", r.type = LayerType::Linear, r.dtype = DType::BF16;
+      r.dims = {m, k, 4096, 1};
+      r.fwd.median_ms = bf16_ms(b, r.dims, Direction::Forward);
+      r.bwd.median_ms = bf16_ms(b, r.dims, Direction::Backward);
+      rows.push_back(r);
+    }
+  TrainOptions plain = fast_options(), dtype = fast_options();
+  dtype.dtype_rates = true;
+  const LayerPredictor p = LayerPredictor::train(rows, device_map(devs), plain);
+  const LayerPredictor q = LayerPredictor::train(rows, device_map(devs), dtype);
+  const std::vector<int64_t> shape = {4096, 2048, 4096, 1};
+  const double want = bf16_ms(a, shape, Direction::Forward);
+  // With its dtype's rate, A's BF16 GEMM is B's share of A's own tensor peak.
+  EXPECT_NEAR(q.predict_ms(LayerType::Linear, shape, DType::BF16, Direction::Forward, a) / want, 1.0, 0.15);
+  // At the FP32 rate the trees learn B's BF16 time as a multiple of B's FP32 roofline, and give A
+  // the same multiple of its own: twice the time, since A's tensor cores are twice as far ahead.
+  EXPECT_GT(p.predict_ms(LayerType::Linear, shape, DType::BF16, Direction::Forward, a) / want, 1.5);
+  // FP32 rows run at the FP32 rate either way: the option changes neither their features nor their target.
+  const DeviceRecord& d = a;
+  float fx[64], fy[64];
+  FeatureOptions with, without;
+  with.dtype_rates = true;
+  ASSERT_LE(feature_count(LayerType::Linear, with), 64u);
+  layer_features(LayerType::Linear, shape, DType::FP32, Direction::Forward, d, with, fx);
+  layer_features(LayerType::Linear, shape, DType::FP32, Direction::Forward, d, without, fy);
+  EXPECT_TRUE(std::equal(fx, fx + feature_count(LayerType::Linear, with), fy));
+  EXPECT_DOUBLE_EQ(roofline_ms(LayerType::Linear, shape, DType::BF16, Direction::Forward, d, true),
+                   std::max(layer_cost(LayerType::Linear, shape, DType::BF16).flops_fwd / (d.peak_bf16_gflops * 1e6),
+                            traffic_bytes(layer_cost(LayerType::Linear, shape, DType::BF16), Direction::Forward) /
+                                (d.bandwidth_gbs() * 1e6)));
+  // rate_gflops: the dtype's peak, scaled like the FP32 rate by a sustained clock; the FP32 rate
+  // without that peak (TF32 here) or without the option.
+  EXPECT_EQ(rate_gflops(a, DType::BF16, true), 128000);
+  EXPECT_EQ(rate_gflops(a, DType::BF16, false), 8000);
+  EXPECT_EQ(rate_gflops(a, DType::TF32, true), 8000);
+  DeviceRecord hot = a;
+  hot.sustained_clock_mhz = 700;  // half the 1,400 MHz boost clock
+  EXPECT_EQ(rate_gflops(hot, DType::FP16, true), 64000);
+  // The manifest: "rates": "dtype_peak"; earlier values load as before; anything else is an error.
+  fs::path dir = temp_dir("dtype_rates");
+  q.save(dir.string());
+  EXPECT_TRUE(LayerPredictor::load(dir.string()).options().dtype_rates);
+  EXPECT_EQ(dtype.to_json().at("rates"), "dtype_peak");
+  nlohmann::json old = dtype.to_json();
+  old["rates"] = "spec_peak";
+  EXPECT_FALSE(TrainOptions::from_json(old).dtype_rates);
+  EXPECT_TRUE(TrainOptions::from_json(old).spec_rates);
+  old["rates"] = "tensor";
+  expect_error([&] { TrainOptions::from_json(old); }, "rates=\"tensor\" is not dtype_peak, spec_peak or measured");
+}
+
 TEST(Neusight, LabelNamesAndCommittedLabelsImport) {
   auto l = parse_neusight_label_name("gpt2_large-train-1024-4");
   ASSERT_TRUE(l.has_value());

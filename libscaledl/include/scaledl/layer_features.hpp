@@ -45,7 +45,19 @@ struct FeatureOptions {
   bool device = true;
   /// include the FP32 lanes per SM (see above)
   bool arch = false;
+  /// rooflines at the spec peak of the row's dtype (rate_gflops): the roofline columns,
+  /// the arithmetic intensity over the ridge and the target's roofline. Then a BF16
+  /// row's target is its share of the tensor-core peak, as an FP32 row's is of the FP32
+  /// peak; false: every dtype at the FP32 rate (models before 2026-11-27)
+  bool dtype_rates = false;
 };
+
+/// The compute rate (GFLOP/s) a roofline of `dtype` uses: the record's FP32 rate
+/// (DeviceRecord::compute_gflops), or with `dtype_rates` the spec peak of the dtype
+/// (TF32: peak_tf32_gflops; BF16 and FP16: peak_bf16_gflops, which holds the FP16
+/// tensor rate on GPUs without BF16) scaled like the FP32 rate (sustained / boost).
+/// The FP32 rate where the record has no peak for the dtype.
+double rate_gflops(const DeviceRecord& dev, DType dtype, bool dtype_rates);
 
 /// FP32 lanes per SM from a record's spec: peak_fp32_gflops / (2 x cores x clock_mhz),
 /// rounded to a whole lane; 0 where any of the three is unknown.
@@ -64,10 +76,10 @@ double traffic_bytes(const LayerCost& c, Direction dir);
 /// FLOP in direction `dir`: fwd and update use flops_fwd, bwd uses flops_bwd.
 double direction_flops(const LayerCost& c, Direction dir);
 
-/// Roofline time max(CT, CM), ms, with CT = FLOP / compute_gflops and
-/// CM = traffic_bytes / bandwidth_gbs (1 GFLOP/s = 1e6 FLOP/ms). Validates dims.
+/// Roofline time max(CT, CM), ms, with CT = FLOP / rate_gflops(dev, dtype, dtype_rates)
+/// and CM = traffic_bytes / bandwidth_gbs (1 GFLOP/s = 1e6 FLOP/ms). Validates dims.
 double roofline_ms(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
-                   const DeviceRecord& dev);
+                   const DeviceRecord& dev, bool dtype_rates = false);
 
 /// Column names of the feature vector of type `t`, in order.
 std::vector<std::string> feature_names(LayerType t, const FeatureOptions& o = {});

@@ -55,6 +55,10 @@ struct TrainOptions {
   /// since 2026-11-26, manifest "rates": "spec_peak"); false: a model from before, whose
   /// probed GPUs' rows were normalised by their measured rates
   bool spec_rates = true;
+  /// true: rooflines at the spec peak of each row's dtype (FeatureOptions::dtype_rates;
+  /// manifest "rates": "dtype_peak"), so the trees learn a BF16 row's share of the
+  /// tensor-core peak; false: at the FP32 rate for every dtype
+  bool dtype_rates = false;
   /// true: learn kernel times. Each GPU's rows lose that GPU's timing floor first, the
   /// fastest time of any of its rows (what timing one operator alone costs on its host:
   /// 11-14 us on ours, 25-41 us on NeuSight's), kept >= 1/10 of the row's time; CPU rows

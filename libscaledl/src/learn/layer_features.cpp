@@ -70,14 +70,27 @@ void check_direction(LayerType t, Direction dir) {
                 to_string(dir), to_string(t));
 }
 
+double rate_gflops(const DeviceRecord& dev, DType dtype, bool dtype_rates) {
+  const double fp32 = dev.compute_gflops();
+  if (!dtype_rates || dev.peak_fp32_gflops <= 0) return fp32;
+  double peak = 0;
+  switch (dtype) {
+    case DType::FP32: return fp32;
+    case DType::TF32: peak = dev.peak_tf32_gflops; break;
+    case DType::BF16:
+    case DType::FP16: peak = dev.peak_bf16_gflops; break;
+  }
+  return peak > 0 ? peak * fp32 / dev.peak_fp32_gflops : fp32;
+}
+
 double roofline_ms(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
-                   const DeviceRecord& dev) {
+                   const DeviceRecord& dev, bool dtype_rates) {
   validate_dims(t, dims);
   check_direction(t, dir);
   SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
                 "device \"{}\" has no compute rate or bandwidth: cannot compute the roofline", dev.key());
   LayerCost c = layer_cost(t, dims, dtype);
-  double ct = direction_flops(c, dir) / (dev.compute_gflops() * 1e6);
+  double ct = direction_flops(c, dir) / (rate_gflops(dev, dtype, dtype_rates) * 1e6);
   double cm = traffic_bytes(c, dir) / (dev.bandwidth_gbs() * 1e6);
   return std::max(ct, cm);
 }
@@ -159,7 +172,8 @@ void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Dir
                               const DeviceRecord& dev, const FeatureOptions& o, float* out) {
   const size_t nd = layer_info(t).dims.size();
   write_features(t, dims, nd, dtype, dir, layer_cost(t, std::vector<int64_t>(dims, dims + nd), dtype),
-                 dev.features().data(), dev.compute_gflops(), dev.bandwidth_gbs(), fp32_lanes_per_sm(dev), o, out);
+                 dev.features().data(), rate_gflops(dev, dtype, o.dtype_rates), dev.bandwidth_gbs(),
+                 fp32_lanes_per_sm(dev), o, out);
 }
 
 FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const DeviceRecord& dev,
@@ -170,7 +184,7 @@ FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const Devi
   SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
                 "device \"{}\" has no compute rate or bandwidth (set peak_fp32_gflops and peak_mem_bw_gbs)",
                 dev.key());
-  gflops_ = dev.compute_gflops();
+  gflops_ = rate_gflops(dev, dtype, o.dtype_rates);
   bw_ = dev.bandwidth_gbs();
   switch (dtype) {  // the boost-clock peak: an upper bound on any clock
     case DType::FP32: peak_ = dev.peak_fp32_gflops; break;

@@ -53,6 +53,7 @@ FeatureOptions feature_options(const TrainOptions& o) {
   f.transfer = o.transfer_features;
   f.device = o.device_features;
   f.arch = o.arch_features;
+  f.dtype_rates = o.dtype_rates;
   return f;
 }
 
@@ -113,7 +114,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"transfer_features", transfer_features},
           {"device_features", device_features},
           {"arch_features", arch_features},
-          {"rates", spec_rates ? "spec_peak" : "measured"},
+          {"rates", dtype_rates ? "dtype_peak" : spec_rates ? "spec_peak" : "measured"},
           {"kernel_time", kernel_time},
           {"split_direction", split_direction},
           {"forest", forest},
@@ -136,9 +137,10 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   o.device_features = get_bool_or(j, "device_features", ctx, true);
   o.arch_features = get_bool_or(j, "arch_features", ctx, false);  // absent: a model from before it existed
   const std::string rates = get_str_or(j, "rates", ctx, "measured");  // absent: from before 2026-11-26
-  SCALEDL_CHECK(rates == "spec_peak" || rates == "measured", "{}: rates=\"{}\" is not spec_peak or measured", ctx,
-                rates);
-  o.spec_rates = rates == "spec_peak";
+  SCALEDL_CHECK(rates == "dtype_peak" || rates == "spec_peak" || rates == "measured",
+                "{}: rates=\"{}\" is not dtype_peak, spec_peak or measured", ctx, rates);
+  o.spec_rates = rates != "measured";
+  o.dtype_rates = rates == "dtype_peak";
   o.kernel_time = get_bool_or(j, "kernel_time", ctx, false);  // absent: a model from before it existed
   o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
   o.forest = get_bool_or(j, "forest", ctx, o.forest);
@@ -313,7 +315,7 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
       const LayerSample& s = *rows[i];
       const DeviceRecord& dev = device_of(devices, s.device);
       layer_features(t, s.dims, s.dtype, s.dir, dev, fo, &x[i * nf]);
-      const double roof = roofline_ms(t, s.dims, s.dtype, s.dir, dev);
+      const double roof = roofline_ms(t, s.dims, s.dtype, s.dir, dev, fo.dtype_rates);
       y[i] = to_target(target_kind(o.target), s.ms, roof, floor);
     }
     auto t0 = std::chrono::steady_clock::now();
