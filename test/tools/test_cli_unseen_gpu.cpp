@@ -49,6 +49,8 @@ TEST(CliUnseenGpu, DefaultBundlePredictsAnH100FromItsSpecSheetInEveryMode) {
   // Its layer models learnt kernel times (`train --kernel-time`, scripts/build_default_bundle.sh).
   const nlohmann::json lm = nlohmann::json::parse(std::ifstream(kSrc + "/models/bundles/default/layers/manifest.json"));
   EXPECT_EQ(lm["options"]["kernel_time"], true);
+  // and ran each row's roofline at its dtype's peak (`--dtype-rates`).
+  EXPECT_EQ(lm["options"]["rates"], "dtype_peak");
 }
 
 TEST(CliUnseenGpu, AGpuWithoutLayerTimingsGetsAtLeastTheDeviceOutSpread) {
@@ -425,7 +427,7 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   fs::remove_all(dir);
   fs::copy(kSrc + "/models/bundles/default/layers", dir, fs::copy_options::recursive);
   nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
-  ASSERT_EQ(man["options"]["rates"], "spec_peak");
+  ASSERT_EQ(man["options"]["rates"], "dtype_peak");  // spec peaks, of each row's dtype
   const std::string base = "predict --layers " + dir.string() + " " + kSrc + "/models/gpt2.json --batch 1 --seq 128";
   const std::string probe = " --device-spec " + kSrc + "/datasets/h200/probe.json";
   const std::string spec = " --device-spec " + kSrc + "/models/devices/h200-sxm.json";
@@ -443,11 +445,11 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   CliResult old_spec = run_cli(base + spec);
   ASSERT_EQ(old_spec.rc, 0) << old_spec.out;
   EXPECT_EQ(old_spec.out.find("warning"), std::string::npos) << old_spec.out;
-  // Not one of the two values: an error naming the key.
+  // Not one of the three values: an error naming the key.
   man["options"]["rates"] = "guessed";
   write_signed_manifest((dir / "manifest.json").string(), man);
   CliResult bad = run_cli(base + spec);
   EXPECT_EQ(bad.rc, 1) << bad.out;
-  EXPECT_NE(bad.out.find("rates=\"guessed\" is not spec_peak or measured"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("rates=\"guessed\" is not dtype_peak, spec_peak or measured"), std::string::npos) << bad.out;
   fs::remove_all(dir);
 }
