@@ -47,15 +47,15 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
   // predictions.csv
   {
     std::string csv = "seed,split,method,model,family,device,sweep,flops,batch,seq_len,measured_ms,predicted_ms,ape_pct,"
-                      "lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance,mode\n";
+                      "lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance,mode,nodes\n";
     auto opt = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
     for (const auto& p : r.predictions) {
       const EvalRun& run = r.runs[p.run];
-      csv += fmt::format("{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.4f},{},{},{},{},{},{}\n", p.seed, p.split, p.method,
+      csv += fmt::format("{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.4f},{},{},{},{},{},{},{}\n", p.seed, p.split, p.method,
                          csv_quote(run.label), run.family, csv_quote(run.device), run.sweep ? 1 : 0, run.flops, run.settings.batch,
                          tokens_per_sample(run.spec, run.settings), run.target_ms, p.pred_ms,
                          100 * std::abs(p.pred_ms - run.target_ms) / run.target_ms, opt(p.lo80), opt(p.hi80), opt(p.lo95),
-                         opt(p.hi95), opt(p.ood_distance), to_string(run_mode(run.settings)));
+                         opt(p.hi95), opt(p.ood_distance), to_string(run_mode(run.settings)), run.graph.num_nodes);
     }
     write_file(dir / "predictions.csv", csv);
   }
