@@ -52,6 +52,9 @@ scaledl::cli::Registrar reg(
       app.add_option("--max-cv", e.max_cv, "also use runs marked unstable whose iteration CV is <= this (0 = ok only)")
           ->capture_default_str();
       app.add_option("--threads", e.threads, "LibTorch threads, >= 1")->capture_default_str();
+      app.add_flag("--host-term", e.host_term,
+                   "T_sum = max(layer times, nodes x d) on each GPU with >= 8 training runs, d (the host's cost per "
+                   "graph node) fitted on them (docs/unseen-gpu.md)");
       app.add_flag("--in-model", e.in_model,
                    "layer models also train on the node times of each split's training runs (cross-fitted)");
       app.add_option("--crossfit-folds", e.crossfit_folds, "with --in-model: cross-fitting folds, in [2, 20]")

@@ -617,8 +617,14 @@ int run(const PredictOptions& o) {
                            to_string(m.family), s.batch, s.num_devices, to_string(s.dtype), to_string(run_mode(s)),
                            s.optimizer_step ? to_string(s.optimizer) : "none")
             << fmt::format("device       {}\n", dev.key())
-            << fmt::format("T_sum        {:10.3f} ms   sum of {} layer predictions{}\n", p.t_sum_ms, g.nodes.size(),
+            << fmt::format("T_sum        {:10.3f} ms   {} of {} layer predictions{}\n", p.t_sum_ms,
+                           p.host_ms > 0 ? "max(host term, sum)" : "sum", g.nodes.size(),
                            p.fallback_nodes ? fmt::format(" ({} by roofline fallback)", p.fallback_nodes) : "")
+            << (p.host_ms > 0 ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
+                                            "them (bundle trained with --host-term){}\n",
+                                            p.host_ms, g.nodes.size(), 1e3 * p.host_ms / g.nodes.size(),
+                                            p.host_ms >= p.t_sum_ms ? ": it sets T_sum" : "")
+                              : std::string())
             << (p.extrapolated_ms > 0
                     ? fmt::format("extrapolated {:.0f} % of T_sum is of layer kinds with no training row ({}): "
                                   "carried over from other dtypes or directions, not learnt\n",

@@ -58,6 +58,9 @@ scaledl::cli::Registrar reg(
           ->capture_default_str();
       app.add_flag("--reproducible", o->b.reproducible,
                    "no time, duration or build commit in the manifest: same inputs, same bytes (use --threads 1)");
+      app.add_flag("--host-term", o->b.host_term,
+                   "fit the host's cost per graph node of each GPU with >= 8 runs; T_sum = max(layer times, nodes x d) "
+                   "for it, in training and predict (docs/unseen-gpu.md)");
       app.add_flag("--no-graph", o->no_graph, "layer models only (no refinement: T_iter = T_sum + T_comm)");
       app.add_flag("!--no-device-intervals", o->b.device_intervals,
                    "do not calibrate the interval width for devices without layer timings (leave-one-device-out, "
@@ -70,13 +73,13 @@ scaledl::cli::Registrar reg(
         o->b.gnn.validate("train");
         o->b.graph = !o->no_graph;
         torch::set_num_threads(o->threads);
-        o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}",
+        o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}{}",
                                    fmt::join(o->b.dbs, " --db "), o->out, o->b.gnn.encoder, o->b.gnn_train.epochs,
                                    o->b.gnn_train.seed,
                                    o->b.in_model_dbs.empty()
                                        ? ""
                                        : fmt::format(" --in-model-db {}", fmt::join(o->b.in_model_dbs, " --in-model-db ")),
-                                   o->no_graph ? " --no-graph" : "");
+                                   o->no_graph ? " --no-graph" : "", o->b.host_term ? " --host-term" : "");
         nlohmann::json m = scaledl::train_bundle(o->b, o->out);
         if (o->json) {
           std::cout << m.dump(2) << "\n";
@@ -87,6 +90,12 @@ scaledl::cli::Registrar reg(
                   << fmt::format("layer rows  {} ({} samples)\n", t["layer_rows"].get<int64_t>(),
                                  t["layer_samples"].get<int64_t>())
                   << fmt::format("model runs  {} {}\n", t["model_runs"].get<int64_t>(), t["runs_per_family"].dump());
+        if (m.contains("host")) {
+          if (m["host"].empty()) std::cout << "host term   none (no GPU with 8 runs whose fit beats none)\n";
+          for (auto it = m["host"].begin(); it != m["host"].end(); ++it)
+            std::cout << fmt::format("host term   {}: {:.1f} us per graph node ({} runs)\n", it.key(),
+                                     1e3 * it.value()["node_ms"].get<double>(), it.value()["runs"].get<int64_t>());
+        }
         if (m.contains("graph")) {
           const auto& r = m["graph"]["report"];
           auto pct = [](const nlohmann::json& v) { return v.is_number() ? 100 * v.get<double>() : NAN; };

@@ -16,12 +16,15 @@
 
 #include "scaledl/bundle.hpp"
 #include "scaledl/error.hpp"
+#include "scaledl/graph_batch.hpp"
 #include "scaledl/layer_graph.hpp"
 #include "scaledl/model_spec.hpp"
 #include "scaledl/physics.hpp"
 #include "scaledl/store.hpp"
+#include "test_util.hpp"
 
 using namespace scaledl;
+using scaledl::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -283,4 +286,91 @@ TEST_F(PropertySweep, ModesAreOrderedTrainAboveFwdBwdAboveInference) {
       }
   }
   EXPECT_EQ(checked, 45);
+}
+
+// ---- the host term (docs/unseen-gpu.md, "The host's cost per node") ----------
+
+TEST(HostTerm, FitRecoversTheCostPerNodeOfHostBoundRuns) {
+  // 12 runs of one GPU whose host needs 0.08 ms per node: the small ones wait on it,
+  // the large ones on their kernels; +-3 % noise. The layer sum knows the kernels only.
+  std::vector<HostRun> runs;
+  const double d = 0.08;
+  for (int i = 0; i < 12; ++i) {
+    const double nodes = 100.0 + 50 * (i % 4), kernels = 2.0 * std::pow(2.0, i);
+    runs.push_back({"cuda:G", nodes, kernels, std::max(kernels, nodes * d) * (1 + 0.03 * ((i % 3) - 1))});
+  }
+  std::map<std::string, double> fit = fit_host_node_ms(runs);
+  ASSERT_EQ(fit.count("cuda:G"), 1u);
+  EXPECT_NEAR(fit.at("cuda:G"), d, 0.006);
+  // A CPU, or a GPU with fewer than kMinHostRuns runs, gets none; so do runs the sum explains.
+  EXPECT_TRUE(fit_host_node_ms(runs, {"cuda:G"}).empty());
+  EXPECT_TRUE(fit_host_node_ms({runs.begin(), runs.begin() + kMinHostRuns - 1}).empty());
+  for (auto& r : runs) r.measured_ms = r.predicted_ms;
+  EXPECT_TRUE(fit_host_node_ms(runs).empty());
+  runs[3].measured_ms = NAN;
+  EXPECT_NE(error_of([&] { fit_host_node_ms(runs); }).find("measured_ms=nan"), std::string::npos);
+}
+
+TEST(HostTerm, RaisesTSumAndItsGlobalFeatureOnWholeAndCompressedGraphs) {
+  const LayerGraph g = build_layer_graph(load_model_config(kSrc + "/models/gpt2.json"), TrainSettings{});
+  const std::vector<double> t(g.nodes.size(), 0.001);  // 1 us per node
+  GraphContext ctx;
+  ctx.device = load_device_spec(kSrc + "/models/devices/h100-sxm.json");
+  const GraphFeatures plain = featurize(g, t, ctx);
+  ctx.host_node_ms = 0.05;
+  const GraphFeatures host = featurize(g, t, ctx);
+  const double n = static_cast<double>(g.nodes.size());
+  EXPECT_NEAR(plain.t_sum_ms, 0.001 * n, 1e-9);
+  EXPECT_NEAR(host.t_sum_ms, 0.05 * n, 1e-9);
+  const auto& names = global_feature_names();
+  const size_t at = std::find(names.begin(), names.end(), "log1p_t_sum_ms") - names.begin();
+  ASSERT_LT(at, host.z.size());
+  EXPECT_FLOAT_EQ(host.z[at], static_cast<float>(std::log1p(0.05 * n)));
+  for (size_t i = 0; i < host.z.size(); ++i)
+    if (i != at) EXPECT_EQ(host.z[i], plain.z[i]) << names[i];  // the shares stay those of the kernels
+  // A compressed graph counts the nodes it stands for.
+  GraphFeatures c = compress_graph(plain, 2);
+  ASSERT_LT(c.num_nodes, plain.num_nodes);
+  apply_host_term(c, 0.05);
+  EXPECT_NEAR(c.t_sum_ms, 0.05 * n, 1e-6);
+  // Below the layer sum it changes nothing; a negative cost is an error.
+  GraphFeatures same = plain;
+  apply_host_term(same, 1e-7);
+  EXPECT_EQ(same.t_sum_ms, plain.t_sum_ms);
+  EXPECT_NE(error_of([&] { apply_host_term(same, -1); }).find("host_node_ms=-1"), std::string::npos);
+}
+
+TEST(HostTerm, ABundleFitsItForTheGpuWithRunsAndPredictsWithItThereOnly) {
+  const std::string dir = fs::temp_directory_path() / ("scaledl_host_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  BundleTrainOptions o;
+  o.dbs = {kSrc + "/datasets/h100/h100.sqlite"};
+  o.graph = false;
+  o.host_term = true;
+  o.layers.kernel_time = true;
+  train_bundle(o, dir);
+  const Bundle b = load_bundle(dir);
+  const DeviceRecord probe = load_device_spec(kSrc + "/datasets/h100/probe.json"),
+                     sheet = load_device_spec(kSrc + "/models/devices/h100-sxm.json");
+  ASSERT_EQ(b.host_node_ms.count(probe.key()), 1u);
+  // Our H100 campaign: 72.6 us per node at least, 75-100 for its small runs.
+  EXPECT_GT(b.host_node_ms.at(probe.key()), 0.05);
+  EXPECT_LT(b.host_node_ms.at(probe.key()), 0.15);
+  TrainSettings s;
+  s.batch = 1;
+  const LayerGraph g = build_layer_graph(load_model_config(kSrc + "/models/gpt2.json"), s);
+  const IterationPrediction p = b.predict(g, probe, /*physics=*/false);
+  EXPECT_NEAR(p.host_ms, b.host_node_ms.at(probe.key()) * g.nodes.size(), 1e-9);
+  EXPECT_GE(p.t_sum_ms, p.host_ms);
+  EXPECT_EQ(p.t_sum_ms, p.host_ms);  // GPT-2 small at batch 1 x 128 waits on the host
+  const IterationPrediction q = b.predict(g, sheet, /*physics=*/false);  // another record: no host known
+  EXPECT_EQ(q.host_ms, 0);
+  EXPECT_LT(q.t_sum_ms, p.t_sum_ms);
+  // A damaged value is one error naming the key.
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(dir + "/manifest.json"));
+  m["host"][probe.key()]["node_ms"] = -0.5;
+  std::ofstream(dir + "/manifest.json") << m.dump(2);
+  EXPECT_NE(error_of([&] { load_bundle(dir); }).find("host." + probe.key() + ".node_ms=-0.5 must be a number > 0"),
+            std::string::npos);
+  fs::remove_all(dir);
 }

@@ -69,6 +69,10 @@ struct BundleTrainOptions {
   /// each device out (device_intervals.hpp: one more layer model per device with
   /// runs); needs >= 3 devices with layer rows.
   bool device_intervals = true;
+  /// Fit the host's cost per graph node of each GPU with >= kMinHostRuns runs
+  /// (physics.hpp, fit_host_node_ms) and compose T_sum = max(layer times, nodes x d)
+  /// for that device, in training and in `predict` (manifest "host").
+  bool host_term = false;
 };
 
 struct Bundle {
@@ -80,6 +84,9 @@ struct Bundle {
   std::optional<MemoryCorrection> memory;  ///< learned peak-memory correction (memory.hpp)
   /// min and max of every global feature over the training graphs (name -> [lo, hi]).
   std::map<std::string, std::pair<double, double>> global_ranges;
+  /// The host's cost per graph node, ms, by device key (BundleTrainOptions::host_term);
+  /// a device not listed has none.
+  std::map<std::string, double> host_node_ms;
 
   /// The physical bounds' memo: T_iter and intervals (roofline applied) of every
   /// configuration predicted so far, by SHA-256 of device record + model + settings, so

@@ -85,6 +85,9 @@ struct EvalOptions {
   /// cross-fitted over `crossfit_folds` folds, test runs from the model of all
   /// training runs (graph_cv.hpp). false: isolated layer rows only.
   bool in_model = false;
+  /// ScaleDL methods and the sum: T_sum = max(layer times, nodes x d) on each GPU with
+  /// >= kMinHostRuns training runs in the split, d fitted on those (physics.hpp)
+  bool host_term = false;
   int crossfit_folds = 3;              ///< >= 2
   bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
   /// leave-one-device-out: the held-out device's intervals are at least the

@@ -30,6 +30,9 @@ namespace scaledl {
 struct GraphContext {
   DeviceRecord device;        ///< h^dev of the device the iteration runs on
   CommModel comm;             ///< calibrated eq. 15 constants (ignored when settings.num_devices == 1)
+  /// The host's cost per graph node, ms (physics.hpp, fit_host_node_ms): T_sum is then
+  /// max(sum of the layer times, nodes x host_node_ms). 0 = none (a host no run showed).
+  double host_node_ms = 0;
   double target_ms = NAN;     ///< measured T_iter, ms (training label); NaN when predicting
 };
 
@@ -49,6 +52,11 @@ struct GraphFeatures {
   double target_ms = NAN;        ///< measured T_iter, ms
   std::string label;             ///< model name, for reports
 };
+
+/// T_sum of `f` becomes max(T_sum, num_nodes x node_ms), with its global feature
+/// (log1p_t_sum_ms) to match; node_ms <= 0 changes nothing. An eager iteration cannot
+/// run faster than its host issues the nodes (docs/unseen-gpu.md, "The host's cost per node").
+void apply_host_term(GraphFeatures& f, double node_ms);
 
 /// Names of the node / edge / global feature columns, in order (saved with the weights).
 const std::vector<std::string>& node_feature_names();

@@ -20,6 +20,8 @@
 // Predictions are then exactly monotone on the grid and within a sweep; between
 // separate calls off the grid, differences inside one grid step remain
 // (docs/predict.md measures them).
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,23 @@ double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d);
 double update_roofline_ms(const LayerGraph& g, const DeviceRecord& d);
 /// Either of the two (update_only selects the update nodes).
 double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only);
+
+/// One measured run for fit_host_node_ms: the nodes of its layer graph, the
+/// iteration time predicted without the host term (T_sum + T_comm), the measured time.
+struct HostRun {
+  std::string device;  ///< DeviceRecord::key()
+  double nodes = 0, predicted_ms = 0, measured_ms = 0;
+};
+/// Runs a device needs before its host term is fitted (below: 0).
+constexpr size_t kMinHostRuns = 8;
+/// Per GPU device with at least kMinHostRuns runs: the host's cost per graph node d,
+/// ms, that minimises the sum over its runs of |log(max(predicted, nodes x d) / measured)|
+/// (a grid of 400 steps up to the largest measured / nodes; 0 when none beats d = 0).
+/// An eager iteration waits on the host that issues its nodes: our H100 campaign's
+/// small runs take 75-100 us per node whatever their width (docs/unseen-gpu.md, "The
+/// host's cost per node"). Devices of kind "cpu" in `cpu_devices` get none.
+std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
+                                               const std::set<std::string>& cpu_devices = {});
 
 /// The smaller configurations that bound `s` from below (see the top of this file):
 /// each with a label such as "batch 4", "seq 64" or "batch 4, seq 64".

@@ -23,7 +23,10 @@ class LayerPredictor;
 class GraphPredictor;
 
 struct IterationPrediction {
-  double t_sum_ms = 0;           ///< T_sum, ms (eq. 6)
+  double t_sum_ms = 0;           ///< T_sum, ms (eq. 6); with a host term, max(sum of the layer times, host_ms)
+  /// nodes x the host's cost per node, ms, when the bundle has one for this device
+  /// (fit_host_node_ms); 0 otherwise
+  double host_ms = 0;
   double t_comm_ms = 0;          ///< T_comm, ms (eq. 15); 0 on one device
   double alpha = 1, beta = 1;    ///< refinement factors (1, 1 without a graph model)
   double t_iter_ms = 0;          ///< T_iter = alpha*T_sum + beta*T_comm, ms (eq. 2)
@@ -61,9 +64,11 @@ IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& d
 
 /// Many configurations on one device: the layer part graph by graph, the
 /// refinement in batches of `batch` graphs (what sweeps and CSV input use).
+/// `host_node_ms` > 0: T_sum = max(sum of the layer times, nodes x host_node_ms).
 std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
                                                     const LayerPredictor& layers, const GraphPredictor* graph,
-                                                    const CommModel& comm, int64_t batch = 256);
+                                                    const CommModel& comm, int64_t batch = 256,
+                                                    double host_node_ms = 0);
 
 /// Iterations per epoch I for `samples` training samples: ceil(samples / (batch * num_devices)).
 int64_t iterations_per_epoch(int64_t samples, const TrainSettings& s);

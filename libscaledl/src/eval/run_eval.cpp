@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <random>
@@ -19,6 +20,7 @@
 #include "scaledl/in_model_samples.hpp"
 #include "scaledl/intervals.hpp"
 #include "scaledl/layer_graph.hpp"
+#include "scaledl/physics.hpp"
 #include "scaledl/store.hpp"
 
 namespace scaledl {
@@ -366,7 +368,30 @@ EvalResult run_eval(const EvalOptions& o) {
     f.label = r.label;
     return f;
   };
-  auto graphs_for = [&](const EvalSplit& sp) {
+  // With --host-term: each GPU's host cost per node, fitted on the split's training
+  // runs, in copies of the graphs of that GPU's runs (valid until the next call).
+  std::deque<GraphFeatures> host_copies;
+  std::set<std::string> cpu_devices;
+  for (const auto& [k, d] : devices)
+    if (d.kind == "cpu") cpu_devices.insert(k);
+  auto with_host_term = [&](const EvalSplit& sp, std::vector<const GraphFeatures*> G) {
+    host_copies.clear();
+    if (!o.host_term) return G;
+    std::vector<HostRun> hr;
+    for (size_t i : sp.train)
+      hr.push_back({res.runs[i].device, static_cast<double>(G[i]->num_nodes), G[i]->t_sum_ms + G[i]->t_comm_ms,
+                    res.runs[i].target_ms});
+    const std::map<std::string, double> d = fit_host_node_ms(hr, cpu_devices);
+    for (size_t i = 0; i < G.size(); ++i) {
+      auto it = d.find(res.runs[i].device);
+      if (it == d.end()) continue;
+      host_copies.push_back(*G[i]);
+      apply_host_term(host_copies.back(), it->second);
+      G[i] = &host_copies.back();
+    }
+    return G;
+  };
+  auto graphs_for_layers = [&](const EvalSplit& sp) {
     const std::vector<size_t>& train = sp.train;
     std::vector<const GraphFeatures*> G(res.runs.size());
     for (size_t i = 0; i < G.size(); ++i) G[i] = &res.runs[i].graph;
@@ -418,6 +443,7 @@ EvalResult run_eval(const EvalOptions& o) {
     for (size_t i = 0; i < G.size(); ++i) G[i] = &it->second[i];
     return G;
   };
+  auto graphs_for = [&](const EvalSplit& sp) { return with_host_term(sp, graphs_for_layers(sp)); };
 
   // Leave-one-device-out: the interval width for the held-out device, from its
   // split's training devices only (device_intervals.hpp), once per split.
@@ -653,6 +679,9 @@ EvalResult run_eval(const EvalOptions& o) {
   res.report["layer_times"] = o.in_model ? fmt::format("isolated rows + in-model rows of the training runs, "
                                                        "cross-fitted over {} folds", o.crossfit_folds)
                                          : std::string("isolated layer rows");
+  if (o.host_term)
+    res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
+                                "; T_sum = max(their sum, nodes x d), d per GPU fitted on the split's training runs";
   res.report["scaledl_config"] = {{"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}};
   if (!dopt_rows.empty()) res.report["doptimal_vs_random"] = dopt_rows;
   return res;

@@ -172,7 +172,26 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   out.z.push_back(static_cast<float>(std::log((flops + 1) / (bytes + 1))));
   SCALEDL_CHECK(out.z.size() == global_feature_names().size(), "internal: {} global features, {} names",
                 out.z.size(), global_feature_names().size());
+  apply_host_term(out, ctx.host_node_ms);
   return out;
+}
+
+void apply_host_term(GraphFeatures& f, double node_ms) {
+  SCALEDL_CHECK(std::isfinite(node_ms) && node_ms >= 0, "host_node_ms={} must be >= 0 and finite", node_ms);
+  if (node_ms <= 0) return;
+  double nodes = static_cast<double>(f.num_nodes);  // a compressed graph: the nodes it stands for
+  if (!f.node_weight.empty()) {
+    nodes = 0;
+    for (float w : f.node_weight) nodes += w;
+  }
+  if (nodes * node_ms <= f.t_sum_ms) return;
+  f.t_sum_ms = nodes * node_ms;
+  static const size_t at = [] {
+    const auto& n = global_feature_names();
+    return static_cast<size_t>(std::find(n.begin(), n.end(), "log1p_t_sum_ms") - n.begin());
+  }();
+  SCALEDL_CHECK(at < f.z.size(), "graph '{}': {} global features, no log1p_t_sum_ms", f.label, f.z.size());
+  f.z[at] = lg(f.t_sum_ms);
 }
 
 namespace {

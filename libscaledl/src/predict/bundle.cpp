@@ -164,7 +164,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
       }
   }
   std::vector<IterationPrediction> out =
-      predict_iterations(all, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{});
+      predict_iterations(all, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{}, 256,
+                         host_node_ms.count(dev.key()) ? host_node_ms.at(dev.key()) : 0.0);
   const bool unseen = without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
   for (IterationPrediction& p : out) {
     if (!intervals || !p.refined) continue;
@@ -300,6 +301,22 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                               graphs[i] = run_graph_features(runs[i], m, data.devices, comm);
                             });
   }
+  // The host term (physics.hpp): fitted on the runs' plain sums, then part of their T_sum.
+  std::map<std::string, double> host;
+  if (o.host_term) {
+    std::vector<HostRun> hr;
+    std::set<std::string> cpus;
+    for (const auto& [k, d] : data.devices)
+      if (d.kind == "cpu") cpus.insert(k);
+    for (size_t i = 0; i < graphs.size(); ++i)
+      hr.push_back({runs[i].run.device, static_cast<double>(graphs[i].num_nodes),
+                    graphs[i].t_sum_ms + graphs[i].t_comm_ms, graphs[i].target_ms});
+    host = fit_host_node_ms(hr, cpus);
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      auto it = host.find(runs[i].run.device);
+      if (it != host.end()) apply_host_term(graphs[i], it->second);
+    }
+  }
   SCALEDL_CHECK(!o.graph || !graphs.empty(),
                 "--db={}: the store(s) hold no ok model runs to train the graph refinement on (use --no-graph for "
                 "layer models alone)",
@@ -347,6 +364,15 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                             {"layer_row_devices", layer_row_devices},
                             {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
                             {"global_feature_ranges", rj}};
+    if (o.host_term) {
+      nlohmann::json hj = nlohmann::json::object();
+      for (const auto& [k, d] : host) {
+        int64_t n = 0;
+        for (const auto& r : runs) n += r.run.device == k ? 1 : 0;
+        hj[k] = {{"node_ms", d}, {"runs", n}};
+      }
+      manifest["host"] = hj;  // empty: no GPU had kMinHostRuns runs, or no d beat none
+    }
     nlohmann::json lsum = lp.summary();
     if (o.reproducible) lsum.erase("seconds");
     manifest["layers"] = {{"dir", kLayersDir}, {"options", o.layers.to_json()}, {"summary", lsum}};
@@ -455,6 +481,17 @@ Bundle load_bundle(const std::string& dir) {
     SCALEDL_CHECK(m["memory"]["file"].is_string(), "{}: memory.file is not a string", mpath);
     const std::string mf = (root / m["memory"]["file"].get<std::string>()).string();
     b.memory = MemoryCorrection::from_json(read_json_file(mf), mf);
+  }
+  if (m.contains("host")) {
+    SCALEDL_CHECK(m["host"].is_object(), "{}: host is not an object of devices", mpath);
+    for (auto it = m["host"].begin(); it != m["host"].end(); ++it) {
+      const nlohmann::json& h = it.value();
+      SCALEDL_CHECK(h.is_object() && h.contains("node_ms") && h["node_ms"].is_number() &&
+                        std::isfinite(h["node_ms"].get<double>()) && h["node_ms"].get<double>() > 0,
+                    "{}: host.{}.node_ms={} must be a number > 0", mpath, it.key(),
+                    h.is_object() && h.contains("node_ms") ? h["node_ms"].dump() : "missing");
+      b.host_node_ms[it.key()] = h["node_ms"].get<double>();
+    }
   }
   if (m.contains("training") && m["training"].contains("global_feature_ranges"))
     for (auto it = m["training"]["global_feature_ranges"].begin(); it != m["training"]["global_feature_ranges"].end();

@@ -1,6 +1,7 @@
 #include "scaledl/physics.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "scaledl/error.hpp"
 #include "scaledl/layer_features.hpp"
@@ -23,6 +24,36 @@ double bound_bandwidth_gbs(const DeviceRecord& d) {
   const double r = std::max(d.peak_mem_bw_gbs, d.measured_bw_gbs);
   SCALEDL_CHECK(r > 0, "device {} has no memory bandwidth: cannot bound predictions by the roofline", d.key());
   return r;
+}
+
+std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
+                                               const std::set<std::string>& cpu_devices) {
+  std::map<std::string, std::vector<const HostRun*>> by_dev;
+  for (const HostRun& r : runs) {
+    SCALEDL_CHECK(r.nodes >= 1 && r.predicted_ms > 0 && r.measured_ms > 0 && std::isfinite(r.predicted_ms) &&
+                      std::isfinite(r.measured_ms),
+                  "host term: run on {} has nodes={} predicted_ms={} measured_ms={} (must be >= 1, > 0, > 0)",
+                  r.device, r.nodes, r.predicted_ms, r.measured_ms);
+    if (!cpu_devices.count(r.device)) by_dev[r.device].push_back(&r);
+  }
+  std::map<std::string, double> out;
+  for (const auto& [dev, rs] : by_dev) {
+    if (rs.size() < kMinHostRuns) continue;
+    double top = 0;
+    for (const HostRun* r : rs) top = std::max(top, r->measured_ms / r->nodes);
+    auto err = [&](double d) {
+      double e = 0;
+      for (const HostRun* r : rs) e += std::abs(std::log(std::max(r->predicted_ms, r->nodes * d) / r->measured_ms));
+      return e;
+    };
+    double best = 0, best_err = err(0);
+    for (int i = 1; i <= 400; ++i) {
+      const double d = top * i / 400, e = err(d);
+      if (e < best_err) best = d, best_err = e;
+    }
+    if (best > 0) out[dev] = best;
+  }
+  return out;
 }
 
 double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d) { return roofline_ms(g, d, false); }

@@ -17,6 +17,7 @@ nlohmann::json IterationPrediction::to_json() const {
           {"t_iter_ms", t_iter_ms}, {"refined", refined},  {"fallback_nodes", fallback_nodes},
           {"by_type_ms", by_type_ms}, {"ood_distance", ood_distance}, {"out_of_domain", ood_distance > 0},
           {"ood_feature", ood_feature}, {"extrapolated_ms", extrapolated_ms}, {"extrapolated", extrapolated}};
+  if (host_ms > 0) j["host_ms"] = host_ms;
   if (t_roofline_ms > 0) {
     j["t_roofline_ms"] = t_roofline_ms;
     j["t_model_ms"] = t_model_ms;
@@ -31,12 +32,13 @@ nlohmann::json IterationPrediction::to_json() const {
 
 std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
                                                     const LayerPredictor& layers, const GraphPredictor* graph,
-                                                    const CommModel& comm, int64_t batch) {
+                                                    const CommModel& comm, int64_t batch, double host_node_ms) {
   SCALEDL_CHECK(batch >= 1, "predict_iterations: batch={} must be >= 1", batch);
   std::vector<IterationPrediction> out(gs.size());
   GraphContext ctx;
   ctx.device = dev;
   ctx.comm = comm;
+  ctx.host_node_ms = host_node_ms;
   // Chunks of `batch` configurations: the layer part and the (compressed)
   // features of one chunk, then one batched refinement; memory stays bounded.
   // The layer part of configuration k, into out[k] and feats[k - c0].
@@ -61,6 +63,8 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
       }
     }
     GraphFeatures f = featurize(g, t_l, ctx);
+    if (host_node_ms > 0) p.host_ms = host_node_ms * static_cast<double>(g.nodes.size());
+    p.t_sum_ms = f.t_sum_ms;  // with a host term, max(the layer times' sum, host_ms)
     p.t_comm_ms = f.t_comm_ms;
     p.global_features = f.z;
     p.t_iter_ms = p.t_sum_ms + p.t_comm_ms;
