@@ -453,3 +453,21 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   EXPECT_NE(bad.out.find("rates=\"guessed\" is not dtype_peak, spec_peak or measured"), std::string::npos) << bad.out;
   fs::remove_all(dir);
 }
+
+TEST(CliUnseenGpu, DefaultBundleKnowsOurH100sHostAndNoSpecSheets) {
+  // Trained with --host-term: our H100's record (its campaign's runs) has a host cost per
+  // node, a spec sheet has none. GPT-2 at batch 1 x 128 waits on that host.
+  const std::string m = kSrc + "/models/gpt2.json --batch 1 --seq 128 --raw";
+  const nlohmann::json probe = predict_json(m + " --device-spec " + kSrc + "/datasets/h100/probe.json");
+  ASSERT_TRUE(probe.contains("host_ms")) << probe.dump();
+  EXPECT_GT(probe["host_ms"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(probe["t_sum_ms"].get<double>(), probe["host_ms"].get<double>());
+  const nlohmann::json sheet = predict_json(m + " --device-spec " + kSrc + "/models/devices/h100-sxm.json");
+  EXPECT_FALSE(sheet.contains("host_ms")) << sheet.dump();
+  EXPECT_LT(sheet["t_sum_ms"].get<double>(), probe["t_sum_ms"].get<double>());
+  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + " --device-spec " + kSrc +
+                           "/datasets/h100/probe.json");
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("host term"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("it sets T_sum"), std::string::npos) << text.out;
+}
