@@ -303,7 +303,9 @@ TEST(HostTerm, FitRecoversTheCostPerNodeOfHostBoundRuns) {
   ASSERT_EQ(fit.count("cuda:G"), 1u);
   EXPECT_NEAR(fit.at("cuda:G"), d, 0.006);
   // A CPU, or a GPU with fewer than kMinHostRuns runs, gets none; so do runs the sum explains.
-  EXPECT_TRUE(fit_host_node_ms(runs, {"cuda:G"}).empty());
+  DeviceRecord cpu;
+  cpu.kind = "cpu";
+  EXPECT_TRUE(fit_host_node_ms(runs, {{"cuda:G", cpu}}).empty());
   EXPECT_TRUE(fit_host_node_ms({runs.begin(), runs.begin() + kMinHostRuns - 1}).empty());
   for (auto& r : runs) r.measured_ms = r.predicted_ms;
   EXPECT_TRUE(fit_host_node_ms(runs).empty());

@@ -21,7 +21,6 @@
 // separate calls off the grid, differences inside one grid step remain
 // (docs/predict.md measures them).
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -59,9 +58,9 @@ constexpr size_t kMinHostRuns = 8;
 /// (a grid of 400 steps up to the largest measured / nodes; 0 when none beats d = 0).
 /// An eager iteration waits on the host that issues its nodes: our H100 campaign's
 /// small runs take 75-100 us per node whatever their width (docs/unseen-gpu.md, "The
-/// host's cost per node"). Devices of kind "cpu" in `cpu_devices` get none.
+/// host's cost per node"). A device whose record in `devices` is of kind "cpu" gets none.
 std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
-                                               const std::set<std::string>& cpu_devices = {});
+                                               const std::map<std::string, DeviceRecord>& devices = {});
 
 /// The smaller configurations that bound `s` from below (see the top of this file):
 /// each with a label such as "batch 4", "seq 64" or "batch 4, seq 64".

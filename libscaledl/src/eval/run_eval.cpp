@@ -371,9 +371,6 @@ EvalResult run_eval(const EvalOptions& o) {
   // With --host-term: each GPU's host cost per node, fitted on the split's training
   // runs, in copies of the graphs of that GPU's runs (valid until the next call).
   std::deque<GraphFeatures> host_copies;
-  std::set<std::string> cpu_devices;
-  for (const auto& [k, d] : devices)
-    if (d.kind == "cpu") cpu_devices.insert(k);
   auto with_host_term = [&](const EvalSplit& sp, std::vector<const GraphFeatures*> G) {
     host_copies.clear();
     if (!o.host_term) return G;
@@ -381,7 +378,7 @@ EvalResult run_eval(const EvalOptions& o) {
     for (size_t i : sp.train)
       hr.push_back({res.runs[i].device, static_cast<double>(G[i]->num_nodes), G[i]->t_sum_ms + G[i]->t_comm_ms,
                     res.runs[i].target_ms});
-    const std::map<std::string, double> d = fit_host_node_ms(hr, cpu_devices);
+    const std::map<std::string, double> d = fit_host_node_ms(hr, devices);
     for (size_t i = 0; i < G.size(); ++i) {
       auto it = d.find(res.runs[i].device);
       if (it == d.end()) continue;

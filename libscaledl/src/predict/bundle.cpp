@@ -163,9 +163,11 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
         ladder[k].emplace_back(it->second, lp.label);
       }
   }
+  const auto host_it = host_node_ms.find(dev.key());
+  const double host_ms_per_node = host_it == host_node_ms.end() ? 0.0 : host_it->second;
   std::vector<IterationPrediction> out =
       predict_iterations(all, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{}, 256,
-                         host_node_ms.count(dev.key()) ? host_node_ms.at(dev.key()) : 0.0);
+                         host_ms_per_node);
   const bool unseen = without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
   for (IterationPrediction& p : out) {
     if (!intervals || !p.refined) continue;
@@ -305,13 +307,10 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   std::map<std::string, double> host;
   if (o.host_term) {
     std::vector<HostRun> hr;
-    std::set<std::string> cpus;
-    for (const auto& [k, d] : data.devices)
-      if (d.kind == "cpu") cpus.insert(k);
     for (size_t i = 0; i < graphs.size(); ++i)
       hr.push_back({runs[i].run.device, static_cast<double>(graphs[i].num_nodes),
                     graphs[i].t_sum_ms + graphs[i].t_comm_ms, graphs[i].target_ms});
-    host = fit_host_node_ms(hr, cpus);
+    host = fit_host_node_ms(hr, data.devices);
     for (size_t i = 0; i < graphs.size(); ++i) {
       auto it = host.find(runs[i].run.device);
       if (it != host.end()) apply_host_term(graphs[i], it->second);

@@ -27,14 +27,15 @@ double bound_bandwidth_gbs(const DeviceRecord& d) {
 }
 
 std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
-                                               const std::set<std::string>& cpu_devices) {
+                                               const std::map<std::string, DeviceRecord>& devices) {
   std::map<std::string, std::vector<const HostRun*>> by_dev;
   for (const HostRun& r : runs) {
     SCALEDL_CHECK(r.nodes >= 1 && r.predicted_ms > 0 && r.measured_ms > 0 && std::isfinite(r.predicted_ms) &&
                       std::isfinite(r.measured_ms),
                   "host term: run on {} has nodes={} predicted_ms={} measured_ms={} (must be >= 1, > 0, > 0)",
                   r.device, r.nodes, r.predicted_ms, r.measured_ms);
-    if (!cpu_devices.count(r.device)) by_dev[r.device].push_back(&r);
+    auto d = devices.find(r.device);
+    if (d == devices.end() || d->second.kind != "cpu") by_dev[r.device].push_back(&r);
   }
   std::map<std::string, double> out;
   for (const auto& [dev, rs] : by_dev) {

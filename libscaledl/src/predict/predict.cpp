@@ -51,7 +51,6 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
     for (size_t i = 0; i < detail.size(); ++i) {
       const LayerNode& n = g.nodes[i];
       t_l[i] = detail[i].ms;
-      p.t_sum_ms += detail[i].ms;
       p.fallback_nodes += detail[i].fallback ? 1 : 0;
       p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
       if (detail[i].extrapolated) {
