@@ -5,7 +5,7 @@
 # end-to-end labels from its spec sheet; and the same per operator.
 # Transfer features = the default bundle's: tiling / waves / device-relative columns and the
 # FP32 lanes per SM, no h^dev; end to end also its kernel times (--kernel-time). e2e-default adds the default bundle's other operator data.
-#   scripts/unseen_gpu.sh [SEEDS]      (default 3; ~9 min on 2 cores)
+#   scripts/unseen_gpu.sh [SEEDS]      (default 3; ~11 min on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${SCALEDL_BIN:-build/tools/scaledl}
@@ -30,6 +30,10 @@ rm -f "$WORK/ns-h100ops.sqlite"*
 "$BIN" import neusight --root datasets/h100/neusight-ops --db "$WORK/ns-h100ops.sqlite" --campaign h100-ops > /dev/null
 "$BIN" eval --db "$WORK/ns-h100ops.sqlite" --protocol leave-one-device-out --methods sum,scaledl-tc --seeds "$SEEDS" \
   $TRANSFER $KT --anchors 1 --out "$OUT/e2e-default" --quiet
+# The same with --device-crossfit: the refinement trains on sums of GPUs the layer models never saw
+# (docs/unseen-gpu.md, "A refinement for GPUs without layer timings"; not the default bundle's option).
+"$BIN" eval --db "$WORK/ns-h100ops.sqlite" --protocol leave-one-device-out --methods sum,scaledl-tc --seeds "$SEEDS" \
+  $TRANSFER $KT --device-crossfit --anchors 1 --out "$OUT/e2e-device-crossfit" --quiet
 "$BIN" eval --db "$WORK/ns.sqlite" --protocol leave-one-device-out --methods $METHODS --seeds "$SEEDS" \
   --out "$OUT/e2e-plain" --quiet
 # Per operator.
@@ -49,7 +53,8 @@ rm -f "$WORK/ns7.sqlite"*
   $TRANSFER --min-ms 0.05 > "$OUT/ops7-transfer-above50us.json"
 "$BIN" eval layers --db "$WORK/ns.sqlite" --leave-one-out device --json --nthread 1 \
   $TRANSFER --min-ms 0.05 > "$OUT/ops-transfer-above50us.json"
-python3 scripts/unseen_gpu_tables.py e2e "$OUT/e2e-default" "$OUT/e2e-transfer" "$OUT/e2e-plain" > "$OUT/e2e-tables.md"
+python3 scripts/unseen_gpu_tables.py e2e "$OUT/e2e-default" "$OUT/e2e-device-crossfit" "$OUT/e2e-transfer" "$OUT/e2e-plain" \
+  > "$OUT/e2e-tables.md"
 python3 scripts/unseen_gpu_tables.py ops "transfer features, no h^dev=$OUT/ops-transfer.json" \
   "plain features (h^dev, CT/CM)=$OUT/ops-plain.json" \
   "transfer features, rows of 50 us or more=$OUT/ops-transfer-above50us.json" \

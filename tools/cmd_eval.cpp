@@ -55,6 +55,9 @@ scaledl::cli::Registrar reg(
       app.add_flag("--host-term", e.host_term,
                    "T_sum = max(layer times, nodes x d) on each GPU with >= 8 training runs, d (the host's cost per "
                    "graph node) fitted on them (docs/unseen-gpu.md)");
+      app.add_flag("--device-crossfit", e.device_crossfit,
+                   "leave-one-device-out: the graph methods' training runs get layer times from layer models that "
+                   "never saw their GPU, as the held-out GPU's runs do (docs/unseen-gpu.md)");
       app.add_flag("--in-model", e.in_model,
                    "layer models also train on the node times of each split's training runs (cross-fitted)");
       app.add_option("--crossfit-folds", e.crossfit_folds, "with --in-model: cross-fitting folds, in [2, 20]")

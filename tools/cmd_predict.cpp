@@ -632,7 +632,10 @@ int run(const PredictOptions& o) {
                     : std::string())
             << fmt::format("T_comm       {:10.3f} ms   all-reduce, eq. 15\n", p.t_comm_ms)
             << fmt::format("alpha, beta  {:.4f}, {:.4f}{}\n", p.alpha, p.beta,
-                           p.refined ? "   graph refinement" : "   (no --graph: additive baseline)")
+                           !p.refined                 ? "   (no --graph: additive baseline)"
+                           : p.device_out_refinement ? "   device-out refinement (trained on sums of GPUs the layer "
+                                                       "models never saw)"
+                                                     : "   graph refinement")
             << fmt::format("T_iter       {:10.3f} ms{}\n", p.t_iter_ms,
                            std::isfinite(p.lo80_ms)
                                ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", p.lo80_ms, p.hi80_ms,
@@ -661,9 +664,9 @@ int run(const PredictOptions& o) {
                       ? fmt::format("domain       OUT OF DOMAIN: distance {:.3f} outside the training range "
                                     "(farthest: {}){}{}\n",
                                     p.ood_distance, p.ood_feature,
-                                    b.graph->config().ood_tau > 0 ? "; alpha, beta shrunk toward 1" : "",
+                                    b.graph_for(dev.key())->config().ood_tau > 0 ? "; alpha, beta shrunk toward 1" : "",
                                     std::isfinite(p.lo80_ms)
-                                        ? (b.intervals->beyond_calibration(p.ood_distance)
+                                        ? (b.intervals_for(dev.key())->beyond_calibration(p.ood_distance)
                                                ? "; intervals widened, but this is farther out than any "
                                                  "calibration run: read them as a lower bound on the uncertainty"
                                                : "; intervals widened")
@@ -681,7 +684,8 @@ int run(const PredictOptions& o) {
                                   (p.unseen_device_interval
                                        ? fmt::format("intervals    at least the error of a left-out training device "
                                                      "(x/÷ {:.2f} at 80 %, {:.2f} at 95 %: docs/predict.md)\n",
-                                                     std::exp(b.intervals->unseen_q80), std::exp(b.intervals->unseen_q95))
+                                                     std::exp(b.intervals_for(dev.key())->unseen_q80),
+                                                     std::exp(b.intervals_for(dev.key())->unseen_q95))
                                        : std::string()));
   if (anchor)
     std::cout << fmt::format("anchor       {} run(s) measured on this device: x{:.3f} applied (log bias {:+.3f}, "

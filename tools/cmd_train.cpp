@@ -61,6 +61,9 @@ scaledl::cli::Registrar reg(
       app.add_flag("--host-term", o->b.host_term,
                    "fit the host's cost per graph node of each GPU with >= 8 runs; T_sum = max(layer times, nodes x d) "
                    "for it, in training and predict (docs/unseen-gpu.md)");
+      app.add_flag("--device-crossfit", o->b.device_crossfit,
+                   "also train the device-out refinement, on layer times from layer models without each run's own "
+                   "GPU; predict uses it for GPUs without layer timings in the bundle (docs/unseen-gpu.md)");
       app.add_flag("--no-graph", o->no_graph, "layer models only (no refinement: T_iter = T_sum + T_comm)");
       app.add_flag("!--no-device-intervals", o->b.device_intervals,
                    "do not calibrate the interval width for devices without layer timings (leave-one-device-out, "
@@ -73,13 +76,15 @@ scaledl::cli::Registrar reg(
         o->b.gnn.validate("train");
         o->b.graph = !o->no_graph;
         torch::set_num_threads(o->threads);
-        o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}{}",
+        SCALEDL_CHECK(!o->b.device_crossfit || !o->no_graph, "--device-crossfit trains a refinement: drop --no-graph");
+        o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}{}{}",
                                    fmt::join(o->b.dbs, " --db "), o->out, o->b.gnn.encoder, o->b.gnn_train.epochs,
                                    o->b.gnn_train.seed,
                                    o->b.in_model_dbs.empty()
                                        ? ""
                                        : fmt::format(" --in-model-db {}", fmt::join(o->b.in_model_dbs, " --in-model-db ")),
-                                   o->no_graph ? " --no-graph" : "", o->b.host_term ? " --host-term" : "");
+                                   o->no_graph ? " --no-graph" : "", o->b.host_term ? " --host-term" : "",
+                                   o->b.device_crossfit ? " --device-crossfit" : "");
         nlohmann::json m = scaledl::train_bundle(o->b, o->out);
         if (o->json) {
           std::cout << m.dump(2) << "\n";
@@ -113,6 +118,16 @@ scaledl::cli::Registrar reg(
                                        "(leave-one-device-out over {} devices, {} runs)\n",
                                        std::exp(iv.unseen_q80), std::exp(iv.unseen_q95),
                                        iv.unseen_info.value("devices", int64_t{0}), iv.unseen_info.value("runs", int64_t{0}));
+          }
+          if (m.contains("graph_device_out")) {
+            const auto& g = m["graph_device_out"];
+            const auto& r = g["report"];
+            std::cout << fmt::format("device-out  refinement for GPUs without layer timings: {} runs with layer times "
+                                     "from models without their GPU, {} of GPUs without layer rows, {} left out "
+                                     "(validation MRE {:.2f} % before, {:.2f} % after)\n",
+                                     g["runs"]["device_out"].get<int64_t>(),
+                                     g["runs"]["device_without_layer_rows"].get<int64_t>(),
+                                     g["runs"]["left_out"].get<int64_t>(), pct(r["val_mre_before"]), pct(r["val_mre"]));
           }
           if (m["graph"].contains("cv"))
             std::cout << fmt::format("cv          {}-fold MRE {:.2f} % (inside the training distribution)\n",

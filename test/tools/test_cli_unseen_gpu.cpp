@@ -10,8 +10,11 @@
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
+#include <unistd.h>
 
 #include "cli_util.hpp"
+#include "scaledl/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl::test;
@@ -470,4 +473,110 @@ TEST(CliUnseenGpu, DefaultBundleKnowsOurH100sHostAndNoSpecSheets) {
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("host term"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("it sets T_sum"), std::string::npos) << text.out;
+}
+
+TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNeverSaw) {
+  // NeuSight's five GPUs, a sixth of their operator rows (a short test; the
+  // figures are in docs/unseen-gpu.md).
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_dcf_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "ns.sqlite").string();
+  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
+  {
+    scaledl::Store st(db);
+    ASSERT_EQ(sqlite3_exec(st.handle(), "DELETE FROM layers WHERE rowid % 6 != 0", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  const std::string feat = " --transfer-features --no-device-features --epochs 6";
+  // Leave one GPU out: every training run of a split gets its sum from layer
+  // models without its own GPU; no NeuSight run needs a model only its GPU has.
+  CliResult r = run_cli("eval --db " + db + " --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 1 "
+                        "--device-crossfit --no-plots --patience 3 --out " + (dir / "eval").string() + feat);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string tag = "device cross-fit without ";
+  int splits = 0, swapped = 0, left = 0;
+  for (size_t at = r.out.find(tag); at != std::string::npos; at = r.out.find(tag, at + 1)) {
+    const size_t colon = r.out.find(": ", at);
+    std::istringstream in(r.out.substr(colon + 2, 200));
+    std::string w;
+    int a = -1, b = -1;
+    in >> a;
+    for (int k = 0; k < 7; ++k) in >> w;  // "N training runs from models without their device, M left out ..."
+    in >> b;
+    ASSERT_GE(a, 0) << r.out.substr(at, 200);
+    ASSERT_GE(b, 0) << r.out.substr(at, 200);
+    swapped += a;
+    left += b;
+    ++splits;
+  }
+  EXPECT_EQ(splits, 5) << r.out;
+  EXPECT_EQ(swapped + left, 4 * 40);  // each of the 40 runs trains in the four splits it is not tested in
+  EXPECT_EQ(left, 0);
+  const nlohmann::json rep = nlohmann::json::parse(std::ifstream(dir / "eval" / "report.json"));
+  EXPECT_NE(rep["layer_times"].get<std::string>().find("--device-crossfit"), std::string::npos);
+  expect_one_error("eval --db " + db + " --protocol id --device-crossfit --out " + (dir / "x").string(),
+                   "--device-crossfit needs --protocol=leave-one-device-out (protocol=id)");
+
+  // The bundle: a second refinement, for GPUs without layer timings in it.
+  const std::string bundle = (dir / "b").string();
+  r = run_cli("train --db " + db + " --out " + bundle + " --device-crossfit --threads 1" + feat);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("device-out  refinement for GPUs without layer timings: 40 runs"), std::string::npos) << r.out;
+  const nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "b" / "manifest.json"));
+  ASSERT_TRUE(man.contains("graph_device_out")) << man.dump();
+  EXPECT_EQ(man["graph_device_out"]["runs"]["device_out"], 40);
+  EXPECT_TRUE(man["files"].contains("graph-device-out.safetensors"));
+  const std::string model = kSrc + "/models/gpt2-large.json --batch 2 --seq 1024 --mode inference --json ";
+  auto json_of = [](const CliResult& c) {
+    const size_t at = c.out.find('{');
+    return at == std::string::npos ? nlohmann::json() : nlohmann::json::parse(c.out.substr(at), nullptr, false);
+  };
+  // A spec sheet the layer models never saw: the device-out refinement, and its own alpha.
+  CliResult l4 = run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc + "/models/devices/l4.json");
+  ASSERT_EQ(l4.rc, 0) << l4.out;
+  const nlohmann::json jl4 = json_of(l4);
+  EXPECT_EQ(jl4["refinement"], "device-out");
+  EXPECT_EQ(jl4["device_layer_rows"], 0);
+  // A GPU whose rows trained the layer models: the in-domain refinement.
+  CliResult t4 = run_cli("predict --bundle " + bundle + " " + model + "--db " + db + " --device \"spec:Tesla T4\"");
+  ASSERT_EQ(t4.rc, 0) << t4.out;
+  const nlohmann::json jt4 = json_of(t4);
+  EXPECT_EQ(jt4["refinement"], "in-domain");
+  EXPECT_GT(jt4["device_layer_rows"].get<int64_t>(), 0);
+  // The same bundle without the device-out refinement predicts the L4 with the
+  // in-domain one: another alpha from the same T_sum.
+  {
+    nlohmann::json m2 = man;
+    m2.erase("graph_device_out");
+    m2["files"].erase("graph-device-out.safetensors");
+    std::ofstream(dir / "b" / "manifest.json") << m2.dump(2);
+    const nlohmann::json plain = json_of(run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc +
+                                                 "/models/devices/l4.json"));
+    EXPECT_EQ(plain["refinement"], "in-domain");
+    EXPECT_DOUBLE_EQ(plain["t_sum_ms"].get<double>(), jl4["t_sum_ms"].get<double>());
+    EXPECT_NE(plain["alpha"].get<double>(), jl4["alpha"].get<double>());
+    std::ofstream(dir / "b" / "manifest.json") << man.dump(2);
+  }
+  // A damaged device-out refinement is one error naming its file.
+  {
+    std::ofstream f(dir / "b" / "graph-device-out.safetensors", std::ios::binary | std::ios::app);
+    f << "x";
+  }
+  expect_one_error("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc + "/models/devices/l4.json",
+                   "file graph-device-out.safetensors has SHA-256");
+  // Too few GPUs, or no refinement to train: one error line each, before any training.
+  const std::string one = (dir / "one.sqlite").string();
+  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + one).rc, 0);
+  {
+    scaledl::Store st(one);
+    ASSERT_EQ(sqlite3_exec(st.handle(), "DELETE FROM layers WHERE device NOT LIKE '%T4%'", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  expect_one_error("train --db " + one + " --out " + (dir / "c").string() + " --device-crossfit",
+                   "--device-crossfit needs layer rows of >= 3 devices (the stores have 1)");
+  expect_one_error("train --db " + db + " --out " + (dir / "c").string() + " --device-crossfit --no-graph",
+                   "--device-crossfit trains a refinement: drop --no-graph");
+  EXPECT_FALSE(fs::exists(dir / "c"));
+  fs::remove_all(dir);
 }

@@ -9,6 +9,11 @@
 //                               SHA-256 of every other file
 //   BUNDLE/layers/              LayerPredictor::save (XGBoost JSON per type)
 //   BUNDLE/graph.safetensors    GraphPredictor::save (absent: no refinement)
+//   BUNDLE/graph-device-out.safetensors
+//                               the device-out refinement (train --device-crossfit):
+//                               trained on layer times from models that never saw
+//                               the run's GPU; it serves devices without layer
+//                               timings in the bundle (absent: graph.safetensors does)
 //   BUNDLE/comm.json            CommModel (absent: single-device predictions only)
 //   BUNDLE/memory.json          MemoryCorrection of the peak (absent: the analytic
 //                               estimate alone, no interval), trained on the runs
@@ -73,6 +78,14 @@ struct BundleTrainOptions {
   /// (physics.hpp, fit_host_node_ms) and compose T_sum = max(layer times, nodes x d)
   /// for that device, in training and in `predict` (manifest "host").
   bool host_term = false;
+  /// Also train the device-out refinement (manifest "graph_device_out"): the same
+  /// runs, each with the layer times of layer models trained without its own
+  /// device's samples (the device-out spread's models), so that it learns how a
+  /// sum errs on a GPU the layer models never saw, as a spec sheet's is predicted.
+  /// Runs that need a layer model only their own device's rows give are left out
+  /// of it. `predict` uses it for devices without layer timings in the bundle.
+  /// Needs the refinement and >= 3 devices with layer rows.
+  bool device_crossfit = false;
 };
 
 struct Bundle {
@@ -81,6 +94,9 @@ struct Bundle {
   std::optional<GraphPredictor> graph;
   std::optional<CommModel> comm;
   std::optional<IntervalModel> intervals;  ///< T_iter intervals (with a graph model)
+  /// The device-out refinement and its intervals (BundleTrainOptions::device_crossfit)
+  std::optional<GraphPredictor> graph_device_out;
+  std::optional<IntervalModel> intervals_device_out;
   std::optional<MemoryCorrection> memory;  ///< learned peak-memory correction (memory.hpp)
   /// min and max of every global feature over the training graphs (name -> [lo, hi]).
   std::map<std::string, std::pair<double, double>> global_ranges;
@@ -134,6 +150,20 @@ struct Bundle {
   bool without_layer_rows(const std::string& device_key) const {
     const std::optional<int64_t> rows = layer_rows_of(device_key);
     return rows && *rows == 0;
+  }
+  /// True when `device_key` is predicted by the device-out refinement: the bundle
+  /// has one and no layer timing of the device trained the layer models.
+  bool uses_device_out(const std::string& device_key) const {
+    return graph_device_out.has_value() && without_layer_rows(device_key);
+  }
+  /// The refinement and interval model that predict `device_key` (null: none).
+  const GraphPredictor* graph_for(const std::string& device_key) const {
+    if (uses_device_out(device_key)) return &*graph_device_out;
+    return graph ? &*graph : nullptr;
+  }
+  const IntervalModel* intervals_for(const std::string& device_key) const {
+    if (uses_device_out(device_key)) return intervals_device_out ? &*intervals_device_out : nullptr;
+    return intervals ? &*intervals : nullptr;
   }
 };
 

@@ -89,6 +89,10 @@ struct EvalOptions {
   /// >= kMinHostRuns training runs in the split, d fitted on those (physics.hpp)
   bool host_term = false;
   int crossfit_folds = 3;              ///< >= 2
+  /// leave-one-device-out: the training runs' layer times come from layer models
+  /// trained without their own device (and the held-out one), so the graph
+  /// methods learn on sums of GPUs the layer models never saw, as they are tested
+  bool device_crossfit = false;
   bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
   /// leave-one-device-out: the held-out device's intervals are at least the
   /// device-out spread of the split's training devices (device_intervals.hpp)

@@ -31,6 +31,9 @@ struct IterationPrediction {
   double alpha = 1, beta = 1;    ///< refinement factors (1, 1 without a graph model)
   double t_iter_ms = 0;          ///< T_iter = alpha*T_sum + beta*T_comm, ms (eq. 2)
   bool refined = false;          ///< a graph model produced alpha and beta
+  /// The bundle's device-out refinement produced them (a device without layer
+  /// timings in a bundle trained with --device-crossfit; bundle.hpp)
+  bool device_out_refinement = false;
   int64_t fallback_nodes = 0;    ///< nodes predicted by the roofline fallback (no layer model)
   /// Part of T_sum from nodes whose layer model had no training row of their
   /// direction and dtype (LayerPrediction::extrapolated), ms, and those kinds

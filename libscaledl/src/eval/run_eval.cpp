@@ -233,6 +233,8 @@ EvalResult run_eval(const EvalOptions& o) {
                 "--anchors={} needs --protocol=leave-one-device-out, the method scaledl-tc and its intervals (no "
                 "--no-intervals or --no-device-intervals)",
                 o.anchors);
+  SCALEDL_CHECK(!o.device_crossfit || o.protocol == "leave-one-device-out",
+                "--device-crossfit needs --protocol=leave-one-device-out (protocol={})", o.protocol);
   SCALEDL_CHECK(!o.test_layers || o.protocol == "cross-device",
                 "--test-layers is only for --protocol=cross-device (got --protocol={})", o.protocol);
   EvalResult res;
@@ -358,6 +360,7 @@ EvalResult run_eval(const EvalOptions& o) {
   }
   std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
   std::map<std::string, std::vector<GraphFeatures>> device_cache;  // leave-one-device-out: by held-out device
+  std::map<std::string, std::vector<char>> crossfit_ok;  // --device-crossfit: runs with a device-out sum, by held-out device
   // Run i's graph features with the layer times of `lp`.
   auto featurize_run = [&](size_t i, const LayerPredictor& lp) {
     const EvalRun& r = res.runs[i];
@@ -388,6 +391,21 @@ EvalResult run_eval(const EvalOptions& o) {
     }
     return G;
   };
+  // Leave-one-device-out: layer models without the held-out device and one more
+  // (the device-out spread's folds, shared with spread_for below).
+  LayerModelCache spread_models;
+  auto model_without = [&](const std::string& held_out, const std::string& dev) {
+    const std::string key = held_out + "\n" + dev;
+    auto it = spread_models.find(key);
+    if (it != spread_models.end()) return it->second;
+    const DeviceFold outer = leave_device_out(layer_samples, data.devices, held_out);
+    const DeviceFold f = leave_device_out(outer.samples, outer.devices, dev);
+    TrainOptions lo = o.layers;
+    lo.verbose = false;
+    auto lp = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(f.samples, f.devices, lo));
+    spread_models[key] = lp;
+    return lp;
+  };
   auto graphs_for_layers = [&](const EvalSplit& sp) {
     const std::vector<size_t>& train = sp.train;
     std::vector<const GraphFeatures*> G(res.runs.size());
@@ -403,6 +421,33 @@ EvalResult run_eval(const EvalOptions& o) {
         const LayerPredictor lp = LayerPredictor::train_samples(f.samples, f.devices, lo);
         std::vector<GraphFeatures> own(res.runs.size());
         for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp);
+        if (o.device_crossfit) {
+          // A training run's layer times from models that saw neither its device nor
+          // the held-out one: the refinement learns on sums of unseen GPUs, as it is
+          // tested. A run needing a model only its own device's rows give has no such
+          // sum: the graph methods do not train on it.
+          std::vector<char>& ok = crossfit_ok[sp.held_out_device];
+          ok.assign(res.runs.size(), 1);
+          int64_t swapped = 0, kept = 0;
+          for (size_t i : sp.train) {
+            const std::string& dev = res.runs[i].device;
+            if (dev == sp.held_out_device) continue;
+            const auto m = model_without(sp.held_out_device, dev);
+            bool covered = true;
+            for (const auto& n : irs[i].nodes)
+              if (lp.has_model(n.type, n.dir) && !m->has_model(n.type, n.dir)) covered = false;
+            if (!covered) {
+              ok[i] = 0;
+              ++kept;
+              continue;
+            }
+            own[i] = featurize_run(i, *m);
+            ++swapped;
+          }
+          log(fmt::format("device cross-fit without {}: {} training runs from models without their device, {} "
+                          "left out of the graph methods' training (a layer model only their device has)",
+                          sp.held_out_device, swapped, kept));
+        }
         it = device_cache.emplace(sp.held_out_device, std::move(own)).first;
         log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device, f.samples.size(),
                         layer_samples.size(), secs_since(tl)));
@@ -445,7 +490,6 @@ EvalResult run_eval(const EvalOptions& o) {
   // Leave-one-device-out: the interval width for the held-out device, from its
   // split's training devices only (device_intervals.hpp), once per split.
   std::map<std::string, DeviceSpread> spread_cache;
-  LayerModelCache spread_models;
   auto spread_for = [&](const EvalSplit& sp) -> const DeviceSpread* {
     if (sp.held_out_device.empty() || !o.intervals || !o.device_intervals) return nullptr;
     auto it = spread_cache.find(sp.held_out_device);
@@ -513,7 +557,14 @@ EvalResult run_eval(const EvalOptions& o) {
       for (const auto& m : methods) {
         const auto tm = Clock::now();
         const bool with_iv = o.intervals && m == "scaledl-tc";
-        const MethodOut mo = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv, with_iv ? spread_for(sp) : nullptr,
+        std::vector<size_t> train = sp.train;
+        if (o.device_crossfit && is_graph_method(m)) {
+          const std::vector<char>& ok = crossfit_ok.at(sp.held_out_device);
+          train.erase(std::remove_if(train.begin(), train.end(), [&](size_t i) { return !ok[i]; }), train.end());
+          SCALEDL_CHECK(!train.empty(), "--device-crossfit: no training run of split {} has a device-out layer sum",
+                        sp.name);
+        }
+        const MethodOut mo = fit_predict_runs(c, m, train, test, sd, G, with_iv, with_iv ? spread_for(sp) : nullptr,
                                               o.anchors, sp.test.size());
         // Records method `name`'s predictions p (and intervals, when `iv`) of the split.
         auto record = [&](const std::string& name, const std::vector<double>& p, const std::vector<double>& lo80,
@@ -551,7 +602,7 @@ EvalResult run_eval(const EvalOptions& o) {
         record(m, mo.pred, mo.lo80, mo.hi80, mo.lo95, mo.hi95, with_iv);
         if (!mo.apred.empty()) record(anchored_name, mo.apred, mo.alo80, mo.ahi80, mo.alo95, mo.ahi95, true);
         log(fmt::format("seed {} {}: {} trained on {} runs, tested on {} ({:.1f} s)", seed, sp.name, m,
-                        sp.train.size(), sp.test.size(), secs_since(tm)));
+                        train.size(), sp.test.size(), secs_since(tm)));
       }
     }
     nlohmann::json sj = {{"seed", seed}, {"methods", nlohmann::json::object()}};
@@ -679,6 +730,9 @@ EvalResult run_eval(const EvalOptions& o) {
   if (o.host_term)
     res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
                                 "; T_sum = max(their sum, nodes x d), d per GPU fitted on the split's training runs";
+  if (o.device_crossfit)
+    res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
+                                "; training runs' from layer models without their own device (--device-crossfit)";
   res.report["scaledl_config"] = {{"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}};
   if (!dopt_rows.empty()) res.report["doptimal_vs_random"] = dopt_rows;
   return res;

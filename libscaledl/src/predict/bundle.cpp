@@ -31,6 +31,7 @@ namespace {
 
 const char* kLayersDir = "layers";
 const char* kGraphFile = "graph.safetensors";
+const char* kGraphDeviceOutFile = "graph-device-out.safetensors";
 const char* kCommFile = "comm.json";
 const char* kMemoryFile = "memory.json";
 
@@ -89,21 +90,24 @@ void raise_to(IterationPrediction& p, double floor_ms, const MemoValue* from, co
 
 AnchorFit Bundle::fit_anchor(const std::vector<const LayerGraph*>& gs, const std::vector<double>& measured_ms,
                              const DeviceRecord& dev) const {
-  SCALEDL_CHECK(intervals.has_value(), "--anchor needs a bundle with intervals (one trained with its graph model)");
+  const IntervalModel* iv = intervals_for(dev.key());
+  SCALEDL_CHECK(iv != nullptr, "--anchor needs a bundle with intervals (one trained with its graph model)");
   SCALEDL_CHECK(gs.size() == measured_ms.size(), "fit_anchor: {} configurations, {} times", gs.size(),
                 measured_ms.size());
   const std::vector<IterationPrediction> p = predict_many(gs, dev, /*physics=*/true);
   std::vector<double> r;
   for (size_t i = 0; i < p.size(); ++i) r.push_back(std::log(measured_ms[i] / p[i].t_iter_ms));
-  const auto sds = anchor_sds(*intervals, without_layer_rows(dev.key()));
+  const auto sds = anchor_sds(*iv, without_layer_rows(dev.key()));
   return scaledl::fit_anchor(r, sds.first, sds.second);
 }
 
 void Bundle::apply_anchor(IterationPrediction& p, const AnchorFit& a) const {
-  SCALEDL_CHECK(intervals.has_value(), "--anchor needs a bundle with intervals (one trained with its graph model)");
+  const std::optional<IntervalModel>& ivo = p.device_out_refinement ? intervals_device_out : intervals;
+  SCALEDL_CHECK(ivo.has_value(), "--anchor needs a bundle with intervals (one trained with its graph model)");
+  const IntervalModel& iv = *ivo;
   p.t_iter_ms *= a.factor();
-  const Interval i80 = anchored_interval(*intervals, a, p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms),
-                 i95 = anchored_interval(*intervals, a, p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
+  const Interval i80 = anchored_interval(iv, a, p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms),
+                 i95 = anchored_interval(iv, a, p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
   p.lo80_ms = i80.lo;
   p.hi80_ms = i80.hi;
   p.lo95_ms = i95.lo;
@@ -165,15 +169,17 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   }
   const auto host_it = host_node_ms.find(dev.key());
   const double host_ms_per_node = host_it == host_node_ms.end() ? 0.0 : host_it->second;
-  std::vector<IterationPrediction> out =
-      predict_iterations(all, dev, layers, graph ? &*graph : nullptr, comm ? *comm : CommModel{}, 256,
-                         host_ms_per_node);
   const bool unseen = without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
+  const bool device_out = uses_device_out(dev.key());
+  const IntervalModel* iv = intervals_for(dev.key());
+  std::vector<IterationPrediction> out =
+      predict_iterations(all, dev, layers, graph_for(dev.key()), comm ? *comm : CommModel{}, 256, host_ms_per_node);
   for (IterationPrediction& p : out) {
-    if (!intervals || !p.refined) continue;
-    const Interval a = intervals->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms, unseen);
-    const Interval b = intervals->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms, unseen);
-    p.unseen_device_interval = unseen && intervals->has_unseen();
+    p.device_out_refinement = device_out && p.refined;
+    if (!iv || !p.refined) continue;
+    const Interval a = iv->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms, unseen);
+    const Interval b = iv->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms, unseen);
+    p.unseen_device_interval = unseen && iv->has_unseen();
     p.lo80_ms = a.lo;
     p.hi80_ms = a.hi;
     p.lo95_ms = b.lo;
@@ -268,6 +274,9 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   std::vector<LayerSample> samples = samples_from_measurements(data.rows, data.devices);
   std::map<std::string, int64_t> layer_row_devices;  // isolated layer samples per device
   for (const auto& smp : samples) ++layer_row_devices[smp.device];
+  SCALEDL_CHECK(!o.device_crossfit || o.graph, "--device-crossfit trains a refinement: drop --no-graph");
+  SCALEDL_CHECK(!o.device_crossfit || layer_row_devices.size() >= 3,
+                "--device-crossfit needs layer rows of >= 3 devices (the stores have {})", layer_row_devices.size());
   if (!o.in_model_dbs.empty()) {
     SCALEDL_CHECK(o.crossfit_folds >= 2, "--crossfit-folds={} must be >= 2", o.crossfit_folds);
     auto im = load_in_model_samples(o.in_model_dbs, data.devices);
@@ -379,18 +388,73 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
       GnnTrainReport rep;
       GraphPredictor gp = GraphPredictor::train(graphs, o.gnn, o.gnn_train, &rep);
       IntervalModel iv = calibrate_intervals(graphs, o.gnn, o.gnn_train, rep);
-      if (iv.valid() && o.device_intervals) {
-        std::vector<LayerGraph> lgs;
+      // Layer models without one device ("\n" + its key), shared by the device-out
+      // spread and the device-out refinement.
+      LayerModelCache fold_models;
+      std::vector<LayerGraph> lgs;
+      DeviceSpread ds;
+      if ((iv.valid() && o.device_intervals) || o.device_crossfit) {
         lgs.reserve(runs.size());
         std::vector<DeviceOutRun> dor;
         for (const auto& r : runs) lgs.push_back(run_layer_graph(r));
         for (size_t i = 0; i < runs.size(); ++i) dor.push_back({&lgs[i], runs[i].run.device, runs[i].run.iter.median_ms});
-        const DeviceSpread ds = device_out_spread(dor, samples, data.devices, o.layers);
-        if (ds.valid()) {
-          iv.unseen_q80 = ds.q80;
-          iv.unseen_q95 = ds.q95;
-          iv.unseen_info = ds.to_json();
+        ds = device_out_spread(dor, samples, data.devices, o.layers, &fold_models);
+      }
+      auto with_spread = [&](IntervalModel& m) {
+        if (!m.valid() || !o.device_intervals || !ds.valid()) return;
+        m.unseen_q80 = ds.q80;
+        m.unseen_q95 = ds.q95;
+        m.unseen_info = ds.to_json();
+      };
+      with_spread(iv);
+      if (o.device_crossfit) {
+        std::set<std::string> sample_devices;
+        for (const auto& s : samples) sample_devices.insert(s.device);
+        std::vector<GraphFeatures> gdo;
+        int64_t from_fold = 0, no_rows = 0, left_out = 0;
+        for (size_t i = 0; i < runs.size(); ++i) {
+          const std::string& dev = runs[i].run.device;
+          if (!sample_devices.count(dev)) {  // the layer models never saw this device anyway
+            gdo.push_back(run_graph_features(runs[i], lp, data.devices, comm));
+            ++no_rows;
+            continue;
+          }
+          std::shared_ptr<const LayerPredictor>& m = fold_models["\n" + dev];
+          if (!m) {
+            const DeviceFold f = leave_device_out(samples, data.devices, dev);
+            TrainOptions lo = o.layers;
+            lo.verbose = false;
+            m = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(f.samples, f.devices, lo));
+          }
+          bool covered = true;  // the fold has every layer model the run needs that the full model has
+          for (const auto& n : lgs[i].nodes)
+            if (lp.has_model(n.type, n.dir) && !m->has_model(n.type, n.dir)) covered = false;
+          if (!covered) {
+            ++left_out;
+            continue;
+          }
+          gdo.push_back(run_graph_features(runs[i], *m, data.devices, comm));
+          ++from_fold;
         }
+        SCALEDL_CHECK(gdo.size() >= 2,
+                      "--device-crossfit: {} of {} runs have layer times from models without their device (a layer "
+                      "model only their own device's rows give leaves the rest out); it needs >= 2",
+                      gdo.size(), runs.size());
+        GnnTrainReport rdo;
+        GraphPredictor gpdo = GraphPredictor::train(gdo, o.gnn, o.gnn_train, &rdo);
+        IntervalModel ivdo = calibrate_intervals(gdo, o.gnn, o.gnn_train, rdo);
+        with_spread(ivdo);
+        nlohmann::json rj = rdo.to_json();
+        if (o.reproducible) rj.erase("seconds");
+        nlohmann::json gj = {{"file", kGraphDeviceOutFile},
+                             {"report", rj},
+                             {"runs", {{"device_out", from_fold}, {"device_without_layer_rows", no_rows},
+                                       {"left_out", left_out}}},
+                             {"note", "trained on layer times from models without the run's own device: predicts "
+                                      "the devices without layer timings in this bundle (docs/unseen-gpu.md)"}};
+        if (ivdo.valid()) gj["intervals"] = ivdo.to_json();
+        gpdo.save((tmp / kGraphDeviceOutFile).string(), {{"bundle", true}});
+        manifest["graph_device_out"] = gj;
       }
       nlohmann::json grep = rep.to_json();
       if (o.reproducible) grep.erase("seconds");
@@ -474,6 +538,15 @@ Bundle load_bundle(const std::string& dir) {
     b.graph = GraphPredictor::load((root / m["graph"]["file"].get<std::string>()).string());
     if (m["graph"].contains("intervals"))
       b.intervals = IntervalModel::from_json(m["graph"]["intervals"], mpath + ": graph.intervals");
+  }
+  if (m.contains("graph_device_out")) {
+    const nlohmann::json& g = m["graph_device_out"];
+    SCALEDL_CHECK(g.is_object() && g.contains("file") && g["file"].is_string(), "{}: graph_device_out.file is missing",
+                  mpath);
+    SCALEDL_CHECK(b.graph.has_value(), "{}: graph_device_out without graph", mpath);
+    b.graph_device_out = GraphPredictor::load((root / g["file"].get<std::string>()).string());
+    if (g.contains("intervals"))
+      b.intervals_device_out = IntervalModel::from_json(g["intervals"], mpath + ": graph_device_out.intervals");
   }
   if (m.contains("comm")) b.comm = load_comm_model((root / m["comm"]["file"].get<std::string>()).string());
   if (m.contains("memory") && m["memory"].contains("file")) {

@@ -18,6 +18,7 @@ nlohmann::json IterationPrediction::to_json() const {
           {"by_type_ms", by_type_ms}, {"ood_distance", ood_distance}, {"out_of_domain", ood_distance > 0},
           {"ood_feature", ood_feature}, {"extrapolated_ms", extrapolated_ms}, {"extrapolated", extrapolated}};
   if (host_ms > 0) j["host_ms"] = host_ms;
+  if (refined) j["refinement"] = device_out_refinement ? "device-out" : "in-domain";
   if (t_roofline_ms > 0) {
     j["t_roofline_ms"] = t_roofline_ms;
     j["t_model_ms"] = t_model_ms;
