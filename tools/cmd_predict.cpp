@@ -553,6 +553,13 @@ int run(const PredictOptions& o) {
   if (!o.bundle.empty()) {
     b = load_bundle(o.bundle);
     if (!o.comm.empty()) b.comm = load_comm_model(o.comm);  // a calibration of this cluster overrides the bundle's
+    if (!o.anchor.empty()) {
+      // Measured runs set the device's bias; the in-domain refinement predicts
+      // better once it is removed (docs/unseen-gpu.md, "A refinement for GPUs
+      // without layer timings").
+      b.graph_device_out.reset();
+      b.intervals_device_out.reset();
+    }
   } else {
     b.layers = LayerPredictor::load(o.layers);
     if (!o.graph.empty()) {

@@ -544,6 +544,16 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   const nlohmann::json jt4 = json_of(t4);
   EXPECT_EQ(jt4["refinement"], "in-domain");
   EXPECT_GT(jt4["device_layer_rows"].get<int64_t>(), 0);
+  // Anchored on a measured run, the L4 is predicted by the in-domain refinement.
+  {
+    const fs::path csv = dir / "anchor.csv";
+    std::ofstream(csv) << "model,batch,seq,mode,measured_ms\n"
+                       << kSrc << "/models/gpt2-large.json,1,1024,inference,150\n";
+    const nlohmann::json ja = json_of(run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc +
+                                              "/models/devices/l4.json --anchor " + csv.string()));
+    EXPECT_EQ(ja["refinement"], "in-domain") << ja.dump();
+    EXPECT_TRUE(ja.contains("anchor"));
+  }
   // The same bundle without the device-out refinement predicts the L4 with the
   // in-domain one: another alpha from the same T_sum.
   {

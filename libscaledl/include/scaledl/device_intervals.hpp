@@ -72,6 +72,20 @@ DeviceFold leave_device_out(const std::vector<LayerSample>& samples,
 /// across calls (eval trains the same folds once per seed otherwise).
 using LayerModelCache = std::map<std::string, std::shared_ptr<const LayerPredictor>>;
 
+/// The layer models trained on `samples` less those of `device`, taken from
+/// `cache` under `cache_key + "\n" + device` or trained and stored there (cache
+/// may be null).
+std::shared_ptr<const LayerPredictor> model_without_device(const std::vector<LayerSample>& samples,
+                                                           const std::map<std::string, DeviceRecord>& devices,
+                                                           const std::string& device,
+                                                           const TrainOptions& layer_options, LayerModelCache* cache,
+                                                           const std::string& cache_key = "");
+
+/// True when `fold` has a layer model of every (type, direction) of `g` that
+/// `full` has: the fold's T_sum of `g` needs no roofline fallback the full
+/// model would not use.
+bool fold_covers(const LayerGraph& g, const LayerPredictor& full, const LayerPredictor& fold);
+
 /// The device-out spread (top of this file). `samples` are the layer samples the
 /// full model trains on; a fold for device D trains on those whose device is not
 /// D. Needs >= 3 devices with samples and runs of >= 2 of them, else the result

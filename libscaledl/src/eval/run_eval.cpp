@@ -361,6 +361,7 @@ EvalResult run_eval(const EvalOptions& o) {
   std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
   std::map<std::string, std::vector<GraphFeatures>> device_cache;  // leave-one-device-out: by held-out device
   std::map<std::string, std::vector<char>> crossfit_ok;  // --device-crossfit: runs with a device-out sum, by held-out device
+  std::map<std::string, std::vector<GraphFeatures>> device_out_cache;  // --device-crossfit: by held-out device
   // Run i's graph features with the layer times of `lp`.
   auto featurize_run = [&](size_t i, const LayerPredictor& lp) {
     const EvalRun& r = res.runs[i];
@@ -372,9 +373,9 @@ EvalResult run_eval(const EvalOptions& o) {
     return f;
   };
   // With --host-term: each GPU's host cost per node, fitted on the split's training
-  // runs, in copies of the graphs of that GPU's runs (valid until the next call).
-  std::deque<GraphFeatures> host_copies;
-  auto with_host_term = [&](const EvalSplit& sp, std::vector<const GraphFeatures*> G) {
+  // runs, in copies of the graphs of that GPU's runs (kept in `host_copies`).
+  auto with_host_term = [&](const EvalSplit& sp, std::vector<const GraphFeatures*> G,
+                            std::deque<GraphFeatures>& host_copies) {
     host_copies.clear();
     if (!o.host_term) return G;
     std::vector<HostRun> hr;
@@ -394,19 +395,10 @@ EvalResult run_eval(const EvalOptions& o) {
   // Leave-one-device-out: layer models without the held-out device and one more
   // (the device-out spread's folds, shared with spread_for below).
   LayerModelCache spread_models;
-  auto model_without = [&](const std::string& held_out, const std::string& dev) {
-    const std::string key = held_out + "\n" + dev;
-    auto it = spread_models.find(key);
-    if (it != spread_models.end()) return it->second;
-    const DeviceFold outer = leave_device_out(layer_samples, data.devices, held_out);
-    const DeviceFold f = leave_device_out(outer.samples, outer.devices, dev);
-    TrainOptions lo = o.layers;
-    lo.verbose = false;
-    auto lp = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(f.samples, f.devices, lo));
-    spread_models[key] = lp;
-    return lp;
-  };
-  auto graphs_for_layers = [&](const EvalSplit& sp) {
+  // `device_out` (--device-crossfit): the split's training runs with the layer
+  // times of models without their own device (no host term: a bundle's
+  // device-out refinement trains and predicts without one).
+  auto graphs_for_layers = [&](const EvalSplit& sp, bool device_out) {
     const std::vector<size_t>& train = sp.train;
     std::vector<const GraphFeatures*> G(res.runs.size());
     for (size_t i = 0; i < G.size(); ++i) G[i] = &res.runs[i].graph;
@@ -422,6 +414,8 @@ EvalResult run_eval(const EvalOptions& o) {
         std::vector<GraphFeatures> own(res.runs.size());
         for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp);
         if (o.device_crossfit) {
+          std::vector<GraphFeatures> dout = own;
+          const DeviceFold outer = leave_device_out(layer_samples, data.devices, sp.held_out_device);
           // A training run's layer times from models that saw neither its device nor
           // the held-out one: the refinement learns on sums of unseen GPUs, as it is
           // tested. A run needing a model only its own device's rows give has no such
@@ -432,18 +426,17 @@ EvalResult run_eval(const EvalOptions& o) {
           for (size_t i : sp.train) {
             const std::string& dev = res.runs[i].device;
             if (dev == sp.held_out_device) continue;
-            const auto m = model_without(sp.held_out_device, dev);
-            bool covered = true;
-            for (const auto& n : irs[i].nodes)
-              if (lp.has_model(n.type, n.dir) && !m->has_model(n.type, n.dir)) covered = false;
-            if (!covered) {
+            const auto m = model_without_device(outer.samples, outer.devices, dev, o.layers, &spread_models,
+                                                sp.held_out_device);
+            if (!fold_covers(irs[i], lp, *m)) {
               ok[i] = 0;
               ++kept;
               continue;
             }
-            own[i] = featurize_run(i, *m);
+            dout[i] = featurize_run(i, *m);
             ++swapped;
           }
+          device_out_cache.emplace(sp.held_out_device, std::move(dout));
           log(fmt::format("device cross-fit without {}: {} training runs from models without their device, {} "
                           "left out of the graph methods' training (a layer model only their device has)",
                           sp.held_out_device, swapped, kept));
@@ -452,7 +445,8 @@ EvalResult run_eval(const EvalOptions& o) {
         log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device, f.samples.size(),
                         layer_samples.size(), secs_since(tl)));
       }
-      for (size_t i = 0; i < G.size(); ++i) G[i] = &it->second[i];
+      const std::vector<GraphFeatures>& src = device_out ? device_out_cache.at(sp.held_out_device) : it->second;
+      for (size_t i = 0; i < G.size(); ++i) G[i] = &src[i];
       return G;
     }
     if (!o.in_model) return G;
@@ -485,7 +479,8 @@ EvalResult run_eval(const EvalOptions& o) {
     for (size_t i = 0; i < G.size(); ++i) G[i] = &it->second[i];
     return G;
   };
-  auto graphs_for = [&](const EvalSplit& sp) { return with_host_term(sp, graphs_for_layers(sp)); };
+  std::deque<GraphFeatures> host_copies;
+  auto graphs_for = [&](const EvalSplit& sp) { return with_host_term(sp, graphs_for_layers(sp, false), host_copies); };
 
   // Leave-one-device-out: the interval width for the held-out device, from its
   // split's training devices only (device_intervals.hpp), once per split.
@@ -553,30 +548,45 @@ EvalResult run_eval(const EvalOptions& o) {
       std::vector<size_t> test = sp.test;
       test.insert(test.end(), sweep.begin(), sweep.end());
       const std::vector<const GraphFeatures*> G = graphs_for(sp);
+      const std::vector<const GraphFeatures*> Gout = o.device_crossfit ? graphs_for_layers(sp, true) : G;
       if (lodo) per_layer_sums(seed, sp.held_out_device);
       for (const auto& m : methods) {
         const auto tm = Clock::now();
         const bool with_iv = o.intervals && m == "scaledl-tc";
         std::vector<size_t> train = sp.train;
-        if (o.device_crossfit && is_graph_method(m)) {
+        const bool device_out = o.device_crossfit && is_graph_method(m);
+        if (device_out) {
           const std::vector<char>& ok = crossfit_ok.at(sp.held_out_device);
           train.erase(std::remove_if(train.begin(), train.end(), [&](size_t i) { return !ok[i]; }), train.end());
           SCALEDL_CHECK(!train.empty(), "--device-crossfit: no training run of split {} has a device-out layer sum",
                         sp.name);
         }
-        const MethodOut mo = fit_predict_runs(c, m, train, test, sd, G, with_iv, with_iv ? spread_for(sp) : nullptr,
-                                              o.anchors, sp.test.size());
+        const DeviceSpread* spread = with_iv ? spread_for(sp) : nullptr;
+        MethodOut mo = fit_predict_runs(c, m, train, test, sd, device_out ? Gout : G, with_iv, spread,
+                                        device_out ? 0 : o.anchors, sp.test.size());
+        // Anchored predictions come from the in-domain refinement, as in `predict --anchor`
+        // (docs/unseen-gpu.md: anchoring measured better with it).
+        std::vector<double> anchored_ood = mo.ood;
+        if (device_out && with_iv && o.anchors > 0) {
+          MethodOut ma = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv, spread, o.anchors, sp.test.size());
+          mo.apred = std::move(ma.apred);
+          mo.alo80 = std::move(ma.alo80);
+          mo.ahi80 = std::move(ma.ahi80);
+          mo.alo95 = std::move(ma.alo95);
+          mo.ahi95 = std::move(ma.ahi95);
+          anchored_ood = std::move(ma.ood);
+        }
         // Records method `name`'s predictions p (and intervals, when `iv`) of the split.
         auto record = [&](const std::string& name, const std::vector<double>& p, const std::vector<double>& lo80,
                           const std::vector<double>& hi80, const std::vector<double>& lo95,
-                          const std::vector<double>& hi95, bool iv) {
+                          const std::vector<double>& hi95, bool iv, const std::vector<double>& ood) {
           for (size_t j = 0; j < test.size(); ++j) {
             EvalPrediction ep{seed, sp.name, name, test[j], p[j]};
             ep.lo80 = lo80[j];
             ep.hi80 = hi80[j];
             ep.lo95 = lo95[j];
             ep.hi95 = hi95[j];
-            ep.ood_distance = mo.ood[j];
+            ep.ood_distance = ood[j];
             res.predictions.push_back(ep);
             if (j >= sp.test.size()) continue;  // sweep runs are not scored
             const EvalRun& r = res.runs[test[j]];
@@ -584,7 +594,7 @@ EvalResult run_eval(const EvalOptions& o) {
               cover80[name].push_back(r.target_ms >= lo80[j] && r.target_ms <= hi80[j] ? 1.0 : 0.0);
               cover95[name].push_back(r.target_ms >= lo95[j] && r.target_ms <= hi95[j] ? 1.0 : 0.0);
               width95[name].push_back(std::sqrt(hi95[j] / lo95[j]));
-              ood_d[name].push_back(mo.ood[j]);
+              ood_d[name].push_back(ood[j]);
             }
             pred_all[name].push_back(p[j]);
             truth_all[name].push_back(r.target_ms);
@@ -599,8 +609,9 @@ EvalResult run_eval(const EvalOptions& o) {
             }
           }
         };
-        record(m, mo.pred, mo.lo80, mo.hi80, mo.lo95, mo.hi95, with_iv);
-        if (!mo.apred.empty()) record(anchored_name, mo.apred, mo.alo80, mo.ahi80, mo.alo95, mo.ahi95, true);
+        record(m, mo.pred, mo.lo80, mo.hi80, mo.lo95, mo.hi95, with_iv, mo.ood);
+        if (!mo.apred.empty())
+          record(anchored_name, mo.apred, mo.alo80, mo.ahi80, mo.alo95, mo.ahi95, true, anchored_ood);
         log(fmt::format("seed {} {}: {} trained on {} runs, tested on {} ({:.1f} s)", seed, sp.name, m,
                         train.size(), sp.test.size(), secs_since(tm)));
       }

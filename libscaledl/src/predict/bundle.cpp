@@ -419,17 +419,8 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
             ++no_rows;
             continue;
           }
-          std::shared_ptr<const LayerPredictor>& m = fold_models["\n" + dev];
-          if (!m) {
-            const DeviceFold f = leave_device_out(samples, data.devices, dev);
-            TrainOptions lo = o.layers;
-            lo.verbose = false;
-            m = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(f.samples, f.devices, lo));
-          }
-          bool covered = true;  // the fold has every layer model the run needs that the full model has
-          for (const auto& n : lgs[i].nodes)
-            if (lp.has_model(n.type, n.dir) && !m->has_model(n.type, n.dir)) covered = false;
-          if (!covered) {
+          const auto m = model_without_device(samples, data.devices, dev, o.layers, &fold_models);
+          if (!fold_covers(lgs[i], lp, *m)) {
             ++left_out;
             continue;
           }

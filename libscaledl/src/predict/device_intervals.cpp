@@ -110,6 +110,30 @@ DeviceFold leave_device_out(const std::vector<LayerSample>& samples,
   return f;
 }
 
+std::shared_ptr<const LayerPredictor> model_without_device(const std::vector<LayerSample>& samples,
+                                                           const std::map<std::string, DeviceRecord>& devices,
+                                                           const std::string& device,
+                                                           const TrainOptions& layer_options, LayerModelCache* cache,
+                                                           const std::string& cache_key) {
+  const std::string key = cache_key + "\n" + device;
+  if (cache) {
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+  }
+  const DeviceFold f = leave_device_out(samples, devices, device);
+  TrainOptions lo = layer_options;
+  lo.verbose = false;
+  auto lp = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(f.samples, f.devices, lo));
+  if (cache) (*cache)[key] = lp;
+  return lp;
+}
+
+bool fold_covers(const LayerGraph& g, const LayerPredictor& full, const LayerPredictor& fold) {
+  for (const auto& n : g.nodes)
+    if (full.has_model(n.type, n.dir) && !fold.has_model(n.type, n.dir)) return false;
+  return true;
+}
+
 DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
                                const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
                                LayerModelCache* cache, const std::string& cache_key) {
@@ -130,18 +154,9 @@ DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std:
     for (auto& [d, idx] : by_device) out.skipped += static_cast<int64_t>(idx.size());
     return out;
   }
-  TrainOptions lo = layer_options;
-  lo.verbose = false;
   for (const auto& [dev, idx] : by_device) {
-    std::shared_ptr<const LayerPredictor> lp;
-    const std::string key = cache_key + "\n" + dev;
-    if (cache && cache->count(key)) {
-      lp = cache->at(key);
-    } else {
-      const DeviceFold f = leave_device_out(samples, devices, dev);
-      lp = std::make_shared<const LayerPredictor>(LayerPredictor::train_samples(f.samples, f.devices, lo));
-      if (cache) (*cache)[key] = lp;
-    }
+    const std::shared_ptr<const LayerPredictor> lp =
+        model_without_device(samples, devices, dev, layer_options, cache, cache_key);
     std::set<TypeDir> others;  // what the fold has rows of
     for (const auto& [d, k] : kinds)
       if (d != dev) others.insert(k.begin(), k.end());
