@@ -6,7 +6,8 @@
 // runs (GnnTrainOptions::val_fraction, also its early-stopping set). The
 // scaled absolute log residuals s_i = |log(measured_i / predicted_i)| / sigma_i
 // of those n runs (sigma: a fitted power of the run's T_sum, because small runs
-// are noisier: locally weighted conformal, Lei et al. 2018) give, for a level
+// are noisier: locally weighted conformal, Lei et al. 2018; an interval is
+// drawn no narrower than at the median T_sum, see u_floor) give, for a level
 // 1 - a, the conformal quantile
 //     q = the ceil((n + 1)(1 - a))-th smallest s_i          (infinite if that exceeds n)
 // and the interval [T e^-q sigma, T e^q sigma]. For runs exchangeable with the validation
@@ -50,6 +51,11 @@ struct IntervalModel {
   /// a least-squares fit of log |r| on log T_sum over the calibration runs (small
   /// runs are noisier). c0 = c1 = 0: sigma = 1 (plain absolute residuals).
   double scale_c0 = 0, scale_c1 = 0, u_lo = 0, u_hi = 0;
+  /// Drawn intervals narrow with T_sum only up to this log T_sum (the calibration
+  /// runs' median): the fit holds in distribution, and the runs above the median
+  /// are those a user extrapolates to (ood-size covered 63 % at 80 % without it).
+  /// The conformal scores use the unfloored sigma. NaN: no floor (older bundles).
+  double u_floor = NAN;
   double kappa80 = 0.5;      ///< widening per unit of out-of-domain distance, 80 % level
   double kappa = 0.5;        ///< the same, 95 % level
   double kappa_min = 0.5;    ///< floor of kappa
@@ -73,8 +79,10 @@ struct IntervalModel {
   Interval at(double pred_ms, double d, double level, double t_sum_ms = NAN, bool unseen_device = false) const;
   /// True when an unseen device's intervals use the device-out spread.
   bool has_unseen() const { return std::isfinite(unseen_q80) && std::isfinite(unseen_q95); }
-  /// sigma(T_sum) of the scale model above.
+  /// sigma(T_sum) of the scale model above (the conformal scores' scale).
   double sigma(double t_sum_ms) const;
+  /// The scale an interval is drawn with: sigma, no smaller than at u_floor.
+  double width_scale(double t_sum_ms) const;
   /// True when `d` exceeds d_max: the interval is a floor, not a calibrated width.
   bool beyond_calibration(double d) const { return d > d_max; }
   nlohmann::json to_json() const;

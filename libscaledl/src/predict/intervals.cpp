@@ -23,10 +23,16 @@ double IntervalModel::sigma(double t_sum_ms) const {
   return std::exp(scale_c0 + scale_c1 * std::clamp(std::log(t_sum_ms), u_lo, u_hi));
 }
 
+double IntervalModel::width_scale(double t_sum_ms) const {
+  const double s = sigma(t_sum_ms);
+  if (!std::isfinite(u_floor)) return s;
+  return std::max(s, std::exp(scale_c0 + scale_c1 * std::clamp(u_floor, u_lo, u_hi)));
+}
+
 Interval IntervalModel::at(double pred_ms, double d, double level, double t_sum_ms, bool unseen_device) const {
   SCALEDL_CHECK(level == 0.80 || level == 0.95, "interval level {} is not 0.80 or 0.95", level);
   const double widen = 1.0 + (level == 0.80 ? kappa80 : kappa) * std::clamp(d, 0.0, d_max);
-  double q = (level == 0.80 ? q80 : q95) * sigma(t_sum_ms) * widen;
+  double q = (level == 0.80 ? q80 : q95) * width_scale(t_sum_ms) * widen;
   if (unseen_device && has_unseen()) q = std::max(q, level == 0.80 ? unseen_q80 : unseen_q95);
   return {pred_ms * std::exp(-q), pred_ms * std::exp(q)};
 }
@@ -39,6 +45,7 @@ nlohmann::json IntervalModel::to_json() const {
           {"scale_c0", scale_c0},
           {"scale_c1", scale_c1},
           {"log_t_sum_range", {u_lo, u_hi}},
+          {"log_t_sum_floor", std::isfinite(u_floor) ? nlohmann::json(u_floor) : nlohmann::json()},
           {"kappa80", kappa80},
           {"kappa", kappa},
           {"kappa_min", kappa_min},
@@ -74,6 +81,8 @@ IntervalModel IntervalModel::from_json(const nlohmann::json& j, const std::strin
     m.u_lo = r[0].get<double>();
     m.u_hi = r[1].get<double>();
   }
+  if (j.contains("log_t_sum_floor") && !j["log_t_sum_floor"].is_null())
+    m.u_floor = get_num_or(j, "log_t_sum_floor", ctx, -1e3, 1e3, NAN);
   m.n_extrapolation = get_int_or(j, "n_extrapolation", ctx, 0, int64_t{1} << 40, 0);
   m.d_max = get_num_or(j, "d_max", ctx, 1.0, 1e6, 1.0);
   m.source = get_str_or(j, "source", ctx, "");
@@ -152,6 +161,12 @@ IntervalModel calibrate_from_residuals(const std::vector<double>& res, const std
   m.n_cal = static_cast<int64_t>(s.size());
   m.q80 = conformal_quantile(s, 0.80);
   m.q95 = conformal_quantile(s, 0.95);
+  if (m.scale_c1 < 0 && !tsum.empty()) {  // intervals stop narrowing at the median run (u_floor)
+    std::vector<double> u;
+    for (double t : tsum) u.push_back(std::log(t));
+    std::nth_element(u.begin(), u.begin() + static_cast<std::ptrdiff_t>(u.size() / 2), u.end());
+    m.u_floor = u[u.size() / 2];
+  }
   return m;
 }
 
@@ -200,7 +215,7 @@ IntervalModel calibrate_intervals(const std::vector<GraphFeatures>& graphs, cons
   const GnnPrediction p = GraphPredictor::train(small, cfg, o).predict(large);
   std::vector<double> r;  // scaled like the calibration scores
   for (size_t i = 0; i < large.size(); ++i)
-    r.push_back(std::log(large[i]->target_ms / p.t_pred_ms[i]) / m.sigma(large[i]->t_sum_ms));
+    r.push_back(std::log(large[i]->target_ms / p.t_pred_ms[i]) / m.width_scale(large[i]->t_sum_ms));
   m.kappa80 = fit_kappa(r, p.ood_distance, m.q80, 0.80, kappa_min);
   m.kappa = fit_kappa(r, p.ood_distance, m.q95, 0.95, kappa_min);
   m.d_max = std::max(1.0, *std::max_element(p.ood_distance.begin(), p.ood_distance.end()));
