@@ -76,7 +76,6 @@ scaledl::cli::Registrar reg(
         o->b.gnn.validate("train");
         o->b.graph = !o->no_graph;
         torch::set_num_threads(o->threads);
-        SCALEDL_CHECK(!o->b.device_crossfit || !o->no_graph, "--device-crossfit trains a refinement: drop --no-graph");
         o->b.command = fmt::format("scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}{}{}",
                                    fmt::join(o->b.dbs, " --db "), o->out, o->b.gnn.encoder, o->b.gnn_train.epochs,
                                    o->b.gnn_train.seed,

@@ -23,12 +23,17 @@ namespace fs = std::filesystem;
 namespace {
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 
+/// The JSON object a command printed (null when it printed none).
+nlohmann::json json_of(const CliResult& r) {
+  const size_t at = r.out.find('{');
+  return at == std::string::npos ? nlohmann::json() : nlohmann::json::parse(r.out.substr(at), nullptr, false);
+}
+
 nlohmann::json predict_json(const std::string& args) {
   CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + args + " --json");
   EXPECT_EQ(r.rc, 0) << args << "\n" << r.out;
-  const size_t at = r.out.find('{');
-  if (r.rc != 0 || at == std::string::npos) return {};
-  return nlohmann::json::parse(r.out.substr(at), nullptr, false);
+  if (r.rc != 0) return {};
+  return json_of(r);
 }
 }  // namespace
 
@@ -528,10 +533,6 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   EXPECT_EQ(man["graph_device_out"]["runs"]["device_out"], 40);
   EXPECT_TRUE(man["files"].contains("graph-device-out.safetensors"));
   const std::string model = kSrc + "/models/gpt2-large.json --batch 2 --seq 1024 --mode inference --json ";
-  auto json_of = [](const CliResult& c) {
-    const size_t at = c.out.find('{');
-    return at == std::string::npos ? nlohmann::json() : nlohmann::json::parse(c.out.substr(at), nullptr, false);
-  };
   // A spec sheet the layer models never saw: the device-out refinement, and its own alpha.
   CliResult l4 = run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc + "/models/devices/l4.json");
   ASSERT_EQ(l4.rc, 0) << l4.out;

@@ -415,7 +415,6 @@ EvalResult run_eval(const EvalOptions& o) {
         for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp);
         if (o.device_crossfit) {
           std::vector<GraphFeatures> dout = own;
-          const DeviceFold outer = leave_device_out(layer_samples, data.devices, sp.held_out_device);
           // A training run's layer times from models that saw neither its device nor
           // the held-out one: the refinement learns on sums of unseen GPUs, as it is
           // tested. A run needing a model only its own device's rows give has no such
@@ -426,7 +425,7 @@ EvalResult run_eval(const EvalOptions& o) {
           for (size_t i : sp.train) {
             const std::string& dev = res.runs[i].device;
             if (dev == sp.held_out_device) continue;
-            const auto m = model_without_device(outer.samples, outer.devices, dev, o.layers, &spread_models,
+            const auto m = model_without_device(f.samples, f.devices, dev, o.layers, &spread_models,
                                                 sp.held_out_device);
             if (!fold_covers(irs[i], lp, *m)) {
               ok[i] = 0;
