@@ -92,4 +92,12 @@ TEST(TimingStats, QuantilesAndCv) {
   EXPECT_DOUBLE_EQ(t.p90_ms, 10);
   EXPECT_NEAR(t.cv, 3.3166 / 6, 1e-3);
   EXPECT_EQ(TimingStats::from_samples({}).n, 0);
+  // Three equal timings (CI's 1.3666 us): every quantile is that value exactly,
+  // not 0.8 x + 0.2 x rounded one step above the median.
+  for (double x : {0.0013666, 0.1, 1.0 / 3, 12.5}) {
+    const TimingStats r = TimingStats::from_samples({x, x, x});
+    EXPECT_EQ(r.p10_ms, x);
+    EXPECT_EQ(r.median_ms, x);
+    EXPECT_EQ(r.p90_ms, x);
+  }
 }

@@ -7,6 +7,7 @@
 
 #include "bench/zoo_blocks.hpp"
 #include "scaledl/error.hpp"
+#include "scaledl/stats.hpp"
 #include "scaledl/zoo.hpp"
 
 namespace scaledl {
@@ -36,12 +37,6 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 }  // namespace
 
 NodeProbe::NodeProbe(torch::Device device) : device_(device) {}
@@ -132,7 +127,7 @@ std::vector<NodeTime> NodeProbe::node_times() const {
   std::vector<NodeTime> out;
   std::vector<NodeTime> bwd;
   for (const auto& name : order_) {
-    NodeTime t{name, median_of(samples_.at(name))};
+    NodeTime t{name, median(samples_.at(name))};
     bool is_bwd = name.size() > 4 && name.compare(name.size() - 4, 4, ".bwd") == 0;
     (is_bwd ? bwd : out).push_back(t);
   }

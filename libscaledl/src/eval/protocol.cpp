@@ -9,6 +9,7 @@
 
 #include "scaledl/error.hpp"
 #include "scaledl/eval.hpp"
+#include "scaledl/stats.hpp"
 
 namespace scaledl {
 
@@ -19,13 +20,6 @@ const std::vector<std::string>& all_eval_methods() {
 }
 
 namespace {
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos)), hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 }  // namespace
 

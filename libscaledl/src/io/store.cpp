@@ -10,6 +10,7 @@
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
+#include "scaledl/stats.hpp"
 #include "io/sqlite_stmt.hpp"
 
 namespace scaledl {
@@ -141,15 +142,6 @@ std::vector<NodeTime> node_times_of(const std::string& text, const std::string& 
   return out;
 }
 
-double quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.size() == 1) return sorted[0];
-  double pos = q * static_cast<double>(sorted.size() - 1);
-  size_t lo = static_cast<size_t>(pos);
-  size_t hi = std::min(lo + 1, sorted.size() - 1);
-  double f = pos - static_cast<double>(lo);
-  return sorted[lo] * (1 - f) + sorted[hi] * f;
-}
-
 }  // namespace
 
 TimingStats TimingStats::from_samples(std::vector<double> v) {
@@ -157,9 +149,9 @@ TimingStats TimingStats::from_samples(std::vector<double> v) {
   if (v.empty()) return t;
   std::sort(v.begin(), v.end());
   t.n = static_cast<int>(v.size());
-  t.median_ms = quantile(v, 0.5);
-  t.p10_ms = quantile(v, 0.1);
-  t.p90_ms = quantile(v, 0.9);
+  t.median_ms = sorted_quantile(v, 0.5);
+  t.p10_ms = sorted_quantile(v, 0.1);
+  t.p90_ms = sorted_quantile(v, 0.9);
   double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
   double var = 0;
   for (double x : v) var += (x - mean) * (x - mean);

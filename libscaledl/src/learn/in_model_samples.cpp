@@ -11,6 +11,7 @@
 
 #include "scaledl/error.hpp"
 #include "scaledl/layer_graph.hpp"
+#include "scaledl/stats.hpp"
 #include "scaledl/model_spec.hpp"
 
 namespace scaledl {
@@ -34,12 +35,6 @@ nlohmann::json RunSumCv::to_json() const {
 }
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
@@ -104,7 +99,7 @@ std::vector<LayerSample> samples_from_model_runs(const std::vector<ModelMeasurem
       smp.dtype = s.dtype;
       smp.dir = static_cast<Direction>(std::get<2>(k));
       smp.device = run.device;
-      smp.ms = median_of(times);
+      smp.ms = median(times);
       smp.group = group;
       out.push_back(std::move(smp));
     }

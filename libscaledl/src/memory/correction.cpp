@@ -8,6 +8,7 @@
 
 #include "scaledl/error.hpp"
 #include "scaledl/memory.hpp"
+#include "scaledl/stats.hpp"
 #include "scaledl/store.hpp"
 #include "scaledl/xgb.hpp"
 
@@ -30,15 +31,6 @@ xgb::Booster fit(const std::vector<float>& x, size_t rows, size_t cols, const st
   b.set_params(xgb_params(seed));
   b.train(d, kRounds);
   return b;
-}
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t i = static_cast<size_t>(pos);
-  const double f = pos - static_cast<double>(i);
-  return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
 }
 
 }  // namespace

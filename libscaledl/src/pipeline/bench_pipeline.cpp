@@ -23,6 +23,7 @@
 #include "pipeline/worker_pool.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/pipeline.hpp"
+#include "scaledl/stats.hpp"
 
 namespace scaledl {
 
@@ -30,12 +31,6 @@ namespace pipeline_detail {
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? NAN : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
 double cv_of(const std::vector<double>& v) {
@@ -174,7 +169,7 @@ void measure_workers(const PipelineBenchOptions& o, PipelineMeasurement& m,
     WorkerPoint& pt = pts[static_cast<size_t>(W)];
     pt.workers = W;
     pt.repeats = o.repeats;
-    pt.samples_per_s = median_of(rates[static_cast<size_t>(W)]);
+    pt.samples_per_s = median(rates[static_cast<size_t>(W)]);
     pt.cv = cv_of(rates[static_cast<size_t>(W)]);
     pt.foreign_vcpus = foreign[static_cast<size_t>(W)];
     pt.status = pt.foreign_vcpus > o.max_foreign ? "contended" : pt.cv > o.max_cv ? "unstable" : "ok";
@@ -418,7 +413,7 @@ StorageMeasurement measure_storage_read(const std::string& path, int repeats, do
     }
     rates.push_back(static_cast<double>(total) / std::max(seconds_since(t0), 1e-9));
   }
-  s.read_Bps = median_of(rates);
+  s.read_Bps = median(rates);
   s.cv = cv_of(rates);
   s.runs = rates;
   return s;

@@ -14,7 +14,6 @@ namespace scaledl::pipeline_detail {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0);
-double median_of(std::vector<double> v);
 /// Coefficient of variation (sample stddev / mean); 0 for fewer than 2 values.
 double cv_of(const std::vector<double>& v);
 
