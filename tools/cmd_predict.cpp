@@ -671,7 +671,11 @@ int run(const PredictOptions& o) {
                       ? fmt::format("domain       OUT OF DOMAIN: distance {:.3f} outside the training range "
                                     "(farthest: {}){}{}\n",
                                     p.ood_distance, p.ood_feature,
-                                    b.graph_for(dev.key())->config().ood_tau > 0 ? "; alpha, beta shrunk toward 1" : "",
+                                    b.graph_for(dev.key())->config().ood_tau > 0
+                                        ? (p.alpha_from_forward ? "; the refinement trained on no backward run: alpha "
+                                                                  "is its forward part's, beta shrunk toward 1"
+                                                                : "; alpha, beta shrunk toward 1")
+                                        : "",
                                     std::isfinite(p.lo80_ms)
                                         ? (b.intervals_for(dev.key())->beyond_calibration(p.ood_distance)
                                                ? "; intervals widened, but this is farther out than any "

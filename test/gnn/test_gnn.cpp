@@ -541,3 +541,96 @@ TEST(Training, NoMlpAblationHasNoGlobalBranchAndReloads) {
   EXPECT_TRUE(GnnConfig::from_json({{"encoder", "anee"}}).global_branch);
   EXPECT_THROW(GnnConfig::from_json({{"global_branch", "yes"}}), Error);
 }
+
+namespace {
+
+LayerGraph with_mode(LayerGraph g, RunMode m) {
+  set_run_mode(g.settings, m);
+  return build_layer_graph(g.model, g.settings);
+}
+
+/// Inference graphs of a device that runs 0.6 x the sum of its layer times.
+std::vector<GraphFeatures> inference_graphs_at_0_6() {
+  std::vector<GraphFeatures> v;
+  for (const char* model : {"bert-base.json", "gpt2.json"})
+    for (int64_t batch : {1, 2, 4, 8, 16})
+      for (int64_t seq : {32, 128}) {
+        GraphFeatures f = labelled(with_mode(small_graph(model, 1 + batch % 2, batch, seq), RunMode::Inference));
+        f.target_ms = 0.6 * f.t_sum_ms;
+        v.push_back(std::move(f));
+      }
+  return v;
+}
+
+}  // namespace
+
+TEST(OutOfDomain, TheForwardPartIsTheForwardNodesAsAnInferenceGraph) {
+  const LayerGraph g = with_mode(small_graph("bert-base.json", 2, 4, 64), RunMode::FwdBwd);
+  const std::vector<double> t = roofline_ms(g);
+  GraphContext ctx;
+  ctx.device = test_device();
+  const GraphFeatures f = featurize(g, t, ctx);
+  ASSERT_TRUE(f.forward_part);
+  double fwd_ms = 0;
+  int64_t fwd_nodes = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].dir == Direction::Forward) fwd_ms += t[i], ++fwd_nodes;
+  EXPECT_EQ(f.forward_part->num_nodes, fwd_nodes);
+  EXPECT_LT(fwd_nodes, f.num_nodes);
+  EXPECT_NEAR(f.forward_part->t_sum_ms, fwd_ms, 1e-9 * fwd_ms);
+  const auto& names = global_feature_names();
+  const size_t bwd = std::find(names.begin(), names.end(), "share_backward") - names.begin();
+  EXPECT_GT(f.z[bwd], 0.3f);
+  EXPECT_EQ(f.forward_part->z[bwd], 0.f);
+  EXPECT_FALSE(f.forward_part->forward_part);
+  // An inference graph has none; compression and the host term keep it.
+  EXPECT_FALSE(featurize(with_mode(g, RunMode::Inference), roofline_ms(with_mode(g, RunMode::Inference)), ctx)
+                   .forward_part);
+  const GraphFeatures c = compress_graph(f, 2);
+  ASSERT_TRUE(c.forward_part);
+  EXPECT_FALSE(c.forward_part->node_weight.empty());
+  GraphFeatures h = f;
+  apply_host_term(h, 1e3);  // 1 s per node: the host sets T_sum of both
+  EXPECT_DOUBLE_EQ(h.t_sum_ms, 1e3 * static_cast<double>(f.num_nodes));
+  EXPECT_DOUBLE_EQ(h.forward_part->t_sum_ms, 1e3 * static_cast<double>(fwd_nodes));
+  EXPECT_DOUBLE_EQ(f.forward_part->t_sum_ms, fwd_ms) << "the copy's part is its own";
+}
+
+TEST(OutOfDomain, AModeTheRefinementNeverSawTakesTheAlphaOfItsForwardPart) {
+  GnnTrainOptions o;
+  o.epochs = 120;
+  o.val_fraction = 0;
+  o.patience = 120;
+  o.lr = 5e-3;
+  o.seed = 2;
+  const std::vector<GraphFeatures> inf = inference_graphs_at_0_6();
+  const GraphPredictor p = GraphPredictor::train(inf, config("transformerconv"), o);
+  const GraphFeatures fb = labelled(with_mode(small_graph("bert-base.json", 2, 4, 64), RunMode::FwdBwd));
+  const GraphFeatures tr = labelled(with_mode(small_graph("gpt2.json", 1, 8, 128), RunMode::Train));
+  const GnnPrediction r = p.predict(std::vector<GraphFeatures>{fb, tr});
+  const GnnPrediction parts =
+      p.predict(std::vector<const GraphFeatures*>{fb.forward_part.get(), tr.forward_part.get()});
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.alpha_from_forward[i], 1) << i;
+    EXPECT_GT(r.ood_distance[i], 1.0) << "still reported out of domain";
+    EXPECT_DOUBLE_EQ(r.alpha[i], parts.alpha[i]);
+    EXPECT_NEAR(r.alpha[i], 0.6, 0.1) << "the device's 0.6, not the plain sum's 1";
+  }
+  EXPECT_DOUBLE_EQ(r.t_pred_ms[0], r.alpha[0] * fb.t_sum_ms + r.beta[0] * fb.t_comm_ms);
+  // Runs of the modes it trained on keep their own alpha.
+  const GnnPrediction own = p.predict(std::vector<GraphFeatures>{inf[3]});
+  EXPECT_EQ(own.alpha_from_forward[0], 0);
+
+  // Without the out-of-domain rule (ood_tau = 0), or once a run with backward
+  // nodes trained it, every run has its own alpha.
+  GnnConfig c0 = config("transformerconv");
+  c0.ood_tau = 0;
+  o.epochs = 5;
+  const GnnPrediction r0 = GraphPredictor::train(inf, c0, o).predict(std::vector<GraphFeatures>{fb});
+  EXPECT_EQ(r0.alpha_from_forward[0], 0);
+  std::vector<GraphFeatures> with_bwd = inf;
+  with_bwd.push_back(labelled(with_mode(small_graph("gpt2.json", 1, 2, 64), RunMode::FwdBwd)));
+  const GnnPrediction r1 = GraphPredictor::train(with_bwd, config("transformerconv"), o).predict(
+      std::vector<GraphFeatures>{fb});
+  EXPECT_EQ(r1.alpha_from_forward[0], 0);
+}

@@ -569,6 +569,33 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
     EXPECT_NE(plain["alpha"].get<double>(), jl4["alpha"].get<double>());
     std::ofstream(dir / "b" / "manifest.json") << man.dump(2);
   }
+  // The V100's three fwd-bwd runs are the only training runs with backward nodes.
+  // Both refinements saw them: a fwd-bwd run keeps its own alpha. Without them,
+  // a refinement takes a fwd-bwd run's alpha from the run's forward part.
+  const std::string fb = kSrc + "/models/gpt2-large.json --batch 2 --seq 1024 --mode fwd-bwd ";
+  const std::string l4_spec = "--device-spec " + kSrc + "/models/devices/l4.json";
+  EXPECT_EQ(json_of(run_cli("predict --bundle " + bundle + " " + fb + "--json " + l4_spec))["alpha_of"], "iteration");
+  {
+    const std::string inf = (dir / "inf.sqlite").string();
+    ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + inf).rc, 0);
+    {
+      scaledl::Store st(inf);
+      for (const char* q : {"DELETE FROM layers WHERE rowid % 6 != 0",
+                            "DELETE FROM models WHERE settings NOT LIKE '%\"backward\":false%'"})
+        ASSERT_EQ(sqlite3_exec(st.handle(), q, nullptr, nullptr, nullptr), SQLITE_OK) << q;
+    }
+    const std::string bi = (dir / "bi").string();
+    ASSERT_EQ(run_cli("train --db " + inf + " --out " + bi + " --threads 1" + feat).rc, 0);
+    const nlohmann::json jf = json_of(run_cli("predict --bundle " + bi + " " + fb + "--json " + l4_spec));
+    EXPECT_EQ(jf["alpha_of"], "forward part") << jf.dump();
+    EXPECT_TRUE(jf["out_of_domain"].get<bool>());
+    const nlohmann::json ji = json_of(run_cli("predict --bundle " + bi + " " + model + l4_spec));
+    EXPECT_EQ(ji["alpha_of"], "iteration");
+    const CliResult text = run_cli("predict --bundle " + bi + " " + fb + l4_spec);
+    EXPECT_NE(text.out.find("the refinement trained on no backward run: alpha is its forward part's"),
+              std::string::npos)
+        << text.out;
+  }
   // A damaged device-out refinement is one error naming its file.
   {
     std::ofstream f(dir / "b" / "graph-device-out.safetensors", std::ios::binary | std::ios::app);

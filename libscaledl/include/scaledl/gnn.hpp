@@ -149,6 +149,10 @@ struct GnnPrediction {
   std::vector<double> alpha, beta, t_pred_ms;
   std::vector<double> ood_distance;  ///< Normalizer::ood_distance of each graph's global features
   std::vector<int> ood_column;       ///< the global feature that sets it (-1 inside the training range)
+  /// 1 where alpha is that of the graph's forward part (GraphFeatures::forward_part):
+  /// the run has backward nodes, the refinement trained on none, and the forward
+  /// part lies nearer its training range than the run (only with ood_tau > 0).
+  std::vector<char> alpha_from_forward;
 };
 
 /// Mean relative error |pred - y| / y of two equal-length vectors (fraction).
@@ -163,6 +167,11 @@ class GraphPredictor {
   /// Trains on graphs with finite target_ms > 0 (throws naming the first bad label).
   static GraphPredictor train(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
                               const GnnTrainOptions& opt, GnnTrainReport* report = nullptr);
+
+  /// True when predict takes the alpha of a run with backward nodes from its
+  /// forward part (GnnPrediction::alpha_from_forward): ood_tau > 0 and no
+  /// training run had backward nodes.
+  bool alpha_from_forward_part() const;
 
   /// Predicts in batches of `batch_size` graphs on `device` (default CPU).
   GnnPrediction predict(const std::vector<GraphFeatures>& graphs, int64_t batch_size = 64,

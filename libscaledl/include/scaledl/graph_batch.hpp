@@ -14,6 +14,7 @@
 //   z          [G, Fz]  float  global features Z
 //   t_sum, t_comm, y [G] float milliseconds (y = measured T_iter, NaN if unknown)
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct GraphContext {
   /// max(sum of the layer times, nodes x host_node_ms). 0 = none (a host no run showed).
   double host_node_ms = 0;
   double target_ms = NAN;     ///< measured T_iter, ms (training label); NaN when predicting
+  /// Also featurize the forward part of a graph with backward nodes
+  /// (GraphFeatures::forward_part); predict asks for it only when the refinement
+  /// uses it (GraphPredictor::alpha_from_forward_part).
+  bool forward_part = true;
 };
 
 /// One graph's raw features, row-major.
@@ -51,6 +56,13 @@ struct GraphFeatures {
   double t_comm_ms = 0;          ///< T_comm (eq. 15), ms
   double target_ms = NAN;        ///< measured T_iter, ms
   std::string label;             ///< model name, for reports
+  /// The forward nodes of a graph with backward or update nodes, featurized as an
+  /// inference graph with the same layer times; null otherwise. A refinement that
+  /// never trained on a run with backward nodes takes such a run's alpha from it
+  /// (GraphPredictor::predict): the device's efficiency, which alpha mostly
+  /// corrects, is shared by the directions, and the forward part is a graph of a
+  /// kind it learnt.
+  std::shared_ptr<const GraphFeatures> forward_part;
 };
 
 /// T_sum of `f` becomes max(T_sum, num_nodes x node_ms), with its global feature

@@ -34,6 +34,9 @@ struct IterationPrediction {
   /// The bundle's device-out refinement produced them (a device without layer
   /// timings in a bundle trained with --device-crossfit; bundle.hpp)
   bool device_out_refinement = false;
+  /// alpha is that of the iteration's forward part: the refinement trained on no
+  /// run with backward nodes (GnnPrediction::alpha_from_forward)
+  bool alpha_from_forward = false;
   int64_t fallback_nodes = 0;    ///< nodes predicted by the roofline fallback (no layer model)
   /// Part of T_sum from nodes whose layer model had no training row of their
   /// direction and dtype (LayerPrediction::extrapolated), ms, and those kinds

@@ -77,6 +77,41 @@ const std::vector<std::string>& global_feature_names() {
   return n;
 }
 
+namespace {
+
+/// The forward nodes of `g` (and the edges between them) as an inference graph with
+/// their layer times; null when `g` has no other nodes, or no forward node takes time.
+std::shared_ptr<const GraphFeatures> forward_part_features(const LayerGraph& g, const std::vector<double>& t_l_ms,
+                                                           const GraphContext& ctx) {
+  LayerGraph f;
+  f.model = g.model;
+  f.settings = g.settings;
+  set_run_mode(f.settings, RunMode::Inference);
+  std::vector<int> id(g.nodes.size(), -1);
+  std::vector<double> t;
+  double t_sum = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].dir != Direction::Forward) continue;
+    id[i] = static_cast<int>(f.nodes.size());
+    f.nodes.push_back(g.nodes[i]);
+    t.push_back(t_l_ms[i]);
+    t_sum += t_l_ms[i];
+  }
+  if (f.nodes.size() == g.nodes.size() || t_sum <= 0) return nullptr;
+  for (const LayerEdge& e : g.edges) {
+    if (id[e.src] < 0 || id[e.dst] < 0) continue;
+    LayerEdge k = e;
+    k.src = id[e.src];
+    k.dst = id[e.dst];
+    f.edges.push_back(std::move(k));
+  }
+  GraphContext c = ctx;
+  c.target_ms = NAN;
+  return std::make_shared<GraphFeatures>(featurize(f, t, c));
+}
+
+}  // namespace
+
 GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, const GraphContext& ctx) {
   const auto& nf = node_feature_names();
   const size_t F = nf.size(), Fe = edge_feature_names().size();
@@ -173,12 +208,18 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   SCALEDL_CHECK(out.z.size() == global_feature_names().size(), "internal: {} global features, {} names",
                 out.z.size(), global_feature_names().size());
   apply_host_term(out, ctx.host_node_ms);
+  if (ctx.forward_part) out.forward_part = forward_part_features(g, t_l_ms, ctx);
   return out;
 }
 
 void apply_host_term(GraphFeatures& f, double node_ms) {
   SCALEDL_CHECK(std::isfinite(node_ms) && node_ms >= 0, "host_node_ms={} must be >= 0 and finite", node_ms);
   if (node_ms <= 0) return;
+  if (f.forward_part) {  // shared with the copy this one was made from: give it its own
+    auto part = std::make_shared<GraphFeatures>(*f.forward_part);
+    apply_host_term(*part, node_ms);
+    f.forward_part = std::move(part);
+  }
   double nodes = static_cast<double>(f.num_nodes);  // a compressed graph: the nodes it stands for
   if (!f.node_weight.empty()) {
     nodes = 0;
@@ -280,6 +321,7 @@ GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds) {
     }
   }
   out.num_edges = static_cast<int64_t>(out.src.size());
+  if (g.forward_part) out.forward_part = std::make_shared<GraphFeatures>(compress_graph(*g.forward_part, rounds));
   return out;
 }
 
