@@ -1042,3 +1042,47 @@ TEST(Neusight, MalformedLabelsNameTheFile) {
     EXPECT_TRUE(Store((root / "r.sqlite").string()).models("", false).empty());  // nothing half-imported
   }
 }
+
+TEST(LayerPredictor, PointwiseWithoutRowsIsCarriedOverFromAnotherElementwiseModelByBytes) {
+  // A store of the zoo's layer space (no pointwise rows) with mul rows, or relu rows.
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
+  auto elementwise = [&](LayerType t) {
+    std::vector<LayerMeasurement> rows = synthetic_rows(devs, 20, 3);
+    for (int i = 0; i < 30; ++i) {
+      LayerMeasurement m;
+      m.campaign = "t";
+      m.device = devs[0].key();
+      m.source = "test";
+      m.type = t;
+      m.dims = {int64_t{1} << (10 + i % 12)};
+      // 3x the roofline: a rate no roofline fallback would give
+      m.fwd.median_ms = 0.005 + 3 * roofline_ms(t, m.dims, m.dtype, Direction::Forward, devs[0]);
+      m.bwd.median_ms = 0.005 + 3 * roofline_ms(t, m.dims, m.dtype, Direction::Backward, devs[0]);
+      rows.push_back(m);
+    }
+    return LayerPredictor::train(rows, device_map(devs), fast_options());
+  };
+  const int64_t n = 1 << 18;
+  for (LayerType proxy : {LayerType::Mul, LayerType::ReLU}) {
+    SCOPED_TRACE(to_string(proxy));
+    const LayerPredictor p = elementwise(proxy);
+    ASSERT_FALSE(p.has_model(LayerType::Pointwise, Direction::Forward));
+    const LayerPrediction r = p.predict(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, devs[0]);
+    EXPECT_TRUE(r.fallback) << "no model of its own";
+    // mul moves 3 n elements, relu and pointwise 2 n: the proxy's time by that ratio.
+    const double ratio = proxy == LayerType::Mul ? 2.0 / 3.0 : 1.0;
+    EXPECT_NEAR(r.ms, ratio * p.predict_ms(proxy, {n}, DType::FP32, Direction::Forward, devs[0]), 1e-12);
+    EXPECT_GT(r.ms, 2 * roofline_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, devs[0]));
+    // The batch path agrees with the single one.
+    const int64_t dims[4] = {n, 0, 2 * n, 1};
+    double out[2];
+    p.predict_batch(LayerType::Pointwise, dims, 2, DType::FP32, Direction::Backward, devs[0], out);
+    EXPECT_DOUBLE_EQ(out[0], p.predict_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Backward, devs[0]));
+    EXPECT_DOUBLE_EQ(out[1], p.predict_ms(LayerType::Pointwise, {2 * n, 1}, DType::FP32, Direction::Backward, devs[0]));
+  }
+  // Without any elementwise model, the roofline as before.
+  std::vector<DeviceRecord> one = {spec_gpu("B", 8000, 300)};
+  const LayerPredictor q = LayerPredictor::train(synthetic_rows(one, 20, 4), device_map(one), fast_options());
+  EXPECT_DOUBLE_EQ(q.predict_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, one[0]),
+                   roofline_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, one[0]));
+}

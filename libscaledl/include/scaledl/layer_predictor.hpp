@@ -120,8 +120,8 @@ struct TrainingData {
 TrainingData load_training_data(const std::vector<std::string>& dbs,
                                 const std::vector<std::string>& device_specs = {});
 
-/// A prediction, whether it came from the roofline fallback (no model for the
-/// type), and whether the type's model saw no training row of this direction and
+/// A prediction, whether it came from the fallback (no model for the type: the
+/// roofline; for `pointwise`, another elementwise type's model by bytes), and whether the type's model saw no training row of this direction and
 /// dtype (say bf16 from fp32-only data): carried over by the features, not learnt.
 struct LayerPrediction {
   double ms = 0;
@@ -161,7 +161,8 @@ class LayerPredictor {
   std::vector<LayerPrediction> predict_nodes_detail(const LayerGraph& g, const DeviceRecord& dev) const;
   /// Fast path: `rows` instances of one type/dtype/direction; `dims` is row-major
   /// [rows, layer_info(t).dims.size()]; writes `rows` ms to `out_ms`. Returns true
-  /// when the roofline fallback was used.
+  /// when the type has no model: the roofline fallback, or for `pointwise` the model of
+  /// relu, gelu, silu or mul (the first trained), times the ratio of the bytes moved.
   bool predict_batch(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
                      const DeviceRecord& dev, double* out_ms) const;
 

@@ -387,6 +387,24 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
   const FeatureOptions fo = feature_options(opts_);
   FeatureWriter writer(t, dtype, dir, dev, fo);  // checks direction and device
   const Model* m = find(t, dir);
+  if (!m && t == LayerType::Pointwise) {
+    // No pointwise rows (stores of the zoo's layer space, such as the CPU campaigns):
+    // a unary elementwise kernel of n elements costs what the device's other
+    // elementwise kernels of n elements cost, per byte moved. The first of these
+    // with a model predicts it, scaled by the ratio of the bytes each moves.
+    for (LayerType proxy : {LayerType::ReLU, LayerType::GELU, LayerType::SiLU, LayerType::Mul}) {
+      if (!find(proxy, dir)) continue;
+      std::vector<int64_t> n(rows);
+      for (size_t i = 0; i < rows; ++i) n[i] = dims[i * nd];
+      predict_batch(proxy, n.data(), rows, dtype, dir, dev, out_ms);
+      for (size_t i = 0; i < rows; ++i) {
+        const LayerCost a = layer_cost(t, {dims + i * nd, dims + (i + 1) * nd}, dtype),
+                        b = layer_cost(proxy, {n[i]}, dtype);
+        out_ms[i] = std::max(out_ms[i] * (a.in_bytes + a.out_bytes) / (b.in_bytes + b.out_bytes), kMinMs);
+      }
+      return true;
+    }
+  }
   if (!m) {
     for (size_t i = 0; i < rows; ++i) out_ms[i] = std::max(writer.write(dims + i * nd, nullptr), kMinMs);
     return true;
