@@ -626,7 +626,7 @@ int run(const PredictOptions& o) {
             << fmt::format("device       {}\n", dev.key())
             << fmt::format("T_sum        {:10.3f} ms   {} of {} layer predictions{}\n", p.t_sum_ms,
                            p.host_ms > 0 ? "max(host term, sum)" : "sum", g.nodes.size(),
-                           p.fallback_nodes ? fmt::format(" ({} by roofline fallback)", p.fallback_nodes) : "")
+                           p.fallback_nodes ? fmt::format(" ({} without a layer model of their own type)", p.fallback_nodes) : "")
             << (p.host_ms > 0 ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
                                             "them (bundle trained with --host-term){}\n",
                                             p.host_ms, g.nodes.size(), 1e3 * p.host_ms / g.nodes.size(),

@@ -37,7 +37,7 @@ struct IterationPrediction {
   /// alpha is that of the iteration's forward part: the refinement trained on no
   /// run with backward nodes (GnnPrediction::alpha_from_forward)
   bool alpha_from_forward = false;
-  int64_t fallback_nodes = 0;    ///< nodes predicted by the roofline fallback (no layer model)
+  int64_t fallback_nodes = 0;    ///< nodes without a layer model of their type (LayerPrediction::fallback)
   /// Part of T_sum from nodes whose layer model had no training row of their
   /// direction and dtype (LayerPrediction::extrapolated), ms, and those kinds
   /// ("linear.fwd bf16"), sorted.
