@@ -672,11 +672,9 @@ int run(const PredictOptions& o) {
                                     "(farthest: {}){}{}\n",
                                     p.ood_distance, p.ood_feature,
                                     b.graph_for(dev.key())->config().ood_tau > 0
-                                        ? (p.alpha_of != "iteration"
-                                               ? fmt::format("; the refinement trained on no run of this mode: "
-                                                             "alpha is its {}'s, beta shrunk toward 1",
-                                                             p.alpha_of)
-                                               : "; alpha, beta shrunk toward 1")
+                                        ? (p.alpha_from_forward ? "; the refinement trained on no backward run: alpha "
+                                                                  "is its forward part's, beta shrunk toward 1"
+                                                                : "; alpha, beta shrunk toward 1")
                                         : "",
                                     std::isfinite(p.lo80_ms)
                                         ? (b.intervals_for(dev.key())->beyond_calibration(p.ood_distance)

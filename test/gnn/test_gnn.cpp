@@ -611,7 +611,7 @@ TEST(OutOfDomain, AModeTheRefinementNeverSawTakesTheAlphaOfItsForwardPart) {
   const GnnPrediction parts =
       p.predict(std::vector<const GraphFeatures*>{fb.forward_part.get(), tr.forward_part.get()});
   for (size_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(r.alpha_from_part[i], 1) << i;
+    EXPECT_EQ(r.alpha_from_forward[i], 1) << i;
     EXPECT_GT(r.ood_distance[i], 1.0) << "still reported out of domain";
     EXPECT_DOUBLE_EQ(r.alpha[i], parts.alpha[i]);
     EXPECT_NEAR(r.alpha[i], 0.6, 0.1) << "the device's 0.6, not the plain sum's 1";
@@ -619,7 +619,7 @@ TEST(OutOfDomain, AModeTheRefinementNeverSawTakesTheAlphaOfItsForwardPart) {
   EXPECT_DOUBLE_EQ(r.t_pred_ms[0], r.alpha[0] * fb.t_sum_ms + r.beta[0] * fb.t_comm_ms);
   // Runs of the modes it trained on keep their own alpha.
   const GnnPrediction own = p.predict(std::vector<GraphFeatures>{inf[3]});
-  EXPECT_EQ(own.alpha_from_part[0], 0);
+  EXPECT_EQ(own.alpha_from_forward[0], 0);
 
   // Without the out-of-domain rule (ood_tau = 0), or once a run with backward
   // nodes trained it, every run has its own alpha.
@@ -627,38 +627,10 @@ TEST(OutOfDomain, AModeTheRefinementNeverSawTakesTheAlphaOfItsForwardPart) {
   c0.ood_tau = 0;
   o.epochs = 5;
   const GnnPrediction r0 = GraphPredictor::train(inf, c0, o).predict(std::vector<GraphFeatures>{fb});
-  EXPECT_EQ(r0.alpha_from_part[0], 0);
+  EXPECT_EQ(r0.alpha_from_forward[0], 0);
   std::vector<GraphFeatures> with_bwd = inf;
   with_bwd.push_back(labelled(with_mode(small_graph("gpt2.json", 1, 2, 64), RunMode::FwdBwd)));
-  const GraphPredictor p1 = GraphPredictor::train(with_bwd, config("transformerconv"), o);
-  EXPECT_EQ(p1.alpha_part(), GraphPart::ForwardBackward);
-  const GnnPrediction r1 = p1.predict(std::vector<GraphFeatures>{fb});
-  EXPECT_EQ(r1.alpha_from_part[0], 0);
-  EXPECT_EQ(p.alpha_part(), GraphPart::Forward);
-}
-
-TEST(OutOfDomain, ATrainingRunUnderARefinementWithoutOptimizerStepsTakesItsForwardAndBackwardPart) {
-  GnnTrainOptions o;
-  o.epochs = 120;
-  o.val_fraction = 0;
-  o.patience = 120;
-  o.lr = 5e-3;
-  o.seed = 2;
-  // Inference and fwd-bwd runs of a device at 0.6 x the sum; no optimizer step.
-  std::vector<GraphFeatures> gs = inference_graphs_at_0_6();
-  for (int64_t batch : {1, 4, 16}) {
-    GraphFeatures f = labelled(with_mode(small_graph("bert-base.json", 1, batch, 64), RunMode::FwdBwd));
-    f.target_ms = 0.6 * f.t_sum_ms;
-    gs.push_back(std::move(f));
-  }
-  const GraphPredictor p = GraphPredictor::train(gs, config("transformerconv"), o);
-  ASSERT_EQ(p.alpha_part(), GraphPart::ForwardBackward);
-  const GraphFeatures tr = labelled(with_mode(small_graph("bert-base.json", 1, 4, 64), RunMode::Train));
-  ASSERT_TRUE(tr.fwd_bwd_part);
-  EXPECT_EQ(tr.fwd_bwd_part->num_nodes + 1, tr.num_nodes) << "all but the optimizer step";
-  const GnnPrediction r = p.predict(std::vector<GraphFeatures>{tr});
-  const GnnPrediction part = p.predict(std::vector<const GraphFeatures*>{tr.fwd_bwd_part.get()});
-  EXPECT_EQ(r.alpha_from_part[0], 1);
-  EXPECT_DOUBLE_EQ(r.alpha[0], part.alpha[0]);
-  EXPECT_NEAR(r.alpha[0], 0.6, 0.1);
+  const GnnPrediction r1 = GraphPredictor::train(with_bwd, config("transformerconv"), o).predict(
+      std::vector<GraphFeatures>{fb});
+  EXPECT_EQ(r1.alpha_from_forward[0], 0);
 }

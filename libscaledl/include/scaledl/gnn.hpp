@@ -145,17 +145,14 @@ struct GnnTrainReport {
 };
 
 /// Per-graph predictions, ms.
-/// What GraphPredictor::alpha_part names.
-enum class GraphPart { None, Forward, ForwardBackward };
-
 struct GnnPrediction {
   std::vector<double> alpha, beta, t_pred_ms;
   std::vector<double> ood_distance;  ///< Normalizer::ood_distance of each graph's global features
   std::vector<int> ood_column;       ///< the global feature that sets it (-1 inside the training range)
-  /// 1 where alpha is that of a part of the graph (GraphPredictor::alpha_part):
-  /// the run has nodes of a direction no training run had, and the part lies
-  /// nearer the training range than the run (only with ood_tau > 0).
-  std::vector<char> alpha_from_part;
+  /// 1 where alpha is that of the graph's forward part (GraphFeatures::forward_part):
+  /// the run has backward nodes, the refinement trained on none, and the forward
+  /// part lies nearer its training range than the run (only with ood_tau > 0).
+  std::vector<char> alpha_from_forward;
 };
 
 /// Mean relative error |pred - y| / y of two equal-length vectors (fraction).
@@ -171,11 +168,10 @@ class GraphPredictor {
   static GraphPredictor train(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
                               const GnnTrainOptions& opt, GnnTrainReport* report = nullptr);
 
-  /// The part of a run's graph whose alpha predict takes for a run of a mode this
-  /// refinement never saw (ood_tau > 0): Forward when no training run had backward
-  /// nodes (GraphFeatures::forward_part), ForwardBackward when none had an optimizer
-  /// step (fwd_bwd_part), None otherwise.
-  GraphPart alpha_part() const;
+  /// True when predict takes the alpha of a run with backward nodes from its
+  /// forward part (GnnPrediction::alpha_from_forward): ood_tau > 0 and no
+  /// training run had backward nodes.
+  bool alpha_from_forward_part() const;
 
   /// Predicts in batches of `batch_size` graphs on `device` (default CPU).
   GnnPrediction predict(const std::vector<GraphFeatures>& graphs, int64_t batch_size = 64,

@@ -35,10 +35,10 @@ struct GraphContext {
   /// max(sum of the layer times, nodes x host_node_ms). 0 = none (a host no run showed).
   double host_node_ms = 0;
   double target_ms = NAN;     ///< measured T_iter, ms (training label); NaN when predicting
-  /// Also featurize the parts of a graph (GraphFeatures::forward_part,
-  /// fwd_bwd_part); predict asks for them only when the refinement uses them
-  /// (GraphPredictor::alpha_part).
-  bool parts = true;
+  /// Also featurize the forward part of a graph with backward nodes
+  /// (GraphFeatures::forward_part); predict asks for it only when the refinement
+  /// uses it (GraphPredictor::alpha_from_forward_part).
+  bool forward_part = true;
 };
 
 /// One graph's raw features, row-major.
@@ -63,10 +63,6 @@ struct GraphFeatures {
   /// corrects, is shared by the directions, and the forward part is a graph of a
   /// kind it learnt.
   std::shared_ptr<const GraphFeatures> forward_part;
-  /// The same for the forward and backward nodes of a graph with an optimizer step,
-  /// featurized as a fwd-bwd graph: the alpha of a training run under a refinement
-  /// that trained on no run with an optimizer step.
-  std::shared_ptr<const GraphFeatures> fwd_bwd_part;
 };
 
 /// T_sum of `f` becomes max(T_sum, num_nodes x node_ms), with its global feature

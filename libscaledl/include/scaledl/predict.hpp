@@ -34,9 +34,9 @@ struct IterationPrediction {
   /// The bundle's device-out refinement produced them (a device without layer
   /// timings in a bundle trained with --device-crossfit; bundle.hpp)
   bool device_out_refinement = false;
-  /// Whose alpha: "iteration", or for a mode the refinement never saw "forward
-  /// part" / "forward and backward part" (GnnPrediction::alpha_from_part)
-  std::string alpha_of = "iteration";
+  /// alpha is that of the iteration's forward part: the refinement trained on no
+  /// run with backward nodes (GnnPrediction::alpha_from_forward)
+  bool alpha_from_forward = false;
   int64_t fallback_nodes = 0;    ///< nodes without a layer model of their type (LayerPrediction::fallback)
   /// Part of T_sum from nodes whose layer model had no training row of their
   /// direction and dtype (LayerPrediction::extrapolated), ms, and those kinds

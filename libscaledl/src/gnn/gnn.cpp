@@ -473,16 +473,11 @@ GnnPrediction GraphPredictor::predict(const std::vector<GraphFeatures>& graphs, 
   return predict(ptrs, batch_size, device);
 }
 
-GraphPart GraphPredictor::alpha_part() const {
-  auto column = [](const char* name) {
-    const auto& n = global_feature_names();
-    return static_cast<size_t>(std::find(n.begin(), n.end(), name) - n.begin());
-  };
-  static const size_t bwd = column("share_backward"), upd = column("share_update");
-  if (cfg_.ood_tau <= 0 || upd >= norm_.z_hi.size()) return GraphPart::None;
-  if (norm_.z_hi[bwd] <= 0) return GraphPart::Forward;
-  if (norm_.z_hi[upd] <= 0) return GraphPart::ForwardBackward;
-  return GraphPart::None;
+bool GraphPredictor::alpha_from_forward_part() const {
+  static const size_t share_backward = static_cast<size_t>(
+      std::find(global_feature_names().begin(), global_feature_names().end(), "share_backward") -
+      global_feature_names().begin());
+  return cfg_.ood_tau > 0 && share_backward < norm_.z_hi.size() && norm_.z_hi[share_backward] <= 0;
 }
 
 GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& graphs, int64_t batch_size,
@@ -530,24 +525,20 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
       out.beta[i] = cfg_.target == "alpha-beta" ? std::exp(w * std::log(out.beta[i])) : 0.0;
       out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
     }
-  out.alpha_from_part.assign(graphs.size(), 0);
-  // A mode the refinement never saw (no training run had backward nodes, or none an
-  // optimizer step): the run's alpha is that of its part of the directions the
-  // refinement saw, when that part is nearer the training range than the run. The
-  // device's efficiency, most of what alpha corrects, is shared by the directions;
-  // shrinking toward the plain sum would throw that away (docs/unseen-gpu.md, "A
-  // mode the refinement never saw").
-  const GraphPart kind = alpha_part();
-  if (kind != GraphPart::None) {
+  out.alpha_from_forward.assign(graphs.size(), 0);
+  // A mode the refinement never saw (no training run had backward nodes): the
+  // run's alpha is that of its forward part, when the part is nearer the training
+  // range than the run. The device's efficiency, most of what alpha corrects, is
+  // shared by forward and backward kernels; shrinking toward the plain sum would
+  // throw that away (docs/unseen-gpu.md, "A mode the refinement never saw").
+  if (alpha_from_forward_part()) {
     std::vector<size_t> at;
     std::vector<const GraphFeatures*> parts;
-    for (size_t i = 0; i < graphs.size(); ++i) {
-      const auto& part = kind == GraphPart::Forward ? graphs[i]->forward_part : graphs[i]->fwd_bwd_part;
-      if (out.ood_distance[i] > 0 && part) {
+    for (size_t i = 0; i < graphs.size(); ++i)
+      if (out.ood_distance[i] > 0 && graphs[i]->forward_part) {
         at.push_back(i);
-        parts.push_back(part.get());
+        parts.push_back(graphs[i]->forward_part.get());
       }
-    }
     if (!parts.empty()) {
       const GnnPrediction f = predict(parts, batch_size, device);
       for (size_t j = 0; j < at.size(); ++j) {
@@ -555,7 +546,7 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
         if (!(f.ood_distance[j] < out.ood_distance[i])) continue;
         out.alpha[i] = f.alpha[j];
         out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
-        out.alpha_from_part[i] = 1;
+        out.alpha_from_forward[i] = 1;
       }
     }
   }

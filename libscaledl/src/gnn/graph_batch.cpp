@@ -79,21 +79,19 @@ const std::vector<std::string>& global_feature_names() {
 
 namespace {
 
-/// The forward nodes of `g` (with `backward`, also its backward nodes) and the edges
-/// between them, as an inference (fwd-bwd) graph with their layer times; null when
-/// `g` has no other nodes, or none of these takes time.
-std::shared_ptr<const GraphFeatures> part_features(const LayerGraph& g, const std::vector<double>& t_l_ms,
-                                                   const GraphContext& ctx, bool backward) {
+/// The forward nodes of `g` (and the edges between them) as an inference graph with
+/// their layer times; null when `g` has no other nodes, or no forward node takes time.
+std::shared_ptr<const GraphFeatures> forward_part_features(const LayerGraph& g, const std::vector<double>& t_l_ms,
+                                                           const GraphContext& ctx) {
   LayerGraph f;
   f.model = g.model;
   f.settings = g.settings;
-  set_run_mode(f.settings, backward ? RunMode::FwdBwd : RunMode::Inference);
+  set_run_mode(f.settings, RunMode::Inference);
   std::vector<int> id(g.nodes.size(), -1);
   std::vector<double> t;
   double t_sum = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Direction d = g.nodes[i].dir;
-    if (d != Direction::Forward && !(backward && d == Direction::Backward)) continue;
+    if (g.nodes[i].dir != Direction::Forward) continue;
     id[i] = static_cast<int>(f.nodes.size());
     f.nodes.push_back(g.nodes[i]);
     t.push_back(t_l_ms[i]);
@@ -210,22 +208,18 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   SCALEDL_CHECK(out.z.size() == global_feature_names().size(), "internal: {} global features, {} names",
                 out.z.size(), global_feature_names().size());
   apply_host_term(out, ctx.host_node_ms);
-  if (ctx.parts) {
-    out.forward_part = part_features(g, t_l_ms, ctx, /*backward=*/false);
-    if (g.settings.backward) out.fwd_bwd_part = part_features(g, t_l_ms, ctx, /*backward=*/true);
-  }
+  if (ctx.forward_part) out.forward_part = forward_part_features(g, t_l_ms, ctx);
   return out;
 }
 
 void apply_host_term(GraphFeatures& f, double node_ms) {
   SCALEDL_CHECK(std::isfinite(node_ms) && node_ms >= 0, "host_node_ms={} must be >= 0 and finite", node_ms);
   if (node_ms <= 0) return;
-  for (auto* part : {&f.forward_part, &f.fwd_bwd_part})
-    if (*part) {  // shared with the copy this one was made from: give it its own
-      auto own = std::make_shared<GraphFeatures>(**part);
-      apply_host_term(*own, node_ms);
-      *part = std::move(own);
-    }
+  if (f.forward_part) {  // shared with the copy this one was made from: give it its own
+    auto part = std::make_shared<GraphFeatures>(*f.forward_part);
+    apply_host_term(*part, node_ms);
+    f.forward_part = std::move(part);
+  }
   double nodes = static_cast<double>(f.num_nodes);  // a compressed graph: the nodes it stands for
   if (!f.node_weight.empty()) {
     nodes = 0;
@@ -328,7 +322,6 @@ GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds) {
   }
   out.num_edges = static_cast<int64_t>(out.src.size());
   if (g.forward_part) out.forward_part = std::make_shared<GraphFeatures>(compress_graph(*g.forward_part, rounds));
-  if (g.fwd_bwd_part) out.fwd_bwd_part = std::make_shared<GraphFeatures>(compress_graph(*g.fwd_bwd_part, rounds));
   return out;
 }
 

@@ -19,7 +19,7 @@ nlohmann::json IterationPrediction::to_json() const {
           {"ood_feature", ood_feature}, {"extrapolated_ms", extrapolated_ms}, {"extrapolated", extrapolated}};
   if (host_ms > 0) j["host_ms"] = host_ms;
   if (refined) j["refinement"] = device_out_refinement ? "device-out" : "in-domain";
-  if (refined) j["alpha_of"] = alpha_of;
+  if (refined) j["alpha_of"] = alpha_from_forward ? "forward part" : "iteration";
   if (t_roofline_ms > 0) {
     j["t_roofline_ms"] = t_roofline_ms;
     j["t_model_ms"] = t_model_ms;
@@ -41,8 +41,7 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
   ctx.device = dev;
   ctx.comm = comm;
   ctx.host_node_ms = host_node_ms;
-  const GraphPart part = graph ? graph->alpha_part() : GraphPart::None;
-  ctx.parts = part != GraphPart::None;
+  ctx.forward_part = graph && graph->alpha_from_forward_part();
   // Chunks of `batch` configurations: the layer part and the (compressed)
   // features of one chunk, then one batched refinement; memory stays bounded.
   // The layer part of configuration k, into out[k] and feats[k - c0].
@@ -109,8 +108,7 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
       p.t_iter_ms = r.t_pred_ms.at(j);
       p.refined = true;
       p.ood_distance = r.ood_distance.at(j);
-      if (r.alpha_from_part.at(j))
-        p.alpha_of = part == GraphPart::Forward ? "forward part" : "forward and backward part";
+      p.alpha_from_forward = r.alpha_from_forward.at(j) != 0;
       if (r.ood_column.at(j) >= 0) p.ood_feature = global_feature_names().at(static_cast<size_t>(r.ood_column[j]));
     }
   }
