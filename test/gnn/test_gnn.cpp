@@ -62,6 +62,17 @@ GraphPredictor untrained(const GnnConfig& cfg, const std::vector<GraphFeatures>&
   return GraphPredictor(cfg, Normalizer::fit(ptr, "minmax"));
 }
 
+/// Training on every graph (no validation split, no early stop) for `epochs`.
+GnnTrainOptions fit_all(int64_t epochs, uint64_t seed) {
+  GnnTrainOptions o;
+  o.epochs = epochs;
+  o.val_fraction = 0;
+  o.patience = epochs;
+  o.lr = 5e-3;
+  o.seed = seed;
+  return o;
+}
+
 GnnConfig config(const std::string& enc) {
   GnnConfig c;
   c.encoder = enc;
@@ -306,12 +317,7 @@ TEST(Encoders, GradientMatchesFiniteDifferencesInDouble) {
 }
 
 TEST(Training, OverfitsTenGraphsBelowOnePercent) {
-  GnnTrainOptions o;
-  o.epochs = 400;
-  o.val_fraction = 0;
-  o.patience = 400;
-  o.lr = 5e-3;
-  o.seed = 1;
+  GnnTrainOptions o = fit_all(400, 1);
   GnnTrainReport r;
   GraphPredictor p = GraphPredictor::train(graphs10(), config("transformerconv"), o, &r);
   EXPECT_LT(r.train_mre, 0.01) << r.to_json().dump();
@@ -597,12 +603,7 @@ TEST(OutOfDomain, TheForwardPartIsTheForwardNodesAsAnInferenceGraph) {
 }
 
 TEST(OutOfDomain, AModeTheRefinementNeverSawTakesTheAlphaOfItsForwardPart) {
-  GnnTrainOptions o;
-  o.epochs = 120;
-  o.val_fraction = 0;
-  o.patience = 120;
-  o.lr = 5e-3;
-  o.seed = 2;
+  GnnTrainOptions o = fit_all(120, 2);
   const std::vector<GraphFeatures> inf = inference_graphs_at_0_6();
   const GraphPredictor p = GraphPredictor::train(inf, config("transformerconv"), o);
   const GraphFeatures fb = labelled(with_mode(small_graph("bert-base.json", 2, 4, 64), RunMode::FwdBwd));
