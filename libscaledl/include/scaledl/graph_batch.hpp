@@ -61,7 +61,8 @@ struct GraphFeatures {
   /// never trained on a run with backward nodes takes such a run's alpha from it
   /// (GraphPredictor::predict): the device's efficiency, which alpha mostly
   /// corrects, is shared by the directions, and the forward part is a graph of a
-  /// kind it learnt.
+  /// kind it learnt. compress_graph carries it as it is; predict compresses it when
+  /// it uses it.
   std::shared_ptr<const GraphFeatures> forward_part;
 };
 
@@ -74,6 +75,8 @@ void apply_host_term(GraphFeatures& f, double node_ms);
 const std::vector<std::string>& node_feature_names();
 const std::vector<std::string>& edge_feature_names();
 const std::vector<std::string>& global_feature_names();
+/// Column of global feature `name` in global_feature_names(); an Error naming it when absent.
+size_t global_feature_index(const std::string& name);
 
 /// Builds raw features. `t_l_ms` holds the predicted time of every node of `g`
 /// (same order as g.nodes), ms, finite and >= 0. Throws naming the node otherwise.

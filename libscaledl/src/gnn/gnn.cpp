@@ -474,9 +474,7 @@ GnnPrediction GraphPredictor::predict(const std::vector<GraphFeatures>& graphs, 
 }
 
 bool GraphPredictor::alpha_from_forward_part() const {
-  static const size_t share_backward = static_cast<size_t>(
-      std::find(global_feature_names().begin(), global_feature_names().end(), "share_backward") -
-      global_feature_names().begin());
+  static const size_t share_backward = global_feature_index("share_backward");
   return cfg_.ood_tau > 0 && share_backward < norm_.z_hi.size() && norm_.z_hi[share_backward] <= 0;
 }
 

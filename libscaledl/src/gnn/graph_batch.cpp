@@ -77,6 +77,13 @@ const std::vector<std::string>& global_feature_names() {
   return n;
 }
 
+size_t global_feature_index(const std::string& name) {
+  const auto& names = global_feature_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  SCALEDL_CHECK(it != names.end(), "\"{}\" is not a global feature", name);
+  return static_cast<size_t>(it - names.begin());
+}
+
 namespace {
 
 /// The forward nodes of `g` (and the edges between them) as an inference graph with
@@ -227,10 +234,7 @@ void apply_host_term(GraphFeatures& f, double node_ms) {
   }
   if (nodes * node_ms <= f.t_sum_ms) return;
   f.t_sum_ms = nodes * node_ms;
-  static const size_t at = [] {
-    const auto& n = global_feature_names();
-    return static_cast<size_t>(std::find(n.begin(), n.end(), "log1p_t_sum_ms") - n.begin());
-  }();
+  static const size_t at = global_feature_index("log1p_t_sum_ms");
   SCALEDL_CHECK(at < f.z.size(), "graph '{}': {} global features, no log1p_t_sum_ms", f.label, f.z.size());
   f.z[at] = lg(f.t_sum_ms);
 }
@@ -321,7 +325,7 @@ GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds) {
     }
   }
   out.num_edges = static_cast<int64_t>(out.src.size());
-  if (g.forward_part) out.forward_part = std::make_shared<GraphFeatures>(compress_graph(*g.forward_part, rounds));
+  out.forward_part = g.forward_part;  // compressed by predict, and only when it is used
   return out;
 }
 
@@ -400,11 +404,8 @@ std::pair<int, double> Normalizer::ood_column(const std::vector<float>& z) const
 double Normalizer::ood_distance(const std::vector<float>& z) const { return ood_column(z).second; }
 
 void Normalizer::ignore_global(const std::string& name) {
-  const auto& names = global_feature_names();
-  const auto it = std::find(names.begin(), names.end(), name);
-  SCALEDL_CHECK(it != names.end(), "ignore_global: \"{}\" is not a global feature", name);
-  const size_t c = static_cast<size_t>(it - names.begin());
-  z_ignored.resize(names.size(), false);
+  const size_t c = global_feature_index(name);
+  z_ignored.resize(global_feature_names().size(), false);
   z_ignored[c] = true;
   // collate() clamps into [lo, hi] = [0, 0], then (0 - 0) / 1: the column is 0 for every graph.
   for (auto* v : {&z_lo, &z_hi, &z_offset})

@@ -34,10 +34,6 @@ nlohmann::json RunSumCv::to_json() const {
           {"t_sum_ms", t_sum_ms}, {"mre_iter", mre_iter}, {"mre_node_sum", mre_node_sum}};
 }
 
-namespace {
-
-}  // namespace
-
 std::vector<LayerSample> samples_from_model_runs(const std::vector<ModelMeasurement>& runs,
                                                  const std::map<std::string, DeviceRecord>& devices,
                                                  const std::string& ctx, InModelStats* stats) {
