@@ -55,6 +55,7 @@ struct PredictOptions {
   scaledl::cli::PipelineArgs input;  ///< --pipeline, --workers, --vcpus, --input (issue #15, docs/pipeline.md)
   bool par_given = false;        ///< any of those flags was given
   double headroom = 0.10;        ///< fraction of device memory kept free for the fits verdict
+  std::optional<double> host_node_us;  ///< --host-node-us: the host's cost per graph node, us
 };
 
 // ---- many configurations: --sweep and --csv -----------------------------------
@@ -463,7 +464,9 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
   using namespace scaledl;
   auto [m, s] = o.args.load();
   const CommModel comm = b.comm ? *b.comm : CommModel{};
-  ParallelPrediction r = predict_parallel(b, m, s, o.par, dev, comm, comm);
+  ParallelConfig par = o.par;
+  par.host_node_ms = b.host_node_ms_for(dev.key());  // --host-node-us, else the bundle's term for this device
+  ParallelPrediction r = predict_parallel(b, m, s, par, dev, comm, comm);
   // Issue #15 (ORION): T_iter = max(T_compute, T_input); a host prepares batch x its dp/nodes replicas.
   const auto input = o.input.apply(r.t_iter_ms, m, s, static_cast<double>(s.batch) * r.plan.dp / o.par.nodes);
   const ParallelPlan& p = r.plan;
@@ -509,6 +512,13 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
                            o.par.microbatches, o.par.pp, r.t_bubble_ms)
             << fmt::format("DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks)\n", r.t_dp_ms,
                            p.grad_bytes, p.dp)
+            << (par.host_node_ms > 0
+                    ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us{}\n", r.t_host_ms,
+                                  r.slot_nodes, 1e3 * par.host_node_ms,
+                                  r.host_bound ? ": the host sets each slot (the GPU's slot is " +
+                                                     fmt::format("{:.3f} ms)", r.t_slot_gpu_ms)
+                                               : "")
+                    : std::string())
             << fmt::format("optimizer    {:10.3f} ms\n", r.t_opt_ms)
             << fmt::format("T_iter       {:10.3f} ms   (layer-model sums composed; no graph refinement, no "
                            "intervals)\n",
@@ -569,6 +579,7 @@ int run(const PredictOptions& o) {
     }
     if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
   }
+  if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   // Layer models from before 2026-11-26 normalised a probed GPU's rows by its measured rates;
   // the rooflines now run at its spec peak (DeviceRecord::compute_gflops).
@@ -628,8 +639,9 @@ int run(const PredictOptions& o) {
                            p.host_ms > 0 ? "max(host term, sum)" : "sum", g.nodes.size(),
                            p.fallback_nodes ? fmt::format(" ({} without a layer model of their own type)", p.fallback_nodes) : "")
             << (p.host_ms > 0 ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
-                                            "them (bundle trained with --host-term){}\n",
+                                            "them ({}){}\n",
                                             p.host_ms, g.nodes.size(), 1e3 * p.host_ms / g.nodes.size(),
+                                            o.host_node_us ? "--host-node-us" : "bundle trained with --host-term",
                                             p.host_ms >= p.t_sum_ms ? ": it sets T_sum" : "")
                               : std::string())
             << (p.extrapolated_ms > 0
@@ -752,6 +764,11 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                                              "CSV of configurations measured on this device (columns as --csv plus "
                                              "measured_ms): predictions are scaled by the device's bias they show "
                                              "(docs/predict.md, \"Anchoring\")");
+                              app.add_option("--host-node-us", o->host_node_us,
+                                             "the host's cost per graph node of your framework, microseconds: "
+                                             "each iteration (each pipeline slot with --gpus) takes at least nodes "
+                                             "x this (0 = none; default: the bundle's fit for a probed device, none "
+                                             "for a spec sheet; docs/parallel.md)");
                               app.add_flag("--timing", o->timing, "print load and prediction times to stderr");
                               app.add_flag("--raw", o->raw,
                                            "the models' own T_iter, without the physical bounds (roofline, "

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "command.hpp"
@@ -23,6 +24,7 @@ struct ScaleCmdOptions {
   bool json = false;
   scaledl::ScaleOptions s;
   scaledl::cli::PipelineArgs input;  ///< --pipeline, --workers, --vcpus, --input (issue #15)
+  std::optional<double> host_node_us;  ///< --host-node-us
 };
 
 int run(const ScaleCmdOptions& o) {
@@ -35,6 +37,7 @@ int run(const ScaleCmdOptions& o) {
   SCALEDL_CHECK(!o.device_spec.empty(), "--device-spec is required (the GPU of the cluster)");
   Bundle b = load_bundle(o.bundle);
   if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
+  if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
   const DeviceRecord dev = load_device_spec(o.device_spec);
   const CommModel comm = b.comm ? *b.comm : CommModel{};
   const bool multi = std::any_of(so.gpus.begin(), so.gpus.end(), [](int64_t n) { return n > 1; });
@@ -113,6 +116,10 @@ scaledl::cli::Registrar reg(
       app.add_option("--bundle", o->bundle, "bundle directory")->required();
       app.add_option("--device-spec", o->device_spec, "the cluster's GPU (spec sheet or probe JSON)")->required();
       app.add_option("--comm", o->comm, "collective calibration (`scaledl comm fit --out`)");
+      app.add_option("--host-node-us", o->host_node_us,
+                     "the host's cost per graph node of your framework, microseconds: each pipeline slot takes at "
+                     "least its nodes x this (default: the bundle's fit for a probed device, none for a spec sheet; "
+                     "docs/parallel.md)");
       app.add_option("--gpus", o->gpus, "GPU counts: 1..1024 (powers of two) or a list 1,2,8")->capture_default_str();
       app.add_option("--gpus-per-node", o->s.gpus_per_node, "GPUs per node (TP stays inside one)")
           ->capture_default_str();

@@ -136,3 +136,62 @@ TEST(ParallelPrediction, CompositionFollowsTheSchemes) {
             std::string::npos);
 }
 
+
+TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
+  Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
+  CommModel nvlink;
+  nvlink.bandwidth_Bps = 100e9;
+  nvlink.gamma_s = 10e-6;
+  const ModelSpec m = gpt(1024, 8);
+  ParallelConfig c;
+  c.gpus = 8;
+  c.tp = 2;
+  c.pp = 2;
+  c.microbatches = 4;
+  c.recompute = true;
+  const ParallelPrediction gpu = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
+  // The nodes a stage's host issues per micro-batch: its forward and backward graph, the
+  // recomputed blocks' forward nodes, one per TP all-reduce and one per pipeline send.
+  const LayerGraph g = build_layer_graph(gpu.plan.stage, gpu.plan.micro);
+  double recomputed = 0;
+  for (const LayerNode& n : g.nodes) recomputed += n.dir == Direction::Forward && n.block >= 0 ? 1 : 0;
+  EXPECT_GT(recomputed, 0);
+  EXPECT_DOUBLE_EQ(gpu.slot_nodes, double(g.nodes.size()) + recomputed + double(gpu.plan.tp_allreduces) + 2);
+  EXPECT_EQ(gpu.t_host_ms, 0);
+  EXPECT_FALSE(gpu.host_bound);
+  EXPECT_FALSE(gpu.to_json().contains("t_host_ms"));
+  EXPECT_NEAR(gpu.t_slot_gpu_ms, gpu.t_fwd_ms + gpu.t_bwd_ms + gpu.t_recompute_ms + gpu.t_tp_ms + gpu.t_p2p_ms, 1e-9);
+  EXPECT_NEAR(gpu.iter_ms(0), gpu.t_iter_ms, 1e-9);
+  // A host slower than the GPU sets every slot: (M + pp - 1) x nodes x d + the rest.
+  const double d = 2 * gpu.t_slot_gpu_ms / gpu.slot_nodes;
+  c.host_node_ms = d;
+  const ParallelPrediction host = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
+  EXPECT_TRUE(host.host_bound);
+  EXPECT_NEAR(host.t_host_ms, gpu.slot_nodes * d, 1e-9);
+  EXPECT_NEAR(host.t_iter_ms, 5 * gpu.slot_nodes * d + gpu.t_dp_ms + gpu.t_opt_ms, 1e-6);
+  EXPECT_NEAR(gpu.iter_ms(d), host.t_iter_ms, 1e-6);
+  EXPECT_TRUE(host.to_json().at("host_bound").get<bool>());
+  // A host faster than the GPU changes nothing.
+  c.host_node_ms = d / 4;
+  const ParallelPrediction fast = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
+  EXPECT_FALSE(fast.host_bound);
+  EXPECT_NEAR(fast.t_iter_ms, gpu.t_iter_ms, 1e-9);
+  // Bad values are one error naming the option; the bundle's term for a device is what predict uses.
+  for (double bad : {-1.0, double(NAN), 2e3}) {
+    c.host_node_ms = bad;
+    EXPECT_NE(error_of([&] { plan_parallel(m, settings(8), c); }).find("--host-node-us="), std::string::npos) << bad;
+  }
+  EXPECT_NE(error_of([&] { host_node_ms_of_us(-5); }).find("--host-node-us=-5 must be a number in [0, 1e6]"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(host_node_ms_of_us(70), 0.07);
+  EXPECT_EQ(b.host_node_ms_for(a100.key()), 0.0);  // a spec sheet: its host is unknown
+  b.host_node_ms_given = 0.07;
+  EXPECT_EQ(b.host_node_ms_for(a100.key()), 0.07);
+  // On one GPU the given term raises T_sum to nodes x d where the host is slower.
+  const LayerGraph whole = build_layer_graph(m, settings(1));
+  b.host_node_ms_given = 1.0;
+  const IterationPrediction p = b.predict(whole, a100, /*physics=*/false);
+  EXPECT_NEAR(p.host_ms, double(whole.nodes.size()), 1e-9);
+  EXPECT_NEAR(p.t_sum_ms, p.host_ms, 1e-9);
+}

@@ -313,6 +313,28 @@ TEST(HostTerm, FitRecoversTheCostPerNodeOfHostBoundRuns) {
   EXPECT_NE(error_of([&] { fit_host_node_ms(runs); }).find("measured_ms=nan"), std::string::npos);
 }
 
+TEST(HostTerm, FitRecoversTheCostPerNodeOfPipelinedRuns) {
+  // Pipelined runs (parallel.hpp): slots x max(GPU slot, nodes x d) + the rest after the slots.
+  std::vector<HostRun> runs;
+  const double d = 0.07;
+  for (int i = 0; i < 16; ++i) {
+    HostRun r;
+    r.device = "spec:A100";
+    r.nodes = 400.0 + 100 * (i % 3);
+    r.predicted_ms = 5.0 * std::pow(1.5, i);
+    r.slots = 1.0 + i % 5;
+    r.rest_ms = 3.0;
+    r.measured_ms = r.composed_ms(d) * (1 + 0.02 * ((i % 3) - 1));
+    runs.push_back(r);
+  }
+  EXPECT_NEAR(runs[0].composed_ms(0.0), runs[0].slots * runs[0].predicted_ms + 3.0, 1e-12);
+  const std::map<std::string, double> fit = fit_host_node_ms(runs);
+  ASSERT_EQ(fit.count("spec:A100"), 1u);
+  EXPECT_NEAR(fit.at("spec:A100"), d, 0.004);
+  runs[2].slots = 0;
+  EXPECT_NE(error_of([&] { fit_host_node_ms(runs); }).find("slots=0"), std::string::npos);
+}
+
 TEST(HostTerm, RaisesTSumAndItsGlobalFeatureOnWholeAndCompressedGraphs) {
   const LayerGraph g = build_layer_graph(load_model_config(kSrc + "/models/gpt2.json"), TrainSettings{});
   const std::vector<double> t(g.nodes.size(), 0.001);  // 1 us per node

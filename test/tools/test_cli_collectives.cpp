@@ -175,6 +175,27 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
                    "--pp=16 is larger than the 12 layers");
   expect_one_error(base + "--gpus 4", "--gpus=4 needs a collective calibration");
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 4 --zero 5", "--zero=5 is not a ZeRO stage");
+  // --host-node-us: every slot takes at least its nodes x d; the JSON and the text say so.
+  CliResult h = run_cli(base + "--comm " + (dir / "comm.json").string() +
+                        " --gpus 8 --tp 2 --pp 2 --microbatches 4 --recompute --host-node-us 500 --json");
+  ASSERT_EQ(h.rc, 0) << h.out;
+  const auto hj = nlohmann::json::parse(h.out.substr(h.out.find('{')));
+  EXPECT_TRUE(hj["host_bound"].get<bool>());
+  EXPECT_NEAR(hj["t_host_ms"].get<double>(), hj["slot_nodes"].get<double>() * 0.5, 1e-6);
+  EXPECT_GT(hj["t_iter_ms"].get<double>(), j["t_iter_ms"].get<double>());
+  CliResult ht = run_cli(base + "--comm " + (dir / "comm.json").string() +
+                         " --gpus 8 --tp 2 --pp 2 --microbatches 4 --host-node-us 500");
+  ASSERT_EQ(ht.rc, 0) << ht.out;
+  EXPECT_NE(ht.out.find("host term"), std::string::npos) << ht.out;
+  EXPECT_NE(ht.out.find("x 500.0 us: the host sets each slot"), std::string::npos) << ht.out;
+  // One GPU: T_sum = max(layer times, nodes x d).
+  CliResult one = run_cli(base + "--host-node-us 500");
+  ASSERT_EQ(one.rc, 0) << one.out;
+  EXPECT_NE(one.out.find("x 500.0 us, this device's host issuing them (--host-node-us): it sets T_sum"),
+            std::string::npos)
+      << one.out;
+  expect_one_error(base + "--host-node-us -1", "--host-node-us=-1 must be a number in [0, 1e6]");
+  expect_one_error(base + "--host-node-us abc", "--host-node-us");
   fs::remove_all(dir);
 }
 
@@ -206,5 +227,13 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
                    "--price-per-gpu-hour=-1 must be >= 0");
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --target-epoch-s 10",
                    "--target-epoch-s needs --samples");
+  // A slow host (--host-node-us: 5 ms per node) sets the time of one GPU.
+  CliResult h = run_cli(base + "--comm " + (dir / "comm.json").string() + " --gpus 1..8 --host-node-us 5000 --json");
+  ASSERT_EQ(h.rc, 0) << h.out;
+  const auto hj = nlohmann::json::parse(h.out.substr(h.out.find('{')));
+  ASSERT_EQ(hj["points"].size(), 4u);
+  EXPECT_GT(hj["points"][0]["t_iter_ms"].get<double>(), j["points"][0]["t_iter_ms"].get<double>());
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --host-node-us -2",
+                   "--host-node-us=-2 must be a number in [0, 1e6]");
   fs::remove_all(dir);
 }

@@ -103,6 +103,11 @@ struct Bundle {
   /// The host's cost per graph node, ms, by device key (BundleTrainOptions::host_term);
   /// a device not listed has none.
   std::map<std::string, double> host_node_ms;
+  /// The host's cost per graph node, ms, for every device (`predict --host-node-us`):
+  /// replaces host_node_ms when set (a user's own framework and host; 0 = none).
+  std::optional<double> host_node_ms_given;
+  /// The host's cost per graph node on `device_key`, ms (0 = no host term).
+  double host_node_ms_for(const std::string& device_key) const;
 
   /// The physical bounds' memo: T_iter and intervals (roofline applied) of every
   /// configuration predicted so far, by SHA-256 of device record + model + settings, so

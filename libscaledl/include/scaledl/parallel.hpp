@@ -22,6 +22,13 @@
 //
 //   T_iter = (M + pp - 1) x (t_fwd + t_bwd [+ t_fwd] + t_tp + t_p2p) + t_dp + t_opt
 //
+//   host term        with ParallelConfig::host_node_ms = d > 0 (`--host-node-us`), a
+//                    slot is max(the GPU's slot, n x d): the stage's host issues the
+//                    n nodes of one micro-batch (its forward and backward nodes, the
+//                    recomputed forward, one per TP all-reduce and pipeline send)
+//                    and an eager framework cannot issue them faster than d each
+//                    (docs/parallel.md, "The host's cost per node")
+//
 // t_fwd / t_bwd: the layer models' sums (T_sum split by direction) of one
 // micro-batch on the slowest stage's shard; t_tp, t_p2p, t_dp: the calibrated
 // collective model (comm.hpp) at tp, 2 and dp ranks.
@@ -46,6 +53,7 @@ struct ParallelConfig {
   int64_t microbatches = 1;  ///< M: micro-batches per iteration of one replica
   int zero = 0;              ///< ZeRO stage 0..3
   bool recompute = false;    ///< activation recomputation (Megatron checkpointing)
+  double host_node_ms = 0;   ///< the host's cost per graph node, ms (0 = no host term); finite, >= 0
   bool is_parallel() const { return gpus > 1 || tp > 1 || pp > 1 || microbatches > 1 || recompute; }
 };
 
@@ -68,6 +76,9 @@ struct ParallelPlan {
   nlohmann::json to_json() const;
 };
 
+/// `--host-node-us` in ms: an Error naming the option unless finite and in [0, 1e6] us.
+double host_node_ms_of_us(double us);
+
 /// Validates the configuration against the model and builds the plan. Errors
 /// name the option and value: gpus not a multiple of tp x pp, tp not dividing
 /// the heads (or the FFN size), pp larger than the layer count, micro-batches
@@ -83,7 +94,14 @@ struct ParallelPrediction {
   double t_bubble_ms = 0;          ///< the part of t_pipeline that is bubble
   double t_dp_ms = 0;              ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
   double t_opt_ms = 0;             ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
+  double slot_nodes = 0;           ///< nodes the stage's host issues per micro-batch (see the top of this file)
+  double t_slot_gpu_ms = 0;        ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_p2p
+  double t_host_ms = 0;            ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
+  bool host_bound = false;         ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;
+  /// T_iter with the host's cost per node `host_node_ms` instead of the configuration's
+  /// (the slots, communication and optimizer step as predicted).
+  double iter_ms(double host_node_ms) const;
   nlohmann::json to_json() const;
 };
 

@@ -47,15 +47,20 @@ double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only)
 
 /// One measured run for fit_host_node_ms: the nodes of its layer graph, the
 /// iteration time predicted without the host term (T_sum + T_comm), the measured time.
+/// A pipelined run (parallel.hpp) has `slots` slots of `nodes` nodes each, `predicted_ms`
+/// the GPU's slot, and `rest_ms` after them (data-parallel all-reduce, optimizer step).
 struct HostRun {
   std::string device;  ///< DeviceRecord::key()
   double nodes = 0, predicted_ms = 0, measured_ms = 0;
+  double slots = 1, rest_ms = 0;
+  /// slots x max(predicted_ms, nodes x d) + rest_ms.
+  double composed_ms(double node_ms) const;
 };
 /// Runs a device needs before its host term is fitted (below: 0).
 constexpr size_t kMinHostRuns = 8;
 /// Per GPU device with at least kMinHostRuns runs: the host's cost per graph node d,
-/// ms, that minimises the sum over its runs of |log(max(predicted, nodes x d) / measured)|
-/// (a grid of 400 steps up to the largest measured / nodes; 0 when none beats d = 0).
+/// ms, that minimises the sum over its runs of |log(HostRun::composed_ms(d) / measured)|
+/// (a grid of 400 steps up to the largest measured / (slots x nodes); 0 when none beats d = 0).
 /// An eager iteration waits on the host that issues its nodes: our H100 campaign's
 /// small runs take 75-100 us per node whatever their width (docs/unseen-gpu.md, "The
 /// host's cost per node"). A device whose record in `devices` is of kind "cpu" gets none.

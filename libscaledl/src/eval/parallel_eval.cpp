@@ -20,6 +20,7 @@
 #include "scaledl/json_util.hpp"
 #include "scaledl/model_spec.hpp"
 #include "scaledl/parallel.hpp"
+#include "scaledl/physics.hpp"
 
 namespace scaledl {
 
@@ -122,6 +123,25 @@ std::pair<double, double> fit_ab(const std::vector<Scored>& s, const std::vector
     a = scc > 0 ? (scy - b * sck) / scc : 1.0;
   }
   return {std::max(a, 0.0), b};
+}
+
+/// The host's cost per graph node d, ms, fitted on the runs `idx` (physics.hpp,
+/// fit_host_node_ms: slots x max(GPU slot, nodes x d) + the rest); 0 when none beats no term.
+double fit_host(const std::vector<ParallelPrediction>& p, const std::vector<double>& y, const std::vector<size_t>& idx,
+                const std::string& device) {
+  std::vector<HostRun> hr;
+  for (size_t i : idx) {
+    HostRun h;
+    h.device = device;
+    h.nodes = p[i].slot_nodes;
+    h.predicted_ms = p[i].t_slot_gpu_ms;
+    h.measured_ms = y[i];
+    h.slots = static_cast<double>(p[i].plan.cfg.microbatches + p[i].plan.cfg.pp - 1);
+    h.rest_ms = p[i].t_dp_ms + p[i].t_opt_ms;
+    hr.push_back(h);
+  }
+  const auto d = fit_host_node_ms(hr);
+  return d.count(device) ? d.at(device) : 0.0;
 }
 
 }  // namespace
@@ -279,9 +299,9 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     counts[k] = idx.size();
   }
   // Calibrated: fit on a random half, score the other half; mean over seeds.
-  std::map<std::string, std::vector<double>> cal, corr;
-  std::vector<double> alphas, betas;
-  std::vector<double> cal_pred_sum(runs.size(), 0);
+  std::map<std::string, std::vector<double>> cal, corr, host;
+  std::vector<double> alphas, betas, host_d;
+  std::vector<double> cal_pred_sum(runs.size(), 0), host_pred_sum(runs.size(), 0);
   std::vector<int> cal_pred_n(runs.size(), 0);
   for (int seed = 0; seed < o.seeds; ++seed) {
     std::vector<size_t> order(runs.size());
@@ -297,22 +317,29 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     alphas.push_back(a);
     betas.push_back(bt);
     const Eigen::VectorXd w = fit_correction(sc, y, train);
-    std::map<std::string, std::pair<double, int>> acc, acc2;
+    const double d = fit_host(preds, y, train, dev.key());
+    host_d.push_back(d);
+    std::map<std::string, std::pair<double, int>> acc, acc2, acc3;
     for (size_t i = 0; i < runs.size(); ++i) {
       if (!is_test[i]) continue;
       const double pr = sc[i].alpha_beta_ms(a, bt);
       const double pc = sc[i].corrected_ms(w);
+      const double ph = preds[i].iter_ms(d);
       cal_pred_sum[i] += pc;
+      host_pred_sum[i] += ph;
       ++cal_pred_n[i];
       for (const std::string& k : {runs[i].scheme(), std::string("all")}) {
         acc[k].first += ape(pr, y[i]);
         ++acc[k].second;
         acc2[k].first += ape(pc, y[i]);
         ++acc2[k].second;
+        acc3[k].first += ape(ph, y[i]);
+        ++acc3[k].second;
       }
     }
     for (const auto& [k, v] : acc) cal[k].push_back(v.first / v.second);
     for (const auto& [k, v] : acc2) corr[k].push_back(v.first / v.second);
+    for (const auto& [k, v] : acc3) host[k].push_back(v.first / v.second);
   }
   // Extrapolation: fitted on one part of the runs, scored on a part it has not
   // seen — a smaller node predicting the full one, one width predicting the other.
@@ -340,11 +367,13 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
       if (fit.size() < sc.front().z.size() || test.empty()) continue;
       const auto [a, bt] = fit_ab(sc, y, fit);
       const Eigen::VectorXd w = fit_correction(sc, y, fit);
-      double er = 0, eab = 0, ec = 0;
+      const double d = fit_host(preds, y, fit, dev.key());
+      double er = 0, eab = 0, ec = 0, eh = 0;
       for (size_t i : test) {
         er += ape(sc[i].raw_ms, y[i]);
         eab += ape(sc[i].alpha_beta_ms(a, bt), y[i]);
         ec += ape(sc[i].corrected_ms(w), y[i]);
+        eh += ape(preds[i].iter_ms(d), y[i]);
       }
       const double n = static_cast<double>(test.size());
       extrap.push_back({{"split", name},
@@ -352,7 +381,9 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
                         {"test_runs", test.size()},
                         {"raw_mre", er / n},
                         {"calibrated_mre", eab / n},
-                        {"corrected_mre", ec / n}});
+                        {"corrected_mre", ec / n},
+                        {"host_mre", eh / n},
+                        {"host_node_ms", d}});
     }
   }
   auto summarize = [](const std::map<std::string, std::vector<double>>& m) {
@@ -365,7 +396,7 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     }
     return j;
   };
-  const nlohmann::json calj = summarize(cal), corrj = summarize(corr);
+  const nlohmann::json calj = summarize(cal), corrj = summarize(corr), hostj = summarize(host);
   auto mean_of = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
   nlohmann::json rep = {{"runs", runs.size()},
                         {"device", dev.key()},
@@ -375,6 +406,8 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
                         {"raw_bias", raw_bias},
                         {"calibrated_mre", calj},
                         {"corrected_mre", corrj},
+                        {"host_mre", hostj},
+                        {"host_node_ms", mean_of(host_d)},
                         {"alpha", mean_of(alphas)},
                         {"beta", mean_of(betas)},
                         {"seeds", o.seeds},
@@ -385,13 +418,14 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     std::iota(all.begin(), all.end(), 0);
     const auto [a, bt] = fit_ab(sc, y, all);
     const Eigen::VectorXd w = fit_correction(sc, y, all);
+    const double d = fit_host(preds, y, all, dev.key());
     std::vector<Scored> ts;
     std::vector<double> ty;
     std::vector<ParallelPrediction> tp;
     score(o.test_runs, ts, ty, tp);
     nlohmann::json arr = nlohmann::json::array();
     for (size_t i = 0; i < ts.size(); ++i) {
-      const double ab = ts[i].alpha_beta_ms(a, bt), cor = ts[i].corrected_ms(w);
+      const double ab = ts[i].alpha_beta_ms(a, bt), cor = ts[i].corrected_ms(w), ho = tp[i].iter_ms(d);
       arr.push_back({{"label", o.test_runs[i].label},
                      {"scheme", o.test_runs[i].scheme()},
                      {"measured_ms", ty[i]},
@@ -401,24 +435,29 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
                      {"alpha_beta_ape", ape(ab, ty[i])},
                      {"corrected_ms", cor},
                      {"corrected_ape", ape(cor, ty[i])},
+                     {"host_ms", ho},
+                     {"host_ape", ape(ho, ty[i])},
                      {"prediction", tp[i].to_json()}});
     }
     rep["test_runs"] = arr;
+    rep["test_runs_host_node_ms"] = d;
   }
   if (!o.out.empty()) {
     std::ostringstream csv;
     csv << "label,gpus,tp,dp,pp,global_batch,micro_batch,seq,dtype,recompute,measured_ms,raw_ms,compute_ms,comm_ms,"
-           "corrected_ms,t_fwd_ms,t_bwd_ms,t_recompute_ms,t_tp_ms,t_p2p_ms,t_dp_ms,t_opt_ms,bubble_fraction\n";
+           "corrected_ms,host_term_ms,t_fwd_ms,t_bwd_ms,t_recompute_ms,t_tp_ms,t_p2p_ms,t_dp_ms,t_opt_ms,bubble_fraction,"
+           "slot_nodes\n";
     for (size_t i = 0; i < runs.size(); ++i) {
       const auto& r = runs[i];
       const auto& p = preds[i];
-      csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},"
-                         "{:.3f},{:.3f},{:.4f}\n",
+      csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.3f},"
+                         "{:.3f},{:.3f},{:.3f},{:.4f},{:.0f}\n",
                          r.label, r.gpus, r.tp, r.dp, r.pp, r.global_batch, r.micro_batch, r.seq, to_string(r.dtype),
                          r.recompute ? 1 : 0, r.measured_ms, sc[i].raw_ms, sc[i].compute_ms, sc[i].comm_ms,
                          cal_pred_n[i] ? fmt::format("{:.3f}", cal_pred_sum[i] / cal_pred_n[i]) : std::string(""),
+                         cal_pred_n[i] ? fmt::format("{:.3f}", host_pred_sum[i] / cal_pred_n[i]) : std::string(""),
                          p.t_fwd_ms, p.t_bwd_ms, p.t_recompute_ms, p.t_tp_ms, p.t_p2p_ms, p.t_dp_ms, p.t_opt_ms,
-                         p.plan.bubble_fraction);
+                         p.plan.bubble_fraction, p.slot_nodes);
     }
     write_text_file_atomic(o.out + "/predictions.csv", csv.str());
     std::ostringstream md;
@@ -427,37 +466,43 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
                       "communication fitted on a random half, scored on the other half ({} seeds; alpha {:.3f}, beta "
                       "{:.3f}); corrected: raw x exp(w . z), a ridge fit of log(measured / raw) on the micro-batch "
                       "tokens, tp, pp, dp, width, depth, micro-batch count, bubble and communication share (with second-order terms of "
-                      "tokens, width and tp), on the same halves.\n\n"
-                      "| scheme | runs | raw MRE % (bias %) | calibrated MRE % (sd) | corrected MRE % (sd) |\n"
-                      "|---|---|---|---|---|\n",
+                      "tokens, width and tp), on the same halves; host term: each slot max(the GPU's slot, its nodes x "
+                      "d), the host's cost per graph node d fitted on the same halves (mean d {:.1f} us; `predict "
+                      "--host-node-us`).\n\n"
+                      "| scheme | runs | raw MRE % (bias %) | calibrated MRE % (sd) | corrected MRE % (sd) | host term MRE % (sd) |\n"
+                      "|---|---|---|---|---|---|\n",
                       runs.size(), dev.key(), comm.bandwidth_Bps / 1e9, comm.gamma_s * 1e6, o.seeds, mean_of(alphas),
-                      mean_of(betas));
+                      mean_of(betas), 1e3 * mean_of(host_d));
     auto cell = [](const nlohmann::json& j, const std::string& k) {
       return j.contains(k) ? fmt::format("{:.1f} ({:.1f})", j[k]["mre"].get<double>(), j[k]["sd"].get<double>())
                            : std::string("–");
     };
     for (const auto& [k, idx] : by_scheme)
-      md << fmt::format("| {} | {} | {:.1f} ({:+.1f}) | {} | {} |\n", k, idx.size(), raw[k].get<double>(),
-                        raw_bias[k].get<double>(), cell(calj, k), cell(corrj, k));
+      md << fmt::format("| {} | {} | {:.1f} ({:+.1f}) | {} | {} | {} |\n", k, idx.size(), raw[k].get<double>(),
+                        raw_bias[k].get<double>(), cell(calj, k), cell(corrj, k), cell(hostj, k));
     if (!extrap.empty()) {
-      md << "\nExtrapolation: alpha, beta and the correction fitted on one part of the runs, scored on the rest:\n\n"
-            "| split | fit runs | test runs | raw MRE % | calibrated MRE % | corrected MRE % |\n"
-            "|---|---|---|---|---|---|\n";
+      md << "\nExtrapolation: alpha, beta, the correction and d fitted on one part of the runs, scored on the rest:\n\n"
+            "| split | fit runs | test runs | raw MRE % | calibrated MRE % | corrected MRE % | host term MRE % (d, us) |\n"
+            "|---|---|---|---|---|---|---|\n";
       for (const auto& e : extrap)
-        md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} |\n", e["split"].get<std::string>(),
+        md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} ({:.1f}) |\n", e["split"].get<std::string>(),
                           e["fit_runs"].get<size_t>(), e["test_runs"].get<size_t>(), e["raw_mre"].get<double>(),
-                          e["calibrated_mre"].get<double>(), e["corrected_mre"].get<double>());
+                          e["calibrated_mre"].get<double>(), e["corrected_mre"].get<double>(),
+                          e["host_mre"].get<double>(), 1e3 * e["host_node_ms"].get<double>());
     }
     if (rep.contains("test_runs")) {
-      md << "\nOther runs, with alpha, beta and the correction fitted on all of the runs above:\n\n"
-            "| run | measured ms | raw ms (APE %) | alpha-beta ms (APE %) | corrected ms (APE %) |\n"
-            "|---|---|---|---|---|\n";
+      md << fmt::format("\nOther runs, with alpha, beta, the correction and d ({:.1f} us) fitted on all of the runs "
+                        "above:\n\n"
+                        "| run | measured ms | raw ms (APE %) | alpha-beta ms (APE %) | corrected ms (APE %) | host term "
+                        "ms (APE %) |\n"
+                        "|---|---|---|---|---|---|\n",
+                        1e3 * rep["test_runs_host_node_ms"].get<double>());
       for (const auto& t : rep["test_runs"])
-        md << fmt::format("| {} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) |\n",
+        md << fmt::format("| {} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) |\n",
                           t["label"].get<std::string>(), t["measured_ms"].get<double>(), t["raw_ms"].get<double>(),
                           t["raw_ape"].get<double>(), t["alpha_beta_ms"].get<double>(),
                           t["alpha_beta_ape"].get<double>(), t["corrected_ms"].get<double>(),
-                          t["corrected_ape"].get<double>());
+                          t["corrected_ape"].get<double>(), t["host_ms"].get<double>(), t["host_ape"].get<double>());
     }
     write_text_file_atomic(o.out + "/report.md", md.str());
     write_text_file_atomic(o.out + "/report.json", rep.dump(1) + "\n");

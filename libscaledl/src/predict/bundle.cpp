@@ -61,6 +61,12 @@ void add_range(std::map<std::string, std::pair<double, double>>& r, const std::s
 
 }  // namespace
 
+double Bundle::host_node_ms_for(const std::string& device_key) const {
+  if (host_node_ms_given) return *host_node_ms_given;
+  const auto it = host_node_ms.find(device_key);
+  return it == host_node_ms.end() ? 0.0 : it->second;
+}
+
 IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev, bool physics) const {
   return predict_many({&g}, dev, physics).at(0);
 }
@@ -133,7 +139,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   std::vector<std::vector<std::pair<size_t, std::string>>> ladder(gs.size());
   std::vector<std::vector<std::pair<size_t, std::string>>> ladder_known(gs.size());
   if (physics) {
-    const std::string dev_key = dev.to_json().dump() + "\n";  // the whole record: two specs may share a name
+    // The whole record (two specs may share a name) and the host term predictions use.
+    const std::string dev_key = dev.to_json().dump() + fmt::format("\nhost {}\n", host_node_ms_for(dev.key()));
     std::map<std::string, size_t> index;  // memo key -> index in all
     std::vector<std::string> model_json(gs.size());
     for (size_t k = 0; k < gs.size(); ++k) {
@@ -167,8 +174,7 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
         ladder[k].emplace_back(it->second, lp.label);
       }
   }
-  const auto host_it = host_node_ms.find(dev.key());
-  const double host_ms_per_node = host_it == host_node_ms.end() ? 0.0 : host_it->second;
+  const double host_ms_per_node = host_node_ms_for(dev.key());
   const bool unseen = without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
   const bool device_out = uses_device_out(dev.key());
   const IntervalModel* iv = intervals_for(dev.key());

@@ -37,6 +37,12 @@ double sum_dir(const IterationPrediction& p, const char* suffix) {
 
 }  // namespace
 
+double host_node_ms_of_us(double us) {
+  SCALEDL_CHECK(std::isfinite(us) && us >= 0 && us <= 1e6,
+                "--host-node-us={} must be a number in [0, 1e6] (the host's cost per graph node, microseconds)", us);
+  return us / 1e3;
+}
+
 ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const ParallelConfig& c) {
   SCALEDL_CHECK(c.gpus >= 1 && c.gpus <= (int64_t{1} << 20), "--gpus={} must be in [1, 2^20]", c.gpus);
   SCALEDL_CHECK(c.nodes >= 1 && c.nodes <= c.gpus, "--nodes={} must be in [1, --gpus={}]", c.nodes, c.gpus);
@@ -47,6 +53,7 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
                 c.pp);
   SCALEDL_CHECK(c.zero >= 0 && c.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", c.zero);
   SCALEDL_CHECK(c.microbatches >= 1, "--microbatches={} must be >= 1", c.microbatches);
+  host_node_ms_of_us(c.host_node_ms * 1e3);
   SCALEDL_CHECK(s.batch % c.microbatches == 0,
                 "--microbatches={} does not divide --batch={} (the samples of one data-parallel replica)",
                 c.microbatches, s.batch);
@@ -124,10 +131,21 @@ nlohmann::json ParallelPlan::to_json() const {
 }
 
 nlohmann::json ParallelPrediction::to_json() const {
-  return {{"plan", plan.to_json()},        {"t_fwd_ms", t_fwd_ms},           {"t_bwd_ms", t_bwd_ms},
-          {"t_recompute_ms", t_recompute_ms}, {"t_tp_ms", t_tp_ms},         {"t_p2p_ms", t_p2p_ms},
-          {"t_pipeline_ms", t_pipeline_ms}, {"t_bubble_ms", t_bubble_ms},    {"t_dp_ms", t_dp_ms},
-          {"t_opt_ms", t_opt_ms},           {"t_iter_ms", t_iter_ms}};
+  nlohmann::json j = {{"plan", plan.to_json()},        {"t_fwd_ms", t_fwd_ms},           {"t_bwd_ms", t_bwd_ms},
+                      {"t_recompute_ms", t_recompute_ms}, {"t_tp_ms", t_tp_ms},         {"t_p2p_ms", t_p2p_ms},
+                      {"t_pipeline_ms", t_pipeline_ms}, {"t_bubble_ms", t_bubble_ms},    {"t_dp_ms", t_dp_ms},
+                      {"t_opt_ms", t_opt_ms},           {"slot_nodes", slot_nodes},      {"t_iter_ms", t_iter_ms}};
+  if (plan.cfg.host_node_ms > 0) {
+    j["host_node_ms"] = plan.cfg.host_node_ms;
+    j["t_host_ms"] = t_host_ms;
+    j["host_bound"] = host_bound;
+  }
+  return j;
+}
+
+double ParallelPrediction::iter_ms(double host_node_ms) const {
+  const double slot = std::max(t_slot_gpu_ms, slot_nodes * host_node_ms);
+  return static_cast<double>(plan.cfg.microbatches + plan.cfg.pp - 1) * slot + t_dp_ms + t_opt_ms;
 }
 
 ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
@@ -153,7 +171,16 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     const CommModel& pc = c.tp * c.pp > p.gpus_per_node ? inter : intra;
     r.t_p2p_ms = 2 * pc.time_s(p.p2p_bytes, 2) * 1e3;  // activations forward, their gradient backward
   }
-  const double slot = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_p2p_ms;
+  r.t_slot_gpu_ms = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_p2p_ms;
+  // The nodes the stage's host issues per micro-batch: every node of the forward and
+  // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
+  // one per pipeline send.
+  r.slot_nodes = static_cast<double>(g.nodes.size()) + static_cast<double>(p.tp_allreduces) + (c.pp > 1 ? 2.0 : 0.0);
+  if (c.recompute)
+    for (const LayerNode& n : g.nodes) r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
+  r.t_host_ms = r.slot_nodes * c.host_node_ms;
+  r.host_bound = r.t_host_ms > r.t_slot_gpu_ms;
+  const double slot = std::max(r.t_slot_gpu_ms, r.t_host_ms);
   r.t_pipeline_ms = static_cast<double>(c.microbatches + c.pp - 1) * slot;
   r.t_bubble_ms = static_cast<double>(c.pp - 1) * slot;
   if (p.dp > 1) {

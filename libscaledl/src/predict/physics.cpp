@@ -26,14 +26,20 @@ double bound_bandwidth_gbs(const DeviceRecord& d) {
   return r;
 }
 
+double HostRun::composed_ms(double node_ms) const {
+  return slots * std::max(predicted_ms, nodes * node_ms) + rest_ms;
+}
+
 std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
                                                const std::map<std::string, DeviceRecord>& devices) {
   std::map<std::string, std::vector<const HostRun*>> by_dev;
   for (const HostRun& r : runs) {
     SCALEDL_CHECK(r.nodes >= 1 && r.predicted_ms > 0 && r.measured_ms > 0 && std::isfinite(r.predicted_ms) &&
-                      std::isfinite(r.measured_ms),
-                  "host term: run on {} has nodes={} predicted_ms={} measured_ms={} (must be >= 1, > 0, > 0)",
-                  r.device, r.nodes, r.predicted_ms, r.measured_ms);
+                      std::isfinite(r.measured_ms) && r.slots >= 1 && std::isfinite(r.slots) && r.rest_ms >= 0 &&
+                      std::isfinite(r.rest_ms),
+                  "host term: run on {} has nodes={} predicted_ms={} measured_ms={} slots={} rest_ms={} (must be "
+                  ">= 1, > 0, > 0, >= 1, >= 0)",
+                  r.device, r.nodes, r.predicted_ms, r.measured_ms, r.slots, r.rest_ms);
     auto d = devices.find(r.device);
     if (d == devices.end() || d->second.kind != "cpu") by_dev[r.device].push_back(&r);
   }
@@ -41,10 +47,10 @@ std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
   for (const auto& [dev, rs] : by_dev) {
     if (rs.size() < kMinHostRuns) continue;
     double top = 0;
-    for (const HostRun* r : rs) top = std::max(top, r->measured_ms / r->nodes);
+    for (const HostRun* r : rs) top = std::max(top, r->measured_ms / (r->slots * r->nodes));
     auto err = [&](double d) {
       double e = 0;
-      for (const HostRun* r : rs) e += std::abs(std::log(std::max(r->predicted_ms, r->nodes * d) / r->measured_ms));
+      for (const HostRun* r : rs) e += std::abs(std::log(r->composed_ms(d) / r->measured_ms));
       return e;
     };
     double best = 0, best_err = err(0);

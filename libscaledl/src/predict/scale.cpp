@@ -115,6 +115,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
           c.microbatches = per_replica / mb;
           c.zero = dp > 1 ? o.zero : 0;
           c.recompute = o.recompute;
+          c.host_node_ms = b.host_node_ms_for(dev.key());
           TrainSettings t = s;
           t.batch = per_replica;
           ParallelPrediction p;
