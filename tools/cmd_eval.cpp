@@ -55,6 +55,10 @@ scaledl::cli::Registrar reg(
       app.add_flag("--host-term", e.host_term,
                    "T_sum = max(layer times, nodes x d) on each GPU with >= 8 training runs, d (the host's cost per "
                    "graph node) fitted on them (docs/unseen-gpu.md)");
+      app.add_option_function<double>(
+          "--host-node-us", [&e](double us) { e.host_node_ms = us / 1e3; },
+          "the host's cost per graph node, microseconds, for every GPU without a fitted one (with --host-term: the "
+          "held-out GPU), as `predict --host-node-us` gives it (docs/parallel.md)");
       app.add_flag("--device-crossfit", e.device_crossfit,
                    "leave-one-device-out: the graph methods' training runs get layer times from layer models that "
                    "never saw their GPU, as the held-out GPU's runs do (docs/unseen-gpu.md)");

@@ -143,6 +143,42 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
   fs::remove_all(dir);
 }
 
+TEST(CliUnseenGpu, EvalHostNodeUsGivesEveryGpuWithoutAFittedTermThatCost) {
+  // `eval --host-node-us D`: a GPU no split fits a host term for takes T_sum =
+  // max(layer times, nodes x D), as `predict --host-node-us` gives it. With D = 1 s
+  // per node the host sets every sum.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_evhost_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "ns.sqlite").string();
+  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
+  CliResult r = run_cli("eval --db " + db + " --protocol id --methods sum --seeds 1 --no-ablations --no-plots "
+                        "--host-node-us 1e6 --quiet --out " + (dir / "out").string());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::ifstream csv(dir / "out" / "predictions.csv");
+  std::string line;
+  std::getline(csv, line);
+  ASSERT_NE(line.find(",nodes"), std::string::npos) << line;
+  size_t checked = 0;
+  while (std::getline(csv, line)) {
+    const size_t last = line.rfind(',');
+    const double nodes = std::stod(line.substr(last + 1));
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_GE(f.size(), 12u) << line;
+    EXPECT_NEAR(std::stod(f[11]), nodes * 1e3, 1e-4 * nodes * 1e3) << line;
+    ++checked;
+  }
+  EXPECT_GT(checked, 5u);
+  const nlohmann::json rep = nlohmann::json::parse(std::ifstream(dir / "out" / "report.json"));
+  EXPECT_NE(rep["layer_times"].get<std::string>().find("d = 1000000.0 us (--host-node-us)"), std::string::npos)
+      << rep["layer_times"];
+  expect_one_error("eval --db " + db + " --protocol id --host-node-us -1 --out " + (dir / "x").string(),
+                   "--host-node-us=-1 must be a number in [0, 1e6]");
+  fs::remove_all(dir);
+}
+
 TEST(CliUnseenGpu, AnchorRunsScaleThePredictionByTheBiasTheyShow) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_anchor_" + std::to_string(::getpid()));
   fs::remove_all(dir);

@@ -88,6 +88,9 @@ struct EvalOptions {
   /// ScaleDL methods and the sum: T_sum = max(layer times, nodes x d) on each GPU with
   /// >= kMinHostRuns training runs in the split, d fitted on those (physics.hpp)
   bool host_term = false;
+  /// `--host-node-us` in ms: the host term of every GPU no split fits one for (with
+  /// `host_term`: a held-out GPU), as `predict --host-node-us` gives it; 0 = none
+  double host_node_ms = 0;
   int crossfit_folds = 3;              ///< >= 2
   /// leave-one-device-out: the training runs' layer times come from layer models
   /// trained without their own device (and the held-out one), so the graph

@@ -20,6 +20,7 @@
 #include "scaledl/in_model_samples.hpp"
 #include "scaledl/intervals.hpp"
 #include "scaledl/layer_graph.hpp"
+#include "scaledl/parallel.hpp"
 #include "scaledl/physics.hpp"
 #include "scaledl/store.hpp"
 
@@ -228,6 +229,7 @@ EvalResult run_eval(const EvalOptions& o) {
     SCALEDL_CHECK(std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
                   "--methods: \"{}\" is not a method ({})", m, fmt::join(all_eval_methods(), ", "));
   SCALEDL_CHECK(o.anchors >= 0 && o.anchors <= 100, "--anchors={} must be in [0, 100]", o.anchors);
+  host_node_ms_of_us(o.host_node_ms * 1e3);  // an Error naming --host-node-us
   SCALEDL_CHECK(o.anchors == 0 || (o.protocol == "leave-one-device-out" && o.intervals && o.device_intervals &&
                                    std::find(methods.begin(), methods.end(), "scaledl-tc") != methods.end()),
                 "--anchors={} needs --protocol=leave-one-device-out, the method scaledl-tc and its intervals (no "
@@ -377,17 +379,21 @@ EvalResult run_eval(const EvalOptions& o) {
   auto with_host_term = [&](const EvalSplit& sp, std::vector<const GraphFeatures*> G,
                             std::deque<GraphFeatures>& host_copies) {
     host_copies.clear();
-    if (!o.host_term) return G;
-    std::vector<HostRun> hr;
-    for (size_t i : sp.train)
-      hr.push_back({res.runs[i].device, static_cast<double>(G[i]->num_nodes), G[i]->t_sum_ms + G[i]->t_comm_ms,
-                    res.runs[i].target_ms});
-    const std::map<std::string, double> d = fit_host_node_ms(hr, devices);
+    if (!o.host_term && o.host_node_ms <= 0) return G;
+    std::map<std::string, double> d;
+    if (o.host_term) {
+      std::vector<HostRun> hr;
+      for (size_t i : sp.train)
+        hr.push_back({res.runs[i].device, static_cast<double>(G[i]->num_nodes), G[i]->t_sum_ms + G[i]->t_comm_ms,
+                      res.runs[i].target_ms});
+      d = fit_host_node_ms(hr, devices);
+    }
     for (size_t i = 0; i < G.size(); ++i) {
       auto it = d.find(res.runs[i].device);
-      if (it == d.end()) continue;
+      const double di = it != d.end() ? it->second : (devices.at(res.runs[i].device).kind == "cpu" ? 0 : o.host_node_ms);
+      if (di <= 0) continue;
       host_copies.push_back(*G[i]);
-      apply_host_term(host_copies.back(), it->second);
+      apply_host_term(host_copies.back(), di);
       G[i] = &host_copies.back();
     }
     return G;
@@ -740,6 +746,10 @@ EvalResult run_eval(const EvalOptions& o) {
   if (o.host_term)
     res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
                                 "; T_sum = max(their sum, nodes x d), d per GPU fitted on the split's training runs";
+  if (o.host_node_ms > 0)
+    res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
+                                fmt::format("; a GPU without a fitted d: d = {:.1f} us (--host-node-us)",
+                                            o.host_node_ms * 1e3);
   if (o.device_crossfit)
     res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
                                 "; training runs' from layer models without their own device (--device-crossfit)";
