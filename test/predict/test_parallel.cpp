@@ -29,15 +29,20 @@ TrainSettings settings(int64_t batch, DType d = DType::FP16) {
   s.dtype = d;
   return s;
 }
-}  // namespace
-
-TEST(ParallelPlan, VolumesOfEachScheme) {
+/// 8 GPUs: tp 2 x pp 2 x dp 2, 4 micro-batches, recomputation.
+ParallelConfig tp2_pp2_dp2() {
   ParallelConfig c;
   c.gpus = 8;
   c.tp = 2;
   c.pp = 2;
   c.microbatches = 4;
   c.recompute = true;
+  return c;
+}
+}  // namespace
+
+TEST(ParallelPlan, VolumesOfEachScheme) {
+  ParallelConfig c = tp2_pp2_dp2();
   const ParallelPlan p = plan_parallel(gpt(), settings(16), c);
   EXPECT_EQ(p.dp, 2);
   EXPECT_EQ(p.layers_per_stage, 12);
@@ -144,12 +149,7 @@ TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   nvlink.bandwidth_Bps = 100e9;
   nvlink.gamma_s = 10e-6;
   const ModelSpec m = gpt(1024, 8);
-  ParallelConfig c;
-  c.gpus = 8;
-  c.tp = 2;
-  c.pp = 2;
-  c.microbatches = 4;
-  c.recompute = true;
+  ParallelConfig c = tp2_pp2_dp2();
   const ParallelPrediction gpu = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
   // The nodes a stage's host issues per micro-batch: its forward and backward graph, the
   // recomputed blocks' forward nodes, one per TP all-reduce and one per pipeline send.

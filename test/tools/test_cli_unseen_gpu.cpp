@@ -29,6 +29,15 @@ nlohmann::json json_of(const CliResult& r) {
   return at == std::string::npos ? nlohmann::json() : nlohmann::json::parse(r.out.substr(at), nullptr, false);
 }
 
+/// Empties `dir` and imports the committed NeuSight data into `dir`/ns.sqlite; returns its path.
+std::string fresh_neusight_store(const fs::path& dir) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "ns.sqlite").string();
+  EXPECT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
+  return db;
+}
+
 nlohmann::json predict_json(const std::string& args) {
   CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + args + " --json");
   EXPECT_EQ(r.rc, 0) << args << "\n" << r.out;
@@ -87,10 +96,8 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
   // The protocol end to end on the committed NeuSight data (short
   // refinement training: this checks the wiring, docs/unseen-gpu.md the numbers).
   const fs::path dir = fs::temp_directory_path() / ("scaledl_lodo_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string db = (dir / "ns.sqlite").string();
-  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
+  const std::string db = fresh_neusight_store(dir);
+  ASSERT_TRUE(fs::exists(db));
   CliResult r = run_cli("eval --db " + db + " --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 1 "
                         "--anchors 1 --epochs 10 --patience 5 --transfer-features --no-device-features --no-plots --out " +
                         (dir / "out").string());
@@ -148,10 +155,8 @@ TEST(CliUnseenGpu, EvalHostNodeUsGivesEveryGpuWithoutAFittedTermThatCost) {
   // max(layer times, nodes x D), as `predict --host-node-us` gives it. With D = 1 s
   // per node the host sets every sum.
   const fs::path dir = fs::temp_directory_path() / ("scaledl_evhost_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string db = (dir / "ns.sqlite").string();
-  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
+  const std::string db = fresh_neusight_store(dir);
+  ASSERT_TRUE(fs::exists(db));
   CliResult r = run_cli("eval --db " + db + " --protocol id --methods sum --seeds 1 --no-ablations --no-plots "
                         "--host-node-us 1e6 --quiet --out " + (dir / "out").string());
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -520,10 +525,8 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   // NeuSight's five GPUs, a sixth of their operator rows (a short test; the
   // figures are in docs/unseen-gpu.md).
   const fs::path dir = fs::temp_directory_path() / ("scaledl_dcf_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string db = (dir / "ns.sqlite").string();
-  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
+  const std::string db = fresh_neusight_store(dir);
+  ASSERT_TRUE(fs::exists(db));
   {
     scaledl::Store st(db);
     ASSERT_EQ(sqlite3_exec(st.handle(), "DELETE FROM layers WHERE rowid % 6 != 0", nullptr, nullptr, nullptr),
