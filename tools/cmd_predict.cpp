@@ -27,6 +27,7 @@
 #include "scaledl/model_spec.hpp"
 #include "scaledl/neusight.hpp"
 #include "scaledl/parallel.hpp"
+#include "scaledl/physics.hpp"
 #include "scaledl/predict.hpp"
 #include "scaledl/store.hpp"
 
@@ -467,6 +468,7 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
   ParallelConfig par = o.par;
   par.host_node_ms = b.host_node_ms_for(dev.key());  // --host-node-us, else the bundle's term for this device
   ParallelPrediction r = predict_parallel(b, m, s, par, dev, comm, comm);
+  const std::string host_warning = host_bound_warning(r.t_slot_gpu_ms, r.slot_nodes, r.t_host_ms, dev.kind);
   // Issue #15 (ORION): T_iter = max(T_compute, T_input); a host prepares batch x its dp/nodes replicas.
   const auto input = o.input.apply(r.t_iter_ms, m, s, static_cast<double>(s.batch) * r.plan.dp / o.par.nodes);
   const ParallelPlan& p = r.plan;
@@ -491,6 +493,7 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
     j["global_batch"] = s.batch * p.dp;
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(iters * r.t_iter_ms / 1e3) : nlohmann::json();
+    if (!host_warning.empty()) j["host_warning"] = host_warning;
     if (input) input->add_to(j);
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -531,6 +534,7 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
                                        pm.weights / 1e9, pm.grads / 1e9, pm.optimizer / 1e9, pm.activations / 1e9,
                                        pm.in_flight, pm.transient / 1e9),
                            cap, o.headroom, verdict);
+  if (!host_warning.empty()) std::cout << fmt::format("warning      per slot: {}\n", host_warning);
   return 0;
 }
 
@@ -606,6 +610,8 @@ int run(const PredictOptions& o) {
   const std::optional<AnchorFit> anchor = anchor_of(o, b, dev);
   if (anchor) b.apply_anchor(p, *anchor);
   const std::vector<std::string> outside = b.out_of_range(p);
+  const std::string host_warning =
+      host_bound_warning(p.t_sum_ms, static_cast<double>(g.nodes.size()), p.host_ms, dev.kind);
   // Issue #15 (ORION): T_iter = max(T_compute, T_input); all devices on one host.
   const auto input = o.input.apply(p, m, s, static_cast<double>(s.batch * s.num_devices));
   const int64_t iters = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
@@ -621,6 +627,7 @@ int run(const PredictOptions& o) {
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
     j["outside_training_range"] = outside;
+    if (!host_warning.empty()) j["host_warning"] = host_warning;
     if (const auto rows = b.layer_rows_of(dev.key())) j["device_layer_rows"] = *rows;
     if (anchor) j["anchor"] = anchor->to_json();
     if (input) input->add_to(j);
@@ -717,6 +724,7 @@ int run(const PredictOptions& o) {
                              anchor->run_sd);
   for (const auto& w : outside)
     std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
+  if (!host_warning.empty()) std::cout << fmt::format("warning      {}\n", host_warning);
   return 0;
 }
 

@@ -335,6 +335,17 @@ TEST(HostTerm, FitRecoversTheCostPerNodeOfPipelinedRuns) {
   EXPECT_NE(error_of([&] { fit_host_node_ms(runs); }).find("slots=0"), std::string::npos);
 }
 
+TEST(HostTerm, WarnsWhereTheLayerSumPerNodeIsBelowAnEagerHostsCost) {
+  // 100 nodes in 3.5 ms: 35 us per node, half of what Megatron-LM's host needs.
+  const std::string w = host_bound_warning(3.5, 100, 0, "spec");
+  EXPECT_NE(w.find("35.0 us per graph node"), std::string::npos) << w;
+  EXPECT_NE(w.find("--host-node-us"), std::string::npos) << w;
+  EXPECT_EQ(host_bound_warning(100 * kEagerHostNodeMs * 1.01, 100, 0, "spec"), "");  // above it
+  EXPECT_EQ(host_bound_warning(3.5, 100, 7.0, "spec"), "");  // a host term is applied
+  EXPECT_EQ(host_bound_warning(3.5, 100, 0, "cpu"), "");     // a CPU runs its operators itself
+  EXPECT_EQ(host_bound_warning(3.5, 0, 0, "spec"), "");
+}
+
 TEST(HostTerm, RaisesTSumAndItsGlobalFeatureOnWholeAndCompressedGraphs) {
   const LayerGraph g = build_layer_graph(load_model_config(kSrc + "/models/gpt2.json"), TrainSettings{});
   const std::vector<double> t(g.nodes.size(), 0.001);  // 1 us per node

@@ -181,6 +181,7 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   ASSERT_EQ(h.rc, 0) << h.out;
   const auto hj = nlohmann::json::parse(h.out.substr(h.out.find('{')));
   EXPECT_TRUE(hj["host_bound"].get<bool>());
+  EXPECT_FALSE(hj.contains("host_warning"));  // a host term is given
   EXPECT_NEAR(hj["t_host_ms"].get<double>(), hj["slot_nodes"].get<double>() * 0.5, 1e-6);
   EXPECT_GT(hj["t_iter_ms"].get<double>(), j["t_iter_ms"].get<double>());
   CliResult ht = run_cli(base + "--comm " + (dir / "comm.json").string() +
@@ -194,6 +195,12 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   EXPECT_NE(one.out.find("x 500.0 us, this device's host issuing them (--host-node-us): it sets T_sum"),
             std::string::npos)
       << one.out;
+  // Without one, a configuration whose layer sum is below an eager host's cost per node says so.
+  CliResult tiny = run_cli("predict --bundle " + src + "/models/bundles/default " + src + "/models/gpt2.json "
+                           "--device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 16 --batch 1 --json");
+  ASSERT_EQ(tiny.rc, 0) << tiny.out;
+  const auto tj = nlohmann::json::parse(tiny.out.substr(tiny.out.find('{')));
+  EXPECT_NE(tj.value("host_warning", "").find("us per graph node"), std::string::npos) << tj.dump();
   expect_one_error(base + "--host-node-us -1", "--host-node-us=-1 must be a number in [0, 1e6]");
   expect_one_error(base + "--host-node-us abc", "--host-node-us");
   fs::remove_all(dir);

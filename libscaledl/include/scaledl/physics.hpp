@@ -58,6 +58,14 @@ struct HostRun {
 };
 /// Runs a device needs before its host term is fitted (below: 0).
 constexpr size_t kMinHostRuns = 8;
+/// The least cost per graph node we measured of an eager framework's host, ms:
+/// vTrain's Megatron-LM runs, 70 us (docs/parallel.md); our H100 host's LibTorch zoo
+/// needs 102 us. `predict` warns where a GPU's layer sum per node is below it and no
+/// host term is known (the host may set the iteration: give --host-node-us).
+constexpr double kEagerHostNodeMs = 0.070;
+/// The warning's text, or "" when none is due: `gpu_ms` over `nodes` against
+/// kEagerHostNodeMs (`host_ms` > 0: a host term is applied; `kind` "cpu": none is due).
+std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, const std::string& kind);
 /// Per GPU device with at least kMinHostRuns runs: the host's cost per graph node d,
 /// ms, that minimises the sum over its runs of |log(HostRun::composed_ms(d) / measured)|
 /// (a grid of 400 steps up to the largest measured / (slots x nodes); 0 when none beats d = 0).

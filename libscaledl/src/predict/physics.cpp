@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "scaledl/error.hpp"
 #include "scaledl/layer_features.hpp"
 
@@ -24,6 +26,14 @@ double bound_bandwidth_gbs(const DeviceRecord& d) {
   const double r = std::max(d.peak_mem_bw_gbs, d.measured_bw_gbs);
   SCALEDL_CHECK(r > 0, "device {} has no memory bandwidth: cannot bound predictions by the roofline", d.key());
   return r;
+}
+
+std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, const std::string& kind) {
+  if (host_ms > 0 || kind == "cpu" || nodes < 1 || !(gpu_ms < nodes * kEagerHostNodeMs)) return "";
+  return fmt::format("the layer sum is {:.1f} us per graph node, less than an eager framework's host needs ({:.0f} us "
+                     "per node measured for Megatron-LM, 102 for our LibTorch zoo): the host may set the time; give "
+                     "--host-node-us (docs/parallel.md)",
+                     1e3 * gpu_ms / nodes, 1e3 * kEagerHostNodeMs);
 }
 
 double HostRun::composed_ms(double node_ms) const {
