@@ -8,10 +8,16 @@
 #
 # CPU: the logical CPU the measurement is pinned to (taskset), so that other
 # work can use the other one; unset = not pinned.
+# Another machine, the same plans: NAME=cpu-zen4 (its store datasets/NAME/NAME.sqlite,
+# probe.json there, campaigns NAME-layers / NAME-models); default cpu-intel.
 set -euo pipefail
 cd "$(dirname "$0")"
 BIN=$(realpath "${BUILD_DIR:-../../build}")/tools/scaledl
-DB=cpu-intel.sqlite
+NAME=${NAME:-cpu-intel}
+MODELS_PLAN=$PWD/plans/models.json
+mkdir -p "../$NAME"
+cd "../$NAME"
+DB=$NAME.sqlite
 PLANS=../cpu-v2/plans
 STEP=${1:-all}
 PIN=()
@@ -22,14 +28,13 @@ if [ "$STEP" = layers ] || [ "$STEP" = all ]; then
   # The device record of the whole campaign, measured at its thread count before anything else.
   [ -s probe.json ] || "${PIN[@]}" "$BIN" probe --device cpu --threads 1 --db "$DB" --json > probe.json
   "${PIN[@]}" "$BIN" bench layers --plan "$PLANS/layers.json" --db "$DB" --device cpu --threads 1 \
-    --campaign cpu-intel-layers --warmup 3 --repeats 10 --quiet
+    --campaign "$NAME-layers" --warmup 3 --repeats 10 --quiet
   echo "layers done: $(( $(date +%s) - T0 )) s"
 fi
 if [ "$STEP" = models ] || [ "$STEP" = all ]; then
-  mkdir -p plans
-  [ -s plans/models.json ] || python3 subplan.py 6 > plans/models.json
-  "${PIN[@]}" "$BIN" bench models --plan plans/models.json --db "$DB" --device cpu --threads 1 \
-    --campaign cpu-intel-models $MODEL_TIMING
+  [ -s "$MODELS_PLAN" ] || (cd ../cpu-intel && python3 subplan.py 6 > plans/models.json)
+  "${PIN[@]}" "$BIN" bench models --plan "$MODELS_PLAN" --db "$DB" --device cpu --threads 1 \
+    --campaign "$NAME-models" $MODEL_TIMING
 fi
 echo "campaign.sh $STEP: $(( $(date +%s) - T0 )) s wall"
 "$BIN" db info --db "$DB"

@@ -482,7 +482,7 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   const std::string spec = " --device-spec " + kSrc + "/models/devices/h200-sxm.json";
   CliResult now = run_cli(base + probe);
   ASSERT_EQ(now.rc, 0) << now.out;
-  EXPECT_EQ(now.out.find("warning"), std::string::npos) << now.out;
+  EXPECT_EQ(now.out.find("trained before rooflines"), std::string::npos) << now.out;
   man["options"].erase("rates");
   write_signed_manifest((dir / "manifest.json").string(), man);
   CliResult old = run_cli(base + probe);
@@ -493,7 +493,7 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
       << old.out;
   CliResult old_spec = run_cli(base + spec);
   ASSERT_EQ(old_spec.rc, 0) << old_spec.out;
-  EXPECT_EQ(old_spec.out.find("warning"), std::string::npos) << old_spec.out;
+  EXPECT_EQ(old_spec.out.find("trained before rooflines"), std::string::npos) << old_spec.out;
   // Not one of the three values: an error naming the key.
   man["options"]["rates"] = "guessed";
   write_signed_manifest((dir / "manifest.json").string(), man);
