@@ -51,6 +51,10 @@ scaledl::cli::Registrar reg(
       app.add_option("--mlp-epochs", e.mlp_epochs, "per-layer MLP epochs, >= 1")->capture_default_str();
       app.add_option("--max-cv", e.max_cv, "also use runs marked unstable whose iteration CV is <= this (0 = ok only)")
           ->capture_default_str();
+      app.add_option("--layer-max-cv", e.layer_max_cv,
+                     "also train the layer models on layer rows marked unstable whose CV is <= this (0 = ok rows "
+                     "only; a noisy machine's rows: docs/results/cpu-zen4/README.md)")
+          ->capture_default_str();
       app.add_option("--threads", e.threads, "LibTorch threads, >= 1")->capture_default_str();
       app.add_flag("--host-term", e.host_term,
                    "T_sum = max(layer times, nodes x d) on each GPU with >= 8 training runs, d (the host's cost per "

@@ -51,6 +51,10 @@ scaledl::cli::Registrar reg(
       app.add_option("--max-cv", o->b.max_cv,
                      "also train on runs marked unstable whose iteration CV is <= this (0 = ok rows only)")
           ->capture_default_str();
+      app.add_option("--layer-max-cv", o->b.layer_max_cv,
+                     "also train the layer models on layer rows marked unstable whose CV is <= this (0 = ok rows "
+                     "only; a noisy machine's rows: docs/results/cpu-zen4/README.md)")
+          ->capture_default_str();
       app.add_option("--threads", o->threads, "LibTorch threads (1 = repeatable), >= 1")->capture_default_str();
       scaledl::cli::add_feature_flags(app, o->b.layers);
       app.add_option("--nthread", o->b.layers.nthread, "XGBoost threads, 0 = automatic")

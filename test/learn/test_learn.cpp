@@ -535,6 +535,24 @@ TEST(Neusight, CsvParserHandlesQuotes) {
   expect_error([] { parse_csv("a,b\n\"open,2\n", "t.csv"); }, "t.csv:2: unterminated");
 }
 
+TEST(TrainingData, LayerMaxCvAddsTheUnstableRowsWithinIt) {
+  // datasets/cpu-zen4: 514 ok layer rows and 286 unstable ones (CV > 0.10), 252 of
+  // them with forward and backward CV <= 0.3.
+  const std::string db = std::string(SCALEDL_SOURCE_DIR) + "/datasets/cpu-zen4/cpu-zen4.sqlite";
+  auto count = [&](double cv) {
+    size_t ok = 0, unstable = 0;
+    for (const auto& r : load_training_data({db}, {}, cv).rows) (r.status == "ok" ? ok : unstable) += 1;
+    return std::make_pair(ok, unstable);
+  };
+  EXPECT_EQ(count(0), std::make_pair(size_t{514}, size_t{0}));
+  EXPECT_EQ(count(0.3), std::make_pair(size_t{514}, size_t{252}));
+  EXPECT_EQ(count(10), std::make_pair(size_t{514}, size_t{286}));
+  for (const auto& r : load_training_data({db}, {}, 0.3).rows)
+    if (r.status != "ok") EXPECT_LE(r.fwd.cv, 0.3);
+  expect_error([&] { load_training_data({db}, {}, -1); }, "--layer-max-cv=-1 must be in [0, 10]");
+  expect_error([&] { load_training_data({db}, {}, NAN); }, "--layer-max-cv=nan");
+}
+
 TEST(Neusight, ImportsCommittedSubset) {
   const fs::path root = fs::path(SCALEDL_SOURCE_DIR) / "datasets" / "neusight";
   ASSERT_TRUE(fs::exists(root / "LICENSE"));

@@ -158,5 +158,7 @@ TEST(CliEval, BadInputsGiveOneErrorLine) {
                    "--crossfit-folds=1 must be in [2, 20]");
   expect_one_error("eval" + kStores + " --protocol id --alpha-bound 1 --out " + out, "--alpha-bound=1 must be > 1");
   expect_one_error("eval" + kStores + " --protocol id --ood-tau -1 --out " + out, "--ood-tau=-1 must be >= 0");
+  expect_one_error("eval" + kStores + " --protocol id --layer-max-cv -1 --out " + out,
+                   "--layer-max-cv=-1 must be in [0, 10]");
   EXPECT_FALSE(fs::exists(out + "/report.md"));
 }

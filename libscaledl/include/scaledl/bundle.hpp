@@ -66,6 +66,7 @@ struct BundleTrainOptions {
   std::string comm;                   ///< all-reduce calibration JSON ("" = none)
   int64_t folds = 0;                  ///< > 0: k-fold CV of the refinement, reported in the manifest
   double max_cv = 0.10;               ///< usable_model_label: also "unstable" runs with iter CV <= this
+  double layer_max_cv = 0;            ///< load_training_data: also "unstable" layer rows with CV <= this (0 = ok only)
   std::string command;                ///< the command line, recorded in the manifest
   /// Leave the creation time, training duration and build commit out of the
   /// manifest, so that the same data, options and build give a byte-identical bundle.

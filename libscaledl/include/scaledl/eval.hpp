@@ -80,6 +80,7 @@ struct EvalOptions {
   bool ablations = true;               ///< learning curve + D-optimal vs random (protocol id)
   int threads = 1;                     ///< LibTorch threads
   double max_cv = 0.10;                ///< usable_model_label: also "unstable" runs with iter CV <= this
+  double layer_max_cv = 0;             ///< load_training_data: also "unstable" layer rows with CV <= this (0 = ok only)
   /// Layer models also train on the per-node times of the split's TRAINING runs
   /// (never a test run's); the graph methods' training runs get layer times
   /// cross-fitted over `crossfit_folds` folds, test runs from the model of all

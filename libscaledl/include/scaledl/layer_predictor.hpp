@@ -117,8 +117,11 @@ struct TrainingData {
   std::vector<LayerMeasurement> rows;
   std::map<std::string, DeviceRecord> devices;  ///< by DeviceRecord::key()
 };
+/// The stores' layer rows of status "ok"; with `layer_max_cv` > 0 also the "unstable"
+/// ones whose forward (and, where timed, backward) CV is <= layer_max_cv: a noisy
+/// machine's rows still carry its speed (docs/results/cpu-zen4/README.md).
 TrainingData load_training_data(const std::vector<std::string>& dbs,
-                                const std::vector<std::string>& device_specs = {});
+                                const std::vector<std::string>& device_specs = {}, double layer_max_cv = 0);
 
 /// A prediction, whether it came from the fallback (no model for the type: the
 /// roofline; for `pointwise`, another elementwise type's model by bytes), and whether the type's model saw no training row of this direction and

@@ -242,12 +242,12 @@ EvalResult run_eval(const EvalOptions& o) {
   EvalResult res;
   // Layer rows of the training stores only: the test device never trains
   // anything, unless test_layers: then its layer rows (never its model runs) do.
-  TrainingData data = load_training_data(o.dbs);
+  TrainingData data = load_training_data(o.dbs, {}, o.layer_max_cv);
   SCALEDL_CHECK(!data.rows.empty(), "--db={}: no ok layer rows to train the layer models on", o.dbs.front());
   std::set<std::string> test_layer_devices;  // devices whose layer rows came from a --test-db
   if (o.test_layers) {
     for (const auto& db : o.test_dbs) {
-      TrainingData t = load_training_data({db});
+      TrainingData t = load_training_data({db}, {}, o.layer_max_cv);
       size_t ok = 0;
       for (auto& row : t.rows) {
         if (data.devices.count(row.device) && !test_layer_devices.count(row.device))
@@ -711,6 +711,7 @@ EvalResult run_eval(const EvalOptions& o) {
                 {"methods", methods_out},
                 {"anchors", o.anchors},
                 {"max_cv", o.max_cv},
+                {"layer_max_cv", o.layer_max_cv},
                 {"splits", split_names},
                 {"runs", res.runs.size()},
                 {"runs_per_family", fam_count},

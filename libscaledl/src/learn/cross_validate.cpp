@@ -228,14 +228,26 @@ nlohmann::json cv_to_json(const std::vector<CvResult>& rows) {
   return a;
 }
 
-TrainingData load_training_data(const std::vector<std::string>& dbs, const std::vector<std::string>& device_specs) {
+TrainingData load_training_data(const std::vector<std::string>& dbs, const std::vector<std::string>& device_specs,
+                                double layer_max_cv) {
   SCALEDL_CHECK(!dbs.empty(), "--db: at least one results store is needed");
+  SCALEDL_CHECK(std::isfinite(layer_max_cv) && layer_max_cv >= 0 && layer_max_cv <= 10,
+                "--layer-max-cv={} must be in [0, 10] (0 = ok layer rows only)", layer_max_cv);
   TrainingData d;
   for (const auto& path : dbs) {
     SCALEDL_CHECK(std::filesystem::exists(path), "--db={}: no such file", path);
     Store s(path, true);
     for (auto& dev : s.devices()) d.devices[dev.key()] = dev;
-    auto rows = s.layers();
+    auto rows = s.layers(std::nullopt, "", /*ok_only=*/layer_max_cv <= 0);
+    if (layer_max_cv > 0) {
+      // A timing not taken (n = 0) does not count against a row; one taken must be within.
+      auto within = [&](const TimingStats& t) { return t.n == 0 || (std::isfinite(t.cv) && t.cv <= layer_max_cv); };
+      auto usable = [&](const LayerMeasurement& m) {
+        return m.status == "ok" || (m.status == "unstable" && m.fwd.n > 0 && within(m.fwd) && within(m.bwd));
+      };
+      rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const LayerMeasurement& m) { return !usable(m); }),
+                 rows.end());
+    }
     d.rows.insert(d.rows.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }
   for (const auto& f : device_specs) {

@@ -274,7 +274,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   StagingDir stage(out, {"manifest.json"}, "a bundle");  // checks --out before hours of training
 
   // Layer models: the stores' isolated layer rows (+ in-model node times).
-  TrainingData data = load_training_data(o.dbs);
+  TrainingData data = load_training_data(o.dbs, {}, o.layer_max_cv);
   SCALEDL_CHECK(!data.rows.empty(), "--db={}: the store(s) hold no ok layer rows to train the layer models on",
                 o.dbs.front());
   std::vector<LayerSample> samples = samples_from_measurements(data.rows, data.devices);
@@ -378,6 +378,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
                             {"layer_row_devices", layer_row_devices},
                             {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
                             {"global_feature_ranges", rj}};
+    if (o.layer_max_cv > 0) manifest["training"]["layer_max_cv"] = o.layer_max_cv;  // absent: ok layer rows only
     if (o.host_term) {
       nlohmann::json hj = nlohmann::json::object();
       for (const auto& [k, d] : host) {
