@@ -40,6 +40,7 @@
 #include "scaledl/comm.hpp"
 #include "scaledl/device.hpp"
 #include "scaledl/model_spec.hpp"
+#include "scaledl/physics.hpp"
 
 namespace scaledl {
 
@@ -99,8 +100,11 @@ struct ParallelPrediction {
   double t_host_ms = 0;            ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
   bool host_bound = false;         ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;
+  /// This prediction as a run of fit_host_node_ms (physics.hpp): its slots of
+  /// slot_nodes nodes and t_slot_gpu_ms each, then t_dp + t_opt; measured `measured_ms`.
+  HostRun host_run(const std::string& device, double measured_ms) const;
   /// T_iter with the host's cost per node `host_node_ms` instead of the configuration's
-  /// (the slots, communication and optimizer step as predicted).
+  /// (the slots, communication and optimizer step as predicted): host_run().composed_ms.
   double iter_ms(double host_node_ms) const;
   nlohmann::json to_json() const;
 };

@@ -130,16 +130,7 @@ std::pair<double, double> fit_ab(const std::vector<Scored>& s, const std::vector
 double fit_host(const std::vector<ParallelPrediction>& p, const std::vector<double>& y, const std::vector<size_t>& idx,
                 const std::string& device) {
   std::vector<HostRun> hr;
-  for (size_t i : idx) {
-    HostRun h;
-    h.device = device;
-    h.nodes = p[i].slot_nodes;
-    h.predicted_ms = p[i].t_slot_gpu_ms;
-    h.measured_ms = y[i];
-    h.slots = static_cast<double>(p[i].plan.cfg.microbatches + p[i].plan.cfg.pp - 1);
-    h.rest_ms = p[i].t_dp_ms + p[i].t_opt_ms;
-    hr.push_back(h);
-  }
+  for (size_t i : idx) hr.push_back(p[i].host_run(device, y[i]));
   const auto d = fit_host_node_ms(hr);
   return d.count(device) ? d.at(device) : 0.0;
 }

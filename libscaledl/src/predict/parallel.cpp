@@ -143,10 +143,18 @@ nlohmann::json ParallelPrediction::to_json() const {
   return j;
 }
 
-double ParallelPrediction::iter_ms(double host_node_ms) const {
-  const double slot = std::max(t_slot_gpu_ms, slot_nodes * host_node_ms);
-  return static_cast<double>(plan.cfg.microbatches + plan.cfg.pp - 1) * slot + t_dp_ms + t_opt_ms;
+HostRun ParallelPrediction::host_run(const std::string& device, double measured_ms) const {
+  HostRun h;
+  h.device = device;
+  h.nodes = slot_nodes;
+  h.predicted_ms = t_slot_gpu_ms;
+  h.measured_ms = measured_ms;
+  h.slots = static_cast<double>(plan.cfg.microbatches + plan.cfg.pp - 1);
+  h.rest_ms = t_dp_ms + t_opt_ms;
+  return h;
 }
+
+double ParallelPrediction::iter_ms(double host_node_ms) const { return host_run("", 0).composed_ms(host_node_ms); }
 
 ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                     const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
