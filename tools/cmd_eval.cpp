@@ -63,6 +63,9 @@ scaledl::cli::Registrar reg(
           "--host-node-us", [&e](double us) { e.host_node_ms = us / 1e3; },
           "the host's cost per graph node, microseconds, for every GPU without a fitted one (with --host-term: the "
           "held-out GPU), as `predict --host-node-us` gives it (docs/parallel.md)");
+      app.add_flag("--probe-bandwidth", e.probe_bandwidth,
+                   "with --sustained-bw: every GPU as if probed, its sustained bandwidth from its own layer rows "
+                   "(a held-out GPU's other rows stay unseen; docs/unseen-gpu.md)");
       app.add_flag("--device-crossfit", e.device_crossfit,
                    "leave-one-device-out: the graph methods' training runs get layer times from layer models that "
                    "never saw their GPU, as the held-out GPU's runs do (docs/unseen-gpu.md)");

@@ -6,11 +6,13 @@
 // measuring host, which no spec sheet predicts (docs/unseen-gpu.md).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "command.hpp"
 #include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
 #include "scaledl/layer_predictor.hpp"
 
 namespace scaledl::cli {
@@ -27,6 +29,7 @@ struct EvalLayersOptions {
   bool ablation = false;
   bool json = false;
   double min_ms = 0;
+  std::string predictions;
   scaledl::CvOptions cv;
 };
 
@@ -44,12 +47,19 @@ scaledl::cli::Registrar reg(
       app.add_option("--min-ms", o->min_ms,
                      "leave out rows whose time is below this (ms), in training and test: the host's timing floor")
           ->capture_default_str();
+      app.add_flag("--probe-bandwidth", o->cv.probe_bandwidth,
+                   "the held-out GPU as if probed: its sustained bandwidth from its own largest elementwise rows "
+                   "(with --sustained-bw; docs/unseen-gpu.md)");
+      app.add_option("--predictions", o->predictions,
+                     "write every held-out row's measured and predicted time (first variant) to this CSV");
       scaledl::cli::add_layer_model_options(app, o->cv.train, o->cv);
       return [o] {
         SCALEDL_CHECK(o->leave_one_out == "device", "--leave-one-out=\"{}\" is not supported (device)",
                       o->leave_one_out);
         SCALEDL_CHECK(std::isfinite(o->min_ms) && o->min_ms >= 0, "--min-ms={} must be a finite number >= 0",
                       o->min_ms);
+        SCALEDL_CHECK(!o->cv.probe_bandwidth || o->cv.train.sustained_bw,
+                      "--probe-bandwidth needs --sustained-bw (the layer models' rooflines at sustained bandwidths)");
         auto data = scaledl::load_training_data(o->dbs, o->device_specs);
         auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
         const size_t all_rows = samples.size();
@@ -78,8 +88,14 @@ scaledl::cli::Registrar reg(
           variants.push_back({"no_ct_cm_log", a});
         }
         nlohmann::json out = nlohmann::json::object();
+        if (!o->predictions.empty()) {  // before the folds run, not after
+          const auto parent = std::filesystem::path(o->predictions).parent_path();
+          SCALEDL_CHECK(parent.empty() || std::filesystem::is_directory(parent),
+                        "--predictions={}: the folder {} does not exist", o->predictions, parent.string());
+        }
+        std::vector<scaledl::CvRowPrediction> rows;
         for (auto& v : variants) {
-          auto r = scaledl::cross_validate(samples, data.devices, v.cv);
+          auto r = scaledl::cross_validate(samples, data.devices, v.cv, &v == &variants.front() ? &rows : nullptr);
           out[v.name] = {{"options", v.cv.train.to_json()},
                          {"results", scaledl::cv_to_json(r)},
                          {"min_ms", o->min_ms},
@@ -89,6 +105,7 @@ scaledl::cli::Registrar reg(
             std::cout << fmt::format("== {} (target {}, CT/CM features {}) ==\n{}", v.name, v.cv.train.target,
                                      v.cv.train.roofline_features ? "on" : "off", scaledl::format_cv_table(r));
         }
+        if (!o->predictions.empty()) scaledl::write_text_file_atomic(o->predictions, scaledl::cv_rows_csv(rows));
         if (o->json) std::cout << out.dump(2) << "\n";
         return 0;
       };

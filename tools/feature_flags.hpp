@@ -18,6 +18,9 @@ inline void add_feature_flags(CLI::App& app, TrainOptions& t) {
   app.add_flag("--kernel-time", t.kernel_time,
                "layer models: learn kernel times, each GPU's rows less its timing floor (the fastest of its rows; "
                "docs/unseen-gpu.md)");
+  app.add_flag("--sustained-bw", t.sustained_bw,
+               "layer models: memory-bound rooflines at each GPU's sustained bandwidth (its largest elementwise "
+               "rows, a probe's copy, or the training GPUs' share of a spec sheet's; docs/unseen-gpu.md)");
   app.add_flag("--dtype-rates", t.dtype_rates,
                "layer models: rooflines at the spec peak of each row's dtype (BF16/FP16 at the tensor-core peak), "
                "not the FP32 rate (docs/unseen-gpu.md)");

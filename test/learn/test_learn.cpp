@@ -927,6 +927,70 @@ TEST(LayerPredictor, KernelTimeLearnsTimesLessEachGpusTimingFloor) {
   expect_error([&] { TrainOptions::from_json(old); }, "kernel_time");
 }
 
+TEST(LayerPredictor, SustainedBandwidthCarriesAGpusMemoryShareToAnotherGpu) {
+  // A and B stream at 92 % and 75 % of their spec bandwidths (a V100 and a P100 do); C, which
+  // no row comes from, at 60 %. Each add row costs a 5 us floor plus its bytes at that rate.
+  DeviceRecord a = spec_gpu("A", 14000, 900), b = spec_gpu("B", 9500, 732), c = spec_gpu("C", 19500, 1555);
+  const std::map<std::string, double> share = {{a.key(), 0.92}, {b.key(), 0.75}, {c.key(), 0.60}};
+  auto add_ms = [&](const DeviceRecord& d, int64_t n) {
+    const double bytes = traffic_bytes(layer_cost(LayerType::Add, {n}, DType::FP32), Direction::Forward);
+    return 0.005 + bytes / (share.at(d.key()) * d.peak_mem_bw_gbs * 1e6);
+  };
+  std::vector<LayerMeasurement> rows;
+  for (const DeviceRecord& d : {a, b})
+    for (int e = 12; e <= 26; ++e)
+      for (int64_t k : {4, 5, 6, 7}) {
+        LayerMeasurement r;
+        r.campaign = "t", r.device = d.key(), r.source = "test", r.type = LayerType::Add;
+        r.dims = {(int64_t{1} << e) / 4 * k};
+        r.fwd.median_ms = add_ms(d, r.dims[0]);
+        rows.push_back(r);
+      }
+  const auto devices = device_map({a, b, c});
+  // What each GPU sustains, from its largest rows (the floor costs them under 1 %).
+  const auto bw = sustained_bandwidths(samples_from_measurements(rows, devices), devices);
+  ASSERT_EQ(bw.size(), 2u);
+  EXPECT_NEAR(bw.at(a.key()) / (0.92 * 900), 1.0, 0.01);
+  EXPECT_NEAR(bw.at(b.key()) / (0.75 * 732), 1.0, 0.01);
+  TrainOptions plain = fast_options();
+  plain.device_features = false;  // the device enters through its rooflines only, as for unseen GPUs
+  plain.transfer_features = true;
+  TrainOptions sus = plain;
+  sus.sustained_bw = true;
+  const LayerPredictor p = LayerPredictor::train(rows, devices, plain);
+  const LayerPredictor q = LayerPredictor::train(rows, devices, sus);
+  // C probed: its copy bandwidth is what it sustains. The trees learnt one memory efficiency
+  // at sustained bandwidths, so C's large add is right; at spec bandwidths they learnt A's
+  // and B's shares, and C, which sustains less than either, comes out too fast.
+  DeviceRecord probed = c;
+  probed.measured_bw_gbs = 0.60 * 1555;
+  const int64_t n = int64_t{1} << 25;
+  const double want = add_ms(c, n);
+  EXPECT_NEAR(q.predict_ms(LayerType::Add, {n}, DType::FP32, Direction::Forward, probed) / want, 1.0, 0.03);
+  EXPECT_LT(p.predict_ms(LayerType::Add, {n}, DType::FP32, Direction::Forward, probed) / want, 0.85);
+  // C by its spec sheet alone: the training GPUs' median share of its spec bandwidth.
+  EXPECT_DOUBLE_EQ(q.sustained_bw_share(), 0.5 * (bw.at(a.key()) / 900 + bw.at(b.key()) / 732));
+  EXPECT_DOUBLE_EQ(q.roofline_bandwidth_gbs(c), 1555 * q.sustained_bw_share());
+  EXPECT_DOUBLE_EQ(q.roofline_bandwidth_gbs(a), bw.at(a.key()));  // a training GPU: its own rows, not a probe
+  EXPECT_DOUBLE_EQ(p.roofline_bandwidth_gbs(probed), 1555);       // without the option: the spec sheet
+  DeviceRecord cpu = spec_gpu("cpu", 500, 0);
+  cpu.kind = "cpu", cpu.peak_mem_bw_gbs = 0, cpu.measured_bw_gbs = 40;
+  EXPECT_DOUBLE_EQ(q.roofline_bandwidth_gbs(cpu), 40);  // a CPU keeps its measured bandwidth
+  // The manifest keeps the bandwidths: the loaded model predicts the same; older manifests load without.
+  fs::path dir = temp_dir("sustained_bw");
+  q.save(dir.string());
+  const LayerPredictor r = LayerPredictor::load(dir.string());
+  EXPECT_TRUE(r.options().sustained_bw);
+  EXPECT_EQ(r.predict_ms(LayerType::Add, {n}, DType::FP32, Direction::Forward, c),
+            q.predict_ms(LayerType::Add, {n}, DType::FP32, Direction::Forward, c));
+  EXPECT_DOUBLE_EQ(r.roofline_bandwidth_gbs(b), bw.at(b.key()));
+  EXPECT_FALSE(plain.to_json().contains("sustained_bw"));
+  EXPECT_FALSE(TrainOptions::from_json(plain.to_json()).sustained_bw);
+  nlohmann::json bad = sus.to_json();
+  bad["sustained_bw"] = "yes";
+  expect_error([&] { TrainOptions::from_json(bad); }, "sustained_bw");
+}
+
 TEST(LayerPredictor, DtypeRatesLearnAHalfPrecisionRowAsAShareOfItsDtypesPeak) {
   // Two GPUs whose tensor-core peaks are 16x and 8x their FP32 peaks (an A100 and a V100
   // are so). Both time FP32 rows; only B times BF16 GEMMs, at 70 % of its BF16 peak.

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <sstream>
-#include <map>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -353,6 +353,56 @@ TEST(CliUnseenGpu, EvalLayersMinMsLeavesOutTheTimingFloorInTrainingAndTest) {
   expect_one_error(base + " --min-ms -1", "--min-ms=-1 must be a finite number >= 0");
   expect_one_error(base + " --min-ms nan", "--min-ms=nan must be a finite number >= 0");
   expect_one_error(base + " --min-ms 100000", "--min-ms=100000: all");
+  fs::remove_all(dir);
+}
+
+TEST(CliUnseenGpu, EvalLayersWritesEveryHeldOutRowAndProbesTheHeldOutGpusBandwidth) {
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_probe_bw_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "ops.sqlite").string();
+  for (const std::string gpu : {"h100", "h200"}) {
+    CliResult r = run_cli("import neusight --root " + kSrc + "/datasets/" + gpu + "/neusight-ops --db " + db +
+                          " --campaign " + gpu + "-ops");
+    ASSERT_EQ(r.rc, 0) << r.out;
+  }
+  const std::string base = "eval layers --db " + db + " --leave-one-out device --json --rounds 5 --nthread 1";
+  const std::string csv = (dir / "rows.csv").string();
+  CliResult r = run_cli(base + " --sustained-bw --probe-bandwidth --predictions " + csv);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(std::min(r.out.find('{'), r.out.size())), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["default"]["options"]["sustained_bw"], true);
+  // One CSV line per held-out row, scored as the table scores it.
+  std::ifstream in(csv);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, "method,fold,device,type,dims,dtype,direction,measured_ms,predicted_ms");
+  std::map<std::string, std::pair<int, double>> per_device;  // rows, sum of |p - t| / t
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 9u) << line;
+    EXPECT_EQ(f[1], f[2]) << line;  // leave one device out: the fold is the row's device
+    const double t = std::stod(f[7]), p = std::stod(f[8]);
+    ASSERT_GT(t, 0);
+    ASSERT_GT(p, 0);
+    per_device[f[2]].first += 1;
+    per_device[f[2]].second += std::abs(p - t) / t;
+  }
+  ASSERT_EQ(per_device.size(), 2u);
+  for (const auto& row : j["default"]["results"]) {
+    if (row["type"] != "all" || row["direction"] != "all" || row["device"] == "all") continue;
+    const auto& [n, re] = per_device.at(row["device"].get<std::string>());
+    EXPECT_EQ(n, row["n"].get<int>());
+    EXPECT_NEAR(100 * re / n, row["mre_pct"].get<double>(), 1e-3);
+  }
+  expect_one_error(base + " --probe-bandwidth", "--probe-bandwidth needs --sustained-bw");
+  expect_one_error(base + " --predictions " + (dir / "no" / "rows.csv").string(), "does not exist");
+  expect_one_error("eval --db " + db + " --protocol leave-one-device-out --probe-bandwidth --out " +
+                       (dir / "e").string(),
+                   "--probe-bandwidth needs --sustained-bw");
   fs::remove_all(dir);
 }
 

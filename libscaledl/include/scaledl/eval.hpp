@@ -97,6 +97,10 @@ struct EvalOptions {
   /// trained without their own device (and the held-out one), so the graph
   /// methods learn on sums of GPUs the layer models never saw, as they are tested
   bool device_crossfit = false;
+  /// every GPU known as if probed (with layers.sustained_bw): its record's measured_bw_gbs
+  /// the sustained bandwidth of its own layer rows, so a GPU the layer models never saw
+  /// gets what `scaledl probe` would measure instead of a share of its spec bandwidth
+  bool probe_bandwidth = false;
   bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
   /// leave-one-device-out: the held-out device's intervals are at least the
   /// device-out spread of the split's training devices (device_intervals.hpp)

@@ -65,6 +65,13 @@ struct TrainOptions {
   /// are kept as measured. Inside a model the GPU runs its kernels back to back, without
   /// that floor (docs/unseen-gpu.md, "Kernel times"). Manifest "kernel_time"; absent = false.
   bool kernel_time = false;
+  /// true: every GPU's memory-bound roofline runs at its sustained bandwidth, not the spec
+  /// sheet's: for a GPU with training rows, what its largest elementwise rows move per
+  /// second (sustained_bandwidths()); for another, its probe's measured copy bandwidth
+  /// (DeviceRecord::measured_bw_gbs), else its spec bandwidth times the median share the
+  /// training GPUs sustain. The trees then learn one memory efficiency for every GPU
+  /// (docs/unseen-gpu.md, "Sustained bandwidth"). Manifest "sustained_bw"; absent = false.
+  bool sustained_bw = false;
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
   /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
   /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored
@@ -110,6 +117,14 @@ std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samp
 /// samples unchanged. Training and cross-validation (every method, test rows too) use it.
 std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& samples,
                                              const std::map<std::string, DeviceRecord>& devices);
+
+/// The sustained memory bandwidth of each GPU among `samples`, GB/s, by DeviceRecord::key():
+/// the median of bytes moved / time over its largest forward elementwise rows (add, mul,
+/// relu, gelu, silu: the tenth with the most bytes, at least 5 rows). What `scaledl probe`'s
+/// 1 GiB copy measures (3,006 GB/s on our H100, 3,005 from its add rows). GPUs without
+/// 5 such rows, CPUs and records without a spec bandwidth have none.
+std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample>& samples,
+                                                   const std::map<std::string, DeviceRecord>& devices);
 
 /// Layer rows and devices of one or more stores (read-only), plus devices from
 /// spec JSON files (either DeviceRecord format). Rows of status "ok" only.
@@ -184,13 +199,26 @@ class LayerPredictor {
   /// dtype; nullopt without a model or when its manifest predates the record.
   std::optional<bool> trained_on(LayerType t, Direction dir, DType dtype) const;
   const TrainOptions& options() const { return opts_; }
+  /// The memory bandwidth the rooflines of `dev` run at (GB/s): with TrainOptions::sustained_bw
+  /// the GPU's sustained bandwidth (see there), else DeviceRecord::bandwidth_gbs().
+  double roofline_bandwidth_gbs(const DeviceRecord& dev) const;
+  /// With sustained_bw: the median share of their spec bandwidth the training GPUs
+  /// sustain (a GPU known by its spec sheet alone gets that share); 0 otherwise.
+  double sustained_bw_share() const { return bw_share_; }
   /// {"models": {name: {rows, features}}, "target": ..., ...}
   nlohmann::json summary() const;
 
  private:
   struct Model;
   const Model* find(LayerType t, Direction dir) const;
+  /// `dev` as the features see it: with sustained_bw, its spec bandwidth replaced by
+  /// roofline_bandwidth_gbs(dev)
+  DeviceRecord feature_device(const DeviceRecord& dev) const;
+  bool predict_batch_as(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
+                        const DeviceRecord& dev, double* out_ms) const;
   TrainOptions opts_;
+  std::map<std::string, double> bw_;  ///< sustained bandwidth of the training GPUs, GB/s
+  double bw_share_ = 0;               ///< their median share of the spec bandwidth
   bool compiled_trees_ = true;
   std::map<std::string, std::unique_ptr<Model>> models_;  ///< by model name ("linear" or "linear.bwd")
 };
@@ -224,6 +252,10 @@ struct CvOptions {
   /// never in both. Ignored with leave_one_device.
   std::string holdout = "rows";
   bool in_model_train = true;           ///< "model-runs": train on the other runs' in-model samples too
+  /// leave_one_device: the held-out GPU is known as if probed, its measured_bw_gbs the
+  /// sustained bandwidth of its own rows (sustained_bandwidths(); what `scaledl probe`
+  /// measures); its other rows stay unseen. Without it, its spec sheet alone.
+  bool probe_bandwidth = false;
 };
 
 /// Error of one method on one layer type and direction (and one held-out
@@ -239,14 +271,34 @@ struct CvResult {
   double bias_pct = 0; ///< 100 * mean((pred - true) / true), %: the sign says too high (+) or too low (-)
 };
 
+/// One held-out row's prediction (cross_validate's `rows`): which fold held it out
+/// ("all" for k-fold), where and what it is, the time measured and the time predicted
+/// (kernel times with TrainOptions::kernel_time, as the errors are scored).
+struct CvRowPrediction {
+  std::string method;
+  std::string fold;
+  std::string device;
+  LayerType type = LayerType::Linear;
+  std::vector<int64_t> dims;
+  DType dtype = DType::FP32;
+  Direction dir = Direction::Forward;
+  double measured_ms = 0;
+  double predicted_ms = 0;
+};
+
+/// CSV of the rows (header method,fold,device,type,dims,dtype,direction,measured_ms,predicted_ms;
+/// dims joined by "x"; fold and device quoted where they need it).
+std::string cv_rows_csv(const std::vector<CvRowPrediction>& rows);
+
 /// Fixed-width table of results (columns method, type, dir, device, n, RMSE_ms, MRE_%).
 std::string format_cv_table(const std::vector<CvResult>& r);
 nlohmann::json cv_to_json(const std::vector<CvResult>& r);
 
 /// Cross-validated errors of every method on the same folds.
+/// `rows` (optional) receives every held-out row's prediction.
 std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
                                      const std::map<std::string, DeviceRecord>& devices,
-                                     const CvOptions& o);
+                                     const CvOptions& o, std::vector<CvRowPrediction>* rows = nullptr);
 
 /// Fold of each model run (LayerSample::group) under CvOptions::holdout =
 /// "model-runs": the sorted distinct groups shuffled with `seed`, run i -> fold

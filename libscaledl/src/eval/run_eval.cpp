@@ -224,6 +224,8 @@ EvalResult run_eval(const EvalOptions& o) {
                 o.test_dbs.empty() ? "" : o.test_dbs.front(), o.protocol);
   SCALEDL_CHECK(o.protocol != "cross-device" || !o.test_dbs.empty(), "--protocol=cross-device needs --test-db STORE");
   SCALEDL_CHECK(o.max_cv >= 0 && o.max_cv < 1, "--max-cv={} must be in [0, 1)", o.max_cv);
+  SCALEDL_CHECK(!o.probe_bandwidth || o.layers.sustained_bw,
+                "--probe-bandwidth needs --sustained-bw (the layer models' rooflines at sustained bandwidths)");
   const std::vector<std::string> methods = o.methods.empty() ? all_eval_methods() : o.methods;
   for (const auto& m : methods)
     SCALEDL_CHECK(std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
@@ -309,6 +311,14 @@ EvalResult run_eval(const EvalOptions& o) {
   };
   load_runs(o.dbs, false);
   load_runs(o.test_dbs, true);
+  if (o.probe_bandwidth) {
+    // As the layer models derive it: from kernel times when they learn those.
+    const auto bw = sustained_bandwidths(
+        o.layers.kernel_time ? kernel_time_samples(layer_samples, data.devices) : layer_samples, data.devices);
+    for (const auto& [key, gbs] : bw)
+      if (devices.count(key)) devices[key].measured_bw_gbs = gbs;
+    log(fmt::format("--probe-bandwidth: {} GPUs' sustained bandwidth from their own layer rows", bw.size()));
+  }
   log(fmt::format("{} runs ({} test-store), {} layer rows, {} devices", res.runs.size(),
                   std::count_if(res.runs.begin(), res.runs.end(), [](const EvalRun& r) { return r.test_store; }),
                   data.rows.size(), devices.size()));

@@ -13,6 +13,7 @@
 
 #include "learn/mlp.hpp"
 #include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
 #include "scaledl/layer_predictor.hpp"
 
 namespace scaledl {
@@ -122,13 +123,14 @@ std::map<std::string, int> model_run_folds(const std::vector<LayerSample>& sampl
 }
 
 std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
-                                     const std::map<std::string, DeviceRecord>& devices, const CvOptions& o) {
+                                     const std::map<std::string, DeviceRecord>& devices, const CvOptions& o,
+                                     std::vector<CvRowPrediction>* rows) {
   SCALEDL_CHECK(!samples.empty(), "cross-validation needs training rows; the store(s) have none");
   SCALEDL_CHECK(o.mlp_epochs >= 1, "mlp_epochs={} must be >= 1", o.mlp_epochs);
   if (o.train.kernel_time) {  // every method learns, and is scored on, the kernel times
     CvOptions k = o;
     k.train.kernel_time = false;
-    return cross_validate(kernel_time_samples(samples, devices), devices, k);
+    return cross_validate(kernel_time_samples(samples, devices), devices, k, rows);
   }
   // Fold of each sample.
   std::vector<int> fold(samples.size());
@@ -176,9 +178,17 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
         tr.push_back(samples[i]);
     }
     if (te.empty() || tr.empty()) continue;
+    std::map<std::string, DeviceRecord> fold_devices;  // the held-out GPU as a probe knows it
+    if (o.leave_one_device && o.probe_bandwidth) {
+      fold_devices = devices;
+      for (const auto& [key, gbs] : sustained_bandwidths(te, devices)) fold_devices.at(key).measured_bw_gbs = gbs;
+    }
     for (const auto& method : o.methods) {
-      std::vector<double> p = fit_predict(method, tr, te, devices, o);
+      std::vector<double> p = fit_predict(method, tr, te, fold_devices.empty() ? devices : fold_devices, o);
       for (size_t i = 0; i < te.size(); ++i) {
+        if (rows)
+          rows->push_back({method, fold_names[k], te[i].device, te[i].type, te[i].dims, te[i].dtype, te[i].dir,
+                           te[i].ms, p[i]});
         const std::string type = to_string(te[i].type);
         const std::string dir = to_string(te[i].dir);
         for (const std::string& ty : {type, std::string("all")})
@@ -211,6 +221,18 @@ std::string format_cv_table(const std::vector<CvResult>& rows) {
   for (const auto& r : rows)
     out += fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12.4f} {:>8.2f}\n", r.method, r.type, r.direction,
                        r.device, r.n, r.rmse_ms, r.mre_pct);
+  return out;
+}
+
+std::string cv_rows_csv(const std::vector<CvRowPrediction>& rows) {
+  std::string out = "method,fold,device,type,dims,dtype,direction,measured_ms,predicted_ms\n";
+  for (const auto& r : rows) {
+    std::string dims;
+    for (size_t i = 0; i < r.dims.size(); ++i) dims += (i ? "x" : "") + std::to_string(r.dims[i]);
+    out += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.9g}\n", r.method, csv_field(r.fold), csv_field(r.device),
+                       to_string(r.type), dims,
+                       to_string(r.dtype), to_string(r.dir), r.measured_ms, r.predicted_ms);
+  }
   return out;
 }
 

@@ -103,7 +103,7 @@ const DeviceRecord& device_of(const std::map<std::string, DeviceRecord>& devices
 // ---- options ----------------------------------------------------------------
 
 nlohmann::json TrainOptions::to_json() const {
-  return {{"rounds", rounds},
+  nlohmann::json j = {{"rounds", rounds},
           {"max_depth", max_depth},
           {"eta", eta},
           {"subsample", subsample},
@@ -120,6 +120,8 @@ nlohmann::json TrainOptions::to_json() const {
           {"forest", forest},
           {"min_rows", min_rows},
           {"seed", seed}};
+  if (sustained_bw) j["sustained_bw"] = true;  // only then: models from before keep their manifests
+  return j;
 }
 
 TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -142,6 +144,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   o.spec_rates = rates != "measured";
   o.dtype_rates = rates == "dtype_peak";
   o.kernel_time = get_bool_or(j, "kernel_time", ctx, false);  // absent: a model from before it existed
+  o.sustained_bw = get_bool_or(j, "sustained_bw", ctx, false);  // absent: a model from before it existed
   o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
   o.forest = get_bool_or(j, "forest", ctx, o.forest);
   o.min_rows = static_cast<int>(get_int_or(j, "min_rows", ctx, 1, 1 << 30, o.min_rows));
@@ -273,6 +276,46 @@ std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& sam
   return out;
 }
 
+std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample>& samples,
+                                                   const std::map<std::string, DeviceRecord>& devices) {
+  std::map<std::string, std::vector<std::pair<double, double>>> by_dev;  // (bytes, GB/s)
+  for (const auto& s : samples) {
+    if (s.dir != Direction::Forward) continue;
+    if (s.type != LayerType::Add && s.type != LayerType::Mul && s.type != LayerType::ReLU &&
+        s.type != LayerType::GELU && s.type != LayerType::SiLU)
+      continue;
+    const DeviceRecord& d = device_of(devices, s.device);
+    if (d.kind == "cpu" || d.peak_mem_bw_gbs <= 0) continue;
+    const double bytes = traffic_bytes(layer_cost(s.type, s.dims, s.dtype), s.dir);
+    by_dev[s.device].push_back({bytes, bytes / (s.ms * 1e6)});
+  }
+  std::map<std::string, double> out;
+  for (auto& [key, rows] : by_dev) {
+    if (rows.size() < 5) continue;
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<double> rate;
+    for (size_t i = 0; i < std::max<size_t>(5, rows.size() / 10); ++i) rate.push_back(rows[i].second);
+    std::nth_element(rate.begin(), rate.begin() + rate.size() / 2, rate.end());
+    out[key] = rate[rate.size() / 2];
+  }
+  return out;
+}
+
+double LayerPredictor::roofline_bandwidth_gbs(const DeviceRecord& dev) const {
+  if (!opts_.sustained_bw || dev.kind == "cpu" || dev.peak_mem_bw_gbs <= 0) return dev.bandwidth_gbs();
+  auto it = bw_.find(dev.key());
+  if (it != bw_.end()) return it->second;
+  if (dev.measured_bw_gbs > 0) return dev.measured_bw_gbs;  // a probe's copy bandwidth
+  return bw_share_ > 0 ? dev.peak_mem_bw_gbs * bw_share_ : dev.peak_mem_bw_gbs;
+}
+
+DeviceRecord LayerPredictor::feature_device(const DeviceRecord& dev) const {
+  DeviceRecord d = dev;
+  if (opts_.sustained_bw && dev.kind != "cpu" && dev.peak_mem_bw_gbs > 0)
+    d.peak_mem_bw_gbs = roofline_bandwidth_gbs(dev);
+  return d;
+}
+
 LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& samples,
                                              const std::map<std::string, DeviceRecord>& devices,
                                              const TrainOptions& o) {
@@ -293,6 +336,19 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
   p.opts_ = o;
   p.opts_.spec_rates = true;  // what DeviceRecord::compute_gflops() does now, whatever `o` says
   const FeatureOptions fo = feature_options(o);
+  std::map<std::string, DeviceRecord> feature_devices;  // as the features see them
+  if (o.sustained_bw) {
+    p.bw_ = sustained_bandwidths(samples, devices);
+    std::vector<double> share;
+    for (const auto& [key, gbs] : p.bw_) share.push_back(gbs / device_of(devices, key).peak_mem_bw_gbs);
+    if (!share.empty()) {
+      std::sort(share.begin(), share.end());
+      p.bw_share_ = share.size() % 2 ? share[share.size() / 2]
+                                     : 0.5 * (share[share.size() / 2 - 1] + share[share.size() / 2]);
+    }
+  }
+  for (const auto& s : samples)
+    if (!feature_devices.count(s.device)) feature_devices.emplace(s.device, p.feature_device(device_of(devices, s.device)));
   std::map<std::string, std::vector<const LayerSample*>> groups;
   for (const auto& s : samples) groups[model_name(s.type, s.dir, o.split_direction)].push_back(&s);
   for (const auto& [name, rows] : groups) {
@@ -313,7 +369,7 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     }
     for (size_t i = 0; i < rows.size(); ++i) {
       const LayerSample& s = *rows[i];
-      const DeviceRecord& dev = device_of(devices, s.device);
+      const DeviceRecord& dev = feature_devices.at(s.device);
       layer_features(t, s.dims, s.dtype, s.dir, dev, fo, &x[i * nf]);
       const double roof = roofline_ms(t, s.dims, s.dtype, s.dir, dev, fo.dtype_rates);
       y[i] = to_target(target_kind(o.target), s.ms, roof, floor);
@@ -383,6 +439,12 @@ bool LayerPredictor::concurrent_predict() const {
 
 bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
                                    const DeviceRecord& dev, double* out_ms) const {
+  if (!opts_.sustained_bw) return predict_batch_as(t, dims, rows, dtype, dir, dev, out_ms);
+  return predict_batch_as(t, dims, rows, dtype, dir, feature_device(dev), out_ms);
+}
+
+bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
+                                      const DeviceRecord& dev, double* out_ms) const {
   const size_t nd = layer_info(t).dims.size();
   const FeatureOptions fo = feature_options(opts_);
   FeatureWriter writer(t, dtype, dir, dev, fo);  // checks direction and device
@@ -396,7 +458,7 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
       if (!find(proxy, dir)) continue;
       std::vector<int64_t> n(rows);
       for (size_t i = 0; i < rows; ++i) n[i] = dims[i * nd];
-      predict_batch(proxy, n.data(), rows, dtype, dir, dev, out_ms);
+      predict_batch_as(proxy, n.data(), rows, dtype, dir, dev, out_ms);
       for (size_t i = 0; i < rows; ++i) {
         const LayerCost a = layer_cost(t, {dims + i * nd, dims + (i + 1) * nd}, dtype),
                         b = layer_cost(proxy, {n[i]}, dtype);
@@ -418,7 +480,7 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
     // cores', and its bytes); never under this dtype's peak bound.
     for (DType ref : {DType::FP32, DType::TF32, DType::BF16, DType::FP16}) {
       if (ref == dtype || !m->has_dtype(ref)) continue;
-      predict_batch(t, dims, rows, ref, dir, dev, out_ms);
+      predict_batch_as(t, dims, rows, ref, dir, dev, out_ms);
       FeatureWriter from(t, ref, dir, dev, fo);
       const double floor = target_kind(opts_.target) == Target::LogRooflineFloor ? m->floor_ms : 0.0;
       for (size_t i = 0; i < rows; ++i) {
@@ -589,6 +651,7 @@ void LayerPredictor::save(const std::string& dir) const {
                         {"target", opts_.target},
                         {"options", opts_.to_json()},
                         {"models", models}};
+  if (opts_.sustained_bw) man["sustained_bw"] = {{"share", bw_share_}, {"gbs", bw_}};
   man["manifest_sha256"] = sha256_hex(man.dump());
   write_json_file((fs::path(dir) / "manifest.json").string(), man);
 }
@@ -616,6 +679,20 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
   LayerPredictor p;
   p.opts_ = TrainOptions::from_json(man.at("options"), mpath + ".options");
   SCALEDL_CHECK(man.contains("models") && man.at("models").is_object(), "{}: key 'models' is missing", mpath);
+  if (p.opts_.sustained_bw) {
+    const std::string ctx = mpath + ".sustained_bw";
+    SCALEDL_CHECK(man.contains("sustained_bw") && man.at("sustained_bw").is_object(),
+                  "{}: key 'sustained_bw' is missing (options.sustained_bw is true)", mpath);
+    const nlohmann::json& b = man.at("sustained_bw");
+    SCALEDL_CHECK(b.contains("share"), "{}: key 'share' is missing", ctx);
+    p.bw_share_ = get_num_or(b, "share", ctx, 0, 1.5, 0);
+    SCALEDL_CHECK(b.contains("gbs") && b.at("gbs").is_object(), "{}.gbs: expected an object of GB/s by device", ctx);
+    for (const auto& [key, v] : b.at("gbs").items()) {
+      SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0,
+                    "{}.gbs[\"{}\"]={} must be a number > 0", ctx, key, v.dump());
+      p.bw_[key] = v.get<double>();
+    }
+  }
   const FeatureOptions fo = feature_options(p.opts_);
   for (const auto& [name, e] : man.at("models").items()) {
     const std::string ctx = mpath + ".models." + name;
