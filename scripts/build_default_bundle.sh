@@ -7,7 +7,9 @@
 # Layer models: XGBoost with the transfer columns (tiling, waves, device-relative)
 # and the FP32 lanes per SM, without h^dev columns, so that a GPU known only by its
 # spec sheet is predicted from its roofline and shape-on-device features; kernel
-# times, each GPU's rows less its host's timing floor (docs/unseen-gpu.md).
+# times, each GPU's rows less its host's timing floor; memory-bound rooflines at each
+# GPU's sustained bandwidth, so that a probe record's measured copy bandwidth counts
+# (--sustained-bw; docs/unseen-gpu.md, "Sustained bandwidth").
 # Refinement: TransformerConv + MLP(Z) on the labelled runs of all six GPUs.
 #
 #   scripts/build_default_bundle.sh [--check]
@@ -27,7 +29,7 @@ rm -f "$WORK/neusight.sqlite" "$WORK/neusight.sqlite-wal" "$WORK/neusight.sqlite
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --out "$OUT" \
-  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --host-term --threads 1 --nthread 1 --seed 0 \
+  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --host-term --threads 1 --nthread 1 --seed 0 \
   --reproducible > "$WORK/train.txt"
 if [ "${1:-}" = "--check" ]; then
   # The manifest records the command, whose --out differs: compare it with that path put back.
