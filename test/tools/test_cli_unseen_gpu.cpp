@@ -571,6 +571,37 @@ TEST(CliUnseenGpu, DefaultBundleKnowsOurH100sHostAndNoSpecSheets) {
   EXPECT_NE(text.out.find("it sets T_sum"), std::string::npos) << text.out;
 }
 
+TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne) {
+  // The default bundle is trained with --sustained-bw: a spec sheet's memory-bound operators
+  // run at the training GPUs' median share of its bandwidth, a record with measured_bw_gbs
+  // (a probe's copy) at that bandwidth.
+  const nlohmann::json man = nlohmann::json::parse(
+      std::ifstream(kSrc + "/models/bundles/default/layers/manifest.json"), nullptr, false);
+  ASSERT_TRUE(man.is_object() && man.contains("sustained_bw")) << "the default bundle lacks sustained_bw";
+  const double share = man["sustained_bw"]["share"].get<double>();
+  EXPECT_GT(share, 0.7);
+  EXPECT_LT(share, 1.0);
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_sbw_spec_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(kSrc + "/models/devices/h200-sxm.json"));
+  auto with_bw = [&](double gbs) {
+    nlohmann::json j = spec;
+    j["measured_bw_gbs"] = gbs;
+    const std::string f = (dir / ("h200-" + std::to_string(static_cast<int>(gbs)) + ".json")).string();
+    std::ofstream(f) << j.dump();
+    return f;
+  };
+  // GPT-2 inference at batch 1: its elementwise kernels are a large part of the sum.
+  const std::string m = kSrc + "/models/gpt2.json --batch 1 --seq 1024 --mode inference --raw --device-spec ";
+  const double sheet = predict_json(m + kSrc + "/models/devices/h200-sxm.json")["t_sum_ms"].get<double>();
+  const double same = predict_json(m + with_bw(spec["peak_mem_bw_gbs"].get<double>() * share))["t_sum_ms"].get<double>();
+  const double half = predict_json(m + with_bw(2000))["t_sum_ms"].get<double>();
+  EXPECT_NEAR(same / sheet, 1.0, 1e-3);  // the share of the spec bandwidth is what a sheet gets
+  EXPECT_GT(half / sheet, 1.05);         // half that bandwidth: the memory-bound kernels take longer
+  fs::remove_all(dir);
+}
+
 TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNeverSaw) {
   // NeuSight's five GPUs, a sixth of their operator rows (a short test; the
   // figures are in docs/unseen-gpu.md).
