@@ -989,6 +989,21 @@ TEST(LayerPredictor, SustainedBandwidthCarriesAGpusMemoryShareToAnotherGpu) {
   nlohmann::json bad = sus.to_json();
   bad["sustained_bw"] = "yes";
   expect_error([&] { TrainOptions::from_json(bad); }, "sustained_bw");
+  // A signed manifest whose bandwidths are missing or not positive is refused by name.
+  const std::string mpath = (dir / "manifest.json").string();
+  const nlohmann::json man = nlohmann::json::parse(std::ifstream(mpath));
+  nlohmann::json m1 = man;
+  m1.erase("sustained_bw");
+  scaledl::test::write_signed_manifest(mpath, m1);
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "key 'sustained_bw' is missing");
+  nlohmann::json m2 = man;
+  m2["sustained_bw"]["gbs"][a.key()] = -1;
+  scaledl::test::write_signed_manifest(mpath, m2);
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "must be a number > 0");
+  nlohmann::json m3 = man;
+  m3["sustained_bw"]["share"] = "half";
+  scaledl::test::write_signed_manifest(mpath, m3);
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "share");
 }
 
 TEST(LayerPredictor, DtypeRatesLearnAHalfPrecisionRowAsAShareOfItsDtypesPeak) {
