@@ -952,6 +952,25 @@ TEST(LayerPredictor, SustainedBandwidthCarriesAGpusMemoryShareToAnotherGpu) {
   ASSERT_EQ(bw.size(), 2u);
   EXPECT_NEAR(bw.at(a.key()) / (0.92 * 900), 1.0, 0.01);
   EXPECT_NEAR(bw.at(b.key()) / (0.75 * 732), 1.0, 0.01);
+  {
+    // A GPU whose rows are mostly small shapes at its host's floor (our H200's set is so): its
+    // ten large rows give the bandwidth, not the tenth with the most bytes (which would take
+    // in floor-bound ones).
+    DeviceRecord d = spec_gpu("D", 19500, 1555);
+    std::vector<LayerMeasurement> dr;
+    auto row = [&](int64_t n) {
+      LayerMeasurement r;
+      r.campaign = "t", r.device = d.key(), r.source = "test", r.type = LayerType::Add, r.dims = {n};
+      const double bytes = traffic_bytes(layer_cost(LayerType::Add, {n}, DType::FP32), Direction::Forward);
+      r.fwd.median_ms = 0.014 + bytes / (0.85 * 1555 * 1e6);
+      dr.push_back(r);
+    };
+    for (int i = 0; i < 200; ++i) row(1000 + 1000 * i);              // 14-15 us: the floor
+    for (int i = 0; i < 10; ++i) row((int64_t{1} << 24) * (i + 1));  // 0.15-1.5 ms
+    const auto dm = device_map({d});
+    const auto got = sustained_bandwidths(samples_from_measurements(dr, dm), dm);
+    EXPECT_NEAR(got.at(d.key()) / (0.85 * 1555), 1.0, 0.03);
+  }
   TrainOptions plain = fast_options();
   plain.device_features = false;  // the device enters through its rooflines only, as for unseen GPUs
   plain.transfer_features = true;

@@ -120,9 +120,11 @@ std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& sam
 
 /// The sustained memory bandwidth of each GPU among `samples`, GB/s, by DeviceRecord::key():
 /// the median of bytes moved / time over its largest forward elementwise rows (add, mul,
-/// relu, gelu, silu: the tenth with the most bytes, at least 5 rows). What `scaledl probe`'s
-/// 1 GiB copy measures (3,006 GB/s on our H100, 3,005 from its add rows). GPUs without
-/// 5 such rows, CPUs and records without a spec bandwidth have none.
+/// relu, gelu, silu; of those at 10x its fastest such row or more, so the host's timing
+/// floor is under a tenth, or of all when fewer than 5 are: the tenth with the most bytes,
+/// at least 5 rows). What `scaledl probe`'s 1 GiB copy measures (3,006 GB/s on our H100,
+/// 3,007 from its campaign's rows). GPUs without 5 such rows, CPUs and records without a
+/// spec bandwidth have none.
 std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample>& samples,
                                                    const std::map<std::string, DeviceRecord>& devices);
 

@@ -278,7 +278,10 @@ std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& sam
 
 std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample>& samples,
                                                    const std::map<std::string, DeviceRecord>& devices) {
-  std::map<std::string, std::vector<std::pair<double, double>>> by_dev;  // (bytes, GB/s)
+  struct Row {
+    double bytes, gbs, ms;
+  };
+  std::map<std::string, std::vector<Row>> by_dev;
   for (const auto& s : samples) {
     if (s.dir != Direction::Forward) continue;
     if (s.type != LayerType::Add && s.type != LayerType::Mul && s.type != LayerType::ReLU &&
@@ -287,14 +290,23 @@ std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample
     const DeviceRecord& d = device_of(devices, s.device);
     if (d.kind == "cpu" || d.peak_mem_bw_gbs <= 0) continue;
     const double bytes = traffic_bytes(layer_cost(s.type, s.dims, s.dtype), s.dir);
-    by_dev[s.device].push_back({bytes, bytes / (s.ms * 1e6)});
+    by_dev[s.device].push_back({bytes, bytes / (s.ms * 1e6), s.ms});
   }
   std::map<std::string, double> out;
-  for (auto& [key, rows] : by_dev) {
-    if (rows.size() < 5) continue;
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (auto& [key, all] : by_dev) {
+    if (all.size() < 5) continue;
+    // Rows at 10x the fastest or more, so that the host's timing floor is under a tenth
+    // of each (a GPU whose set is mostly small shapes, like our H200's, would otherwise
+    // show its floor); all rows when fewer than 5 are that slow.
+    double fastest = all.front().ms;
+    for (const Row& r : all) fastest = std::min(fastest, r.ms);
+    std::vector<Row> rows;
+    for (const Row& r : all)
+      if (r.ms >= 10 * fastest) rows.push_back(r);
+    if (rows.size() < 5) rows = all;
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.bytes > b.bytes; });
     std::vector<double> rate;
-    for (size_t i = 0; i < std::max<size_t>(5, rows.size() / 10); ++i) rate.push_back(rows[i].second);
+    for (size_t i = 0; i < std::max<size_t>(5, rows.size() / 10); ++i) rate.push_back(rows[i].gbs);
     std::nth_element(rate.begin(), rate.begin() + rate.size() / 2, rate.end());
     out[key] = rate[rate.size() / 2];
   }
