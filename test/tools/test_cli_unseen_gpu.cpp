@@ -38,6 +38,21 @@ std::string fresh_neusight_store(const fs::path& dir) {
   return db;
 }
 
+/// A fresh store in `dir` of our H100's and H200's operator sets (datasets/*/neusight-ops);
+/// "" when an import fails (the failure is recorded).
+std::string hopper_ops_store(const fs::path& dir) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "ops.sqlite").string();
+  for (const std::string gpu : {"h100", "h200"}) {
+    CliResult r = run_cli("import neusight --root " + kSrc + "/datasets/" + gpu + "/neusight-ops --db " + db +
+                          " --campaign " + gpu + "-ops");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    if (r.rc != 0) return "";
+  }
+  return db;
+}
+
 nlohmann::json predict_json(const std::string& args) {
   CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + args + " --json");
   EXPECT_EQ(r.rc, 0) << args << "\n" << r.out;
@@ -313,14 +328,8 @@ TEST(CliUnseenGpu, BenchModelsRunsAPlanInInferenceMode) {
 TEST(CliUnseenGpu, EvalLayersMinMsLeavesOutTheTimingFloorInTrainingAndTest) {
   // Our H100 and H200 operator sets (datasets/*/neusight-ops): each GPU predicted from the other.
   const fs::path dir = fs::temp_directory_path() / ("scaledl_minms_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string db = (dir / "ops.sqlite").string();
-  for (const std::string gpu : {"h100", "h200"}) {
-    CliResult r = run_cli("import neusight --root " + kSrc + "/datasets/" + gpu + "/neusight-ops --db " + db +
-                          " --campaign " + gpu + "-ops");
-    ASSERT_EQ(r.rc, 0) << r.out;
-  }
+  const std::string db = hopper_ops_store(dir);
+  ASSERT_FALSE(db.empty());
   const std::string base = "eval layers --db " + db + " --leave-one-out device --json --rounds 5 --nthread 1";
   auto run = [&](const std::string& extra) {
     CliResult r = run_cli(base + extra);
@@ -358,14 +367,8 @@ TEST(CliUnseenGpu, EvalLayersMinMsLeavesOutTheTimingFloorInTrainingAndTest) {
 
 TEST(CliUnseenGpu, EvalLayersWritesEveryHeldOutRowAndProbesTheHeldOutGpusBandwidth) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_probe_bw_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string db = (dir / "ops.sqlite").string();
-  for (const std::string gpu : {"h100", "h200"}) {
-    CliResult r = run_cli("import neusight --root " + kSrc + "/datasets/" + gpu + "/neusight-ops --db " + db +
-                          " --campaign " + gpu + "-ops");
-    ASSERT_EQ(r.rc, 0) << r.out;
-  }
+  const std::string db = hopper_ops_store(dir);
+  ASSERT_FALSE(db.empty());
   const std::string base = "eval layers --db " + db + " --leave-one-out device --json --rounds 5 --nthread 1";
   const std::string csv = (dir / "rows.csv").string();
   CliResult r = run_cli(base + " --sustained-bw --probe-bandwidth --predictions " + csv);
