@@ -86,3 +86,47 @@ TEST(DeviceSpecs, ASpecWithoutItsPeakRatesIsRefused) {
   const nlohmann::json ns = nlohmann::json::parse(R"({"Device":"X","Dev_Mem":16,"Mem_Bw":300,"Num_Sm":40,"Freq":1500})");
   EXPECT_NE(error_of([&] { DeviceRecord::from_json(ns, "x"); }).find("x.SingleFLOPs is missing"), std::string::npos);
 }
+
+TEST(DeviceSpecs, MemoryFamilyFromTheSpecOrTheName) {
+  // Every shipped spec names its memory, and the name of a known GPU says the same.
+  const fs::path dir = fs::path(SCALEDL_SOURCE_DIR) / "models" / "devices";
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    DeviceRecord d = load_device_spec(e.path().string());
+    ASSERT_FALSE(d.memory_type.empty());
+    const std::string fam = memory_family(d);
+    EXPECT_TRUE(fam == "hbm" || fam == "gddr") << fam;
+    d.memory_type.clear();
+    EXPECT_EQ(memory_family(d), fam) << d.name;
+  }
+  DeviceRecord d;
+  d.kind = "spec";
+  for (const char* n : {"NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200"}) {
+    d.name = n;
+    EXPECT_EQ(memory_family(d), "hbm") << n;
+  }
+  for (const char* n : {"Tesla T4", "Tesla P4", "NVIDIA L40S", "NVIDIA A10", "NVIDIA GeForce RTX 4090"}) {
+    d.name = n;
+    EXPECT_EQ(memory_family(d), "gddr") << n;
+  }
+  d.name = "Some Accelerator";
+  EXPECT_EQ(memory_family(d), "");
+  d.memory_type = "GDDR6";  // the spec's own word wins over the name
+  d.name = "NVIDIA A100 with a typo";
+  EXPECT_EQ(memory_family(d), "gddr");
+  DeviceRecord cpu;
+  cpu.kind = "cpu";
+  cpu.name = "AMD EPYC (2 threads)";
+  EXPECT_EQ(memory_family(cpu), "");
+  // Written only when set; a value that is no memory technology is an error naming the key.
+  EXPECT_FALSE(cpu.to_json().contains("memory_type"));
+  nlohmann::json j = load_device_spec((dir / "l4.json").string()).to_json();
+  EXPECT_EQ(j["memory_type"], "GDDR6");
+  EXPECT_EQ(DeviceRecord::from_json(j).memory_type, "GDDR6");
+  j["memory_type"] = "SRAM";
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("l4.memory_type=\"SRAM\" is not a memory technology"),
+            std::string::npos);
+  j["memory_type"] = 6;
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("memory_type"), std::string::npos);
+}

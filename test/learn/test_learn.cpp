@@ -992,6 +992,15 @@ TEST(LayerPredictor, SustainedBandwidthCarriesAGpusMemoryShareToAnotherGpu) {
   EXPECT_DOUBLE_EQ(q.roofline_bandwidth_gbs(c), 1555 * q.sustained_bw_share());
   EXPECT_DOUBLE_EQ(q.roofline_bandwidth_gbs(a), bw.at(a.key()));  // a training GPU: its own rows, not a probe
   EXPECT_DOUBLE_EQ(p.roofline_bandwidth_gbs(probed), 1555);       // without the option: the spec sheet
+  // A spec sheet of a memory family with training GPUs gets their share, not the median of all.
+  DeviceRecord a2 = a, b2 = b;
+  a2.memory_type = "HBM2", b2.memory_type = "GDDR6";
+  const LayerPredictor fam = LayerPredictor::train(rows, device_map({a2, b2, c}), sus);
+  DeviceRecord gddr = c;
+  gddr.memory_type = "GDDR6";
+  EXPECT_DOUBLE_EQ(fam.sustained_bw_share("gddr"), bw.at(b.key()) / 732);
+  EXPECT_DOUBLE_EQ(fam.roofline_bandwidth_gbs(gddr), 1555 * bw.at(b.key()) / 732);
+  EXPECT_DOUBLE_EQ(fam.roofline_bandwidth_gbs(c), 1555 * q.sustained_bw_share());  // no family: all GPUs' median
   DeviceRecord cpu = spec_gpu("cpu", 500, 0);
   cpu.kind = "cpu", cpu.peak_mem_bw_gbs = 0, cpu.measured_bw_gbs = 40;
   EXPECT_DOUBLE_EQ(q.roofline_bandwidth_gbs(cpu), 40);  // a CPU keeps its measured bandwidth
@@ -1019,6 +1028,10 @@ TEST(LayerPredictor, SustainedBandwidthCarriesAGpusMemoryShareToAnotherGpu) {
   m2["sustained_bw"]["gbs"][a.key()] = -1;
   scaledl::test::write_signed_manifest(mpath, m2);
   expect_error([&] { LayerPredictor::load(dir.string()); }, "must be a number > 0");
+  nlohmann::json m4 = man;
+  m4["sustained_bw"]["share_by_memory"] = {{"hbm", 0}};
+  scaledl::test::write_signed_manifest(mpath, m4);
+  expect_error([&] { LayerPredictor::load(dir.string()); }, "share_by_memory[\"hbm\"]=0");
   nlohmann::json m3 = man;
   m3["sustained_bw"]["share"] = "half";
   scaledl::test::write_signed_manifest(mpath, m3);

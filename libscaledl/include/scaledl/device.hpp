@@ -29,6 +29,9 @@ struct DeviceRecord {
   /// by sustained / boost in compute_gflops(). Where the figure comes from goes in
   /// extra.source. Must be <= clock_mhz.
   double sustained_clock_mhz = 0;
+  /// Memory technology of the spec sheet ("HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR5",
+  /// "GDDR6", "GDDR6X", ...); "" = not given (memory_family() then reads the name)
+  std::string memory_type;
   nlohmann::json extra;          ///< free-form details (driver, versions, source, tdp_w); not used as features
 
   nlohmann::json to_json() const;
@@ -52,5 +55,12 @@ struct DeviceRecord {
 
 /// Reads a device spec JSON file (either format).
 DeviceRecord load_device_spec(const std::string& path);
+
+/// "hbm" or "gddr": the record's memory_type, else what its name says of a known NVIDIA
+/// GPU (A100, A30, H100, H200, H800, B100, B200, V100, P100 have HBM; T4, P4, P40, L4,
+/// L40, A10, A16, A40, RTX, GeForce, Quadro parts GDDR); "" for any other record
+/// (CPUs, unknown names). HBM sustains a larger share of its spec bandwidth than GDDR on
+/// the GPUs we have rows of (docs/unseen-gpu.md, "Sustained bandwidth").
+std::string memory_family(const DeviceRecord& d);
 
 }  // namespace scaledl

@@ -69,7 +69,7 @@ struct TrainOptions {
   /// sheet's: for a GPU with training rows, what its largest elementwise rows move per
   /// second (sustained_bandwidths()); for another, its probe's measured copy bandwidth
   /// (DeviceRecord::measured_bw_gbs), else its spec bandwidth times the median share the
-  /// training GPUs sustain. The trees then learn one memory efficiency for every GPU
+  /// training GPUs of its memory family (HBM, GDDR) sustain. The trees then learn one memory efficiency for every GPU
   /// (docs/unseen-gpu.md, "Sustained bandwidth"). Manifest "sustained_bw"; absent = false.
   bool sustained_bw = false;
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
@@ -205,8 +205,12 @@ class LayerPredictor {
   /// the GPU's sustained bandwidth (see there), else DeviceRecord::bandwidth_gbs().
   double roofline_bandwidth_gbs(const DeviceRecord& dev) const;
   /// With sustained_bw: the median share of their spec bandwidth the training GPUs
-  /// sustain (a GPU known by its spec sheet alone gets that share); 0 otherwise.
+  /// sustain; 0 otherwise. A GPU known by its spec sheet alone gets the median share of
+  /// the training GPUs of its memory family (memory_family(): HBM or GDDR) where there
+  /// are some, else this one.
   double sustained_bw_share() const { return bw_share_; }
+  /// The share a spec sheet of memory family `family` ("hbm", "gddr", "") gets.
+  double sustained_bw_share(const std::string& family) const;
   /// {"models": {name: {rows, features}}, "target": ..., ...}
   nlohmann::json summary() const;
 
@@ -221,6 +225,7 @@ class LayerPredictor {
   TrainOptions opts_;
   std::map<std::string, double> bw_;  ///< sustained bandwidth of the training GPUs, GB/s
   double bw_share_ = 0;               ///< their median share of the spec bandwidth
+  std::map<std::string, double> bw_share_by_family_;  ///< the same per memory family
   bool compiled_trees_ = true;
   std::map<std::string, std::unique_ptr<Model>> models_;  ///< by model name ("linear" or "linear.bwd")
 };

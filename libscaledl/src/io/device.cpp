@@ -20,6 +20,7 @@ nlohmann::json DeviceRecord::to_json() const {
           {"measured_bw_gbs", measured_bw_gbs},
           {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
   if (sustained_clock_mhz > 0) j["sustained_clock_mhz"] = sustained_clock_mhz;  // only then: earlier records unchanged
+  if (!memory_type.empty()) j["memory_type"] = memory_type;                        // likewise
   return j;
 }
 
@@ -73,6 +74,11 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
   SCALEDL_CHECK(d.sustained_clock_mhz == 0 || (d.clock_mhz > 0 && d.sustained_clock_mhz <= d.clock_mhz),
                 "{}.sustained_clock_mhz={} must be at most clock_mhz={} (the boost clock) and needs it", ctx,
                 d.sustained_clock_mhz, d.clock_mhz);
+  d.memory_type = get_str_or(j, "memory_type", ctx, "");
+  SCALEDL_CHECK(d.memory_type.empty() || d.memory_type.rfind("HBM", 0) == 0 || d.memory_type.rfind("GDDR", 0) == 0 ||
+                    d.memory_type.rfind("LPDDR", 0) == 0 || d.memory_type.rfind("DDR", 0) == 0,
+                "{}.memory_type=\"{}\" is not a memory technology (HBM..., GDDR..., LPDDR... or DDR...)", ctx,
+                d.memory_type);
   SCALEDL_CHECK(d.compute_gflops() > 0, "{}: neither measured_gflops nor peak_fp32_gflops is set", ctx);
   SCALEDL_CHECK(d.bandwidth_gbs() > 0, "{}: neither measured_bw_gbs nor peak_mem_bw_gbs is set", ctx);
   return d;
@@ -100,6 +106,18 @@ std::vector<double> DeviceRecord::features() const {
 
 DeviceRecord load_device_spec(const std::string& path) {
   return DeviceRecord::from_json(read_json_file(path), path);
+}
+
+std::string memory_family(const DeviceRecord& d) {
+  if (d.memory_type.rfind("HBM", 0) == 0) return "hbm";
+  if (d.memory_type.rfind("GDDR", 0) == 0) return "gddr";
+  if (!d.memory_type.empty() || d.kind == "cpu") return "";
+  // HBM names first: "A100" holds "A10", "H100" nothing of the GDDR list.
+  for (const char* n : {"A100", "A800", "A30", "H100", "H200", "H800", "H20", "B100", "B200", "V100", "P100"})
+    if (d.name.find(n) != std::string::npos) return "hbm";
+  for (const char* n : {"T4", "P4", "P40", "L4", "L40", "A10", "A16", "A40", "RTX", "GeForce", "Quadro"})
+    if (d.name.find(n) != std::string::npos) return "gddr";
+  return "";
 }
 
 }  // namespace scaledl

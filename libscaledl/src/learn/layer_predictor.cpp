@@ -318,7 +318,13 @@ double LayerPredictor::roofline_bandwidth_gbs(const DeviceRecord& dev) const {
   auto it = bw_.find(dev.key());
   if (it != bw_.end()) return it->second;
   if (dev.measured_bw_gbs > 0) return dev.measured_bw_gbs;  // a probe's copy bandwidth
-  return bw_share_ > 0 ? dev.peak_mem_bw_gbs * bw_share_ : dev.peak_mem_bw_gbs;
+  const double share = sustained_bw_share(memory_family(dev));
+  return share > 0 ? dev.peak_mem_bw_gbs * share : dev.peak_mem_bw_gbs;
+}
+
+double LayerPredictor::sustained_bw_share(const std::string& family) const {
+  auto it = bw_share_by_family_.find(family);
+  return it != bw_share_by_family_.end() ? it->second : bw_share_;
 }
 
 DeviceRecord LayerPredictor::feature_device(const DeviceRecord& dev) const {
@@ -351,13 +357,20 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
   std::map<std::string, DeviceRecord> feature_devices;  // as the features see them
   if (o.sustained_bw) {
     p.bw_ = sustained_bandwidths(samples, devices);
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
     std::vector<double> share;
-    for (const auto& [key, gbs] : p.bw_) share.push_back(gbs / device_of(devices, key).peak_mem_bw_gbs);
-    if (!share.empty()) {
-      std::sort(share.begin(), share.end());
-      p.bw_share_ = share.size() % 2 ? share[share.size() / 2]
-                                     : 0.5 * (share[share.size() / 2 - 1] + share[share.size() / 2]);
+    std::map<std::string, std::vector<double>> by_family;
+    for (const auto& [key, gbs] : p.bw_) {
+      const DeviceRecord& d = device_of(devices, key);
+      share.push_back(gbs / d.peak_mem_bw_gbs);
+      const std::string fam = memory_family(d);
+      if (!fam.empty()) by_family[fam].push_back(gbs / d.peak_mem_bw_gbs);
     }
+    if (!share.empty()) p.bw_share_ = median(share);
+    for (const auto& [fam, v] : by_family) p.bw_share_by_family_[fam] = median(v);
   }
   for (const auto& s : samples)
     if (!feature_devices.count(s.device)) feature_devices.emplace(s.device, p.feature_device(device_of(devices, s.device)));
@@ -663,7 +676,8 @@ void LayerPredictor::save(const std::string& dir) const {
                         {"target", opts_.target},
                         {"options", opts_.to_json()},
                         {"models", models}};
-  if (opts_.sustained_bw) man["sustained_bw"] = {{"share", bw_share_}, {"gbs", bw_}};
+  if (opts_.sustained_bw)
+    man["sustained_bw"] = {{"share", bw_share_}, {"share_by_memory", bw_share_by_family_}, {"gbs", bw_}};
   man["manifest_sha256"] = sha256_hex(man.dump());
   write_json_file((fs::path(dir) / "manifest.json").string(), man);
 }
@@ -699,6 +713,14 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     SCALEDL_CHECK(b.contains("share"), "{}: key 'share' is missing", ctx);
     p.bw_share_ = get_num_or(b, "share", ctx, 0, 1.5, 0);
     SCALEDL_CHECK(b.contains("gbs") && b.at("gbs").is_object(), "{}.gbs: expected an object of GB/s by device", ctx);
+    if (b.contains("share_by_memory")) {  // absent: a model from before memory families
+      SCALEDL_CHECK(b.at("share_by_memory").is_object(), "{}.share_by_memory: expected an object of shares", ctx);
+      for (const auto& [fam, v] : b.at("share_by_memory").items()) {
+        SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1.5,
+                      "{}.share_by_memory[\"{}\"]={} must be a number in (0, 1.5]", ctx, fam, v.dump());
+        p.bw_share_by_family_[fam] = v.get<double>();
+      }
+    }
     for (const auto& [key, v] : b.at("gbs").items()) {
       SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0,
                     "{}.gbs[\"{}\"]={} must be a number > 0", ctx, key, v.dump());
