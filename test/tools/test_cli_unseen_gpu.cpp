@@ -576,12 +576,14 @@ TEST(CliUnseenGpu, DefaultBundleKnowsOurH100sHostAndNoSpecSheets) {
 
 TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne) {
   // The default bundle is trained with --sustained-bw: a spec sheet's memory-bound operators
-  // run at the training GPUs' median share of its bandwidth, a record with measured_bw_gbs
-  // (a probe's copy) at that bandwidth.
+  // run at the median share of its bandwidth that the training GPUs of its memory family (the
+  // H200: HBM3e) sustain, a record with measured_bw_gbs (a probe's copy) at that bandwidth.
   const nlohmann::json man = nlohmann::json::parse(
       std::ifstream(kSrc + "/models/bundles/default/layers/manifest.json"), nullptr, false);
   ASSERT_TRUE(man.is_object() && man.contains("sustained_bw")) << "the default bundle lacks sustained_bw";
-  const double share = man["sustained_bw"]["share"].get<double>();
+  ASSERT_TRUE(man["sustained_bw"]["share_by_memory"].contains("hbm")) << man["sustained_bw"].dump();
+  const double share = man["sustained_bw"]["share_by_memory"]["hbm"].get<double>();
+  EXPECT_GT(share, man["sustained_bw"]["share_by_memory"]["gddr"].get<double>());
   EXPECT_GT(share, 0.7);
   EXPECT_LT(share, 1.0);
   const fs::path dir = fs::temp_directory_path() / ("scaledl_sbw_spec_" + std::to_string(::getpid()));
@@ -600,7 +602,7 @@ TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne
   const double sheet = predict_json(m + kSrc + "/models/devices/h200-sxm.json")["t_sum_ms"].get<double>();
   const double same = predict_json(m + with_bw(spec["peak_mem_bw_gbs"].get<double>() * share))["t_sum_ms"].get<double>();
   const double half = predict_json(m + with_bw(2000))["t_sum_ms"].get<double>();
-  EXPECT_NEAR(same / sheet, 1.0, 1e-3);  // the share of the spec bandwidth is what a sheet gets
+  EXPECT_NEAR(same / sheet, 1.0, 1e-3);  // the family's share of the spec bandwidth is what a sheet gets
   EXPECT_GT(half / sheet, 1.05);         // half that bandwidth: the memory-bound kernels take longer
   fs::remove_all(dir);
 }
