@@ -5,6 +5,8 @@
 # end-to-end labels from its spec sheet; and the same per operator.
 # Transfer features = the default bundle's: tiling / waves / device-relative columns and the
 # FP32 lanes per SM, no h^dev; end to end also its kernel times (--kernel-time). e2e-default adds the default bundle's other operator data.
+# The default bundle also runs memory-bound rooflines at sustained bandwidths (--sustained-bw, since
+# 2026-11-27): these protocols with it, from the spec sheet and probed, are scripts/sustained_bw.sh's.
 #   scripts/unseen_gpu.sh [SEEDS]      (default 3; ~11 min on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
