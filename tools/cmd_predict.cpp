@@ -629,6 +629,10 @@ int run(const PredictOptions& o) {
     j["outside_training_range"] = outside;
     if (!host_warning.empty()) j["host_warning"] = host_warning;
     if (const auto rows = b.layer_rows_of(dev.key())) j["device_layer_rows"] = *rows;
+    if (const std::string from = b.layers.roofline_bandwidth_source(dev); !from.empty()) {
+      j["sustained_bw_gbs"] = b.layers.roofline_bandwidth_gbs(dev);
+      j["sustained_bw_from"] = from;
+    }
     if (anchor) j["anchor"] = anchor->to_json();
     if (input) input->add_to(j);
     j["memory"] = mem.to_json();
@@ -704,6 +708,20 @@ int run(const PredictOptions& o) {
                       : std::string("domain       inside the graph model's training range\n"));
   std::cout << memory_line(mem.peak_bytes, mem.lo80, mem.hi80, mem.method, mem.capacity_bytes, mem.headroom,
                            mem.verdict);
+  if (const std::string from = b.layers.roofline_bandwidth_source(dev); !from.empty()) {
+    const double gbs = b.layers.roofline_bandwidth_gbs(dev);
+    std::cout << (from == "layer rows"
+                      ? fmt::format("bandwidth    {:.0f} GB/s sustained: what this device's layer rows move\n", gbs)
+                  : from == "measured"
+                      ? fmt::format("bandwidth    {:.0f} GB/s sustained: the record's measured copy bandwidth\n", gbs)
+                      : fmt::format("bandwidth    {:.0f} GB/s sustained: {:.3f} x the spec's {:.0f} GB/s, the median "
+                                    "share of the training GPUs{} (a probe record's measured copy bandwidth would "
+                                    "replace it: docs/unseen-gpu.md)\n",
+                                    gbs, gbs / dev.peak_mem_bw_gbs, dev.peak_mem_bw_gbs,
+                                    from == "hbm share"    ? " with HBM"
+                                    : from == "gddr share" ? " with GDDR"
+                                                           : ""));
+  }
   if (const auto rows = b.layer_rows_of(dev.key()))
     std::cout << (*rows > 0 ? fmt::format("layers       {} layer timings (forward, backward) of this device trained "
                                           "the layer models\n",

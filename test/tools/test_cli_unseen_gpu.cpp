@@ -604,6 +604,20 @@ TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne
   const double half = predict_json(m + with_bw(2000))["t_sum_ms"].get<double>();
   EXPECT_NEAR(same / sheet, 1.0, 1e-3);  // the family's share of the spec bandwidth is what a sheet gets
   EXPECT_GT(half / sheet, 1.05);         // half that bandwidth: the memory-bound kernels take longer
+  // predict says which bandwidth it used and where it came from.
+  const nlohmann::json js = predict_json(m + kSrc + "/models/devices/h200-sxm.json");
+  EXPECT_EQ(js["sustained_bw_from"], "hbm share");
+  EXPECT_NEAR(js["sustained_bw_gbs"].get<double>(), 4800 * share, 1e-6);
+  const nlohmann::json jp = predict_json(m + with_bw(2000));
+  EXPECT_EQ(jp["sustained_bw_from"], "measured");
+  EXPECT_EQ(jp["sustained_bw_gbs"].get<double>(), 2000);
+  const nlohmann::json jt = predict_json(m + kSrc + "/models/devices/h100-sxm.json");  // a GPU with layer rows
+  EXPECT_EQ(jt["sustained_bw_from"], "layer rows");
+  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc +
+                           "/models/devices/l4.json");
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("GB/s sustained: 0."), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the median share of the training GPUs with GDDR"), std::string::npos) << text.out;
   fs::remove_all(dir);
 }
 

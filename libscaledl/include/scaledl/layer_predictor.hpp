@@ -211,6 +211,10 @@ class LayerPredictor {
   double sustained_bw_share() const { return bw_share_; }
   /// The share a spec sheet of memory family `family` ("hbm", "gddr", "") gets.
   double sustained_bw_share(const std::string& family) const;
+  /// Where roofline_bandwidth_gbs(dev) comes from: "layer rows" (a training GPU's own),
+  /// "measured" (the record's copy bandwidth), "hbm share" / "gddr share" / "share" (the
+  /// spec bandwidth times the training GPUs' share), or "" without sustained_bw or for a CPU.
+  std::string roofline_bandwidth_source(const DeviceRecord& dev) const;
   /// {"models": {name: {rows, features}}, "target": ..., ...}
   nlohmann::json summary() const;
 

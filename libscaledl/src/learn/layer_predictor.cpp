@@ -322,6 +322,14 @@ double LayerPredictor::roofline_bandwidth_gbs(const DeviceRecord& dev) const {
   return share > 0 ? dev.peak_mem_bw_gbs * share : dev.peak_mem_bw_gbs;
 }
 
+std::string LayerPredictor::roofline_bandwidth_source(const DeviceRecord& dev) const {
+  if (!opts_.sustained_bw || dev.kind == "cpu" || dev.peak_mem_bw_gbs <= 0) return "";
+  if (bw_.count(dev.key())) return "layer rows";
+  if (dev.measured_bw_gbs > 0) return "measured";
+  const std::string fam = memory_family(dev);
+  return bw_share_by_family_.count(fam) ? fam + " share" : "share";
+}
+
 double LayerPredictor::sustained_bw_share(const std::string& family) const {
   auto it = bw_share_by_family_.find(family);
   return it != bw_share_by_family_.end() ? it->second : bw_share_;
