@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -221,6 +222,8 @@ class LayerPredictor {
  private:
   struct Model;
   const Model* find(LayerType t, Direction dir) const;
+  /// roofline_bandwidth_gbs(dev) and roofline_bandwidth_source(dev), decided once
+  std::pair<double, std::string> sustained_bw_of(const DeviceRecord& dev) const;
   /// `dev` as the features see it: with sustained_bw, its spec bandwidth replaced by
   /// roofline_bandwidth_gbs(dev)
   DeviceRecord feature_device(const DeviceRecord& dev) const;

@@ -16,6 +16,7 @@
 #include "scaledl/error.hpp"
 #include "scaledl/checksum.hpp"
 #include "scaledl/json_util.hpp"
+#include "scaledl/stats.hpp"
 #include "scaledl/tree_forest.hpp"
 #include "scaledl/xgb.hpp"
 
@@ -313,21 +314,20 @@ std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample
   return out;
 }
 
-double LayerPredictor::roofline_bandwidth_gbs(const DeviceRecord& dev) const {
-  if (!opts_.sustained_bw || dev.kind == "cpu" || dev.peak_mem_bw_gbs <= 0) return dev.bandwidth_gbs();
-  auto it = bw_.find(dev.key());
-  if (it != bw_.end()) return it->second;
-  if (dev.measured_bw_gbs > 0) return dev.measured_bw_gbs;  // a probe's copy bandwidth
-  const double share = sustained_bw_share(memory_family(dev));
-  return share > 0 ? dev.peak_mem_bw_gbs * share : dev.peak_mem_bw_gbs;
+std::pair<double, std::string> LayerPredictor::sustained_bw_of(const DeviceRecord& dev) const {
+  if (!opts_.sustained_bw || dev.kind == "cpu" || dev.peak_mem_bw_gbs <= 0) return {dev.bandwidth_gbs(), ""};
+  if (auto it = bw_.find(dev.key()); it != bw_.end()) return {it->second, "layer rows"};
+  if (dev.measured_bw_gbs > 0) return {dev.measured_bw_gbs, "measured"};  // a probe's copy bandwidth
+  const std::string fam = memory_family(dev);
+  const bool by_family = bw_share_by_family_.count(fam) > 0;
+  const double share = sustained_bw_share(fam);
+  return {share > 0 ? dev.peak_mem_bw_gbs * share : dev.peak_mem_bw_gbs, by_family ? fam + " share" : "share"};
 }
 
+double LayerPredictor::roofline_bandwidth_gbs(const DeviceRecord& dev) const { return sustained_bw_of(dev).first; }
+
 std::string LayerPredictor::roofline_bandwidth_source(const DeviceRecord& dev) const {
-  if (!opts_.sustained_bw || dev.kind == "cpu" || dev.peak_mem_bw_gbs <= 0) return "";
-  if (bw_.count(dev.key())) return "layer rows";
-  if (dev.measured_bw_gbs > 0) return "measured";
-  const std::string fam = memory_family(dev);
-  return bw_share_by_family_.count(fam) ? fam + " share" : "share";
+  return sustained_bw_of(dev).second;
 }
 
 double LayerPredictor::sustained_bw_share(const std::string& family) const {
@@ -337,8 +337,8 @@ double LayerPredictor::sustained_bw_share(const std::string& family) const {
 
 DeviceRecord LayerPredictor::feature_device(const DeviceRecord& dev) const {
   DeviceRecord d = dev;
-  if (opts_.sustained_bw && dev.kind != "cpu" && dev.peak_mem_bw_gbs > 0)
-    d.peak_mem_bw_gbs = roofline_bandwidth_gbs(dev);
+  const auto [gbs, source] = sustained_bw_of(dev);
+  if (!source.empty()) d.peak_mem_bw_gbs = gbs;
   return d;
 }
 
@@ -365,10 +365,6 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
   std::map<std::string, DeviceRecord> feature_devices;  // as the features see them
   if (o.sustained_bw) {
     p.bw_ = sustained_bandwidths(samples, devices);
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    };
     std::vector<double> share;
     std::map<std::string, std::vector<double>> by_family;
     for (const auto& [key, gbs] : p.bw_) {
@@ -611,6 +607,8 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
   std::map<std::pair<int, int>, std::vector<int>> groups;
   for (const auto& n : g.nodes) groups[{static_cast<int>(n.type), static_cast<int>(n.dir)}].push_back(n.id);
   std::vector<LayerPrediction> out(g.nodes.size());
+  // The device as the features see it, once per graph rather than once per group.
+  const DeviceRecord fdev = feature_device(dev);
   for (const auto& [key, ids] : groups) {
     const LayerType t = static_cast<LayerType>(key.first);
     const Direction dir = static_cast<Direction>(key.second);
@@ -628,7 +626,7 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
       row_of[i] = it->second;
     }
     std::vector<double> ms(uniq.size());
-    bool fb = predict_batch(t, dims.data(), uniq.size(), g.settings.dtype, dir, dev, ms.data());
+    bool fb = predict_batch_as(t, dims.data(), uniq.size(), g.settings.dtype, dir, fdev, ms.data());
     const bool extrapolated = !fb && trained_on(t, dir, g.settings.dtype) == std::optional<bool>(false);
     for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[row_of[i]], fb, extrapolated};
   }
