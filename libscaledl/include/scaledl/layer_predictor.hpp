@@ -129,6 +129,11 @@ std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& sam
 std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample>& samples,
                                                    const std::map<std::string, DeviceRecord>& devices);
 
+/// The devices as probes would know them (CvOptions::probe_bandwidth, eval --probe-bandwidth):
+/// each GPU of `samples` with a sustained bandwidth (sustained_bandwidths()) gets it as its
+/// measured_bw_gbs in `devices` (a GPU not in `devices` is skipped). Returns how many got one.
+size_t set_probe_bandwidths(std::map<std::string, DeviceRecord>& devices, const std::vector<LayerSample>& samples);
+
 /// Layer rows and devices of one or more stores (read-only), plus devices from
 /// spec JSON files (either DeviceRecord format). Rows of status "ok" only.
 struct TrainingData {

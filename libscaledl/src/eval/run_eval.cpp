@@ -313,11 +313,9 @@ EvalResult run_eval(const EvalOptions& o) {
   load_runs(o.test_dbs, true);
   if (o.probe_bandwidth) {
     // As the layer models derive it: from kernel times when they learn those.
-    const auto bw = sustained_bandwidths(
-        o.layers.kernel_time ? kernel_time_samples(layer_samples, data.devices) : layer_samples, data.devices);
-    for (const auto& [key, gbs] : bw)
-      if (devices.count(key)) devices[key].measured_bw_gbs = gbs;
-    log(fmt::format("--probe-bandwidth: {} GPUs' sustained bandwidth from their own layer rows", bw.size()));
+    const size_t n = set_probe_bandwidths(
+        devices, o.layers.kernel_time ? kernel_time_samples(layer_samples, data.devices) : layer_samples);
+    log(fmt::format("--probe-bandwidth: {} GPUs' sustained bandwidth from their own layer rows", n));
   }
   log(fmt::format("{} runs ({} test-store), {} layer rows, {} devices", res.runs.size(),
                   std::count_if(res.runs.begin(), res.runs.end(), [](const EvalRun& r) { return r.test_store; }),

@@ -181,7 +181,7 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
     std::map<std::string, DeviceRecord> fold_devices;  // the held-out GPU as a probe knows it
     if (o.leave_one_device && o.probe_bandwidth) {
       fold_devices = devices;
-      for (const auto& [key, gbs] : sustained_bandwidths(te, devices)) fold_devices.at(key).measured_bw_gbs = gbs;
+      set_probe_bandwidths(fold_devices, te);
     }
     for (const auto& method : o.methods) {
       std::vector<double> p = fit_predict(method, tr, te, fold_devices.empty() ? devices : fold_devices, o);

@@ -314,6 +314,17 @@ std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample
   return out;
 }
 
+size_t set_probe_bandwidths(std::map<std::string, DeviceRecord>& devices, const std::vector<LayerSample>& samples) {
+  size_t n = 0;
+  for (const auto& [key, gbs] : sustained_bandwidths(samples, devices)) {
+    auto it = devices.find(key);
+    if (it == devices.end()) continue;
+    it->second.measured_bw_gbs = gbs;
+    ++n;
+  }
+  return n;
+}
+
 std::pair<double, std::string> LayerPredictor::sustained_bw_of(const DeviceRecord& dev) const {
   if (!opts_.sustained_bw || dev.kind == "cpu" || dev.peak_mem_bw_gbs <= 0) return {dev.bandwidth_gbs(), ""};
   if (auto it = bw_.find(dev.key()); it != bw_.end()) return {it->second, "layer rows"};
