@@ -2,9 +2,13 @@
 """Per GPU of NeuSight-layout operator sets (docs/unseen-gpu.md, "Operators on the
 H100 and H200"): the best FP32 GEMM rate among its linear rows as a share of its
 spec-sheet FP32 peak, and its timing floor (the fastest row of any operator).
+With --by-alignment (docs/unseen-gpu.md, "What limits the targets"): the median share
+of the peak of its linear rows of 1 ms or more (ops/linear and ops-transformer-shapes)
+whose M, N and K are all multiples of 4 ("aligned") and of the others ("odd"), and of
+those above and below 50 ms.
 Standard library only.
 
-    python3 scripts/gemm_efficiency.py datasets/neusight datasets/h100/neusight-ops datasets/h200/neusight-ops
+    python3 scripts/gemm_efficiency.py [--by-alignment] datasets/neusight datasets/h100/neusight-ops ...
 """
 import csv
 import glob
@@ -17,6 +21,37 @@ def peak_gflops(root, gpu):
     with open(os.path.join(root, "device_configs", gpu + ".json")) as f:
         d = json.load(f)
     return float(d.get("SingleFLOPs") or d.get("peak_fp32_gflops"))
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else float("nan")
+
+
+def by_alignment(roots):
+    print("| GPU | aligned | odd | rows | above 50 ms | below 50 ms |")
+    print("|---|---|---|---|---|---|")
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(root, "ops", "linear", "*.csv"))):
+            gpu = os.path.basename(path)[:-4]
+            peak = peak_gflops(root, gpu)
+            groups = {"aligned": [], "odd": [], "long": [], "short": []}
+            rows = list(csv.DictReader(open(path)))
+            shapes = os.path.join(root, "ops-transformer-shapes", "linear.csv")
+            if os.path.exists(shapes):
+                rows += [r for r in csv.DictReader(open(shapes)) if r["Device"].replace(" ", "_") == gpu]
+            for r in rows:
+                ms = float(r["Latency"])
+                if ms < 1:
+                    continue
+                mnk = [int(r["B"]) * int(r["M"]), int(r["N"]), int(r["K"])]
+                share = 2 * mnk[0] * mnk[1] * mnk[2] / (ms * 1e-3) / (peak * 1e9)
+                groups["aligned" if all(d % 4 == 0 for d in mnk) else "odd"].append(share)
+                groups["long" if ms > 50 else "short"].append(share)
+            n = len(groups["aligned"]) + len(groups["odd"])
+            cells = [f"{median(groups[g]):.2f} ({len(groups[g])})" for g in ("aligned", "odd")]
+            cells += [str(n)] + [f"{median(groups[g]):.2f}" for g in ("long", "short")]
+            print(f"| {gpu} | " + " | ".join(cells) + " |")
 
 
 def main(roots):
@@ -34,6 +69,9 @@ def main(roots):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    align = "--by-alignment" in args
+    args = [a for a in args if a != "--by-alignment"]
+    if not args:
         sys.exit(__doc__)
-    main(sys.argv[1:])
+    by_alignment(args) if align else main(args)
