@@ -28,44 +28,45 @@ def median(v):
     return v[len(v) // 2] if v else float("nan")
 
 
-def by_alignment(roots):
-    print("| GPU | aligned | odd | rows | above 50 ms | below 50 ms |")
-    print("|---|---|---|---|---|---|")
+def linear_sets(roots, header):
+    """Prints a table header, then yields (root, gpu, linear rows) of every GPU."""
+    print("| GPU | " + " | ".join(header) + " |")
+    print("|---" * (len(header) + 1) + "|")
     for root in roots:
         for path in sorted(glob.glob(os.path.join(root, "ops", "linear", "*.csv"))):
-            gpu = os.path.basename(path)[:-4]
-            peak = peak_gflops(root, gpu)
-            groups = {"aligned": [], "odd": [], "long": [], "short": []}
-            rows = list(csv.DictReader(open(path)))
-            shapes = os.path.join(root, "ops-transformer-shapes", "linear.csv")
-            if os.path.exists(shapes):
-                rows += [r for r in csv.DictReader(open(shapes)) if r["Device"].replace(" ", "_") == gpu]
-            for r in rows:
-                ms = float(r["Latency"])
-                if ms < 1:
-                    continue
-                mnk = [int(r["B"]) * int(r["M"]), int(r["N"]), int(r["K"])]
-                share = 2 * mnk[0] * mnk[1] * mnk[2] / (ms * 1e-3) / (peak * 1e9)
-                groups["aligned" if all(d % 4 == 0 for d in mnk) else "odd"].append(share)
-                groups["long" if ms > 50 else "short"].append(share)
-            n = len(groups["aligned"]) + len(groups["odd"])
-            cells = [f"{median(groups[g]):.2f} ({len(groups[g])})" for g in ("aligned", "odd")]
-            cells += [str(n)] + [f"{median(groups[g]):.2f}" for g in ("long", "short")]
-            print(f"| {gpu} | " + " | ".join(cells) + " |")
+            yield root, os.path.basename(path)[:-4], list(csv.DictReader(open(path)))
+
+
+def by_alignment(roots):
+    header = ["aligned", "odd", "rows", "above 50 ms", "below 50 ms"]
+    for root, gpu, rows in linear_sets(roots, header):
+        peak = peak_gflops(root, gpu)
+        shapes = os.path.join(root, "ops-transformer-shapes", "linear.csv")
+        if os.path.exists(shapes):
+            rows += [r for r in csv.DictReader(open(shapes)) if r["Device"].replace(" ", "_") == gpu]
+        groups = {"aligned": [], "odd": [], "long": [], "short": []}
+        for r in rows:
+            ms = float(r["Latency"])
+            if ms < 1:
+                continue
+            mnk = [int(r["B"]) * int(r["M"]), int(r["N"]), int(r["K"])]
+            share = 2 * mnk[0] * mnk[1] * mnk[2] / (ms * 1e-3) / (peak * 1e9)
+            groups["aligned" if all(d % 4 == 0 for d in mnk) else "odd"].append(share)
+            groups["long" if ms > 50 else "short"].append(share)
+        n = len(groups["aligned"]) + len(groups["odd"])
+        cells = [f"{median(groups[g]):.2f} ({len(groups[g])})" for g in ("aligned", "odd")]
+        cells += [str(n)] + [f"{median(groups[g]):.2f}" for g in ("long", "short")]
+        print(f"| {gpu} | " + " | ".join(cells) + " |")
 
 
 def main(roots):
-    print("| GPU | best FP32 GEMM, GFLOP/s | spec peak | share | fastest row, µs |")
-    print("|---|---|---|---|---|")
-    for root in roots:
-        for path in sorted(glob.glob(os.path.join(root, "ops", "linear", "*.csv"))):
-            gpu = os.path.basename(path)[:-4]
-            best = max(2 * int(r["M"]) * int(r["N"]) * int(r["K"]) / float(r["Latency"]) / 1e6
-                       for r in csv.DictReader(open(path)))
-            floor = min(float(r["Latency"]) for p in glob.glob(os.path.join(root, "ops", "*", gpu + ".csv"))
-                        for r in csv.DictReader(open(p)))
-            peak = peak_gflops(root, gpu)
-            print(f"| {gpu} | {best:,.0f} | {peak:,.0f} | {100 * best / peak:.0f} % | {1000 * floor:.1f} |")
+    header = ["best FP32 GEMM, GFLOP/s", "spec peak", "share", "fastest row, µs"]
+    for root, gpu, rows in linear_sets(roots, header):
+        best = max(2 * int(r["M"]) * int(r["N"]) * int(r["K"]) / float(r["Latency"]) / 1e6 for r in rows)
+        floor = min(float(r["Latency"]) for p in glob.glob(os.path.join(root, "ops", "*", gpu + ".csv"))
+                    for r in csv.DictReader(open(p)))
+        peak = peak_gflops(root, gpu)
+        print(f"| {gpu} | {best:,.0f} | {peak:,.0f} | {100 * best / peak:.0f} % | {1000 * floor:.1f} |")
 
 
 if __name__ == "__main__":
