@@ -9,6 +9,10 @@ writes the errors (docs/unseen-gpu.md, "An H200 test set").
 
 Also (unless --no-anchors) the anchored predictions: each run in turn is the one
 run measured on the H200 (`predict --anchor`), the other 23 are predicted.
+
+--calibrate-ops DIR: every prediction calibrated (`predict --calibrate`) with the
+operator set of NeuSight's layout in DIR (datasets/h200/neusight-ops: NeuSight's
+operator benchmarks timed on the H200), imported into a temporary store first.
 """
 import argparse
 import csv
@@ -23,17 +27,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICES = [("spec sheet", "models/devices/h200-sxm.json"), ("probe record", "datasets/h200/probe.json")]
 
 
+CALIBRATE = []  # ["--calibrate", STORE] with --calibrate-ops
+
+
 def predict(scaledl, bundle, rows, spec, anchor=None):
     """Predictions of `rows` on `spec`; with `anchor` (a row with label_ms), anchored on it (predict --anchor)."""
     with tempfile.TemporaryDirectory() as d:
-        extra = []
+        extra = list(CALIBRATE)
         if anchor is not None:
             ap = os.path.join(d, "anchor.csv")
             with open(ap, "w") as f:
                 f.write("model,batch,seq,mode,measured_ms\n")
                 f.write(f"{os.path.join(ROOT, 'datasets/neusight/model_configs', anchor['model'] + '.json')},"
                         f"{anchor['batch']},{anchor['seq']},{anchor['mode']},{anchor['label_ms']}\n")
-            extra = ["--anchor", ap]
+            extra += ["--anchor", ap]
         p = os.path.join(d, "in.csv")
         with open(p, "w") as f:
             f.write("model,batch,seq,mode\n")
@@ -59,7 +66,16 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/results/unseen-gpu/h200"))
     ap.add_argument("--no-anchors", dest="anchors", action="store_false",
                     help="skip the anchored rows (each run in turn measured, the others predicted: 48 predict calls)")
+    ap.add_argument("--calibrate-ops", help="NeuSight-layout operator set of the H200 to calibrate with")
     a = ap.parse_args()
+    tmp = tempfile.TemporaryDirectory()
+    if a.calibrate_ops:
+        store = os.path.join(tmp.name, "ops.sqlite")
+        out = subprocess.run([a.scaledl, "import", "neusight", "--root", a.calibrate_ops, "--db", store],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"eval_h200: import failed: {out.stderr.strip()}")
+        CALIBRATE.extend(["--calibrate", store])
     spec_of = dict(DEVICES)
     rows = [r for r in csv.DictReader(open(a.labels)) if r["status"] == "ok"]
     os.makedirs(a.out, exist_ok=True)
@@ -76,7 +92,9 @@ def main():
             w.writerow([dev, r["model"], r["mode"], r["batch"], r["seq"], r["label_ms"], p["t_sum_ms"], p["t_iter_ms"],
                         p["lo80_ms"], p["hi80_ms"], p["lo95_ms"], p["hi95_ms"], p["out_of_domain"]])
     lines = [f"# H200 test set: {len(rows)} Hugging Face eager runs (datasets/h200), bundle `{os.path.relpath(a.bundle, ROOT)}`",
-             "", "Made by `python3 scripts/eval_h200.py`. MRE % (signed bias % in brackets); "
+             "", "Made by `python3 scripts/eval_h200.py" +
+             (f" --calibrate-ops {os.path.relpath(a.calibrate_ops, ROOT)}" if a.calibrate_ops else "") +
+             "`. MRE % (signed bias % in brackets); "
              "coverage = share of measured times inside the interval.", "",
              "| device record | method | all | inference | fwd-bwd | 80 % coverage | 95 % coverage |",
              "|---|---|---|---|---|---|---|"]

@@ -14,11 +14,13 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "command.hpp"
 #include "model_args.hpp"
 #include "pipeline_args.hpp"
 #include "scaledl/bundle.hpp"
+#include "scaledl/calibration.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
 #include "scaledl/layer_graph.hpp"
@@ -57,6 +59,7 @@ struct PredictOptions {
   bool par_given = false;        ///< any of those flags was given
   double headroom = 0.10;        ///< fraction of device memory kept free for the fits verdict
   std::optional<double> host_node_us;  ///< --host-node-us: the host's cost per graph node, us
+  std::string calibrate;         ///< --calibrate: store with a few layer timings of the device
 };
 
 // ---- many configurations: --sweep and --csv -----------------------------------
@@ -442,6 +445,15 @@ std::string memory_line(double peak, double lo80, double hi80, const std::string
                             cap / 1e9, 100 * headroom);
 }
 
+/// The `calibration` line: how many rows of which store set which factors.
+std::string calibration_line(const scaledl::LayerCalibration& c) {
+  const nlohmann::json j = c.to_json();
+  std::vector<std::string> f;
+  for (const auto& [kind, v] : j["factors"].items()) f.push_back(fmt::format("{} x{:.2f}", kind, v["factor"].get<double>()));
+  return fmt::format("calibration  {} of {} layer timings of this device in {}: {}\n", j["rows_used"].get<int64_t>(),
+                     c.rows_in, c.source, fmt::join(f, ", "));
+}
+
 scaledl::DeviceRecord resolve_device(const PredictOptions& o) {
   using scaledl::fail;
   if (!o.device_spec.empty()) {
@@ -584,6 +596,11 @@ int run(const PredictOptions& o) {
     if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
   }
   if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
+  if (!o.calibrate.empty()) {
+    SCALEDL_CHECK(dflt.has_value(),
+                  "--calibrate={}: one device (--device-spec or --db), not a device_spec sweep or column", o.calibrate);
+    b.calibration = calibrate_from_store(b.layers, o.calibrate, *dflt);
+  }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   // Layer models from before 2026-11-26 normalised a probed GPU's rows by its measured rates;
   // the rooflines now run at its spec peak (DeviceRecord::compute_gflops).
@@ -634,6 +651,7 @@ int run(const PredictOptions& o) {
       j["sustained_bw_from"] = from;
     }
     if (anchor) j["anchor"] = anchor->to_json();
+    if (const LayerCalibration* c = b.calibration_for(dev.key())) j["calibration"] = c->to_json();
     if (input) input->add_to(j);
     j["memory"] = mem.to_json();
     if (iters && std::isfinite(p.lo80_ms))
@@ -735,6 +753,7 @@ int run(const PredictOptions& o) {
                                                      std::exp(b.intervals_for(dev.key())->unseen_q80),
                                                      std::exp(b.intervals_for(dev.key())->unseen_q95))
                                        : std::string()));
+  if (const LayerCalibration* c = b.calibration_for(dev.key())) std::cout << calibration_line(*c);
   if (anchor)
     std::cout << fmt::format("anchor       {} run(s) measured on this device: x{:.3f} applied (log bias {:+.3f}, "
                              "posterior sd {:.3f}; prior sd {:.3f}, run noise sd {:.3f}: docs/predict.md)\n",
@@ -790,6 +809,11 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                                              "CSV of configurations measured on this device (columns as --csv plus "
                                              "measured_ms): predictions are scaled by the device's bias they show "
                                              "(docs/predict.md, \"Anchoring\")");
+                              app.add_option("--calibrate", o->calibrate,
+                                             "store with a few layer timings of this device (`bench layers` on it): "
+                                             "each layer kind's time is scaled by the median ratio of its timings "
+                                             "to the layer models' (GEMMs with dims multiples of 8, rows of 50 us "
+                                             "or more; docs/unseen-gpu.md, \"A short calibration benchmark\")");
                               app.add_option("--host-node-us", o->host_node_us,
                                              "the host's cost per graph node of your framework, microseconds: "
                                              "each iteration (each pipeline slot with --gpus) takes at least nodes "

@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scaledl/calibration.hpp"
 #include "scaledl/error.hpp"
+#include "scaledl/model_spec.hpp"
 #include "scaledl/layer_features.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/neusight.hpp"
@@ -1214,4 +1216,107 @@ TEST(LayerPredictor, PointwiseWithoutRowsIsCarriedOverFromAnotherElementwiseMode
   const LayerPredictor q = LayerPredictor::train(synthetic_rows(one, 20, 4), device_map(one), fast_options());
   EXPECT_DOUBLE_EQ(q.predict_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, one[0]),
                    roofline_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, one[0]));
+}
+
+// ---- calibration: a few timings of a GPU the layer models never saw ---------
+
+TEST(LayerCalibration, AFewAlignedTimingsOfAGpuSetItsLayerTimes) {
+  // A and B train the layer models; their GEMMs reach 80 % of the FP32 peak, C's 50 %, and
+  // C's odd shapes 25 %: it pays for them in its own way. Each row costs a 20 us floor too.
+  const DeviceRecord a = spec_gpu("A", 14000, 900), b = spec_gpu("B", 9500, 732), c = spec_gpu("C", 19500, 1555);
+  auto linear_ms = [](const DeviceRecord& d, const std::vector<int64_t>& dims, double eff) {
+    return 0.02 + direction_flops(layer_cost(LayerType::Linear, dims, DType::FP32), Direction::Forward) /
+                      (eff * d.peak_fp32_gflops * 1e6);
+  };
+  auto rows_of = [&](const DeviceRecord& d, double eff, double odd_eff, int n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> u(4, 64);
+    std::vector<LayerMeasurement> rows;
+    for (int i = 0; i < n; ++i) {
+      LayerMeasurement r;
+      r.campaign = "t", r.device = d.key(), r.source = "test", r.type = LayerType::Linear;
+      const bool odd = i % 2 == 1;
+      r.dims = {u(rng) * 64 + (odd ? 3 : 0), u(rng) * 32 + (odd ? 5 : 0), u(rng) * 32, 1};
+      r.fwd.median_ms = linear_ms(d, r.dims, odd ? odd_eff : eff);
+      rows.push_back(r);
+    }
+    return rows;
+  };
+  std::vector<LayerMeasurement> train = rows_of(a, 0.8, 0.8, 200, 1);
+  for (auto& r : rows_of(b, 0.8, 0.8, 200, 2)) train.push_back(r);
+  TrainOptions o = fast_options();
+  o.device_features = false;
+  o.transfer_features = true;
+  o.kernel_time = true;
+  const LayerPredictor lp = LayerPredictor::train(train, device_map({a, b, c}), o);
+  const std::vector<int64_t> big = {4096, 2048, 2048, 1};
+  const double want = linear_ms(c, big, 0.5) - 0.02;  // a kernel time: no floor inside a model
+  const double before = lp.predict_ms(LayerType::Linear, big, DType::FP32, Direction::Forward, c);
+  EXPECT_LT(before / want, 0.75);  // C at A's and B's share of the peak: too fast
+
+  // C's own rows, as `bench layers` on it would give them (probed: the key's kind differs).
+  DeviceRecord probed = c;
+  probed.kind = "cuda";
+  std::vector<LayerMeasurement> mine = rows_of(probed, 0.5, 0.25, 40, 3);
+  LayerMeasurement tiny;  // a row at the host's floor: it sets the kernel times' floor, and is not used
+  tiny.campaign = "t", tiny.device = probed.key(), tiny.source = "test", tiny.type = LayerType::Linear;
+  tiny.dims = {8, 8, 8, 1};
+  tiny.fwd.median_ms = 0.02;
+  mine.push_back(tiny);
+  const std::vector<LayerSample> samples = samples_from_measurements(mine, device_map({probed}));
+  const LayerCalibration cal = calibrate_layers(lp, samples, c);
+  EXPECT_EQ(cal.device, c.key());
+  EXPECT_EQ(cal.rows_in, 41);
+  ASSERT_EQ(cal.factors.size(), 1u);
+  const CalibrationFactor& f = cal.factors.begin()->second;
+  int64_t usable = 0;  // aligned, and 50 us or more above the floor (the tiny row's 20 us)
+  for (size_t i = 0; i < 40; i += 2) usable += mine[i].fwd.median_ms - 0.02 >= 0.05;
+  EXPECT_GE(usable, 10);
+  EXPECT_EQ(f.rows, usable);  // the odd shapes, the floor row and rows near it are left out
+  const double after = before * cal.factor(LayerType::Linear, Direction::Forward, DType::FP32);
+  EXPECT_NEAR(after / want, 1.0, 0.08);
+  // No backward rows: the backward kind takes the forward one's factor; another dtype or kind none.
+  EXPECT_EQ(cal.factor(LayerType::Linear, Direction::Backward, DType::FP32),
+            cal.factor(LayerType::Linear, Direction::Forward, DType::FP32));
+  EXPECT_EQ(cal.factor(LayerType::Linear, Direction::Forward, DType::BF16), 1.0);
+  EXPECT_EQ(cal.factor(LayerType::LayerNorm, Direction::Forward, DType::FP32), 1.0);
+  const nlohmann::json j = cal.to_json();
+  EXPECT_EQ(j["rows_used"], usable);
+  EXPECT_NEAR(j["factors"]["linear.fwd.fp32"]["factor"].get<double>(), std::exp(f.log_factor), 1e-12);
+  // With every shape admitted, C's odd shapes pull the factor past what its model-like GEMMs need.
+  CalibrationOptions all;
+  all.align = 1;
+  EXPECT_GT(calibrate_layers(lp, samples, c, all).factor(LayerType::Linear, Direction::Forward, DType::FP32),
+            1.2 * cal.factor(LayerType::Linear, Direction::Forward, DType::FP32));
+  // A few rows: max_rows of the usable ones.
+  CalibrationOptions few;
+  few.max_rows = 5;
+  EXPECT_EQ(calibrate_layers(lp, samples, c, few).factors.begin()->second.rows, 5);
+  // apply(): each node of a graph times its kind's factor.
+  ModelSpec m = parse_model_config(nlohmann::json::parse(R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 1,
+      "n_head": 2, "vocab_size": 512, "n_positions": 128})"));
+  TrainSettings s;
+  s.batch = 2, s.seq_len = 64;
+  const LayerGraph g = build_layer_graph(m, s);
+  std::vector<double> t(g.nodes.size(), 1.0);
+  cal.apply(g, t);
+  for (size_t i = 0; i < t.size(); ++i)
+    EXPECT_EQ(t[i], cal.factor(g.nodes[i].type, g.nodes[i].dir, DType::FP32)) << g.nodes[i].name;
+  // Bad inputs, each one Error naming what is wrong.
+  EXPECT_THROW(calibrate_layers(lp, {}, c), Error);
+  EXPECT_THROW(calibrate_layers(lp, samples, a), Error);  // rows of another device
+  CalibrationOptions strict;
+  strict.min_rows = 100;  // more than there are
+  try {
+    calibrate_layers(lp, samples, c, strict);
+    ADD_FAILURE() << "no kind with 100 usable rows was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("100 usable rows"), std::string::npos) << e.what();
+  }
+  CalibrationOptions bad;
+  bad.align = 0;
+  EXPECT_THROW(calibrate_layers(lp, samples, c, bad), Error);
+  bad = CalibrationOptions{};
+  bad.min_ms = std::nan("");
+  EXPECT_THROW(calibrate_layers(lp, samples, c, bad), Error);
 }

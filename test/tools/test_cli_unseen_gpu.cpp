@@ -757,3 +757,56 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   EXPECT_FALSE(fs::exists(dir / "c"));
   fs::remove_all(dir);
 }
+
+TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
+  // Our H200's operator set calibrates the default bundle's layer times for the H200's spec
+  // sheet (the bundle has no H200 row): each kind's time is scaled by its factor.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_calibrate_" + std::to_string(::getpid()));
+  const std::string db = hopper_ops_store(dir);
+  ASSERT_FALSE(db.empty());
+  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec " + kSrc +
+                        "/models/devices/h200-sxm.json";
+  const nlohmann::json plain = predict_json(m);
+  const nlohmann::json cal = predict_json(m + " --calibrate " + db);
+  ASSERT_TRUE(cal.contains("calibration")) << cal.dump();
+  EXPECT_FALSE(plain.contains("calibration"));
+  const nlohmann::json& c = cal["calibration"];
+  EXPECT_EQ(c["device"], "spec:NVIDIA H200");
+  EXPECT_EQ(c["source"], db);
+  EXPECT_GT(c["rows_used"].get<int64_t>(), 100);
+  EXPECT_LT(c["rows_used"].get<int64_t>(), c["rows_in"].get<int64_t>());  // odd GEMMs and floor rows left out
+  for (const std::string kind : {"linear.fwd", "layernorm.fwd", "softmax.fwd"}) {
+    ASSERT_TRUE(c["factors"].contains(kind + ".fp32")) << c.dump();
+    const double f = c["factors"][kind + ".fp32"]["factor"].get<double>();
+    EXPECT_GT(f, 0.2) << kind;
+    EXPECT_LT(f, 5.0) << kind;
+    EXPECT_NEAR(cal["by_type_ms"][kind].get<double>() / plain["by_type_ms"][kind].get<double>(), f, 1e-6 * f) << kind;
+  }
+  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + " --calibrate " + db);
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("calibration  "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("linear.fwd.fp32 x"), std::string::npos) << text.out;
+
+  // Bad inputs: one clear line each.
+  const std::string h100_only = (dir / "h100.sqlite").string();
+  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/h100/neusight-ops --db " + h100_only).rc, 0);
+  auto fails = [&](const std::string& args, const std::string& want) {
+    CliResult r = run_cli(args);
+    EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("scaledl: error: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << args << "\n" << r.out;
+  };
+  const std::string p = "predict --bundle " + kSrc + "/models/bundles/default " + m;
+  fails(p + " --calibrate " + h100_only, "no layer rows of a device named \"NVIDIA H200\"");
+  fails(p + " --calibrate " + (dir / "none.sqlite").string(), "--calibrate=" + (dir / "none.sqlite").string() +
+                                                                  ": no such file");
+  fails("predict --bundle " + kSrc + "/models/bundles/default " + kSrc + "/models/gpt2.json --batch 1 --seq 128 "
+        "--sweep device_spec=" + kSrc + "/models/devices/h200-sxm.json," + kSrc + "/models/devices/l4.json "
+        "--calibrate " + db,
+        "--calibrate=" + db + ": one device");
+  fails("eval --db " + db + " --protocol id --calibrate-rows 8 --out " + (dir / "ev").string(),
+        "--calibrate-rows=8 needs --protocol=leave-one-device-out");
+  fails("eval --db " + db + " --protocol leave-one-device-out --calibrate-rows -1 --out " + (dir / "ev").string(),
+        "--calibrate-rows=-1 must be in [0, 100000]");
+  fs::remove_all(dir);
+}

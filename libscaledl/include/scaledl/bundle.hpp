@@ -36,6 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scaledl/calibration.hpp"
 #include "scaledl/comm.hpp"
 #include "scaledl/device.hpp"
 #include "scaledl/gnn.hpp"
@@ -109,6 +110,14 @@ struct Bundle {
   std::optional<double> host_node_ms_given;
   /// The host's cost per graph node on `device_key`, ms (0 = no host term).
   double host_node_ms_for(const std::string& device_key) const;
+  /// A calibration of one device from a few of its own layer timings (`predict
+  /// --calibrate`, calibration.hpp): its layer times carry the factors when that
+  /// device is predicted. Not saved with the bundle.
+  std::optional<LayerCalibration> calibration;
+  /// The calibration that serves `device_key` (null: none).
+  const LayerCalibration* calibration_for(const std::string& device_key) const {
+    return calibration && calibration->device == device_key ? &*calibration : nullptr;
+  }
 
   /// The physical bounds' memo: T_iter and intervals (roofline applied) of every
   /// configuration predicted so far, by SHA-256 of device record + model + settings, so

@@ -101,6 +101,11 @@ struct EvalOptions {
   /// the sustained bandwidth of its own layer rows, so a GPU the layer models never saw
   /// gets what `scaledl probe` would measure instead of a share of its spec bandwidth
   bool probe_bandwidth = false;
+  /// leave-one-device-out: > 0 calibrates the held-out device's layer times with this many
+  /// of its own layer rows per (type, direction, dtype), drawn at random from the usable
+  /// ones (calibration.hpp): what a short `bench layers` on the GPU and `predict
+  /// --calibrate` give
+  int64_t calibrate_rows = 0;
   bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
   /// leave-one-device-out: the held-out device's intervals are at least the
   /// device-out spread of the split's training devices (device_intervals.hpp)

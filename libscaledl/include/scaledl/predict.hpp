@@ -19,6 +19,8 @@
 
 namespace scaledl {
 
+struct LayerCalibration;
+
 class LayerPredictor;
 class GraphPredictor;
 
@@ -71,10 +73,12 @@ IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& d
 /// Many configurations on one device: the layer part graph by graph, the
 /// refinement in batches of `batch` graphs (what sweeps and CSV input use).
 /// `host_node_ms` > 0: T_sum = max(sum of the layer times, nodes x host_node_ms).
+/// `calibration` (non-null, of `dev`): each layer time times its factor (calibration.hpp).
 std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
                                                     const LayerPredictor& layers, const GraphPredictor* graph,
                                                     const CommModel& comm, int64_t batch = 256,
-                                                    double host_node_ms = 0);
+                                                    double host_node_ms = 0,
+                                                    const LayerCalibration* calibration = nullptr);
 
 /// Iterations per epoch I for `samples` training samples: ceil(samples / (batch * num_devices)).
 int64_t iterations_per_epoch(int64_t samples, const TrainSettings& s);

@@ -6,12 +6,14 @@
 #include <deque>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "eval/baselines.hpp"
+#include "scaledl/calibration.hpp"
 #include "scaledl/design.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/eval.hpp"
@@ -239,6 +241,11 @@ EvalResult run_eval(const EvalOptions& o) {
                 o.anchors);
   SCALEDL_CHECK(!o.device_crossfit || o.protocol == "leave-one-device-out",
                 "--device-crossfit needs --protocol=leave-one-device-out (protocol={})", o.protocol);
+  SCALEDL_CHECK(o.calibrate_rows >= 0 && o.calibrate_rows <= 100000, "--calibrate-rows={} must be in [0, 100000]",
+                o.calibrate_rows);
+  SCALEDL_CHECK(o.calibrate_rows == 0 || o.protocol == "leave-one-device-out",
+                "--calibrate-rows={} needs --protocol=leave-one-device-out (protocol={})", o.calibrate_rows,
+                o.protocol);
   SCALEDL_CHECK(!o.test_layers || o.protocol == "cross-device",
                 "--test-layers is only for --protocol=cross-device (got --protocol={})", o.protocol);
   EvalResult res;
@@ -373,12 +380,16 @@ EvalResult run_eval(const EvalOptions& o) {
   std::map<std::string, std::vector<char>> crossfit_ok;  // --device-crossfit: runs with a device-out sum, by held-out device
   std::map<std::string, std::vector<GraphFeatures>> device_out_cache;  // --device-crossfit: by held-out device
   // Run i's graph features with the layer times of `lp`.
-  auto featurize_run = [&](size_t i, const LayerPredictor& lp) {
+  nlohmann::json calibrations = nlohmann::json::array();  // --calibrate-rows: one per held-out device
+  // `cal` (non-null): the calibration of the held-out device, for its runs.
+  auto featurize_run = [&](size_t i, const LayerPredictor& lp, const LayerCalibration* cal = nullptr) {
     const EvalRun& r = res.runs[i];
     GraphContext gc;
     gc.device = devices.at(r.device);
     gc.target_ms = r.target_ms;
-    GraphFeatures f = featurize(irs[i], lp.predict_nodes(irs[i], gc.device), gc);
+    std::vector<double> t = lp.predict_nodes(irs[i], gc.device);
+    if (cal && cal->device == r.device) cal->apply(irs[i], t);
+    GraphFeatures f = featurize(irs[i], t, gc);
     f.label = r.label;
     return f;
   };
@@ -425,8 +436,20 @@ EvalResult run_eval(const EvalOptions& o) {
         TrainOptions lo = o.layers;
         lo.verbose = false;
         const LayerPredictor lp = LayerPredictor::train_samples(f.samples, f.devices, lo);
+        std::optional<LayerCalibration> cal;
+        if (o.calibrate_rows > 0) {
+          // K of the held-out device's own rows per kind, as a short benchmark on it would give.
+          std::vector<LayerSample> mine;
+          for (const auto& x : layer_samples)
+            if (x.device == sp.held_out_device) mine.push_back(x);
+          CalibrationOptions co;
+          co.max_rows = o.calibrate_rows;
+          cal = calibrate_layers(lp, mine, devices.at(sp.held_out_device), co);
+          calibrations.push_back(cal->to_json());
+          log(fmt::format("--calibrate-rows: {}", calibrations.back().dump()));
+        }
         std::vector<GraphFeatures> own(res.runs.size());
-        for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp);
+        for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp, cal ? &*cal : nullptr);
         if (o.device_crossfit) {
           std::vector<GraphFeatures> dout = own;
           // A training run's layer times from models that saw neither its device nor
@@ -762,6 +785,13 @@ EvalResult run_eval(const EvalOptions& o) {
   if (o.device_crossfit)
     res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
                                 "; training runs' from layer models without their own device (--device-crossfit)";
+  if (o.calibrate_rows > 0) {
+    res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
+                                fmt::format("; the held-out GPU's calibrated by {} of its own rows per kind "
+                                            "(--calibrate-rows)",
+                                            o.calibrate_rows);
+    res.report["calibrations"] = calibrations;
+  }
   res.report["scaledl_config"] = {{"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}};
   if (!dopt_rows.empty()) res.report["doptimal_vs_random"] = dopt_rows;
   return res;

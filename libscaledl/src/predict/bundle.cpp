@@ -140,7 +140,9 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   std::vector<std::vector<std::pair<size_t, std::string>>> ladder_known(gs.size());
   if (physics) {
     // The whole record (two specs may share a name) and the host term predictions use.
-    const std::string dev_key = dev.to_json().dump() + fmt::format("\nhost {}\n", host_node_ms_for(dev.key()));
+    const LayerCalibration* cal = calibration_for(dev.key());
+    const std::string dev_key = dev.to_json().dump() + fmt::format("\nhost {}\n", host_node_ms_for(dev.key())) +
+                                (cal ? cal->to_json().dump() + "\n" : std::string());
     std::map<std::string, size_t> index;  // memo key -> index in all
     std::vector<std::string> model_json(gs.size());
     for (size_t k = 0; k < gs.size(); ++k) {
@@ -179,7 +181,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   const bool device_out = uses_device_out(dev.key());
   const IntervalModel* iv = intervals_for(dev.key());
   std::vector<IterationPrediction> out =
-      predict_iterations(all, dev, layers, graph_for(dev.key()), comm ? *comm : CommModel{}, 256, host_ms_per_node);
+      predict_iterations(all, dev, layers, graph_for(dev.key()), comm ? *comm : CommModel{}, 256, host_ms_per_node,
+                         calibration_for(dev.key()));
   for (IterationPrediction& p : out) {
     p.device_out_refinement = device_out && p.refined;
     if (!iv || !p.refined) continue;

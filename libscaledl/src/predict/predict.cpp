@@ -5,6 +5,7 @@
 #include <exception>
 #include <thread>
 
+#include "scaledl/calibration.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
 #include "scaledl/graph_batch.hpp"
@@ -34,8 +35,11 @@ nlohmann::json IterationPrediction::to_json() const {
 
 std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
                                                     const LayerPredictor& layers, const GraphPredictor* graph,
-                                                    const CommModel& comm, int64_t batch, double host_node_ms) {
+                                                    const CommModel& comm, int64_t batch, double host_node_ms,
+                                                    const LayerCalibration* calibration) {
   SCALEDL_CHECK(batch >= 1, "predict_iterations: batch={} must be >= 1", batch);
+  SCALEDL_CHECK(!calibration || calibration->device == dev.key(), "a calibration of {} cannot serve device {}",
+                calibration ? calibration->device : "", dev.key());
   std::vector<IterationPrediction> out(gs.size());
   GraphContext ctx;
   ctx.device = dev;
@@ -49,10 +53,11 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
   auto layer_part = [&](size_t k, size_t c0) {
     const LayerGraph& g = *gs[k];
     IterationPrediction& p = out[k];
-    const std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
+    std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
     std::vector<double> t_l(detail.size());
     for (size_t i = 0; i < detail.size(); ++i) {
       const LayerNode& n = g.nodes[i];
+      if (calibration) detail[i].ms *= calibration->factor(n.type, n.dir, g.settings.dtype);
       t_l[i] = detail[i].ms;
       p.fallback_nodes += detail[i].fallback ? 1 : 0;
       p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;

@@ -1,0 +1,128 @@
+// Per-operator calibration of a device from a few of its layer timings (calibration.hpp).
+#include "scaledl/calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "scaledl/error.hpp"
+#include "scaledl/layer_features.hpp"
+#include "scaledl/stats.hpp"
+
+namespace scaledl {
+
+namespace {
+using Key = std::tuple<LayerType, Direction, DType>;
+
+std::string key_name(const Key& k) {
+  return fmt::format("{}.{}.{}", to_string(std::get<0>(k)), to_string(std::get<1>(k)), to_string(std::get<2>(k)));
+}
+
+/// Whether a GEMM row has every dimension a multiple of `align` (other types: true).
+bool aligned(const LayerSample& s, int64_t align) {
+  double b = 0, m = 0, n = 0, k = 0;
+  if (align <= 1 || !gemm_shape(s.type, s.dims.data(), b, m, n, k)) return true;
+  const double a = static_cast<double>(align);
+  return std::fmod(m, a) == 0 && std::fmod(n, a) == 0 && std::fmod(k, a) == 0;
+}
+}  // namespace
+
+void CalibrationOptions::validate() const {
+  SCALEDL_CHECK(std::isfinite(min_ms) && min_ms >= 0, "calibration min_ms={} must be >= 0", min_ms);
+  SCALEDL_CHECK(align >= 1, "calibration align={} must be >= 1", align);
+  SCALEDL_CHECK(min_rows >= 1, "calibration min_rows={} must be >= 1", min_rows);
+  SCALEDL_CHECK(max_rows >= 0, "calibration max_rows={} must be >= 0", max_rows);
+}
+
+double LayerCalibration::factor(LayerType t, Direction dir, DType dtype) const {
+  auto it = factors.find({t, dir, dtype});
+  // A backward kernel without rows of its own: its forward kernel's factor (the same
+  // device's efficiency on GEMMs and streams of the same shapes).
+  if (it == factors.end() && dir == Direction::Backward) it = factors.find({t, Direction::Forward, dtype});
+  return it == factors.end() ? 1.0 : std::exp(it->second.log_factor);
+}
+
+void LayerCalibration::apply(const LayerGraph& g, std::vector<double>& node_ms) const {
+  SCALEDL_CHECK(node_ms.size() == g.nodes.size(), "calibration: {} node times for {} nodes", node_ms.size(),
+                g.nodes.size());
+  for (size_t i = 0; i < node_ms.size(); ++i)
+    node_ms[i] *= factor(g.nodes[i].type, g.nodes[i].dir, g.settings.dtype);
+}
+
+nlohmann::json LayerCalibration::to_json() const {
+  nlohmann::json f = nlohmann::json::object();
+  int64_t used = 0;
+  for (const auto& [k, v] : factors) {
+    f[key_name(k)] = {{"factor", std::exp(v.log_factor)}, {"rows", v.rows}};
+    used += v.rows;
+  }
+  return {{"device", device}, {"source", source}, {"rows_in", rows_in}, {"rows_used", used}, {"factors", f}};
+}
+
+LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<LayerSample>& rows,
+                                  const DeviceRecord& dev, const CalibrationOptions& o) {
+  o.validate();
+  SCALEDL_CHECK(!rows.empty(), "calibration of {}: no layer rows", dev.key());
+  std::map<std::string, DeviceRecord> devices;
+  for (const auto& s : rows) {
+    const size_t colon = s.device.find(':');
+    const std::string name = colon == std::string::npos ? s.device : s.device.substr(colon + 1);
+    SCALEDL_CHECK(name == dev.name, "calibration of {}: a row of device {} (another device)", dev.key(), s.device);
+    devices.emplace(s.device, dev);
+  }
+  // The times the layer models predict: kernel times when they learnt those.
+  const std::vector<LayerSample> timed = lp.options().kernel_time ? kernel_time_samples(rows, devices) : rows;
+  std::map<Key, std::vector<const LayerSample*>> groups;
+  for (const auto& s : timed)
+    if (s.ms >= o.min_ms && aligned(s, o.align)) groups[{s.type, s.dir, s.dtype}].push_back(&s);
+  LayerCalibration c;
+  c.device = dev.key();
+  c.rows_in = static_cast<int64_t>(rows.size());
+  std::mt19937_64 rng(o.seed);
+  for (auto& [k, v] : groups) {
+    if (o.max_rows > 0 && static_cast<int64_t>(v.size()) > o.max_rows) {
+      std::shuffle(v.begin(), v.end(), rng);
+      v.resize(static_cast<size_t>(o.max_rows));
+    }
+    if (static_cast<int64_t>(v.size()) < o.min_rows) continue;
+    std::vector<double> r;
+    for (const LayerSample* s : v) r.push_back(std::log(s->ms / lp.predict_ms(s->type, s->dims, s->dtype, s->dir, dev)));
+    c.factors[k] = {median(r), static_cast<int64_t>(r.size())};
+  }
+  SCALEDL_CHECK(!c.factors.empty(),
+                "calibration of {}: none of its {} rows' kinds (type, direction, dtype) has {} usable rows (GEMMs "
+                "with M, N and K multiples of {}, {} ms or slower)",
+                dev.key(), rows.size(), o.min_rows, o.align, o.min_ms);
+  return c;
+}
+
+LayerCalibration calibrate_from_store(const LayerPredictor& lp, const std::string& db, const DeviceRecord& dev,
+                                      const CalibrationOptions& o, const std::string& what) {
+  SCALEDL_CHECK(std::filesystem::exists(db), "{}={}: no such file", what, db);
+  const TrainingData data = load_training_data({db});
+  std::map<std::string, DeviceRecord> devices;
+  std::vector<std::string> names;
+  for (const auto& [key, d] : data.devices) {
+    names.push_back(key);
+    if (d.name == dev.name) devices.emplace(key, d);
+  }
+  std::vector<LayerMeasurement> rows;
+  for (const auto& r : data.rows)
+    if (devices.count(r.device)) rows.push_back(r);
+  SCALEDL_CHECK(!rows.empty(), "{}={}: no layer rows of a device named \"{}\" (its devices: {})", what, db, dev.name,
+                names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+  std::vector<LayerSample> samples = samples_from_measurements(rows, devices);
+  try {
+    LayerCalibration c = calibrate_layers(lp, samples, dev, o);
+    c.source = db;
+    return c;
+  } catch (const Error& e) {
+    fail("{}={}: {}", what, db, e.what());
+  }
+}
+
+}  // namespace scaledl
