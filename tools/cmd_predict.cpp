@@ -396,6 +396,7 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
       j["t_epoch_s"] = it ? nlohmann::json(it * preds[i].t_iter_ms / 1e3) : nlohmann::json();
       j["device"] = device_of(i).key();
       if (const auto rows = b.layer_rows_of(device_of(i).key())) j["device_layer_rows"] = *rows;
+      if (const LayerCalibration* c = b.calibration_for(device_of(i).key())) j["calibration"] = c->to_json();
       j["memory"] = mems[i].to_json();
       arr.push_back(j);
     }

@@ -11,6 +11,7 @@
 #include "model_args.hpp"
 #include "pipeline_args.hpp"
 #include "scaledl/bundle.hpp"
+#include "scaledl/calibration.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnuplot.hpp"
 #include "scaledl/json_util.hpp"
@@ -25,6 +26,7 @@ struct ScaleCmdOptions {
   scaledl::ScaleOptions s;
   scaledl::cli::PipelineArgs input;  ///< --pipeline, --workers, --vcpus, --input (issue #15)
   std::optional<double> host_node_us;  ///< --host-node-us
+  std::string calibrate;               ///< --calibrate: store with a few layer timings of the GPU
 };
 
 int run(const ScaleCmdOptions& o) {
@@ -39,6 +41,7 @@ int run(const ScaleCmdOptions& o) {
   if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
   if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
   const DeviceRecord dev = load_device_spec(o.device_spec);
+  if (!o.calibrate.empty()) b.calibration = calibrate_from_store(b.layers, o.calibrate, dev);
   const CommModel comm = b.comm ? *b.comm : CommModel{};
   const bool multi = std::any_of(so.gpus.begin(), so.gpus.end(), [](int64_t n) { return n > 1; });
   SCALEDL_CHECK(!multi || comm.bandwidth_Bps > 0,
@@ -71,12 +74,17 @@ int run(const ScaleCmdOptions& o) {
     j["model"] = m.name;
     j["device"] = dev.key();
     j["mode"] = so.weak ? "weak" : "strong";
+    if (b.calibration) j["calibration"] = b.calibration->to_json();
     std::printf("%s\n", j.dump(1).c_str());
     return 0;
   }
   std::printf("%s on %s, %s scaling, ZeRO %d%s; best split per GPU count\n", m.name.c_str(), dev.key().c_str(),
               so.weak ? "weak (fixed batch per GPU)" : "strong (fixed global batch)", so.zero,
               so.recompute ? ", recomputation" : "");
+  if (b.calibration)
+    std::printf("calibrated by %lld layer timings of this GPU in %s (predict --calibrate)\n",
+                static_cast<long long>(b.calibration->to_json()["rows_used"].get<int64_t>()),
+                b.calibration->source.c_str());
   std::printf("%6s %4s %4s %5s %4s %7s %12s %12s %9s %10s %10s %9s\n", "gpus", "tp", "pp", "dp", "M", "batch",
               "T_iter_ms", "T_epoch_s", "speedup", "efficiency", "cost", "mem_GB");
   for (size_t i = 0; i < r.points.size(); ++i) {
@@ -116,6 +124,9 @@ scaledl::cli::Registrar reg(
       app.add_option("--bundle", o->bundle, "bundle directory")->required();
       app.add_option("--device-spec", o->device_spec, "the cluster's GPU (spec sheet or probe JSON)")->required();
       app.add_option("--comm", o->comm, "collective calibration (`scaledl comm fit --out`)");
+      app.add_option("--calibrate", o->calibrate,
+                     "store with a few layer timings of this GPU: each layer kind scaled by their median ratio to "
+                     "the layer models' (as `predict --calibrate`; docs/predict.md)");
       app.add_option("--host-node-us", o->host_node_us,
                      "the host's cost per graph node of your framework, microseconds: each pipeline slot takes at "
                      "least its nodes x this (default: the bundle's fit for a probed device, none for a spec sheet; "

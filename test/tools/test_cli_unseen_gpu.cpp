@@ -804,6 +804,18 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
         "--sweep device_spec=" + kSrc + "/models/devices/h200-sxm.json," + kSrc + "/models/devices/l4.json "
         "--calibrate " + db,
         "--calibrate=" + db + ": one device");
+  // `scale` takes the same calibration for every split of the curve.
+  const std::string sc = "scale --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                         "/models/gpt2.json --batch 8 --seq 512 --gpus 1 --device-spec " + kSrc +
+                         "/models/devices/h200-sxm.json --json";
+  CliResult s0 = run_cli(sc), s1 = run_cli(sc + " --calibrate " + db);
+  ASSERT_EQ(s0.rc, 0) << s0.out;
+  ASSERT_EQ(s1.rc, 0) << s1.out;
+  const nlohmann::json j0 = json_of(s0), j1 = json_of(s1);
+  EXPECT_FALSE(j0.contains("calibration"));
+  ASSERT_TRUE(j1.contains("calibration")) << s1.out;
+  EXPECT_EQ(j1["calibration"]["factors"], c["factors"]);
+  fails(sc + " --calibrate " + h100_only, "no layer rows of a device named \"NVIDIA H200\"");
   fails("eval --db " + db + " --protocol id --calibrate-rows 8 --out " + (dir / "ev").string(),
         "--calibrate-rows=8 needs --protocol=leave-one-device-out");
   fails("eval --db " + db + " --protocol leave-one-device-out --calibrate-rows -1 --out " + (dir / "ev").string(),

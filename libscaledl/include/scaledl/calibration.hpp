@@ -60,8 +60,9 @@ struct LayerCalibration {
 };
 
 /// Factors for device `dev` from `rows` (every row's device must be `dev` by name;
-/// with TrainOptions::kernel_time of `lp`, each row less the fastest of `rows`, as the
-/// layer models learnt). Error when no (type, direction, dtype) has min_rows usable rows.
+/// with TrainOptions::kernel_time of `lp`, each row less the host's timing floor, as the
+/// layer models learnt: the fastest of `rows`, at most 60 us). Error when no (type,
+/// direction, dtype) has min_rows usable rows.
 LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<LayerSample>& rows,
                                   const DeviceRecord& dev, const CalibrationOptions& o = {});
 

@@ -74,8 +74,17 @@ LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<La
     SCALEDL_CHECK(name == dev.name, "calibration of {}: a row of device {} (another device)", dev.key(), s.device);
     devices.emplace(s.device, dev);
   }
-  // The times the layer models predict: kernel times when they learnt those.
-  const std::vector<LayerSample> timed = lp.options().kernel_time ? kernel_time_samples(rows, devices) : rows;
+  // The times the layer models predict: kernel times when they learnt those, each row less
+  // the host's timing floor, kept >= 1/10 of it (as kernel_time_samples() does). The floor is
+  // the fastest row, but at most kMaxFloorMs: a calibration store may hold no row near the
+  // floor (the hosts we know time 11-58 us), and its fastest GEMM is no floor.
+  constexpr double kMaxFloorMs = 0.06;
+  std::vector<LayerSample> timed = rows;
+  if (lp.options().kernel_time && dev.kind != "cpu") {
+    double floor = kMaxFloorMs;
+    for (const auto& s : rows) floor = std::min(floor, s.ms);
+    for (auto& s : timed) s.ms = std::max(s.ms - floor, 0.1 * s.ms);
+  }
   std::map<Key, std::vector<const LayerSample*>> groups;
   for (const auto& s : timed)
     if (s.ms >= o.min_ms && aligned(s, o.align)) groups[{s.type, s.dir, s.dtype}].push_back(&s);
