@@ -750,9 +750,12 @@ int run(const PredictOptions& o) {
                                           "campaign on it, one more --db for `train`: docs/eval.md)\n") +
                                   (p.unseen_device_interval
                                        ? fmt::format("intervals    at least the error of a left-out training device "
-                                                     "(x/÷ {:.2f} at 80 %, {:.2f} at 95 %: docs/predict.md)\n",
+                                                     "(x/÷ {:.2f} at 80 %, {:.2f} at 95 %: docs/predict.md){}\n",
                                                      std::exp(b.intervals_for(dev.key())->unseen_q80),
-                                                     std::exp(b.intervals_for(dev.key())->unseen_q95))
+                                                     std::exp(b.intervals_for(dev.key())->unseen_q95),
+                                                     b.calibration_for(dev.key())
+                                                         ? "; a calibration does not narrow them (not built)"
+                                                         : "")
                                        : std::string()));
   if (const LayerCalibration* c = b.calibration_for(dev.key())) std::cout << calibration_line(*c);
   if (anchor)

@@ -786,6 +786,7 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("calibration  "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("linear.fwd.fp32 x"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("a calibration does not narrow them"), std::string::npos) << text.out;
 
   // Bad inputs: one clear line each.
   const std::string h100_only = (dir / "h100.sqlite").string();
