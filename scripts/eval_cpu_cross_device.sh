@@ -7,10 +7,12 @@
 #   test-layers   they also train on the test machine's layer rows (--test-layers:
 #                 a layer campaign on the new machine, never its model runs);
 #   two-machines  as `without`, with cpu-intel's layer rows and runs in training too
-#                 (two training machines; TEST other than cpu-intel).
+#                 (two training machines; TEST other than cpu-intel);
+#   calibrated    as `without`, the test machine's layer times calibrated by K (16) of
+#                 its layer rows per kind (--calibrate-rows; `predict --calibrate`).
 #
 #   TEST=cpu-zen4 scripts/eval_cpu_cross_device.sh [without|test-layers|two-machines ...]
-# Environment: TEST (cpu-intel), SEEDS (3), METHODS (sum,scaledl-tc,dnnperf,prenet),
+# Environment: TEST (cpu-intel), SEEDS (3), METHODS (sum,scaledl-tc,dnnperf,prenet), K (16),
 # BUILD_DIR or SCALEDL. Default variants: without and test-layers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +31,9 @@ for v in "$@"; do
     without) "$B" eval "${ARGS[@]}" --out "$OUT/without" ;;
     test-layers) "$B" eval "${ARGS[@]}" --test-layers --out "$OUT/test-layers" ;;
     two-machines) "$B" eval "${ARGS[@]}" --db datasets/cpu-intel/cpu-intel.sqlite --out "$OUT/two-machines" ;;
-    *) echo "eval_cpu_cross_device.sh: unknown variant '$v' (without, test-layers, two-machines)" >&2; exit 2 ;;
+    calibrated) "$B" eval "${ARGS[@]}" --calibrate-rows "${K:-16}" --out "$OUT/calibrated" ;;
+    *) echo "eval_cpu_cross_device.sh: unknown variant '$v' (without, test-layers, two-machines, calibrated)" >&2
+       exit 2 ;;
   esac
   gzip -9nf "$OUT/$v/predictions.csv"  # committed gzipped (the GPU tool's 64 MiB working-tree limit)
   echo "$v: $((SECONDS - t0)) s"

@@ -86,6 +86,17 @@ TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
   const double without = mre_all(base + "/without", "sum"), with = mre_all(base + "/with", "sum");
   EXPECT_GT(without, 40) << "the AMD layer models alone should be far off on the slower machine";
   EXPECT_LT(with, 0.5 * without) << "with the new machine's layer rows: " << with << " vs " << without;
+  // Or its layer rows calibrate the AMD-trained layer models (predict --calibrate), 16 per kind.
+  auto c = run_cli("eval" + kStores + test + " --calibrate-rows 16 --out " + base + "/calibrated");
+  ASSERT_EQ(c.rc, 0) << c.out;
+  const double calibrated = mre_all(base + "/calibrated", "sum");
+  EXPECT_LT(calibrated, 0.5 * without) << "calibrated by the new machine's rows: " << calibrated << " vs " << without;
+  auto jc = nlohmann::json::parse(std::ifstream(base + "/calibrated/report.json"));
+  ASSERT_EQ(jc["calibrations"].size(), 1u) << jc.dump();
+  EXPECT_NE(jc["calibrations"][0]["device"].get<std::string>().find("Intel"), std::string::npos);
+  EXPECT_LE(jc["calibrations"][0]["factors"]["linear.fwd.fp32"]["rows"].get<int64_t>(), 16);
+  EXPECT_NE(jc["layer_times"].get<std::string>().find("calibrated by 16"), std::string::npos);
+  EXPECT_FALSE(jc["test_layers"].get<bool>());  // its rows calibrate, never train
 }
 
 TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {

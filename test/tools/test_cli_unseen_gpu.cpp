@@ -818,7 +818,10 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   EXPECT_EQ(j1["calibration"]["factors"], c["factors"]);
   fails(sc + " --calibrate " + h100_only, "no layer rows of a device named \"NVIDIA H200\"");
   fails("eval --db " + db + " --protocol id --calibrate-rows 8 --out " + (dir / "ev").string(),
-        "--calibrate-rows=8 needs --protocol=leave-one-device-out");
+        "--calibrate-rows=8 needs --protocol=leave-one-device-out or cross-device");
+  fails("eval --db " + db + " --protocol cross-device --test-db " + h100_only + " --test-layers --calibrate-rows 8 --out " +
+            (dir / "ev").string(),
+        "--calibrate-rows=8 calibrates with the test device's layer rows: not with --test-layers");
   fails("eval --db " + db + " --protocol leave-one-device-out --calibrate-rows -1 --out " + (dir / "ev").string(),
         "--calibrate-rows=-1 must be in [0, 100000]");
   fs::remove_all(dir);

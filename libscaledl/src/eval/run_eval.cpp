@@ -243,9 +243,13 @@ EvalResult run_eval(const EvalOptions& o) {
                 "--device-crossfit needs --protocol=leave-one-device-out (protocol={})", o.protocol);
   SCALEDL_CHECK(o.calibrate_rows >= 0 && o.calibrate_rows <= 100000, "--calibrate-rows={} must be in [0, 100000]",
                 o.calibrate_rows);
-  SCALEDL_CHECK(o.calibrate_rows == 0 || o.protocol == "leave-one-device-out",
-                "--calibrate-rows={} needs --protocol=leave-one-device-out (protocol={})", o.calibrate_rows,
-                o.protocol);
+  SCALEDL_CHECK(o.calibrate_rows == 0 || o.protocol == "leave-one-device-out" || o.protocol == "cross-device",
+                "--calibrate-rows={} needs --protocol=leave-one-device-out or cross-device (protocol={})",
+                o.calibrate_rows, o.protocol);
+  SCALEDL_CHECK(o.calibrate_rows == 0 || !o.test_layers,
+                "--calibrate-rows={} calibrates with the test device's layer rows: not with --test-layers, which "
+                "trains on them",
+                o.calibrate_rows);
   SCALEDL_CHECK(!o.test_layers || o.protocol == "cross-device",
                 "--test-layers is only for --protocol=cross-device (got --protocol={})", o.protocol);
   EvalResult res;
@@ -274,6 +278,14 @@ EvalResult run_eval(const EvalOptions& o) {
   }
   std::vector<LayerSample> layer_samples = samples_from_measurements(data.rows, data.devices);
   std::map<std::string, DeviceRecord> devices = data.devices;
+  // cross-device with --calibrate-rows: the test stores' layer rows, which calibrate (never train).
+  std::vector<LayerSample> test_rows;
+  if (o.calibrate_rows > 0 && o.protocol == "cross-device") {
+    const TrainingData t = load_training_data(o.test_dbs, {}, o.layer_max_cv);
+    test_rows = samples_from_measurements(t.rows, t.devices);
+    SCALEDL_CHECK(!test_rows.empty(), "--calibrate-rows={}: the --test-db store(s) hold no ok layer rows",
+                  o.calibrate_rows);
+  }
 
   auto load_runs = [&](const std::vector<std::string>& dbs, bool test) {
     if (dbs.empty()) return;
@@ -338,6 +350,21 @@ EvalResult run_eval(const EvalOptions& o) {
   TrainOptions lo = o.layers;
   lo.verbose = false;
   const LayerPredictor lp = LayerPredictor::train_samples(layer_samples, data.devices, lo);
+  nlohmann::json calibrations = nlohmann::json::array();  // --calibrate-rows: one per calibrated device
+  // cross-device: the test device `dev`'s calibration by its own layer rows against `p`.
+  auto test_calibration = [&](const LayerPredictor& p, const std::string& dev) -> std::optional<LayerCalibration> {
+    if (test_rows.empty()) return std::nullopt;
+    std::vector<LayerSample> mine;
+    for (const auto& x : test_rows)
+      if (x.device == dev) mine.push_back(x);
+    if (mine.empty()) return std::nullopt;
+    CalibrationOptions co;
+    co.max_rows = o.calibrate_rows;
+    LayerCalibration c = calibrate_layers(p, mine, devices.at(dev), co);
+    if (calibrations.empty() || calibrations.back()["device"] != c.device) calibrations.push_back(c.to_json());
+    return c;
+  };
+  std::map<std::string, std::optional<LayerCalibration>> test_cal;  // by device, against `lp`
   std::vector<LayerSample> nodes;  // every node of every run, for the per-layer MLP sums
   std::vector<size_t> node_run;
   std::vector<LayerGraph> irs;  // layer graphs of the runs, kept for per-split layer times (in_model)
@@ -349,7 +376,12 @@ EvalResult run_eval(const EvalOptions& o) {
     GraphContext gc;
     gc.device = devices.at(r.device);
     gc.target_ms = r.target_ms;
-    r.graph = featurize(g, lp.predict_nodes(g, gc.device), gc);
+    std::vector<double> t = lp.predict_nodes(g, gc.device);
+    if (r.test_store) {
+      if (!test_cal.count(r.device)) test_cal[r.device] = test_calibration(lp, r.device);
+      if (const auto& c = test_cal.at(r.device)) c->apply(g, t);
+    }
+    r.graph = featurize(g, t, gc);
     r.graph.label = r.label;
     for (const auto& n : g.nodes) {
       LayerSample s;
@@ -380,7 +412,6 @@ EvalResult run_eval(const EvalOptions& o) {
   std::map<std::string, std::vector<char>> crossfit_ok;  // --device-crossfit: runs with a device-out sum, by held-out device
   std::map<std::string, std::vector<GraphFeatures>> device_out_cache;  // --device-crossfit: by held-out device
   // Run i's graph features with the layer times of `lp`.
-  nlohmann::json calibrations = nlohmann::json::array();  // --calibrate-rows: one per held-out device
   // `cal` (non-null): the calibration of the held-out device, for its runs.
   auto featurize_run = [&](size_t i, const LayerPredictor& lp, const LayerCalibration* cal = nullptr) {
     const EvalRun& r = res.runs[i];
@@ -501,8 +532,14 @@ EvalResult run_eval(const EvalOptions& o) {
       const LayerPredictor full = LayerPredictor::train_samples(smp, data.devices, lo);
       std::vector<char> in_train(res.runs.size(), 0);
       for (size_t i : train) in_train[i] = 1;
-      for (size_t i = 0; i < res.runs.size(); ++i)
-        if (!in_train[i]) feat(i, full);
+      std::map<std::string, std::optional<LayerCalibration>> cal_full;  // test devices, against `full`
+      for (size_t i = 0; i < res.runs.size(); ++i) {
+        if (in_train[i]) continue;
+        const EvalRun& r = res.runs[i];
+        if (r.test_store && !cal_full.count(r.device)) cal_full[r.device] = test_calibration(full, r.device);
+        const auto c = r.test_store ? cal_full.find(r.device) : cal_full.end();
+        own[i] = featurize_run(i, full, c != cal_full.end() && c->second ? &*c->second : nullptr);
+      }
       std::vector<std::string> tg;
       for (size_t i : train) tg.push_back(res.runs[i].group);
       for_each_crossfit_model(tg, o.crossfit_folds, 0, smp, data.devices, lo,
@@ -787,9 +824,9 @@ EvalResult run_eval(const EvalOptions& o) {
                                 "; training runs' from layer models without their own device (--device-crossfit)";
   if (o.calibrate_rows > 0) {
     res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
-                                fmt::format("; the held-out GPU's calibrated by {} of its own rows per kind "
+                                fmt::format("; the {} device's calibrated by {} of its own rows per kind "
                                             "(--calibrate-rows)",
-                                            o.calibrate_rows);
+                                            lodo ? "held-out" : "test", o.calibrate_rows);
     res.report["calibrations"] = calibrations;
   }
   res.report["scaledl_config"] = {{"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}};
