@@ -67,8 +67,9 @@ scaledl::cli::Registrar reg(
                    "with --sustained-bw: every GPU as if probed, its sustained bandwidth from its own layer rows "
                    "(a held-out GPU's other rows stay unseen; docs/unseen-gpu.md)");
       app.add_option("--calibrate-rows", e.calibrate_rows,
-                     "leave-one-device-out: calibrate the held-out GPU's layer times with this many of its own "
-                     "layer rows per kind, as `predict --calibrate` does with a short benchmark on it "
+                     "leave-one-device-out or cross-device: calibrate the held-out (test) device's layer times "
+                     "with this many of its own layer rows per kind (cross-device: the --test-db store's), as "
+                     "`predict --calibrate` does with a short benchmark on it "
                      "(docs/unseen-gpu.md, \"A short calibration benchmark\")");
       app.add_flag("--device-crossfit", e.device_crossfit,
                    "leave-one-device-out: the graph methods' training runs get layer times from layer models that "

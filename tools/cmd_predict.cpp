@@ -451,8 +451,8 @@ std::string calibration_line(const scaledl::LayerCalibration& c) {
   const nlohmann::json j = c.to_json();
   std::vector<std::string> f;
   for (const auto& [kind, v] : j["factors"].items()) f.push_back(fmt::format("{} x{:.2f}", kind, v["factor"].get<double>()));
-  return fmt::format("calibration  {} of {} layer timings of this device in {}: {}\n", j["rows_used"].get<int64_t>(),
-                     c.rows_in, c.source, fmt::join(f, ", "));
+  return fmt::format("calibration  {} of {} layer timings of this device in {}: {}\n", c.rows_used(), c.rows_in,
+                     c.source, fmt::join(f, ", "));
 }
 
 scaledl::DeviceRecord resolve_device(const PredictOptions& o) {

@@ -83,7 +83,7 @@ int run(const ScaleCmdOptions& o) {
               so.recompute ? ", recomputation" : "");
   if (b.calibration)
     std::printf("calibrated by %lld layer timings of this GPU in %s (predict --calibrate)\n",
-                static_cast<long long>(b.calibration->to_json()["rows_used"].get<int64_t>()),
+                static_cast<long long>(b.calibration->rows_used()),
                 b.calibration->source.c_str());
   std::printf("%6s %4s %4s %5s %4s %7s %12s %12s %9s %10s %10s %9s\n", "gpus", "tp", "pp", "dp", "M", "batch",
               "T_iter_ms", "T_epoch_s", "speedup", "efficiency", "cost", "mem_GB");

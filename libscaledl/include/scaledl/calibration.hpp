@@ -53,6 +53,8 @@ struct LayerCalibration {
   /// forward kind's (operator sets such as NeuSight's time the forward only); 1 where
   /// the calibration has neither.
   double factor(LayerType t, Direction dir, DType dtype) const;
+  /// Usable rows behind the factors.
+  int64_t rows_used() const;
   /// Multiplies each node time of `g` (index = node id) by its factor.
   void apply(const LayerGraph& g, std::vector<double>& node_ms) const;
   /// {"device", "source", "rows_in", "rows_used", "factors": {"linear.fwd.fp32": {"factor", "rows"}, ...}}

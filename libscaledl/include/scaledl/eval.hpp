@@ -101,10 +101,10 @@ struct EvalOptions {
   /// the sustained bandwidth of its own layer rows, so a GPU the layer models never saw
   /// gets what `scaledl probe` would measure instead of a share of its spec bandwidth
   bool probe_bandwidth = false;
-  /// leave-one-device-out: > 0 calibrates the held-out device's layer times with this many
-  /// of its own layer rows per (type, direction, dtype), drawn at random from the usable
-  /// ones (calibration.hpp): what a short `bench layers` on the GPU and `predict
-  /// --calibrate` give
+  /// leave-one-device-out or cross-device: > 0 calibrates the held-out (test) device's layer
+  /// times with this many of its own layer rows per (type, direction, dtype), drawn at random
+  /// from the usable ones (calibration.hpp; cross-device: the test stores' rows, which never
+  /// train): what a short `bench layers` on the device and `predict --calibrate` give
   int64_t calibrate_rows = 0;
   bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
   /// leave-one-device-out: the held-out device's intervals are at least the

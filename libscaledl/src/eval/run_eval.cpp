@@ -350,19 +350,28 @@ EvalResult run_eval(const EvalOptions& o) {
   TrainOptions lo = o.layers;
   lo.verbose = false;
   const LayerPredictor lp = LayerPredictor::train_samples(layer_samples, data.devices, lo);
-  nlohmann::json calibrations = nlohmann::json::array();  // --calibrate-rows: one per calibrated device
-  // cross-device: the test device `dev`'s calibration by its own layer rows against `p`.
-  auto test_calibration = [&](const LayerPredictor& p, const std::string& dev) -> std::optional<LayerCalibration> {
-    if (test_rows.empty()) return std::nullopt;
+  nlohmann::json calibrations = nlohmann::json::array();  // --calibrate-rows: the first of each device
+  // --calibrate-rows: device `dev`'s calibration against `p` by K of its own rows among `rows`
+  // (none when it has none there).
+  auto calibrate_device = [&](const LayerPredictor& p, const std::vector<LayerSample>& rows,
+                              const std::string& dev) -> std::optional<LayerCalibration> {
     std::vector<LayerSample> mine;
-    for (const auto& x : test_rows)
+    for (const auto& x : rows)
       if (x.device == dev) mine.push_back(x);
     if (mine.empty()) return std::nullopt;
     CalibrationOptions co;
     co.max_rows = o.calibrate_rows;
     LayerCalibration c = calibrate_layers(p, mine, devices.at(dev), co);
-    if (calibrations.empty() || calibrations.back()["device"] != c.device) calibrations.push_back(c.to_json());
+    if (std::none_of(calibrations.begin(), calibrations.end(),
+                     [&](const nlohmann::json& j) { return j["device"] == c.device; })) {
+      calibrations.push_back(c.to_json());
+      log(fmt::format("--calibrate-rows: {}", calibrations.back().dump()));
+    }
     return c;
+  };
+  // cross-device: the test device `dev`'s calibration by its own layer rows (the test stores').
+  auto test_calibration = [&](const LayerPredictor& p, const std::string& dev) {
+    return calibrate_device(p, test_rows, dev);
   };
   std::map<std::string, std::optional<LayerCalibration>> test_cal;  // by device, against `lp`
   std::vector<LayerSample> nodes;  // every node of every run, for the per-layer MLP sums
@@ -470,14 +479,9 @@ EvalResult run_eval(const EvalOptions& o) {
         std::optional<LayerCalibration> cal;
         if (o.calibrate_rows > 0) {
           // K of the held-out device's own rows per kind, as a short benchmark on it would give.
-          std::vector<LayerSample> mine;
-          for (const auto& x : layer_samples)
-            if (x.device == sp.held_out_device) mine.push_back(x);
-          CalibrationOptions co;
-          co.max_rows = o.calibrate_rows;
-          cal = calibrate_layers(lp, mine, devices.at(sp.held_out_device), co);
-          calibrations.push_back(cal->to_json());
-          log(fmt::format("--calibrate-rows: {}", calibrations.back().dump()));
+          cal = calibrate_device(lp, layer_samples, sp.held_out_device);
+          SCALEDL_CHECK(cal.has_value(), "--calibrate-rows={}: the held-out device {} has no layer rows",
+                        o.calibrate_rows, sp.held_out_device);
         }
         std::vector<GraphFeatures> own(res.runs.size());
         for (size_t i = 0; i < res.runs.size(); ++i) own[i] = featurize_run(i, lp, cal ? &*cal : nullptr);

@@ -53,14 +53,16 @@ void LayerCalibration::apply(const LayerGraph& g, std::vector<double>& node_ms) 
     node_ms[i] *= factor(g.nodes[i].type, g.nodes[i].dir, g.settings.dtype);
 }
 
+int64_t LayerCalibration::rows_used() const {
+  int64_t used = 0;
+  for (const auto& [k, v] : factors) used += v.rows;
+  return used;
+}
+
 nlohmann::json LayerCalibration::to_json() const {
   nlohmann::json f = nlohmann::json::object();
-  int64_t used = 0;
-  for (const auto& [k, v] : factors) {
-    f[key_name(k)] = {{"factor", std::exp(v.log_factor)}, {"rows", v.rows}};
-    used += v.rows;
-  }
-  return {{"device", device}, {"source", source}, {"rows_in", rows_in}, {"rows_used", used}, {"factors", f}};
+  for (const auto& [k, v] : factors) f[key_name(k)] = {{"factor", std::exp(v.log_factor)}, {"rows", v.rows}};
+  return {{"device", device}, {"source", source}, {"rows_in", rows_in}, {"rows_used", rows_used()}, {"factors", f}};
 }
 
 LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<LayerSample>& rows,
