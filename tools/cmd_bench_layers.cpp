@@ -22,6 +22,8 @@ struct BenchLayersOptions {
 
 int run(BenchLayersOptions o) {
   using namespace scaledl;
+  // Before the store is opened: a bad option must not create it.
+  SCALEDL_CHECK(o.c.passes >= 1 && o.c.passes <= 100, "--passes={} must be in [1, 100]", o.c.passes);
   const std::optional<Shard> shard = o.shard.empty() ? std::nullopt : std::optional<Shard>(parse_shard(o.shard));
   Plan p = load_plan(o.plan);
   SCALEDL_CHECK(p.kind == "layers", "{}: kind=\"{}\" but `bench layers` needs a layers plan (use `bench models`)",
@@ -69,6 +71,10 @@ scaledl::cli::Registrar reg(
           ->capture_default_str();
       app.add_flag_function("--quick-probe", [o](int64_t) { o->c.full_probe = false; },
                             "a new device is measured with a quick probe (256^3 matmul, 16 MiB copy)");
+      app.add_option("--passes", o->c.passes,
+                     "time the whole plan this many times, one pass after another, and keep each config's median "
+                     "of its passes (a noisy machine's slow spells then fall on one pass; docs/bench.md)")
+          ->capture_default_str();
       app.add_flag("--quiet", o->quiet, "no progress bar");
       app.add_option("--shard", o->shard,
                      "i/n: run only the plan's configs k with k % n == i (0 <= i < n), one share of a campaign "

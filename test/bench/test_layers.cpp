@@ -13,6 +13,7 @@
 #include "scaledl/error.hpp"
 
 using namespace scaledl;
+using scaledl::test::error_of;
 
 namespace {
 
@@ -168,4 +169,100 @@ TEST(LayerCampaign, BadOptionsAreRejected) {
   o.timing.repeats = 0;
   EXPECT_THROW(run_layer_campaign(cs, store, o), Error);
   EXPECT_EQ(store.layers(std::nullopt, "", false).size(), 0u);
+}
+
+static LayerMeasurement pass_row(const std::string& status, double fwd_ms, double cv = 0.01) {
+  LayerMeasurement m;
+  m.campaign = "p";
+  m.type = LayerType::ReLU;
+  m.dims = {4096};
+  m.device = "cpu:x";
+  m.status = status;
+  m.reason = status == "ok" ? "" : status + " reason";
+  if (std::isfinite(fwd_ms)) m.fwd = {fwd_ms, 0.9 * fwd_ms, 1.1 * fwd_ms, cv, 10};
+  return m;
+}
+
+TEST(LayerCampaign, PassesCombineIntoOneRowByTheirMedian) {
+  // Most passes ok: the ok passes' median of medians, the widest p10 / p90, the sum of n.
+  LayerMeasurement m = combine_layer_passes({pass_row("ok", 1.0), pass_row("unstable", 9.0, 0.5), pass_row("ok", 2.0)});
+  EXPECT_EQ(m.status, "ok");
+  EXPECT_DOUBLE_EQ(m.fwd.median_ms, 1.5);  // the unstable pass is left out
+  EXPECT_DOUBLE_EQ(m.fwd.p10_ms, 0.9);
+  EXPECT_DOUBLE_EQ(m.fwd.p90_ms, 2.2);
+  EXPECT_EQ(m.fwd.n, 20);
+  EXPECT_EQ(m.bwd.n, 0);  // no pass timed a backward
+  EXPECT_NE(m.reason.find("2 of 3 passes ok; fwd medians spread 100.0 %"), std::string::npos) << m.reason;
+  // Most passes unstable: unstable, from all passes.
+  m = combine_layer_passes({pass_row("unstable", 1.0), pass_row("unstable", 3.0), pass_row("ok", 2.0)});
+  EXPECT_EQ(m.status, "unstable");
+  EXPECT_DOUBLE_EQ(m.fwd.median_ms, 2.0);
+  EXPECT_NE(m.reason.find("2 of 3 passes unstable (unstable reason)"), std::string::npos) << m.reason;
+  // A failed pass fails the row.
+  m = combine_layer_passes({pass_row("ok", 1.0), pass_row("oom", NAN)});
+  EXPECT_EQ(m.status, "oom");
+  EXPECT_EQ(m.reason, "pass 2: oom reason");
+  // Passes of different configs, or none, are refused.
+  LayerMeasurement other = pass_row("ok", 1.0);
+  other.dims = {8192};
+  EXPECT_NE(error_of([&] { combine_layer_passes({pass_row("ok", 1.0), other}); }).find("passes of different configs"),
+            std::string::npos);
+  EXPECT_THROW(combine_layer_passes({}), Error);
+}
+
+TEST(LayerCampaign, SeveralPassesResumeMidwayAndKeepEachConfigsMedian) {
+  const std::string db = temp_db("campaign_passes.sqlite");
+  Store store(db);
+  std::vector<LayerConfig> cs;
+  cs.push_back({LayerType::ReLU, {4096}, DType::FP32});
+  cs.push_back({LayerType::Linear, {int64_t(1) << 27, int64_t(1) << 20, 8, 0}, DType::FP32});  // 512 TiB: oom
+  cs.push_back({LayerType::Add, {4096}, DType::FP32});
+  LayerCampaignOptions o;
+  o.campaign = "p";
+  o.timing = fast();
+  o.full_probe = false;
+  o.passes = 0;
+  EXPECT_NE(error_of([&] { run_layer_campaign(cs, store, o); }).find("--passes=0 must be in [1, 100]"),
+            std::string::npos);
+  EXPECT_EQ(store.layers(std::nullopt, "", false).size(), 0u);
+  // A campaign stopped after the ReLU's first pass, which ran during a slow spell (1 s).
+  o.passes = 1;
+  o.campaign = "probe-only";
+  run_layer_campaign({}, store, o);  // stores the device record
+  const std::string dev = store.devices().at(0).key();
+  LayerMeasurement slow = pass_row("ok", 1000.0);
+  slow.device = dev;
+  ASSERT_TRUE(store.put_layer_pass(slow, 1));
+  EXPECT_FALSE(store.put_layer_pass(slow, 1));  // one row per (campaign, config, device, pass)
+  o.campaign = "p";
+  o.passes = 3;
+  auto s = run_layer_campaign(cs, store, o);
+  EXPECT_EQ(s.ok + s.unstable, 2u);
+  EXPECT_EQ(s.oom, 1u);
+  const auto passes = store.layer_passes("p", dev);
+  const std::string relu = cs[0].key(), lin = cs[1].key(), add = cs[2].key();
+  ASSERT_EQ(passes.at(relu).size(), 3u);
+  EXPECT_DOUBLE_EQ(passes.at(relu).at(1).fwd.median_ms, 1000.0);  // resumed: pass 1 not timed again
+  EXPECT_EQ(passes.at(lin).size(), 1u);  // failed in pass 1: not timed again
+  ASSERT_EQ(passes.at(add).size(), 3u);
+  std::map<std::string, LayerMeasurement> rows;
+  for (const auto& r : store.layers(std::nullopt, dev, false)) rows[layer_key(r.type, r.dims, r.dtype)] = r;
+  ASSERT_EQ(rows.size(), 3u);
+  // The ReLU's slow pass is outvoted: its row is the faster of the two other passes.
+  const double r2 = passes.at(relu).at(2).fwd.median_ms, r3 = passes.at(relu).at(3).fwd.median_ms;
+  EXPECT_LT(std::max(r2, r3), 100.0);
+  EXPECT_DOUBLE_EQ(rows.at(relu).fwd.median_ms, std::max(r2, r3));
+  EXPECT_DOUBLE_EQ(rows.at(relu).fwd.p90_ms, 1100.0);  // the spread stays visible
+  std::vector<double> a;
+  for (int p = 1; p <= 3; ++p) a.push_back(passes.at(add).at(p).fwd.median_ms);
+  std::sort(a.begin(), a.end());
+  EXPECT_DOUBLE_EQ(rows.at(add).fwd.median_ms, a[1]);
+  EXPECT_EQ(rows.at(add).fwd.n, passes.at(add).at(1).fwd.n * 3);
+  EXPECT_EQ(rows.at(lin).status, "oom");
+  EXPECT_EQ(rows.at(lin).reason.rfind("pass 1: ", 0), 0u) << rows.at(lin).reason;
+  // Rerun: nothing timed, nothing duplicated.
+  auto again = run_layer_campaign(cs, store, o);
+  EXPECT_EQ(again.skipped, 3u);
+  EXPECT_EQ(store.layers(std::nullopt, dev, false).size(), 3u);
+  EXPECT_EQ(store.layer_passes("p", dev).at(add).size(), 3u);
 }

@@ -58,7 +58,7 @@ TEST(StoreCollectives, VersionOneStoreOpensAndGainsTheTableOnWrite) {
   const std::string p = scaledl::test::fresh_store_path("coll-v1.sqlite");
   {
     Store s(p);
-    EXPECT_EQ(s.info()["schema_version"], "3");
+    EXPECT_EQ(s.info()["schema_version"], "4");
     // What a store written before issue #14 looks like.
     sql(s, "DROP TABLE collectives");
     sql(s, "UPDATE meta SET value='1' WHERE key='schema_version'");
@@ -72,15 +72,15 @@ TEST(StoreCollectives, VersionOneStoreOpensAndGainsTheTableOnWrite) {
   }
   {
     Store w(p);
-    EXPECT_EQ(w.info()["schema_version"], "3");
+    EXPECT_EQ(w.info()["schema_version"], "4");
     EXPECT_TRUE(w.has_collectives_table());
     EXPECT_EQ(w.put_collectives({row(1 << 20, false)}), 1u);
   }
   {
     Store s(p);
-    sql(s, "UPDATE meta SET value='4' WHERE key='schema_version'");
+    sql(s, "UPDATE meta SET value='5' WHERE key='schema_version'");
   }
   for (bool ro : {true, false})
-    EXPECT_NE(error_of([&] { Store x(p, ro); }).find("schema_version=4 but this build reads 1..3"), std::string::npos)
+    EXPECT_NE(error_of([&] { Store x(p, ro); }).find("schema_version=5 but this build reads 1..4"), std::string::npos)
         << ro;
 }

@@ -27,7 +27,7 @@ TEST(StoreInfo, GroupsRowsByCampaignDeviceStatusWithCvSpread) {
   s.put_layer(row(3, "ok", {2, 2, 2}));         // cv 0
   s.put_layer(row(4, "oom", {}));
   nlohmann::json j = s.info();
-  EXPECT_EQ(j["schema_version"], "3");  // 2: the collectives table (issue #14); 3: memory (issue #15)
+  EXPECT_EQ(j["schema_version"], "4");  // 2: collectives (issue #14); 3: memory (issue #15); 4: layer_passes
   EXPECT_EQ(j["counts"]["layers"], 4);
   ASSERT_EQ(j["layer_groups"].size(), 2u);
   const auto& ok = j["layer_groups"][0];

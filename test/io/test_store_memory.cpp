@@ -89,6 +89,6 @@ TEST(StoreMemory, MergeCarriesPeaksAndVersionTwoStoresStillRead) {
     EXPECT_FALSE(ms[0].memory.measured());
   }
   Store w(a);  // migrated on write
-  EXPECT_EQ(w.info()["schema_version"], "3");
+  EXPECT_EQ(w.info()["schema_version"], "4");
   EXPECT_TRUE(w.has_table("memory"));
 }

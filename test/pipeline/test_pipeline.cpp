@@ -425,7 +425,7 @@ TEST(PipelineStore, SchemaTwoStoreGainsThePipelineTableOnWrite) {
   }
   {
     Store w(p);  // writable: migrated
-    EXPECT_EQ(w.info()["schema_version"], "3");
+    EXPECT_EQ(w.info()["schema_version"], "4");
     EXPECT_TRUE(w.has_table("pipeline"));
   }
 }

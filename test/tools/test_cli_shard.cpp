@@ -177,6 +177,33 @@ TEST(CliShard, BadShardValuesGiveOneErrorLine) {
   EXPECT_FALSE(fs::exists(db)) << "a bad --shard created the store";
 }
 
+TEST(CliShard, SeveralPassesWriteOneRowPerConfigFromTheirMedian) {
+  ASSERT_EQ(access(kBinary.c_str(), X_OK), 0) << kBinary << " is not built";
+  const std::string dir = fresh_dir("passes");
+  const std::string plan = write_plan(dir);
+  const std::string db = dir + "/p.sqlite";
+  for (const std::string v : {"0", "101", "-2"})
+    expect_one_error("bench layers --plan " + plan + " --db " + db + " --passes " + v, "--passes=" + v);
+  EXPECT_FALSE(fs::exists(db)) << "a bad --passes created the store";
+  CliResult r = run_cli("bench layers --plan " + plan + " --db " + db + kQuick + " --passes 2 --shard 0/2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run_cli("bench layers --plan " + plan + " --db " + db + kQuick + " --passes 2");  // the rest
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("7 configs, 4 skipped (already stored)"), std::string::npos) << r.out;
+  Store s(db, /*read_only=*/true);
+  const auto rows = s.layers(std::nullopt, "", /*ok_only=*/false);
+  ASSERT_EQ(rows.size(), 7u);
+  const auto passes = s.layer_passes("shard", rows.at(0).device);
+  EXPECT_EQ(passes.size(), 7u);
+  for (const auto& m : rows) {
+    const auto& p = passes.at(layer_key(m.type, m.dims, m.dtype));
+    ASSERT_EQ(p.size(), 2u);
+    if (m.status != "ok" || p.at(1).status != "ok" || p.at(2).status != "ok") continue;
+    EXPECT_DOUBLE_EQ(m.fwd.median_ms, 0.5 * (p.at(1).fwd.median_ms + p.at(2).fwd.median_ms));
+    EXPECT_NE(m.reason.find("2 of 2 passes ok"), std::string::npos) << m.reason;
+  }
+}
+
 TEST(CliShard, BadMergeInputsGiveOneErrorLineAndLeaveOutUntouched) {
   ASSERT_EQ(access(kBinary.c_str(), X_OK), 0) << kBinary << " is not built";
   const std::string dir = fresh_dir("merge");

@@ -171,7 +171,20 @@ struct LayerCampaignOptions {
   bool full_probe = true;            ///< when the store lacks the device: full probe_device (true) or a
                                      ///< quick one (256^3 matmul, 16 MiB copy; false)
   bool progress = false;             ///< progress bar with ETA on stderr
+  /// > 1: time the whole plan this many times, one pass after another, and write each
+  /// config's row from its passes (combine_layer_passes): a slow spell of a noisy
+  /// machine then falls on one pass of a config, not on all its samples. Each pass is
+  /// kept in the store's layer_passes table, so a stopped campaign resumes mid-pass.
+  int passes = 1;
 };
+
+/// One config's row from its passes (in pass order, all of one config): failed passes
+/// (status other than ok / unstable) make the row fail like the first of them;
+/// otherwise the row is ok when most passes are ok, and its times come from those
+/// passes (all passes when it is unstable): median of the pass medians, p10 the
+/// lowest p10, p90 the highest p90, cv the median of the pass cvs, n the sum. The
+/// reason says how far the pass medians spread.
+LayerMeasurement combine_layer_passes(const std::vector<LayerMeasurement>& passes);
 
 struct LayerCampaignSummary {
   size_t total = 0;      ///< configs in the plan

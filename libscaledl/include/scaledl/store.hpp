@@ -157,6 +157,13 @@ class Store {
   size_t put_layers(const std::vector<LayerMeasurement>& ms);
   /// Keys already present for (campaign, device): what a resumed run skips.
   std::set<std::string> layer_keys(const std::string& campaign, const std::string& device) const;
+  /// One pass of a several-pass campaign (`bench layers --passes N`, pass >= 1): kept
+  /// apart from the layers table, which gets one row per config from all its passes.
+  /// True if inserted (not already there).
+  bool put_layer_pass(const LayerMeasurement& m, int pass);
+  /// The pass rows of (campaign, device), by config key and pass (no memory, source).
+  std::map<std::string, std::map<int, LayerMeasurement>> layer_passes(const std::string& campaign,
+                                                                      const std::string& device) const;
   /// Layer rows; empty filters match all. ok_only keeps status "ok".
   std::vector<LayerMeasurement> layers(std::optional<LayerType> type = std::nullopt,
                                        const std::string& device = "", bool ok_only = true) const;

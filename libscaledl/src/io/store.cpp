@@ -24,8 +24,9 @@ using detail::Stmt;
 // the new table from kSchema (CREATE ... IF NOT EXISTS) and is stamped 2; one
 // opened read-only stays 1 and simply has no collective rows. 3 (+ memory:
 // allocator-exact peak bytes of model and layer rows, issue #15), migrated the
-// same way; rows of older stores simply have no memory.
-constexpr int kSchemaVersion = 3;
+// same way; rows of older stores simply have no memory. 4 (+ layer_passes: the
+// per-pass rows of `bench layers --passes N`), migrated the same way.
+constexpr int kSchemaVersion = 4;
 constexpr int kOldestSchemaVersion = 1;
 
 const char* kSchema = R"SQL(
@@ -69,6 +70,16 @@ CREATE TABLE IF NOT EXISTS memory (
   kind TEXT NOT NULL, campaign TEXT NOT NULL, config_key TEXT NOT NULL, device TEXT NOT NULL,
   peak_bytes REAL NOT NULL, base_bytes REAL NOT NULL, saved_bytes REAL NOT NULL, method TEXT NOT NULL,
   UNIQUE (kind, campaign, config_key, device));
+CREATE TABLE IF NOT EXISTS layer_passes (
+  id INTEGER PRIMARY KEY,
+  campaign TEXT NOT NULL, config_key TEXT NOT NULL, device TEXT NOT NULL, pass INTEGER NOT NULL,
+  layer_type TEXT NOT NULL, dims TEXT NOT NULL, dtype TEXT NOT NULL,
+  status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+  fwd_median_ms REAL, fwd_p10_ms REAL, fwd_p90_ms REAL, fwd_cv REAL, fwd_n INTEGER,
+  bwd_median_ms REAL, bwd_p10_ms REAL, bwd_p90_ms REAL, bwd_cv REAL, bwd_n INTEGER,
+  env_id INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  UNIQUE (campaign, config_key, device, pass));
 )SQL";
 
 // Schema 3, second table (issue #15, host input pipeline; kept apart from kSchema
@@ -387,6 +398,60 @@ std::set<std::string> Store::layer_keys(const std::string& campaign, const std::
   s.bind(1, campaign).bind(2, device);
   std::set<std::string> out;
   while (s.step()) out.insert(s.text(0));
+  return out;
+}
+
+bool Store::put_layer_pass(const LayerMeasurement& m, int pass) {
+  SCALEDL_CHECK(pass >= 1, "{}: layer pass={} must be >= 1", path_, pass);
+  validate_dims(m.type, m.dims);
+  Stmt s(db_,
+         "INSERT INTO layer_passes(campaign, config_key, device, pass, layer_type, dims, dtype, status, reason,"
+         " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
+         " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, env_id)"
+         " VALUES (?,?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?)"
+         " ON CONFLICT(campaign, config_key, device, pass) DO NOTHING",
+         path_);
+  s.bind(1, m.campaign).bind(2, layer_key(m.type, m.dims, m.dtype)).bind(3, m.device).bind(4, int64_t{pass});
+  s.bind(5, std::string(to_string(m.type))).bind(6, nlohmann::json(m.dims).dump());
+  s.bind(7, std::string(to_string(m.dtype))).bind(8, m.status).bind(9, m.reason);
+  bind_stats(s, 10, m.fwd);
+  bind_stats(s, 15, m.bwd);
+  s.bind(20, m.env_id);
+  s.step();
+  return sqlite3_changes(db_) > 0;
+}
+
+std::map<std::string, std::map<int, LayerMeasurement>> Store::layer_passes(const std::string& campaign,
+                                                                           const std::string& device) const {
+  std::map<std::string, std::map<int, LayerMeasurement>> out;
+  {
+    Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='layer_passes'", path_);
+    if (!t.step()) return out;  // a store of schema <= 3 opened read-only
+  }
+  Stmt s(db_,
+         "SELECT config_key, pass, layer_type, dims, dtype, status, reason,"
+         " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
+         " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, env_id, id"
+         " FROM layer_passes WHERE campaign=? AND device=? ORDER BY id",
+         path_);
+  s.bind(1, campaign).bind(2, device);
+  while (s.step()) {
+    LayerMeasurement m;
+    const std::string row = fmt::format("{}: layer_passes row {}", path_, s.i64(18));
+    m.campaign = campaign;
+    m.device = device;
+    m.type = parse_layer_type(s.text(2), path_ + ":layer_passes.layer_type");
+    m.dims = dims_of(s.text(3), row + ": dims");
+    m.dtype = parse_dtype(s.text(4), path_ + ":layer_passes.dtype");
+    m.status = s.text(5);
+    m.reason = s.text(6);
+    m.fwd = read_stats(s, 7, row);
+    m.bwd = read_stats(s, 12, row);
+    m.env_id = s.i64(17);
+    const int64_t pass = s.i64(1);
+    SCALEDL_CHECK(pass >= 1 && pass <= 1000000, "{}: pass={} must be >= 1", row, pass);
+    out[s.text(0)][static_cast<int>(pass)] = std::move(m);
+  }
   return out;
 }
 
