@@ -10,6 +10,7 @@
 # work can use the other one; unset = not pinned.
 # Another machine, the same plans: NAME=cpu-zen4 (its store datasets/NAME/NAME.sqlite,
 # probe.json there, campaigns NAME-layers / NAME-models); default cpu-intel.
+# PASSES=N: the layer plan in N passes (`bench layers --passes N`, docs/bench.md); default 1.
 set -euo pipefail
 cd "$(dirname "$0")"
 BIN=$(realpath "${BUILD_DIR:-../../build}")/tools/scaledl
@@ -28,7 +29,7 @@ if [ "$STEP" = layers ] || [ "$STEP" = all ]; then
   # The device record of the whole campaign, measured at its thread count before anything else.
   [ -s probe.json ] || "${PIN[@]}" "$BIN" probe --device cpu --threads 1 --db "$DB" --json > probe.json
   "${PIN[@]}" "$BIN" bench layers --plan "$PLANS/layers.json" --db "$DB" --device cpu --threads 1 \
-    --campaign "$NAME-layers" --warmup 3 --repeats 10 --quiet
+    --campaign "$NAME-layers" --warmup 3 --repeats 10 --passes "${PASSES:-1}" --quiet
   echo "layers done: $(( $(date +%s) - T0 )) s"
 fi
 if [ "$STEP" = models ] || [ "$STEP" = all ]; then

@@ -220,6 +220,8 @@ TEST(LayerCampaign, SeveralPassesResumeMidwayAndKeepEachConfigsMedian) {
   LayerCampaignOptions o;
   o.campaign = "p";
   o.timing = fast();
+  o.timing.warmup_min = 0;     // no settling test and
+  o.timing.unstable_cv = 1e9;  // no cv limit: every timed pass is ok, so which passes count is known
   o.full_probe = false;
   o.passes = 0;
   EXPECT_NE(error_of([&] { run_layer_campaign(cs, store, o); }).find("--passes=0 must be in [1, 100]"),
@@ -265,4 +267,5 @@ TEST(LayerCampaign, SeveralPassesResumeMidwayAndKeepEachConfigsMedian) {
   EXPECT_EQ(again.skipped, 3u);
   EXPECT_EQ(store.layers(std::nullopt, dev, false).size(), 3u);
   EXPECT_EQ(store.layer_passes("p", dev).at(add).size(), 3u);
+  EXPECT_EQ(store.info()["counts"]["layer_passes"], 7);  // `db info` counts them
 }

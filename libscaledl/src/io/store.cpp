@@ -424,10 +424,7 @@ bool Store::put_layer_pass(const LayerMeasurement& m, int pass) {
 std::map<std::string, std::map<int, LayerMeasurement>> Store::layer_passes(const std::string& campaign,
                                                                            const std::string& device) const {
   std::map<std::string, std::map<int, LayerMeasurement>> out;
-  {
-    Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='layer_passes'", path_);
-    if (!t.step()) return out;  // a store of schema <= 3 opened read-only
-  }
+  if (!has_table("layer_passes")) return out;  // a store of schema <= 3 opened read-only
   Stmt s(db_,
          "SELECT config_key, pass, layer_type, dims, dtype, status, reason,"
          " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
@@ -606,6 +603,11 @@ nlohmann::json Store::counts() const {
     Stmt s(db_, "SELECT COUNT(*) FROM pipeline", path_);
     s.step();
     if (s.i64(0) > 0) j["pipeline"] = s.i64(0);
+  }
+  if (has_table("layer_passes")) {  // schema 4 (bench layers --passes), likewise
+    Stmt s(db_, "SELECT COUNT(*) FROM layer_passes", path_);
+    s.step();
+    if (s.i64(0) > 0) j["layer_passes"] = s.i64(0);
   }
   return j;
 }
