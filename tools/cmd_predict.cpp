@@ -452,7 +452,8 @@ std::string calibration_line(const scaledl::LayerCalibration& c) {
   std::vector<std::string> f;
   for (const auto& [kind, v] : j["factors"].items()) f.push_back(fmt::format("{} x{:.2f}", kind, v["factor"].get<double>()));
   return fmt::format("calibration  {} of {} layer timings of this device in {}: {}\n", c.rows_used(), c.rows_in,
-                     c.source, fmt::join(f, ", "));
+                     c.source, fmt::join(f, ", ")) +
+         (c.caution.empty() ? "" : fmt::format("             caution: {}\n", c.caution));
 }
 
 scaledl::DeviceRecord resolve_device(const PredictOptions& o) {

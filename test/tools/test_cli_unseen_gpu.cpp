@@ -758,6 +758,29 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   fs::remove_all(dir);
 }
 
+TEST(CliUnseenGpu, CalibratingALowPowerCardSaysWhyItMayNotHold) {
+  // NeuSight's T4 operators calibrate the T4's spec sheet (70 W): the factors are set and
+  // a caution says what leave-one-GPU-out showed for the cards of <= 75 W.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_caution_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "ns.sqlite").string();
+  CliResult imp = run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db);
+  ASSERT_EQ(imp.rc, 0) << imp.out;
+  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec " + kSrc +
+                        "/models/devices/t4.json --calibrate " + db;
+  const nlohmann::json j = predict_json(m);
+  ASSERT_TRUE(j.contains("calibration")) << j.dump();
+  EXPECT_EQ(j["calibration"]["device"], "spec:Tesla T4");
+  EXPECT_GT(j["calibration"]["rows_used"].get<int64_t>(), 100);
+  ASSERT_TRUE(j["calibration"].contains("caution")) << j.dump();
+  EXPECT_NE(j["calibration"]["caution"].get<std::string>().find("a 70 W card"), std::string::npos);
+  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m);
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("caution: a 70 W card"), std::string::npos) << text.out;
+  fs::remove_all(dir);
+}
+
 TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   // Our H200's operator set calibrates the default bundle's layer times for the H200's spec
   // sheet (the bundle has no H200 row): each kind's time is scaled by its factor.
@@ -773,6 +796,7 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   const nlohmann::json& c = cal["calibration"];
   EXPECT_EQ(c["device"], "spec:NVIDIA H200");
   EXPECT_EQ(c["source"], db);
+  EXPECT_FALSE(c.contains("caution")) << c.dump();  // a 700 W card
   EXPECT_GT(c["rows_used"].get<int64_t>(), 100);
   EXPECT_LT(c["rows_used"].get<int64_t>(), c["rows_in"].get<int64_t>());  // odd GEMMs and floor rows left out
   for (const std::string kind : {"linear.fwd", "layernorm.fwd", "softmax.fwd"}) {

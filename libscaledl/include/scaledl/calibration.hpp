@@ -48,6 +48,10 @@ struct LayerCalibration {
   std::string source;   ///< where the rows came from (a store's path), for reports
   int64_t rows_in = 0;  ///< rows given
   std::map<std::tuple<LayerType, Direction, DType>, CalibrationFactor> factors;
+  /// Why these factors may not hold for the device ("" = no known reason): a card of
+  /// <= 75 W (its record's extra.tdp_w) may not hold, through a long run, the clock its
+  /// operators were timed at (docs/unseen-gpu.md, "A short calibration benchmark").
+  std::string caution;
 
   /// The factor of (t, dir, dtype); a backward kind without one of its own takes its
   /// forward kind's (operator sets such as NeuSight's time the forward only); 1 where
