@@ -17,6 +17,7 @@
 #include "scaledl/layer_features.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/neusight.hpp"
+#include "scaledl/json_util.hpp"
 #include "scaledl/tree_forest.hpp"
 #include "scaledl/xgb.hpp"
 #include "learn_test_util.hpp"
@@ -487,6 +488,40 @@ TEST(LayerPredictor, CompiledTreesMatchXgboostOnLargeBatches) {
   std::vector<double> out(n);
   expect_error([&] { p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, Direction::Forward, devs[0], out.data()); },
                "linear.d_out=0");
+}
+
+TEST(LayerPredictor, LoadedModelsPredictAsTrainedWithOneParseOfEachFile) {
+  // load() compiles the trees from the file's own document and loads XGBoost only when
+  // something needs it (its predictor, save()): the same predictions either way, and a
+  // loaded bundle saves back byte for byte.
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300), spec_gpu("B", 15000, 900)};
+  LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 80, 4), device_map(devs), fast_options());
+  const fs::path dir = temp_dir("load_once"), again = temp_dir("load_once_again");
+  p.save(dir.string());
+  LayerPredictor q = LayerPredictor::load(dir.string());
+  EXPECT_EQ(q.summary()["models"]["linear"]["predictor"], "compiled trees");
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int64_t> d(1, 64);
+  const size_t n = 3000;
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < n; ++i) dims.insert(dims.end(), {d(rng) * 16, d(rng) * 32, d(rng) * 32, int64_t(i % 2)});
+  for (Direction dir_ : {Direction::Forward, Direction::Backward}) {
+    std::vector<double> trained(n), loaded(n), xgboost(n);
+    p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, dir_, devs[1], trained.data());
+    q.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, dir_, devs[1], loaded.data());
+    q.set_compiled_trees(false);  // XGBoost's predictor: the booster is loaded now
+    q.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, dir_, devs[1], xgboost.data());
+    q.set_compiled_trees(true);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(loaded[i], trained[i]) << "row " << i;
+      ASSERT_NEAR(xgboost[i], trained[i], 1e-4 * trained[i]) << "row " << i;
+    }
+  }
+  q.save(again.string());
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(scaledl::read_text_file(e.path().string()),
+              scaledl::read_text_file((again / e.path().filename()).string()))
+        << e.path().filename();
 }
 
 // ---- cross-validation ----------------------------------------------------------

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,8 @@ class TreeForest {
   /// Returns nullopt and sets `why` when the model is outside what is covered
   /// (see above); malformed JSON of a model XGBoost accepted is also nullopt.
   static std::optional<TreeForest> compile(const std::string& xgboost_json, std::string* why = nullptr);
+  /// The same from the parsed document (a bundle's model file, parsed once at load).
+  static std::optional<TreeForest> compile_document(const nlohmann::json& xgboost_model, std::string* why = nullptr);
 
   /// `rows` x num_features() row-major floats -> `rows` predictions in `out`.
   void predict(const float* x, size_t rows, float* out) const;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace scaledl::xgb {
 
 /// A dense row-major float matrix with NaN as "missing"; owns an XGBoost DMatrix.
@@ -67,6 +69,8 @@ class Booster {
   /// trees are checked first (indices in range, no cycle, numeric splits), since
   /// XGBoost trusts them (a cyclic tree makes its predictor loop forever).
   static Booster from_buffer(const std::string& bytes, const std::string& ctx);
+  /// from_buffer() of bytes that parse_model() has already accepted (no second check).
+  static Booster from_checked_buffer(const std::string& bytes, const std::string& ctx);
   /// Saves to `path` as XGBoost JSON (atomic: temp file + rename).
   void save(const std::string& path) const;
   /// Loads from an XGBoost JSON file; missing or corrupt => Error naming the file.
@@ -83,5 +87,9 @@ class Booster {
 
 /// "major.minor.patch" of the linked XGBoost.
 std::string version();
+
+/// An XGBoost JSON model's document, after the checks from_buffer() makes (valid JSON,
+/// a learner, trees whose indices are in range and acyclic); Error naming `ctx` otherwise.
+nlohmann::json parse_model(const std::string& bytes, const std::string& ctx);
 
 }  // namespace scaledl::xgb

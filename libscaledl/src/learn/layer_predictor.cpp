@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <exception>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -209,8 +210,23 @@ struct LayerPredictor::Model {
   LayerType type = LayerType::Linear;
   std::vector<std::string> features;
   size_t rows = 0;
-  /// mutable: predict_batch switches XGBoost's nthread by batch size (below).
+  /// mutable: predict_batch switches XGBoost's nthread by batch size (below); a
+  /// model loaded from a bundle whose trees compiled gets it on first use (xgb()).
   mutable xgb::Booster booster;
+  std::string text;                   ///< the model file's JSON while `booster` is not loaded from it
+  std::string source;                 ///< the model file (errors)
+  mutable std::once_flag booster_once;
+  /// The booster, loaded from `text` the first time it is needed (XGBoost's own
+  /// predictor, or save()): a prediction by the compiled trees never parses the
+  /// model a second time.
+  xgb::Booster& xgb() const {
+    std::call_once(booster_once, [this] {
+      if (text.empty()) return;
+      booster = xgb::Booster::from_checked_buffer(text, source);
+      const_cast<std::string&>(text).clear();
+    });
+    return booster;
+  }
   mutable int threads = 0;  ///< nthread last set, 0 = not yet
   double floor_ms = 0;      ///< fastest training time (target log_roofline_floor), else 0
   /// Direction and dtype of its training rows; empty = not recorded (a manifest
@@ -581,7 +597,7 @@ bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t r
   // XGBoost's own predictor (models TreeForest does not cover).
   const int want = static_cast<int>(threads);
   if (m->threads != want) {
-    m->booster.set_param("nthread", std::to_string(want));
+    m->xgb().set_param("nthread", std::to_string(want));
     m->threads = want;
   }
   std::vector<float> x(std::min(rows, kBlock) * nf);
@@ -593,7 +609,7 @@ bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t r
       roof[i] = writer.write(dims + (b0 + i) * nd, &x[i * nf]);
       peak[i] = writer.peak_floor_ms();
     }
-    m->booster.predict_dense(x.data(), n, nf, y.data());
+    m->xgb().predict_dense(x.data(), n, nf, y.data());
     for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = std::max(from_target(tk, y[i], roof[i], m->floor_ms), peak[i]);
   }
   return false;
@@ -676,7 +692,7 @@ void LayerPredictor::save(const std::string& dir) const {
   nlohmann::json models = nlohmann::json::object();
   for (const auto& [name, m] : models_) {
     const std::string file = name + ".json";
-    const std::string text = m->booster.to_json_string();
+    const std::string text = m->xgb().to_json_string();
     write_text_file_atomic((fs::path(dir) / file).string(), text);
     models[name] = {{"file", file},
                     {"type", to_string(m->type)},
@@ -773,10 +789,15 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     const std::string sha = get_str_or(e, "sha256", ctx, "");
     SCALEDL_CHECK(sha256_file(file) == sha, "{}: SHA-256 differs from {}.sha256: the model file was altered or damaged",
                   file, ctx);
-    m->booster = xgb::Booster::load(file);
-    SCALEDL_CHECK(m->booster.num_features() == m->features.size(), "{}: model has {} features, manifest lists {}",
-                  file, m->booster.num_features(), m->features.size());
-    m->compile();
+    // One parse: the checks of xgb::Booster::from_buffer, then the compiled trees from
+    // the same document; XGBoost loads the model only if they do not cover it.
+    m->text = read_text_file(file);
+    m->source = file;
+    const nlohmann::json doc = xgb::parse_model(m->text, file);
+    m->forest = TreeForest::compile_document(doc, &m->forest_refused);
+    size_t nf = m->forest ? m->forest->num_features() : m->xgb().num_features();
+    SCALEDL_CHECK(nf == m->features.size(), "{}: model has {} features, manifest lists {}", file, nf,
+                  m->features.size());
     p.models_[name] = std::move(m);
   }
   return p;

@@ -96,13 +96,18 @@ int depth_of(const SrcTree& s, int64_t node, int level, int limit) {
 }  // namespace
 
 std::optional<TreeForest> TreeForest::compile(const std::string& text, std::string* why) {
+  nlohmann::json j;
   try {
-    nlohmann::json j;
-    try {
-      j = parse_json_text(text, "model");  // depth-limited
-    } catch (const Error&) {
-      throw Refused{"not XGBoost JSON"};
-    }
+    j = parse_json_text(text, "model");  // depth-limited
+  } catch (const Error&) {
+    if (why) *why = "not XGBoost JSON";
+    return std::nullopt;
+  }
+  return compile_document(j, why);
+}
+
+std::optional<TreeForest> TreeForest::compile_document(const nlohmann::json& j, std::string* why) {
+  try {
     if (!j.is_object() || !j.contains("learner")) throw Refused{"not XGBoost JSON"};
     const auto& learner = j.at("learner");
     const std::string objective = learner.value(nlohmann::json::json_pointer("/objective/name"), std::string());

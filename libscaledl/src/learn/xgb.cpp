@@ -285,22 +285,29 @@ std::string Booster::to_json_string() const {
   return std::string(buf, len);
 }
 
-Booster Booster::from_buffer(const std::string& bytes, const std::string& ctx) {
+nlohmann::json parse_model(const std::string& bytes, const std::string& ctx) {
   SCALEDL_CHECK(!bytes.empty(), "{}: empty XGBoost model", ctx);
   // XGBoost's JSON reader may accept a truncated document silently in some
   // versions: validate the JSON first so truncation is reported, not guessed.
   // Only JSON (what save() writes): its trees are checked before XGBoost sees them.
   SCALEDL_CHECK(bytes[0] == '{', "{}: not an XGBoost JSON model (does not start with '{{')", ctx);
-  {
-    nlohmann::json j;
-    try {
-      j = parse_json_text(bytes, "model");  // depth-limited: XGBoost's own JSON reader recurses
-    } catch (const Error& e) {
-      fail("{}: not a valid XGBoost JSON model (truncated or corrupt: {})", ctx, e.what());
-    }
-    SCALEDL_CHECK(j.contains("learner"), "{}: JSON has no 'learner' key: not an XGBoost model", ctx);
-    check_trees(j.at("learner"), ctx);
+  nlohmann::json j;
+  try {
+    j = parse_json_text(bytes, "model");  // depth-limited: XGBoost's own JSON reader recurses
+  } catch (const Error& e) {
+    fail("{}: not a valid XGBoost JSON model (truncated or corrupt: {})", ctx, e.what());
   }
+  SCALEDL_CHECK(j.contains("learner"), "{}: JSON has no 'learner' key: not an XGBoost model", ctx);
+  check_trees(j.at("learner"), ctx);
+  return j;
+}
+
+Booster Booster::from_buffer(const std::string& bytes, const std::string& ctx) {
+  (void)parse_model(bytes, ctx);
+  return from_checked_buffer(bytes, ctx);
+}
+
+Booster Booster::from_checked_buffer(const std::string& bytes, const std::string& ctx) {
   Booster b;
   b.create(nullptr, 0);
   int rc = XGBoosterLoadModelFromBuffer(b.h_, bytes.data(), bytes.size());
