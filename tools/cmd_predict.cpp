@@ -622,6 +622,7 @@ int run(const PredictOptions& o) {
   }
   if (many) return run_many(o, b, dflt, load_s);
   const DeviceRecord& dev = *dflt;
+  const auto t_pred = std::chrono::steady_clock::now();
   auto [m, s] = o.args.load();
   s.num_devices = o.devices;
   const LayerGraph g = build_layer_graph(m, s);
@@ -636,6 +637,9 @@ int run(const PredictOptions& o) {
   const int64_t iters = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
   const double epoch_s = iters * p.t_iter_ms / 1000.0;
   const MemoryPrediction mem = predict_memory(g, dev, b.memory ? &*b.memory : nullptr, o.headroom);
+  if (o.timing)
+    std::cerr << fmt::format("timing: load {:.3f} s; 1 configuration: parse + layer graph + prediction {:.3f} s\n",
+                             load_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pred).count());
 
   if (o.json) {
     nlohmann::json j = p.to_json();

@@ -758,6 +758,19 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   fs::remove_all(dir);
 }
 
+TEST(CliUnseenGpu, TimingSaysWhereAPredictionsSecondsGo) {
+  // --timing: the bundle's load and the prediction, for one configuration and for a sweep.
+  const std::string p = "predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                        "/models/gpt2.json --seq 256 --device-spec " + kSrc + "/models/devices/h100-sxm.json --timing";
+  CliResult one = run_cli(p + " --batch 2");
+  ASSERT_EQ(one.rc, 0) << one.out;
+  EXPECT_NE(one.out.find("timing: load "), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("1 configuration: parse + layer graph + prediction "), std::string::npos) << one.out;
+  CliResult many = run_cli(p + " --sweep batch=1,2,4");
+  ASSERT_EQ(many.rc, 0) << many.out;
+  EXPECT_NE(many.out.find("3 configurations: parse + layer graphs "), std::string::npos) << many.out;
+}
+
 TEST(CliUnseenGpu, CalibratingALowPowerCardSaysWhyItMayNotHold) {
   // NeuSight's T4 operators calibrate the T4's spec sheet (70 W): the factors are set and
   // a caution says what leave-one-GPU-out showed for the cards of <= 75 W.
