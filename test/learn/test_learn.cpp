@@ -465,16 +465,22 @@ TEST(LayerPredictor, PredictBatchMatchesSingle) {
                "linear.d_in=-5");
 }
 
+/// `n` linear configs (tokens, d_in, d_out, bias) of aligned random sizes, flattened.
+static std::vector<int64_t> random_linear_dims(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> d(1, 64);
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < n; ++i) dims.insert(dims.end(), {d(rng) * 16, d(rng) * 32, d(rng) * 32, int64_t(i % 2)});
+  return dims;
+}
+
 TEST(LayerPredictor, CompiledTreesMatchXgboostOnLargeBatches) {
   // Above 16,384 rows predict_batch splits the rows over threads.
   std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300), spec_gpu("B", 15000, 900)};
   LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 80, 4), device_map(devs), fast_options());
   EXPECT_EQ(p.summary()["models"]["linear"]["predictor"], "compiled trees");
-  std::mt19937_64 rng(2);
-  std::uniform_int_distribution<int64_t> d(1, 64);
   const size_t n = 20000;
-  std::vector<int64_t> dims;
-  for (size_t i = 0; i < n; ++i) dims.insert(dims.end(), {d(rng) * 16, d(rng) * 32, d(rng) * 32, int64_t(i % 2)});
+  std::vector<int64_t> dims = random_linear_dims(n, 2);
   for (Direction dir : {Direction::Forward, Direction::Backward}) {
     std::vector<double> fast(n), ref(n);
     p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, dir, devs[1], fast.data());
@@ -500,11 +506,8 @@ TEST(LayerPredictor, LoadedModelsPredictAsTrainedWithOneParseOfEachFile) {
   p.save(dir.string());
   LayerPredictor q = LayerPredictor::load(dir.string());
   EXPECT_EQ(q.summary()["models"]["linear"]["predictor"], "compiled trees");
-  std::mt19937_64 rng(5);
-  std::uniform_int_distribution<int64_t> d(1, 64);
   const size_t n = 3000;
-  std::vector<int64_t> dims;
-  for (size_t i = 0; i < n; ++i) dims.insert(dims.end(), {d(rng) * 16, d(rng) * 32, d(rng) * 32, int64_t(i % 2)});
+  std::vector<int64_t> dims = random_linear_dims(n, 5);
   for (Direction dir_ : {Direction::Forward, Direction::Backward}) {
     std::vector<double> trained(n), loaded(n), xgboost(n);
     p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, dir_, devs[1], trained.data());
