@@ -2,6 +2,7 @@
 // forward/backward times; failing configs become "oom"/"error" rows and the
 // campaign goes on.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "test_util.hpp"
 
@@ -268,4 +269,29 @@ TEST(LayerCampaign, SeveralPassesResumeMidwayAndKeepEachConfigsMedian) {
   EXPECT_EQ(store.layers(std::nullopt, dev, false).size(), 3u);
   EXPECT_EQ(store.layer_passes("p", dev).at(add).size(), 3u);
   EXPECT_EQ(store.info()["counts"]["layer_passes"], 7);  // `db info` counts them
+}
+
+TEST(LayerCampaign, DamagedPassRowsAreNamedAndNothingIsWritten) {
+  // A pass row altered outside ScaleDL (dims that are no JSON array, a pass of 0):
+  // resuming the campaign names the row, and no layers row is written.
+  for (const std::string damage : {"dims='abc'", "pass=0"}) {
+    Store store(temp_db("campaign_passes_damaged.sqlite"));
+    LayerCampaignOptions o;
+    o.campaign = "probe-only";
+    o.full_probe = false;
+    o.timing = fast();
+    run_layer_campaign({}, store, o);
+    const std::string dev = store.devices().at(0).key();
+    LayerMeasurement m = pass_row("ok", 1.0);
+    m.device = dev;
+    ASSERT_TRUE(store.put_layer_pass(m, 1));
+    const std::string q = "UPDATE layer_passes SET " + damage;
+    ASSERT_EQ(sqlite3_exec(store.handle(), q.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    o.campaign = "p";
+    o.passes = 2;
+    const std::string e = error_of([&] { run_layer_campaign({{LayerType::ReLU, {4096}, DType::FP32}}, store, o); });
+    EXPECT_NE(e.find("layer_passes row 1"), std::string::npos) << damage << ": " << e;
+    EXPECT_NE(e.find(damage == "pass=0" ? "pass=0 must be >= 1" : "dims"), std::string::npos) << e;
+    EXPECT_EQ(store.layers(std::nullopt, "", /*ok_only=*/false).size(), 0u);
+  }
 }
