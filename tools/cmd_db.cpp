@@ -82,7 +82,7 @@ scaledl::cli::Registrar reg_export({"db", "export"}, "Export a table of a result
                                      auto o = std::make_shared<DbOptions>();
                                      app.add_option("--db", o->db, "SQLite results store")->required();
                                      app.add_option("--format", o->format, "csv or json")->capture_default_str();
-                                     app.add_option("--table", o->table, "layers, models, devices, environments, collectives or memory")
+                                     app.add_option("--table", o->table, "layers, models, devices, environments, collectives, memory, pipeline or layer_passes")
                                          ->capture_default_str();
                                      app.add_option("--out", o->out, "output file (default: stdout)");
                                      return [o] { return run_export(*o); };

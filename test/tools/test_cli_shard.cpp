@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -202,6 +203,11 @@ TEST(CliShard, SeveralPassesWriteOneRowPerConfigFromTheirMedian) {
     EXPECT_DOUBLE_EQ(m.fwd.median_ms, 0.5 * (p.at(1).fwd.median_ms + p.at(2).fwd.median_ms));
     EXPECT_NE(m.reason.find("2 of 2 passes ok"), std::string::npos) << m.reason;
   }
+  // The pass rows export like any table: a header and 7 configs x 2 passes.
+  CliResult csv = run_cli("db export --db " + db + " --format csv --table layer_passes");
+  ASSERT_EQ(csv.rc, 0) << csv.out;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 15) << csv.out;
+  EXPECT_EQ(csv.out.rfind("id,campaign,config_key,device,pass,", 0), 0u) << csv.out;
 }
 
 TEST(CliShard, BadMergeInputsGiveOneErrorLineAndLeaveOutUntouched) {

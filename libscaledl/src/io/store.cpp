@@ -788,8 +788,10 @@ nlohmann::json Store::export_json() const {
 void Store::export_csv(const std::string& table, std::ostream& out) const {
   SCALEDL_CHECK(table == "layers" || table == "models" || table == "devices" || table == "environments" ||
                     (table == "collectives" && has_collectives_table()) || (table == "memory" && has_table("memory")) ||
-                    (table == "pipeline" && has_table("pipeline")),
-                "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline)",
+                    (table == "pipeline" && has_table("pipeline")) ||
+                    (table == "layer_passes" && has_table("layer_passes")),
+                "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline, "
+                "layer_passes)",
                 table);
   Stmt s(db_, "SELECT * FROM " + table + " ORDER BY rowid", path_);
   bool header = false;
