@@ -22,8 +22,6 @@ struct BenchLayersOptions {
 
 int run(BenchLayersOptions o) {
   using namespace scaledl;
-  // Before the store is opened: a bad option must not create it.
-  SCALEDL_CHECK(o.c.passes >= 1 && o.c.passes <= 100, "--passes={} must be in [1, 100]", o.c.passes);
   const std::optional<Shard> shard = o.shard.empty() ? std::nullopt : std::optional<Shard>(parse_shard(o.shard));
   Plan p = load_plan(o.plan);
   SCALEDL_CHECK(p.kind == "layers", "{}: kind=\"{}\" but `bench layers` needs a layers plan (use `bench models`)",
@@ -32,6 +30,7 @@ int run(BenchLayersOptions o) {
   if (shard) apply_shard(p, *shard);
   o.c.timing.warmup_max = std::max(o.c.timing.warmup_max, o.c.timing.warmup_min);
   o.c.progress = !o.quiet && cli::stderr_is_tty();
+  check_layer_campaign_options(o.c);  // before the store is opened: a bad option creates none
   Store store(o.db);
   LayerCampaignSummary s = run_layer_campaign(p.layers, store, o.c);
   if (shard)

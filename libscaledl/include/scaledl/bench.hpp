@@ -178,6 +178,11 @@ struct LayerCampaignOptions {
   int passes = 1;
 };
 
+/// The checks run_layer_campaign() makes of its options (campaign, threads, memory limit,
+/// passes, timing): one error naming the option. `bench layers` calls it before it opens
+/// the store, so a bad option creates no store.
+void check_layer_campaign_options(const LayerCampaignOptions& opt);
+
 /// One config's row from its passes (in pass order, all of one config): failed passes
 /// (status other than ok / unstable) make the row fail like the first of them;
 /// otherwise the row is ok when most passes are ok, and its times come from those

@@ -15,10 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace scaledl {
 

@@ -114,13 +114,17 @@ nlohmann::json bench_environment(const torch::Device& dev, DType dtype, const Ti
             {"unstable_cv", t.unstable_cv}}}};
 }
 
-LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs, Store& store,
-                                        const LayerCampaignOptions& opt) {
+void check_layer_campaign_options(const LayerCampaignOptions& opt) {
   SCALEDL_CHECK(!opt.campaign.empty(), "--campaign must not be empty");
   SCALEDL_CHECK(opt.threads >= 0, "--threads={} must be >= 0", opt.threads);
   SCALEDL_CHECK(opt.mem_limit_gb >= 0, "--mem-limit-gb={} must be >= 0", opt.mem_limit_gb);
   SCALEDL_CHECK(opt.passes >= 1 && opt.passes <= 100, "--passes={} must be in [1, 100]", opt.passes);
   check_timing_options(opt.timing);
+}
+
+LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs, Store& store,
+                                        const LayerCampaignOptions& opt) {
+  check_layer_campaign_options(opt);
   const auto t0 = std::chrono::steady_clock::now();
   torch::Device dev = parse_device(opt.device);
   // One thread count for every pool in the process (LibTorch's and OpenBLAS's).

@@ -313,14 +313,38 @@ static const char* kInsertLayer =
     " VALUES (?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?)"
     " ON CONFLICT(campaign, config_key, device) DO NOTHING";
 
-static bool insert_layer(Stmt& s, const LayerMeasurement& m, sqlite3* db) {
+/// Parameters 1-18 of a layers or layer_passes INSERT: campaign, config_key, device,
+/// layer_type, dims, dtype, status, reason, fwd_* (5), bwd_* (5).
+static void bind_layer_columns(Stmt& s, const LayerMeasurement& m) {
   validate_dims(m.type, m.dims);
-  s.reset();
   s.bind(1, m.campaign).bind(2, layer_key(m.type, m.dims, m.dtype)).bind(3, m.device);
   s.bind(4, std::string(to_string(m.type))).bind(5, nlohmann::json(m.dims).dump());
   s.bind(6, std::string(to_string(m.dtype))).bind(7, m.status).bind(8, m.reason);
   bind_stats(s, 9, m.fwd);
   bind_stats(s, 14, m.bwd);
+}
+
+/// Columns 0-16 of a layers or layer_passes SELECT, in bind_layer_columns' order less
+/// config_key: campaign, layer_type, dims, dtype, device, status, reason, fwd_* (5),
+/// bwd_* (5). `row` names the row in errors.
+static LayerMeasurement read_layer_columns(const Stmt& s, const std::string& path, const std::string& table,
+                                           const std::string& row) {
+  LayerMeasurement m;
+  m.campaign = s.text(0);
+  m.type = parse_layer_type(s.text(1), path + ":" + table + ".layer_type");
+  m.dims = dims_of(s.text(2), row + ": dims");
+  m.dtype = parse_dtype(s.text(3), path + ":" + table + ".dtype");
+  m.device = s.text(4);
+  m.status = s.text(5);
+  m.reason = s.text(6);
+  m.fwd = read_stats(s, 7, row);
+  m.bwd = read_stats(s, 12, row);
+  return m;
+}
+
+static bool insert_layer(Stmt& s, const LayerMeasurement& m, sqlite3* db) {
+  s.reset();
+  bind_layer_columns(s, m);
   s.bind(19, m.source).bind(20, m.env_id);
   s.step();
   return sqlite3_changes(db) > 0;
@@ -403,20 +427,15 @@ std::set<std::string> Store::layer_keys(const std::string& campaign, const std::
 
 bool Store::put_layer_pass(const LayerMeasurement& m, int pass) {
   SCALEDL_CHECK(pass >= 1, "{}: layer pass={} must be >= 1", path_, pass);
-  validate_dims(m.type, m.dims);
   Stmt s(db_,
-         "INSERT INTO layer_passes(campaign, config_key, device, pass, layer_type, dims, dtype, status, reason,"
+         "INSERT INTO layer_passes(campaign, config_key, device, layer_type, dims, dtype, status, reason,"
          " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
-         " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, env_id)"
-         " VALUES (?,?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?)"
+         " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, env_id, pass)"
+         " VALUES (?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?)"
          " ON CONFLICT(campaign, config_key, device, pass) DO NOTHING",
          path_);
-  s.bind(1, m.campaign).bind(2, layer_key(m.type, m.dims, m.dtype)).bind(3, m.device).bind(4, int64_t{pass});
-  s.bind(5, std::string(to_string(m.type))).bind(6, nlohmann::json(m.dims).dump());
-  s.bind(7, std::string(to_string(m.dtype))).bind(8, m.status).bind(9, m.reason);
-  bind_stats(s, 10, m.fwd);
-  bind_stats(s, 15, m.bwd);
-  s.bind(20, m.env_id);
+  bind_layer_columns(s, m);
+  s.bind(19, m.env_id).bind(20, int64_t{pass});
   s.step();
   return sqlite3_changes(db_) > 0;
 }
@@ -426,28 +445,19 @@ std::map<std::string, std::map<int, LayerMeasurement>> Store::layer_passes(const
   std::map<std::string, std::map<int, LayerMeasurement>> out;
   if (!has_table("layer_passes")) return out;  // a store of schema <= 3 opened read-only
   Stmt s(db_,
-         "SELECT config_key, pass, layer_type, dims, dtype, status, reason,"
+         "SELECT campaign, layer_type, dims, dtype, device, status, reason,"
          " fwd_median_ms, fwd_p10_ms, fwd_p90_ms, fwd_cv, fwd_n,"
-         " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, env_id, id"
+         " bwd_median_ms, bwd_p10_ms, bwd_p90_ms, bwd_cv, bwd_n, pass, env_id, id, config_key"
          " FROM layer_passes WHERE campaign=? AND device=? ORDER BY id",
          path_);
   s.bind(1, campaign).bind(2, device);
   while (s.step()) {
-    LayerMeasurement m;
-    const std::string row = fmt::format("{}: layer_passes row {}", path_, s.i64(18));
-    m.campaign = campaign;
-    m.device = device;
-    m.type = parse_layer_type(s.text(2), path_ + ":layer_passes.layer_type");
-    m.dims = dims_of(s.text(3), row + ": dims");
-    m.dtype = parse_dtype(s.text(4), path_ + ":layer_passes.dtype");
-    m.status = s.text(5);
-    m.reason = s.text(6);
-    m.fwd = read_stats(s, 7, row);
-    m.bwd = read_stats(s, 12, row);
-    m.env_id = s.i64(17);
-    const int64_t pass = s.i64(1);
+    const std::string row = fmt::format("{}: layer_passes row {}", path_, s.i64(19));
+    LayerMeasurement m = read_layer_columns(s, path_, "layer_passes", row);
+    m.env_id = s.i64(18);
+    const int64_t pass = s.i64(17);
     SCALEDL_CHECK(pass >= 1 && pass <= 1000000, "{}: pass={} must be >= 1", row, pass);
-    out[s.text(0)][static_cast<int>(pass)] = std::move(m);
+    out[s.text(20)][static_cast<int>(pass)] = std::move(m);
   }
   return out;
 }
@@ -467,17 +477,8 @@ std::vector<LayerMeasurement> Store::layers(std::optional<LayerType> type, const
   if (!device.empty()) s.bind(2, device);
   std::vector<LayerMeasurement> out;
   while (s.step()) {
-    LayerMeasurement m;
     const std::string row = fmt::format("{}: layers row {}", path_, s.i64(19));
-    m.campaign = s.text(0);
-    m.type = parse_layer_type(s.text(1), path_ + ":layers.layer_type");
-    m.dims = dims_of(s.text(2), row + ": dims");
-    m.dtype = parse_dtype(s.text(3), path_ + ":layers.dtype");
-    m.device = s.text(4);
-    m.status = s.text(5);
-    m.reason = s.text(6);
-    m.fwd = read_stats(s, 7, row);
-    m.bwd = read_stats(s, 12, row);
+    LayerMeasurement m = read_layer_columns(s, path_, "layers", row);
     m.source = s.text(17);
     m.env_id = s.i64(18);
     out.push_back(std::move(m));

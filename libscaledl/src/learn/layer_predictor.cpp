@@ -213,7 +213,7 @@ struct LayerPredictor::Model {
   /// mutable: predict_batch switches XGBoost's nthread by batch size (below); a
   /// model loaded from a bundle whose trees compiled gets it on first use (xgb()).
   mutable xgb::Booster booster;
-  std::string text;                   ///< the model file's JSON while `booster` is not loaded from it
+  mutable std::string text;           ///< the model file's JSON while `booster` is not loaded from it
   std::string source;                 ///< the model file (errors)
   mutable std::once_flag booster_once;
   /// The booster, loaded from `text` the first time it is needed (XGBoost's own
@@ -223,7 +223,7 @@ struct LayerPredictor::Model {
     std::call_once(booster_once, [this] {
       if (text.empty()) return;
       booster = xgb::Booster::from_checked_buffer(text, source);
-      const_cast<std::string&>(text).clear();
+      text.clear();
     });
     return booster;
   }
