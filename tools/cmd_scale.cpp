@@ -81,10 +81,12 @@ int run(const ScaleCmdOptions& o) {
   std::printf("%s on %s, %s scaling, ZeRO %d%s; best split per GPU count\n", m.name.c_str(), dev.key().c_str(),
               so.weak ? "weak (fixed batch per GPU)" : "strong (fixed global batch)", so.zero,
               so.recompute ? ", recomputation" : "");
-  if (b.calibration)
+  if (b.calibration) {
     std::printf("calibrated by %lld layer timings of this GPU in %s (predict --calibrate)\n",
                 static_cast<long long>(b.calibration->rows_used()),
                 b.calibration->source.c_str());
+    if (!b.calibration->caution.empty()) std::printf("caution: %s\n", b.calibration->caution.c_str());
+  }
   std::printf("%6s %4s %4s %5s %4s %7s %12s %12s %9s %10s %10s %9s\n", "gpus", "tp", "pp", "dp", "M", "batch",
               "T_iter_ms", "T_epoch_s", "speedup", "efficiency", "cost", "mem_GB");
   for (size_t i = 0; i < r.points.size(); ++i) {

@@ -791,6 +791,11 @@ TEST(CliUnseenGpu, CalibratingALowPowerCardSaysWhyItMayNotHold) {
   CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m);
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("caution: a 70 W card"), std::string::npos) << text.out;
+  CliResult sc = run_cli("scale --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                         "/models/gpt2.json --batch 8 --seq 512 --gpus 1 --device-spec " + kSrc +
+                         "/models/devices/t4.json --calibrate " + db);
+  ASSERT_EQ(sc.rc, 0) << sc.out;
+  EXPECT_NE(sc.out.find("caution: a 70 W card"), std::string::npos) << sc.out;
   fs::remove_all(dir);
 }
 
