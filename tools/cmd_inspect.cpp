@@ -50,13 +50,11 @@ int run(const InspectOptions& o) {
               static_cast<long long>(tokens_per_sample(m, s)), to_string(s.dtype), to_string(run_mode(s)),
               s.optimizer_step ? to_string(s.optimizer) : "none");
   if (m.num_experts > 0) {
-    // Active parameters per token: one expert of each sparse FFN (top-1 routing).
-    const int64_t sparse = sparse_layer_count(m, false) + sparse_layer_count(m, true);
-    const double expert = 2.0 * static_cast<double>(m.hidden) * static_cast<double>(m.ffn_dim);
-    const double active = static_cast<double>(parameter_count(m)) - sparse * (m.num_experts - 1) * expert;
-    std::printf("experts %lld per sparse FFN (top-1), sparse FFNs %lld encoder + %lld decoder, capacity %lld "
+    const double active = static_cast<double>(active_parameter_count(m));
+    std::printf("experts %lld per sparse FFN (top-%lld), sparse FFNs %lld encoder + %lld decoder, capacity %lld "
                 "tokens per expert and sample (encoder), active params per token %.0f (%s)\n",
-                static_cast<long long>(m.num_experts), static_cast<long long>(sparse_layer_count(m, false)),
+                static_cast<long long>(m.num_experts), static_cast<long long>(m.moe_top_k),
+                static_cast<long long>(sparse_layer_count(m, false)),
                 static_cast<long long>(sparse_layer_count(m, true)),
                 static_cast<long long>(expert_capacity_per_sample(m, tokens_per_sample(m, s))), active,
                 human(active).c_str());

@@ -53,6 +53,15 @@ const Case kCases[] = {
       "settings":{"batch":2,"seq_len":8}})"},
     {"gpt-neo", R"({"model":"models/gpt-neo-125m.json","overrides":{"hidden_size":32,"num_layers":2,"num_heads":2,
       "intermediate_size":64,"vocab_size":200,"attention_types":[[["global","local"],1]]},"settings":{"batch":2,"seq_len":8}})"},
+    {"mixtral", R"({"model":"models/mixtral-8x7b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":48,"vocab_size":200,"num_local_experts":4},
+      "settings":{"batch":2,"seq_len":16}})"},
+    {"qwen2", R"({"model":"models/qwen2-0.5b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":48,"vocab_size":200},
+      "settings":{"batch":2,"seq_len":8}})"},
+    {"gemma", R"({"model":"models/gemma-2b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":4,"num_key_value_heads":1,"head_dim":16,"intermediate_size":48,"vocab_size":200},
+      "settings":{"batch":2,"seq_len":8}})"},
 };
 
 ModelConfig load_case(const Case& c) {
@@ -180,6 +189,55 @@ TEST(Zoo, SwitchExpertsRouteWithinCapacity) {
     for (const auto& p : src) dst[p.key()].copy_(p.value());
   }
   EXPECT_FALSE(torch::allclose(model2->loss(batch, nullptr), logits));
+}
+
+TEST(Zoo, MixtralWithIdenticalExpertsAndEveryExpertChosenIsTheDenseLlama) {
+  // Top-k with k = experts and every expert a copy of one SwiGLU FFN: the renormalised weights
+  // sum to 1, so the mixture is that FFN, whatever the router says. The capacity (the mean load,
+  // k x tokens / experts = tokens) drops nothing. The loss must equal the dense model's with the
+  // same weights: dispatch, the batched experts and the weighted combine over k are exact.
+  auto mc = load_case(kCases[11]);
+  ModelSpec moe = mc.model;
+  moe.num_experts = 3;
+  moe.moe_top_k = 3;
+  ModelSpec dense = moe;
+  dense.num_experts = 0;
+  dense.moe_top_k = 1;
+  dense.encoder_sparse_step = 0;
+  torch::manual_seed(0);
+  auto a = build_zoo_model(dense, mc.settings, torch::kCPU);
+  auto b = build_zoo_model(moe, mc.settings, torch::kCPU);
+  a->eval();
+  b->eval();
+  {
+    torch::NoGradGuard no_grad;
+    auto src = a->named_parameters();
+    auto dst = b->named_parameters();
+    for (const auto& p : dst) {
+      const std::string& k = p.key();
+      if (src.contains(k)) {
+        p.value().copy_(src[k]);
+        continue;
+      }
+      const std::string blk = k.substr(0, k.find(".moe."));
+      if (k.find(".moe.router.") != std::string::npos) continue;  // any router: the weights sum to 1
+      const char* from = k.size() > 3 && k.substr(k.size() - 3) == ".wg" ? ".ffn.gate.weight"
+                         : k.substr(k.size() - 3) == ".wi"                ? ".ffn.up.weight"
+                                                                           : ".ffn.down.weight";
+      ASSERT_TRUE(src.contains(blk + from)) << k;
+      p.value().copy_(src[blk + from].t().unsqueeze(0).expand_as(p.value()));
+    }
+  }
+  auto batch = make_zoo_batch(moe, mc.settings, torch::kCPU, 4);
+  const double la = a->loss(batch, nullptr).item<double>(), lb = b->loss(batch, nullptr).item<double>();
+  EXPECT_NEAR(lb, la, 1e-5 * std::abs(la));
+  // One expert made different: the result is no longer the dense one.
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : b->named_parameters())
+      if (p.key().find(".moe.wi") != std::string::npos) p.value()[1].mul_(3.0);
+  }
+  EXPECT_GT(std::abs(b->loss(batch, nullptr).item<double>() - la), 1e-4);
 }
 
 TEST(Zoo, ProbeIsNotUsedWithoutInstrumentation) {

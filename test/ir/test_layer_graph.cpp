@@ -31,7 +31,7 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8"};
+                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -386,6 +386,47 @@ TEST(LayerGraph, SwitchMixtureOfExperts) {
   LayerGraph inf = build_layer_graph(m, s);
   EXPECT_GE(inf.find("encoder.1.ffn.expert.up"), 0);
   EXPECT_LT(inf.find("encoder.1.ffn.expert.act_dropout"), 0);
+}
+
+TEST(LayerGraph, MixtralRoutesEachTokenToTwoGatedExperts) {
+  ModelSpec m = load_model_config(model_path("mixtral-8x7b"));
+  LayerGraph g = build_layer_graph(m, small_settings(2, 64));
+  EXPECT_EQ(static_cast<int64_t>(g.total_params()), parameter_count(m));
+  const int64_t E = 8, h = 4096, f = 14336, t = 2 * 64;
+  const int64_t C = 2 * 16;  // the mean load of an expert: 2 choices x 64 tokens / 8 experts, per sample
+  EXPECT_LT(g.find("decoder.0.ffn.up"), 0);  // every FFN is sparse
+  EXPECT_EQ(node(g, "decoder.31.ffn.router").dims, (std::vector<int64_t>{t, h, E, 0}));
+  for (const char* n : {"decoder.0.ffn.expert.gate", "decoder.0.ffn.expert.up"}) {
+    EXPECT_EQ(node(g, n).type, LayerType::BMM) << n;
+    EXPECT_EQ(node(g, n).dims, (std::vector<int64_t>{E, C, h, f})) << n;
+    EXPECT_EQ(node(g, n).cost.params, E * h * f) << n;
+  }
+  EXPECT_EQ(node(g, "decoder.0.ffn.expert.mul").dims, (std::vector<int64_t>{E * C * f}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.expert.down").dims, (std::vector<int64_t>{E, C, f, h}));
+  // Each token passes through two experts: the experts' FLOPs are those of a dense FFN twice.
+  double expert_flops = 0;
+  for (const char* n : {"gate", "up", "down"})
+    expert_flops += node(g, std::string("decoder.0.ffn.expert.") + n).cost.flops_fwd;
+  EXPECT_DOUBLE_EQ(expert_flops, 2.0 * 3 * 2.0 * t * h * f);
+  // The combine sums the two weighted outputs of every token.
+  EXPECT_EQ(node(g, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{2 * t * h}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.combine").out_shape, (std::vector<int64_t>{2, 64, h}));
+}
+
+TEST(LayerGraph, Qwen2BiasesAndGemmaEmbeddingScale) {
+  LayerGraph q = build_layer_graph(load_model_config(model_path("qwen2-0.5b")), small_settings(2, 16));
+  EXPECT_EQ(node(q, "decoder.0.attn.q").dims, (std::vector<int64_t>{32, 896, 896, 1}));
+  EXPECT_EQ(node(q, "decoder.0.attn.k").dims, (std::vector<int64_t>{32, 896, 128, 1}));  // 2 kv heads of 64
+  EXPECT_EQ(node(q, "decoder.0.attn.o").dims, (std::vector<int64_t>{32, 896, 896, 0}));
+  EXPECT_EQ(node(q, "decoder.0.ffn.gate").dims, (std::vector<int64_t>{32, 896, 4864, 0}));
+  EXPECT_LT(q.find("embed.scale"), 0);
+  LayerGraph g = build_layer_graph(load_model_config(model_path("gemma-2b")), small_settings(2, 16));
+  const auto& sc = node(g, "embed.scale");
+  EXPECT_EQ(sc.type, LayerType::Mul);
+  EXPECT_EQ(sc.dims, (std::vector<int64_t>{32 * 2048}));
+  EXPECT_EQ(node(g, "decoder.0.attn.q").dims, (std::vector<int64_t>{32, 2048, 8 * 256, 0}));  // head_dim 256
+  EXPECT_EQ(node(g, "decoder.0.attn.v").dims, (std::vector<int64_t>{32, 2048, 256, 0}));      // one kv head
+  EXPECT_EQ(node(g, "decoder.0.ffn.act").type, LayerType::GELU);
 }
 
 TEST(LayerGraph, VisionTokensAndDeit) {

@@ -68,6 +68,11 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       // SwitchTransformersForConditionalGeneration (google/switch-base-8, "620M" on the hub): shared embedding
       // 24,674,304 + encoder 283,171,968 + decoder 311,492,736; 6 + 6 sparse FFNs of 8 experts, router without bias.
       {"switch-base-8", 619339008},
+      // The Llama family's other model_types (MistralForCausalLM etc., num_parameters()).
+      {"mistral-7b", 7241732096},     // mistralai/Mistral-7B-v0.1
+      {"qwen2-0.5b", 494032768},      // Qwen/Qwen2-0.5B (q/k/v biases, tied head)
+      {"gemma-2b", 2506172416},       // google/gemma-2b (head_dim 256, one kv head, tied head)
+      {"mixtral-8x7b", 46702792704},  // mistralai/Mixtral-8x7B-v0.1: 8 SwiGLU experts in every FFN
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(model_path(file));
@@ -165,6 +170,81 @@ TEST(SwitchTransformers, SparseLayersCapacityAndBadExpertCounts) {
   ModelSpec t5 = load_model_config(model_path("t5-small"));
   t5.num_experts = 4;
   EXPECT_THROW(validate_model_spec(t5), Error);
+}
+
+TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
+  ModelSpec mi = load_model_config(model_path("mistral-7b"));
+  EXPECT_EQ(mi.family, Family::Llama);
+  EXPECT_EQ(mi.num_kv_heads, 8);
+  EXPECT_FALSE(mi.qkv_bias);
+  EXPECT_FALSE(mi.tie_word_embeddings);
+  EXPECT_EQ(mi.hf_class, "MistralForCausalLM");
+  ModelSpec q = load_model_config(model_path("qwen2-0.5b"));
+  EXPECT_TRUE(q.qkv_bias);
+  EXPECT_FALSE(q.out_bias);
+  EXPECT_FALSE(q.linear_bias);
+  EXPECT_TRUE(q.tie_word_embeddings);
+  ModelSpec g = load_model_config(model_path("gemma-2b"));
+  EXPECT_EQ(g.head_dim, 256);
+  EXPECT_TRUE(g.embed_scale);
+  EXPECT_TRUE(g.tie_word_embeddings);
+  // hidden_act "gelu" is not what GemmaMLP runs: without hidden_activation it is gelu_pytorch_tanh.
+  EXPECT_EQ(g.activation, Activation::GELUTanh);
+  json gj = load("gemma-2b");
+  gj["hidden_activation"] = "relu";
+  EXPECT_EQ(parse_model_config(gj).activation, Activation::ReLU);
+  gj.erase("head_dim");  // GemmaConfig's default head_dim is 256, not hidden / heads
+  EXPECT_EQ(parse_model_config(gj).head_dim, 256);
+  EXPECT_TRUE(g.to_json().at("embed_scale").get<bool>());
+  EXPECT_EQ(model_spec_from_json(g.to_json()).to_json(), g.to_json());
+  // Mixtral: 8 experts in every FFN, each token routed to 2.
+  ModelSpec x = load_model_config(model_path("mixtral-8x7b"));
+  EXPECT_EQ(x.family, Family::Llama);
+  EXPECT_EQ(x.num_experts, 8);
+  EXPECT_EQ(x.moe_top_k, 2);
+  EXPECT_TRUE(x.gated_ffn);
+  EXPECT_EQ(sparse_layer_count(x, false), 32);
+  EXPECT_EQ(sparse_layer_count(x, true), 0);
+  EXPECT_EQ(expert_capacity_per_sample(x, 512), 128);  // 2 x 512 / 8: an expert's mean load
+  EXPECT_EQ(expert_capacity_per_sample(x, 3), 1);
+  EXPECT_EQ(active_parameter_count(x), 12879925248);   // the published 12.9 B active parameters
+  EXPECT_EQ(active_parameter_count(mi), parameter_count(mi));
+  // Switch: one expert of each sparse FFN is active.
+  ModelSpec sw = load_model_config(model_path("switch-base-8"));
+  EXPECT_EQ(active_parameter_count(sw), parameter_count(sw) - 12 * 7 * 2 * 768 * 3072);
+  EXPECT_EQ(x.to_json().at("moe_top_k"), 2);
+  EXPECT_EQ(model_spec_from_json(x.to_json()).to_json(), x.to_json());
+  // Keys of earlier runs are unchanged: no new key on dense or top-1 models.
+  for (const auto& d : {mi, q, sw, load_model_config(model_path("llama-style"))}) {
+    EXPECT_FALSE(d.to_json().contains("moe_top_k")) << d.name;
+    EXPECT_FALSE(d.to_json().contains("embed_scale")) << d.name;
+  }
+  // Bad inputs: one line naming the key and value.
+  json bad = load("mixtral-8x7b");
+  bad["num_experts_per_tok"] = 0;
+  EXPECT_NE(parse_error(bad).find("config.num_experts_per_tok=0 must be in [1, num_local_experts=8]"),
+            std::string::npos) << parse_error(bad);
+  bad["num_experts_per_tok"] = 9;
+  EXPECT_NE(parse_error(bad).find("config.num_experts_per_tok=9"), std::string::npos) << parse_error(bad);
+  bad = load("mixtral-8x7b");
+  bad["num_local_experts"] = 0;
+  EXPECT_NE(parse_error(bad).find("config.num_local_experts=0 must be >= 1"), std::string::npos) << parse_error(bad);
+  bad["num_local_experts"] = "8";
+  EXPECT_NE(parse_error(bad).find("num_local_experts"), std::string::npos) << parse_error(bad);
+  bad = load("qwen2-0.5b");
+  bad["num_key_value_heads"] = 3;
+  EXPECT_NE(parse_error(bad).find("config.num_key_value_heads=3 does not divide"), std::string::npos)
+      << parse_error(bad);
+  bad = load("gemma-2b");
+  bad["hidden_activation"] = "tanh";
+  EXPECT_NE(parse_error(bad).find("config.hidden_activation=\"tanh\""), std::string::npos) << parse_error(bad);
+  bad["model_type"] = "gemma2";
+  EXPECT_NE(parse_error(bad).find("config.model_type=\"gemma2\" is not supported"), std::string::npos)
+      << parse_error(bad);
+  // More choices than experts is refused by the spec check too.
+  ModelSpec wrong = x;
+  wrong.moe_top_k = 9;
+  EXPECT_THROW(validate_model_spec(wrong), Error);
 }
 
 TEST(ModelSpec, FamilyDetails) {

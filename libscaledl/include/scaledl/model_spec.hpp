@@ -3,8 +3,9 @@
 // training settings of one iteration. No LibTorch: the IR builds without it.
 //
 // Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
-// GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention), and
-// Switch Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
+// GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
+// Mistral, Qwen2, Gemma and Mixtral, read into the Llama family), and Switch
+// Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
 
@@ -77,17 +78,21 @@ struct ModelSpec {
   int64_t expert_capacity = 0;      ///< tokens one expert takes per sample (HF expert_capacity); 0 = capacity_factor
   double capacity_factor = 1.0;     ///< when expert_capacity == 0: capacity = ceil(factor * seq / experts)
   bool router_bias = false;         ///< bias on the router's classifier
+  int64_t moe_top_k = 1;            ///< experts each token goes to (Switch 1, Mixtral num_experts_per_tok)
+  // ---- Gemma ----
+  bool embed_scale = false;         ///< embeddings multiplied by sqrt(hidden) (a Mul node "embed.scale")
 
   nlohmann::json to_json() const;
 };
 
 /// True when FFN `i` of the encoder (decoder = false) or decoder stack is a
-/// mixture of experts (Hugging Face SwitchTransformersStack's rule).
+/// mixture of experts (Hugging Face SwitchTransformersStack's rule). The num_layers
+/// stack of a decoder-only model (Mixtral) is decoder = false: encoder_sparse_step.
 bool is_sparse_layer(const ModelSpec& m, bool decoder, int64_t i);
 /// Sparse FFNs of a stack.
 int64_t sparse_layer_count(const ModelSpec& m, bool decoder);
 /// Token slots of one expert per sample: min(expert_capacity, seq), or
-/// ceil(capacity_factor * seq / num_experts) when expert_capacity is 0. Tokens
+/// ceil(capacity_factor * moe_top_k * seq / num_experts) when expert_capacity is 0. Tokens
 /// routed beyond it skip the expert (they pass through scaled by the router probability).
 int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq);
 
@@ -142,6 +147,10 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx =
 /// Trainable parameter count of the model as Hugging Face builds it.
 int64_t parameter_count(const ModelSpec& m);
 
+/// Parameters one token passes through: parameter_count less the experts a token is
+/// not routed to (num_experts - moe_top_k of each sparse FFN); parameter_count for
+/// dense models. Mixtral-8x7B: 12.9 G of 46.7 G.
+int64_t active_parameter_count(const ModelSpec& m);
 /// Estimated training memory of one iteration, bytes: parameter_count * (2 e +
 /// optimizer state: 8 B for Adam/AdamW, 0 for SGD) + activations of Korthikanti
 /// et al. 2022 (eq. 2): s b h (34 + 5 a s / h) bytes per layer at a 2-byte dtype,

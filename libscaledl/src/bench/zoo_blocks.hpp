@@ -87,9 +87,9 @@ struct FfnImpl : torch::nn::Module {
 };
 TORCH_MODULE(Ffn);
 
-/// Mixture-of-experts FFN (Switch Transformers, src/bench/zoo_moe.cpp). Nodes
-/// under `prefix`: router, router.softmax, dispatch, expert.up, expert.act,
-/// expert.act_dropout, expert.down, combine (as Forward::moe in the layer graph).
+/// Mixture-of-experts FFN (Switch Transformers, Mixtral; src/bench/zoo_moe.cpp). Nodes
+/// under `prefix`: router, router.softmax, dispatch, [expert.gate], expert.up, expert.act,
+/// [expert.mul], expert.act_dropout, expert.down, combine (as Forward::moe in the layer graph).
 struct SparseFfnImpl : torch::nn::Module {
   SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m, Activation act, double act_dropout);
   Tensor forward(const Tensor& x, const std::string& prefix, NodeProbe* probe);
@@ -99,6 +99,7 @@ struct SparseFfnImpl : torch::nn::Module {
   ModelSpec spec;  ///< capacity rule (expert_capacity_per_sample)
   torch::nn::Linear router{nullptr};
   Tensor wi, wo;   ///< [E, h, f], [E, f, h]
+  Tensor wg;       ///< gated experts (Mixtral): [E, h, f]; undefined otherwise
 };
 TORCH_MODULE(SparseFfn);
 

@@ -2,7 +2,9 @@
 // head), GPT-Neo and OPT (learned positions, separate q/k/v; OPT's position
 // table has 2 offset rows and an optional embedding projection), and Llama
 // (no positions, rotary embeddings applied in the q/k nodes, RMSNorm, SwiGLU,
-// grouped-query attention, untied LM head). All pre-norm with a final norm.
+// grouped-query attention, untied LM head; Mistral, Qwen2 and Gemma are Llamas
+// with other biases, ties and Gemma's embedding scale; Mixtral's FFNs are
+// top-k mixtures of experts, bench/zoo_moe.cpp). All pre-norm with a final norm.
 #include "bench/zoo_blocks.hpp"
 
 namespace scaledl::zoo_detail {
@@ -22,8 +24,10 @@ class Decoder : public ZooModel {
     auto bo = block_options(m);
     bo.self.causal = true;
     bo.self.fused_qkv = m.family == Family::Gpt2;
-    for (int64_t i = 0; i < m.num_layers; ++i)
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+      bo.moe = is_sparse_layer(m, false, i) ? &m : nullptr;  // Mixtral: every FFN (encoder_sparse_step 1)
       blocks.push_back(register_module("block" + std::to_string(i), Block(bo)));
+    }
     if (m.final_norm) final_norm = register_module("final_norm", Norm(m.hidden, m.norm, bo.norm_eps));
     if (m.lm_head && !m.tie_word_embeddings)
       lm = register_module("lm", torch::nn::Linear(torch::nn::LinearOptions(ed, m.vocab_size).bias(false)));
@@ -36,6 +40,8 @@ class Decoder : public ZooModel {
     const auto& m = spec_;
     const int64_t S = b.input.size(1);
     auto x = node(probe, "embed.word", [&] { return word(b.input); });
+    if (m.embed_scale)  // Gemma: x * sqrt(hidden_size), the normaliser in the activations' dtype
+      x = node(probe, "embed.scale", [&] { return x * std::sqrt(static_cast<double>(m.hidden)); });
     if (!proj_in.is_empty()) x = node(probe, "embed.project_in", [&] { return proj_in(x); });
     if (!position.is_empty()) {
       auto ids = torch::arange(m.position_offset, m.position_offset + S, b.input.options());

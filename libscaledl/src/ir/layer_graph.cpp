@@ -204,32 +204,44 @@ class Forward {
     return dropout(p + ".dropout", m_.dropout, down, t * h, hs, block);
   }
 
-  /// Mixture-of-experts FFN (Switch Transformers, top-1): router Linear [t, E],
-  /// softmax (with the argmax and capacity count), dispatch of the kept tokens
-  /// into per-expert buffers [E, C, h] (C = batch x capacity per sample; a
-  /// memory-bound copy, costed as an elementwise op), the experts as batched
-  /// matmuls [E, C, h] x [E, h, f] and [E, C, f] x [E, f, h], and the combine:
-  /// outputs scattered back to token order and scaled by the router probability.
+  /// Mixture-of-experts FFN (Switch Transformers, top-1; Mixtral, top-k): router Linear [t, E],
+  /// softmax (with the top-k choice and capacity count), dispatch of the kept (token, expert)
+  /// pairs into per-expert buffers [E, C, h] (C = batch x capacity per sample; a memory-bound
+  /// copy, costed as an elementwise op), the experts as batched matmuls [E, C, h] x [E, h, f]
+  /// (gated experts: gate and up, act(gate) * up) and [E, C, f] x [E, f, h], and the combine:
+  /// outputs scattered back to token order, scaled by the router weights and summed over the k
+  /// choices.
   int moe(const std::string& p, int x, int64_t s, int block) {
-    const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s, E = m_.num_experts;
+    const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s, E = m_.num_experts, k = m_.moe_top_k;
     const int64_t C = b_ * expert_capacity_per_sample(m_, s);
     const Shape hs = {b_, s, h}, es = {E, C, f};
     int r = B_.add(p + ".router", LayerType::Linear, {t, h, E, m_.router_bias}, {b_, s, E}, {x}, block);
     int pr = B_.add(p + ".router.softmax", LayerType::Softmax, {t, E}, {b_, s, E}, {r}, block);
     int d = B_.add(p + ".dispatch", LayerType::Add, {E * C * h}, {E, C, h}, {x, pr}, block);
-    int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
-    B_.own_weight(up, static_cast<double>(E * h * f));
-    int a = activation(p + ".expert.act", up, E * C * f, es, block);
+    int a;
+    if (m_.gated_ffn) {  // Mixtral's experts: w2(act(w1 x) * w3 x)
+      int gate = B_.add(p + ".expert.gate", LayerType::BMM, {E, C, h, f}, es, {d}, block);
+      B_.own_weight(gate, static_cast<double>(E * h * f));
+      int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
+      B_.own_weight(up, static_cast<double>(E * h * f));
+      int act = activation(p + ".expert.act", gate, E * C * f, es, block);
+      a = B_.add(p + ".expert.mul", LayerType::Mul, {E * C * f}, es, {act, up}, block);
+    } else {
+      int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
+      B_.own_weight(up, static_cast<double>(E * h * f));
+      a = activation(p + ".expert.act", up, E * C * f, es, block);
+    }
     a = dropout(p + ".expert.act_dropout", m_.act_dropout, a, E * C * f, es, block);
     int down = B_.add(p + ".expert.down", LayerType::BMM, {E, C, f, h}, {E, C, h}, {a}, block);
     B_.own_weight(down, static_cast<double>(E * f * h));
-    int c = B_.add(p + ".combine", LayerType::Mul, {t * h}, hs, {down, pr, x}, block);
+    int c = B_.add(p + ".combine", LayerType::Mul, {k * t * h}, hs, {down, pr, x}, block);
     return dropout(p + ".dropout", m_.dropout, c, t * h, hs, block);
   }
 
   /// The FFN of layer i of `stack`: a mixture of experts where the model says so.
   int any_ffn(const std::string& stack, int i, const std::string& p, int x, int64_t s, int block) {
-    if (is_sparse_layer(m_, stack == "decoder", i)) return moe(p, x, s, block);
+    // The num_layers stack (encoder, or a decoder-only model's) follows encoder_sparse_step.
+    if (is_sparse_layer(m_, stack == "decoder" && m_.arch == Arch::EncoderDecoder, i)) return moe(p, x, s, block);
     return ffn(p, x, s, block);
   }
 
@@ -292,6 +304,8 @@ class Forward {
     const int64_t s = g_.settings.seq_len, h = m_.hidden, t = b_ * s, E = m_.embed_dim;
     const Shape hs = {b_, s, h};
     int x = B_.add("embed.word", LayerType::Embedding, {t, m_.vocab_size, E}, {b_, s, E}, {});
+    if (m_.embed_scale)  // Gemma: embeddings x sqrt(hidden_size)
+      x = B_.add("embed.scale", LayerType::Mul, {t * E}, {b_, s, E}, {x});
     if (E != h) x = B_.add("embed.project_in", LayerType::Linear, {t, E, h, 0}, hs, {x});
     std::vector<int> parts = {x};
     if (m_.type_vocab_size > 0)

@@ -5,7 +5,8 @@
 //   config.num_attention_heads=12 does not divide config.hidden_size=1000
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
-// OPTConfig, LlamaConfig) with their defaults; docs/ir.md lists them.
+// OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, GemmaConfig, MixtralConfig)
+// with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
 
@@ -34,7 +35,8 @@ constexpr int64_t kMaxBatch = int64_t(1) << 24;
 constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iteration
 constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
 
-const char* kTypes = "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, switch_transformers";
+const char* kTypes =
+    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, gemma, mixtral, switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -189,7 +191,18 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
 }
 
-void parse_llama(const json& j, const std::string& ctx, ModelSpec& m) {
+/// The Llama family of decoders (RMSNorm, rotary positions, gated FFN, grouped-query
+/// attention) as transformers' modeling files build each model_type:
+/// - llama: biases where attention_bias / mlp_bias say (default none), untied LM head.
+/// - mistral: Llama's blocks; the sliding window is a mask on the same scores in eager
+///   attention, so it changes no FLOPs.
+/// - qwen2: biases on q, k and v (always), none on o or the FFN.
+/// - gemma: the embeddings multiplied by sqrt(hidden_size) (a node of its own), head_dim
+///   256 by default, GeGLU (hidden_activation, default gelu_pytorch_tanh), tied LM head.
+/// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
+///   routed to its num_experts_per_tok best (top-k, weights renormalised).
+void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
+  const bool gemma = type == "gemma", mixtral = type == "mixtral";
   m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
   m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
@@ -199,26 +212,44 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m) {
   SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0,
                 "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx,
                 m.num_kv_heads, ctx, m.num_heads);
-  if (first_key(j, {"head_dim"}).empty()) {
+  if (first_key(j, {"head_dim"}).empty() && !gemma) {
     check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
     m.head_dim = m.hidden / m.num_heads;
   } else {
-    m.head_dim = get_int(j, "head_dim", ctx, 1, 1 << 16);
+    m.head_dim = opt(j, {"head_dim"}, ctx, 1, 1 << 16, 256);  // GemmaConfig's default
   }
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = 0;  // rotary embeddings: no position table
   m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
-  m.activation = parse_act(j, "hidden_act", ctx, "silu");
+  if (gemma && first_key(j, {"hidden_activation"}).empty())
+    m.activation = Activation::GELUTanh;  // GemmaMLP: gelu_pytorch_tanh when hidden_activation is unset
+  else
+    m.activation = parse_act(j, gemma ? "hidden_activation" : "hidden_act", ctx, "silu");
   m.norm = NormKind::RMSNorm;
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
+  if (type == "qwen2") m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased, o not
   m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
   m.dropout = 0;
   m.embed_dropout = 0;
   m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
   m.lm_head = true;
-  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, gemma);
+  m.embed_scale = gemma;
+  if (mixtral) {
+    m.num_experts = opt(j, {"num_local_experts"}, ctx, 0, kMaxExperts, 8);
+    SCALEDL_CHECK(m.num_experts >= 1, "{}.num_local_experts={} must be >= 1 (a dense model is model_type "
+                  "\"mistral\")", ctx, m.num_experts);
+    m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, 2);
+    SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
+                  "{}.num_experts_per_tok={} must be in [1, num_local_experts={}]", ctx, m.moe_top_k,
+                  m.num_experts);
+    m.encoder_sparse_step = 1;  // every FFN of the num_layers stack (is_sparse_layer(m, false, i))
+    m.expert_capacity = 0;
+    m.capacity_factor = 1.0;  // dropless: an expert takes its mean share, k x tokens / experts
+    m.router_bias = false;
+  }
 }
 
 void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
@@ -369,7 +400,8 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   else if (type == "gpt2") parse_gpt2(j, ctx, m);
   else if (type == "gpt_neo") parse_gpt_neo(j, ctx, m);
   else if (type == "opt") parse_opt(j, ctx, m);
-  else if (type == "llama") parse_llama(j, ctx, m);
+  else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "gemma" || type == "mixtral")
+    parse_llama(j, ctx, m, type);
   else if (type == "t5") parse_t5(j, ctx, m);
   else if (type == "switch_transformers") parse_switch(j, ctx, m);
   else if (type == "vit") parse_vision(j, ctx, m, false);
@@ -419,15 +451,16 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   in(m.max_positions, "max_positions", 0, kMaxPositions);
   in(m.context_len, "context_len", 0, kMaxPositions);
   in(m.num_experts, "num_experts", 0, kMaxExperts);
-  if (m.family == Family::Switch) {
+  if (m.family == Family::Switch || (m.family == Family::Llama && m.num_experts > 0)) {
     in(m.num_experts, "num_experts", 1, kMaxExperts);
+    in(m.moe_top_k, "moe_top_k", 1, m.num_experts);
     in(m.encoder_sparse_step, "encoder_sparse_step", 0, m.num_layers);
     in(m.decoder_sparse_step, "decoder_sparse_step", 0, m.num_decoder_layers);
     in(m.expert_capacity, "expert_capacity", 0, kMaxPositions);
     SCALEDL_CHECK(m.expert_capacity > 0 || (std::isfinite(m.capacity_factor) && m.capacity_factor > 0),
                   "{}.capacity_factor={} must be > 0 when expert_capacity is 0", ctx, m.capacity_factor);
   } else {
-    SCALEDL_CHECK(m.num_experts == 0, "{}.num_experts={}: experts exist only in model_type switch_transformers",
+    SCALEDL_CHECK(m.num_experts == 0, "{}.num_experts={}: experts exist only in model_types switch_transformers and mixtral",
                   ctx, m.num_experts);
   }
   for (auto [p, key] : {std::pair{m.dropout, "dropout"}, {m.attn_dropout, "attn_dropout"},
@@ -586,6 +619,14 @@ int64_t parameter_count(const ModelSpec& m) {
   return p;
 }
 
+int64_t active_parameter_count(const ModelSpec& m) {
+  if (m.num_experts <= 0) return parameter_count(m);
+  const int64_t h = m.hidden, f = m.ffn_dim, bias = m.linear_bias ? 1 : 0;
+  const int64_t expert = (h * f + bias * f) * (m.gated_ffn ? 2 : 1) + f * h + bias * h;
+  const int64_t sparse = sparse_layer_count(m, false) + sparse_layer_count(m, true);
+  return parameter_count(m) - sparse * (m.num_experts - m.moe_top_k) * expert;
+}
+
 nlohmann::json ModelSpec::to_json() const {
   nlohmann::json j = {{"name", name},
           {"family", to_string(family)},
@@ -635,7 +676,9 @@ nlohmann::json ModelSpec::to_json() const {
     j["expert_capacity"] = expert_capacity;
     j["capacity_factor"] = capacity_factor;
     j["router_bias"] = router_bias;
+    if (moe_top_k != 1) j["moe_top_k"] = moe_top_k;  // top-1 (Switch) runs keep their keys
   }
+  if (embed_scale) j["embed_scale"] = true;
   return j;
 }
 
@@ -656,7 +699,8 @@ int64_t sparse_layer_count(const ModelSpec& m, bool decoder) {
 int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq) {
   if (m.num_experts <= 0) return 0;
   if (m.expert_capacity > 0) return std::min(m.expert_capacity, seq);
-  const double c = std::ceil(m.capacity_factor * static_cast<double>(seq) / static_cast<double>(m.num_experts));
+  const double c = std::ceil(m.capacity_factor * static_cast<double>(m.moe_top_k) * static_cast<double>(seq) /
+                             static_cast<double>(m.num_experts));
   return std::max<int64_t>(1, std::min<int64_t>(seq, static_cast<int64_t>(c)));
 }
 

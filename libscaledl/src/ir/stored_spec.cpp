@@ -81,7 +81,9 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
     m.expert_capacity = req_int(j, "expert_capacity", ctx);
     m.capacity_factor = get_num_or(j, "capacity_factor", ctx, 0, 1e3, m.capacity_factor);
     m.router_bias = req_bool(j, "router_bias", ctx);
+    if (j.contains("moe_top_k")) m.moe_top_k = req_int(j, "moe_top_k", ctx);
   }
+  if (j.contains("embed_scale")) m.embed_scale = req_bool(j, "embed_scale", ctx);
   validate_model_spec(m, ctx);
   return m;
 }
