@@ -62,6 +62,12 @@ const Case kCases[] = {
     {"gemma", R"({"model":"models/gemma-2b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":4,"num_key_value_heads":1,"head_dim":16,"intermediate_size":48,"vocab_size":200},
       "settings":{"batch":2,"seq_len":8}})"},
+    {"phi3", R"({"model":"models/phi3-mini.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":48,"vocab_size":200,"resid_pdrop":0.1},
+      "settings":{"batch":2,"seq_len":8}})"},
+    {"qwen3", R"({"model":"models/qwen3-0.6b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"intermediate_size":48,"vocab_size":200},
+      "settings":{"batch":2,"seq_len":8}})"},
 };
 
 ModelConfig load_case(const Case& c) {

@@ -31,7 +31,7 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b"};
+                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -420,6 +420,23 @@ TEST(LayerGraph, Qwen2BiasesAndGemmaEmbeddingScale) {
   EXPECT_EQ(node(q, "decoder.0.attn.o").dims, (std::vector<int64_t>{32, 896, 896, 0}));
   EXPECT_EQ(node(q, "decoder.0.ffn.gate").dims, (std::vector<int64_t>{32, 896, 4864, 0}));
   EXPECT_LT(q.find("embed.scale"), 0);
+  EXPECT_LT(q.find("decoder.0.attn.q_norm"), 0);
+  // Qwen3: an RMSNorm over each head of q (16 heads of 128) and k (8 heads), before the scores.
+  LayerGraph q3 = build_layer_graph(load_model_config(model_path("qwen3-0.6b")), small_settings(2, 16));
+  EXPECT_EQ(node(q3, "decoder.0.attn.q").dims, (std::vector<int64_t>{32, 1024, 2048, 0}));
+  EXPECT_EQ(node(q3, "decoder.0.attn.q_norm").type, LayerType::RMSNorm);
+  EXPECT_EQ(node(q3, "decoder.0.attn.q_norm").dims, (std::vector<int64_t>{32 * 16, 128}));
+  EXPECT_EQ(node(q3, "decoder.0.attn.k_norm").dims, (std::vector<int64_t>{32 * 8, 128}));
+  EXPECT_EQ(node(q3, "decoder.0.attn.q_norm").cost.params, 128);
+  // Phi-3: one qkv projection and one gate_up projection, chunked.
+  LayerGraph ph = build_layer_graph(load_model_config(model_path("phi3-mini")), small_settings(2, 16));
+  EXPECT_EQ(node(ph, "decoder.0.attn.qkv").dims, (std::vector<int64_t>{32, 3072, 3 * 3072, 0}));
+  EXPECT_LT(ph.find("decoder.0.attn.q"), 0);
+  EXPECT_EQ(node(ph, "decoder.0.ffn.gate_up").dims, (std::vector<int64_t>{32, 3072, 2 * 8192, 0}));
+  EXPECT_LT(ph.find("decoder.0.ffn.gate"), 0);
+  EXPECT_LT(ph.find("decoder.0.ffn.up"), 0);
+  EXPECT_EQ(node(ph, "decoder.0.ffn.act").dims, (std::vector<int64_t>{32 * 8192}));
+  EXPECT_EQ(node(ph, "decoder.0.ffn.mul").dims, (std::vector<int64_t>{32 * 8192}));
   LayerGraph g = build_layer_graph(load_model_config(model_path("gemma-2b")), small_settings(2, 16));
   const auto& sc = node(g, "embed.scale");
   EXPECT_EQ(sc.type, LayerType::Mul);

@@ -71,8 +71,10 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       // The Llama family's other model_types (MistralForCausalLM etc., num_parameters()).
       {"mistral-7b", 7241732096},     // mistralai/Mistral-7B-v0.1
       {"qwen2-0.5b", 494032768},      // Qwen/Qwen2-0.5B (q/k/v biases, tied head)
+      {"qwen3-0.6b", 596049920},      // Qwen/Qwen3-0.6B (q/k norms of head_dim 128, tied head)
       {"gemma-2b", 2506172416},       // google/gemma-2b (head_dim 256, one kv head, tied head)
       {"mixtral-8x7b", 46702792704},  // mistralai/Mixtral-8x7B-v0.1: 8 SwiGLU experts in every FFN
+      {"phi3-mini", 3821079552},      // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(model_path(file));
@@ -184,6 +186,21 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   EXPECT_FALSE(q.out_bias);
   EXPECT_FALSE(q.linear_bias);
   EXPECT_TRUE(q.tie_word_embeddings);
+  EXPECT_FALSE(q.qk_norm);
+  ModelSpec q3 = load_model_config(model_path("qwen3-0.6b"));
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_EQ(q3.head_dim, 128);  // not hidden / heads = 64
+  EXPECT_TRUE(q3.to_json().at("qk_norm").get<bool>());
+  EXPECT_EQ(model_spec_from_json(q3.to_json()).to_json(), q3.to_json());
+  ModelSpec phi = load_model_config(model_path("phi3-mini"));
+  EXPECT_TRUE(phi.fused_qkv && phi.fused_gate_up && phi.qkv_fused());
+  EXPECT_TRUE(load_model_config(model_path("gpt2")).qkv_fused());  // c_attn, by its family
+  EXPECT_FALSE(load_model_config(model_path("gpt2")).to_json().contains("fused_qkv"));
+  EXPECT_EQ(model_spec_from_json(phi.to_json()).to_json(), phi.to_json());
+  json pj = load("phi3-mini");
+  pj["resid_pdrop"] = 1.5;
+  EXPECT_NE(parse_error(pj).find("config.resid_pdrop=1.5"), std::string::npos) << parse_error(pj);
   ModelSpec g = load_model_config(model_path("gemma-2b"));
   EXPECT_EQ(g.head_dim, 256);
   EXPECT_TRUE(g.embed_scale);
@@ -218,6 +235,8 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   for (const auto& d : {mi, q, sw, load_model_config(model_path("llama-style"))}) {
     EXPECT_FALSE(d.to_json().contains("moe_top_k")) << d.name;
     EXPECT_FALSE(d.to_json().contains("embed_scale")) << d.name;
+    EXPECT_FALSE(d.to_json().contains("qk_norm")) << d.name;
+    EXPECT_FALSE(d.to_json().contains("fused_gate_up")) << d.name;
   }
   // Bad inputs: one line naming the key and value.
   json bad = load("mixtral-8x7b");

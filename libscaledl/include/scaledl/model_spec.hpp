@@ -4,7 +4,7 @@
 //
 // Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
 // GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
-// Mistral, Qwen2, Gemma and Mixtral, read into the Llama family), and Switch
+// Mistral, Qwen2, Qwen3, Gemma, Mixtral and Phi-3, read into the Llama family), and Switch
 // Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
@@ -81,6 +81,13 @@ struct ModelSpec {
   int64_t moe_top_k = 1;            ///< experts each token goes to (Switch 1, Mixtral num_experts_per_tok)
   // ---- Gemma ----
   bool embed_scale = false;         ///< embeddings multiplied by sqrt(hidden) (a Mul node "embed.scale")
+  // ---- Qwen3 ----
+  bool qk_norm = false;             ///< RMSNorm over each head of q and k (nodes "attn.q_norm", "attn.k_norm")
+  // ---- Phi-3 (GPT-2's c_attn is fused too, by its family) ----
+  bool fused_qkv = false;           ///< q, k and v as one projection (node "attn.qkv")
+  bool fused_gate_up = false;       ///< gate and up as one projection [h, 2f] (node "ffn.gate_up"); gated FFNs
+  /// True when q, k and v are one projection (GPT-2's c_attn, Phi-3's qkv_proj).
+  bool qkv_fused() const { return fused_qkv || family == Family::Gpt2; }
 
   nlohmann::json to_json() const;
 };

@@ -54,17 +54,18 @@ Tensor apply_rope(const Tensor& x, const Rope& rope, int64_t head_dim);
 
 struct AttnOptions {
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  bool fused_qkv = false;  ///< GPT-2 c_attn: one [hidden, 3*hidden] projection, node "qkv"
+  bool fused_qkv = false;  ///< GPT-2 c_attn, Phi-3 qkv_proj: one projection, node "qkv" (RoPE inside it)
   bool qkv_bias = true;    ///< biases on q/k/v (or qkv)
   bool out_bias = true;    ///< bias on o
   bool scale = true;       ///< scores / sqrt(head_dim) (T5: no scaling)
   bool causal = false;     ///< mask future positions (decoders)
   bool padding_mask = false;  ///< add an additive padding mask [B, 1, 1, Sk] (BERT, as HF builds one)
+  bool qk_norm = false;    ///< Qwen3: RMSNorm over each head of q and k (nodes q_norm, k_norm)
   double dropout = 0;      ///< attention-probability dropout
 };
 
 /// Multi-head attention (self or cross) with grouped-query K/V.
-/// Nodes under `prefix` ("encoder.0.attn."): q, k, v (or qkv), qk, [scale], [bias], [mask],
+/// Nodes under `prefix` ("encoder.0.attn."): q, k, v (or qkv), [q_norm, k_norm], qk, [scale], [bias], [mask],
 /// softmax, dropout, av, o. `bias` (optional) is added to the scores [1|B, H, Sq, Sk].
 struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const AttnOptions& o);
@@ -72,18 +73,21 @@ struct AttentionImpl : torch::nn::Module {
                  const Tensor& bias, const Rope& rope);
   AttnOptions opt;
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, qkv{nullptr}, o{nullptr};
+  Norm q_norm{nullptr}, k_norm{nullptr};  ///< qk_norm: RMSNorm of head_dim
 };
 TORCH_MODULE(Attention);
 
 /// Position-wise FFN: up -> act -> down, or gated (SwiGLU): down(act(gate(x)) * up(x)).
 /// Nodes under `prefix` ("encoder.0.ffn."): up, gate, act, mul, down.
 struct FfnImpl : torch::nn::Module {
-  FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated, bool bias, Activation act, double act_dropout);
+  FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated, bool bias, Activation act, double act_dropout,
+          bool fused_gate_up = false);
   Tensor forward(const Tensor& x, const std::string& prefix, NodeProbe* probe);
   bool gated;
+  bool fused;  ///< Phi-3 gate_up_proj: gate and up as one [h, 2f] Linear, node "gate_up"
   Activation act;
   double act_dropout;
-  torch::nn::Linear up{nullptr}, gate{nullptr}, down{nullptr};
+  torch::nn::Linear up{nullptr}, gate{nullptr}, down{nullptr}, gate_up{nullptr};
 };
 TORCH_MODULE(Ffn);
 
@@ -109,6 +113,7 @@ struct BlockOptions {
   bool has_cross = false;      ///< T5 decoder: cross-attention sub-layer
   int64_t ffn_dim = 0;
   bool gated = false;
+  bool fused_gate_up = false;  ///< Phi-3: gate and up as one projection
   bool ffn_bias = true;
   double act_dropout = 0;      ///< dropout after the FFN activation (T5, OPT), node "ffn.act_dropout"
   Activation act = Activation::GELU;

@@ -225,6 +225,10 @@ AttentionImpl::AttentionImpl(const AttnOptions& o) : opt(o) {
     v = register_module("v", torch::nn::Linear(LinearOptions(o.hidden, kvd).bias(o.qkv_bias)));
   }
   this->o = register_module("o", torch::nn::Linear(LinearOptions(qd, o.hidden).bias(o.out_bias)));
+  if (o.qk_norm) {  // Qwen3RMSNorm(head_dim, eps 1e-6)
+    q_norm = register_module("q_norm", Norm(o.head_dim, NormKind::RMSNorm, 1e-6));
+    k_norm = register_module("k_norm", Norm(o.head_dim, NormKind::RMSNorm, 1e-6));
+  }
 }
 
 Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::string& pre, NodeProbe* probe,
@@ -234,9 +238,24 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   const int64_t H = opt.heads, KV = opt.kv_heads, hd = opt.head_dim;
   Tensor qt, kt, vt;  // [B, S, heads*hd]
   if (opt.fused_qkv) {
-    auto all = node(probe, pre + "qkv", [&] { return qkv(x); });
-    auto parts = all.split_with_sizes({H * hd, KV * hd, KV * hd}, -1);
-    qt = parts[0], kt = parts[1], vt = parts[2];
+    std::vector<Tensor> parts;
+    vt = node(probe, pre + "qkv", [&] {  // Phi-3: the rotary embedding of q and k inside this node
+      parts = qkv(x).split_with_sizes({H * hd, KV * hd, KV * hd}, -1);
+      if (rope.defined()) parts[0] = apply_rope(parts[0], rope, hd), parts[1] = apply_rope(parts[1], rope, hd);
+      return parts[2];
+    });
+    qt = parts[0], kt = parts[1];
+  } else if (opt.qk_norm) {
+    // Qwen3: q_proj, then the per-head RMSNorm and the rotary embedding (inside the norm nodes).
+    qt = node(probe, pre + "q", [&] { return q(x); });
+    kt = node(probe, pre + "k", [&] { return k(src); });
+    vt = node(probe, pre + "v", [&] { return v(src); });
+    auto head_norm = [&](const Tensor& t, Norm& n) {
+      auto y = n(t.view({t.size(0), t.size(1), -1, hd})).view(t.sizes());
+      return rope.defined() ? apply_rope(y, rope, hd) : y;
+    };
+    qt = node(probe, pre + "q_norm", [&] { return head_norm(qt, q_norm); });
+    kt = node(probe, pre + "k_norm", [&] { return head_norm(kt, k_norm); });
   } else {
     // RoPE is applied inside the q and k nodes (it rotates their outputs in place of positions).
     qt = node(probe, pre + "q", [&] { return rope.defined() ? apply_rope(q(x), rope, hd) : q(x); });
@@ -271,17 +290,27 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   return node(probe, pre + "o", [&] { return o(ctx); });
 }
 
-FfnImpl::FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated_, bool bias, Activation act_, double act_dropout_)
-    : gated(gated_), act(act_), act_dropout(act_dropout_) {
+FfnImpl::FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated_, bool bias, Activation act_, double act_dropout_,
+                 bool fused_gate_up)
+    : gated(gated_), fused(gated_ && fused_gate_up), act(act_), act_dropout(act_dropout_) {
   using torch::nn::LinearOptions;
-  up = register_module("up", torch::nn::Linear(LinearOptions(hidden, ffn_dim).bias(bias)));
-  if (gated) gate = register_module("gate", torch::nn::Linear(LinearOptions(hidden, ffn_dim).bias(bias)));
+  if (fused) {
+    gate_up = register_module("gate_up", torch::nn::Linear(LinearOptions(hidden, 2 * ffn_dim).bias(bias)));
+  } else {
+    up = register_module("up", torch::nn::Linear(LinearOptions(hidden, ffn_dim).bias(bias)));
+    if (gated) gate = register_module("gate", torch::nn::Linear(LinearOptions(hidden, ffn_dim).bias(bias)));
+  }
   down = register_module("down", torch::nn::Linear(LinearOptions(ffn_dim, hidden).bias(bias)));
 }
 
 Tensor FfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe* probe) {
   Tensor h;
-  if (gated) {
+  if (fused) {  // Phi3MLP: gate, up = gate_up_proj(x).chunk(2, -1); up * act(gate)
+    auto gu = node(probe, pre + "gate_up", [&] { return gate_up(x); });
+    auto parts = gu.chunk(2, -1);
+    auto a = activation_node(probe, pre + "act", parts[0], act);
+    h = node(probe, pre + "mul", [&] { return a * parts[1]; });
+  } else if (gated) {
     auto g = node(probe, pre + "gate", [&] { return gate(x); });
     auto u = node(probe, pre + "up", [&] { return up(x); });
     auto a = activation_node(probe, pre + "act", g, act);
@@ -303,7 +332,9 @@ BlockImpl::BlockImpl(const BlockOptions& o) : opt(o) {
   }
   ffn_norm = register_module("ffn_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
   if (o.moe) moe = register_module("moe", SparseFfn(o.self.hidden, o.ffn_dim, *o.moe, o.act, o.act_dropout));
-  else ffn = register_module("ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout));
+  else
+    ffn = register_module("ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout,
+                                     o.fused_gate_up));
   opt.moe = nullptr;  // the spec pointer is needed only while building
 }
 
@@ -352,6 +383,8 @@ BlockOptions block_options(const ModelSpec& m) {
   b.self.out_bias = m.out_bias;
   b.self.dropout = m.attn_dropout;
   b.self.padding_mask = m.family == Family::Bert;
+  b.self.qk_norm = m.qk_norm;
+  b.fused_gate_up = m.fused_gate_up;
   b.cross = b.self;
   b.ffn_dim = m.ffn_dim;
   b.gated = m.gated_ffn;

@@ -23,7 +23,7 @@ class Decoder : public ZooModel {
     }
     auto bo = block_options(m);
     bo.self.causal = true;
-    bo.self.fused_qkv = m.family == Family::Gpt2;
+    bo.self.fused_qkv = m.qkv_fused();
     for (int64_t i = 0; i < m.num_layers; ++i) {
       bo.moe = is_sparse_layer(m, false, i) ? &m : nullptr;  // Mixtral: every FFN (encoder_sparse_step 1)
       blocks.push_back(register_module("block" + std::to_string(i), Block(bo)));

@@ -156,13 +156,17 @@ class Forward {
     const int64_t qo = H * hd, kvo = m_.num_kv_heads * hd;
     const int64_t tq = b_ * sq, tkv = b_ * skv;
     int q, k, v;
-    if (fused) {  // GPT-2 Conv1D c_attn: one [h, 3h] projection
+    if (fused) {  // GPT-2 Conv1D c_attn, Phi-3 qkv_proj: one [h, (H + 2 KV) hd] projection
       q = k = v = B_.add(p + ".qkv", LayerType::Linear, {tq, h, qo + 2 * kvo, m_.qkv_bias}, {b_, sq, qo + 2 * kvo},
                          {xq}, block);
     } else {
       q = B_.add(p + ".q", LayerType::Linear, {tq, h, qo, m_.qkv_bias}, {b_, sq, qo}, {xq}, block);
       k = B_.add(p + ".k", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
       v = B_.add(p + ".v", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
+      if (m_.qk_norm) {  // Qwen3: RMSNorm over each head of q and k
+        q = B_.add(p + ".q_norm", LayerType::RMSNorm, {tq * H, hd}, {b_, sq, qo}, {q}, block);
+        k = B_.add(p + ".k_norm", LayerType::RMSNorm, {tkv * m_.num_kv_heads, hd}, {b_, skv, kvo}, {k}, block);
+      }
     }
     // GQA: k/v heads are repeated to H heads (repeat_kv), so the BMMs run over b*H.
     int qk = B_.add(p + ".qk", LayerType::BMM, {b_ * H, sq, hd, skv}, {b_, H, sq, skv},
@@ -190,7 +194,11 @@ class Forward {
     const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s;
     const Shape hs = {b_, s, h}, fs = {b_, s, f};
     int inner;
-    if (m_.gated_ffn) {  // Llama: down(act(gate(x)) * up(x)); T5 v1.1: wo(act(wi_0 x) * wi_1 x)
+    if (m_.gated_ffn && m_.fused_gate_up) {  // Phi-3: gate_up_proj [h, 2f], chunked; the act reads one half
+      int gu = B_.add(p + ".gate_up", LayerType::Linear, {t, h, 2 * f, m_.linear_bias}, {b_, s, 2 * f}, {x}, block);
+      int act = activation(p + ".act", gu, t * f, fs, block);
+      inner = B_.add(p + ".mul", LayerType::Mul, {t * f}, fs, {act, gu}, block);
+    } else if (m_.gated_ffn) {  // Llama: down(act(gate(x)) * up(x)); T5 v1.1: wo(act(wi_0 x) * wi_1 x)
       int gate = B_.add(p + ".gate", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
       int up = B_.add(p + ".up", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
       int act = activation(p + ".act", gate, t * f, fs, block);
@@ -254,7 +262,7 @@ class Forward {
     const int64_t h = m_.hidden, t = b_ * s;
     const Shape hs = {b_, s, h};
     const LayerType nt = norm_type(m_);
-    const bool fused = m_.family == Family::Gpt2;
+    const bool fused = m_.qkv_fused();
     const bool causal = m_.arch == Arch::DecoderOnly || stack == "decoder";
     if (!m_.pre_norm) {  // post-norm (BERT, OPT-350m): norm after each residual add
       int a = attention(p + "attn", x, s, x, s, blk, rel_bias, fused, causal);

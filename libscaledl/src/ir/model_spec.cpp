@@ -5,7 +5,8 @@
 //   config.num_attention_heads=12 does not divide config.hidden_size=1000
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
-// OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, GemmaConfig, MixtralConfig)
+// OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
+// Phi3Config)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
@@ -36,7 +37,8 @@ constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iterat
 constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
 
 const char* kTypes =
-    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, gemma, mixtral, switch_transformers";
+    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, qwen3, gemma, mixtral, phi3, "
+    "switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -197,8 +199,11 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 /// - mistral: Llama's blocks; the sliding window is a mask on the same scores in eager
 ///   attention, so it changes no FLOPs.
 /// - qwen2: biases on q, k and v (always), none on o or the FFN.
+/// - qwen3: no biases unless attention_bias; an RMSNorm over each head of q and of k
+///   (q_norm, k_norm) before the rotary embedding.
 /// - gemma: the embeddings multiplied by sqrt(hidden_size) (a node of its own), head_dim
 ///   256 by default, GeGLU (hidden_activation, default gelu_pytorch_tanh), tied LM head.
+/// - phi3: q, k and v as one projection (qkv_proj) and gate and up as one (gate_up_proj).
 /// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
 ///   routed to its num_experts_per_tok best (top-k, weights renormalised).
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
@@ -230,6 +235,12 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
   if (type == "qwen2") m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased, o not
+  m.qk_norm = type == "qwen3";
+  if (type == "phi3") {
+    m.fused_qkv = m.fused_gate_up = true;
+    m.dropout = prob(j, "resid_pdrop", ctx, 0.0);  // Phi3DecoderLayer's resid_attn/mlp_dropout
+    m.embed_dropout = prob(j, "embd_pdrop", ctx, 0.0);
+  }
   m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
   m.dropout = 0;
   m.embed_dropout = 0;
@@ -400,7 +411,8 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   else if (type == "gpt2") parse_gpt2(j, ctx, m);
   else if (type == "gpt_neo") parse_gpt_neo(j, ctx, m);
   else if (type == "opt") parse_opt(j, ctx, m);
-  else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "gemma" || type == "mixtral")
+  else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma" ||
+           type == "mixtral" || type == "phi3")
     parse_llama(j, ctx, m, type);
   else if (type == "t5") parse_t5(j, ctx, m);
   else if (type == "switch_transformers") parse_switch(j, ctx, m);
@@ -584,7 +596,7 @@ int64_t parameter_count(const ModelSpec& m) {
   auto linear = [](int64_t din, int64_t dout, bool bias) { return din * dout + (bias ? dout : 0); };
   // One attention: q, k, v, o projections (ScaleDL eq. 9 params per Linear).
   const int64_t attn = linear(h, q_out, m.qkv_bias) + 2 * linear(h, kv_out, m.qkv_bias) +
-                       linear(q_out, h, m.out_bias);
+                       linear(q_out, h, m.out_bias) + (m.qk_norm ? 2 * m.head_dim : 0);
   const int64_t ffn = linear(h, f, m.linear_bias) * (m.gated_ffn ? 2 : 1) + linear(f, h, m.linear_bias);
   int64_t p = 0;
   if (m.arch == Arch::VisionEncoder) {
@@ -679,6 +691,9 @@ nlohmann::json ModelSpec::to_json() const {
     if (moe_top_k != 1) j["moe_top_k"] = moe_top_k;  // top-1 (Switch) runs keep their keys
   }
   if (embed_scale) j["embed_scale"] = true;
+  if (qk_norm) j["qk_norm"] = true;
+  if (fused_qkv) j["fused_qkv"] = true;
+  if (fused_gate_up) j["fused_gate_up"] = true;
   return j;
 }
 

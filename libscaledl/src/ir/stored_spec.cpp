@@ -84,6 +84,9 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
     if (j.contains("moe_top_k")) m.moe_top_k = req_int(j, "moe_top_k", ctx);
   }
   if (j.contains("embed_scale")) m.embed_scale = req_bool(j, "embed_scale", ctx);
+  if (j.contains("qk_norm")) m.qk_norm = req_bool(j, "qk_norm", ctx);
+  if (j.contains("fused_qkv")) m.fused_qkv = req_bool(j, "fused_qkv", ctx);
+  if (j.contains("fused_gate_up")) m.fused_gate_up = req_bool(j, "fused_gate_up", ctx);
   validate_model_spec(m, ctx);
   return m;
 }
