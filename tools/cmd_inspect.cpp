@@ -51,12 +51,15 @@ int run(const InspectOptions& o) {
               s.optimizer_step ? to_string(s.optimizer) : "none");
   if (m.num_experts > 0) {
     const double active = static_cast<double>(active_parameter_count(m));
-    std::printf("experts %lld per sparse FFN (top-%lld), sparse FFNs %lld encoder + %lld decoder, capacity %lld "
-                "tokens per expert and sample (encoder), active params per token %.0f (%s)\n",
-                static_cast<long long>(m.num_experts), static_cast<long long>(m.moe_top_k),
-                static_cast<long long>(sparse_layer_count(m, false)),
-                static_cast<long long>(sparse_layer_count(m, true)),
-                static_cast<long long>(expert_capacity_per_sample(m, tokens_per_sample(m, s))), active,
+    const std::string where =
+        m.arch == Arch::EncoderDecoder
+            ? fmt::format("{} encoder + {} decoder", sparse_layer_count(m, false), sparse_layer_count(m, true))
+            : fmt::format("{} of {} layers", sparse_layer_count(m, false), m.num_layers);
+    std::printf("experts %lld per sparse FFN (top-%lld), sparse FFNs %s, capacity %lld tokens per expert and "
+                "sample%s, active params per token %.0f (%s)\n",
+                static_cast<long long>(m.num_experts), static_cast<long long>(m.moe_top_k), where.c_str(),
+                static_cast<long long>(expert_capacity_per_sample(m, tokens_per_sample(m, s))),
+                m.arch == Arch::EncoderDecoder ? " (encoder)" : m.moe_top_k > 1 ? " (the mean load)" : "", active,
                 human(active).c_str());
   }
   std::printf("%4s  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", "id", "name", "type", "dims", "flops_fwd",

@@ -31,7 +31,7 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini"};
+                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -411,6 +411,11 @@ TEST(LayerGraph, MixtralRoutesEachTokenToTwoGatedExperts) {
   // The combine sums the two weighted outputs of every token.
   EXPECT_EQ(node(g, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{2 * t * h}));
   EXPECT_EQ(node(g, "decoder.0.ffn.combine").out_shape, (std::vector<int64_t>{2, 64, h}));
+  // Qwen3-30B-A3B: 128 experts of 768, 8 per token: C = 2 x ceil(8 x 64 / 128) = 8 slots per expert.
+  LayerGraph q = build_layer_graph(load_model_config(model_path("qwen3-30b-a3b")), small_settings(2, 64));
+  EXPECT_EQ(node(q, "decoder.47.ffn.expert.up").dims, (std::vector<int64_t>{128, 8, 2048, 768}));
+  EXPECT_EQ(node(q, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{8 * t * 2048}));
+  EXPECT_GE(q.find("decoder.0.attn.k_norm"), 0);
 }
 
 TEST(LayerGraph, Qwen2BiasesAndGemmaEmbeddingScale) {

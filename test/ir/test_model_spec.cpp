@@ -74,7 +74,8 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"qwen3-0.6b", 596049920},      // Qwen/Qwen3-0.6B (q/k norms of head_dim 128, tied head)
       {"gemma-2b", 2506172416},       // google/gemma-2b (head_dim 256, one kv head, tied head)
       {"mixtral-8x7b", 46702792704},  // mistralai/Mixtral-8x7B-v0.1: 8 SwiGLU experts in every FFN
-      {"phi3-mini", 3821079552},      // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
+      {"phi3-mini", 3821079552},
+      {"qwen3-30b-a3b", 30532122624}, // Qwen/Qwen3-30B-A3B: 128 experts of 768 in every FFN, q/k norms      // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(model_path(file));
@@ -226,6 +227,28 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   EXPECT_EQ(expert_capacity_per_sample(x, 3), 1);
   EXPECT_EQ(active_parameter_count(x), 12879925248);   // the published 12.9 B active parameters
   EXPECT_EQ(active_parameter_count(mi), parameter_count(mi));
+  // Qwen3-30B-A3B: 8 of 128 experts of moe_intermediate_size 768, Qwen3's attention.
+  ModelSpec q3m = load_model_config(model_path("qwen3-30b-a3b"));
+  EXPECT_EQ(q3m.num_experts, 128);
+  EXPECT_EQ(q3m.moe_top_k, 8);
+  EXPECT_EQ(q3m.ffn_dim, 768);
+  EXPECT_TRUE(q3m.qk_norm);
+  EXPECT_EQ(sparse_layer_count(q3m, false), 48);
+  EXPECT_EQ(active_parameter_count(q3m), 3353032704);  // "3.3B activated"
+  json qm = load("qwen3-30b-a3b");
+  qm["decoder_sparse_step"] = 2;
+  EXPECT_NE(parse_error(qm).find("config.decoder_sparse_step=2: dense FFN layers"), std::string::npos)
+      << parse_error(qm);
+  qm = load("qwen3-30b-a3b");
+  qm["mlp_only_layers"] = {0, 5};
+  EXPECT_NE(parse_error(qm).find("config.mlp_only_layers=[0,5]"), std::string::npos) << parse_error(qm);
+  qm = load("qwen3-30b-a3b");
+  qm["num_experts_per_tok"] = 129;
+  EXPECT_NE(parse_error(qm).find("config.num_experts_per_tok=129 must be in [1, num_experts=128]"),
+            std::string::npos) << parse_error(qm);
+  qm["num_experts"] = 0;
+  EXPECT_NE(parse_error(qm).find("config.num_experts=0 must be >= 1 (a dense model is model_type \"qwen3\")"),
+            std::string::npos) << parse_error(qm);
   // Switch: one expert of each sparse FFN is active.
   ModelSpec sw = load_model_config(model_path("switch-base-8"));
   EXPECT_EQ(active_parameter_count(sw), parameter_count(sw) - 12 * 7 * 2 * 768 * 3072);

@@ -296,6 +296,58 @@ TEST(CliUnseenGpu, SwitchTransformersInInspectAndPredict) {
   fs::remove_all(dir);
 }
 
+TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
+  // Mistral, Qwen2/3, Gemma, Phi-3, Mixtral and Qwen3-MoE configs: inspect prints the published
+  // count, the default bundle predicts each on a spec sheet, in BF16.
+  const std::pair<const char*, const char*> cases[] = {
+      {"mistral-7b", "params 7241732096"},   {"qwen2-0.5b", "params 494032768"},
+      {"qwen3-0.6b", "params 596049920"},    {"gemma-2b", "params 2506172416"},
+      {"phi3-mini", "params 3821079552"},    {"mixtral-8x7b", "params 46702792704"},
+      {"qwen3-30b-a3b", "params 30532122624"}};
+  for (const auto& [name, params] : cases) {
+    CliResult r = run_cli("inspect " + kSrc + "/models/" + name + ".json --batch 1 --seq 256");
+    ASSERT_EQ(r.rc, 0) << name << r.out;
+    EXPECT_NE(r.out.find(params), std::string::npos) << name;
+  }
+  CliResult r = run_cli("inspect " + kSrc + "/models/mixtral-8x7b.json --batch 1 --seq 256");
+  EXPECT_NE(r.out.find("experts 8 per sparse FFN (top-2), sparse FFNs 32 of 32 layers, capacity 64 tokens per "
+                       "expert and sample (the mean load), active params per token 12879925248"),
+            std::string::npos) << r.out.substr(0, 600);
+  CliResult p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                        "/models/qwen3-30b-a3b.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " +
+                        kSrc + "/models/devices/h100-sxm.json --sweep device_spec=" + kSrc +
+                        "/models/devices/h100-sxm.json," + kSrc + "/models/devices/a100-sxm4-80gb.json");
+  ASSERT_EQ(p.rc, 0) << p.out;
+  EXPECT_NE(p.out.find("\"spec:NVIDIA H100 80GB HBM3\""), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("\"spec:NVIDIA A100-SXM4-80GB\""), std::string::npos) << p.out;
+  // Bad inputs: one line naming the key and value.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_llamas_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(kSrc + "/models/mixtral-8x7b.json"));
+  j["num_experts_per_tok"] = 0;
+  std::ofstream(dir / "k0.json") << j.dump();
+  expect_one_error("inspect " + (dir / "k0.json").string(), "num_experts_per_tok=0 must be in [1, num_local_experts=8]");
+  j = nlohmann::json::parse(std::ifstream(kSrc + "/models/qwen3-30b-a3b.json"));
+  j["mlp_only_layers"] = {3};
+  std::ofstream(dir / "dense.json") << j.dump();
+  expect_one_error("predict --bundle " + kSrc + "/models/bundles/default " + (dir / "dense.json").string() +
+                       " --device-spec " + kSrc + "/models/devices/h100-sxm.json",
+                   "mlp_only_layers=[3]: dense FFN layers in a qwen3_moe model are not supported");
+  // A tiny Mixtral runs in the zoo (bench models), its expert nodes stored.
+  std::ofstream(dir / "plan.json") << R"({"kind":"models","configs":[
+    {"model":")" << kSrc << R"(/models/mixtral-8x7b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+     "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":48,"vocab_size":100,"num_local_experts":4},
+     "settings":{"batch":2,"seq_len":8}}]})";
+  const std::string db = (dir / "r.sqlite").string();
+  CliResult b = run_cli("bench models --plan " + (dir / "plan.json").string() + " --db " + db +
+                        " --warmup 1 --warmup-extra 1 --repeats 2 --probe-repeats 1 --max-cv 10 --quiet");
+  ASSERT_EQ(b.rc, 0) << b.out;
+  EXPECT_NE(b.out.find("0 failed"), std::string::npos) << b.out;
+  b = run_cli("db export --db " + db + " --table models --format json");
+  EXPECT_NE(b.out.find("decoder.1.ffn.expert.gate"), std::string::npos) << b.out.substr(0, 1000);
+  fs::remove_all(dir);
+}
+
 TEST(CliUnseenGpu, BenchModelsRunsAPlanInInferenceMode) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_benchmode_" + std::to_string(::getpid()));
   fs::remove_all(dir);

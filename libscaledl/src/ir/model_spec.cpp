@@ -6,7 +6,7 @@
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
-// Phi3Config)
+// Phi3Config, Qwen3MoeConfig)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
@@ -37,7 +37,7 @@ constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iterat
 constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
 
 const char* kTypes =
-    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, qwen3, gemma, mixtral, phi3, "
+    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, qwen3, qwen3_moe, gemma, mixtral, phi3, "
     "switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
@@ -204,10 +204,13 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 /// - gemma: the embeddings multiplied by sqrt(hidden_size) (a node of its own), head_dim
 ///   256 by default, GeGLU (hidden_activation, default gelu_pytorch_tanh), tied LM head.
 /// - phi3: q, k and v as one projection (qkv_proj) and gate and up as one (gate_up_proj).
+/// - qwen3_moe: Qwen3's attention; every FFN a mixture of num_experts SwiGLU experts of
+///   moe_intermediate_size, top num_experts_per_tok (Qwen3-30B-A3B: 8 of 128). Dense layers
+///   (mlp_only_layers, decoder_sparse_step > 1) are refused: no released model has them.
 /// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
 ///   routed to its num_experts_per_tok best (top-k, weights renormalised).
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
-  const bool gemma = type == "gemma", mixtral = type == "mixtral";
+  const bool gemma = type == "gemma", mixtral = type == "mixtral", qwen3_moe = type == "qwen3_moe";
   m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
   m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
@@ -235,7 +238,7 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
   if (type == "qwen2") m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased, o not
-  m.qk_norm = type == "qwen3";
+  m.qk_norm = type == "qwen3" || qwen3_moe;
   if (type == "phi3") {
     m.fused_qkv = m.fused_gate_up = true;
     m.dropout = prob(j, "resid_pdrop", ctx, 0.0);  // Phi3DecoderLayer's resid_attn/mlp_dropout
@@ -248,14 +251,25 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.lm_head = true;
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, gemma);
   m.embed_scale = gemma;
-  if (mixtral) {
-    m.num_experts = opt(j, {"num_local_experts"}, ctx, 0, kMaxExperts, 8);
-    SCALEDL_CHECK(m.num_experts >= 1, "{}.num_local_experts={} must be >= 1 (a dense model is model_type "
-                  "\"mistral\")", ctx, m.num_experts);
-    m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, 2);
+  if (mixtral || qwen3_moe) {
+    const char* ek = mixtral ? "num_local_experts" : "num_experts";
+    m.num_experts = opt(j, {ek}, ctx, 0, kMaxExperts, mixtral ? 8 : 128);
+    SCALEDL_CHECK(m.num_experts >= 1, "{}.{}={} must be >= 1 (a dense model is model_type \"{}\")", ctx, ek,
+                  m.num_experts, mixtral ? "mistral" : "qwen3");
+    m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, mixtral ? 2 : 8);
     SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
-                  "{}.num_experts_per_tok={} must be in [1, num_local_experts={}]", ctx, m.moe_top_k,
-                  m.num_experts);
+                  "{}.num_experts_per_tok={} must be in [1, {}={}]", ctx, m.moe_top_k, ek, m.num_experts);
+    if (qwen3_moe) {
+      m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, 768);  // the experts' width
+      const int64_t step = opt(j, {"decoder_sparse_step"}, ctx, 1, kMaxLayers, 1);
+      SCALEDL_CHECK(step == 1, "{}.decoder_sparse_step={}: dense FFN layers in a qwen3_moe model are not "
+                    "supported (every FFN must be sparse)", ctx, step);
+      if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
+        const json& l = j.at("mlp_only_layers");
+        SCALEDL_CHECK(l.is_array() && l.empty(), "{}.mlp_only_layers={}: dense FFN layers in a qwen3_moe model "
+                      "are not supported (every FFN must be sparse)", ctx, show(l));
+      }
+    }
     m.encoder_sparse_step = 1;  // every FFN of the num_layers stack (is_sparse_layer(m, false, i))
     m.expert_capacity = 0;
     m.capacity_factor = 1.0;  // dropless: an expert takes its mean share, k x tokens / experts
@@ -412,7 +426,7 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   else if (type == "gpt_neo") parse_gpt_neo(j, ctx, m);
   else if (type == "opt") parse_opt(j, ctx, m);
   else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma" ||
-           type == "mixtral" || type == "phi3")
+           type == "mixtral" || type == "phi3" || type == "qwen3_moe")
     parse_llama(j, ctx, m, type);
   else if (type == "t5") parse_t5(j, ctx, m);
   else if (type == "switch_transformers") parse_switch(j, ctx, m);
