@@ -31,7 +31,7 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b"};
+                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -433,6 +433,23 @@ TEST(LayerGraph, Qwen2BiasesAndGemmaEmbeddingScale) {
   EXPECT_EQ(node(q3, "decoder.0.attn.q_norm").dims, (std::vector<int64_t>{32 * 16, 128}));
   EXPECT_EQ(node(q3, "decoder.0.attn.k_norm").dims, (std::vector<int64_t>{32 * 8, 128}));
   EXPECT_EQ(node(q3, "decoder.0.attn.q_norm").cost.params, 128);
+  // Gemma 2: a norm after attention and after the FFN, soft-capped scores and logits (three kernels each).
+  LayerGraph g2 = build_layer_graph(load_model_config(model_path("gemma2-2b")), small_settings(2, 16));
+  EXPECT_EQ(node(g2, "decoder.0.attn.post_norm").type, LayerType::RMSNorm);
+  EXPECT_EQ(node(g2, "decoder.0.ffn.post_norm").dims, (std::vector<int64_t>{32, 2304}));
+  const int64_t N = 2 * 8 * 16 * 16;
+  EXPECT_EQ(node(g2, "decoder.0.attn.softcap_div").dims, (std::vector<int64_t>{N, 0}));
+  EXPECT_EQ(node(g2, "decoder.0.attn.softcap_tanh").dims, (std::vector<int64_t>{N, 1}));
+  EXPECT_EQ(node(g2, "decoder.0.attn.softcap_mul").dims, (std::vector<int64_t>{N, 0}));
+  EXPECT_EQ(node(g2, "head.softcap_tanh").dims, (std::vector<int64_t>{32 * 256000, 1}));
+  TrainSettings inf = small_settings(2, 16);
+  set_run_mode(inf, RunMode::Inference);  // the capped logits are the output
+  EXPECT_GE(build_layer_graph(load_model_config(model_path("gemma2-2b")), inf).find("head.softcap_mul"), 0);
+  LayerGraph g3 = build_layer_graph(load_model_config(model_path("gemma3-1b")), small_settings(2, 16));
+  EXPECT_GE(g3.find("decoder.0.attn.post_norm"), 0);
+  EXPECT_GE(g3.find("decoder.0.attn.k_norm"), 0);
+  EXPECT_LT(g3.find("decoder.0.attn.softcap_div"), 0);
+  EXPECT_LT(g3.find("head.softcap_div"), 0);
   // Phi-3: one qkv projection and one gate_up projection, chunked.
   LayerGraph ph = build_layer_graph(load_model_config(model_path("phi3-mini")), small_settings(2, 16));
   EXPECT_EQ(node(ph, "decoder.0.attn.qkv").dims, (std::vector<int64_t>{32, 3072, 3 * 3072, 0}));

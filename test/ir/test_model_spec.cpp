@@ -75,6 +75,8 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"gemma-2b", 2506172416},       // google/gemma-2b (head_dim 256, one kv head, tied head)
       {"mixtral-8x7b", 46702792704},  // mistralai/Mixtral-8x7B-v0.1: 8 SwiGLU experts in every FFN
       {"phi3-mini", 3821079552},
+      {"gemma2-2b", 2614341888},      // google/gemma-2-2b: four norms per layer
+      {"gemma3-1b", 999885952},       // google/gemma-3-1b-pt (gemma3_text): four norms, q/k norms
       {"qwen3-30b-a3b", 30532122624}, // Qwen/Qwen3-30B-A3B: 128 experts of 768 in every FFN, q/k norms      // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
   };
   for (const auto& [file, n] : cases) {
@@ -215,6 +217,24 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   EXPECT_EQ(parse_model_config(gj).head_dim, 256);
   EXPECT_TRUE(g.to_json().at("embed_scale").get<bool>());
   EXPECT_EQ(model_spec_from_json(g.to_json()).to_json(), g.to_json());
+  // Gemma 2: sandwich norms and soft-capping (50 on the scores, 30 on the logits); Gemma 3: q/k norms, no caps.
+  ModelSpec g2 = load_model_config(model_path("gemma2-2b"));
+  EXPECT_TRUE(g2.sandwich_norm && g2.embed_scale && g2.tie_word_embeddings);
+  EXPECT_EQ(g2.attn_softcap, 50.0);
+  EXPECT_EQ(g2.final_softcap, 30.0);
+  EXPECT_FALSE(g2.qk_norm);
+  EXPECT_EQ(model_spec_from_json(g2.to_json()).to_json(), g2.to_json());
+  ModelSpec g3 = load_model_config(model_path("gemma3-1b"));
+  EXPECT_TRUE(g3.sandwich_norm && g3.qk_norm);
+  EXPECT_EQ(g3.attn_softcap, 0.0);  // null in the config
+  EXPECT_FALSE(g3.to_json().contains("attn_softcap"));
+  json g2j = load("gemma2-2b");
+  g2j.erase("final_logit_softcapping");  // Gemma2Config's default: 30
+  EXPECT_EQ(parse_model_config(g2j).final_softcap, 30.0);
+  g2j["attn_logit_softcapping"] = -1.0;
+  EXPECT_NE(parse_error(g2j).find("config.attn_logit_softcapping=-1"), std::string::npos) << parse_error(g2j);
+  g2j["attn_logit_softcapping"] = "50";
+  EXPECT_NE(parse_error(g2j).find("attn_logit_softcapping"), std::string::npos) << parse_error(g2j);
   // Mixtral: 8 experts in every FFN, each token routed to 2.
   ModelSpec x = load_model_config(model_path("mixtral-8x7b"));
   EXPECT_EQ(x.family, Family::Llama);
@@ -260,6 +280,7 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
     EXPECT_FALSE(d.to_json().contains("embed_scale")) << d.name;
     EXPECT_FALSE(d.to_json().contains("qk_norm")) << d.name;
     EXPECT_FALSE(d.to_json().contains("fused_gate_up")) << d.name;
+    EXPECT_FALSE(d.to_json().contains("sandwich_norm")) << d.name;
   }
   // Bad inputs: one line naming the key and value.
   json bad = load("mixtral-8x7b");
@@ -280,8 +301,8 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   bad = load("gemma-2b");
   bad["hidden_activation"] = "tanh";
   EXPECT_NE(parse_error(bad).find("config.hidden_activation=\"tanh\""), std::string::npos) << parse_error(bad);
-  bad["model_type"] = "gemma2";
-  EXPECT_NE(parse_error(bad).find("config.model_type=\"gemma2\" is not supported"), std::string::npos)
+  bad["model_type"] = "gemma4";
+  EXPECT_NE(parse_error(bad).find("config.model_type=\"gemma4\" is not supported"), std::string::npos)
       << parse_error(bad);
   // More choices than experts is refused by the spec check too.
   ModelSpec wrong = x;

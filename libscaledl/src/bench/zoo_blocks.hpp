@@ -61,6 +61,7 @@ struct AttnOptions {
   bool causal = false;     ///< mask future positions (decoders)
   bool padding_mask = false;  ///< add an additive padding mask [B, 1, 1, Sk] (BERT, as HF builds one)
   bool qk_norm = false;    ///< Qwen3: RMSNorm over each head of q and k (nodes q_norm, k_norm)
+  double softcap = 0;      ///< Gemma 2: scores = cap x tanh(scores / cap) (nodes softcap_div, _tanh, _mul)
   double dropout = 0;      ///< attention-probability dropout
 };
 
@@ -120,6 +121,7 @@ struct BlockOptions {
   NormKind norm = NormKind::LayerNorm;
   double norm_eps = 1e-5;
   bool pre_norm = true;        ///< false: BERT post-norm (norm after the residual add)
+  bool sandwich_norm = false;  ///< Gemma 2 / 3: also a norm after attention and after the FFN (node "post_norm")
   double dropout = 0;          ///< hidden dropout after attention and FFN
   const ModelSpec* moe = nullptr;  ///< set: this block's FFN is a mixture of experts (Switch)
 };
@@ -131,6 +133,7 @@ struct BlockImpl : torch::nn::Module {
                  const Tensor& self_bias, const Tensor& cross_bias, const Rope& rope);
   BlockOptions opt;
   Norm attn_norm{nullptr}, cross_norm{nullptr}, ffn_norm{nullptr};
+  Norm attn_post_norm{nullptr}, ffn_post_norm{nullptr};  ///< sandwich_norm
   Attention attn{nullptr}, cross{nullptr};
   Ffn ffn{nullptr};
   SparseFfn moe{nullptr};

@@ -273,6 +273,11 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   auto scores = node(probe, pre + "qk", [&] { return torch::matmul(q4, k4.transpose(-2, -1)); });  // [B, H, Sq, Sk]
   if (opt.scale)
     scores = node(probe, pre + "scale", [&] { return scores * (1.0 / std::sqrt(static_cast<double>(hd))); });
+  if (opt.softcap > 0) {  // Gemma 2, as eager PyTorch runs it: three kernels
+    scores = node(probe, pre + "softcap_div", [&] { return scores / opt.softcap; });
+    scores = node(probe, pre + "softcap_tanh", [&] { return torch::tanh(scores); });
+    scores = node(probe, pre + "softcap_mul", [&] { return scores * opt.softcap; });
+  }
   if (bias.defined()) scores = node(probe, pre + "bias", [&] { return scores + bias; });
   if (opt.causal) {
     scores = node(probe, pre + "mask", [&] {
@@ -331,6 +336,10 @@ BlockImpl::BlockImpl(const BlockOptions& o) : opt(o) {
     cross = register_module("cross", Attention(o.cross));
   }
   ffn_norm = register_module("ffn_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
+  if (o.sandwich_norm) {
+    attn_post_norm = register_module("attn_post_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
+    ffn_post_norm = register_module("ffn_post_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
+  }
   if (o.moe) moe = register_module("moe", SparseFfn(o.self.hidden, o.ffn_dim, *o.moe, o.act, o.act_dropout));
   else
     ffn = register_module("ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout,
@@ -343,9 +352,11 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
   const bool train = is_training();
   Tensor x = x0;
   auto sublayer = [&](const std::string& p, Norm& norm, const std::function<Tensor(const Tensor&)>& body) {
-    if (opt.pre_norm) {  // x + drop(body(norm(x)))
+    if (opt.pre_norm) {  // x + drop(body(norm(x))); Gemma 2 / 3: x + post_norm(drop(body(norm(x))))
       auto h = node(probe, p + "norm", [&] { return norm(x); });
       auto y = dropout_node(probe, p + "out_dropout", body(h), opt.dropout, train);
+      if (!attn_post_norm.is_empty() && &norm == &attn_norm)
+        y = node(probe, p + "post_norm", [&] { return attn_post_norm(y); });
       x = node(probe, p + "residual", [&] { return x + y; });
     } else {  // post-norm (BERT): norm(x + drop(body(x)))
       auto y = dropout_node(probe, p + "out_dropout", body(x), opt.dropout, train);
@@ -364,6 +375,7 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
   if (opt.pre_norm) {
     auto h = node(probe, ffn_pre + "norm", [&] { return ffn_norm(x); });
     auto y = dropout_node(probe, ffn_pre + "dropout", body(h), opt.dropout, train);
+    if (!ffn_post_norm.is_empty()) y = node(probe, ffn_pre + "post_norm", [&] { return ffn_post_norm(y); });
     x = node(probe, ffn_pre + "residual", [&] { return x + y; });
   } else {
     auto y = dropout_node(probe, ffn_pre + "dropout", body(x), opt.dropout, train);
@@ -384,6 +396,8 @@ BlockOptions block_options(const ModelSpec& m) {
   b.self.dropout = m.attn_dropout;
   b.self.padding_mask = m.family == Family::Bert;
   b.self.qk_norm = m.qk_norm;
+  b.self.softcap = m.attn_softcap;
+  b.sandwich_norm = m.sandwich_norm;
   b.fused_gate_up = m.fused_gate_up;
   b.cross = b.self;
   b.ffn_dim = m.ffn_dim;

@@ -142,7 +142,15 @@ class Forward {
     return B_.add(name, LayerType::Mul, {n}, shape, {half, c}, block);
   }
 
-  /// Attention sub-block "<p>.q/k/v|qkv, qk, [scale], [bias], [mask], softmax, dropout, av, o,
+  /// Gemma 2's soft-capping as eager PyTorch runs it: x / cap, tanh, x cap ("<name>_div", "_tanh", "_mul").
+  int softcap(const std::string& name, int x, int64_t n, const Shape& shape, int block) {
+    const auto P = LayerType::Pointwise;
+    int c = B_.add(name + "_div", P, {n, 0}, shape, {x}, block);
+    c = B_.add(name + "_tanh", P, {n, 1}, shape, {c}, block);
+    return B_.add(name + "_mul", P, {n, 0}, shape, {c}, block);
+  }
+
+  /// Attention sub-block "<p>.q/k/v|qkv, qk, [scale], [softcap_*], [bias], [mask], softmax, dropout, av, o,
   /// out_dropout". xq: [b, sq, h] query stream; xkv: [b, skv, h] key/value stream (== xq for self).
   /// The elementwise kernels on the scores [b, H, sq, skv] before the softmax, as the zoo and
   /// Hugging Face's eager attention run them: scale = / sqrt(head_dim) (all but T5 and Switch);
@@ -177,6 +185,7 @@ class Forward {
     const bool eager = !g_.settings.fused_kernels;  // fused: scale and mask run inside the softmax kernel
     if (eager && m_.arch != Arch::EncoderDecoder)
       sc = B_.add(p + ".scale", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
+    if (m_.attn_softcap > 0) sc = softcap(p + ".softcap", sc, N, ss, block);  // Gemma 2
     if (bias >= 0) sc = B_.add(p + ".bias", LayerType::Add, {N}, ss, {sc, In(bias, ss)}, block);
     if (eager && bias < 0 && (causal || m_.family == Family::Bert))
       sc = B_.add(p + ".mask", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
@@ -274,6 +283,7 @@ class Forward {
     }
     int n1 = B_.add(p + "attn.norm", nt, {t, h}, hs, {x}, blk);
     int a = attention(p + "attn", n1, s, n1, s, blk, rel_bias, fused, causal);
+    if (m_.sandwich_norm) a = B_.add(p + "attn.post_norm", nt, {t, h}, hs, {a}, blk);  // Gemma 2 / 3
     int cur = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
     if (enc >= 0) {
       int nc = B_.add(p + "cross.norm", nt, {t, h}, hs, {cur}, blk);
@@ -282,6 +292,7 @@ class Forward {
     }
     int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {cur}, blk);
     int f = any_ffn(stack, i, p + "ffn", n2, s, blk);
+    if (m_.sandwich_norm) f = B_.add(p + "ffn.post_norm", nt, {t, h}, hs, {f}, blk);
     return B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, cur}, blk);
   }
 
@@ -305,6 +316,7 @@ class Forward {
     const bool bias = m_.family == Family::Bert;  // BERT's decoder has a vocab bias
     int lm = B_.add("head.lm", LayerType::Linear, {t, m_.embed_dim, V, bias}, {b_, s, V}, {cur});
     if (m_.tie_word_embeddings) B_.share_weight(lm, bias ? double(V) : 0.0);
+    if (m_.final_softcap > 0) lm = softcap("head.softcap", lm, t * V, {b_, s, V}, -1);  // Gemma 2
     return loss({t, V}, {lm});
   }
 

@@ -6,7 +6,7 @@
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
-// Phi3Config, Qwen3MoeConfig)
+// Phi3Config, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
@@ -37,8 +37,8 @@ constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iterat
 constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
 
 const char* kTypes =
-    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, qwen3, qwen3_moe, gemma, mixtral, phi3, "
-    "switch_transformers";
+    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, qwen3, qwen3_moe, gemma, gemma2, "
+    "gemma3_text, mixtral, phi3, switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -203,6 +203,11 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 ///   (q_norm, k_norm) before the rotary embedding.
 /// - gemma: the embeddings multiplied by sqrt(hidden_size) (a node of its own), head_dim
 ///   256 by default, GeGLU (hidden_activation, default gelu_pytorch_tanh), tied LM head.
+/// - gemma2: Gemma's embedding and MLP, a norm after attention and after the FFN as well as
+///   before (post_attention_layernorm, post_feedforward_layernorm), tanh soft-capping of the
+///   attention scores (attn_logit_softcapping, 50) and of the LM head's logits
+///   (final_logit_softcapping, 30); the alternating sliding window is a mask.
+/// - gemma3_text: Gemma 2's four norms, Qwen3's per-head q/k norms, no soft-capping unless set.
 /// - phi3: q, k and v as one projection (qkv_proj) and gate and up as one (gate_up_proj).
 /// - qwen3_moe: Qwen3's attention; every FFN a mixture of num_experts SwiGLU experts of
 ///   moe_intermediate_size, top num_experts_per_tok (Qwen3-30B-A3B: 8 of 128). Dense layers
@@ -210,7 +215,8 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 /// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
 ///   routed to its num_experts_per_tok best (top-k, weights renormalised).
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
-  const bool gemma = type == "gemma", mixtral = type == "mixtral", qwen3_moe = type == "qwen3_moe";
+  const bool gemma2 = type == "gemma2", gemma3 = type == "gemma3_text";
+  const bool gemma = type == "gemma" || gemma2 || gemma3, mixtral = type == "mixtral", qwen3_moe = type == "qwen3_moe";
   m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
   m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
@@ -238,7 +244,16 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
   if (type == "qwen2") m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased, o not
-  m.qk_norm = type == "qwen3" || qwen3_moe;
+  m.qk_norm = type == "qwen3" || qwen3_moe || gemma3;
+  if (gemma2 || gemma3) {
+    m.sandwich_norm = true;
+    auto cap = [&](const char* key, double def) {
+      if (j.contains(key) && j.at(key).is_null()) return 0.0;  // null: no soft-capping
+      return get_num_or(j, key, ctx, 0.0, 1e6, def);
+    };
+    m.attn_softcap = cap("attn_logit_softcapping", gemma2 ? 50.0 : 0.0);
+    m.final_softcap = cap("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
+  }
   if (type == "phi3") {
     m.fused_qkv = m.fused_gate_up = true;
     m.dropout = prob(j, "resid_pdrop", ctx, 0.0);  // Phi3DecoderLayer's resid_attn/mlp_dropout
@@ -426,7 +441,7 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   else if (type == "gpt_neo") parse_gpt_neo(j, ctx, m);
   else if (type == "opt") parse_opt(j, ctx, m);
   else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma" ||
-           type == "mixtral" || type == "phi3" || type == "qwen3_moe")
+           type == "gemma2" || type == "gemma3_text" || type == "mixtral" || type == "phi3" || type == "qwen3_moe")
     parse_llama(j, ctx, m, type);
   else if (type == "t5") parse_t5(j, ctx, m);
   else if (type == "switch_transformers") parse_switch(j, ctx, m);
@@ -489,6 +504,8 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
     SCALEDL_CHECK(m.num_experts == 0, "{}.num_experts={}: experts exist only in model_types switch_transformers and mixtral",
                   ctx, m.num_experts);
   }
+  for (auto [c, key] : {std::pair{m.attn_softcap, "attn_softcap"}, {m.final_softcap, "final_softcap"}})
+    SCALEDL_CHECK(std::isfinite(c) && c >= 0, "{}.{}={} must be >= 0 (0: no soft-capping)", ctx, key, c);
   for (auto [p, key] : {std::pair{m.dropout, "dropout"}, {m.attn_dropout, "attn_dropout"},
                         {m.embed_dropout, "embed_dropout"}, {m.act_dropout, "act_dropout"}})
     SCALEDL_CHECK(std::isfinite(p) && p >= 0 && p < 1, "{}.{}={} must be a probability in [0, 1)", ctx,
@@ -625,7 +642,7 @@ int64_t parameter_count(const ModelSpec& m) {
     if (m.embed_dim != h) p += 2 * linear(m.embed_dim, h, false);        // OPT project_in / project_out
   }
   if (m.family == Family::Bert) p += 2 * h;                              // embeddings LayerNorm
-  p += m.num_layers * (2 * norm + attn + ffn);
+  p += m.num_layers * ((m.sandwich_norm ? 4 : 2) * norm + attn + ffn);
   if (m.num_experts > 0) {  // a sparse FFN: num_experts FFNs + the router instead of one FFN
     const int64_t moe = m.num_experts * ffn + linear(h, m.num_experts, m.router_bias) - ffn;
     p += (sparse_layer_count(m, false) + sparse_layer_count(m, true)) * moe;
@@ -708,6 +725,9 @@ nlohmann::json ModelSpec::to_json() const {
   if (qk_norm) j["qk_norm"] = true;
   if (fused_qkv) j["fused_qkv"] = true;
   if (fused_gate_up) j["fused_gate_up"] = true;
+  if (sandwich_norm) j["sandwich_norm"] = true;
+  if (attn_softcap > 0) j["attn_softcap"] = attn_softcap;
+  if (final_softcap > 0) j["final_softcap"] = final_softcap;
   return j;
 }
 
