@@ -74,6 +74,8 @@ const Case kCases[] = {
     {"gemma3", R"({"model":"models/gemma3-1b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":4,"num_key_value_heads":1,"head_dim":16,"intermediate_size":48,"vocab_size":200},
       "settings":{"batch":2,"seq_len":8}})"},
+    {"gpt-neox", R"({"model":"models/pythia-160m.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":4,"intermediate_size":64,"vocab_size":200},"settings":{"batch":2,"seq_len":8}})"},
     {"qwen3", R"({"model":"models/qwen3-0.6b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"intermediate_size":48,"vocab_size":200},
       "settings":{"batch":2,"seq_len":8}})"},

@@ -31,7 +31,7 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b"};
+                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b", "pythia-160m"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -450,6 +450,17 @@ TEST(LayerGraph, Qwen2BiasesAndGemmaEmbeddingScale) {
   EXPECT_GE(g3.find("decoder.0.attn.k_norm"), 0);
   EXPECT_LT(g3.find("decoder.0.attn.softcap_div"), 0);
   EXPECT_LT(g3.find("head.softcap_div"), 0);
+  // GPT-NeoX: attention and FFN read the block's input (parallel residual), biased fused qkv.
+  LayerGraph nx = build_layer_graph(load_model_config(model_path("pythia-160m")), small_settings(2, 16));
+  EXPECT_EQ(node(nx, "decoder.0.attn.qkv").dims, (std::vector<int64_t>{32, 768, 3 * 768, 1}));
+  auto src_of = [&](const LayerGraph& g, const std::string& n) {
+    for (const auto& e : g.edges)
+      if (e.dst == g.find(n) && !e.backward) return e.src;
+    return -1;
+  };
+  EXPECT_EQ(src_of(nx, "decoder.1.ffn.norm"), src_of(nx, "decoder.1.attn.norm"));
+  EXPECT_EQ(src_of(nx, "decoder.1.attn.norm"), nx.find("decoder.0.ffn.residual"));
+  EXPECT_EQ(src_of(q, "decoder.1.ffn.norm"), q.find("decoder.1.attn.residual"));  // sequential (Qwen2)
   // Phi-3: one qkv projection and one gate_up projection, chunked.
   LayerGraph ph = build_layer_graph(load_model_config(model_path("phi3-mini")), small_settings(2, 16));
   EXPECT_EQ(node(ph, "decoder.0.attn.qkv").dims, (std::vector<int64_t>{32, 3072, 3 * 3072, 0}));

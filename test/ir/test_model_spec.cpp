@@ -75,6 +75,7 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"gemma-2b", 2506172416},       // google/gemma-2b (head_dim 256, one kv head, tied head)
       {"mixtral-8x7b", 46702792704},  // mistralai/Mixtral-8x7B-v0.1: 8 SwiGLU experts in every FFN
       {"phi3-mini", 3821079552},
+      {"pythia-160m", 162322944},     // EleutherAI/pythia-160m (gpt_neox: biased fused qkv, untied embed_out)
       {"gemma2-2b", 2614341888},      // google/gemma-2-2b: four norms per layer
       {"gemma3-1b", 999885952},       // google/gemma-3-1b-pt (gemma3_text): four norms, q/k norms
       {"qwen3-30b-a3b", 30532122624}, // Qwen/Qwen3-30B-A3B: 128 experts of 768 in every FFN, q/k norms      // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
@@ -217,6 +218,16 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   EXPECT_EQ(parse_model_config(gj).head_dim, 256);
   EXPECT_TRUE(g.to_json().at("embed_scale").get<bool>());
   EXPECT_EQ(model_spec_from_json(g.to_json()).to_json(), g.to_json());
+  ModelSpec neox = load_model_config(model_path("pythia-160m"));
+  EXPECT_TRUE(neox.parallel_residual && neox.qkv_fused() && neox.linear_bias && neox.qkv_bias);
+  EXPECT_EQ(neox.norm, NormKind::LayerNorm);
+  EXPECT_FALSE(neox.gated_ffn || neox.tie_word_embeddings);
+  EXPECT_EQ(model_spec_from_json(neox.to_json()).to_json(), neox.to_json());
+  json nj = load("pythia-160m");
+  nj["use_parallel_residual"] = false;
+  EXPECT_FALSE(parse_model_config(nj).parallel_residual);
+  nj["use_parallel_residual"] = "yes";
+  EXPECT_NE(parse_error(nj).find("use_parallel_residual"), std::string::npos) << parse_error(nj);
   // Gemma 2: sandwich norms and soft-capping (50 on the scores, 30 on the logits); Gemma 3: q/k norms, no caps.
   ModelSpec g2 = load_model_config(model_path("gemma2-2b"));
   EXPECT_TRUE(g2.sandwich_norm && g2.embed_scale && g2.tie_word_embeddings);
@@ -281,6 +292,7 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
     EXPECT_FALSE(d.to_json().contains("qk_norm")) << d.name;
     EXPECT_FALSE(d.to_json().contains("fused_gate_up")) << d.name;
     EXPECT_FALSE(d.to_json().contains("sandwich_norm")) << d.name;
+    EXPECT_FALSE(d.to_json().contains("parallel_residual")) << d.name;
   }
   // Bad inputs: one line naming the key and value.
   json bad = load("mixtral-8x7b");

@@ -4,7 +4,7 @@
 //
 // Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
 // GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
-// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral and Phi-3, read into the Llama family), and Switch
+// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3 and GPT-NeoX, read into the Llama family), and Switch
 // Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
@@ -86,6 +86,8 @@ struct ModelSpec {
   // ---- Phi-3 (GPT-2's c_attn is fused too, by its family) ----
   bool fused_qkv = false;           ///< q, k and v as one projection (node "attn.qkv")
   bool fused_gate_up = false;       ///< gate and up as one projection [h, 2f] (node "ffn.gate_up"); gated FFNs
+  // ---- GPT-NeoX ----
+  bool parallel_residual = false;   ///< attention and FFN both read the block input (ffn.norm of x)
   // ---- Gemma 2 / 3 ----
   bool sandwich_norm = false;       ///< a norm after attention and after the FFN too ("attn.post_norm", "ffn.post_norm")
   double attn_softcap = 0;          ///< scores = cap x tanh(scores / cap) (three nodes "attn.softcap_*"); 0 = none

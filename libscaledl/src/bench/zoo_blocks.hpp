@@ -122,6 +122,7 @@ struct BlockOptions {
   double norm_eps = 1e-5;
   bool pre_norm = true;        ///< false: BERT post-norm (norm after the residual add)
   bool sandwich_norm = false;  ///< Gemma 2 / 3: also a norm after attention and after the FFN (node "post_norm")
+  bool parallel_residual = false;  ///< GPT-NeoX: the FFN's norm reads the block input, not the attention's sum
   double dropout = 0;          ///< hidden dropout after attention and FFN
   const ModelSpec* moe = nullptr;  ///< set: this block's FFN is a mixture of experts (Switch)
 };

@@ -373,7 +373,7 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
   auto ffn_pre = pre + "ffn.";
   auto body = [&](const Tensor& h) { return moe.is_empty() ? ffn(h, ffn_pre, probe) : moe(h, ffn_pre, probe); };
   if (opt.pre_norm) {
-    auto h = node(probe, ffn_pre + "norm", [&] { return ffn_norm(x); });
+    auto h = node(probe, ffn_pre + "norm", [&] { return ffn_norm(opt.parallel_residual ? x0 : x); });
     auto y = dropout_node(probe, ffn_pre + "dropout", body(h), opt.dropout, train);
     if (!ffn_post_norm.is_empty()) y = node(probe, ffn_pre + "post_norm", [&] { return ffn_post_norm(y); });
     x = node(probe, ffn_pre + "residual", [&] { return x + y; });
@@ -398,6 +398,7 @@ BlockOptions block_options(const ModelSpec& m) {
   b.self.qk_norm = m.qk_norm;
   b.self.softcap = m.attn_softcap;
   b.sandwich_norm = m.sandwich_norm;
+  b.parallel_residual = m.parallel_residual;
   b.fused_gate_up = m.fused_gate_up;
   b.cross = b.self;
   b.ffn_dim = m.ffn_dim;

@@ -290,7 +290,8 @@ class Forward {
       int c = attention(p + "cross", nc, s, enc, s_enc, blk, cross_bias, false, false);
       cur = B_.add(p + "cross.residual", LayerType::Add, {t * h}, hs, {c, cur}, blk);
     }
-    int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {cur}, blk);
+    // GPT-NeoX's parallel residual: the FFN reads the block's input, x + attn(ln1 x) + mlp(ln2 x).
+    int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {m_.parallel_residual ? x : cur}, blk);
     int f = any_ffn(stack, i, p + "ffn", n2, s, blk);
     if (m_.sandwich_norm) f = B_.add(p + "ffn.post_norm", nt, {t, h}, hs, {f}, blk);
     return B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, cur}, blk);

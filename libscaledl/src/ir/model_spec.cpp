@@ -6,7 +6,7 @@
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
-// Phi3Config, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig)
+// Phi3Config, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
@@ -37,8 +37,8 @@ constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iterat
 constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
 
 const char* kTypes =
-    "bert, gpt2, t5, vit, deit, gpt_neo, opt, llama, mistral, qwen2, qwen3, qwen3_moe, gemma, gemma2, "
-    "gemma3_text, mixtral, phi3, switch_transformers";
+    "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen3, qwen3_moe, gemma, "
+    "gemma2, gemma3_text, mixtral, phi3, switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -292,6 +292,36 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   }
 }
 
+/// GPT-NeoX (Pythia, GPT-NeoX-20B; HF GPTNeoXConfig): rotary positions (on rotary_pct of
+/// each head; the rotation is in no node), LayerNorm, one biased query_key_value projection,
+/// a plain GELU MLP with biases, an untied embed_out, and, with use_parallel_residual (the
+/// default), attention and MLP both read the block's input: x + attn(ln1(x)) + mlp(ln2(x)).
+/// Read into the Llama family (the zoo's decoder with rotary embeddings).
+void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::Llama;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  m.ffn_dim = opt(j, {"intermediate_size"}, ctx, 1, kMaxFfn, 4 * m.hidden);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
+  m.activation = parse_act(j, "hidden_act", ctx, "gelu");
+  m.norm = NormKind::LayerNorm;
+  m.gated_ffn = false;
+  m.linear_bias = true;
+  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, true);
+  m.fused_qkv = true;  // query_key_value
+  m.parallel_residual = get_bool_or(j, "use_parallel_residual", ctx, true);
+  m.dropout = prob(j, "hidden_dropout", ctx, 0.0);
+  m.embed_dropout = m.dropout;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+}
+
 void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::T5;
   m.arch = Arch::EncoderDecoder;
@@ -443,6 +473,7 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma" ||
            type == "gemma2" || type == "gemma3_text" || type == "mixtral" || type == "phi3" || type == "qwen3_moe")
     parse_llama(j, ctx, m, type);
+  else if (type == "gpt_neox") parse_gpt_neox(j, ctx, m);
   else if (type == "t5") parse_t5(j, ctx, m);
   else if (type == "switch_transformers") parse_switch(j, ctx, m);
   else if (type == "vit") parse_vision(j, ctx, m, false);
@@ -726,6 +757,7 @@ nlohmann::json ModelSpec::to_json() const {
   if (fused_qkv) j["fused_qkv"] = true;
   if (fused_gate_up) j["fused_gate_up"] = true;
   if (sandwich_norm) j["sandwich_norm"] = true;
+  if (parallel_residual) j["parallel_residual"] = true;
   if (attn_softcap > 0) j["attn_softcap"] = attn_softcap;
   if (final_softcap > 0) j["final_softcap"] = final_softcap;
   return j;

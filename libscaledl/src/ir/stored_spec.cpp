@@ -88,6 +88,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   if (j.contains("fused_qkv")) m.fused_qkv = req_bool(j, "fused_qkv", ctx);
   if (j.contains("fused_gate_up")) m.fused_gate_up = req_bool(j, "fused_gate_up", ctx);
   if (j.contains("sandwich_norm")) m.sandwich_norm = req_bool(j, "sandwich_norm", ctx);
+  if (j.contains("parallel_residual")) m.parallel_residual = req_bool(j, "parallel_residual", ctx);
   m.attn_softcap = get_num_or(j, "attn_softcap", ctx, 0, 1e6, 0.0);
   m.final_softcap = get_num_or(j, "final_softcap", ctx, 0, 1e6, 0.0);
   validate_model_spec(m, ctx);
