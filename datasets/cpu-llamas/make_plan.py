@@ -21,12 +21,16 @@ types = {
     "phi3-mini": {},
     "mixtral-8x7b": {"num_local_experts": 4, "num_experts_per_tok": 2},
     "qwen3-30b-a3b": {"num_experts": 8, "num_experts_per_tok": 2},
+    "pythia-160m": {},  # gpt_neox: added to the plan after the first 90 runs (README)
 }
 configs = []
 for i, c in enumerate(base):
     for name, extra in types.items():
         o = dict(c["overrides"])
-        o["head_dim"] = o["hidden_size"] // o["num_attention_heads"]
+        if name != "pythia-160m":  # GPTNeoXConfig has no head_dim and no kv heads
+            o["head_dim"] = o["hidden_size"] // o["num_attention_heads"]
+        else:
+            o.pop("num_key_value_heads", None)
         if name == "qwen3-30b-a3b":
             o["moe_intermediate_size"] = max(1, o["intermediate_size"] // 4)
         o.update(extra)

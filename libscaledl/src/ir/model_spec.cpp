@@ -94,15 +94,22 @@ void check_divides(int64_t heads, const char* heads_key, int64_t hidden, const c
                 hidden_key, hidden);
 }
 
+/// hidden_size, the layer count under `layers_key` and the head count under `heads_key`,
+/// the heads dividing hidden_size (every family whose head size is hidden / heads).
+void read_sizes(const json& j, const std::string& ctx, ModelSpec& m, const char* layers_key,
+                const char* heads_key) {
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {layers_key}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {heads_key}, ctx, 1, kMaxHeads);
+  check_divides(m.num_heads, heads_key, m.hidden, "hidden_size", ctx);
+}
+
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 void parse_bert(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::Bert;
   m.arch = Arch::EncoderOnly;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
-  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 512);
@@ -150,10 +157,7 @@ void parse_gpt2(const json& j, const std::string& ctx, ModelSpec& m) {
 void parse_gpt_neo(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::GptNeo;
   m.arch = Arch::DecoderOnly;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_heads"}, ctx, 1, kMaxHeads);
-  check_divides(m.num_heads, "num_heads", m.hidden, "hidden_size", ctx);
+  read_sizes(j, ctx, m, "num_layers", "num_heads");
   m.ffn_dim = opt(j, {"intermediate_size"}, ctx, 1, kMaxFfn, 4 * m.hidden);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
@@ -170,10 +174,7 @@ void parse_gpt_neo(const json& j, const std::string& ctx, ModelSpec& m) {
 void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::Opt;
   m.arch = Arch::DecoderOnly;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
-  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = req(j, {"ffn_dim"}, ctx, 1, kMaxFfn);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
@@ -300,10 +301,7 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
 void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
-  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = opt(j, {"intermediate_size"}, ctx, 1, kMaxFfn, 4 * m.hidden);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = 0;
@@ -410,10 +408,7 @@ void parse_switch(const json& j, const std::string& ctx, ModelSpec& m) {
 void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit) {
   m.family = deit ? Family::DeiT : Family::ViT;
   m.arch = Arch::VisionEncoder;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
-  check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+  read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
   m.image_size = opt(j, {"image_size"}, ctx, 1, kMaxImage, 224);
   m.patch_size = opt(j, {"patch_size"}, ctx, 1, kMaxImage, 16);
