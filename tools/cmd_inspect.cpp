@@ -44,7 +44,10 @@ int run(const InspectOptions& o) {
     std::printf("%s\n", g.to_json().dump(1).c_str());
     return 0;
   }
-  std::printf("model %s (%s, %s), batch %lld, %s %lld, %s, mode %s, optimizer %s\n", m.name.c_str(), to_string(m.family),
+  // The class of the config (architectures[0]) where it says more than the family (MixtralForCausalLM: a llama).
+  const std::string family = m.hf_class.empty() ? std::string(to_string(m.family))
+                                                : fmt::format("{} family, {}", to_string(m.family), m.hf_class);
+  std::printf("model %s (%s, %s), batch %lld, %s %lld, %s, mode %s, optimizer %s\n", m.name.c_str(), family.c_str(),
               to_string(m.arch), static_cast<long long>(s.batch),
               m.arch == Arch::VisionEncoder ? "tokens/sample" : "seq_len",
               static_cast<long long>(tokens_per_sample(m, s)), to_string(s.dtype), to_string(run_mode(s)),

@@ -311,6 +311,8 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
     EXPECT_NE(r.out.find(params), std::string::npos) << name;
   }
   CliResult r = run_cli("inspect " + kSrc + "/models/mixtral-8x7b.json --batch 1 --seq 256");
+  EXPECT_NE(r.out.find("model mixtral-8x7b (llama family, MixtralForCausalLM, decoder_only)"), std::string::npos)
+      << r.out.substr(0, 300);
   EXPECT_NE(r.out.find("experts 8 per sparse FFN (top-2), sparse FFNs 32 of 32 layers, capacity 64 tokens per "
                        "expert and sample (the mean load), active params per token 12879925248"),
             std::string::npos) << r.out.substr(0, 600);
