@@ -31,7 +31,7 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b", "pythia-160m"};
+                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b", "pythia-160m", "qwen1.5-moe-a2.7b"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -416,6 +416,15 @@ TEST(LayerGraph, MixtralRoutesEachTokenToTwoGatedExperts) {
   EXPECT_EQ(node(q, "decoder.47.ffn.expert.up").dims, (std::vector<int64_t>{128, 8, 2048, 768}));
   EXPECT_EQ(node(q, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{8 * t * 2048}));
   EXPECT_GE(q.find("decoder.0.attn.k_norm"), 0);
+  // Qwen1.5-MoE: the shared expert (a gated FFN of 5,632) and its sigmoid gate beside the routed ones.
+  LayerGraph q2 = build_layer_graph(load_model_config(model_path("qwen1.5-moe-a2.7b")), small_settings(2, 64));
+  EXPECT_EQ(static_cast<int64_t>(q2.total_params()), parameter_count(load_model_config(model_path("qwen1.5-moe-a2.7b"))));
+  EXPECT_EQ(node(q2, "decoder.0.ffn.shared.gate").dims, (std::vector<int64_t>{t, 2048, 5632, 0}));
+  EXPECT_EQ(node(q2, "decoder.0.ffn.shared.down").dims, (std::vector<int64_t>{t, 5632, 2048, 0}));
+  EXPECT_EQ(node(q2, "decoder.0.ffn.shared.router").dims, (std::vector<int64_t>{t, 2048, 1, 0}));
+  EXPECT_EQ(node(q2, "decoder.0.ffn.shared.sigmoid").type, LayerType::Pointwise);
+  EXPECT_EQ(node(q2, "decoder.0.ffn.shared.add").dims, (std::vector<int64_t>{t * 2048}));
+  EXPECT_LT(g.find("decoder.0.ffn.shared.add"), 0);  // Mixtral has none
 }
 
 TEST(LayerGraph, Qwen2BiasesAndGemmaEmbeddingScale) {

@@ -75,6 +75,7 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"gemma-2b", 2506172416},       // google/gemma-2b (head_dim 256, one kv head, tied head)
       {"mixtral-8x7b", 46702792704},  // mistralai/Mixtral-8x7B-v0.1: 8 SwiGLU experts in every FFN
       {"phi3-mini", 3821079552},
+      {"qwen1.5-moe-a2.7b", 14315784192},  // Qwen/Qwen1.5-MoE-A2.7B (qwen2_moe: 60 experts + a shared one)
       {"pythia-160m", 162322944},     // EleutherAI/pythia-160m (gpt_neox: biased fused qkv, untied embed_out)
       {"gemma2-2b", 2614341888},      // google/gemma-2-2b: four norms per layer
       {"gemma3-1b", 999885952},       // google/gemma-3-1b-pt (gemma3_text): four norms, q/k norms
@@ -280,6 +281,24 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   qm["num_experts"] = 0;
   EXPECT_NE(parse_error(qm).find("config.num_experts=0 must be >= 1 (a dense model is model_type \"qwen3\")"),
             std::string::npos) << parse_error(qm);
+  // Qwen1.5-MoE-A2.7B: 4 of 60 experts of 1,408, and a shared expert of 5,632 every token takes.
+  ModelSpec q2m = load_model_config(model_path("qwen1.5-moe-a2.7b"));
+  EXPECT_EQ(q2m.shared_expert_ffn, 5632);
+  EXPECT_EQ(q2m.ffn_dim, 1408);
+  EXPECT_TRUE(q2m.qkv_bias && !q2m.qk_norm);
+  EXPECT_EQ(active_parameter_count(q2m), 2689173504);  // "A2.7B"
+  EXPECT_EQ(q2m.to_json().at("shared_expert_ffn"), 5632);
+  EXPECT_EQ(model_spec_from_json(q2m.to_json()).to_json(), q2m.to_json());
+  EXPECT_FALSE(x.to_json().contains("shared_expert_ffn"));
+  json q2j = load("qwen1.5-moe-a2.7b");
+  q2j["shared_expert_intermediate_size"] = 0;  // no shared expert: the routed ones only
+  EXPECT_EQ(parameter_count(parse_model_config(q2j)), 14315784192 - 24 * (3 * 2048 * 5632 + 2048));
+  q2j["shared_expert_intermediate_size"] = -1;
+  EXPECT_NE(parse_error(q2j).find("config.shared_expert_intermediate_size=-1"), std::string::npos)
+      << parse_error(q2j);
+  q2j = load("qwen1.5-moe-a2.7b");
+  q2j["decoder_sparse_step"] = 2;
+  EXPECT_NE(parse_error(q2j).find("dense FFN layers in a qwen2_moe model"), std::string::npos) << parse_error(q2j);
   // Switch: one expert of each sparse FFN is active.
   ModelSpec sw = load_model_config(model_path("switch-base-8"));
   EXPECT_EQ(active_parameter_count(sw), parameter_count(sw) - 12 * 7 * 2 * 768 * 3072);

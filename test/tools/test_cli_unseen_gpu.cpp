@@ -304,7 +304,8 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
       {"qwen3-0.6b", "params 596049920"},    {"gemma-2b", "params 2506172416"},
       {"phi3-mini", "params 3821079552"},    {"mixtral-8x7b", "params 46702792704"},
       {"qwen3-30b-a3b", "params 30532122624"}, {"gemma2-2b", "params 2614341888"},
-      {"gemma3-1b", "params 999885952"}, {"pythia-160m", "params 162322944"}};
+      {"gemma3-1b", "params 999885952"}, {"pythia-160m", "params 162322944"},
+      {"qwen1.5-moe-a2.7b", "params 14315784192"}};
   for (const auto& [name, params] : cases) {
     CliResult r = run_cli("inspect " + kSrc + "/models/" + name + ".json --batch 1 --seq 256");
     ASSERT_EQ(r.rc, 0) << name << r.out;

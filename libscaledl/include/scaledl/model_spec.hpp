@@ -79,6 +79,7 @@ struct ModelSpec {
   double capacity_factor = 1.0;     ///< when expert_capacity == 0: capacity = ceil(factor * seq / experts)
   bool router_bias = false;         ///< bias on the router's classifier
   int64_t moe_top_k = 1;            ///< experts each token goes to (Switch 1, Mixtral num_experts_per_tok)
+  int64_t shared_expert_ffn = 0;    ///< Qwen2-MoE: a gated FFN every token takes, x sigmoid(gate(x)); 0 = none
   // ---- Gemma ----
   bool embed_scale = false;         ///< embeddings multiplied by sqrt(hidden) (a Mul node "embed.scale")
   // ---- Qwen3 ----

@@ -94,7 +94,9 @@ TORCH_MODULE(Ffn);
 
 /// Mixture-of-experts FFN (Switch Transformers, Mixtral; src/bench/zoo_moe.cpp). Nodes
 /// under `prefix`: router, router.softmax, dispatch, [expert.gate], expert.up, expert.act,
-/// [expert.mul], expert.act_dropout, expert.down, combine (as Forward::moe in the layer graph).
+/// [expert.mul], expert.act_dropout, expert.down, combine, [shared.gate, shared.up, shared.act,
+/// shared.mul, shared.down, shared.router, shared.sigmoid, shared.scale, shared.add] (as
+/// Forward::moe in the layer graph).
 struct SparseFfnImpl : torch::nn::Module {
   SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m, Activation act, double act_dropout);
   Tensor forward(const Tensor& x, const std::string& prefix, NodeProbe* probe);
@@ -105,6 +107,8 @@ struct SparseFfnImpl : torch::nn::Module {
   torch::nn::Linear router{nullptr};
   Tensor wi, wo;   ///< [E, h, f], [E, f, h]
   Tensor wg;       ///< gated experts (Mixtral): [E, h, f]; undefined otherwise
+  Ffn shared{nullptr};                          ///< Qwen2-MoE's shared expert (nodes "shared.*")
+  torch::nn::Linear shared_router{nullptr};     ///< its sigmoid gate Linear(h, 1), node "shared.router"
 };
 TORCH_MODULE(SparseFfn);
 

@@ -23,6 +23,11 @@ SparseFfnImpl::SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m
                            torch::nn::Linear(torch::nn::LinearOptions(hidden, experts).bias(m.router_bias)));
   wi = register_parameter("wi", torch::empty({experts, hidden, ffn_dim}));
   if (m.gated_ffn) wg = register_parameter("wg", torch::empty({experts, hidden, ffn_dim}));
+  if (m.shared_expert_ffn > 0) {  // Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate
+    shared = register_module("shared", Ffn(hidden, m.shared_expert_ffn, true, false, act_, 0.0));
+    shared_router = register_module("shared_router",
+                                    torch::nn::Linear(torch::nn::LinearOptions(hidden, 1).bias(false)));
+  }
   wo = register_parameter("wo", torch::empty({experts, ffn_dim, hidden}));
 }
 
@@ -69,7 +74,7 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
   }
   a = dropout_node(probe, pre + "expert.act_dropout", a, act_dropout, is_training());
   auto down = node(probe, pre + "expert.down", [&] { return torch::bmm(a, wo); });
-  return node(probe, pre + "combine", [&] {
+  auto out = node(probe, pre + "combine", [&] {
     auto out_rows = down.reshape({E * C, h}).index_select(0, dst);
     if (K == 1) {  // Switch: dropped tokens keep their input
       auto next = flat.index_copy(0, tok, out_rows);
@@ -78,6 +83,13 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
     auto scaled = out_rows * weight.unsqueeze(1).to(x.scalar_type());
     return torch::zeros_like(flat).index_add(0, tok, scaled).view({B, S, h});
   });
+  if (shared.is_empty()) return out;
+  // Qwen2-MoE: every token also takes the shared expert, scaled by sigmoid(shared_expert_gate(x)).
+  auto sd = shared(x, pre + "shared.", probe);
+  auto sg = node(probe, pre + "shared.router", [&] { return shared_router(x); });
+  auto sig = node(probe, pre + "shared.sigmoid", [&] { return torch::sigmoid(sg); });
+  auto sc = node(probe, pre + "shared.scale", [&] { return sd * sig; });
+  return node(probe, pre + "shared.add", [&] { return out + sc; });
 }
 
 }  // namespace scaledl::zoo_detail

@@ -252,6 +252,19 @@ class Forward {
     int down = B_.add(p + ".expert.down", LayerType::BMM, {E, C, f, h}, {E, C, h}, {a}, block);
     B_.own_weight(down, static_cast<double>(E * f * h));
     int c = B_.add(p + ".combine", LayerType::Mul, {k * t * h}, hs, {down, pr, x}, block);
+    if (m_.shared_expert_ffn > 0) {  // Qwen2-MoE: + sigmoid(shared_gate(x)) * shared_expert(x)
+      const int64_t fs = m_.shared_expert_ffn;
+      const Shape ss = {b_, s, fs};
+      int sg = B_.add(p + ".shared.gate", LayerType::Linear, {t, h, fs, 0}, ss, {x}, block);
+      int su = B_.add(p + ".shared.up", LayerType::Linear, {t, h, fs, 0}, ss, {x}, block);
+      int sa = activation(p + ".shared.act", sg, t * fs, ss, block);
+      int sm = B_.add(p + ".shared.mul", LayerType::Mul, {t * fs}, ss, {sa, su}, block);
+      int sd = B_.add(p + ".shared.down", LayerType::Linear, {t, fs, h, 0}, hs, {sm}, block);
+      int sgt = B_.add(p + ".shared.router", LayerType::Linear, {t, h, 1, 0}, {b_, s, 1}, {x}, block);
+      int sig = B_.add(p + ".shared.sigmoid", LayerType::Pointwise, {t, 1}, {b_, s, 1}, {sgt}, block);
+      int sc = B_.add(p + ".shared.scale", LayerType::Mul, {t * h}, hs, {sd, sig}, block);
+      c = B_.add(p + ".shared.add", LayerType::Add, {t * h}, hs, {c, sc}, block);
+    }
     return dropout(p + ".dropout", m_.dropout, c, t * h, hs, block);
   }
 

@@ -6,7 +6,7 @@
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
-// Phi3Config, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig)
+// Phi3Config, Qwen2MoeConfig, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
@@ -37,8 +37,8 @@ constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iterat
 constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
 
 const char* kTypes =
-    "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen3, qwen3_moe, gemma, "
-    "gemma2, gemma3_text, mixtral, phi3, switch_transformers";
+    "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, "
+    "gemma, gemma2, gemma3_text, mixtral, phi3, switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -213,11 +213,15 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 /// - qwen3_moe: Qwen3's attention; every FFN a mixture of num_experts SwiGLU experts of
 ///   moe_intermediate_size, top num_experts_per_tok (Qwen3-30B-A3B: 8 of 128). Dense layers
 ///   (mlp_only_layers, decoder_sparse_step > 1) are refused: no released model has them.
+/// - qwen2_moe: Qwen2's attention, every FFN a top-k mixture of moe_intermediate_size experts
+///   plus a shared expert (a SwiGLU FFN of shared_expert_intermediate_size that every token
+///   takes, scaled by sigmoid(shared_expert_gate(x))). Dense layers are refused as in qwen3_moe.
 /// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
 ///   routed to its num_experts_per_tok best (top-k, weights renormalised).
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
   const bool gemma2 = type == "gemma2", gemma3 = type == "gemma3_text";
-  const bool gemma = type == "gemma" || gemma2 || gemma3, mixtral = type == "mixtral", qwen3_moe = type == "qwen3_moe";
+  const bool gemma = type == "gemma" || gemma2 || gemma3, mixtral = type == "mixtral";
+  const bool qwen2_moe = type == "qwen2_moe", qwen3_moe = type == "qwen3_moe" || qwen2_moe;  // qwen3_moe: either
   m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
   m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
@@ -244,8 +248,8 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.norm = NormKind::RMSNorm;
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
-  if (type == "qwen2") m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased, o not
-  m.qk_norm = type == "qwen3" || qwen3_moe || gemma3;
+  if (type == "qwen2" || qwen2_moe) m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased
+  m.qk_norm = type == "qwen3" || type == "qwen3_moe" || gemma3;
   if (gemma2 || gemma3) {
     m.sandwich_norm = true;
     auto cap = [&](const char* key, double def) {
@@ -269,21 +273,22 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.embed_scale = gemma;
   if (mixtral || qwen3_moe) {
     const char* ek = mixtral ? "num_local_experts" : "num_experts";
-    m.num_experts = opt(j, {ek}, ctx, 0, kMaxExperts, mixtral ? 8 : 128);
+    m.num_experts = opt(j, {ek}, ctx, 0, kMaxExperts, mixtral ? 8 : qwen2_moe ? 60 : 128);
     SCALEDL_CHECK(m.num_experts >= 1, "{}.{}={} must be >= 1 (a dense model is model_type \"{}\")", ctx, ek,
                   m.num_experts, mixtral ? "mistral" : "qwen3");
-    m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, mixtral ? 2 : 8);
+    m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, mixtral ? 2 : qwen2_moe ? 4 : 8);
     SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
                   "{}.num_experts_per_tok={} must be in [1, {}={}]", ctx, m.moe_top_k, ek, m.num_experts);
     if (qwen3_moe) {
-      m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, 768);  // the experts' width
+      m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, qwen2_moe ? 1408 : 768);  // experts' width
+      if (qwen2_moe) m.shared_expert_ffn = opt(j, {"shared_expert_intermediate_size"}, ctx, 0, kMaxFfn, 5632);
       const int64_t step = opt(j, {"decoder_sparse_step"}, ctx, 1, kMaxLayers, 1);
-      SCALEDL_CHECK(step == 1, "{}.decoder_sparse_step={}: dense FFN layers in a qwen3_moe model are not "
-                    "supported (every FFN must be sparse)", ctx, step);
+      SCALEDL_CHECK(step == 1, "{}.decoder_sparse_step={}: dense FFN layers in a {} model are not "
+                    "supported (every FFN must be sparse)", ctx, step, type);
       if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
         const json& l = j.at("mlp_only_layers");
-        SCALEDL_CHECK(l.is_array() && l.empty(), "{}.mlp_only_layers={}: dense FFN layers in a qwen3_moe model "
-                      "are not supported (every FFN must be sparse)", ctx, show(l));
+        SCALEDL_CHECK(l.is_array() && l.empty(), "{}.mlp_only_layers={}: dense FFN layers in a {} model "
+                      "are not supported (every FFN must be sparse)", ctx, show(l), type);
       }
     }
     m.encoder_sparse_step = 1;  // every FFN of the num_layers stack (is_sparse_layer(m, false, i))
@@ -466,7 +471,8 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   else if (type == "gpt_neo") parse_gpt_neo(j, ctx, m);
   else if (type == "opt") parse_opt(j, ctx, m);
   else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma" ||
-           type == "gemma2" || type == "gemma3_text" || type == "mixtral" || type == "phi3" || type == "qwen3_moe")
+           type == "gemma2" || type == "gemma3_text" || type == "mixtral" || type == "phi3" || type == "qwen3_moe" ||
+           type == "qwen2_moe")
     parse_llama(j, ctx, m, type);
   else if (type == "gpt_neox") parse_gpt_neox(j, ctx, m);
   else if (type == "t5") parse_t5(j, ctx, m);
@@ -521,6 +527,7 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   if (m.family == Family::Switch || (m.family == Family::Llama && m.num_experts > 0)) {
     in(m.num_experts, "num_experts", 1, kMaxExperts);
     in(m.moe_top_k, "moe_top_k", 1, m.num_experts);
+    in(m.shared_expert_ffn, "shared_expert_ffn", 0, kMaxFfn);
     in(m.encoder_sparse_step, "encoder_sparse_step", 0, m.num_layers);
     in(m.decoder_sparse_step, "decoder_sparse_step", 0, m.num_decoder_layers);
     in(m.expert_capacity, "expert_capacity", 0, kMaxPositions);
@@ -670,7 +677,9 @@ int64_t parameter_count(const ModelSpec& m) {
   if (m.family == Family::Bert) p += 2 * h;                              // embeddings LayerNorm
   p += m.num_layers * ((m.sandwich_norm ? 4 : 2) * norm + attn + ffn);
   if (m.num_experts > 0) {  // a sparse FFN: num_experts FFNs + the router instead of one FFN
-    const int64_t moe = m.num_experts * ffn + linear(h, m.num_experts, m.router_bias) - ffn;
+    // Qwen2-MoE's shared expert: a gated FFN of shared_expert_ffn and its sigmoid gate Linear(h, 1).
+    const int64_t shared = m.shared_expert_ffn > 0 ? 3 * h * m.shared_expert_ffn + h : 0;
+    const int64_t moe = m.num_experts * ffn + linear(h, m.num_experts, m.router_bias) - ffn + shared;
     p += (sparse_layer_count(m, false) + sparse_layer_count(m, true)) * moe;
   }
   if (m.arch == Arch::EncoderDecoder) {
@@ -746,6 +755,7 @@ nlohmann::json ModelSpec::to_json() const {
     j["capacity_factor"] = capacity_factor;
     j["router_bias"] = router_bias;
     if (moe_top_k != 1) j["moe_top_k"] = moe_top_k;  // top-1 (Switch) runs keep their keys
+    if (shared_expert_ffn > 0) j["shared_expert_ffn"] = shared_expert_ffn;
   }
   if (embed_scale) j["embed_scale"] = true;
   if (qk_norm) j["qk_norm"] = true;

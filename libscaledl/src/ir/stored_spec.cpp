@@ -82,6 +82,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
     m.capacity_factor = get_num_or(j, "capacity_factor", ctx, 0, 1e3, m.capacity_factor);
     m.router_bias = req_bool(j, "router_bias", ctx);
     if (j.contains("moe_top_k")) m.moe_top_k = req_int(j, "moe_top_k", ctx);
+    if (j.contains("shared_expert_ffn")) m.shared_expert_ffn = req_int(j, "shared_expert_ffn", ctx);
   }
   if (j.contains("embed_scale")) m.embed_scale = req_bool(j, "embed_scale", ctx);
   if (j.contains("qk_norm")) m.qk_norm = req_bool(j, "qk_norm", ctx);
