@@ -204,6 +204,10 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   EXPECT_FALSE(load_model_config(model_path("gpt2")).to_json().contains("fused_qkv"));
   EXPECT_EQ(model_spec_from_json(phi.to_json()).to_json(), phi.to_json());
   json pj = load("phi3-mini");
+  pj["resid_pdrop"] = 0.1;
+  pj["embd_pdrop"] = 0.2;
+  EXPECT_EQ(parse_model_config(pj).dropout, 0.1);
+  EXPECT_EQ(parse_model_config(pj).embed_dropout, 0.2);
   pj["resid_pdrop"] = 1.5;
   EXPECT_NE(parse_error(pj).find("config.resid_pdrop=1.5"), std::string::npos) << parse_error(pj);
   ModelSpec g = load_model_config(model_path("gemma-2b"));

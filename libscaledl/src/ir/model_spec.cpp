@@ -221,7 +221,7 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
   const bool gemma2 = type == "gemma2", gemma3 = type == "gemma3_text";
   const bool gemma = type == "gemma" || gemma2 || gemma3, mixtral = type == "mixtral";
-  const bool qwen2_moe = type == "qwen2_moe", qwen3_moe = type == "qwen3_moe" || qwen2_moe;  // qwen3_moe: either
+  const bool qwen2_moe = type == "qwen2_moe", qwen_moe = type == "qwen3_moe" || qwen2_moe;
   m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
   m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
@@ -259,19 +259,19 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
     m.attn_softcap = cap("attn_logit_softcapping", gemma2 ? 50.0 : 0.0);
     m.final_softcap = cap("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
   }
-  if (type == "phi3") {
+  m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
+  m.dropout = 0;
+  m.embed_dropout = 0;
+  if (type == "phi3") {  // after the Llama defaults above, which would undo it
     m.fused_qkv = m.fused_gate_up = true;
     m.dropout = prob(j, "resid_pdrop", ctx, 0.0);  // Phi3DecoderLayer's resid_attn/mlp_dropout
     m.embed_dropout = prob(j, "embd_pdrop", ctx, 0.0);
   }
-  m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
-  m.dropout = 0;
-  m.embed_dropout = 0;
   m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
   m.lm_head = true;
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, gemma);
   m.embed_scale = gemma;
-  if (mixtral || qwen3_moe) {
+  if (mixtral || qwen_moe) {
     const char* ek = mixtral ? "num_local_experts" : "num_experts";
     m.num_experts = opt(j, {ek}, ctx, 0, kMaxExperts, mixtral ? 8 : qwen2_moe ? 60 : 128);
     SCALEDL_CHECK(m.num_experts >= 1, "{}.{}={} must be >= 1 (a dense model is model_type \"{}\")", ctx, ek,
@@ -279,7 +279,7 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
     m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, mixtral ? 2 : qwen2_moe ? 4 : 8);
     SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
                   "{}.num_experts_per_tok={} must be in [1, {}={}]", ctx, m.moe_top_k, ek, m.num_experts);
-    if (qwen3_moe) {
+    if (qwen_moe) {
       m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, qwen2_moe ? 1408 : 768);  // experts' width
       if (qwen2_moe) m.shared_expert_ffn = opt(j, {"shared_expert_intermediate_size"}, ctx, 0, kMaxFfn, 5632);
       const int64_t step = opt(j, {"decoder_sparse_step"}, ctx, 1, kMaxLayers, 1);
