@@ -32,6 +32,10 @@ Tensor activate(const Tensor& x, Activation a);
 /// .add_x, .mul_k, .tanh, .add_1, and the product as `name`).
 Tensor activation_node(NodeProbe* probe, const std::string& name, const Tensor& x, Activation a);
 
+/// Gemma 2's soft-capping cap x tanh(x / cap) as eager PyTorch runs it, three nodes
+/// `<name>_div`, `_tanh`, `_mul` (as Forward::softcap in the layer graph).
+Tensor softcap_node(NodeProbe* probe, const std::string& name, const Tensor& x, double cap);
+
 /// LayerNorm (weight + bias) or RMSNorm (weight only, T5/Llama) over the last dim.
 struct NormImpl : torch::nn::Module {
   NormImpl(int64_t hidden, NormKind kind, double eps);

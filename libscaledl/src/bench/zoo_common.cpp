@@ -174,6 +174,12 @@ Tensor activate(const Tensor& x, Activation a) {
   return x;
 }
 
+Tensor softcap_node(NodeProbe* probe, const std::string& name, const Tensor& x, double cap) {
+  auto y = node(probe, name + "_div", [&] { return x / cap; });
+  y = node(probe, name + "_tanh", [&] { return torch::tanh(y); });
+  return node(probe, name + "_mul", [&] { return y * cap; });
+}
+
 Tensor activation_node(NodeProbe* probe, const std::string& name, const Tensor& x, Activation a) {
   if (a != Activation::GELUNew) return node(probe, name, [&] { return activate(x, a); });
   // 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), one kernel per op, in Python's order.
@@ -245,22 +251,20 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
       return parts[2];
     });
     qt = parts[0], kt = parts[1];
-  } else if (opt.qk_norm) {
-    // Qwen3: q_proj, then the per-head RMSNorm and the rotary embedding (inside the norm nodes).
-    qt = node(probe, pre + "q", [&] { return q(x); });
-    kt = node(probe, pre + "k", [&] { return k(src); });
-    vt = node(probe, pre + "v", [&] { return v(src); });
-    auto head_norm = [&](const Tensor& t, Norm& n) {
-      auto y = n(t.view({t.size(0), t.size(1), -1, hd})).view(t.sizes());
-      return rope.defined() ? apply_rope(y, rope, hd) : y;
-    };
-    qt = node(probe, pre + "q_norm", [&] { return head_norm(qt, q_norm); });
-    kt = node(probe, pre + "k_norm", [&] { return head_norm(kt, k_norm); });
   } else {
-    // RoPE is applied inside the q and k nodes (it rotates their outputs in place of positions).
-    qt = node(probe, pre + "q", [&] { return rope.defined() ? apply_rope(q(x), rope, hd) : q(x); });
-    kt = node(probe, pre + "k", [&] { return rope.defined() ? apply_rope(k(src), rope, hd) : k(src); });
+    // RoPE is applied inside the q and k nodes (it rotates their outputs in place of positions);
+    // with Qwen3's per-head norms it follows them, inside the q_norm and k_norm nodes.
+    auto rotate = [&](const Tensor& t) { return rope.defined() ? apply_rope(t, rope, hd) : t; };
+    qt = node(probe, pre + "q", [&] { return opt.qk_norm ? q(x) : rotate(q(x)); });
+    kt = node(probe, pre + "k", [&] { return opt.qk_norm ? k(src) : rotate(k(src)); });
     vt = node(probe, pre + "v", [&] { return v(src); });
+    if (opt.qk_norm) {
+      auto head_norm = [&](const Tensor& t, Norm& n) {
+        return rotate(n(t.view({t.size(0), t.size(1), -1, hd})).view(t.sizes()));
+      };
+      qt = node(probe, pre + "q_norm", [&] { return head_norm(qt, q_norm); });
+      kt = node(probe, pre + "k_norm", [&] { return head_norm(kt, k_norm); });
+    }
   }
   auto q4 = qt.view({B, Sq, H, hd}).transpose(1, 2);   // [B, H, Sq, hd]
   auto k4 = kt.view({B, Sk, KV, hd}).transpose(1, 2);  // [B, KV, Sk, hd]
@@ -273,11 +277,7 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   auto scores = node(probe, pre + "qk", [&] { return torch::matmul(q4, k4.transpose(-2, -1)); });  // [B, H, Sq, Sk]
   if (opt.scale)
     scores = node(probe, pre + "scale", [&] { return scores * (1.0 / std::sqrt(static_cast<double>(hd))); });
-  if (opt.softcap > 0) {  // Gemma 2, as eager PyTorch runs it: three kernels
-    scores = node(probe, pre + "softcap_div", [&] { return scores / opt.softcap; });
-    scores = node(probe, pre + "softcap_tanh", [&] { return torch::tanh(scores); });
-    scores = node(probe, pre + "softcap_mul", [&] { return scores * opt.softcap; });
-  }
+  if (opt.softcap > 0) scores = softcap_node(probe, pre + "softcap", scores, opt.softcap);  // Gemma 2
   if (bias.defined()) scores = node(probe, pre + "bias", [&] { return scores + bias; });
   if (opt.causal) {
     scores = node(probe, pre + "mask", [&] {
@@ -351,12 +351,12 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
                           const Tensor& self_bias, const Tensor& cross_bias, const Rope& rope) {
   const bool train = is_training();
   Tensor x = x0;
-  auto sublayer = [&](const std::string& p, Norm& norm, const std::function<Tensor(const Tensor&)>& body) {
-    if (opt.pre_norm) {  // x + drop(body(norm(x))); Gemma 2 / 3: x + post_norm(drop(body(norm(x))))
+  // post: Gemma 2 / 3's norm after the sub-layer (null or empty: none).
+  auto sublayer = [&](const std::string& p, Norm& norm, Norm* post, const std::function<Tensor(const Tensor&)>& body) {
+    if (opt.pre_norm) {  // x + drop(body(norm(x))); with post: x + post(drop(body(norm(x))))
       auto h = node(probe, p + "norm", [&] { return norm(x); });
       auto y = dropout_node(probe, p + "out_dropout", body(h), opt.dropout, train);
-      if (!attn_post_norm.is_empty() && &norm == &attn_norm)
-        y = node(probe, p + "post_norm", [&] { return attn_post_norm(y); });
+      if (post && !post->is_empty()) y = node(probe, p + "post_norm", [&] { return (*post)(y); });
       x = node(probe, p + "residual", [&] { return x + y; });
     } else {  // post-norm (BERT): norm(x + drop(body(x)))
       auto y = dropout_node(probe, p + "out_dropout", body(x), opt.dropout, train);
@@ -364,10 +364,10 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
       x = node(probe, p + "norm", [&] { return norm(r); });
     }
   };
-  sublayer(pre + "attn.", attn_norm,
+  sublayer(pre + "attn.", attn_norm, &attn_post_norm,
            [&](const Tensor& h) { return attn(h, Tensor(), pre + "attn.", probe, self_bias, rope); });
   if (opt.has_cross)
-    sublayer(pre + "cross.", cross_norm,
+    sublayer(pre + "cross.", cross_norm, nullptr,
              [&](const Tensor& h) { return cross(h, enc_out, pre + "cross.", probe, cross_bias, Rope{}); });
   // The FFN's own dropout is "ffn.dropout" (after ffn.down), not "ffn.out_dropout".
   auto ffn_pre = pre + "ffn.";

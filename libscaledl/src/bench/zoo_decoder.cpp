@@ -60,11 +60,7 @@ class Decoder : public ZooModel {
       auto logits = node(probe, "head.lm", [&] {
         return lm.is_empty() ? torch::nn::functional::linear(x, word->weight) : lm(x);  // [B, S, vocab]
       });
-      if (m.final_softcap > 0) {  // Gemma 2: logits = cap x tanh(logits / cap), three kernels
-        logits = node(probe, "head.softcap_div", [&] { return logits / m.final_softcap; });
-        logits = node(probe, "head.softcap_tanh", [&] { return torch::tanh(logits); });
-        logits = node(probe, "head.softcap_mul", [&] { return logits * m.final_softcap; });
-      }
+      if (m.final_softcap > 0) logits = softcap_node(probe, "head.softcap", logits, m.final_softcap);  // Gemma 2
       return loss_node(probe, logits.reshape({-1, m.vocab_size}), b.labels.reshape({-1}));
     }
     if (!classifier.is_empty()) {  // sequence classification on the last token

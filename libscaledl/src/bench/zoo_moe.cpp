@@ -24,7 +24,8 @@ SparseFfnImpl::SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m
   wi = register_parameter("wi", torch::empty({experts, hidden, ffn_dim}));
   if (m.gated_ffn) wg = register_parameter("wg", torch::empty({experts, hidden, ffn_dim}));
   if (m.shared_expert_ffn > 0) {  // Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate
-    shared = register_module("shared", Ffn(hidden, m.shared_expert_ffn, true, false, act_, 0.0));
+    shared = register_module("shared", Ffn(hidden, m.shared_expert_ffn, m.gated_ffn, m.linear_bias, act_,
+                                           act_dropout_, m.fused_gate_up));  // the model's FFN, its own width
     shared_router = register_module("shared_router",
                                     torch::nn::Linear(torch::nn::LinearOptions(hidden, 1).bias(false)));
   }

@@ -198,9 +198,11 @@ class Forward {
     return dropout(p + ".out_dropout", m_.dropout, o, tq * h, {b_, sq, h}, block);
   }
 
-  /// FFN sub-block: up [gate, mul], act, [act_dropout], down, [dropout].
-  int ffn(const std::string& p, int x, int64_t s, int block) {
-    const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s;
+  /// FFN sub-block: up [gate, mul], act, [act_dropout], down, [dropout]; of width f (default: the
+  /// model's FFN size; Qwen2-MoE's shared expert has its own).
+  int ffn(const std::string& p, int x, int64_t s, int block, int64_t f = 0) {
+    const int64_t h = m_.hidden, t = b_ * s;
+    if (f == 0) f = m_.ffn_dim;
     const Shape hs = {b_, s, h}, fs = {b_, s, f};
     int inner;
     if (m_.gated_ffn && m_.fused_gate_up) {  // Phi-3: gate_up_proj [h, 2f], chunked; the act reads one half
@@ -253,13 +255,7 @@ class Forward {
     B_.own_weight(down, static_cast<double>(E * f * h));
     int c = B_.add(p + ".combine", LayerType::Mul, {k * t * h}, hs, {down, pr, x}, block);
     if (m_.shared_expert_ffn > 0) {  // Qwen2-MoE: + sigmoid(shared_gate(x)) * shared_expert(x)
-      const int64_t fs = m_.shared_expert_ffn;
-      const Shape ss = {b_, s, fs};
-      int sg = B_.add(p + ".shared.gate", LayerType::Linear, {t, h, fs, 0}, ss, {x}, block);
-      int su = B_.add(p + ".shared.up", LayerType::Linear, {t, h, fs, 0}, ss, {x}, block);
-      int sa = activation(p + ".shared.act", sg, t * fs, ss, block);
-      int sm = B_.add(p + ".shared.mul", LayerType::Mul, {t * fs}, ss, {sa, su}, block);
-      int sd = B_.add(p + ".shared.down", LayerType::Linear, {t, fs, h, 0}, hs, {sm}, block);
+      int sd = ffn(p + ".shared", x, s, block, m_.shared_expert_ffn);  // the model's gated FFN, its own width
       int sgt = B_.add(p + ".shared.router", LayerType::Linear, {t, h, 1, 0}, {b_, s, 1}, {x}, block);
       int sig = B_.add(p + ".shared.sigmoid", LayerType::Pointwise, {t, 1}, {b_, s, 1}, {sgt}, block);
       int sc = B_.add(p + ".shared.scale", LayerType::Mul, {t * h}, hs, {sd, sig}, block);
