@@ -57,7 +57,10 @@ int run(const InspectOptions& o) {
     const std::string where =
         m.arch == Arch::EncoderDecoder
             ? fmt::format("{} encoder + {} decoder", sparse_layer_count(m, false), sparse_layer_count(m, true))
-            : fmt::format("{} of {} layers", sparse_layer_count(m, false), m.num_layers);
+            : fmt::format("{} of {} layers{}", sparse_layer_count(m, false), m.num_layers,
+                          m.first_dense_layers > 0 ? fmt::format(" (the first {} dense, FFN {})", m.first_dense_layers,
+                                                                 m.dense_ffn())
+                                                   : std::string());
     std::printf("experts %lld per sparse FFN (top-%lld), sparse FFNs %s, capacity %lld tokens per expert and "
                 "sample%s, active params per token %.0f (%s)\n",
                 static_cast<long long>(m.num_experts), static_cast<long long>(m.moe_top_k), where.c_str(),
@@ -65,6 +68,14 @@ int run(const InspectOptions& o) {
                 m.arch == Arch::EncoderDecoder ? " (encoder)" : m.moe_top_k > 1 ? " (the mean load)" : "", active,
                 human(active).c_str());
   }
+  if (m.shared_expert_ffn > 0)
+    std::printf("shared expert: a gated FFN of %lld every token takes%s\n", static_cast<long long>(m.shared_expert_ffn),
+                m.plain_shared_expert ? ", added as it is" : ", scaled by sigmoid(gate(x))");
+  if (m.mla())
+    std::printf("latent attention: q %s, k/v latent of rank %lld, q/k heads of %lld (%lld rotary), v heads of %lld\n",
+                m.q_lora_rank > 0 ? fmt::format("latent of rank {}", m.q_lora_rank).c_str() : "projected directly",
+                static_cast<long long>(m.kv_lora_rank), static_cast<long long>(m.head_dim),
+                static_cast<long long>(m.qk_rope_dim), static_cast<long long>(m.value_head_dim()));
   std::printf("%4s  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", "id", "name", "type", "dims", "flops_fwd",
               "flops_bwd", "params", "in_bytes", "out_bytes");
   for (const auto& n : g.nodes) {

@@ -5,10 +5,16 @@
 # one thread for LibTorch and OpenBLAS alike, with cpu-intel's timing options. Resumable.
 #
 #   BUILD_DIR=build CPU=1 datasets/cpu-llamas/campaign.sh [layers|models|all]
+#
+# Another dataset of this kind runs it from its own folder (DATASET=datasets/cpu-deepseek: its
+# make_plan.py, probe, store NAME.sqlite and campaigns NAME-layers / NAME-models; LAYERS: the
+# layer plan, default this folder's layers.json).
 set -euo pipefail
-cd "$(dirname "$0")"
-BIN=$(realpath "${BUILD_DIR:-../../build}")/tools/scaledl
-DB=cpu-llamas.sqlite
+LAYERS=$(realpath "${LAYERS:-$(dirname "$0")/layers.json}")
+BIN=$(realpath "${BUILD_DIR:-$(dirname "$0")/../../build}")/tools/scaledl  # BUILD_DIR: from where it is run
+cd "${DATASET:-$(dirname "$0")}"
+NAME=$(basename "$PWD")
+DB=$NAME.sqlite
 STEP=${1:-all}
 PIN=()
 [ -n "${CPU:-}" ] && PIN=(taskset -c "$CPU")
@@ -16,14 +22,14 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 T0=$(date +%s)
 if [ "$STEP" = layers ] || [ "$STEP" = all ]; then
   [ -s probe.json ] || "${PIN[@]}" "$BIN" probe --device cpu --threads 1 --db "$DB" --json > probe.json
-  "${PIN[@]}" "$BIN" bench layers --plan layers.json --db "$DB" --device cpu --threads 1 \
-    --campaign cpu-llamas-layers --warmup 3 --repeats 10 --quiet
+  "${PIN[@]}" "$BIN" bench layers --plan "$LAYERS" --db "$DB" --device cpu --threads 1 \
+    --campaign "$NAME-layers" --warmup 3 --repeats 10 --quiet
   echo "layers done: $(( $(date +%s) - T0 )) s"
 fi
 if [ "$STEP" = models ] || [ "$STEP" = all ]; then
   [ -s models.json ] || python3 make_plan.py > models.json
   "${PIN[@]}" "$BIN" bench models --plan models.json --db "$DB" --device cpu --threads 1 \
-    --campaign cpu-llamas-models --warmup 2 --warmup-extra 4 --repeats 5 --probe-repeats 1 --max-seconds 6 --quiet
+    --campaign "$NAME-models" --warmup 2 --warmup-extra 4 --repeats 5 --probe-repeats 1 --max-seconds 6 --quiet
 fi
 echo "campaign.sh $STEP: $(( $(date +%s) - T0 )) s wall"
 "$BIN" db info --db "$DB"

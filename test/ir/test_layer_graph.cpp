@@ -31,7 +31,8 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
 const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b", "pythia-160m", "qwen1.5-moe-a2.7b"};
+                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b", "pythia-160m", "qwen1.5-moe-a2.7b",
+                            "deepseek-v2-lite", "deepseek-v2", "deepseek-v3"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -646,4 +647,40 @@ TEST(LayerGraph, ModeSettingsRoundTripAndErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer step needs gradients"), std::string::npos) << e.what();
   }
+}
+
+TEST(LayerGraph, DeepSeekLatentAttentionAndItsDenseAndSparseFfns) {
+  const int64_t b = 2, S = 64, t = b * S;
+  LayerGraph g = build_layer_graph(load_model_config(model_path("deepseek-v3")), small_settings(b, S));
+  // q through a rank-1536 latent, k/v through a rank-512 latent; heads of 192 (128 + 64 rotary) for the scores,
+  // of 128 for the values; no grouped k/v heads.
+  EXPECT_EQ(node(g, "decoder.0.attn.q_a").dims, (std::vector<int64_t>{t, 7168, 1536, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.q_a_norm").dims, (std::vector<int64_t>{t, 1536}));
+  EXPECT_EQ(node(g, "decoder.0.attn.q_b").dims, (std::vector<int64_t>{t, 1536, 128 * 192, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.kv_a").dims, (std::vector<int64_t>{t, 7168, 512 + 64, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.kv_a_norm").dims, (std::vector<int64_t>{t, 512}));
+  EXPECT_EQ(node(g, "decoder.0.attn.kv_b").dims, (std::vector<int64_t>{t, 512, 128 * 256, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.q_cat").dims, (std::vector<int64_t>{t * 128 * 192, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.k_cat").dims, (std::vector<int64_t>{t * 128 * 192, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.qk").dims, (std::vector<int64_t>{b * 128, S, 192, S}));
+  EXPECT_EQ(node(g, "decoder.0.attn.av").dims, (std::vector<int64_t>{b * 128, S, S, 128}));
+  EXPECT_EQ(node(g, "decoder.0.attn.o").dims, (std::vector<int64_t>{t, 128 * 128, 7168, 0}));
+  EXPECT_LT(g.find("decoder.0.attn.k"), 0);
+  EXPECT_LT(g.find("decoder.0.attn.v"), 0);
+  // The first three FFNs are dense (intermediate_size), the rest 8 of 256 experts of 2,048 and a shared one.
+  EXPECT_EQ(node(g, "decoder.2.ffn.gate").dims, (std::vector<int64_t>{t, 7168, 18432, 0}));
+  EXPECT_LT(g.find("decoder.2.ffn.router"), 0);
+  EXPECT_LT(g.find("decoder.3.ffn.gate"), 0);
+  const int64_t C = b * 2;  // ceil(8 x 64 / 256) slots per expert and sample
+  EXPECT_EQ(node(g, "decoder.3.ffn.expert.up").dims, (std::vector<int64_t>{256, C, 7168, 2048}));
+  EXPECT_EQ(node(g, "decoder.3.ffn.shared.gate").dims, (std::vector<int64_t>{t, 7168, 2048, 0}));
+  EXPECT_LT(g.find("decoder.3.ffn.shared.router"), 0);  // added as it is, no sigmoid gate
+  EXPECT_LT(g.find("decoder.3.ffn.shared.scale"), 0);
+  EXPECT_EQ(node(g, "decoder.3.ffn.shared.add").dims, (std::vector<int64_t>{t * 7168}));
+  // DeepSeek-V2-Lite: q projected directly (q_lora_rank null).
+  LayerGraph l = build_layer_graph(load_model_config(model_path("deepseek-v2-lite")), small_settings(b, S));
+  EXPECT_EQ(node(l, "decoder.0.attn.q").dims, (std::vector<int64_t>{t, 2048, 16 * 192, 0}));
+  EXPECT_LT(l.find("decoder.0.attn.q_a"), 0);
+  EXPECT_EQ(node(l, "decoder.0.ffn.up").dims, (std::vector<int64_t>{t, 2048, 10944, 0}));
+  EXPECT_EQ(node(l, "decoder.1.ffn.shared.up").dims, (std::vector<int64_t>{t, 2048, 2816, 0}));
 }

@@ -80,6 +80,10 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"gemma2-2b", 2614341888},      // google/gemma-2-2b: four norms per layer
       {"gemma3-1b", 999885952},       // google/gemma-3-1b-pt (gemma3_text): four norms, q/k norms
       {"qwen3-30b-a3b", 30532122624}, // Qwen/Qwen3-30B-A3B: 128 experts of 768 in every FFN, q/k norms      // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
+      // DeepSeek (latent attention, dense first FFNs, shared experts): "15.7B", "236B", "671B".
+      {"deepseek-v2-lite", 15706484224},
+      {"deepseek-v2", 235741434880},
+      {"deepseek-v3", 671026404352},  // without V3's 58 x 256 router correction biases (buffers, not parameters)
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(model_path(file));
@@ -511,4 +515,68 @@ TEST(StoredSpec, ToJsonRoundTripsForEveryFamily) {
   }
   j.erase("family");
   EXPECT_THROW(model_spec_from_json(j), Error);
+}
+
+TEST(ModelSpec, DeepSeekLatentAttentionDenseFirstLayersAndSharedExperts) {
+  ModelSpec v3 = load_model_config(model_path("deepseek-v3"));
+  EXPECT_EQ(v3.family, Family::Llama);
+  EXPECT_TRUE(v3.mla());
+  EXPECT_EQ(v3.head_dim, 192);  // qk_nope 128 + qk_rope 64
+  EXPECT_EQ(v3.qk_rope_dim, 64);
+  EXPECT_EQ(v3.value_head_dim(), 128);
+  EXPECT_EQ(v3.num_kv_heads, 128);
+  EXPECT_EQ(v3.q_lora_rank, 1536);
+  EXPECT_EQ(v3.kv_lora_rank, 512);
+  EXPECT_EQ(v3.ffn_dim, 2048);        // the experts'
+  EXPECT_EQ(v3.dense_ffn(), 18432);   // the first three layers'
+  EXPECT_EQ(v3.first_dense_layers, 3);
+  EXPECT_EQ(v3.shared_expert_ffn, 2048);
+  EXPECT_TRUE(v3.plain_shared_expert);
+  EXPECT_EQ(v3.moe_top_k, 8);
+  EXPECT_FALSE(is_sparse_layer(v3, false, 2));
+  EXPECT_TRUE(is_sparse_layer(v3, false, 3));
+  EXPECT_EQ(sparse_layer_count(v3, false), 58);
+  // "37B activated": 8 routed + 1 shared expert of 2,048 and the router per sparse FFN (embeddings counted).
+  EXPECT_EQ(active_parameter_count(v3), 37552282624);
+  ModelSpec lite = load_model_config(model_path("deepseek-v2-lite"));
+  EXPECT_EQ(lite.q_lora_rank, 0);  // null: one q_proj
+  EXPECT_EQ(lite.shared_expert_ffn, 2 * 1408);
+  EXPECT_EQ(sparse_layer_count(lite, false), 26);
+  EXPECT_EQ(active_parameter_count(lite), 2661150208);  // "2.4B activated" without the 0.21 G input embedding
+  // The stored form round-trips, and the new keys appear only where they are set.
+  for (const auto& m : {v3, lite}) EXPECT_EQ(model_spec_from_json(m.to_json()).to_json(), m.to_json()) << m.name;
+  EXPECT_EQ(v3.to_json().at("kv_lora_rank"), 512);
+  EXPECT_EQ(v3.to_json().at("dense_ffn_dim"), 18432);
+  for (const char* f : {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "llama-style", "switch-base-8"}) {
+    auto j = load_model_config(model_path(f)).to_json();
+    for (const char* k : {"kv_lora_rank", "v_head_dim", "first_dense_layers", "dense_ffn_dim", "plain_shared_expert"})
+      EXPECT_FALSE(j.contains(k)) << f << " " << k;
+  }
+  // n_routed_experts null: a dense model of latent attention, intermediate_size everywhere.
+  json d = load("deepseek-v2-lite");
+  d["n_routed_experts"] = nullptr;
+  ModelSpec dense = parse_model_config(d);
+  EXPECT_EQ(dense.num_experts, 0);
+  EXPECT_EQ(dense.ffn_dim, 10944);
+  EXPECT_EQ(parameter_count(dense), 15706484224 - int64_t{26} * (571080704 - 3 * 2048 * 10944));
+  // Bad inputs: one line naming the key and value.
+  const std::pair<const char*, json> bad[] = {
+      {"config.n_routed_experts=0 must be >= 1", json{{"n_routed_experts", 0}}},
+      {"config.num_experts_per_tok=9 must be in [1, n_routed_experts=8]",
+       json{{"n_routed_experts", 8}, {"num_experts_per_tok", 9}}},
+      {"config.moe_layer_freq=2: dense FFNs between sparse ones are not supported", json{{"moe_layer_freq", 2}}},
+      {"config.qk_rope_head_dim=63 must be even", json{{"qk_rope_head_dim", 63}}},
+      {"config.first_k_dense_replace=62 is out of range [0, 61]", json{{"first_k_dense_replace", 62}}},
+      {"config.kv_lora_rank=0 is out of range", json{{"kv_lora_rank", 0}}},
+      {"config.qk_nope_head_dim=0 + qk_rope_head_dim=0 must be >= 1",
+       json{{"qk_nope_head_dim", 0}, {"qk_rope_head_dim", 0}}},
+  };
+  for (const auto& [msg, patch] : bad) {
+    json j = load("deepseek-v3");
+    j.merge_patch(patch);
+    EXPECT_NE(parse_error(j).find(msg), std::string::npos) << parse_error(j);
+  }
+  json v2 = load("deepseek-v2-lite");
+  v2.erase("num_experts_per_tok");  // DeepseekV2Config's default is null
+  EXPECT_NE(parse_error(v2).find("config.num_experts_per_tok is missing"), std::string::npos) << parse_error(v2);
 }

@@ -305,7 +305,8 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
       {"phi3-mini", "params 3821079552"},    {"mixtral-8x7b", "params 46702792704"},
       {"qwen3-30b-a3b", "params 30532122624"}, {"gemma2-2b", "params 2614341888"},
       {"gemma3-1b", "params 999885952"}, {"pythia-160m", "params 162322944"},
-      {"qwen1.5-moe-a2.7b", "params 14315784192"}};
+      {"qwen1.5-moe-a2.7b", "params 14315784192"}, {"deepseek-v2-lite", "params 15706484224"},
+      {"deepseek-v3", "params 671026404352"}};
   for (const auto& [name, params] : cases) {
     CliResult r = run_cli("inspect " + kSrc + "/models/" + name + ".json --batch 1 --seq 256");
     ASSERT_EQ(r.rc, 0) << name << r.out;
@@ -317,7 +318,19 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
   EXPECT_NE(r.out.find("experts 8 per sparse FFN (top-2), sparse FFNs 32 of 32 layers, capacity 64 tokens per "
                        "expert and sample (the mean load), active params per token 12879925248"),
             std::string::npos) << r.out.substr(0, 600);
+  r = run_cli("inspect " + kSrc + "/models/deepseek-v3.json --batch 1 --seq 256");
+  EXPECT_NE(r.out.find("sparse FFNs 58 of 61 layers (the first 3 dense, FFN 18432)"), std::string::npos)
+      << r.out.substr(0, 800);
+  EXPECT_NE(r.out.find("shared expert: a gated FFN of 2048 every token takes, added as it is"), std::string::npos);
+  EXPECT_NE(r.out.find("latent attention: q latent of rank 1536, k/v latent of rank 512, q/k heads of 192 (64 "
+                       "rotary), v heads of 128"),
+            std::string::npos) << r.out.substr(0, 800);
   CliResult p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                        "/models/deepseek-v2-lite.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " +
+                        kSrc + "/models/devices/h100-sxm.json --json");
+  ASSERT_EQ(p.rc, 0) << p.out;
+  EXPECT_NE(p.out.find("\"t_iter_ms\""), std::string::npos) << p.out.substr(0, 400);
+  p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
                         "/models/qwen3-30b-a3b.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " +
                         kSrc + "/models/devices/h100-sxm.json --sweep device_spec=" + kSrc +
                         "/models/devices/h100-sxm.json," + kSrc + "/models/devices/a100-sxm4-80gb.json");
@@ -349,6 +362,11 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
   EXPECT_NE(b.out.find("0 failed"), std::string::npos) << b.out;
   b = run_cli("db export --db " + db + " --table models --format json");
   EXPECT_NE(b.out.find("decoder.1.ffn.expert.gate"), std::string::npos) << b.out.substr(0, 1000);
+  // DeepSeek: an odd rotary head size is one clear error.
+  j = nlohmann::json::parse(std::ifstream(kSrc + "/models/deepseek-v3.json"));
+  j["qk_rope_head_dim"] = 63;
+  std::ofstream(dir / "rope.json") << j.dump();
+  expect_one_error("inspect " + (dir / "rope.json").string(), "qk_rope_head_dim=63 must be even");
   fs::remove_all(dir);
 }
 

@@ -4,7 +4,8 @@
 //
 // Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
 // GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
-// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3 and GPT-NeoX, read into the Llama family), and Switch
+// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3, GPT-NeoX and DeepSeek-V2/V3, read into the Llama
+// family), and Switch
 // Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
@@ -93,15 +94,30 @@ struct ModelSpec {
   bool sandwich_norm = false;       ///< a norm after attention and after the FFN too ("attn.post_norm", "ffn.post_norm")
   double attn_softcap = 0;          ///< scores = cap x tanh(scores / cap) (three nodes "attn.softcap_*"); 0 = none
   double final_softcap = 0;         ///< the same on the LM head's logits ("head.softcap_*"); 0 = none
+  // ---- DeepSeek-V2 / V3: multi-head latent attention (MLA), dense first FFNs, plain shared experts ----
+  int64_t kv_lora_rank = 0;         ///< MLA: k and v from a rank-r latent (kv_a, kv_a_norm, kv_b); 0 = plain attention
+  int64_t q_lora_rank = 0;          ///< MLA: q through a rank-r latent (q_a, q_a_norm, q_b); 0 = one q projection
+  int64_t qk_rope_dim = 0;          ///< MLA: rotary part of each q/k head (head_dim = qk_nope + qk_rope)
+  int64_t v_head_dim = 0;           ///< per-head size of v (MLA's v_head_dim); 0 = head_dim
+  int64_t first_dense_layers = 0;   ///< the first k FFNs of an MoE stack are dense (first_k_dense_replace)
+  int64_t dense_ffn_dim = 0;        ///< their width (intermediate_size; ffn_dim is the experts'); 0 = ffn_dim
+  bool plain_shared_expert = false; ///< the shared expert is added as it is (DeepSeek), not x sigmoid(gate(x))
   /// True when q, k and v are one projection (GPT-2's c_attn, Phi-3's qkv_proj).
   bool qkv_fused() const { return fused_qkv || family == Family::Gpt2; }
+  /// True for DeepSeek's multi-head latent attention.
+  bool mla() const { return kv_lora_rank > 0; }
+  /// Per-head size of v (MLA: v_head_dim; otherwise head_dim).
+  int64_t value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
+  /// FFN width of a dense layer (DeepSeek's first layers: intermediate_size; otherwise ffn_dim).
+  int64_t dense_ffn() const { return dense_ffn_dim > 0 ? dense_ffn_dim : ffn_dim; }
 
   nlohmann::json to_json() const;
 };
 
 /// True when FFN `i` of the encoder (decoder = false) or decoder stack is a
 /// mixture of experts (Hugging Face SwitchTransformersStack's rule). The num_layers
-/// stack of a decoder-only model (Mixtral) is decoder = false: encoder_sparse_step.
+/// stack of a decoder-only model (Mixtral) is decoder = false: encoder_sparse_step;
+/// its first first_dense_layers FFNs are dense (DeepSeek).
 bool is_sparse_layer(const ModelSpec& m, bool decoder, int64_t i);
 /// Sparse FFNs of a stack.
 int64_t sparse_layer_count(const ModelSpec& m, bool decoder);

@@ -67,11 +67,17 @@ struct AttnOptions {
   bool qk_norm = false;    ///< Qwen3: RMSNorm over each head of q and k (nodes q_norm, k_norm)
   double softcap = 0;      ///< Gemma 2: scores = cap x tanh(scores / cap) (nodes softcap_div, _tanh, _mul)
   double dropout = 0;      ///< attention-probability dropout
+  // DeepSeek's multi-head latent attention (kv_lora_rank > 0): head_dim = qk_nope + qk_rope.
+  int64_t kv_lora_rank = 0;  ///< nodes kv_a, kv_a_norm, kv_b, q_cat, k_cat
+  int64_t q_lora_rank = 0;   ///< nodes q_a, q_a_norm, q_b (0: q)
+  int64_t rope_dim = 0;      ///< rotary part of each q/k head
+  int64_t v_head_dim = 0;    ///< per-head size of v; 0 = head_dim
 };
 
-/// Multi-head attention (self or cross) with grouped-query K/V.
-/// Nodes under `prefix` ("encoder.0.attn."): q, k, v (or qkv), [q_norm, k_norm], qk, [scale], [bias], [mask],
-/// softmax, dropout, av, o. `bias` (optional) is added to the scores [1|B, H, Sq, Sk].
+/// Multi-head attention (self or cross) with grouped-query K/V, or DeepSeek's latent attention.
+/// Nodes under `prefix` ("encoder.0.attn."): q, k, v (or qkv; or MLA's [q_a, q_a_norm, q_b | q], kv_a,
+/// kv_a_norm, kv_b, q_cat, k_cat), [q_norm, k_norm], qk, [scale], [bias], [mask], softmax, dropout, av, o.
+/// `bias` (optional) is added to the scores [1|B, H, Sq, Sk]. With MLA, `rope` is of rope_dim.
 struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const AttnOptions& o);
   Tensor forward(const Tensor& x, const Tensor& kv_src, const std::string& prefix, NodeProbe* probe,
@@ -79,6 +85,12 @@ struct AttentionImpl : torch::nn::Module {
   AttnOptions opt;
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, qkv{nullptr}, o{nullptr};
   Norm q_norm{nullptr}, k_norm{nullptr};  ///< qk_norm: RMSNorm of head_dim
+  torch::nn::Linear q_a{nullptr}, q_b{nullptr}, kv_a{nullptr}, kv_b{nullptr};  ///< MLA
+  Norm q_a_norm{nullptr}, kv_a_norm{nullptr};                               ///< MLA
+ private:
+  /// MLA: q [B, H, Sq, hd], k [B, H, Sk, hd], v [B, H, Sk, v_head_dim].
+  void latent_qkv(const Tensor& x, const Tensor& src, const std::string& pre, NodeProbe* probe, const Rope& rope,
+                  Tensor& q4, Tensor& k4, Tensor& v4);
 };
 TORCH_MODULE(Attention);
 
@@ -111,8 +123,8 @@ struct SparseFfnImpl : torch::nn::Module {
   torch::nn::Linear router{nullptr};
   Tensor wi, wo;   ///< [E, h, f], [E, f, h]
   Tensor wg;       ///< gated experts (Mixtral): [E, h, f]; undefined otherwise
-  Ffn shared{nullptr};                          ///< Qwen2-MoE's shared expert (nodes "shared.*")
-  torch::nn::Linear shared_router{nullptr};     ///< its sigmoid gate Linear(h, 1), node "shared.router"
+  Ffn shared{nullptr};                          ///< the shared expert (Qwen2-MoE, DeepSeek; nodes "shared.*")
+  torch::nn::Linear shared_router{nullptr};     ///< Qwen2-MoE: its sigmoid gate Linear(h, 1), node "shared.router"
 };
 TORCH_MODULE(SparseFfn);
 

@@ -223,18 +223,62 @@ Tensor apply_rope(const Tensor& x, const Rope& rope, int64_t head_dim) {
 AttentionImpl::AttentionImpl(const AttnOptions& o) : opt(o) {
   using torch::nn::LinearOptions;
   const int64_t qd = o.heads * o.head_dim, kvd = o.kv_heads * o.head_dim;
-  if (o.fused_qkv) {
+  const int64_t vd = o.v_head_dim > 0 ? o.v_head_dim : o.head_dim;
+  if (o.kv_lora_rank > 0) {  // DeepseekV2/V3Attention: q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa, ...
+    const int64_t ql = o.q_lora_rank, kl = o.kv_lora_rank, nope = o.head_dim - o.rope_dim;
+    if (ql > 0) {
+      q_a = register_module("q_a", torch::nn::Linear(LinearOptions(o.hidden, ql).bias(o.qkv_bias)));
+      q_a_norm = register_module("q_a_norm", Norm(ql, NormKind::RMSNorm, 1e-6));
+      q_b = register_module("q_b", torch::nn::Linear(LinearOptions(ql, qd).bias(false)));
+    } else {
+      q = register_module("q", torch::nn::Linear(LinearOptions(o.hidden, qd).bias(false)));
+    }
+    kv_a = register_module("kv_a", torch::nn::Linear(LinearOptions(o.hidden, kl + o.rope_dim).bias(o.qkv_bias)));
+    kv_a_norm = register_module("kv_a_norm", Norm(kl, NormKind::RMSNorm, 1e-6));
+    kv_b = register_module("kv_b", torch::nn::Linear(LinearOptions(kl, o.heads * (nope + vd)).bias(false)));
+  } else if (o.fused_qkv) {
     qkv = register_module("qkv", torch::nn::Linear(LinearOptions(o.hidden, qd + 2 * kvd).bias(o.qkv_bias)));
   } else {
     q = register_module("q", torch::nn::Linear(LinearOptions(o.hidden, qd).bias(o.qkv_bias)));
     k = register_module("k", torch::nn::Linear(LinearOptions(o.hidden, kvd).bias(o.qkv_bias)));
     v = register_module("v", torch::nn::Linear(LinearOptions(o.hidden, kvd).bias(o.qkv_bias)));
   }
-  this->o = register_module("o", torch::nn::Linear(LinearOptions(qd, o.hidden).bias(o.out_bias)));
+  this->o = register_module("o", torch::nn::Linear(LinearOptions(o.heads * vd, o.hidden).bias(o.out_bias)));
   if (o.qk_norm) {  // Qwen3RMSNorm(head_dim, eps 1e-6)
     q_norm = register_module("q_norm", Norm(o.head_dim, NormKind::RMSNorm, 1e-6));
     k_norm = register_module("k_norm", Norm(o.head_dim, NormKind::RMSNorm, 1e-6));
   }
+}
+
+void AttentionImpl::latent_qkv(const Tensor& x, const Tensor& src, const std::string& pre, NodeProbe* probe,
+                               const Rope& rope, Tensor& q4, Tensor& k4, Tensor& v4) {
+  const int64_t B = x.size(0), Sq = x.size(1), Sk = src.size(1), H = opt.heads, hd = opt.head_dim;
+  const int64_t rd = opt.rope_dim, nope = hd - rd, vd = opt.v_head_dim > 0 ? opt.v_head_dim : hd;
+  Tensor qf;
+  if (!q_a.is_empty()) {
+    auto a = node(probe, pre + "q_a", [&] { return q_a(x); });
+    a = node(probe, pre + "q_a_norm", [&] { return q_a_norm(a); });
+    qf = node(probe, pre + "q_b", [&] { return q_b(a); });
+  } else {
+    qf = node(probe, pre + "q", [&] { return q(x); });
+  }
+  auto kva = node(probe, pre + "kv_a", [&] { return kv_a(src); });  // [B, Sk, kv_lora_rank + rope]
+  auto lat = node(probe, pre + "kv_a_norm", [&] { return kv_a_norm(kva.narrow(-1, 0, opt.kv_lora_rank)); });
+  auto kvb = node(probe, pre + "kv_b", [&] { return kv_b(lat); }).view({B, Sk, H, nope + vd});
+  // The rotary embedding of the rotary parts and the concatenations, as the eager attention runs them.
+  auto rotate = [&](const Tensor& t, int64_t S, int64_t heads) {  // t [B, S, heads, rd]
+    if (!rope.defined() || rd == 0) return t;
+    return apply_rope(t.reshape({B, S, heads * rd}), rope, rd).view({B, S, heads, rd});
+  };
+  q4 = node(probe, pre + "q_cat", [&] {
+    auto t = qf.view({B, Sq, H, hd});
+    return torch::cat({t.narrow(-1, 0, nope), rotate(t.narrow(-1, nope, rd), Sq, H)}, -1);
+  }).transpose(1, 2);  // [B, H, Sq, hd]
+  k4 = node(probe, pre + "k_cat", [&] {
+    auto kr = rotate(kva.narrow(-1, opt.kv_lora_rank, rd).unsqueeze(2), Sk, 1).expand({B, Sk, H, rd});
+    return torch::cat({kvb.narrow(-1, 0, nope), kr}, -1);
+  }).transpose(1, 2);  // [B, H, Sk, hd]
+  v4 = kvb.narrow(-1, nope, vd).transpose(1, 2);  // [B, H, Sk, vd]
 }
 
 Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::string& pre, NodeProbe* probe,
@@ -242,8 +286,12 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   const auto& src = kv_src.defined() ? kv_src : x;
   const int64_t B = x.size(0), Sq = x.size(1), Sk = src.size(1);
   const int64_t H = opt.heads, KV = opt.kv_heads, hd = opt.head_dim;
+  const int64_t vd = opt.v_head_dim > 0 ? opt.v_head_dim : hd;
   Tensor qt, kt, vt;  // [B, S, heads*hd]
-  if (opt.fused_qkv) {
+  Tensor q4, k4, v4;  // [B, heads, S, hd]
+  if (opt.kv_lora_rank > 0) {
+    latent_qkv(x, src, pre, probe, rope, q4, k4, v4);
+  } else if (opt.fused_qkv) {
     std::vector<Tensor> parts;
     vt = node(probe, pre + "qkv", [&] {  // Phi-3: the rotary embedding of q and k inside this node
       parts = qkv(x).split_with_sizes({H * hd, KV * hd, KV * hd}, -1);
@@ -266,9 +314,11 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
       kt = node(probe, pre + "k_norm", [&] { return head_norm(kt, k_norm); });
     }
   }
-  auto q4 = qt.view({B, Sq, H, hd}).transpose(1, 2);   // [B, H, Sq, hd]
-  auto k4 = kt.view({B, Sk, KV, hd}).transpose(1, 2);  // [B, KV, Sk, hd]
-  auto v4 = vt.view({B, Sk, KV, hd}).transpose(1, 2);
+  if (opt.kv_lora_rank == 0) {
+    q4 = qt.view({B, Sq, H, hd}).transpose(1, 2);   // [B, H, Sq, hd]
+    k4 = kt.view({B, Sk, KV, hd}).transpose(1, 2);  // [B, KV, Sk, hd]
+    v4 = vt.view({B, Sk, KV, hd}).transpose(1, 2);
+  }
   if (KV != H) {  // grouped-query attention: each K/V head serves H/KV query heads
     k4 = k4.repeat_interleave(H / KV, 1);
     v4 = v4.repeat_interleave(H / KV, 1);
@@ -290,7 +340,7 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   auto probs = node(probe, pre + "softmax", [&] { return torch::softmax(scores, -1); });
   probs = dropout_node(probe, pre + "dropout", probs, opt.dropout, is_training());
   auto ctx = node(probe, pre + "av", [&] {
-    return torch::matmul(probs, v4).transpose(1, 2).reshape({B, Sq, H * hd});  // [B, Sq, H*hd]
+    return torch::matmul(probs, v4).transpose(1, 2).reshape({B, Sq, H * vd});  // [B, Sq, H*vd]
   });
   return node(probe, pre + "o", [&] { return o(ctx); });
 }
@@ -397,6 +447,10 @@ BlockOptions block_options(const ModelSpec& m) {
   b.self.padding_mask = m.family == Family::Bert;
   b.self.qk_norm = m.qk_norm;
   b.self.softcap = m.attn_softcap;
+  b.self.kv_lora_rank = m.kv_lora_rank;
+  b.self.q_lora_rank = m.q_lora_rank;
+  b.self.rope_dim = m.qk_rope_dim;
+  b.self.v_head_dim = m.v_head_dim;
   b.sandwich_norm = m.sandwich_norm;
   b.parallel_residual = m.parallel_residual;
   b.fused_gate_up = m.fused_gate_up;

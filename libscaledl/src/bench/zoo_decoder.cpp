@@ -4,7 +4,8 @@
 // (no positions, rotary embeddings applied in the q/k nodes, RMSNorm, SwiGLU,
 // grouped-query attention, untied LM head; Mistral, Qwen2 and Gemma are Llamas
 // with other biases, ties and Gemma's embedding scale; Mixtral's FFNs are
-// top-k mixtures of experts, bench/zoo_moe.cpp). All pre-norm with a final norm.
+// top-k mixtures of experts, bench/zoo_moe.cpp; DeepSeek's attention is latent,
+// zoo_common.cpp). All pre-norm with a final norm.
 #include "bench/zoo_blocks.hpp"
 
 namespace scaledl::zoo_detail {
@@ -26,6 +27,7 @@ class Decoder : public ZooModel {
     bo.self.fused_qkv = m.qkv_fused();
     for (int64_t i = 0; i < m.num_layers; ++i) {
       bo.moe = is_sparse_layer(m, false, i) ? &m : nullptr;  // Mixtral: every FFN (encoder_sparse_step 1)
+      bo.ffn_dim = bo.moe ? m.ffn_dim : m.dense_ffn();        // DeepSeek's dense first layers: intermediate_size
       blocks.push_back(register_module("block" + std::to_string(i), Block(bo)));
     }
     if (m.final_norm) final_norm = register_module("final_norm", Norm(m.hidden, m.norm, bo.norm_eps));
@@ -33,7 +35,7 @@ class Decoder : public ZooModel {
       lm = register_module("lm", torch::nn::Linear(torch::nn::LinearOptions(ed, m.vocab_size).bias(false)));
     if (!m.lm_head && m.num_labels > 0)
       classifier = register_module("classifier", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.num_labels)));
-    head_dim = bo.self.head_dim;
+    head_dim = m.mla() ? m.qk_rope_dim : bo.self.head_dim;  // the rotary table's width (MLA: the rotary part)
   }
 
   Tensor loss(const ZooBatch& b, NodeProbe* probe) override {
@@ -50,7 +52,7 @@ class Decoder : public ZooModel {
     }
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, is_training());
     Rope rope;
-    if (m.family == Family::Llama)
+    if (m.family == Family::Llama && head_dim > 0)
       rope = make_rope(S, head_dim, x.device(), x.scalar_type());
     for (size_t i = 0; i < blocks.size(); ++i)
       x = blocks[i]->forward(x, Tensor(), "decoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), rope);

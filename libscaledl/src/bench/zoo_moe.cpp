@@ -1,5 +1,5 @@
-// Mixture-of-experts FFN of Switch Transformers (Fedus et al. 2021) and Mixtral
-// (Jiang et al. 2024), as the layer graph models it (src/ir/layer_graph.cpp,
+// Mixture-of-experts FFN of Switch Transformers (Fedus et al. 2021), Mixtral
+// (Jiang et al. 2024), Qwen-MoE and DeepSeek-V2/V3 (shared experts), as the layer graph models it (src/ir/layer_graph.cpp,
 // Forward::moe): a router Linear(hidden, experts), a float32 softmax with the
 // top-k choice (k = 1 for Switch; Mixtral renormalises its k weights) and a
 // capacity of C = batch x capacity-per-sample slots per expert, dispatch of the
@@ -23,11 +23,12 @@ SparseFfnImpl::SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m
                            torch::nn::Linear(torch::nn::LinearOptions(hidden, experts).bias(m.router_bias)));
   wi = register_parameter("wi", torch::empty({experts, hidden, ffn_dim}));
   if (m.gated_ffn) wg = register_parameter("wg", torch::empty({experts, hidden, ffn_dim}));
-  if (m.shared_expert_ffn > 0) {  // Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate
+  if (m.shared_expert_ffn > 0) {  // Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate; DeepSeek: shared_experts
     shared = register_module("shared", Ffn(hidden, m.shared_expert_ffn, m.gated_ffn, m.linear_bias, act_,
                                            act_dropout_, m.fused_gate_up));  // the model's FFN, its own width
-    shared_router = register_module("shared_router",
-                                    torch::nn::Linear(torch::nn::LinearOptions(hidden, 1).bias(false)));
+    if (!m.plain_shared_expert)
+      shared_router = register_module("shared_router",
+                                      torch::nn::Linear(torch::nn::LinearOptions(hidden, 1).bias(false)));
   }
   wo = register_parameter("wo", torch::empty({experts, ffn_dim, hidden}));
 }
@@ -85,8 +86,10 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
     return torch::zeros_like(flat).index_add(0, tok, scaled).view({B, S, h});
   });
   if (shared.is_empty()) return out;
-  // Qwen2-MoE: every token also takes the shared expert, scaled by sigmoid(shared_expert_gate(x)).
+  // Every token also takes the shared expert: DeepSeek adds it as it is, Qwen2-MoE scales it by
+  // sigmoid(shared_expert_gate(x)).
   auto sd = shared(x, pre + "shared.", probe);
+  if (shared_router.is_empty()) return node(probe, pre + "shared.add", [&] { return out + sd; });
   auto sg = node(probe, pre + "shared.router", [&] { return shared_router(x); });
   auto sig = node(probe, pre + "shared.sigmoid", [&] { return torch::sigmoid(sg); });
   auto sc = node(probe, pre + "shared.scale", [&] { return sd * sig; });

@@ -160,11 +160,13 @@ class Forward {
   /// (`causal`) or BERT's additive padding mask.
   int attention(const std::string& p, int xq, int64_t sq, int xkv, int64_t skv, int block, int bias,
                 bool fused, bool causal) {
-    const int64_t h = m_.hidden, H = m_.num_heads, hd = m_.head_dim;
+    const int64_t h = m_.hidden, H = m_.num_heads, hd = m_.head_dim, vd = m_.value_head_dim();
     const int64_t qo = H * hd, kvo = m_.num_kv_heads * hd;
     const int64_t tq = b_ * sq, tkv = b_ * skv;
     int q, k, v;
-    if (fused) {  // GPT-2 Conv1D c_attn, Phi-3 qkv_proj: one [h, (H + 2 KV) hd] projection
+    if (m_.mla()) {
+      latent_qkv(p, xq, sq, xkv, skv, block, q, k, v);
+    } else if (fused) {  // GPT-2 Conv1D c_attn, Phi-3 qkv_proj: one [h, (H + 2 KV) hd] projection
       q = k = v = B_.add(p + ".qkv", LayerType::Linear, {tq, h, qo + 2 * kvo, m_.qkv_bias}, {b_, sq, qo + 2 * kvo},
                          {xq}, block);
     } else {
@@ -191,11 +193,39 @@ class Forward {
       sc = B_.add(p + ".mask", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
     int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, ss, {sc}, block);
     int pr = dropout(p + ".dropout", m_.attn_dropout, sm, N, ss, block);
-    int av = B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, hd}, {b_, H, sq, hd},
-                    {pr, In(v, {b_, H, skv, hd})}, block);
-    int o = B_.add(p + ".o", LayerType::Linear, {tq, qo, h, m_.out_bias}, {b_, sq, h}, {In(av, {b_, sq, qo})},
-                   block);
+    int av = B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, vd}, {b_, H, sq, vd},
+                    {pr, In(v, {b_, H, skv, vd})}, block);
+    int o = B_.add(p + ".o", LayerType::Linear, {tq, H * vd, h, m_.out_bias}, {b_, sq, h},
+                   {In(av, {b_, sq, H * vd})}, block);
     return dropout(p + ".out_dropout", m_.dropout, o, tq * h, {b_, sq, h}, block);
+  }
+
+  /// DeepSeek's multi-head latent attention up to the scores, as transformers' eager
+  /// DeepseekV2/V3Attention runs it: q = q_b(q_a_norm(q_a(x))) (or q(x) without q_lora_rank);
+  /// kv_a(x) = [latent (kv_lora_rank), k_rot (qk_rope, one head)]; kv_b(kv_a_norm(latent)) =
+  /// [k_nope, v] per head; then the rotary embedding of the rotary parts and the two concatenations
+  /// (q_nope, q_rot) and (k_nope, k_rot expanded to every head), copies of q and k ("q_cat", "k_cat").
+  /// v is read from kv_b's output.
+  void latent_qkv(const std::string& p, int xq, int64_t sq, int xkv, int64_t skv, int block, int& q, int& k,
+                  int& v) {
+    const int64_t h = m_.hidden, H = m_.num_heads, hd = m_.head_dim, vd = m_.value_head_dim();
+    const int64_t ql = m_.q_lora_rank, kl = m_.kv_lora_rank, rope = m_.qk_rope_dim, nope = hd - rope;
+    const int64_t tq = b_ * sq, tkv = b_ * skv;
+    if (ql > 0) {
+      q = B_.add(p + ".q_a", LayerType::Linear, {tq, h, ql, m_.qkv_bias}, {b_, sq, ql}, {xq}, block);
+      q = B_.add(p + ".q_a_norm", LayerType::RMSNorm, {tq, ql}, {b_, sq, ql}, {q}, block);
+      q = B_.add(p + ".q_b", LayerType::Linear, {tq, ql, H * hd, 0}, {b_, sq, H * hd}, {q}, block);
+    } else {
+      q = B_.add(p + ".q", LayerType::Linear, {tq, h, H * hd, 0}, {b_, sq, H * hd}, {xq}, block);
+    }
+    int kva = B_.add(p + ".kv_a", LayerType::Linear, {tkv, h, kl + rope, m_.qkv_bias}, {b_, skv, kl + rope}, {xkv},
+                     block);
+    int lat = B_.add(p + ".kv_a_norm", LayerType::RMSNorm, {tkv, kl}, {b_, skv, kl}, {In(kva, {b_, skv, kl})}, block);
+    v = B_.add(p + ".kv_b", LayerType::Linear, {tkv, kl, H * (nope + vd), 0}, {b_, skv, H * (nope + vd)}, {lat},
+               block);
+    q = B_.add(p + ".q_cat", LayerType::Pointwise, {tq * H * hd, 0}, {b_, sq, H * hd}, {q}, block);
+    k = B_.add(p + ".k_cat", LayerType::Pointwise, {tkv * H * hd, 0}, {b_, skv, H * hd},
+               {In(v, {b_, skv, H * nope}), In(kva, {b_, skv, rope})}, block);
   }
 
   /// FFN sub-block: up [gate, mul], act, [act_dropout], down, [dropout]; of width f (default: the
@@ -254,12 +284,14 @@ class Forward {
     int down = B_.add(p + ".expert.down", LayerType::BMM, {E, C, f, h}, {E, C, h}, {a}, block);
     B_.own_weight(down, static_cast<double>(E * f * h));
     int c = B_.add(p + ".combine", LayerType::Mul, {k * t * h}, hs, {down, pr, x}, block);
-    if (m_.shared_expert_ffn > 0) {  // Qwen2-MoE: + sigmoid(shared_gate(x)) * shared_expert(x)
+    if (m_.shared_expert_ffn > 0) {  // Qwen2-MoE: + sigmoid(shared_gate(x)) * shared_expert(x); DeepSeek: + shared(x)
       int sd = ffn(p + ".shared", x, s, block, m_.shared_expert_ffn);  // the model's gated FFN, its own width
-      int sgt = B_.add(p + ".shared.router", LayerType::Linear, {t, h, 1, 0}, {b_, s, 1}, {x}, block);
-      int sig = B_.add(p + ".shared.sigmoid", LayerType::Pointwise, {t, 1}, {b_, s, 1}, {sgt}, block);
-      int sc = B_.add(p + ".shared.scale", LayerType::Mul, {t * h}, hs, {sd, sig}, block);
-      c = B_.add(p + ".shared.add", LayerType::Add, {t * h}, hs, {c, sc}, block);
+      if (!m_.plain_shared_expert) {
+        int sgt = B_.add(p + ".shared.router", LayerType::Linear, {t, h, 1, 0}, {b_, s, 1}, {x}, block);
+        int sig = B_.add(p + ".shared.sigmoid", LayerType::Pointwise, {t, 1}, {b_, s, 1}, {sgt}, block);
+        sd = B_.add(p + ".shared.scale", LayerType::Mul, {t * h}, hs, {sd, sig}, block);
+      }
+      c = B_.add(p + ".shared.add", LayerType::Add, {t * h}, hs, {c, sd}, block);
     }
     return dropout(p + ".dropout", m_.dropout, c, t * h, hs, block);
   }
@@ -268,7 +300,7 @@ class Forward {
   int any_ffn(const std::string& stack, int i, const std::string& p, int x, int64_t s, int block) {
     // The num_layers stack (encoder, or a decoder-only model's) follows encoder_sparse_step.
     if (is_sparse_layer(m_, stack == "decoder" && m_.arch == Arch::EncoderDecoder, i)) return moe(p, x, s, block);
-    return ffn(p, x, s, block);
+    return ffn(p, x, s, block, m_.dense_ffn());  // DeepSeek's dense first layers: intermediate_size
   }
 
   /// One transformer block "<stack>.<i>." on x [b, s, h]. enc >= 0 adds T5

@@ -6,7 +6,8 @@
 // Per family the keys read are those of the transformers config classes
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
-// Phi3Config, Qwen2MoeConfig, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig)
+// Phi3Config, Qwen2MoeConfig, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig,
+// DeepseekV2Config, DeepseekV3Config)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
@@ -38,7 +39,7 @@ constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * s
 
 const char* kTypes =
     "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, "
-    "gemma, gemma2, gemma3_text, mixtral, phi3, switch_transformers";
+    "gemma, gemma2, gemma3_text, mixtral, phi3, deepseek_v2, deepseek_v3, switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -325,6 +326,76 @@ void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
 }
 
+/// DeepSeek-V2 and V3 (transformers' DeepseekV2Config / DeepseekV3Config, the native classes):
+/// - multi-head latent attention: q = q_b(norm(q_a(x))) (or q_proj(x) when q_lora_rank is null),
+///   [k_nope, v] = kv_b(norm(kv_a(x)[:kv_lora_rank])), the rotary part of k (qk_rope_head_dim)
+///   from kv_a too, shared by every head; heads of qk_nope + qk_rope for the scores and of
+///   v_head_dim for the values; no grouped k/v heads (num_key_value_heads is not read);
+/// - FFNs: the first first_k_dense_replace dense (intermediate_size), the rest a top-k mixture of
+///   n_routed_experts SwiGLU experts of moe_intermediate_size plus n_shared_experts shared ones
+///   (one SwiGLU FFN of n_shared x moe_intermediate_size every token takes, added as it is);
+///   n_routed_experts null = a dense model. moe_layer_freq != 1 is refused (no released model).
+/// The router's scoring (softmax or sigmoid, group-limited top-k, V3's correction bias, a
+/// buffer and not a parameter) and routed_scaling_factor change no shape. V3's multi-token
+/// prediction layers (num_nextn_predict_layers) are not built by transformers and not here.
+void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
+  const bool v3 = type == "deepseek_v3";
+  m.family = Family::Llama;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  m.num_kv_heads = m.num_heads;  // MLA: kv_b makes k and v for every head
+  const int64_t nope = opt(j, {"qk_nope_head_dim"}, ctx, 0, 1 << 15, 128);
+  m.qk_rope_dim = opt(j, {"qk_rope_head_dim"}, ctx, 0, 1 << 15, 64);
+  SCALEDL_CHECK(m.qk_rope_dim % 2 == 0, "{}.qk_rope_head_dim={} must be even (rotary pairs)", ctx, m.qk_rope_dim);
+  m.head_dim = nope + m.qk_rope_dim;
+  SCALEDL_CHECK(m.head_dim >= 1, "{}.qk_nope_head_dim={} + qk_rope_head_dim={} must be >= 1", ctx, nope,
+                m.qk_rope_dim);
+  m.v_head_dim = opt(j, {"v_head_dim"}, ctx, 1, 1 << 16, 128);
+  m.kv_lora_rank = opt(j, {"kv_lora_rank"}, ctx, 1, kMaxHidden, 512);
+  // q_lora_rank null: one q_proj (DeepSeek-V2-Lite); absent: the class default, 1536.
+  m.q_lora_rank = j.contains("q_lora_rank") && j.at("q_lora_rank").is_null()
+                      ? 0 : opt(j, {"q_lora_rank"}, ctx, 1, kMaxHidden, 1536);
+  const int64_t dense = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, v3 ? 4096 : 2048);
+  m.activation = parse_act(j, "hidden_act", ctx, "silu");
+  m.norm = NormKind::RMSNorm;
+  m.gated_ffn = true;
+  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);  // q_a, kv_a and o (not q_b, kv_b)
+  m.linear_bias = false;
+  m.dropout = m.embed_dropout = 0;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+  m.ffn_dim = dense;
+  if (j.contains("n_routed_experts") && j.at("n_routed_experts").is_null()) return;  // a dense model
+  m.num_experts = opt(j, {"n_routed_experts"}, ctx, 0, kMaxExperts, v3 ? 256 : 64);
+  SCALEDL_CHECK(m.num_experts >= 1, "{}.n_routed_experts={} must be >= 1 (null: a dense model)", ctx,
+                m.num_experts);
+  // DeepseekV2Config's default num_experts_per_tok is null, which no model runs with: required there.
+  m.moe_top_k = v3 ? opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, 8)
+                   : req(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts);
+  SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
+                "{}.num_experts_per_tok={} must be in [1, n_routed_experts={}]", ctx, m.moe_top_k, m.num_experts);
+  m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, v3 ? 2048 : 1407);  // the experts' width
+  m.dense_ffn_dim = dense;
+  const int64_t shared = j.contains("n_shared_experts") && j.at("n_shared_experts").is_null()
+                             ? 0 : opt(j, {"n_shared_experts"}, ctx, 0, 1 << 10, v3 ? 1 : 2);
+  m.shared_expert_ffn = shared * m.ffn_dim;
+  m.plain_shared_expert = shared > 0;
+  m.first_dense_layers = opt(j, {"first_k_dense_replace"}, ctx, 0, m.num_layers, v3 ? 3 : 0);
+  const int64_t freq = opt(j, {"moe_layer_freq"}, ctx, 1, kMaxLayers, 1);
+  SCALEDL_CHECK(freq == 1, "{}.moe_layer_freq={}: dense FFNs between sparse ones are not supported (only the "
+                "first first_k_dense_replace FFNs may be dense)", ctx, freq);
+  m.encoder_sparse_step = 1;
+  m.expert_capacity = 0;
+  m.capacity_factor = 1.0;  // dropless: an expert takes its mean share
+  m.router_bias = false;
+}
+
 void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::T5;
   m.arch = Arch::EncoderDecoder;
@@ -475,6 +546,7 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
            type == "qwen2_moe")
     parse_llama(j, ctx, m, type);
   else if (type == "gpt_neox") parse_gpt_neox(j, ctx, m);
+  else if (type == "deepseek_v2" || type == "deepseek_v3") parse_deepseek(j, ctx, m, type);
   else if (type == "t5") parse_t5(j, ctx, m);
   else if (type == "switch_transformers") parse_switch(j, ctx, m);
   else if (type == "vit") parse_vision(j, ctx, m, false);
@@ -534,8 +606,24 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
     SCALEDL_CHECK(m.expert_capacity > 0 || (std::isfinite(m.capacity_factor) && m.capacity_factor > 0),
                   "{}.capacity_factor={} must be > 0 when expert_capacity is 0", ctx, m.capacity_factor);
   } else {
-    SCALEDL_CHECK(m.num_experts == 0, "{}.num_experts={}: experts exist only in model_types switch_transformers and mixtral",
+    SCALEDL_CHECK(m.num_experts == 0, "{}.num_experts={}: experts exist only in switch_transformers and the llama family",
                   ctx, m.num_experts);
+  }
+  in(m.kv_lora_rank, "kv_lora_rank", 0, kMaxHidden);
+  in(m.q_lora_rank, "q_lora_rank", 0, kMaxHidden);
+  in(m.v_head_dim, "v_head_dim", 0, 1 << 16);
+  in(m.dense_ffn_dim, "dense_ffn_dim", 0, kMaxFfn);
+  in(m.first_dense_layers, "first_dense_layers", 0, m.num_experts > 0 ? m.num_layers : 0);
+  if (m.mla()) {
+    SCALEDL_CHECK(m.family == Family::Llama && m.num_kv_heads == m.num_heads,
+                  "{}.kv_lora_rank={}: latent attention is a decoder of the llama family with num_kv_heads = num_heads",
+                  ctx, m.kv_lora_rank);
+    in(m.qk_rope_dim, "qk_rope_dim", 0, m.head_dim);
+    SCALEDL_CHECK(m.qk_rope_dim % 2 == 0, "{}.qk_rope_dim={} must be even", ctx, m.qk_rope_dim);
+  } else {
+    SCALEDL_CHECK(m.q_lora_rank == 0 && m.qk_rope_dim == 0,
+                  "{}.q_lora_rank={} / qk_rope_dim={}: latent-attention sizes need kv_lora_rank > 0", ctx,
+                  m.q_lora_rank, m.qk_rope_dim);
   }
   for (auto [c, key] : {std::pair{m.attn_softcap, "attn_softcap"}, {m.final_softcap, "final_softcap"}})
     SCALEDL_CHECK(std::isfinite(c) && c >= 0, "{}.{}={} must be >= 0 (0: no soft-capping)", ctx, key, c);
@@ -659,9 +747,17 @@ int64_t parameter_count(const ModelSpec& m) {
   const int64_t norm = m.norm == NormKind::LayerNorm ? 2 * h : h;
   auto linear = [](int64_t din, int64_t dout, bool bias) { return din * dout + (bias ? dout : 0); };
   // One attention: q, k, v, o projections (ScaleDL eq. 9 params per Linear).
-  const int64_t attn = linear(h, q_out, m.qkv_bias) + 2 * linear(h, kv_out, m.qkv_bias) +
-                       linear(q_out, h, m.out_bias) + (m.qk_norm ? 2 * m.head_dim : 0);
-  const int64_t ffn = linear(h, f, m.linear_bias) * (m.gated_ffn ? 2 : 1) + linear(f, h, m.linear_bias);
+  int64_t attn = linear(h, q_out, m.qkv_bias) + 2 * linear(h, kv_out, m.qkv_bias) +
+                 linear(q_out, h, m.out_bias) + (m.qk_norm ? 2 * m.head_dim : 0);
+  if (m.mla()) {  // DeepSeek: q_a (bias), q_a_norm, q_b or q_proj; kv_a (bias), kv_a_norm, kv_b; o (bias)
+    const int64_t ql = m.q_lora_rank, kl = m.kv_lora_rank, vd = m.value_head_dim();
+    const int64_t nope = m.head_dim - m.qk_rope_dim;
+    attn = (ql > 0 ? linear(h, ql, m.qkv_bias) + ql + ql * q_out : h * q_out) +
+           linear(h, kl + m.qk_rope_dim, m.qkv_bias) + kl + kl * m.num_heads * (nope + vd) +
+           linear(m.num_heads * vd, h, m.out_bias);
+  }
+  auto ffn_of = [&](int64_t w) { return linear(h, w, m.linear_bias) * (m.gated_ffn ? 2 : 1) + linear(w, h, m.linear_bias); };
+  const int64_t ffn = ffn_of(f), dense_ffn = ffn_of(m.dense_ffn());
   int64_t p = 0;
   if (m.arch == Arch::VisionEncoder) {
     const int64_t side = m.image_size / m.patch_size;
@@ -675,12 +771,13 @@ int64_t parameter_count(const ModelSpec& m) {
     if (m.embed_dim != h) p += 2 * linear(m.embed_dim, h, false);        // OPT project_in / project_out
   }
   if (m.family == Family::Bert) p += 2 * h;                              // embeddings LayerNorm
-  p += m.num_layers * ((m.sandwich_norm ? 4 : 2) * norm + attn + ffn);
+  p += m.num_layers * ((m.sandwich_norm ? 4 : 2) * norm + attn + dense_ffn);
   if (m.num_experts > 0) {  // a sparse FFN: num_experts FFNs + the router instead of one FFN
-    // Qwen2-MoE's shared expert: a gated FFN of shared_expert_ffn and its sigmoid gate Linear(h, 1).
-    const int64_t shared = m.shared_expert_ffn > 0 ? 3 * h * m.shared_expert_ffn + h : 0;
-    const int64_t moe = m.num_experts * ffn + linear(h, m.num_experts, m.router_bias) - ffn + shared;
-    p += (sparse_layer_count(m, false) + sparse_layer_count(m, true)) * moe;
+    // The shared expert: a gated FFN of shared_expert_ffn, with (Qwen2-MoE) its sigmoid gate Linear(h, 1).
+    const int64_t shared =
+        m.shared_expert_ffn > 0 ? 3 * h * m.shared_expert_ffn + (m.plain_shared_expert ? 0 : h) : 0;
+    const int64_t moe = m.num_experts * ffn + linear(h, m.num_experts, m.router_bias) + shared;
+    p += sparse_layer_count(m, false) * (moe - dense_ffn) + sparse_layer_count(m, true) * (moe - ffn);
   }
   if (m.arch == Arch::EncoderDecoder) {
     p += m.num_decoder_layers * (3 * norm + 2 * attn + ffn);             // self + cross attention
@@ -763,6 +860,15 @@ nlohmann::json ModelSpec::to_json() const {
   if (fused_gate_up) j["fused_gate_up"] = true;
   if (sandwich_norm) j["sandwich_norm"] = true;
   if (parallel_residual) j["parallel_residual"] = true;
+  if (kv_lora_rank > 0) {  // DeepSeek's latent attention
+    j["kv_lora_rank"] = kv_lora_rank;
+    j["q_lora_rank"] = q_lora_rank;
+    j["qk_rope_dim"] = qk_rope_dim;
+  }
+  if (v_head_dim > 0) j["v_head_dim"] = v_head_dim;
+  if (first_dense_layers > 0) j["first_dense_layers"] = first_dense_layers;
+  if (dense_ffn_dim > 0) j["dense_ffn_dim"] = dense_ffn_dim;
+  if (plain_shared_expert) j["plain_shared_expert"] = true;
   if (attn_softcap > 0) j["attn_softcap"] = attn_softcap;
   if (final_softcap > 0) j["final_softcap"] = final_softcap;
   return j;
@@ -770,6 +876,7 @@ nlohmann::json ModelSpec::to_json() const {
 
 bool is_sparse_layer(const ModelSpec& m, bool decoder, int64_t i) {
   if (m.num_experts <= 0) return false;
+  if (!decoder && i < m.first_dense_layers) return false;  // DeepSeek's dense first layers
   const int64_t step = decoder ? m.decoder_sparse_step : m.encoder_sparse_step;
   if (step <= 0) return false;
   return step == 1 || i % step == 1;  // HF SwitchTransformersStack

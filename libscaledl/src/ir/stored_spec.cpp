@@ -90,6 +90,12 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   if (j.contains("fused_gate_up")) m.fused_gate_up = req_bool(j, "fused_gate_up", ctx);
   if (j.contains("sandwich_norm")) m.sandwich_norm = req_bool(j, "sandwich_norm", ctx);
   if (j.contains("parallel_residual")) m.parallel_residual = req_bool(j, "parallel_residual", ctx);
+  for (auto [key, field] : {std::pair<const char*, int64_t*>{"kv_lora_rank", &m.kv_lora_rank},
+                            {"q_lora_rank", &m.q_lora_rank}, {"qk_rope_dim", &m.qk_rope_dim},
+                            {"v_head_dim", &m.v_head_dim}, {"first_dense_layers", &m.first_dense_layers},
+                            {"dense_ffn_dim", &m.dense_ffn_dim}})
+    if (j.contains(key)) *field = req_int(j, key, ctx);
+  if (j.contains("plain_shared_expert")) m.plain_shared_expert = req_bool(j, "plain_shared_expert", ctx);
   m.attn_softcap = get_num_or(j, "attn_softcap", ctx, 0, 1e6, 0.0);
   m.final_softcap = get_num_or(j, "final_softcap", ctx, 0, 1e6, 0.0);
   validate_model_spec(m, ctx);
