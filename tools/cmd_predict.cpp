@@ -54,7 +54,7 @@ struct PredictOptions {
   bool raw = false;              ///< the models' own T_iter, without the physical bounds
   int threads = 1;               ///< LibTorch threads of the refinement
   bool json = false;
-  scaledl::ParallelConfig par;   ///< --gpus, --nodes, --tp, --pp, --microbatches, --zero, --recompute
+  scaledl::ParallelConfig par;   ///< --gpus, --nodes, --tp, --pp, --ep, --microbatches, --zero, --recompute
   scaledl::cli::PipelineArgs input;  ///< --pipeline, --workers, --vcpus, --input (issue #15, docs/pipeline.md)
   bool par_given = false;        ///< any of those flags was given
   double headroom = 0.10;        ///< fraction of device memory kept free for the fits verdict
@@ -515,9 +515,11 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
   std::cout << fmt::format("model        {} ({}), {}, mode {}\n", m.name, to_string(m.family), to_string(s.dtype),
                            to_string(run_mode(s)))
             << fmt::format("device       {} x {} on {} node(s)\n", dev.key(), o.par.gpus, o.par.nodes)
-            << fmt::format("split        tp {} x pp {} x dp {}; {} micro-batches of {} samples per replica "
+            << fmt::format("split        tp {} x pp {} x dp {}{}; {} micro-batches of {} samples per replica "
                            "(global batch {}); ZeRO {}{}\n",
-                           o.par.tp, o.par.pp, p.dp, o.par.microbatches, p.micro_batch, s.batch * p.dp, o.par.zero,
+                           o.par.tp, o.par.pp, p.dp,
+                           o.par.ep > 1 ? fmt::format(" (experts over ep {} of them)", o.par.ep) : std::string(),
+                           o.par.microbatches, p.micro_batch, s.batch * p.dp, o.par.zero,
                            o.par.recompute ? "; activation recomputation" : "")
             << fmt::format("stage        {} layers per stage, {:.0f} parameters per GPU; bubble {:.1f} %\n",
                            p.layers_per_stage, p.params_per_gpu, 100 * p.bubble_fraction)
@@ -525,10 +527,17 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
                            "({} x {:.3g} B), pipeline sends {:.3f} ms\n",
                            r.t_fwd_ms, r.t_bwd_ms, r.t_recompute_ms, r.t_tp_ms, p.tp_allreduces, p.tp_bytes,
                            r.t_p2p_ms)
+            << (o.par.ep > 1 ? fmt::format("experts      all-to-alls {:.3f} ms per micro-batch ({} x {:.3g} B over {} "
+                                           "GPUs; modelled, not validated: docs/parallel.md)\n",
+                                           r.t_ep_ms, p.ep_alltoalls, p.ep_bytes, o.par.ep)
+                             : std::string())
             << fmt::format("pipeline     {:10.3f} ms   ({} + {} - 1 slots; bubble {:.3f} ms)\n", r.t_pipeline_ms,
                            o.par.microbatches, o.par.pp, r.t_bubble_ms)
-            << fmt::format("DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks)\n", r.t_dp_ms,
-                           p.grad_bytes, p.dp)
+            << fmt::format("DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks{})\n", r.t_dp_ms,
+                           p.grad_bytes - (o.par.ep > 1 ? p.expert_grad_bytes : 0), p.dp,
+                           o.par.ep > 1 ? fmt::format("; the experts' {:.3g} over {}", p.expert_grad_bytes,
+                                                      p.dp / o.par.ep)
+                                        : std::string())
             << (par.host_node_ms > 0
                     ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us{}\n", r.t_host_ms,
                                   r.slot_nodes, 1e3 * par.host_node_ms,
@@ -613,7 +622,7 @@ int run(const PredictOptions& o) {
                  "them (scaledl train)\n",
                  dflt->key().c_str());
   if (o.par_given) {
-    SCALEDL_CHECK(!many, "--gpus/--tp/--pp/--microbatches/--zero/--recompute: one configuration at a time "
+    SCALEDL_CHECK(!many, "--gpus/--tp/--pp/--ep/--microbatches/--zero/--recompute: one configuration at a time "
                          "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
     SCALEDL_CHECK(o.devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
     SCALEDL_CHECK(o.anchor.empty(), "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)",
@@ -797,6 +806,9 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                               par(app.add_option("--nodes", o->par.nodes, "nodes the GPUs are spread over (default 1)"));
                               par(app.add_option("--tp", o->par.tp, "tensor-parallel ways (Megatron)"));
                               par(app.add_option("--pp", o->par.pp, "pipeline stages (1F1B)"));
+                              par(app.add_option("--ep", o->par.ep,
+                                                 "expert-parallel ways: the experts spread over this many of the "
+                                                 "data-parallel GPUs (mixtures of experts)"));
                               par(app.add_option("--microbatches", o->par.microbatches,
                                                  "micro-batches per iteration of one replica (--batch is split)"));
                               par(app.add_option("--zero", o->par.zero, "ZeRO stage 0, 1, 2 or 3"));

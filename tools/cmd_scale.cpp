@@ -91,13 +91,14 @@ int run(const ScaleCmdOptions& o) {
               "T_iter_ms", "T_epoch_s", "speedup", "efficiency", "cost", "mem_GB");
   for (size_t i = 0; i < r.points.size(); ++i) {
     const auto& p = r.points[i];
-    std::printf("%6lld %4lld %4lld %5lld %4lld %7lld %12.2f %12s %9.2f %10.2f %10s %9.2f%s\n",
+    std::printf("%6lld %4lld %4lld %5lld %4lld %7lld %12.2f %12s %9.2f %10.2f %10s %9.2f%s%s\n",
                 static_cast<long long>(p.gpus), static_cast<long long>(p.best.plan.cfg.tp),
                 static_cast<long long>(p.best.plan.cfg.pp), static_cast<long long>(p.best.plan.dp),
                 static_cast<long long>(p.best.plan.cfg.microbatches), static_cast<long long>(p.global_batch),
                 p.best.t_iter_ms, p.t_epoch_s > 0 ? fmt::format("{:.1f}", p.t_epoch_s).c_str() : "-", p.speedup,
                 p.efficiency, p.cost > 0 ? fmt::format("{:.2f}", p.cost).c_str() : "-", p.peak_bytes / 1e9,
-                static_cast<int64_t>(i) == r.fastest ? "  <- fastest" : (static_cast<int64_t>(i) == r.best_for_target ? "  <- target" : ""));
+                static_cast<int64_t>(i) == r.fastest ? "  <- fastest" : (static_cast<int64_t>(i) == r.best_for_target ? "  <- target" : ""),
+                p.best.plan.cfg.ep > 1 ? fmt::format("  (experts over ep {} of the dp GPUs)", p.best.plan.cfg.ep).c_str() : "");
   }
   if (input) std::printf("%s", cli::PipelineArgs::scale_table(*input, r).c_str());
   int64_t skipped = 0;

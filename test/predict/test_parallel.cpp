@@ -195,3 +195,91 @@ TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   EXPECT_NEAR(p.host_ms, double(whole.nodes.size()), 1e-9);
   EXPECT_NEAR(p.t_sum_ms, p.host_ms, 1e-9);
 }
+
+namespace {
+/// A small DeepSeek-V3-shaped model: 8 layers, the first dense, 16 experts of 512, top 4, one shared expert.
+ModelSpec small_moe() {
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(kSrc + "/models/deepseek-v3.json"));
+  j.merge_patch({{"hidden_size", 1024}, {"num_hidden_layers", 8}, {"num_attention_heads", 8},
+                 {"num_key_value_heads", 8}, {"q_lora_rank", 256}, {"intermediate_size", 4096},
+                 {"moe_intermediate_size", 512}, {"n_routed_experts", 16}, {"num_experts_per_tok", 4},
+                 {"first_k_dense_replace", 1}, {"vocab_size", 32000}});
+  ModelSpec m = parse_model_config(j, "small-moe");
+  m.name = "small-moe";
+  return m;
+}
+}  // namespace
+
+TEST(ParallelPlan, ExpertParallelSpreadsTheExpertsAndExchangesTheTokens) {
+  const ModelSpec m = small_moe();
+  ParallelConfig c;
+  c.gpus = 8;
+  c.ep = 4;
+  const ParallelPlan p = plan_parallel(m, settings(4), c);
+  EXPECT_EQ(p.stage.expert_shards, 4);
+  // Dispatch and combine forward and backward in each of the 7 sparse FFNs, of mb x s x k x h elements.
+  EXPECT_EQ(p.ep_alltoalls, 7 * 4);
+  EXPECT_DOUBLE_EQ(p.ep_bytes, 4.0 * 1024 * 4 * 1024 * 2);
+  EXPECT_FALSE(p.ep_inter_node);
+  // A GPU holds 4 of the 16 experts of each sparse FFN: 12 x 7 experts fewer than without expert parallelism.
+  const int64_t expert = 3 * 1024 * 512;
+  c.ep = 1;
+  const ParallelPlan whole = plan_parallel(m, settings(4), c);
+  EXPECT_DOUBLE_EQ(whole.params_per_gpu - p.params_per_gpu, double(12 * 7 * expert));
+  EXPECT_DOUBLE_EQ(p.expert_grad_bytes, double(4 * 7 * expert) * 2);
+  EXPECT_EQ(whole.ep_alltoalls, 0);
+  // The shard's graph: 4 experts, each taking the tokens of 4 GPUs; the router still scores all 16.
+  const LayerGraph gs = build_layer_graph(p.stage, p.micro), gw = build_layer_graph(whole.stage, whole.micro);
+  const LayerNode& up = gs.nodes[gs.find("decoder.1.ffn.expert.up")];
+  const LayerNode& upw = gw.nodes[gw.find("decoder.1.ffn.expert.up")];
+  EXPECT_EQ(up.dims[0], 4);
+  EXPECT_EQ(up.dims[1], 4 * upw.dims[1]);
+  EXPECT_DOUBLE_EQ(up.cost.flops_fwd, upw.cost.flops_fwd);  // the same FLOPs, a quarter of the weights
+  EXPECT_DOUBLE_EQ(up.cost.params, upw.cost.params / 4);
+  EXPECT_EQ(gs.nodes[gs.find("decoder.1.ffn.router")].dims[2], 16);
+  EXPECT_EQ(static_cast<int64_t>(gs.total_params()), parameter_count(p.stage));
+  // Bad splits: one line naming the option.
+  auto err = [&](ParallelConfig k, const ModelSpec& mm) { return error_of([&] { plan_parallel(mm, settings(4), k); }); };
+  c.ep = 3;
+  c.gpus = 6;
+  EXPECT_NE(err(c, m).find("--ep=3 does not divide the 16 experts of small-moe"), std::string::npos) << err(c, m);
+  c.ep = 4;
+  c.gpus = 2;
+  EXPECT_NE(err(c, m).find("--ep=4 does not divide the data-parallel ways 2"), std::string::npos) << err(c, m);
+  c.gpus = 4;
+  EXPECT_NE(err(c, gpt()).find("--ep=4: gpt2 has no mixture of experts to spread"), std::string::npos)
+      << err(c, gpt());
+  c.ep = 0;
+  EXPECT_NE(err(c, m).find("--ep=0 must be >= 1"), std::string::npos) << err(c, m);
+  c.ep = 1;
+  c.tp = 2;
+  EXPECT_NE(err(c, m).find("--tp=2: tensor parallelism of mixture-of-experts layers is not modelled (use expert "
+                           "parallelism, --ep)"),
+            std::string::npos) << err(c, m);
+}
+
+TEST(ParallelPrediction, ExpertParallelAddsAllToAllsAndShrinksTheOptimizerStep) {
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord h100 = load_device_spec(kSrc + "/models/devices/h100-sxm.json");
+  CommModel nvlink;
+  nvlink.bandwidth_Bps = 100e9;
+  nvlink.gamma_s = 10e-6;
+  const ModelSpec m = small_moe();
+  ParallelConfig c;
+  c.gpus = 8;
+  const ParallelPrediction dp = predict_parallel(b, m, settings(4, DType::BF16), c, h100, nvlink, nvlink);
+  c.ep = 8;
+  const ParallelPrediction ep = predict_parallel(b, m, settings(4, DType::BF16), c, h100, nvlink, nvlink);
+  EXPECT_EQ(dp.t_ep_ms, 0);
+  // 28 all-to-alls over 8 GPUs: (N-1)/N x S / B + (N-1) gamma each.
+  const double one = 7.0 / 8.0 * ep.plan.ep_bytes / 100e9 + 7 * 10e-6;
+  EXPECT_NEAR(ep.t_ep_ms, 28 * one * 1e3, 1e-9);
+  EXPECT_NEAR(ep.t_slot_gpu_ms, ep.t_fwd_ms + ep.t_bwd_ms + ep.t_recompute_ms + ep.t_tp_ms + ep.t_ep_ms + ep.t_p2p_ms,
+              1e-9);
+  // Each GPU updates an eighth of the experts, and no expert gradient is all-reduced (dp = ep).
+  EXPECT_LT(ep.t_opt_ms, dp.t_opt_ms);
+  EXPECT_NEAR(ep.t_dp_ms, nvlink.time_s(ep.plan.grad_bytes - ep.plan.expert_grad_bytes, 8) * 1e3, 1e-9);
+  EXPECT_LT(ep.t_dp_ms, dp.t_dp_ms);
+  EXPECT_TRUE(ep.to_json().contains("t_ep_ms"));
+  EXPECT_EQ(ep.to_json().at("plan").at("ep"), 8);
+}

@@ -244,3 +244,46 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
                    "--host-node-us=-2 must be a number in [0, 1e6]");
   fs::remove_all(dir);
 }
+
+TEST(CliParallel, ExpertParallelMixturesInPredictAndScale) {
+  const std::string src = SCALEDL_SOURCE_DIR;
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_ep_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "comm.json") << R"({"bandwidth_Bps": 1.0e11, "gamma_s": 1.0e-5})";
+  // DeepSeek-V2-Lite (64 experts, top 6) on 8 H100s, BF16.
+  const std::string base = "predict --bundle " + src + "/models/bundles/default " + src +
+                           "/models/deepseek-v2-lite.json --device-spec " + src +
+                           "/models/devices/h100-sxm.json --seq 2048 --batch 2 --dtype bf16 --comm " +
+                           (dir / "comm.json").string() + " --gpus 8 ";
+  CliResult r = run_cli(base + "--ep 8 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["plan"]["ep"], 8);
+  EXPECT_EQ(j["plan"]["ep_alltoalls_per_microbatch"], 26 * 4);  // 26 sparse FFNs, 2 forward + 2 backward
+  EXPECT_GT(j["t_ep_ms"].get<double>(), 0);
+  CliResult d = run_cli(base + "--json");
+  ASSERT_EQ(d.rc, 0) << d.out;
+  const auto dj = nlohmann::json::parse(d.out.substr(d.out.find('{')));
+  // Spread over 8 GPUs the experts need an eighth of the memory.
+  EXPECT_LT(j["memory_per_gpu"]["peak_bytes"].get<double>(), dj["memory_per_gpu"]["peak_bytes"].get<double>());
+  EXPECT_LT(j["plan"]["params_per_gpu"].get<double>(), 0.25 * dj["plan"]["params_per_gpu"].get<double>());
+  CliResult t = run_cli(base + "--ep 8");
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("(experts over ep 8 of them)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("experts      all-to-alls"), std::string::npos) << t.out;
+  expect_one_error(base + "--ep 3", "--ep=3 does not divide the 64 experts of deepseek-v2-lite");
+  expect_one_error("predict --bundle " + src + "/models/bundles/default " + src + "/models/gpt2.json --device-spec " +
+                       src + "/models/devices/h100-sxm.json --comm " + (dir / "comm.json").string() +
+                       " --gpus 2 --ep 2",
+                   "--ep=2: gpt2 has no mixture of experts to spread");
+  // scale tries the expert-parallel ways too, and says which it chose.
+  CliResult s = run_cli("scale " + src + "/models/deepseek-v2-lite.json --bundle " + src +
+                        "/models/bundles/default --device-spec " + src + "/models/devices/h100-sxm.json --seq 2048 "
+                        "--batch 16 --dtype bf16 --comm " + (dir / "comm.json").string() + " --gpus 1..8 --json");
+  ASSERT_EQ(s.rc, 0) << s.out;
+  const auto sj = nlohmann::json::parse(s.out.substr(s.out.find('{')));
+  for (const auto& p : sj["points"]) {
+    EXPECT_EQ(p["dp"].get<int64_t>() % p["ep"].get<int64_t>(), 0) << p.dump();
+  }
+  fs::remove_all(dir);
+}

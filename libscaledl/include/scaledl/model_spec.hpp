@@ -102,6 +102,9 @@ struct ModelSpec {
   int64_t first_dense_layers = 0;   ///< the first k FFNs of an MoE stack are dense (first_k_dense_replace)
   int64_t dense_ffn_dim = 0;        ///< their width (intermediate_size; ffn_dim is the experts'); 0 = ffn_dim
   bool plain_shared_expert = false; ///< the shared expert is added as it is (DeepSeek), not x sigmoid(gate(x))
+  // ---- one GPU's shard under expert parallelism (predict --ep; parallel.cpp) ----
+  int64_t expert_shards = 1;        ///< the experts of each sparse FFN are spread over this many GPUs: this one
+                                    ///< holds num_experts / expert_shards, each taking the tokens of that many GPUs
   /// True when q, k and v are one projection (GPT-2's c_attn, Phi-3's qkv_proj).
   bool qkv_fused() const { return fused_qkv || family == Family::Gpt2; }
   /// True for DeepSeek's multi-head latent attention.
@@ -179,8 +182,12 @@ int64_t parameter_count(const ModelSpec& m);
 
 /// Parameters one token passes through: parameter_count less the experts a token is
 /// not routed to (num_experts - moe_top_k of each sparse FFN); parameter_count for
-/// dense models. Mixtral-8x7B: 12.9 G of 46.7 G.
+/// dense models. Mixtral-8x7B: 12.9 G of 46.7 G. (Of the whole model: expert_shards is ignored.)
 int64_t active_parameter_count(const ModelSpec& m);
+/// Parameters of the routed experts (not the router or a shared expert) that this model,
+/// or under expert parallelism this GPU's shard (num_experts / expert_shards per sparse FFN),
+/// holds; 0 for dense models.
+int64_t expert_parameter_count(const ModelSpec& m);
 /// Estimated training memory of one iteration, bytes: parameter_count * (2 e +
 /// optimizer state: 8 B for Adam/AdamW, 0 for SGD) + activations of Korthikanti
 /// et al. 2022 (eq. 2): s b h (34 + 5 a s / h) bytes per layer at a 2-byte dtype,

@@ -16,11 +16,19 @@
 //                    ranks after the last micro-batch (not overlapped: Megatron
 //                    without gradient bucketing); ZeRO-1/2/3 partition the
 //                    optimizer step over dp (ZeRO-3 also all-gathers the weights)
+//   expert parallel  --ep E_p (mixtures of experts): the experts of every sparse FFN
+//                    are spread over E_p of the data-parallel ranks; a GPU holds
+//                    num_experts / E_p of them, each taking the tokens of E_p GPUs
+//                    (the same FLOPs, fewer weights); per sparse FFN and micro-batch
+//                    2 all-to-alls (dispatch, combine) of mb x s x k x h elements in
+//                    the forward, 2 in the backward (2 more with recomputation); the
+//                    experts' gradients are all-reduced over dp / E_p ranks, the rest
+//                    over dp. Not validated against measurements (no MoE run in vTrain)
 //   recompute        the forward of every block runs again before its backward
 //   mixed precision  --dtype fp16|bf16: half-precision compute and gradients,
 //                    the optimizer step on FP32 master weights
 //
-//   T_iter = (M + pp - 1) x (t_fwd + t_bwd [+ t_fwd] + t_tp + t_p2p) + t_dp + t_opt
+//   T_iter = (M + pp - 1) x (t_fwd + t_bwd [+ t_fwd] + t_tp + t_ep + t_p2p) + t_dp + t_opt
 //
 //   host term        with ParallelConfig::host_node_ms = d > 0 (`--host-node-us`), a
 //                    slot is max(the GPU's slot, n x d): the stage's host issues the
@@ -52,10 +60,11 @@ struct ParallelConfig {
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t microbatches = 1;  ///< M: micro-batches per iteration of one replica
+  int64_t ep = 1;            ///< expert-parallel ways (mixtures of experts): divides dp and the expert count
   int zero = 0;              ///< ZeRO stage 0..3
   bool recompute = false;    ///< activation recomputation (Megatron checkpointing)
   double host_node_ms = 0;   ///< the host's cost per graph node, ms (0 = no host term); finite, >= 0
-  bool is_parallel() const { return gpus > 1 || tp > 1 || pp > 1 || microbatches > 1 || recompute; }
+  bool is_parallel() const { return gpus > 1 || tp > 1 || pp > 1 || ep > 1 || microbatches > 1 || recompute; }
 };
 
 /// The shapes and volumes of one configuration (no timing).
@@ -71,6 +80,10 @@ struct ParallelPlan {
   int64_t tp_allreduces = 0;       ///< per micro-batch on one stage
   double tp_bytes = 0;             ///< bytes of one TP all-reduce (activations [mb, s, h])
   double p2p_bytes = 0;            ///< bytes sent per micro-batch and direction between stages
+  int64_t ep_alltoalls = 0;        ///< expert-parallel all-to-alls per micro-batch on one stage
+  double ep_bytes = 0;             ///< bytes one GPU sends in one of them (its tokens x k x h), before (ep-1)/ep
+  bool ep_inter_node = false;      ///< the expert-parallel group spans nodes
+  double expert_grad_bytes = 0;    ///< of grad_bytes, the experts' (all-reduced over dp / ep ranks)
   double params_per_gpu = 0;       ///< parameters of the stage shard
   double grad_bytes = 0;           ///< gradient bytes all-reduced over dp per iteration
   bool tp_inter_node = false;      ///< the TP group spans nodes (tp > GPUs per node)
@@ -83,20 +96,22 @@ double host_node_ms_of_us(double us);
 /// Validates the configuration against the model and builds the plan. Errors
 /// name the option and value: gpus not a multiple of tp x pp, tp not dividing
 /// the heads (or the FFN size), pp larger than the layer count, micro-batches
-/// not dividing the batch, ZeRO outside 0..3, nodes not dividing gpus.
+/// not dividing the batch, ZeRO outside 0..3, nodes not dividing gpus, ep on a
+/// dense model or not dividing dp and the expert count.
 ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const ParallelConfig& c);
 
 struct ParallelPrediction {
   ParallelPlan plan;
   double t_fwd_ms = 0, t_bwd_ms = 0, t_recompute_ms = 0;  ///< one micro-batch on the slowest stage
   double t_tp_ms = 0;              ///< TP all-reduces of one micro-batch
+  double t_ep_ms = 0;              ///< expert-parallel all-to-alls of one micro-batch
   double t_p2p_ms = 0;             ///< pipeline sends of one micro-batch (both directions)
   double t_pipeline_ms = 0;        ///< (M + pp - 1) x the slot
   double t_bubble_ms = 0;          ///< the part of t_pipeline that is bubble
   double t_dp_ms = 0;              ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
   double t_opt_ms = 0;             ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
   double slot_nodes = 0;           ///< nodes the stage's host issues per micro-batch (see the top of this file)
-  double t_slot_gpu_ms = 0;        ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_p2p
+  double t_slot_gpu_ms = 0;        ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p
   double t_host_ms = 0;            ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
   bool host_bound = false;         ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;

@@ -260,12 +260,18 @@ class Forward {
   /// (gated experts: gate and up, act(gate) * up) and [E, C, f] x [E, f, h], and the combine:
   /// outputs scattered back to token order, scaled by the router weights and summed over the k
   /// choices.
+  ///
+  /// Under expert parallelism (expert_shards = ep > 1, one GPU's shard) the GPU holds E / ep experts,
+  /// each taking the tokens of ep GPUs (ep x C slots); the router still scores all E, and the
+  /// all-to-all exchanges are the parallel model's (parallel.cpp), not nodes.
   int moe(const std::string& p, int x, int64_t s, int block) {
-    const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s, E = m_.num_experts, k = m_.moe_top_k;
-    const int64_t C = b_ * expert_capacity_per_sample(m_, s);
+    const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s, k = m_.moe_top_k;
+    const int64_t ep = std::max<int64_t>(1, m_.expert_shards), E = m_.num_experts / ep;
+    const int64_t C = ep * b_ * expert_capacity_per_sample(m_, s);
     const Shape hs = {b_, s, h}, es = {E, C, f};
-    int r = B_.add(p + ".router", LayerType::Linear, {t, h, E, m_.router_bias}, {b_, s, E}, {x}, block);
-    int pr = B_.add(p + ".router.softmax", LayerType::Softmax, {t, E}, {b_, s, E}, {r}, block);
+    const int64_t R = m_.num_experts;  // the router scores every expert
+    int r = B_.add(p + ".router", LayerType::Linear, {t, h, R, m_.router_bias}, {b_, s, R}, {x}, block);
+    int pr = B_.add(p + ".router.softmax", LayerType::Softmax, {t, R}, {b_, s, R}, {r}, block);
     int d = B_.add(p + ".dispatch", LayerType::Add, {E * C * h}, {E, C, h}, {x, pr}, block);
     int a;
     if (m_.gated_ffn) {  // Mixtral's experts: w2(act(w1 x) * w3 x)

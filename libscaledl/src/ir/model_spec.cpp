@@ -614,6 +614,9 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   in(m.v_head_dim, "v_head_dim", 0, 1 << 16);
   in(m.dense_ffn_dim, "dense_ffn_dim", 0, kMaxFfn);
   in(m.first_dense_layers, "first_dense_layers", 0, m.num_experts > 0 ? m.num_layers : 0);
+  in(m.expert_shards, "expert_shards", 1, std::max<int64_t>(1, m.num_experts));
+  SCALEDL_CHECK(m.num_experts == 0 || m.num_experts % m.expert_shards == 0,
+                "{}.expert_shards={} does not divide num_experts={}", ctx, m.expert_shards, m.num_experts);
   if (m.mla()) {
     SCALEDL_CHECK(m.family == Family::Llama && m.num_kv_heads == m.num_heads,
                   "{}.kv_lora_rank={}: latent attention is a decoder of the llama family with num_kv_heads = num_heads",
@@ -776,7 +779,8 @@ int64_t parameter_count(const ModelSpec& m) {
     // The shared expert: a gated FFN of shared_expert_ffn, with (Qwen2-MoE) its sigmoid gate Linear(h, 1).
     const int64_t shared =
         m.shared_expert_ffn > 0 ? 3 * h * m.shared_expert_ffn + (m.plain_shared_expert ? 0 : h) : 0;
-    const int64_t moe = m.num_experts * ffn + linear(h, m.num_experts, m.router_bias) + shared;
+    const int64_t moe = m.num_experts / std::max<int64_t>(1, m.expert_shards) * ffn +
+                        linear(h, m.num_experts, m.router_bias) + shared;
     p += sparse_layer_count(m, false) * (moe - dense_ffn) + sparse_layer_count(m, true) * (moe - ffn);
   }
   if (m.arch == Arch::EncoderDecoder) {
@@ -794,12 +798,26 @@ int64_t parameter_count(const ModelSpec& m) {
   return p;
 }
 
+namespace {
+/// Parameters of one expert (an FFN of ffn_dim).
+int64_t expert_size(const ModelSpec& m) {
+  const int64_t h = m.hidden, f = m.ffn_dim, bias = m.linear_bias ? 1 : 0;
+  return (h * f + bias * f) * (m.gated_ffn ? 2 : 1) + f * h + bias * h;
+}
+}  // namespace
+
 int64_t active_parameter_count(const ModelSpec& m) {
   if (m.num_experts <= 0) return parameter_count(m);
-  const int64_t h = m.hidden, f = m.ffn_dim, bias = m.linear_bias ? 1 : 0;
-  const int64_t expert = (h * f + bias * f) * (m.gated_ffn ? 2 : 1) + f * h + bias * h;
+  ModelSpec whole = m;
+  whole.expert_shards = 1;
   const int64_t sparse = sparse_layer_count(m, false) + sparse_layer_count(m, true);
-  return parameter_count(m) - sparse * (m.num_experts - m.moe_top_k) * expert;
+  return parameter_count(whole) - sparse * (m.num_experts - m.moe_top_k) * expert_size(m);
+}
+
+int64_t expert_parameter_count(const ModelSpec& m) {
+  if (m.num_experts <= 0) return 0;
+  const int64_t sparse = sparse_layer_count(m, false) + sparse_layer_count(m, true);
+  return sparse * (m.num_experts / std::max<int64_t>(1, m.expert_shards)) * expert_size(m);
 }
 
 nlohmann::json ModelSpec::to_json() const {
@@ -869,6 +887,7 @@ nlohmann::json ModelSpec::to_json() const {
   if (first_dense_layers > 0) j["first_dense_layers"] = first_dense_layers;
   if (dense_ffn_dim > 0) j["dense_ffn_dim"] = dense_ffn_dim;
   if (plain_shared_expert) j["plain_shared_expert"] = true;
+  if (expert_shards > 1) j["expert_shards"] = expert_shards;
   if (attn_softcap > 0) j["attn_softcap"] = attn_softcap;
   if (final_softcap > 0) j["final_softcap"] = final_softcap;
   return j;

@@ -93,7 +93,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   for (auto [key, field] : {std::pair<const char*, int64_t*>{"kv_lora_rank", &m.kv_lora_rank},
                             {"q_lora_rank", &m.q_lora_rank}, {"qk_rope_dim", &m.qk_rope_dim},
                             {"v_head_dim", &m.v_head_dim}, {"first_dense_layers", &m.first_dense_layers},
-                            {"dense_ffn_dim", &m.dense_ffn_dim}})
+                            {"dense_ffn_dim", &m.dense_ffn_dim}, {"expert_shards", &m.expert_shards}})
     if (j.contains(key)) *field = req_int(j, key, ctx);
   if (j.contains("plain_shared_expert")) m.plain_shared_expert = req_bool(j, "plain_shared_expert", ctx);
   m.attn_softcap = get_num_or(j, "attn_softcap", ctx, 0, 1e6, 0.0);

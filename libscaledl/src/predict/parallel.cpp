@@ -63,9 +63,16 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
                 m.num_kv_heads, m.name);
   SCALEDL_CHECK(m.ffn_dim % c.tp == 0, "--tp={} does not divide the FFN size {} of {}", c.tp, m.ffn_dim, m.name);
   SCALEDL_CHECK(m.num_experts == 0 || c.tp == 1,
-                "--tp={}: tensor parallelism of mixture-of-experts layers is not modelled (expert parallelism is not "
-                "supported yet)",
+                "--tp={}: tensor parallelism of mixture-of-experts layers is not modelled (use expert parallelism, --ep)",
                 c.tp);
+  SCALEDL_CHECK(c.ep >= 1, "--ep={} must be >= 1", c.ep);
+  SCALEDL_CHECK(c.ep == 1 || m.num_experts > 0, "--ep={}: {} has no mixture of experts to spread", c.ep, m.name);
+  SCALEDL_CHECK(m.num_experts == 0 || m.num_experts % c.ep == 0, "--ep={} does not divide the {} experts of {}", c.ep,
+                m.num_experts, m.name);
+  SCALEDL_CHECK((c.gpus / (c.tp * c.pp)) % c.ep == 0,
+                "--ep={} does not divide the data-parallel ways {} (--gpus / (--tp x --pp)): expert-parallel ranks are "
+                "data-parallel ranks",
+                c.ep, c.gpus / (c.tp * c.pp));
   const int64_t layers = m.num_layers + m.num_decoder_layers;
   SCALEDL_CHECK(c.pp <= layers, "--pp={} is larger than the {} layers of {}", c.pp, layers, m.name);
   SCALEDL_CHECK(c.pp == 1 || m.arch != Arch::EncoderDecoder,
@@ -88,6 +95,9 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   st.ffn_dim = m.ffn_dim / c.tp;
   if (m.vocab_size > 0) st.vocab_size = ceil_div(m.vocab_size, c.tp);
   st.num_layers = p.layers_per_stage;
+  st.expert_shards = c.ep;
+  if (m.first_dense_layers > 0)  // the slowest stage: the sparse layers' (DeepSeek's dense ones sit in the first)
+    st.first_dense_layers = c.pp > 1 ? 0 : m.first_dense_layers;
   st.name = fmt::format("{} [1/{} tensor shard, {} layers]", m.name, c.tp, p.layers_per_stage);
   validate_model_spec(st, st.name);
   p.stage = st;
@@ -105,8 +115,14 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
     p.tp_bytes = act;
   }
   if (c.pp > 1) p.p2p_bytes = act;
+  if (c.ep > 1) {  // dispatch and combine: each token's hidden state to and from its k experts
+    p.ep_alltoalls = sparse_layer_count(st, false) * (c.recompute ? 6 : 4);
+    p.ep_bytes = act * static_cast<double>(m.moe_top_k);
+    p.ep_inter_node = c.tp * c.ep > p.gpus_per_node;
+  }
   p.params_per_gpu = static_cast<double>(parameter_count(st));
   p.grad_bytes = p.dp > 1 ? p.params_per_gpu * e : 0;
+  p.expert_grad_bytes = p.dp > 1 ? static_cast<double>(expert_parameter_count(st)) * e : 0;
   return p;
 }
 
@@ -127,12 +143,18 @@ nlohmann::json ParallelPlan::to_json() const {
           {"p2p_bytes", p2p_bytes},
           {"params_per_gpu", params_per_gpu},
           {"dp_grad_bytes", grad_bytes},
-          {"tp_inter_node", tp_inter_node}};
+          {"tp_inter_node", tp_inter_node},
+          {"ep", cfg.ep},
+          {"ep_alltoalls_per_microbatch", ep_alltoalls},
+          {"ep_alltoall_bytes", ep_bytes},
+          {"ep_inter_node", ep_inter_node},
+          {"dp_expert_grad_bytes", expert_grad_bytes}};
 }
 
 nlohmann::json ParallelPrediction::to_json() const {
   nlohmann::json j = {{"plan", plan.to_json()},        {"t_fwd_ms", t_fwd_ms},           {"t_bwd_ms", t_bwd_ms},
-                      {"t_recompute_ms", t_recompute_ms}, {"t_tp_ms", t_tp_ms},         {"t_p2p_ms", t_p2p_ms},
+                      {"t_recompute_ms", t_recompute_ms}, {"t_tp_ms", t_tp_ms},         {"t_ep_ms", t_ep_ms},
+                      {"t_p2p_ms", t_p2p_ms},
                       {"t_pipeline_ms", t_pipeline_ms}, {"t_bubble_ms", t_bubble_ms},    {"t_dp_ms", t_dp_ms},
                       {"t_opt_ms", t_opt_ms},           {"slot_nodes", slot_nodes},      {"t_iter_ms", t_iter_ms}};
   if (plan.cfg.host_node_ms > 0) {
@@ -174,16 +196,24 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
   const CommModel& tp_comm = p.tp_inter_node ? inter : intra;
   if (c.tp > 1) r.t_tp_ms = static_cast<double>(p.tp_allreduces) * tp_comm.time_s(p.tp_bytes, c.tp) * 1e3;
+  if (c.ep > 1) {
+    // An all-to-all (pairwise exchange) has the all-gather's ring form, (N-1)/N S/B + (N-1) gamma, with
+    // B the calibrated bus bandwidth: what nccl-tests reports for all three on one NVSwitch node.
+    const CommModel& ec = p.ep_inter_node ? inter : intra;
+    const CommFactors f = comm_factors("allgather", CommForm::Ring, c.ep);
+    r.t_ep_ms = static_cast<double>(p.ep_alltoalls) * (f.a * p.ep_bytes / ec.bandwidth_Bps + f.c * ec.gamma_s) * 1e3;
+  }
   if (c.pp > 1) {
     // Stages spread over nodes when one node cannot hold the tp x pp ranks of a replica.
     const CommModel& pc = c.tp * c.pp > p.gpus_per_node ? inter : intra;
     r.t_p2p_ms = 2 * pc.time_s(p.p2p_bytes, 2) * 1e3;  // activations forward, their gradient backward
   }
-  r.t_slot_gpu_ms = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_p2p_ms;
+  r.t_slot_gpu_ms = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_ep_ms + r.t_p2p_ms;
   // The nodes the stage's host issues per micro-batch: every node of the forward and
   // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
   // one per pipeline send.
-  r.slot_nodes = static_cast<double>(g.nodes.size()) + static_cast<double>(p.tp_allreduces) + (c.pp > 1 ? 2.0 : 0.0);
+  r.slot_nodes = static_cast<double>(g.nodes.size()) + static_cast<double>(p.tp_allreduces) +
+                 static_cast<double>(p.ep_alltoalls) + (c.pp > 1 ? 2.0 : 0.0);
   if (c.recompute)
     for (const LayerNode& n : g.nodes) r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
   r.t_host_ms = r.slot_nodes * c.host_node_ms;
@@ -194,7 +224,14 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (p.dp > 1) {
     const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : intra;
     // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the weights.
-    r.t_dp_ms = dc.time_s(p.grad_bytes, p.dp) * 1e3 * (c.zero == 3 ? 2 : 1);
+    // Under expert parallelism the experts' gradients are all-reduced over the dp / ep replicas of each expert.
+    double t = dc.time_s(p.grad_bytes, p.dp);
+    if (c.ep > 1) {
+      const double dense = p.grad_bytes - p.expert_grad_bytes;
+      t = (dense > 0 ? dc.time_s(dense, p.dp) : 0) +
+          (p.dp / c.ep > 1 ? dc.time_s(p.expert_grad_bytes, p.dp / c.ep) : 0);
+    }
+    r.t_dp_ms = t * 1e3 * (c.zero == 3 ? 2 : 1);
   }
   // The optimizer step on FP32 master weights (mixed precision keeps them), partitioned over dp by ZeRO.
   if (run_mode(s) == RunMode::Train) {

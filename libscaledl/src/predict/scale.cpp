@@ -46,6 +46,7 @@ nlohmann::json ScaleResult::to_json() const {
                    {"tp", p.best.plan.cfg.tp},
                    {"pp", p.best.plan.cfg.pp},
                    {"dp", p.best.plan.dp},
+                   {"ep", p.best.plan.cfg.ep},
                    {"microbatches", p.best.plan.cfg.microbatches},
                    {"micro_batch", p.best.plan.micro_batch},
                    {"global_batch", p.global_batch},
@@ -105,9 +106,13 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
           continue;
         }
         const int64_t per_replica = gb / dp;
+        // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
+        for (int64_t ep = 1; ep <= dp; ep *= 2) {
+        if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
         for (int64_t mb = 1; mb <= per_replica; mb *= 2) {
           if (per_replica % mb) continue;
           ParallelConfig c;
+          c.ep = ep;
           c.gpus = n;
           c.nodes = nodes;
           c.tp = tp;
@@ -141,6 +146,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
             found = true;
           }
         }
+        }  // ep
       }
     }
     if (!found) {
