@@ -29,6 +29,13 @@ TrainSettings settings(int64_t batch, DType d = DType::FP16) {
   s.dtype = d;
   return s;
 }
+/// One NVLink-like collective model: 100 GB/s bus bandwidth, 10 us per step.
+CommModel nvlink_model() {
+  CommModel c;
+  c.bandwidth_Bps = 100e9;
+  c.gamma_s = 10e-6;
+  return c;
+}
 /// 8 GPUs: tp 2 x pp 2 x dp 2, 4 micro-batches, recomputation.
 ParallelConfig tp2_pp2_dp2() {
   ParallelConfig c;
@@ -94,9 +101,7 @@ TEST(ParallelPlan, ImpossibleSplitsAreOneClearError) {
 TEST(ParallelPrediction, CompositionFollowsTheSchemes) {
   const Bundle b = load_bundle(kSrc + "/models/bundles/default");
   const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
-  CommModel nvlink;
-  nvlink.bandwidth_Bps = 100e9;
-  nvlink.gamma_s = 10e-6;
+  const CommModel nvlink = nvlink_model();
   const ModelSpec m = gpt();
   ParallelConfig one;
   const ParallelPrediction base = predict_parallel(b, m, settings(8), one, a100, nvlink, nvlink);
@@ -145,9 +150,7 @@ TEST(ParallelPrediction, CompositionFollowsTheSchemes) {
 TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   Bundle b = load_bundle(kSrc + "/models/bundles/default");
   const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
-  CommModel nvlink;
-  nvlink.bandwidth_Bps = 100e9;
-  nvlink.gamma_s = 10e-6;
+  const CommModel nvlink = nvlink_model();
   const ModelSpec m = gpt(1024, 8);
   ParallelConfig c = tp2_pp2_dp2();
   const ParallelPrediction gpu = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
@@ -261,9 +264,7 @@ TEST(ParallelPlan, ExpertParallelSpreadsTheExpertsAndExchangesTheTokens) {
 TEST(ParallelPrediction, ExpertParallelAddsAllToAllsAndShrinksTheOptimizerStep) {
   const Bundle b = load_bundle(kSrc + "/models/bundles/default");
   const DeviceRecord h100 = load_device_spec(kSrc + "/models/devices/h100-sxm.json");
-  CommModel nvlink;
-  nvlink.bandwidth_Bps = 100e9;
-  nvlink.gamma_s = 10e-6;
+  const CommModel nvlink = nvlink_model();
   const ModelSpec m = small_moe();
   ParallelConfig c;
   c.gpus = 8;

@@ -143,11 +143,19 @@ TEST(CliCollectives, BadLaunchesAreOneClearErrorNotAHang) {
   EXPECT_LT(secs, 60);
 }
 
-TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplits) {
-  const std::string src = SCALEDL_SOURCE_DIR;
-  const fs::path dir = fs::temp_directory_path() / ("scaledl_par_" + std::to_string(::getpid()));
+namespace {
+/// A fresh temporary folder NAME<pid> holding comm.json: 100 GB/s bus bandwidth, 10 us per step.
+fs::path dir_with_comm(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "comm.json") << R"({"bandwidth_Bps": 1.0e11, "gamma_s": 1.0e-5})";
+  return dir;
+}
+}  // namespace
+
+TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplits) {
+  const std::string src = SCALEDL_SOURCE_DIR;
+  const fs::path dir = dir_with_comm("scaledl_par_");
   const std::string base = "predict --bundle " + src + "/models/bundles/default " + src +
                            "/models/gpt2.json --device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 1024 "
                            "--batch 8 --dtype fp16 ";
@@ -208,9 +216,7 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
 
 TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
   const std::string src = SCALEDL_SOURCE_DIR;
-  const fs::path dir = fs::temp_directory_path() / ("scaledl_scale_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream(dir / "comm.json") << R"({"bandwidth_Bps": 1.0e11, "gamma_s": 1.0e-5})";
+  const fs::path dir = dir_with_comm("scaledl_scale_");
   const std::string base = "scale " + src + "/models/gpt2.json --bundle " + src + "/models/bundles/default " +
                            "--device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 512 --batch 32 ";
   CliResult r = run_cli(base + "--comm " + (dir / "comm.json").string() + " --gpus 1..8 --samples 100000 " +
@@ -247,9 +253,7 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
 
 TEST(CliParallel, ExpertParallelMixturesInPredictAndScale) {
   const std::string src = SCALEDL_SOURCE_DIR;
-  const fs::path dir = fs::temp_directory_path() / ("scaledl_ep_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream(dir / "comm.json") << R"({"bandwidth_Bps": 1.0e11, "gamma_s": 1.0e-5})";
+  const fs::path dir = dir_with_comm("scaledl_ep_");
   // DeepSeek-V2-Lite (64 experts, top 6) on 8 H100s, BF16.
   const std::string base = "predict --bundle " + src + "/models/bundles/default " + src +
                            "/models/deepseek-v2-lite.json --device-spec " + src +
