@@ -87,6 +87,9 @@ const Case kCases[] = {
       "num_attention_heads":2,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,"kv_lora_rank":12,
       "intermediate_size":40,"moe_intermediate_size":16,"n_routed_experts":4,"num_experts_per_tok":3,
       "vocab_size":200},"settings":{"batch":2,"seq_len":8}})"},
+    {"gpt-oss", R"({"model":"models/gpt-oss-20b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+      "num_attention_heads":4,"num_key_value_heads":2,"head_dim":8,"intermediate_size":24,"num_local_experts":4,
+      "num_experts_per_tok":2,"vocab_size":200},"settings":{"batch":2,"seq_len":8}})"},
     {"qwen3", R"({"model":"models/qwen3-0.6b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"intermediate_size":48,"vocab_size":200},
       "settings":{"batch":2,"seq_len":8}})"},
@@ -296,4 +299,35 @@ TEST(Zoo, BadSpecsFailWithOneClearLine) {
   ModelSpec text = mc.model;
   text.vocab_size = 0;
   EXPECT_THROW(make_zoo_batch(text, mc.settings, torch::kCPU), Error);
+}
+
+TEST(Zoo, GptOssEvalModeRunsEveryExpertAndMatchesTheRoutedTraining) {
+  // gpt-oss in eval mode runs every expert on every token and weights each output by the token's
+  // routing weight of that expert (0 where not chosen); in training it dispatches the chosen
+  // (token, expert) pairs into per-expert slots. When no pair is dropped (a capacity of the whole
+  // sequence) and without dropout (gpt-oss has none) both paths must give the same logits.
+  auto mc = load_case(kCases[22]);
+  ASSERT_EQ(mc.model.hf_class, "GptOssForCausalLM");
+  ModelSpec m = mc.model;
+  m.expert_capacity = mc.settings.seq_len;  // top-2 of 4 experts, nothing dropped
+  torch::manual_seed(0);
+  auto model = build_zoo_model(m, mc.settings, torch::kCPU);
+  {
+    torch::NoGradGuard no_grad;  // large expert weights, sinks and biases, so that their paths count
+    for (auto& p : model->named_parameters())
+      if (p.key().find(".moe.") != std::string::npos || p.key().find("sinks") != std::string::npos)
+        p.value().uniform_(-0.5, 0.5);
+  }
+  auto batch = make_zoo_batch(m, mc.settings, torch::kCPU, 4);
+  torch::NoGradGuard no_grad;  // the logits, in either mode
+  auto logits = [&](bool train) {
+    model->train(train);
+    return model->loss(batch, nullptr).clone();
+  };
+  const torch::Tensor routed = logits(true), every = logits(false);
+  EXPECT_LT((routed - every).abs().max().item<double>(), 1e-4);
+  // The experts matter here: without one expert's output the logits move.
+  for (auto& p : model->named_parameters())
+    if (p.key().find("block1.moe.wo") != std::string::npos) p.value()[0].zero_();
+  EXPECT_GT((logits(false) - every).abs().max().item<double>(), 1e-2);
 }

@@ -32,7 +32,7 @@ const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium"
                             "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
                             "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
                             "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b", "pythia-160m", "qwen1.5-moe-a2.7b",
-                            "deepseek-v2-lite", "deepseek-v2", "deepseek-v3"};
+                            "deepseek-v2-lite", "deepseek-v2", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -683,4 +683,32 @@ TEST(LayerGraph, DeepSeekLatentAttentionAndItsDenseAndSparseFfns) {
   EXPECT_LT(l.find("decoder.0.attn.q_a"), 0);
   EXPECT_EQ(node(l, "decoder.0.ffn.up").dims, (std::vector<int64_t>{t, 2048, 10944, 0}));
   EXPECT_EQ(node(l, "decoder.1.ffn.shared.up").dims, (std::vector<int64_t>{t, 2048, 2816, 0}));
+}
+
+TEST(LayerGraph, GptOssSinksAndExpertsInTrainingAndInference) {
+  const int64_t b = 2, S = 64, t = b * S, h = 2880, f = 2880, E = 32;
+  const ModelSpec m = load_model_config(model_path("gpt-oss-20b"));
+  LayerGraph g = build_layer_graph(m, small_settings(b, S));
+  // The scores gain a sink column per head (64 heads), less each row's maximum, before the softmax.
+  EXPECT_EQ(node(g, "decoder.0.attn.sinks_cat").dims, (std::vector<int64_t>{b * 64 * S * (S + 1), 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.sinks_cat").cost.params, 64);
+  EXPECT_EQ(node(g, "decoder.0.attn.softmax").dims, (std::vector<int64_t>{b * 64 * S, S + 1}));
+  EXPECT_GE(g.find("decoder.0.attn.sinks_sub"), 0);
+  // Training: the experts at their mean load, C = b x ceil(4 x 64 / 32) = 16 slots; fused gate_up, biases, GLU.
+  const int64_t C = b * 8;
+  EXPECT_EQ(node(g, "decoder.0.ffn.expert.gate_up").dims, (std::vector<int64_t>{E, C, h, 2 * f}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.expert.gate_up_bias").cost.params, E * 2 * f);
+  EXPECT_EQ(node(g, "decoder.0.ffn.expert.down_bias").cost.params, E * h);
+  for (const char* k : {"gate_clamp", "up_clamp", "act_scale", "act_sigmoid", "act", "up_add", "mul"})
+    EXPECT_EQ(node(g, std::string("decoder.0.ffn.expert.") + k).dims[0], E * C * f) << k;
+  EXPECT_EQ(node(g, "decoder.0.ffn.router").dims, (std::vector<int64_t>{t, h, E, 1}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{4 * t * h}));
+  // Inference: every expert takes every token (Hugging Face's eval-mode path), 8x the training's expert FLOPs.
+  TrainSettings inf = small_settings(b, S);
+  set_run_mode(inf, RunMode::Inference);
+  LayerGraph gi = build_layer_graph(m, inf);
+  EXPECT_EQ(node(gi, "decoder.0.ffn.expert.gate_up").dims, (std::vector<int64_t>{E, t, h, 2 * f}));
+  EXPECT_EQ(node(gi, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{E * t * h}));
+  EXPECT_DOUBLE_EQ(node(gi, "decoder.0.ffn.expert.down").cost.flops_fwd,
+                   8 * node(g, "decoder.0.ffn.expert.down").cost.flops_fwd);
 }

@@ -84,6 +84,9 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"deepseek-v2-lite", 15706484224},
       {"deepseek-v2", 235741434880},
       {"deepseek-v3", 671026404352},  // without V3's 58 x 256 router correction biases (buffers, not parameters)
+      // gpt-oss (biased attention, sinks, biased fused experts, a biased router): "20.91B", "116.83B".
+      {"gpt-oss-20b", 20914757184},
+      {"gpt-oss-120b", 116829156672},
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(model_path(file));
@@ -579,4 +582,37 @@ TEST(ModelSpec, DeepSeekLatentAttentionDenseFirstLayersAndSharedExperts) {
   json v2 = load("deepseek-v2-lite");
   v2.erase("num_experts_per_tok");  // DeepseekV2Config's default is null
   EXPECT_NE(parse_error(v2).find("config.num_experts_per_tok is missing"), std::string::npos) << parse_error(v2);
+}
+
+TEST(ModelSpec, GptOssSinksBiasedExpertsAndItsClampedGlu) {
+  ModelSpec m = load_model_config(model_path("gpt-oss-20b"));
+  EXPECT_EQ(m.family, Family::Llama);
+  EXPECT_TRUE(m.attn_sinks && m.clamped_glu && m.dense_expert_inference && m.fused_gate_up && m.linear_bias);
+  EXPECT_TRUE(m.qkv_bias && m.out_bias && m.router_bias);
+  EXPECT_EQ(m.num_experts, 32);
+  EXPECT_EQ(m.moe_top_k, 4);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(sparse_layer_count(m, false), 24);
+  // "3.61B active" is without the input embedding (201,088 x 2,880).
+  EXPECT_EQ(active_parameter_count(m) - 201088 * 2880, 3608307264);
+  EXPECT_EQ(model_spec_from_json(m.to_json()).to_json(), m.to_json());
+  EXPECT_TRUE(m.to_json().at("attn_sinks").get<bool>());
+  EXPECT_FALSE(load_model_config(model_path("mixtral-8x7b")).to_json().contains("attn_sinks"));
+  // experts_per_token alone (as in the original checkpoint's config) is read too.
+  json j = load("gpt-oss-20b");
+  j.erase("num_experts_per_tok");
+  j["experts_per_token"] = 2;
+  EXPECT_EQ(parse_model_config(j).moe_top_k, 2);
+  j["experts_per_token"] = 33;
+  EXPECT_NE(parse_error(j).find("config.experts_per_token=33 must be in [1, num_local_experts=32]"), std::string::npos)
+      << parse_error(j);
+  j = load("gpt-oss-20b");
+  j["num_local_experts"] = 0;
+  EXPECT_NE(parse_error(j).find("config.num_local_experts=0 must be >= 1"), std::string::npos) << parse_error(j);
+  // A biased mixture other than gpt-oss's fused experts is refused (the graph would miss its biases).
+  json q = load("qwen1.5-moe-a2.7b");
+  q["mlp_bias"] = true;
+  EXPECT_NE(parse_error(q).find("biased experts are modelled for fused gate_up experts only"), std::string::npos)
+      << parse_error(q);
 }

@@ -306,7 +306,7 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
       {"qwen3-30b-a3b", "params 30532122624"}, {"gemma2-2b", "params 2614341888"},
       {"gemma3-1b", "params 999885952"}, {"pythia-160m", "params 162322944"},
       {"qwen1.5-moe-a2.7b", "params 14315784192"}, {"deepseek-v2-lite", "params 15706484224"},
-      {"deepseek-v3", "params 671026404352"}};
+      {"deepseek-v3", "params 671026404352"}, {"gpt-oss-20b", "params 20914757184"}};
   for (const auto& [name, params] : cases) {
     CliResult r = run_cli("inspect " + kSrc + "/models/" + name + ".json --batch 1 --seq 256");
     ASSERT_EQ(r.rc, 0) << name << r.out;
@@ -325,6 +325,10 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
   EXPECT_NE(r.out.find("latent attention: q latent of rank 1536, k/v latent of rank 512, q/k heads of 192 (64 "
                        "rotary), v heads of 128"),
             std::string::npos) << r.out.substr(0, 800);
+  r = run_cli("inspect " + kSrc + "/models/gpt-oss-20b.json --batch 1 --seq 256 --mode inference");
+  EXPECT_NE(r.out.find("capacity 256 tokens per expert and sample (inference: every expert takes every token"),
+            std::string::npos) << r.out.substr(0, 600);
+  EXPECT_NE(r.out.find("decoder.0.attn.sinks_cat"), std::string::npos);
   CliResult p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
                         "/models/deepseek-v2-lite.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " +
                         kSrc + "/models/devices/h100-sxm.json --json");

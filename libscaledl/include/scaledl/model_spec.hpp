@@ -4,8 +4,8 @@
 //
 // Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
 // GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
-// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3, GPT-NeoX and DeepSeek-V2/V3, read into the Llama
-// family), and Switch
+// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3, GPT-NeoX, DeepSeek-V2/V3 and gpt-oss, read into
+// the Llama family), and Switch
 // Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
@@ -102,6 +102,11 @@ struct ModelSpec {
   int64_t first_dense_layers = 0;   ///< the first k FFNs of an MoE stack are dense (first_k_dense_replace)
   int64_t dense_ffn_dim = 0;        ///< their width (intermediate_size; ffn_dim is the experts'); 0 = ffn_dim
   bool plain_shared_expert = false; ///< the shared expert is added as it is (DeepSeek), not x sigmoid(gate(x))
+  // ---- gpt-oss ----
+  bool attn_sinks = false;          ///< a learned sink logit per head joins each softmax ("attn.sinks_*")
+  bool clamped_glu = false;         ///< experts: (clamp(up) + 1) x g sigmoid(1.702 g), g = clamp(gate); biased
+                                    ///< fused gate_up and down, their bias adds as nodes of their own
+  bool dense_expert_inference = false;  ///< inference runs every expert on every token (HF's eval-mode path)
   // ---- one GPU's shard under expert parallelism (predict --ep; parallel.cpp) ----
   int64_t expert_shards = 1;        ///< the experts of each sparse FFN are spread over this many GPUs: this one
                                     ///< holds num_experts / expert_shards, each taking the tokens of that many GPUs

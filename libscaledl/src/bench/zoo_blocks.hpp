@@ -72,6 +72,7 @@ struct AttnOptions {
   int64_t q_lora_rank = 0;   ///< nodes q_a, q_a_norm, q_b (0: q)
   int64_t rope_dim = 0;      ///< rotary part of each q/k head
   int64_t v_head_dim = 0;    ///< per-head size of v; 0 = head_dim
+  bool sinks = false;        ///< gpt-oss: a learned sink logit per head (nodes sinks_cat, sinks_max, sinks_sub)
 };
 
 /// Multi-head attention (self or cross) with grouped-query K/V, or DeepSeek's latent attention.
@@ -87,6 +88,7 @@ struct AttentionImpl : torch::nn::Module {
   Norm q_norm{nullptr}, k_norm{nullptr};  ///< qk_norm: RMSNorm of head_dim
   torch::nn::Linear q_a{nullptr}, q_b{nullptr}, kv_a{nullptr}, kv_b{nullptr};  ///< MLA
   Norm q_a_norm{nullptr}, kv_a_norm{nullptr};                               ///< MLA
+  Tensor sinks;                                                              ///< gpt-oss: [heads]
  private:
   /// MLA: q [B, H, Sq, hd], k [B, H, Sk, hd], v [B, H, Sk, v_head_dim].
   void latent_qkv(const Tensor& x, const Tensor& src, const std::string& pre, NodeProbe* probe, const Rope& rope,
@@ -122,7 +124,8 @@ struct SparseFfnImpl : torch::nn::Module {
   ModelSpec spec;  ///< capacity rule (expert_capacity_per_sample)
   torch::nn::Linear router{nullptr};
   Tensor wi, wo;   ///< [E, h, f], [E, f, h]
-  Tensor wg;       ///< gated experts (Mixtral): [E, h, f]; undefined otherwise
+  Tensor wg;       ///< gated experts (Mixtral): [E, h, f]; undefined otherwise (gpt-oss: wi is the fused [E, h, 2f])
+  Tensor bi, bo;   ///< gpt-oss's expert biases: [E, 2f], [E, h]; undefined otherwise
   Ffn shared{nullptr};                          ///< the shared expert (Qwen2-MoE, DeepSeek; nodes "shared.*")
   torch::nn::Linear shared_router{nullptr};     ///< Qwen2-MoE: its sigmoid gate Linear(h, 1), node "shared.router"
 };

@@ -244,6 +244,7 @@ AttentionImpl::AttentionImpl(const AttnOptions& o) : opt(o) {
     v = register_module("v", torch::nn::Linear(LinearOptions(o.hidden, kvd).bias(o.qkv_bias)));
   }
   this->o = register_module("o", torch::nn::Linear(LinearOptions(o.heads * vd, o.hidden).bias(o.out_bias)));
+  if (o.sinks) sinks = register_parameter("sinks", torch::zeros({o.heads}));
   if (o.qk_norm) {  // Qwen3RMSNorm(head_dim, eps 1e-6)
     q_norm = register_module("q_norm", Norm(o.head_dim, NormKind::RMSNorm, 1e-6));
     k_norm = register_module("k_norm", Norm(o.head_dim, NormKind::RMSNorm, 1e-6));
@@ -337,7 +338,15 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   } else if (opt.padding_mask) {  // no padding in a benchmark batch: all zeros, as HF's extended mask is then
     scores = node(probe, pre + "mask", [&] { return scores + torch::zeros({B, 1, 1, Sk}, scores.options()); });
   }
+  if (opt.sinks) {  // GptOssAttention: cat the sink logits, less each row's maximum, softmax, drop the sink column
+    scores = node(probe, pre + "sinks_cat", [&] {
+      return torch::cat({scores, sinks.view({1, H, 1, 1}).expand({B, H, Sq, 1}).to(scores.scalar_type())}, -1);
+    });
+    auto mx = node(probe, pre + "sinks_max", [&] { return std::get<0>(scores.max(-1, true)); });
+    scores = node(probe, pre + "sinks_sub", [&] { return scores - mx; });
+  }
   auto probs = node(probe, pre + "softmax", [&] { return torch::softmax(scores, -1); });
+  if (opt.sinks) probs = probs.narrow(-1, 0, Sk);
   probs = dropout_node(probe, pre + "dropout", probs, opt.dropout, is_training());
   auto ctx = node(probe, pre + "av", [&] {
     return torch::matmul(probs, v4).transpose(1, 2).reshape({B, Sq, H * vd});  // [B, Sq, H*vd]
@@ -451,6 +460,7 @@ BlockOptions block_options(const ModelSpec& m) {
   b.self.q_lora_rank = m.q_lora_rank;
   b.self.rope_dim = m.qk_rope_dim;
   b.self.v_head_dim = m.v_head_dim;
+  b.self.sinks = m.attn_sinks;
   b.sandwich_norm = m.sandwich_norm;
   b.parallel_residual = m.parallel_residual;
   b.fused_gate_up = m.fused_gate_up;

@@ -21,8 +21,13 @@ SparseFfnImpl::SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m
     : experts(m.num_experts), act(act_), act_dropout(act_dropout_), spec(m) {
   router = register_module("router",
                            torch::nn::Linear(torch::nn::LinearOptions(hidden, experts).bias(m.router_bias)));
-  wi = register_parameter("wi", torch::empty({experts, hidden, ffn_dim}));
-  if (m.gated_ffn) wg = register_parameter("wg", torch::empty({experts, hidden, ffn_dim}));
+  const bool fused = m.gated_ffn && m.fused_gate_up;  // gpt-oss: gate_up_proj [E, h, 2f]
+  wi = register_parameter("wi", torch::empty({experts, hidden, fused ? 2 * ffn_dim : ffn_dim}));
+  if (m.gated_ffn && !fused) wg = register_parameter("wg", torch::empty({experts, hidden, ffn_dim}));
+  if (m.linear_bias) {  // gpt-oss: gate_up_proj_bias, down_proj_bias
+    bi = register_parameter("bi", torch::zeros({experts, wi.size(2)}));
+    bo = register_parameter("bo", torch::zeros({experts, hidden}));
+  }
   if (m.shared_expert_ffn > 0) {  // Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate; DeepSeek: shared_experts
     shared = register_module("shared", Ffn(hidden, m.shared_expert_ffn, m.gated_ffn, m.linear_bias, act_,
                                            act_dropout_, m.fused_gate_up));  // the model's FFN, its own width
@@ -35,7 +40,9 @@ SparseFfnImpl::SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m
 
 Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe* probe) {
   const int64_t B = x.size(0), S = x.size(1), h = x.size(2), E = experts, K = spec.moe_top_k;
-  const int64_t cap = expert_capacity_per_sample(spec, S);
+  // gpt-oss in eval mode runs every expert on every token (GptOssExperts' batched path).
+  const bool every = spec.dense_expert_inference && !is_training();
+  const int64_t cap = every ? S : expert_capacity_per_sample(spec, S);
   const int64_t C = B * cap;  // token slots of one expert in this batch
   auto logits = node(probe, pre + "router", [&] { return router(x); });
   // weight: router weight of each kept (token, expert) pair; tok: its token row; dst: its slot
@@ -57,15 +64,35 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
     tok = K > 1 ? torch::floor_divide(rows, K) : rows;
     if (K == 1) pmax = w.reshape({B * S});
     else weight = w.reshape({B * S * K}).index_select(0, rows);
+    if (every) weight = torch::zeros({B * S, E}, w.options()).scatter(1, std::get<1>(top).reshape({B * S, K}),
+                                                                        w.reshape({B * S, K}));
     return p;
   });
   (void)probs;
   auto flat = x.reshape({B * S, h});
   auto buf = node(probe, pre + "dispatch", [&] {
+    if (every) return flat.repeat({E, 1}).view({E, C, h});
     return torch::zeros({E * C, h}, x.options()).index_copy(0, dst, flat.index_select(0, tok)).view({E, C, h});
   });
   Tensor a;
-  if (wg.defined()) {
+  if (spec.gated_ffn && spec.fused_gate_up) {  // gpt-oss: gate, up interleaved in gate_up_proj's columns
+    auto gu = node(probe, pre + "expert.gate_up", [&] { return torch::bmm(buf, wi); });
+    if (bi.defined()) gu = node(probe, pre + "expert.gate_up_bias", [&] { return gu + bi.unsqueeze(1); });
+    const int64_t f2 = gu.size(2);
+    auto gate = gu.slice(-1, 0, f2, 2), up = gu.slice(-1, 1, f2, 2);
+    if (spec.clamped_glu) {  // limit 7, alpha 1.702, as GptOssExperts
+      auto g = node(probe, pre + "expert.gate_clamp", [&] { return gate.clamp_max(7.0); });
+      auto u = node(probe, pre + "expert.up_clamp", [&] { return up.clamp(-7.0, 7.0); });
+      auto sg = node(probe, pre + "expert.act_scale", [&] { return g * 1.702; });
+      sg = node(probe, pre + "expert.act_sigmoid", [&] { return torch::sigmoid(sg); });
+      auto glu = node(probe, pre + "expert.act", [&] { return g * sg; });
+      u = node(probe, pre + "expert.up_add", [&] { return u + 1.0; });
+      a = node(probe, pre + "expert.mul", [&] { return glu * u; });
+    } else {
+      auto ga = activation_node(probe, pre + "expert.act", gate, act);
+      a = node(probe, pre + "expert.mul", [&] { return ga * up; });
+    }
+  } else if (wg.defined()) {
     auto g = node(probe, pre + "expert.gate", [&] { return torch::bmm(buf, wg); });
     auto up = node(probe, pre + "expert.up", [&] { return torch::bmm(buf, wi); });
     auto ga = activation_node(probe, pre + "expert.act", g, act);
@@ -76,7 +103,10 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
   }
   a = dropout_node(probe, pre + "expert.act_dropout", a, act_dropout, is_training());
   auto down = node(probe, pre + "expert.down", [&] { return torch::bmm(a, wo); });
+  if (bo.defined()) down = node(probe, pre + "expert.down_bias", [&] { return down + bo.unsqueeze(1); });
   auto out = node(probe, pre + "combine", [&] {
+    if (every)  // [E, t, h] weighted by each token's routing weight of that expert (0 if not chosen), summed
+      return (down * weight.t().unsqueeze(-1).to(x.scalar_type())).sum(0).view({B, S, h});
     auto out_rows = down.reshape({E * C, h}).index_select(0, dst);
     if (K == 1) {  // Switch: dropped tokens keep their input
       auto next = flat.index_copy(0, tok, out_rows);

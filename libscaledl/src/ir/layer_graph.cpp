@@ -191,7 +191,17 @@ class Forward {
     if (bias >= 0) sc = B_.add(p + ".bias", LayerType::Add, {N}, ss, {sc, In(bias, ss)}, block);
     if (eager && bias < 0 && (causal || m_.family == Family::Bert))
       sc = B_.add(p + ".mask", LayerType::Pointwise, {N, 0}, ss, {sc}, block);
-    int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, skv}, ss, {sc}, block);
+    int64_t cols = skv;
+    if (m_.attn_sinks) {  // gpt-oss: the scores gain a sink column per head, less each row's maximum
+      cols = skv + 1;
+      const int64_t N1 = b_ * H * sq * cols;
+      const Shape s1 = {b_, H, sq, cols};
+      sc = B_.add(p + ".sinks_cat", LayerType::Pointwise, {N1, 0}, s1, {sc}, block);
+      B_.own_weight(sc, static_cast<double>(H));
+      int mx = B_.add(p + ".sinks_max", LayerType::Pointwise, {N1, 0}, {b_, H, sq, 1}, {sc}, block);
+      sc = B_.add(p + ".sinks_sub", LayerType::Pointwise, {N1, 0}, s1, {sc, mx}, block);
+    }
+    int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, cols}, {b_, H, sq, cols}, {sc}, block);
     int pr = dropout(p + ".dropout", m_.attn_dropout, sm, N, ss, block);
     int av = B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, vd}, {b_, H, sq, vd},
                     {pr, In(v, {b_, H, skv, vd})}, block);
@@ -267,14 +277,37 @@ class Forward {
   int moe(const std::string& p, int x, int64_t s, int block) {
     const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s, k = m_.moe_top_k;
     const int64_t ep = std::max<int64_t>(1, m_.expert_shards), E = m_.num_experts / ep;
-    const int64_t C = ep * b_ * expert_capacity_per_sample(m_, s);
+    // gpt-oss in inference: every expert takes every token (Hugging Face's eval-mode path).
+    const bool every = m_.dense_expert_inference && !g_.settings.backward;
+    const int64_t C = every ? t : ep * b_ * expert_capacity_per_sample(m_, s);
     const Shape hs = {b_, s, h}, es = {E, C, f};
     const int64_t R = m_.num_experts;  // the router scores every expert
     int r = B_.add(p + ".router", LayerType::Linear, {t, h, R, m_.router_bias}, {b_, s, R}, {x}, block);
     int pr = B_.add(p + ".router.softmax", LayerType::Softmax, {t, R}, {b_, s, R}, {r}, block);
     int d = B_.add(p + ".dispatch", LayerType::Add, {E * C * h}, {E, C, h}, {x, pr}, block);
     int a;
-    if (m_.gated_ffn) {  // Mixtral's experts: w2(act(w1 x) * w3 x)
+    const int64_t n = E * C * f;
+    if (m_.gated_ffn && m_.fused_gate_up) {  // gpt-oss: one biased gate_up per expert, then its clamped GLU
+      int gu = B_.add(p + ".expert.gate_up", LayerType::BMM, {E, C, h, 2 * f}, {E, C, 2 * f}, {d}, block);
+      B_.own_weight(gu, static_cast<double>(E * h * 2 * f));
+      if (m_.linear_bias) {
+        gu = B_.add(p + ".expert.gate_up_bias", LayerType::Pointwise, {2 * n, 0}, {E, C, 2 * f}, {gu}, block);
+        B_.own_weight(gu, static_cast<double>(E * 2 * f));
+      }
+      if (m_.clamped_glu) {  // (up.clamp(-l, l) + 1) * g * sigmoid(1.702 g), g = gate.clamp(max l): seven kernels
+        const auto P = LayerType::Pointwise;
+        int g = B_.add(p + ".expert.gate_clamp", P, {n, 1}, es, {gu}, block);
+        int u = B_.add(p + ".expert.up_clamp", P, {n, 1}, es, {gu}, block);
+        int sg = B_.add(p + ".expert.act_scale", P, {n, 0}, es, {g}, block);
+        sg = B_.add(p + ".expert.act_sigmoid", P, {n, 1}, es, {sg}, block);
+        int glu = B_.add(p + ".expert.act", LayerType::Mul, {n}, es, {g, sg}, block);
+        u = B_.add(p + ".expert.up_add", P, {n, 0}, es, {u}, block);
+        a = B_.add(p + ".expert.mul", LayerType::Mul, {n}, es, {glu, u}, block);
+      } else {
+        int act = activation(p + ".expert.act", gu, n, es, block);
+        a = B_.add(p + ".expert.mul", LayerType::Mul, {n}, es, {act, gu}, block);
+      }
+    } else if (m_.gated_ffn) {  // Mixtral's experts: w2(act(w1 x) * w3 x)
       int gate = B_.add(p + ".expert.gate", LayerType::BMM, {E, C, h, f}, es, {d}, block);
       B_.own_weight(gate, static_cast<double>(E * h * f));
       int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
@@ -289,7 +322,11 @@ class Forward {
     a = dropout(p + ".expert.act_dropout", m_.act_dropout, a, E * C * f, es, block);
     int down = B_.add(p + ".expert.down", LayerType::BMM, {E, C, f, h}, {E, C, h}, {a}, block);
     B_.own_weight(down, static_cast<double>(E * f * h));
-    int c = B_.add(p + ".combine", LayerType::Mul, {k * t * h}, hs, {down, pr, x}, block);
+    if (m_.linear_bias) {  // gpt-oss's down_proj_bias
+      down = B_.add(p + ".expert.down_bias", LayerType::Pointwise, {E * C * h, 0}, {E, C, h}, {down}, block);
+      B_.own_weight(down, static_cast<double>(E * h));
+    }
+    int c = B_.add(p + ".combine", LayerType::Mul, {(every ? E : k) * t * h}, hs, {down, pr, x}, block);
     if (m_.shared_expert_ffn > 0) {  // Qwen2-MoE: + sigmoid(shared_gate(x)) * shared_expert(x); DeepSeek: + shared(x)
       int sd = ffn(p + ".shared", x, s, block, m_.shared_expert_ffn);  // the model's gated FFN, its own width
       if (!m_.plain_shared_expert) {

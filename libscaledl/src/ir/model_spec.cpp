@@ -7,7 +7,7 @@
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
 // Phi3Config, Qwen2MoeConfig, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig,
-// DeepseekV2Config, DeepseekV3Config)
+// DeepseekV2Config, DeepseekV3Config, GptOssConfig)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/model_spec.hpp"
@@ -39,7 +39,7 @@ constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * s
 
 const char* kTypes =
     "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, "
-    "gemma, gemma2, gemma3_text, mixtral, phi3, deepseek_v2, deepseek_v3, switch_transformers";
+    "gemma, gemma2, gemma3_text, mixtral, phi3, deepseek_v2, deepseek_v3, gpt_oss, switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -396,6 +396,56 @@ void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const s
   m.router_bias = false;
 }
 
+/// gpt-oss (transformers' GptOssConfig; gpt-oss-20b, gpt-oss-120b): a Llama decoder with biased
+/// q/k/v/o (attention_bias, default true), a learned sink logit per head in every softmax
+/// (`sinks`: the scores gain one column, less their maximum, before the softmax), and every FFN
+/// a top-k mixture of num_local_experts experts of intermediate_size: a router with a bias, one
+/// fused biased gate_up projection per expert, the clamped GLU (up.clamp(-7, 7) + 1) x
+/// g sigmoid(1.702 g) with g = gate.clamp(max 7), a biased down projection. In training Hugging
+/// Face loops over the experts a token chose; in eval mode it runs every expert on every token
+/// (GptOssExperts' batched path), which the graph follows (dense_expert_inference). The
+/// alternating sliding window (layer_types, sliding_window) is a mask; swiglu_limit sets a value.
+void parse_gpt_oss(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.family = Family::Llama;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  m.num_kv_heads = opt(j, {"num_key_value_heads"}, ctx, 1, kMaxHeads, 8);
+  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0,
+                "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx, m.num_kv_heads, ctx,
+                m.num_heads);
+  m.head_dim = opt(j, {"head_dim"}, ctx, 1, 1 << 16, 64);
+  m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);  // each expert's width
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 131072);
+  m.activation = parse_act(j, "hidden_act", ctx, "silu");
+  m.norm = NormKind::RMSNorm;
+  m.gated_ffn = true;
+  m.fused_gate_up = true;
+  m.clamped_glu = true;
+  m.linear_bias = true;  // the experts' gate_up and down biases
+  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, true);
+  m.attn_sinks = true;
+  m.dropout = m.embed_dropout = 0;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+  m.num_experts = opt(j, {"num_local_experts"}, ctx, 0, kMaxExperts, 128);
+  SCALEDL_CHECK(m.num_experts >= 1, "{}.num_local_experts={} must be >= 1", ctx, m.num_experts);
+  const char* kk = first_key(j, {"num_experts_per_tok"}).empty() && !first_key(j, {"experts_per_token"}).empty()
+                       ? "experts_per_token" : "num_experts_per_tok";
+  m.moe_top_k = opt(j, {kk}, ctx, 0, kMaxExperts, 4);
+  SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts, "{}.{}={} must be in [1, num_local_experts={}]",
+                ctx, kk, m.moe_top_k, m.num_experts);
+  m.encoder_sparse_step = 1;
+  m.expert_capacity = 0;
+  m.capacity_factor = 1.0;
+  m.router_bias = true;
+  m.dense_expert_inference = true;
+}
+
 void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::T5;
   m.arch = Arch::EncoderDecoder;
@@ -547,6 +597,7 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
     parse_llama(j, ctx, m, type);
   else if (type == "gpt_neox") parse_gpt_neox(j, ctx, m);
   else if (type == "deepseek_v2" || type == "deepseek_v3") parse_deepseek(j, ctx, m, type);
+  else if (type == "gpt_oss") parse_gpt_oss(j, ctx, m);
   else if (type == "t5") parse_t5(j, ctx, m);
   else if (type == "switch_transformers") parse_switch(j, ctx, m);
   else if (type == "vit") parse_vision(j, ctx, m, false);
@@ -615,6 +666,13 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   in(m.dense_ffn_dim, "dense_ffn_dim", 0, kMaxFfn);
   in(m.first_dense_layers, "first_dense_layers", 0, m.num_experts > 0 ? m.num_layers : 0);
   in(m.expert_shards, "expert_shards", 1, std::max<int64_t>(1, m.num_experts));
+  SCALEDL_CHECK(!m.clamped_glu || (m.num_experts > 0 && m.gated_ffn && m.fused_gate_up),
+                "{}.clamped_glu: gpt-oss's clamped GLU is an expert activation (a mixture of fused gated experts)", ctx);
+  SCALEDL_CHECK(m.num_experts == 0 || !m.linear_bias || m.fused_gate_up,
+                "{}: biased experts are modelled for fused gate_up experts only (gpt-oss), not for mlp_bias in a {} "
+                "mixture of experts", ctx, m.hf_class.empty() ? std::string("llama-family") : m.hf_class);
+  SCALEDL_CHECK(!m.attn_sinks || m.family == Family::Llama, "{}.attn_sinks: attention sinks are a llama-family "
+                "decoder's (gpt-oss)", ctx);
   SCALEDL_CHECK(m.num_experts == 0 || m.num_experts % m.expert_shards == 0,
                 "{}.expert_shards={} does not divide num_experts={}", ctx, m.expert_shards, m.num_experts);
   if (m.mla()) {
@@ -759,6 +817,7 @@ int64_t parameter_count(const ModelSpec& m) {
            linear(h, kl + m.qk_rope_dim, m.qkv_bias) + kl + kl * m.num_heads * (nope + vd) +
            linear(m.num_heads * vd, h, m.out_bias);
   }
+  if (m.attn_sinks) attn += m.num_heads;  // gpt-oss: one sink logit per head
   auto ffn_of = [&](int64_t w) { return linear(h, w, m.linear_bias) * (m.gated_ffn ? 2 : 1) + linear(w, h, m.linear_bias); };
   const int64_t ffn = ffn_of(f), dense_ffn = ffn_of(m.dense_ffn());
   int64_t p = 0;
@@ -888,6 +947,9 @@ nlohmann::json ModelSpec::to_json() const {
   if (dense_ffn_dim > 0) j["dense_ffn_dim"] = dense_ffn_dim;
   if (plain_shared_expert) j["plain_shared_expert"] = true;
   if (expert_shards > 1) j["expert_shards"] = expert_shards;
+  if (attn_sinks) j["attn_sinks"] = true;
+  if (clamped_glu) j["clamped_glu"] = true;
+  if (dense_expert_inference) j["dense_expert_inference"] = true;
   if (attn_softcap > 0) j["attn_softcap"] = attn_softcap;
   if (final_softcap > 0) j["final_softcap"] = final_softcap;
   return j;

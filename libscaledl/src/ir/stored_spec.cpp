@@ -95,7 +95,10 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
                             {"v_head_dim", &m.v_head_dim}, {"first_dense_layers", &m.first_dense_layers},
                             {"dense_ffn_dim", &m.dense_ffn_dim}, {"expert_shards", &m.expert_shards}})
     if (j.contains(key)) *field = req_int(j, key, ctx);
-  if (j.contains("plain_shared_expert")) m.plain_shared_expert = req_bool(j, "plain_shared_expert", ctx);
+  for (auto [key, field] : {std::pair<const char*, bool*>{"plain_shared_expert", &m.plain_shared_expert},
+                            {"attn_sinks", &m.attn_sinks}, {"clamped_glu", &m.clamped_glu},
+                            {"dense_expert_inference", &m.dense_expert_inference}})
+    if (j.contains(key)) *field = req_bool(j, key, ctx);
   m.attn_softcap = get_num_or(j, "attn_softcap", ctx, 0, 1e6, 0.0);
   m.final_softcap = get_num_or(j, "final_softcap", ctx, 0, 1e6, 0.0);
   validate_model_spec(m, ctx);
