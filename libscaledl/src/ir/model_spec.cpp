@@ -107,6 +107,32 @@ void read_sizes(const json& j, const std::string& ctx, ModelSpec& m, const char*
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
+/// A decoder of the Llama family: hidden_size, num_hidden_layers and num_attention_heads (the
+/// head size need not divide hidden_size), and num_key_value_heads (default `kv`, 0 = the heads;
+/// -1: not read, one k/v head per head, as DeepSeek's latent attention) dividing the heads.
+void read_decoder(const json& j, const std::string& ctx, ModelSpec& m, int64_t kv) {
+  m.family = Family::Llama;
+  m.arch = Arch::DecoderOnly;
+  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
+  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
+  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
+  m.num_kv_heads = m.num_heads;
+  if (kv < 0) return;
+  m.num_kv_heads = opt(j, {"num_key_value_heads"}, ctx, 1, kMaxHeads, kv > 0 ? kv : m.num_heads);
+  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0,
+                "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx, m.num_kv_heads, ctx,
+                m.num_heads);
+}
+
+/// Every FFN of the num_layers stack a dropless mixture, costed at the experts' mean load
+/// (k x tokens / experts per expert).
+void dropless_experts(ModelSpec& m, bool router_bias) {
+  m.encoder_sparse_step = 1;
+  m.expert_capacity = 0;
+  m.capacity_factor = 1.0;
+  m.router_bias = router_bias;
+}
+
 void parse_bert(const json& j, const std::string& ctx, ModelSpec& m) {
   m.family = Family::Bert;
   m.arch = Arch::EncoderOnly;
@@ -223,15 +249,7 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   const bool gemma2 = type == "gemma2", gemma3 = type == "gemma3_text";
   const bool gemma = type == "gemma" || gemma2 || gemma3, mixtral = type == "mixtral";
   const bool qwen2_moe = type == "qwen2_moe", qwen_moe = type == "qwen3_moe" || qwen2_moe;
-  m.family = Family::Llama;
-  m.arch = Arch::DecoderOnly;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
-  m.num_kv_heads = opt(j, {"num_key_value_heads"}, ctx, 1, kMaxHeads, m.num_heads);
-  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0,
-                "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx,
-                m.num_kv_heads, ctx, m.num_heads);
+  read_decoder(j, ctx, m, 0);
   if (first_key(j, {"head_dim"}).empty() && !gemma) {
     check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
     m.head_dim = m.hidden / m.num_heads;
@@ -292,10 +310,7 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
                       "are not supported (every FFN must be sparse)", ctx, show(l), type);
       }
     }
-    m.encoder_sparse_step = 1;  // every FFN of the num_layers stack (is_sparse_layer(m, false, i))
-    m.expert_capacity = 0;
-    m.capacity_factor = 1.0;  // dropless: an expert takes its mean share, k x tokens / experts
-    m.router_bias = false;
+    dropless_experts(m, false);
   }
 }
 
@@ -340,12 +355,7 @@ void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
 /// prediction layers (num_nextn_predict_layers) are not built by transformers and not here.
 void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
   const bool v3 = type == "deepseek_v3";
-  m.family = Family::Llama;
-  m.arch = Arch::DecoderOnly;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
-  m.num_kv_heads = m.num_heads;  // MLA: kv_b makes k and v for every head
+  read_decoder(j, ctx, m, -1);  // MLA: kv_b makes k and v for every head (num_key_value_heads is not read)
   const int64_t nope = opt(j, {"qk_nope_head_dim"}, ctx, 0, 1 << 15, 128);
   m.qk_rope_dim = opt(j, {"qk_rope_head_dim"}, ctx, 0, 1 << 15, 64);
   SCALEDL_CHECK(m.qk_rope_dim % 2 == 0, "{}.qk_rope_head_dim={} must be even (rotary pairs)", ctx, m.qk_rope_dim);
@@ -390,10 +400,7 @@ void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const s
   const int64_t freq = opt(j, {"moe_layer_freq"}, ctx, 1, kMaxLayers, 1);
   SCALEDL_CHECK(freq == 1, "{}.moe_layer_freq={}: dense FFNs between sparse ones are not supported (only the "
                 "first first_k_dense_replace FFNs may be dense)", ctx, freq);
-  m.encoder_sparse_step = 1;
-  m.expert_capacity = 0;
-  m.capacity_factor = 1.0;  // dropless: an expert takes its mean share
-  m.router_bias = false;
+  dropless_experts(m, false);
 }
 
 /// gpt-oss (transformers' GptOssConfig; gpt-oss-20b, gpt-oss-120b): a Llama decoder with biased
@@ -406,15 +413,7 @@ void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const s
 /// (GptOssExperts' batched path), which the graph follows (dense_expert_inference). The
 /// alternating sliding window (layer_types, sliding_window) is a mask; swiglu_limit sets a value.
 void parse_gpt_oss(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::Llama;
-  m.arch = Arch::DecoderOnly;
-  m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
-  m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
-  m.num_heads = req(j, {"num_attention_heads"}, ctx, 1, kMaxHeads);
-  m.num_kv_heads = opt(j, {"num_key_value_heads"}, ctx, 1, kMaxHeads, 8);
-  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0,
-                "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx, m.num_kv_heads, ctx,
-                m.num_heads);
+  read_decoder(j, ctx, m, 8);
   m.head_dim = opt(j, {"head_dim"}, ctx, 1, 1 << 16, 64);
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);  // each expert's width
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
@@ -439,10 +438,7 @@ void parse_gpt_oss(const json& j, const std::string& ctx, ModelSpec& m) {
   m.moe_top_k = opt(j, {kk}, ctx, 0, kMaxExperts, 4);
   SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts, "{}.{}={} must be in [1, num_local_experts={}]",
                 ctx, kk, m.moe_top_k, m.num_experts);
-  m.encoder_sparse_step = 1;
-  m.expert_capacity = 0;
-  m.capacity_factor = 1.0;
-  m.router_bias = true;
+  dropless_experts(m, true);
   m.dense_expert_inference = true;
 }
 
