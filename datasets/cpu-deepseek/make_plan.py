@@ -6,7 +6,8 @@ too, 1 shared expert) and Qwen1.5-MoE (qwen2_moe, a sigmoid-gated shared expert)
 llama-style (the family the training data has) as the reference on this machine.
 Latent attention at head size d = hidden / heads: qk_nope d, qk_rope d/2 (even), v d, kv
 latent hidden/4, q latent (V3) hidden/2. Mixtures: 8 experts of FFN/4, top 2; the first FFN
-dense (FFN) where there are two layers or more; Qwen1.5-MoE's shared expert FFN/2."""
+dense (FFN) where there are two layers or more; Qwen1.5-MoE's shared expert FFN/2. Then gpt-oss
+(attention sinks, biased fused experts) at the same sizes, appended after the first 36 runs."""
 import json
 import os
 import sys
@@ -34,5 +35,13 @@ for c in base:
         o = dict(o0)
         o.update(extra)
         configs.append({"model": f"../../models/{name}.json", "overrides": o, "settings": c["settings"]})
+# Added after the first 36 runs (README): gpt-oss at the same sizes, appended so that the store's
+# earlier runs keep their places: 8 experts of FFN/4, top 2, head_dim d.
+for c in base:
+    o = dict(c["overrides"])
+    h, heads, f = o["hidden_size"], o["num_attention_heads"], o["intermediate_size"]
+    o.update({"head_dim": h // heads, "intermediate_size": max(1, f // 4), "num_local_experts": 8,
+              "num_experts_per_tok": 2})
+    configs.append({"model": "../../models/gpt-oss-20b.json", "overrides": o, "settings": c["settings"]})
 json.dump({"kind": "models", "configs": configs}, sys.stdout, indent=1)
 print()
