@@ -2,7 +2,8 @@
 # The H100 campaign, as run on the lent GPU machine (device tool, see docs/bench.md):
 # builds ScaleDL against PyTorch's LibTorch 2.x + CUDA with the Debian packages
 # carried in .deps/ (scripts/fetch_gpu_deps.sh), runs the GPU tests, probes the GPU
-# and runs the layer and model plans of datasets/h100/. Results go to $OUT.
+# and runs the layer and model plans of datasets/h100/ (with the new model_types' plan,
+# new-types-plan.json, since 2026-11-28). Results go to $OUT.
 #   OUT=/tmp/out scripts/gpu_campaign.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +21,9 @@ timeout 45 $B bench layers --plan datasets/cpu/layers-plan.json --db "$OUT/h100.
     --device cuda --campaign h100-tiny --repeats 20 --min-sample-ms 2 --quick-probe 2>&1 | tail -3
 timeout ${MODELS_S:-210} $B bench models --plan datasets/h100/models-plan.json --db "$OUT/h100.sqlite" \
     --device cuda --campaign h100-models --repeats 10 2>&1 | tail -3
+# The model_types no GPU has run (DeepSeek, gpt-oss, Mixtral, Qwen3(-MoE), Gemma 2; datasets/h100/
+# make_new_types_plan.py), BF16: NEW_TYPES_S=0 skips them. Not yet run on a GPU.
+[ "${NEW_TYPES_S:-150}" -gt 0 ] && timeout ${NEW_TYPES_S:-150} $B bench models --plan datasets/h100/new-types-plan.json \
+    --db "$OUT/h100.sqlite" --device cuda --campaign h100-new-types --repeats 10 2>&1 | tail -3
 $B db info --db "$OUT/h100.sqlite"
 echo "total: $(( $(date +%s) - t0 )) s"
