@@ -61,12 +61,11 @@ int run(const InspectOptions& o) {
                           m.first_dense_layers > 0 ? fmt::format(" (the first {} dense, FFN {})", m.first_dense_layers,
                                                                  m.dense_ffn())
                                                    : std::string());
-    const bool every = m.dense_expert_inference && run_mode(s) == RunMode::Inference;  // gpt-oss's eval mode
+    const bool inference = run_mode(s) == RunMode::Inference, every = every_expert_runs(m, inference);
     std::printf("experts %lld per sparse FFN (top-%lld), sparse FFNs %s, capacity %lld tokens per expert and "
                 "sample%s, active params per token %.0f (%s)\n",
                 static_cast<long long>(m.num_experts), static_cast<long long>(m.moe_top_k), where.c_str(),
-                static_cast<long long>(every ? tokens_per_sample(m, s)
-                                             : expert_capacity_per_sample(m, tokens_per_sample(m, s))),
+                static_cast<long long>(expert_slots_per_sample(m, tokens_per_sample(m, s), inference)),
                 every ? " (inference: every expert takes every token, as Hugging Face's eval mode)"
                 : m.arch == Arch::EncoderDecoder ? " (encoder)" : m.moe_top_k > 1 ? " (the mean load)" : "",
                 active, human(active).c_str());

@@ -133,6 +133,11 @@ int64_t sparse_layer_count(const ModelSpec& m, bool decoder);
 /// ceil(capacity_factor * moe_top_k * seq / num_experts) when expert_capacity is 0. Tokens
 /// routed beyond it skip the expert (they pass through scaled by the router probability).
 int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq);
+/// True when every expert runs on every token: a model with dense_expert_inference (gpt-oss) in
+/// inference, as Hugging Face's eval mode runs it.
+bool every_expert_runs(const ModelSpec& m, bool inference);
+/// Token slots of one expert per sample: seq when every expert runs, else expert_capacity_per_sample.
+int64_t expert_slots_per_sample(const ModelSpec& m, int64_t seq, bool inference);
 
 /// Settings of one training iteration.
 struct TrainSettings {

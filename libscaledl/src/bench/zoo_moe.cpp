@@ -41,8 +41,8 @@ SparseFfnImpl::SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m
 Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe* probe) {
   const int64_t B = x.size(0), S = x.size(1), h = x.size(2), E = experts, K = spec.moe_top_k;
   // gpt-oss in eval mode runs every expert on every token (GptOssExperts' batched path).
-  const bool every = spec.dense_expert_inference && !is_training();
-  const int64_t cap = every ? S : expert_capacity_per_sample(spec, S);
+  const bool every = every_expert_runs(spec, !is_training());
+  const int64_t cap = expert_slots_per_sample(spec, S, !is_training());
   const int64_t C = B * cap;  // token slots of one expert in this batch
   auto logits = node(probe, pre + "router", [&] { return router(x); });
   // weight: router weight of each kept (token, expert) pair; tok: its token row; dst: its slot
@@ -62,10 +62,11 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
     auto rows = keep.nonzero().squeeze(-1);
     dst = slot.index_select(0, rows);
     tok = K > 1 ? torch::floor_divide(rows, K) : rows;
-    if (K == 1) pmax = w.reshape({B * S});
+    if (every)  // every expert's weight of every token: the chosen k's, 0 elsewhere
+      weight = torch::zeros({B * S, E}, w.options()).scatter(1, std::get<1>(top).reshape({B * S, K}),
+                                                             w.reshape({B * S, K}));
+    else if (K == 1) pmax = w.reshape({B * S});
     else weight = w.reshape({B * S * K}).index_select(0, rows);
-    if (every) weight = torch::zeros({B * S, E}, w.options()).scatter(1, std::get<1>(top).reshape({B * S, K}),
-                                                                        w.reshape({B * S, K}));
     return p;
   });
   (void)probs;

@@ -278,8 +278,8 @@ class Forward {
     const int64_t h = m_.hidden, f = m_.ffn_dim, t = b_ * s, k = m_.moe_top_k;
     const int64_t ep = std::max<int64_t>(1, m_.expert_shards), E = m_.num_experts / ep;
     // gpt-oss in inference: every expert takes every token (Hugging Face's eval-mode path).
-    const bool every = m_.dense_expert_inference && !g_.settings.backward;
-    const int64_t C = every ? t : ep * b_ * expert_capacity_per_sample(m_, s);
+    const bool every = every_expert_runs(m_, !g_.settings.backward);
+    const int64_t C = (every ? 1 : ep) * b_ * expert_slots_per_sample(m_, s, !g_.settings.backward);
     const Shape hs = {b_, s, h}, es = {E, C, f};
     const int64_t R = m_.num_experts;  // the router scores every expert
     int r = B_.add(p + ".router", LayerType::Linear, {t, h, R, m_.router_bias}, {b_, s, R}, {x}, block);

@@ -974,6 +974,12 @@ int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq) {
   return std::max<int64_t>(1, std::min<int64_t>(seq, static_cast<int64_t>(c)));
 }
 
+bool every_expert_runs(const ModelSpec& m, bool inference) { return m.dense_expert_inference && inference; }
+
+int64_t expert_slots_per_sample(const ModelSpec& m, int64_t seq, bool inference) {
+  return every_expert_runs(m, inference) ? seq : expert_capacity_per_sample(m, seq);
+}
+
 nlohmann::json TrainSettings::to_json() const {
   nlohmann::json j = {{"batch", batch},
                       {"seq_len", seq_len},

@@ -225,12 +225,10 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : intra;
     // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the weights.
     // Under expert parallelism the experts' gradients are all-reduced over the dp / ep replicas of each expert.
-    double t = dc.time_s(p.grad_bytes, p.dp);
-    if (c.ep > 1) {
-      const double dense = p.grad_bytes - p.expert_grad_bytes;
-      t = (dense > 0 ? dc.time_s(dense, p.dp) : 0) +
-          (p.dp / c.ep > 1 ? dc.time_s(p.expert_grad_bytes, p.dp / c.ep) : 0);
-    }
+    const double dense = p.grad_bytes - p.expert_grad_bytes;
+    const double t = c.ep == 1 ? dc.time_s(p.grad_bytes, p.dp)
+                               : (dense > 0 ? dc.time_s(dense, p.dp) : 0) +
+                                     (p.dp / c.ep > 1 ? dc.time_s(p.expert_grad_bytes, p.dp / c.ep) : 0);
     r.t_dp_ms = t * 1e3 * (c.zero == 3 ? 2 : 1);
   }
   // The optimizer step on FP32 master weights (mixed precision keeps them), partitioned over dp by ZeRO.
