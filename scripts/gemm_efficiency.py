@@ -6,9 +6,13 @@ With --by-alignment (docs/unseen-gpu.md, "What limits the targets"): the median 
 of the peak of its linear rows of 1 ms or more (ops/linear and ops-transformer-shapes)
 whose M, N and K are all multiples of 4 ("aligned") and of the others ("odd"), and of
 those above and below 50 ms.
+With --by-duration (docs/unseen-gpu.md, "Odd shapes and the T4's clock"): the same median
+shares by alignment (M, N and K multiples of 4; only K; none) and duration (1-5, 5-50 and
+above 50 ms), so that a power limit (a share falling with duration at every alignment) and
+an architecture's cost of odd shapes (at every duration) can be told apart.
 Standard library only.
 
-    python3 scripts/gemm_efficiency.py [--by-alignment] datasets/neusight datasets/h100/neusight-ops ...
+    python3 scripts/gemm_efficiency.py [--by-alignment | --by-duration] datasets/neusight datasets/h100/neusight-ops ...
 """
 import csv
 import glob
@@ -35,6 +39,32 @@ def linear_sets(roots, header):
     for root in roots:
         for path in sorted(glob.glob(os.path.join(root, "ops", "linear", "*.csv"))):
             yield root, os.path.basename(path)[:-4], list(csv.DictReader(open(path)))
+
+
+def shares(root, gpu, rows):
+    """(M x N x K alignment class, duration class, share of the FP32 peak) of the rows of 1 ms or more."""
+    peak = peak_gflops(root, gpu)
+    shapes = os.path.join(root, "ops-transformer-shapes", "linear.csv")
+    if os.path.exists(shapes):
+        rows = rows + [r for r in csv.DictReader(open(shapes)) if r["Device"].replace(" ", "_") == gpu]
+    for r in rows:
+        ms = float(r["Latency"])
+        if ms < 1:
+            continue
+        m, n, k = int(r["B"]) * int(r["M"]), int(r["N"]), int(r["K"])
+        al = "aligned" if all(d % 4 == 0 for d in (m, n, k)) else "K only" if k % 4 == 0 else "odd"
+        dur = "above 50 ms" if ms > 50 else "5-50 ms" if ms > 5 else "1-5 ms"
+        yield al, dur, 2 * m * n * k / (ms * 1e-3) / (peak * 1e9)
+
+
+def by_duration(roots):
+    cols = [(a, d) for a in ("aligned", "K only", "odd") for d in ("1-5 ms", "5-50 ms", "above 50 ms")]
+    for root, gpu, rows in linear_sets(roots, [f"{a}, {d}" for a, d in cols]):
+        groups = {}
+        for al, dur, share in shares(root, gpu, rows):
+            groups.setdefault((al, dur), []).append(share)
+        cells = [f"{median(groups[c]):.2f} ({len(groups[c])})" if c in groups else "" for c in cols]
+        print(f"| {gpu} | " + " | ".join(cells) + " |")
 
 
 def by_alignment(roots):
@@ -71,8 +101,8 @@ def main(roots):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    align = "--by-alignment" in args
-    args = [a for a in args if a != "--by-alignment"]
-    if not args:
+    mode = [a for a in args if a.startswith("--")]
+    args = [a for a in args if not a.startswith("--")]
+    if not args or len(mode) > 1 or (mode and mode[0] not in ("--by-alignment", "--by-duration")):
         sys.exit(__doc__)
-    by_alignment(args) if align else main(args)
+    {"--by-alignment": by_alignment, "--by-duration": by_duration}.get(mode[0] if mode else "", main)(args)

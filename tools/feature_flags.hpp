@@ -12,6 +12,9 @@ inline void add_feature_flags(CLI::App& app, TrainOptions& t) {
                "layer models: add the tiling / wave-quantisation and device-relative columns (docs/learn.md)");
   app.add_flag("--arch-features", t.arch_features,
                "layer models: add the FP32 lanes per SM of the device's spec (docs/unseen-gpu.md)");
+  app.add_flag("--alignment-features", t.alignment_features,
+               "layer models: add the GEMM's alignment (the power of two dividing M, N, K) and whether the GPU is "
+               "older than Volta (docs/unseen-gpu.md)");
   app.add_flag("!--no-device-features", t.device_features,
                "layer models: drop the h^dev columns, so the device enters through the roofline and transfer "
                "columns only");

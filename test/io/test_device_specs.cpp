@@ -33,6 +33,10 @@ TEST(DeviceSpecs, EveryShippedSpecLoadsAndIsConsistent) {
     EXPECT_GE(d.peak_bf16_gflops, d.peak_tf32_gflops);
     EXPECT_TRUE(d.extra.contains("source") && d.extra["source"].is_string() &&
                 d.extra["source"].get<std::string>().find("NVIDIA") != std::string::npos);
+    // Every shipped GPU is Volta or newer, with its compute capability (NVIDIA's CUDA GPUs list): 7.0 V100,
+    // 7.5 T4, 8.x Ampere and Ada, 9.0 Hopper.
+    EXPECT_GE(d.compute_capability(), 7.0) << e.path();
+    EXPECT_LE(d.compute_capability(), 10.0) << e.path();
     // FP32 peak = 2 x SMs x lanes per SM x boost clock: 64 lanes on Volta (V100), Turing (T4) and the
     // A100, 128 on Hopper, Ada and GA10x (A10).
     const double lanes = d.peak_fp32_gflops * 1e3 / (2 * d.cores * d.clock_mhz);

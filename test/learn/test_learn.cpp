@@ -682,6 +682,65 @@ TEST(Neusight, MalformedRowsNameFileAndLine) {
   }
 }
 
+TEST(Neusight, DeviceFactsGiveTheComputeCapabilityAndASourcedSustainedClock) {
+  fs::path root = temp_dir("nsfacts");
+  write_file(root / "device_configs" / "g.json",
+             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  write_file(root / "ops" / "ln" / "t.csv", "OPName,Latency,Device,B,H\nln,0.1,Tesla T4,4,8\n");
+  const std::string t4 = R"("Tesla T4": {"compute_capability": "7.5", "sustained_clock_mhz": 900, )"
+                         R"("sustained_clock_source": "a report"})";
+  write_file(root / "device_facts.json", R"({"about": "ours", "devices": {)" + t4 + "}}");
+  {
+    Store store((root / "r.sqlite").string());
+    NeusightImportOptions o;
+    o.root = root.string();
+    EXPECT_EQ(import_neusight(o, store).inserted, 1u);
+    const auto devs = store.devices();
+    ASSERT_EQ(devs.size(), 1u);
+    EXPECT_DOUBLE_EQ(devs[0].sustained_clock_mhz, 900);
+    EXPECT_EQ(devs[0].extra.at("sustained_clock"), "a report");
+    EXPECT_DOUBLE_EQ(devs[0].compute_gflops(), 8141.0 * 900 / 1590);  // the roofline runs at the sustained clock
+    EXPECT_DOUBLE_EQ(devs[0].compute_capability(), 7.5);
+    EXPECT_EQ(pre_volta(devs[0]), 0);
+  }
+  // Without the file the spec sheet is imported as it is.
+  fs::remove(root / "device_facts.json");
+  {
+    Store store((root / "plain.sqlite").string());
+    NeusightImportOptions o;
+    o.root = root.string();
+    import_neusight(o, store);
+    EXPECT_EQ(store.devices()[0].sustained_clock_mhz, 0);
+    EXPECT_EQ(store.devices()[0].compute_capability(), 0);
+  }
+  struct Case {
+    std::string facts, needle;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"devices": {"Tesla X9": {"compute_capability": "7.5"}}})",
+            "devices.\"Tesla X9\" has no device_configs/*.json entry"},
+           {R"({"devices": {"Tesla T4": {"tdp_w": 70}}})", "devices.\"Tesla T4\".tdp_w is not a device fact"},
+           {R"({"devices": {"Tesla T4": {"sustained_clock_mhz": 2000, "sustained_clock_source": "x"}}})",
+            "sustained_clock_mhz=2000 must be at most the spec sheet's boost clock (1590 MHz)"},
+           {R"({"devices": {"Tesla T4": {"sustained_clock_mhz": 900}}})",
+            "sustained_clock_source is missing: say where the clock comes from"},
+           {R"({"devices": {"Tesla T4": {"sustained_clock_mhz": -1, "sustained_clock_source": "x"}}})",
+            "sustained_clock_mhz"},
+           {R"({"devices": {"Tesla T4": {"compute_capability": "7"}}})",
+            "compute_capability=\"7\" is not MAJOR.MINOR"},
+           {R"({"devices": {"Tesla T4": {"compute_capability": 7.5}}})", "compute_capability"},
+           {R"({"gpus": {}})", "expected {\"devices\""},
+           {R"({"devices": {}, "note": "x"})", ".note is not a key of device facts"},
+           {R"({"devices": )", "device_facts.json"}}) {
+    SCOPED_TRACE(c.facts);
+    write_file(root / "device_facts.json", c.facts);
+    expect_import_error(root, root / "bad.sqlite", c.needle);
+    Store store((root / "bad.sqlite").string());
+    EXPECT_TRUE(store.devices().empty());  // nothing imported
+  }
+  fs::remove_all(root);
+}
+
 TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
   // scripts/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the artifact's columns.
   fs::path root = temp_dir("nsdtype");
@@ -876,6 +935,61 @@ TEST(Features, ArchColumnIsTheFp32LanesPerSmOfTheSpec) {
   ASSERT_EQ(w.size(), names.size());
   w.write(dims.data(), y.data());
   EXPECT_EQ(x, y);
+}
+
+TEST(Features, AlignmentColumnsAreTheGemmsPowerOfTwoAndWhetherTheGpuIsPascal) {
+  EXPECT_DOUBLE_EQ(compute_capability_of("8.9"), 8.9);
+  EXPECT_DOUBLE_EQ(compute_capability_of("10.0"), 10.0);
+  for (const char* bad : {"8", "", ".9", "8.", "8.x", "a.b", "8.9.1", "-8.9", "8.10"})
+    EXPECT_EQ(compute_capability_of(bad), 0) << bad;
+  DeviceRecord g = spec_gpu("G", 10000, 1000);
+  EXPECT_EQ(pre_volta(g), 0);  // no compute capability: a GPU described today is Volta or newer
+  g.extra["compute_capability"] = "6.1";
+  EXPECT_EQ(pre_volta(g), 1);
+  g.extra["compute_capability"] = "7.0";
+  EXPECT_EQ(pre_volta(g), 0);
+  g.extra["compute_capability"] = "6.0";
+
+  FeatureOptions fo;
+  fo.transfer = true;
+  fo.device = false;
+  const size_t without = feature_count(LayerType::Linear, fo);
+  fo.alignment = true;
+  const auto names = feature_names(LayerType::Linear, fo);
+  ASSERT_EQ(names.size(), without + 2);
+  EXPECT_EQ(names[names.size() - 2], "gemm_align");
+  EXPECT_EQ(names.back(), "pre_volta");
+  struct Case {
+    std::vector<int64_t> dims;  // tokens, d_in, d_out, bias
+    float align;
+  };
+  for (const Case& c : std::vector<Case>{{{1000, 512, 1024, 1}, 8},  // 1,000 = 8 x 125
+                                         {{1024, 512, 1024, 1}, 16},  // capped at 16
+                                         {{1024, 50257, 1024, 1}, 1},  // an odd K
+                                         {{1024, 1024, 30522, 1}, 2}}) {
+    std::vector<float> x(names.size()), y(names.size());
+    layer_features(LayerType::Linear, c.dims, DType::FP32, Direction::Forward, g, fo, x.data());
+    EXPECT_EQ(x[x.size() - 2], c.align) << c.dims[0] << " " << c.dims[1] << " " << c.dims[2];
+    EXPECT_EQ(x.back(), 1);  // compute capability 6.0
+    FeatureWriter w(LayerType::Linear, DType::FP32, Direction::Forward, g, fo);
+    w.write(c.dims.data(), y.data());
+    EXPECT_EQ(x, y);  // the hot path writes the same vector
+  }
+  // Other layers: the innermost dim.
+  const auto ln = feature_names(LayerType::LayerNorm, fo);
+  std::vector<float> z(ln.size());
+  layer_features(LayerType::LayerNorm, {4096, 1600}, DType::FP32, Direction::Forward, g, fo, z.data());
+  EXPECT_EQ(z[z.size() - 2], 16);
+  layer_features(LayerType::LayerNorm, {4096, 1602}, DType::FP32, Direction::Forward, g, fo, z.data());
+  EXPECT_EQ(z[z.size() - 2], 2);
+
+  TrainOptions o;
+  EXPECT_FALSE(o.to_json().contains("alignment_features"));  // models without it keep their manifests
+  o.alignment_features = true;
+  EXPECT_TRUE(TrainOptions::from_json(o.to_json()).alignment_features);
+  nlohmann::json bad = o.to_json();
+  bad["alignment_features"] = 1.5;
+  expect_error([&] { TrainOptions::from_json(bad, "m"); }, "alignment_features");
 }
 
 TEST(LayerPredictor, TransferOptionsRoundTripAndOldManifestsKeepTheirFeatures) {

@@ -51,7 +51,13 @@ struct DeviceRecord {
   static const std::vector<std::string>& feature_names();
   /// Key used in the store: name + kind.
   std::string key() const { return kind + ":" + name; }
+  /// extra.compute_capability ("7.5", as `scaledl probe` writes it and spec sheets under
+  /// models/devices/ give it) as 7.5; 0 = not given (CPU records, older records).
+  double compute_capability() const;
 };
+
+/// "MAJOR.MINOR" (e.g. "8.9") as MAJOR + MINOR / 10; 0 for anything else.
+double compute_capability_of(const std::string& text);
 
 /// Reads a device spec JSON file (either format).
 DeviceRecord load_device_spec(const std::string& path);

@@ -22,6 +22,12 @@
 //             clock): 64 on Pascal GP100, Volta, Turing and the A100, 128 on GP104 (P4),
 //             GA10x, Ada and Hopper, whose FP32 GEMMs reach a smaller share of the peak
 //             (docs/unseen-gpu.md). 0 where the record has no spec peak (CPU probes).
+//   alignment (FeatureOptions::alignment) gemm_align: the largest power of two (at most 16)
+//             dividing every GEMM dimension (M, N, K; for other layers the innermost
+//             dim); pre_volta: 1 on a GPU of compute capability below 7.0 (Pascal), else
+//             0 (also where the record gives none). Pascal's FP32 GEMMs whose dimensions
+//             are not multiples of 4 reach 20-60 % of the peak, Volta's and later ones'
+//             75-90 % (docs/unseen-gpu.md, "Odd shapes by architecture").
 //
 // Kernel names, grid or block sizes of a measurement are outcomes, never features.
 // Every column is a float; no column is ever missing for a valid input.
@@ -45,6 +51,8 @@ struct FeatureOptions {
   bool device = true;
   /// include the FP32 lanes per SM (see above)
   bool arch = false;
+  /// include gemm_align and pre_volta (see above)
+  bool alignment = false;
   /// rooflines at the spec peak of the row's dtype (rate_gflops): the roofline columns,
   /// the arithmetic intensity over the ridge and the target's roofline. Then a BF16
   /// row's target is its share of the tensor-core peak, as an FP32 row's is of the FP32
@@ -58,6 +66,10 @@ struct FeatureOptions {
 /// tensor rate on GPUs without BF16) scaled like the FP32 rate (sustained / boost).
 /// The FP32 rate where the record has no peak for the dtype.
 double rate_gflops(const DeviceRecord& dev, DType dtype, bool dtype_rates);
+
+/// 1 for a GPU of compute capability below 7.0 (Pascal and older), else 0 (also for a
+/// record without one: CPUs, and GPUs the user describes are Volta or newer).
+double pre_volta(const DeviceRecord& dev);
 
 /// FP32 lanes per SM from a record's spec: peak_fp32_gflops / (2 x cores x clock_mhz),
 /// rounded to a whole lane; 0 where any of the three is unknown.
@@ -124,6 +136,7 @@ class FeatureWriter {
   double dtype_roofline_ms_ = 0;
   std::vector<double> dev_;     ///< DeviceRecord::features()
   double lanes_ = 0;            ///< fp32_lanes_per_sm(dev)
+  double pre_volta_ = 0;        ///< pre_volta(dev)
   std::vector<int64_t> d_;      ///< scratch dims (validate_dims and layer_cost take a vector)
 };
 

@@ -52,6 +52,7 @@ struct TrainOptions {
   bool transfer_features = false; ///< tiling, waves and device-relative columns (FeatureOptions::transfer)
   bool device_features = true;   ///< h^dev columns (FeatureOptions::device)
   bool arch_features = false;    ///< the FP32 lanes per SM (FeatureOptions::arch)
+  bool alignment_features = false;  ///< gemm_align and pre_volta (FeatureOptions::alignment)
   /// true: trained with rooflines at the spec peak of probed GPUs (DeviceRecord::compute_gflops
   /// since 2026-11-26, manifest "rates": "spec_peak"); false: a model from before, whose
   /// probed GPUs' rows were normalised by their measured rates

@@ -1,5 +1,7 @@
 #include "scaledl/device.hpp"
 
+#include <cctype>
+
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
 
@@ -90,6 +92,21 @@ double DeviceRecord::compute_gflops() const {
   if (sustained_clock_mhz > 0 && clock_mhz > 0) return peak_fp32_gflops * sustained_clock_mhz / clock_mhz;
   return peak_fp32_gflops;
 }
+double compute_capability_of(const std::string& text) {
+  const auto dot = text.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 >= text.size() || text.size() > 8) return 0;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (i != dot && !std::isdigit(static_cast<unsigned char>(text[i]))) return 0;
+  const int major = std::stoi(text.substr(0, dot)), minor = std::stoi(text.substr(dot + 1));
+  return minor < 10 ? major + minor / 10.0 : 0;
+}
+
+double DeviceRecord::compute_capability() const {
+  if (!extra.is_object() || !extra.contains("compute_capability")) return 0;
+  const auto& v = extra.at("compute_capability");
+  return v.is_string() ? compute_capability_of(v.get<std::string>()) : 0;
+}
+
 double DeviceRecord::bandwidth_gbs() const {
   return peak_mem_bw_gbs > 0 ? peak_mem_bw_gbs : measured_bw_gbs;
 }

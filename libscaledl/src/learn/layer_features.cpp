@@ -17,6 +17,14 @@ const std::vector<std::string> kRoofline = {"ct_ms", "cm_ms", "roofline_ms", "ar
 const std::vector<std::string> kTransfer = {"tiles_128", "waves_128",  "wave_eff_128", "tiles_64",
                                             "waves_64",  "wave_eff_64", "ws_over_l2",   "ai_over_ridge"};
 const std::vector<std::string> kArch = {"fp32_lanes_per_sm"};
+const std::vector<std::string> kAlign = {"gemm_align", "pre_volta"};
+
+/// The largest power of two, at most 16, dividing `v` (1 for an odd one).
+double pow2_align(double v) {
+  double a = 1;
+  while (a < 16 && std::fmod(v, 2 * a) == 0) a *= 2;
+  return a;
+}
 
 /// Tiles of t x t over the output, waves over `sms` slots, efficiency of the waves.
 void waves(double batch, double m, double n, double t, double slots, float*& p) {
@@ -47,6 +55,11 @@ bool gemm_shape(LayerType t, const int64_t* d, double& batch, double& m, double&
 double fp32_lanes_per_sm(const DeviceRecord& dev) {
   if (dev.peak_fp32_gflops <= 0 || dev.cores <= 0 || dev.clock_mhz <= 0) return 0;
   return std::round(dev.peak_fp32_gflops * 1e3 / (2.0 * double(dev.cores) * dev.clock_mhz));
+}
+
+double pre_volta(const DeviceRecord& dev) {
+  const double cc = dev.compute_capability();
+  return cc > 0 && cc < 7.0 ? 1.0 : 0.0;
 }
 
 double traffic_bytes(const LayerCost& c, Direction dir) {
@@ -104,13 +117,15 @@ std::vector<std::string> feature_names(LayerType t, const FeatureOptions& o) {
   if (o.roofline) n.insert(n.end(), kRoofline.begin(), kRoofline.end());
   if (o.transfer) n.insert(n.end(), kTransfer.begin(), kTransfer.end());
   if (o.arch) n.insert(n.end(), kArch.begin(), kArch.end());
+  if (o.alignment) n.insert(n.end(), kAlign.begin(), kAlign.end());
   return n;
 }
 
 size_t feature_count(LayerType t, const FeatureOptions& o) {
   return layer_info(t).dims.size() + kCommon.size() + (o.device ? DeviceRecord::feature_names().size() : 0) +
          kCost.size() +
-         (o.roofline ? kRoofline.size() : 0) + (o.transfer ? kTransfer.size() : 0) + (o.arch ? kArch.size() : 0);
+         (o.roofline ? kRoofline.size() : 0) + (o.transfer ? kTransfer.size() : 0) + (o.arch ? kArch.size() : 0) +
+         (o.alignment ? kAlign.size() : 0);
 }
 
 void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
@@ -126,8 +141,8 @@ void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, 
 namespace {
 /// The columns from a precomputed cost and h^dev (`devf` = DeviceRecord::features()).
 void write_features(LayerType t, const int64_t* dims, size_t nd, DType dtype, Direction dir, const LayerCost& c,
-                    const double* devf, double gflops, double bw, double lanes, const FeatureOptions& o,
-                    float* out) {
+                    const double* devf, double gflops, double bw, double lanes, double pre_volta,
+                    const FeatureOptions& o, float* out) {
   float* p = out;
   for (size_t i = 0; i < nd; ++i) *p++ = static_cast<float>(dims[i]);
   *p++ = static_cast<float>(dtype_bytes(dtype));
@@ -165,6 +180,13 @@ void write_features(LayerType t, const int64_t* dims, size_t nd, DType dtype, Di
     *p++ = static_cast<float>(tb > 0 && bw > 0 ? (fl / tb) / (gflops / bw) : 0.0);
   }
   if (o.arch) *p++ = static_cast<float>(lanes);
+  if (o.alignment) {
+    double b = 0, m = 0, n = 0, k = 0;
+    *p++ = static_cast<float>(gemm_shape(t, dims, b, m, n, k)
+                                  ? std::min({pow2_align(m), pow2_align(n), pow2_align(k)})
+                                  : pow2_align(double(dims[nd - 1])));
+    *p++ = static_cast<float>(pre_volta);
+  }
 }
 }  // namespace
 
@@ -173,13 +195,13 @@ void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Dir
   const size_t nd = layer_info(t).dims.size();
   write_features(t, dims, nd, dtype, dir, layer_cost(t, std::vector<int64_t>(dims, dims + nd), dtype),
                  dev.features().data(), rate_gflops(dev, dtype, o.dtype_rates), dev.bandwidth_gbs(),
-                 fp32_lanes_per_sm(dev), o, out);
+                 fp32_lanes_per_sm(dev), pre_volta(dev), o, out);
 }
 
 FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const DeviceRecord& dev,
                              const FeatureOptions& o)
     : t_(t), dtype_(dtype), dir_(dir), o_(o), count_(feature_count(t, o)), dev_(dev.features()),
-      lanes_(fp32_lanes_per_sm(dev)), d_(layer_info(t).dims.size()) {
+      lanes_(fp32_lanes_per_sm(dev)), pre_volta_(pre_volta(dev)), d_(layer_info(t).dims.size()) {
   check_direction(t, dir);
   SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
                 "device \"{}\" has no compute rate or bandwidth (set peak_fp32_gflops and peak_mem_bw_gbs)",
@@ -198,7 +220,7 @@ double FeatureWriter::write(const int64_t* dims, float* out) {
   std::copy(dims, dims + d_.size(), d_.begin());
   validate_dims(t_, d_);
   const LayerCost c = layer_cost(t_, d_, dtype_);
-  if (out) write_features(t_, dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, lanes_, o_, out);
+  if (out) write_features(t_, dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, lanes_, pre_volta_, o_, out);
   peak_floor_ms_ = peak_ > 0 ? direction_flops(c, dir_) / (peak_ * 1e6) : 0;
   const double memory_ms = traffic_bytes(c, dir_) / (bw_ * 1e6);
   const double roof = std::max(direction_flops(c, dir_) / (gflops_ * 1e6), memory_ms);

@@ -55,6 +55,7 @@ FeatureOptions feature_options(const TrainOptions& o) {
   f.transfer = o.transfer_features;
   f.device = o.device_features;
   f.arch = o.arch_features;
+  f.alignment = o.alignment_features;
   f.dtype_rates = o.dtype_rates;
   return f;
 }
@@ -123,6 +124,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"min_rows", min_rows},
           {"seed", seed}};
   if (sustained_bw) j["sustained_bw"] = true;  // only then: models from before keep their manifests
+  if (alignment_features) j["alignment_features"] = true;  // the same
   return j;
 }
 
@@ -140,6 +142,7 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   o.transfer_features = get_bool_or(j, "transfer_features", ctx, false);  // absent: a model from before they existed
   o.device_features = get_bool_or(j, "device_features", ctx, true);
   o.arch_features = get_bool_or(j, "arch_features", ctx, false);  // absent: a model from before it existed
+  o.alignment_features = get_bool_or(j, "alignment_features", ctx, false);  // the same
   const std::string rates = get_str_or(j, "rates", ctx, "measured");  // absent: from before 2026-11-26
   SCALEDL_CHECK(rates == "dtype_peak" || rates == "spec_peak" || rates == "measured",
                 "{}: rates=\"{}\" is not dtype_peak, spec_peak or measured", ctx, rates);

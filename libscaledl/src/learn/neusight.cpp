@@ -250,6 +250,54 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
   return out;
 }
 
+namespace {
+
+/// Facts about the GPUs that their NeuSight spec sheets (device_configs/*.json) lack, from
+/// `<root>/device_facts.json` when present (ours, not the artifact's: datasets/neusight/README.md):
+///   {"about": "...", "devices": {"<Device>": {"compute_capability": "7.5",
+///    "sustained_clock_mhz": 900, "sustained_clock_source": "..."}}}
+/// compute_capability goes to extra.compute_capability (as a probe writes it), the sustained
+/// clock to DeviceRecord::sustained_clock_mhz with its source in extra.sustained_clock. An
+/// unknown key, a device without a spec sheet, a clock above the boost clock or one without
+/// a source is an Error, and nothing is imported.
+void apply_device_facts(const fs::path& path, std::vector<DeviceRecord>& devices) {
+  if (!fs::exists(path)) return;
+  const json facts = read_json_file(path.string());
+  const std::string ctx = path.string();
+  SCALEDL_CHECK(facts.is_object() && facts.contains("devices") && facts.at("devices").is_object(),
+                "{}: expected {{\"devices\": {{\"<Device>\": {{...}}}}}}", ctx);
+  for (const auto& [key, v] : facts.items())
+    SCALEDL_CHECK(key == "about" || key == "devices", "{}.{} is not a key of device facts (about, devices)", ctx, key);
+  for (const auto& [name, f] : facts.at("devices").items()) {
+    const std::string where = fmt::format("{}: devices.\"{}\"", ctx, name);
+    auto d = std::find_if(devices.begin(), devices.end(), [&](const DeviceRecord& r) { return r.name == name; });
+    SCALEDL_CHECK(d != devices.end(), "{} has no device_configs/*.json entry", where);
+    SCALEDL_CHECK(f.is_object(), "{}: expected an object", where);
+    for (const auto& [key, v] : f.items())
+      SCALEDL_CHECK(key == "compute_capability" || key == "sustained_clock_mhz" || key == "sustained_clock_source",
+                    "{}.{} is not a device fact (known: compute_capability, sustained_clock_mhz, "
+                    "sustained_clock_source)",
+                    where, key);
+    if (f.contains("compute_capability")) {
+      const std::string cc = get_str_or(f, "compute_capability", where, "");
+      SCALEDL_CHECK(compute_capability_of(cc) > 0, "{}.compute_capability=\"{}\" is not MAJOR.MINOR", where, cc);
+      d->extra["compute_capability"] = cc;
+    }
+    const double mhz = get_num_or(f, "sustained_clock_mhz", where, 1, 1e5, 0);
+    if (mhz > 0) {
+      const std::string source = get_str_or(f, "sustained_clock_source", where, "");
+      SCALEDL_CHECK(!source.empty(), "{}.sustained_clock_source is missing: say where the clock comes from", where);
+      SCALEDL_CHECK(d->clock_mhz > 0 && mhz <= d->clock_mhz,
+                    "{}.sustained_clock_mhz={} must be at most the spec sheet's boost clock ({} MHz)", where, mhz,
+                    d->clock_mhz);
+      d->sustained_clock_mhz = mhz;
+      d->extra["sustained_clock"] = source;
+    }
+  }
+}
+
+}  // namespace
+
 NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& store) {
   const auto t0 = std::chrono::steady_clock::now();
   SCALEDL_CHECK(fs::is_directory(o.root), "--root={}: not a directory", o.root);
@@ -259,8 +307,10 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
   SCALEDL_CHECK(!cfgs.empty(), "{}/device_configs: no device JSON files", o.root);
   // One transaction: a bad row anywhere leaves the store as it was.
   Store::Transaction tx(store);
-  for (const auto& f : cfgs) {
-    DeviceRecord d = load_device_spec(f);
+  std::vector<DeviceRecord> devices;
+  for (const auto& f : cfgs) devices.push_back(load_device_spec(f));
+  apply_device_facts(fs::path(o.root) / "device_facts.json", devices);
+  for (const auto& d : devices) {
     store.put_device(d);
     names[d.name] = d.key();
     ++s.devices;
