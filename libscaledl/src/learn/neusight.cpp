@@ -268,7 +268,9 @@ void apply_device_facts(const fs::path& path, std::vector<DeviceRecord>& devices
                 "{}: expected {{\"devices\": {{\"<Device>\": {{...}}}}}}", ctx);
   for (const auto& [key, v] : facts.items())
     SCALEDL_CHECK(key == "about" || key == "devices", "{}.{} is not a key of device facts (about, devices)", ctx, key);
-  for (const auto& [name, f] : facts.at("devices").items()) {
+  for (const auto& item : facts.at("devices").items()) {
+    const std::string name = item.key();  // a plain variable: C++17 lambdas cannot capture structured bindings
+    const json& f = item.value();
     const std::string where = fmt::format("{}: devices.\"{}\"", ctx, name);
     auto d = std::find_if(devices.begin(), devices.end(), [&](const DeviceRecord& r) { return r.name == name; });
     SCALEDL_CHECK(d != devices.end(), "{} has no device_configs/*.json entry", where);
