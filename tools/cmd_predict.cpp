@@ -35,6 +35,14 @@
 
 namespace {
 
+/// clock_note() of `dev`, but nothing of a power-limited card whose own layer timings trained
+/// the bundle (NeuSight's T4): the layer models learnt its times at the clock it held.
+std::string clock_assumption(const scaledl::Bundle& b, const scaledl::DeviceRecord& dev) {
+  const std::optional<int64_t> rows = b.layer_rows_of(dev.key());
+  if (dev.sustained_clock_mhz <= 0 && rows && *rows > 0) return "";
+  return scaledl::clock_note(dev);
+}
+
 struct PredictOptions {
   scaledl::cli::ModelArgs args;  ///< model config and training settings
   std::string bundle;            ///< bundle directory (`scaledl train --out`)
@@ -665,6 +673,7 @@ int run(const PredictOptions& o) {
       j["sustained_bw_gbs"] = b.layers.roofline_bandwidth_gbs(dev);
       j["sustained_bw_from"] = from;
     }
+    if (const std::string clock = clock_assumption(b, dev); !clock.empty()) j["clock"] = clock;
     if (anchor) j["anchor"] = anchor->to_json();
     if (const LayerCalibration* c = b.calibration_for(dev.key())) j["calibration"] = c->to_json();
     if (input) input->add_to(j);
@@ -755,6 +764,8 @@ int run(const PredictOptions& o) {
                                     : from == "gddr share" ? " with GDDR"
                                                            : ""));
   }
+  if (const std::string clock = clock_assumption(b, dev); !clock.empty())
+    std::cout << "clock        " << clock << "\n";
   if (const auto rows = b.layer_rows_of(dev.key()))
     std::cout << (*rows > 0 ? fmt::format("layers       {} layer timings (forward, backward) of this device trained "
                                           "the layer models\n",

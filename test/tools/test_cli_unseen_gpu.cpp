@@ -946,3 +946,38 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
         "--calibrate-rows=-1 must be in [0, 100000]");
   fs::remove_all(dir);
 }
+
+TEST(CliUnseenGpu, PredictSaysWhatItAssumesOfAPowerLimitedCardsClock) {
+  // The L4 (72 W), which no layer timing of the default bundle comes from, is assumed to hold its
+  // boost clock, which such cards do not under load: said in the text and the JSON. A 700 W H100
+  // has nothing to say, nor the T4, whose own rows trained the bundle; a spec with a sustained clock says
+  // what its rooflines run at, and runs them slower where compute binds.
+  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec ";
+  const nlohmann::json l4 = predict_json(m + kSrc + "/models/devices/l4.json");
+  ASSERT_TRUE(l4.contains("clock")) << l4.dump();
+  EXPECT_NE(l4["clock"].get<std::string>().find("the 2040 MHz boost clock is assumed held, which a 72 W card"),
+            std::string::npos)
+      << l4["clock"];
+  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc +
+                           "/models/devices/l4.json");
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("clock        the 2040 MHz boost clock is assumed held"), std::string::npos) << text.out;
+  EXPECT_FALSE(predict_json(m + kSrc + "/models/devices/h100-sxm.json").contains("clock"));
+  // NeuSight's T4 rows trained the default bundle: its times were learnt at the clock it held.
+  EXPECT_FALSE(predict_json(m + kSrc + "/models/devices/t4.json").contains("clock"));
+
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_clock_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(kSrc + "/models/devices/l4.json"));
+  spec["sustained_clock_mhz"] = 1530;
+  const std::string held = (dir / "l4-held.json").string();
+  std::ofstream(held) << spec.dump();
+  const nlohmann::json slow = predict_json(m + held);
+  ASSERT_TRUE(slow.contains("clock")) << slow.dump();
+  EXPECT_NE(slow["clock"].get<std::string>().find("1530 MHz sustained of the 2040 MHz boost clock"), std::string::npos)
+      << slow["clock"];
+  EXPECT_NE(slow["clock"].get<std::string>().find("0.750 x the FP32 peak"), std::string::npos) << slow["clock"];
+  EXPECT_GT(slow["t_iter_ms"].get<double>(), l4["t_iter_ms"].get<double>());
+  fs::remove_all(dir);
+}

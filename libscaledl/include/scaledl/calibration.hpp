@@ -65,6 +65,16 @@ struct LayerCalibration {
   nlohmann::json to_json() const;
 };
 
+/// A spec record's extra.tdp_w (W); 0 where it gives none.
+double tdp_watts(const DeviceRecord& dev);
+
+/// What a prediction on `dev` assumes of its clock, for `predict` ("" = nothing to say):
+/// a GPU spec with a sustained clock runs its compute rooflines at sustained / boost of the
+/// peak; one of <= 75 W without it is assumed to hold its boost clock, which such cards do
+/// not under load (a T4 is reported at ~900 MHz of its 1,590: docs/unseen-gpu.md, "Odd
+/// shapes and the T4's clock"), so its prediction may be too fast where compute binds.
+std::string clock_note(const DeviceRecord& dev);
+
 /// Factors for device `dev` from `rows` (every row's device must be `dev` by name;
 /// with TrainOptions::kernel_time of `lp`, each row less the host's timing floor, as the
 /// layer models learnt: the fastest of `rows`, at most 60 us). Error when no (type,

@@ -68,6 +68,26 @@ nlohmann::json LayerCalibration::to_json() const {
   return j;
 }
 
+double tdp_watts(const DeviceRecord& dev) {
+  return dev.extra.is_object() && dev.extra.contains("tdp_w") && dev.extra["tdp_w"].is_number()
+             ? dev.extra["tdp_w"].get<double>()
+             : 0.0;
+}
+
+std::string clock_note(const DeviceRecord& dev) {
+  if (dev.kind == "cpu" || dev.clock_mhz <= 0) return "";
+  if (dev.sustained_clock_mhz > 0)
+    return fmt::format("{:g} MHz sustained of the {:g} MHz boost clock (the record's sustained_clock_mhz): compute "
+                       "rooflines at {:.3f} x the FP32 peak",
+                       dev.sustained_clock_mhz, dev.clock_mhz, dev.sustained_clock_mhz / dev.clock_mhz);
+  const double tdp = tdp_watts(dev);
+  if (tdp <= 0 || tdp > 75) return "";
+  return fmt::format("the {:g} MHz boost clock is assumed held, which a {:g} W card does not do under load (a T4, "
+                     "70 W, is reported at ~900 MHz): where compute binds the prediction may be too fast; give the "
+                     "spec a measured sustained_clock_mhz (models/devices/README.md)",
+                     dev.clock_mhz, tdp);
+}
+
 LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<LayerSample>& rows,
                                   const DeviceRecord& dev, const CalibrationOptions& o) {
   o.validate();
@@ -99,9 +119,7 @@ LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<La
   // Passively cooled cards of <= 75 W: in leave-one-GPU-out the two of them (P4, T4)
   // were further off calibrated than from their spec sheets.
   constexpr double kLowPowerW = 75;
-  const double tdp = dev.extra.is_object() && dev.extra.contains("tdp_w") && dev.extra["tdp_w"].is_number()
-                         ? dev.extra["tdp_w"].get<double>()
-                         : 0.0;
+  const double tdp = tdp_watts(dev);
   if (tdp > 0 && tdp <= kLowPowerW)
     c.caution = fmt::format(
         "a {:g} W card: operators timed alone may run at a clock it does not hold through a long run; in "
