@@ -70,19 +70,10 @@ def by_duration(roots):
 def by_alignment(roots):
     header = ["aligned", "odd", "rows", "above 50 ms", "below 50 ms"]
     for root, gpu, rows in linear_sets(roots, header):
-        peak = peak_gflops(root, gpu)
-        shapes = os.path.join(root, "ops-transformer-shapes", "linear.csv")
-        if os.path.exists(shapes):
-            rows += [r for r in csv.DictReader(open(shapes)) if r["Device"].replace(" ", "_") == gpu]
         groups = {"aligned": [], "odd": [], "long": [], "short": []}
-        for r in rows:
-            ms = float(r["Latency"])
-            if ms < 1:
-                continue
-            mnk = [int(r["B"]) * int(r["M"]), int(r["N"]), int(r["K"])]
-            share = 2 * mnk[0] * mnk[1] * mnk[2] / (ms * 1e-3) / (peak * 1e9)
-            groups["aligned" if all(d % 4 == 0 for d in mnk) else "odd"].append(share)
-            groups["long" if ms > 50 else "short"].append(share)
+        for al, dur, share in shares(root, gpu, rows):
+            groups["aligned" if al == "aligned" else "odd"].append(share)
+            groups["long" if dur == "above 50 ms" else "short"].append(share)
         n = len(groups["aligned"]) + len(groups["odd"])
         cells = [f"{median(groups[g]):.2f} ({len(groups[g])})" for g in ("aligned", "odd")]
         cells += [str(n)] + [f"{median(groups[g]):.2f}" for g in ("long", "short")]

@@ -27,7 +27,7 @@
 //             dim); pre_volta: 1 on a GPU of compute capability below 7.0 (Pascal), else
 //             0 (also where the record gives none). Pascal's FP32 GEMMs whose dimensions
 //             are not multiples of 4 reach 20-60 % of the peak, Volta's and later ones'
-//             75-90 % (docs/unseen-gpu.md, "Odd shapes by architecture").
+//             75-90 % (docs/unseen-gpu.md, "Odd shapes and the T4's clock").
 //
 // Kernel names, grid or block sizes of a measurement are outcomes, never features.
 // Every column is a float; no column is ever missing for a valid input.

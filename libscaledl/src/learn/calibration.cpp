@@ -18,6 +18,10 @@ namespace scaledl {
 namespace {
 using Key = std::tuple<LayerType, Direction, DType>;
 
+/// Passively cooled cards of at most this TDP (P4 75 W, T4 70 W, L4 72 W) do not hold their
+/// boost clock under load: the calibration's caution and the clock note of a spec.
+constexpr double kLowPowerW = 75;
+
 std::string key_name(const Key& k) {
   return fmt::format("{}.{}.{}", to_string(std::get<0>(k)), to_string(std::get<1>(k)), to_string(std::get<2>(k)));
 }
@@ -81,7 +85,7 @@ std::string clock_note(const DeviceRecord& dev) {
                        "rooflines at {:.3f} x the FP32 peak",
                        dev.sustained_clock_mhz, dev.clock_mhz, dev.sustained_clock_mhz / dev.clock_mhz);
   const double tdp = tdp_watts(dev);
-  if (tdp <= 0 || tdp > 75) return "";
+  if (tdp <= 0 || tdp > kLowPowerW) return "";
   return fmt::format("the {:g} MHz boost clock is assumed held, which a {:g} W card does not do under load (a T4, "
                      "70 W, is reported at ~900 MHz): where compute binds the prediction may be too fast; give the "
                      "spec a measured sustained_clock_mhz (models/devices/README.md)",
@@ -116,9 +120,8 @@ LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<La
   LayerCalibration c;
   c.device = dev.key();
   c.rows_in = static_cast<int64_t>(rows.size());
-  // Passively cooled cards of <= 75 W: in leave-one-GPU-out the two of them (P4, T4)
-  // were further off calibrated than from their spec sheets.
-  constexpr double kLowPowerW = 75;
+  // Low-power cards: in leave-one-GPU-out the two of them (P4, T4) were further off
+  // calibrated than from their spec sheets.
   const double tdp = tdp_watts(dev);
   if (tdp > 0 && tdp <= kLowPowerW)
     c.caution = fmt::format(
