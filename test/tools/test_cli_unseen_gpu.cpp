@@ -981,3 +981,27 @@ TEST(CliUnseenGpu, PredictSaysWhatItAssumesOfAPowerLimitedCardsClock) {
   EXPECT_GT(slow["t_iter_ms"].get<double>(), l4["t_iter_ms"].get<double>());
   fs::remove_all(dir);
 }
+
+TEST(CliUnseenGpu, Bf16OnAGpuWithoutBf16TensorCoresIsOneClearError) {
+  // A V100 (7.0) or T4 (7.5) spec carries its FP16 tensor rate as peak_bf16_gflops; a BF16
+  // prediction there would run at that rate, which PyTorch's BF16 does not reach on them.
+  // Refused with one line naming the dtype, the GPU and its compute capability; FP16 and FP32
+  // there, and BF16 on an Ampere or newer spec, still predict.
+  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode train --raw --device-spec ";
+  for (const std::string& spec : {std::string("v100-sxm2-32gb"), std::string("t4")}) {
+    CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc + "/models/devices/" +
+                          spec + ".json --dtype bf16");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("scaledl: error: dtype=bf16 needs a GPU of compute capability 8.0 or newer"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find(spec == "t4" ? "\"Tesla T4\" is 7.5" : "\"Tesla V100-SXM2-32GB\" is 7.0"),
+              std::string::npos)
+        << r.out;
+    for (const char* ok : {"fp16", "fp32"})
+      EXPECT_GT(predict_json(m + kSrc + "/models/devices/" + spec + ".json --dtype " + ok)["t_iter_ms"].get<double>(),
+                0)
+          << spec << " " << ok;
+  }
+  EXPECT_GT(predict_json(m + kSrc + "/models/devices/a100-sxm4-80gb.json --dtype bf16")["t_iter_ms"].get<double>(), 0);
+}

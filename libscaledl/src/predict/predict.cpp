@@ -13,6 +13,22 @@
 
 namespace scaledl {
 
+namespace {
+/// BF16 GEMMs need the tensor cores of compute capability 8.0 (Ampere) or newer. A V100 or T4
+/// spec's peak_bf16_gflops holds its FP16 tensor rate (models/devices/README.md); PyTorch runs
+/// BF16 there without tensor cores, at a rate no spec sheet gives, so such a prediction is refused
+/// rather than made at the FP16 rate. A record without a compute capability (CPUs, a spec that does
+/// not give one) is not checked.
+void check_dtype_on_device(DType dtype, const DeviceRecord& dev) {
+  if (dtype != DType::BF16) return;
+  const double cc = dev.compute_capability();
+  SCALEDL_CHECK(cc <= 0 || cc >= 8.0,
+                "dtype=bf16 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without BF16 "
+                "tensor cores: use --dtype fp16 (mixed precision on its FP16 tensor cores) or fp32",
+                dev.name, cc);
+}
+}  // namespace
+
 nlohmann::json IterationPrediction::to_json() const {
   nlohmann::json j = {{"t_sum_ms", t_sum_ms}, {"t_comm_ms", t_comm_ms}, {"alpha", alpha},       {"beta", beta},
           {"t_iter_ms", t_iter_ms}, {"refined", refined},  {"fallback_nodes", fallback_nodes},
@@ -40,6 +56,7 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
   SCALEDL_CHECK(batch >= 1, "predict_iterations: batch={} must be >= 1", batch);
   SCALEDL_CHECK(!calibration || calibration->device == dev.key(), "a calibration of {} cannot serve device {}",
                 calibration ? calibration->device : "", dev.key());
+  for (const LayerGraph* g : gs) check_dtype_on_device(g->settings.dtype, dev);
   std::vector<IterationPrediction> out(gs.size());
   GraphContext ctx;
   ctx.device = dev;
