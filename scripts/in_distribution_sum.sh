@@ -5,6 +5,8 @@
 # same runs as scripts/unseen_gpu.sh, with the GPU in the training data instead of out.
 #   scripts/in_distribution_sum.sh      (~2 min on 2 cores; needs out/unseen-gpu/ns.sqlite
 #                                         from scripts/unseen_gpu.sh, or imports it)
+# LAYER_ARGS: the layer models' options (default: those of 2026-11-26, the committed CSV);
+# CSV: where the table's rows go (default docs/results/unseen-gpu/in-distribution.csv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${SCALEDL_BIN:-build/tools/scaledl}
@@ -13,10 +15,11 @@ WORK=out/unseen-gpu
 mkdir -p "$OUT" "$WORK"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 [ -f "$WORK/ns.sqlite" ] || "$BIN" import neusight --root datasets/neusight --db "$WORK/ns.sqlite" > /dev/null
+LAYER_ARGS=${LAYER_ARGS:---transfer-features --arch-features --no-device-features --kernel-time}
 rm -rf "$WORK/layers-all5"
-"$BIN" train layers --db "$WORK/ns.sqlite" --out "$WORK/layers-all5" \
-  --transfer-features --arch-features --no-device-features --kernel-time > "$WORK/layers-all5.log"
-CSV="$OUT/in-distribution.csv"
+# shellcheck disable=SC2086  # LAYER_ARGS is a list of options
+"$BIN" train layers --db "$WORK/ns.sqlite" --out "$WORK/layers-all5" $LAYER_ARGS > "$WORK/layers-all5.log"
+CSV=${CSV:-$OUT/in-distribution.csv}
 echo "gpu,model,mode,batch,seq,measured_ms,sum_ms" > "$CSV"
 for dir in datasets/neusight/labels/*/; do
   gpu=$(basename "$dir")
