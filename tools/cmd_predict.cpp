@@ -43,6 +43,23 @@ std::string clock_assumption(const scaledl::Bundle& b, const scaledl::DeviceReco
   return scaledl::clock_note(dev);
 }
 
+/// For a mixture with a fixed expert capacity (Switch Transformers' expert_capacity) that drops
+/// tokens at this length: what the graph assumes of the dispatch, and how to model the other one.
+/// Transformers 4.x counts each expert's tokens per sequence and passes those over the capacity
+/// by; transformers 5 sends every token to its expert (docs/unseen-gpu.md, "Switch-XL on the
+/// H200"). "" when no token is dropped.
+std::string dispatch_note(const scaledl::ModelSpec& m, const scaledl::TrainSettings& s) {
+  if (m.num_experts <= 0 || m.expert_capacity <= 0 || scaledl::every_expert_runs(m, !s.backward)) return "";
+  const int64_t slots = scaledl::expert_capacity_per_sample(m, s.seq_len);
+  const int64_t taken = std::min<int64_t>(s.seq_len, slots * m.num_experts);
+  if (taken >= s.seq_len) return "";
+  return fmt::format(
+      "each expert takes at most expert_capacity={} tokens per sequence, as transformers 4.x dispatches: at "
+      "least {} of the {} tokens of a sequence pass their FFN by; transformers 5 drops none (--sweep "
+      "config.capacity_factor=1.0 models that; docs/unseen-gpu.md)",
+      m.expert_capacity, s.seq_len - taken, s.seq_len);
+}
+
 struct PredictOptions {
   scaledl::cli::ModelArgs args;  ///< model config and training settings
   std::string bundle;            ///< bundle directory (`scaledl train --out`)
@@ -674,6 +691,7 @@ int run(const PredictOptions& o) {
       j["sustained_bw_from"] = from;
     }
     if (const std::string clock = clock_assumption(b, dev); !clock.empty()) j["clock"] = clock;
+    if (const std::string d = dispatch_note(m, s); !d.empty()) j["dispatch"] = d;
     if (anchor) j["anchor"] = anchor->to_json();
     if (const LayerCalibration* c = b.calibration_for(dev.key())) j["calibration"] = c->to_json();
     if (input) input->add_to(j);
@@ -766,6 +784,7 @@ int run(const PredictOptions& o) {
   }
   if (const std::string clock = clock_assumption(b, dev); !clock.empty())
     std::cout << "clock        " << clock << "\n";
+  if (const std::string d = dispatch_note(m, s); !d.empty()) std::cout << "dispatch     " << d << "\n";
   if (const auto rows = b.layer_rows_of(dev.key()))
     std::cout << (*rows > 0 ? fmt::format("layers       {} layer timings (forward, backward) of this device trained "
                                           "the layer models\n",

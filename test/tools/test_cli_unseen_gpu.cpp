@@ -1005,3 +1005,43 @@ TEST(CliUnseenGpu, Bf16OnAGpuWithoutBf16TensorCoresIsOneClearError) {
   }
   EXPECT_GT(predict_json(m + kSrc + "/models/devices/a100-sxm4-80gb.json --dtype bf16")["t_iter_ms"].get<double>(), 0);
 }
+
+TEST(CliUnseenGpu, PredictSaysHowASwitchModelDispatchesTokensOverTheExpertCapacity) {
+  // Switch-XL (4 experts, expert_capacity 64): at 2,048 tokens the graph passes at least 1,792
+  // tokens of a sequence by their expert, as transformers 4.x does; the dispatch line says so and
+  // how to model transformers 5. Nothing is said where no token is dropped (128 tokens fit
+  // 4 x 64 slots), for a capacity factor, or for a dense model.
+  const std::string sw = kSrc + "/datasets/neusight/model_configs/switchxl4.json --batch 1 --mode inference --raw "
+                         "--device-spec " + kSrc + "/models/devices/h200-sxm.json";
+  const nlohmann::json j = predict_json(sw + " --seq 2048");
+  ASSERT_TRUE(j.contains("dispatch")) << j.dump();
+  EXPECT_NE(j["dispatch"].get<std::string>().find("expert_capacity=64 tokens per sequence, as transformers 4.x "
+                                                  "dispatches: at least 1792 of the 2048 tokens"),
+            std::string::npos)
+      << j["dispatch"];
+  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + sw + " --seq 2048");
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("dispatch     each expert takes at most expert_capacity=64"), std::string::npos) << text.out;
+  const nlohmann::json short_seq = predict_json(sw + " --seq 128");
+  ASSERT_TRUE(short_seq.is_object() && short_seq.contains("t_iter_ms")) << short_seq.dump();
+  EXPECT_FALSE(short_seq.contains("dispatch")) << short_seq["dispatch"];
+  // The same config with a capacity factor instead (one object, not a sweep's array).
+  const fs::path dir = fs::temp_directory_path() / ("scaledl_dispatch_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(kSrc + "/datasets/neusight/model_configs/switchxl4.json"));
+  cfg["capacity_factor"] = 1.0;
+  const std::string cf = (dir / "switchxl4-cf.json").string();
+  std::ofstream(cf) << cfg.dump();
+  const nlohmann::json by_factor = predict_json(cf + " --batch 1 --mode inference --raw --seq 2048 --device-spec " +
+                                                kSrc + "/models/devices/h200-sxm.json");
+  ASSERT_TRUE(by_factor.is_object() && by_factor.contains("t_iter_ms")) << by_factor.dump();
+  EXPECT_FALSE(by_factor.contains("dispatch")) << by_factor["dispatch"];
+  EXPECT_GT(by_factor["t_iter_ms"].get<double>(), j["t_iter_ms"].get<double>());  // every token reaches an expert
+  fs::remove_all(dir);
+  const nlohmann::json dense =
+      predict_json(kSrc + "/models/gpt2.json --batch 1 --seq 1024 --raw --device-spec " + kSrc +
+                   "/models/devices/h200-sxm.json");
+  ASSERT_TRUE(dense.is_object() && dense.contains("t_iter_ms")) << dense.dump();
+  EXPECT_FALSE(dense.contains("dispatch"));
+}
