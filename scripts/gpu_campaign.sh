@@ -3,7 +3,8 @@
 # builds ScaleDL against PyTorch's LibTorch 2.x + CUDA with the Debian packages
 # carried in .deps/ (scripts/fetch_gpu_deps.sh), runs the GPU tests, probes the GPU
 # and runs the layer and model plans of datasets/h100/ (with the new model_types' plan,
-# new-types-plan.json, since 2026-11-28). Results go to $OUT.
+# new-types-plan.json, and the BF16 training kinds, training-kinds-plan.json, since
+# 2026-11-28). Results go to $OUT.
 #   OUT=/tmp/out scripts/gpu_campaign.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,12 @@ timeout ${LAYERS_S:-130} $B bench layers --plan datasets/h100/layers-plan.json -
     --device cuda --campaign h100-dopt --repeats 20 --min-sample-ms 2 --quick-probe 2>&1 | tail -3
 timeout 45 $B bench layers --plan datasets/cpu/layers-plan.json --db "$OUT/h100.sqlite" \
     --device cuda --campaign h100-tiny --repeats 20 --min-sample-ms 2 --quick-probe 2>&1 | tail -3
+# The training kinds that no GPU row covers in BF16 (embedding, cross entropy, mul, pointwise, the
+# optimizer step; models/spaces/training-kinds.json, 64 configs, FP32 beside them; since 2026-11-28,
+# not yet run on a GPU; a CPU dry run of one config per kind and dtype took 19 s): KINDS_S=0 skips them.
+[ "${KINDS_S:-60}" -gt 0 ] && timeout ${KINDS_S:-60} $B bench layers --plan datasets/h100/training-kinds-plan.json \
+    --db "$OUT/h100.sqlite" --device cuda --campaign h100-training-kinds --repeats 20 --min-sample-ms 2 \
+    --quick-probe 2>&1 | tail -3
 timeout ${MODELS_S:-210} $B bench models --plan datasets/h100/models-plan.json --db "$OUT/h100.sqlite" \
     --device cuda --campaign h100-models --repeats 10 2>&1 | tail -3
 # The model_types no GPU has run (DeepSeek, gpt-oss, Mixtral, Qwen3(-MoE), Gemma 2; datasets/h100/
