@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "scaledl/error.hpp"
@@ -404,4 +405,25 @@ TEST(Space, ExampleSpacesInTheRepoPlan) {
     scaledl::Plan parsed = scaledl::parse_plan(plan, path, fs::path(path).parent_path().string());
     EXPECT_EQ(parsed.layers.size() + parsed.models.size(), static_cast<size_t>(po.budget)) << f;
   }
+}
+
+TEST(Space, TrainingKindsSpaceRegeneratesTheCommittedGpuPlan) {
+  // datasets/h100/training-kinds-plan.json is this space's plan at budget 64, seed 1 (the
+  // command in the space's _comment): regenerated the same, with all five kinds in BF16 and FP32.
+  const std::string path = std::string(SCALEDL_SOURCE_DIR) + "/models/spaces/training-kinds.json";
+  auto sp = scaledl::load_space(path);
+  scaledl::PlanOptions po;
+  po.budget = 64;
+  po.seed = 1;
+  json plan = scaledl::make_plan(sp, po);
+  std::ifstream in(std::string(SCALEDL_SOURCE_DIR) + "/datasets/h100/training-kinds-plan.json");
+  ASSERT_TRUE(in) << "datasets/h100/training-kinds-plan.json";
+  const json committed = json::parse(in);
+  EXPECT_EQ(plan["configs"], committed["configs"]);
+  std::set<std::pair<std::string, std::string>> kinds;
+  for (const auto& c : plan["configs"]) kinds.insert({c["type"].get<std::string>(), c["dtype"].get<std::string>()});
+  for (const char* t : {"embedding", "cross_entropy", "mul", "pointwise", "optimizer"})
+    for (const char* d : {"bf16", "fp32"}) EXPECT_TRUE(kinds.count({t, d})) << t << " " << d;
+  scaledl::Plan parsed = scaledl::parse_plan(committed, path, fs::path(path).parent_path().string());
+  EXPECT_EQ(parsed.layers.size(), 64u);
 }
