@@ -8,6 +8,7 @@
 //                     the median)
 //   BM_LayerGraph     build_layer_graph alone (what a sweep pays per configuration
 //                     before any model runs)
+//   BM_LayerGraphLarge the same for GPT-2 large, batch 4 x 1,024, training
 // The bundle is trained once at start-up from the committed CPU stores
 // (datasets/cpu/, 57 runs, 20 epochs): its accuracy does not matter here, its
 // size does (the same layer-model and GNN shapes as any bundle).
@@ -116,6 +117,17 @@ void BM_LayerGraph(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(build_layer_graph(f.bert, s));
 }
 BENCHMARK(BM_LayerGraph)->Unit(benchmark::kMicrosecond);
+
+// build_layer_graph of GPT-2 large (36 layers) training at batch 4 x 1,024 tokens: one of the
+// ~75 graphs a lone `predict` of that configuration builds for its monotone bounds.
+void BM_LayerGraphLarge(benchmark::State& state) {
+  const ModelSpec m = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/models/gpt2-large.json");
+  TrainSettings s;
+  s.batch = 4;
+  s.seq_len = 1024;
+  for (auto _ : state) benchmark::DoNotOptimize(build_layer_graph(m, s));
+}
+BENCHMARK(BM_LayerGraphLarge)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -1,6 +1,9 @@
 // scaledl: predict the training time of Transformer models on a cluster.
 // Thin by design: parse, call the library, print. This is the one place where
 // errors become a single "scaledl: error: ..." line and a non-zero exit.
+#if defined(__linux__)
+#include <malloc.h>  // mallopt (glibc)
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +29,15 @@ std::string first_line(const std::string& s) {
 
 int main(int argc, char** argv) {
   using namespace scaledl::cli;
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD)
+  // Keep freed memory for reuse instead of returning it to the system: glibc maps blocks over
+  // 128 KB afresh and trims the heap, so every new tensor of a forward pass (the refinement,
+  // LibTorch's CPU allocator is plain malloc) and every graph touches new pages, and on the VMs
+  // this runs on a page fault is dear (a lone predict of a 7B model at batch 32 x 4,096: 2.2 ->
+  // 1.8 s; docs/predict.md, "Speed"). Blocks of 32 MB or more are still mapped and unmapped.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
   CLI::App app{
       "ScaleDL: predict per-iteration and per-epoch training time of Transformer models\n"
       "from layer microbenchmarks, XGBoost layer regressors and graph refinement."};

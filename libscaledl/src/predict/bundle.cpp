@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -151,29 +153,77 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
       index.emplace(keys.back(), k);
     }
     std::lock_guard<std::mutex> lock(bounds_memo->mu);
+    // First the ladder points, each an input, a memo hit, or a graph still to build (one per
+    // distinct key, in the order met); then those graphs, on the hardware threads; then each
+    // input's ladder in its own order, without the points that are no valid configuration.
+    struct Pending {
+      size_t input;  // whose model
+      TrainSettings settings;
+      std::string key;
+    };
+    std::vector<Pending> pending;
+    std::map<std::string, size_t> pending_index;  // memo key -> index in pending
+    struct Rung {
+      bool is_pending;
+      size_t at;  // index in all, or in pending
+      std::string label;
+    };
+    std::vector<std::vector<Rung>> rungs(gs.size());
     for (size_t k = 0; k < gs.size(); ++k)
-      for (const LadderPoint& lp : monotone_ladder(gs[k]->model, gs[k]->settings)) {
-        const std::string key = sha256_hex(dev_key + model_json[k] + lp.settings.to_json().dump());
-        auto it = index.find(key);
-        if (it == index.end()) {
-          auto hit = bounds_memo->values.find(key);
-          if (hit != bounds_memo->values.end()) {
-            known.push_back(hit->second);
-            ladder_known[k].emplace_back(known.size() - 1, lp.label);
-            continue;
-          }
-          std::unique_ptr<LayerGraph> g;
-          try {
-            g = std::make_unique<LayerGraph>(build_layer_graph(gs[k]->model, lp.settings));
-          } catch (const Error&) {
-            continue;  // not a valid configuration of this model (no bound from it)
-          }
-          all.push_back(g.get());
-          owned.push_back(std::move(g));
-          keys.push_back(key);
-          it = index.emplace(key, all.size() - 1).first;
+      for (LadderPoint& lp : monotone_ladder(gs[k]->model, gs[k]->settings)) {
+        std::string key = sha256_hex(dev_key + model_json[k] + lp.settings.to_json().dump());
+        if (auto it = index.find(key); it != index.end()) {
+          rungs[k].push_back({false, it->second, std::move(lp.label)});
+          continue;
         }
-        ladder[k].emplace_back(it->second, lp.label);
+        if (auto hit = bounds_memo->values.find(key); hit != bounds_memo->values.end()) {
+          known.push_back(hit->second);
+          ladder_known[k].emplace_back(known.size() - 1, std::move(lp.label));
+          continue;
+        }
+        auto [pit, fresh] = pending_index.emplace(key, pending.size());
+        if (fresh) pending.push_back({k, std::move(lp.settings), std::move(key)});
+        rungs[k].push_back({true, pit->second, std::move(lp.label)});
+      }
+    // Building the graphs is most of a lone prediction's bounds (a GPT-2 large training at batch
+    // 4 x 1,024 has 75 of them); each is independent of the others.
+    std::vector<std::unique_ptr<LayerGraph>> built(pending.size());
+    std::vector<std::exception_ptr> failed(pending.size());
+    auto build = [&](size_t i) {
+      try {
+        built[i] = std::make_unique<LayerGraph>(build_layer_graph(gs[pending[i].input]->model, pending[i].settings));
+      } catch (const Error&) {
+        // not a valid configuration of this model (no bound from it)
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    };
+    const size_t nthreads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, pending.size()});
+    if (nthreads <= 1) {
+      for (size_t i = 0; i < pending.size(); ++i) build(i);
+    } else {
+      std::vector<std::thread> pool;
+      for (size_t t = 0; t < nthreads; ++t)
+        pool.emplace_back([&, t] {
+          for (size_t i = t; i < pending.size(); i += nthreads) build(i);
+        });
+      for (auto& th : pool) th.join();
+    }
+    for (const auto& e : failed)
+      if (e) std::rethrow_exception(e);
+    std::vector<size_t> placed(pending.size(), SIZE_MAX);  // index in all of each built graph
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (!built[i]) continue;
+      all.push_back(built[i].get());
+      owned.push_back(std::move(built[i]));
+      keys.push_back(pending[i].key);
+      placed[i] = all.size() - 1;
+      index.emplace(pending[i].key, placed[i]);
+    }
+    for (size_t k = 0; k < gs.size(); ++k)
+      for (Rung& r : rungs[k]) {
+        const size_t at = r.is_pending ? placed[r.at] : r.at;
+        if (at != SIZE_MAX) ladder[k].emplace_back(at, std::move(r.label));
       }
   }
   const double host_ms_per_node = host_node_ms_for(dev.key());

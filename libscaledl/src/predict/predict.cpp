@@ -14,6 +14,9 @@
 namespace scaledl {
 
 namespace {
+/// Graphs per forward pass of the refinement (see predict_iterations).
+constexpr int64_t kRefinementBatch = 16;
+
 /// BF16 GEMMs need the tensor cores of compute capability 8.0 (Ampere) or newer. A V100 or T4
 /// spec's peak_bf16_gflops holds its FP16 tensor rate (models/devices/README.md); PyTorch runs
 /// BF16 there without tensor cores, at a rate no spec sheet gives, so such a prediction is refused
@@ -121,7 +124,12 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
     if (!graph) continue;
     std::vector<const GraphFeatures*> ptrs;
     for (const auto& f : feats) ptrs.push_back(&f);
-    const GnnPrediction r = graph->predict(ptrs, batch);
+    // The refinement in batches of kRefinementBatch graphs, not the whole chunk: a first
+    // forward pass touches fresh memory for every intermediate tensor, and on a VM each new page
+    // costs a fault; batches of 16 reuse the same few MB (a lone predict of a 7B model at batch
+    // 32 x 4,096, 241 graphs with its bounds: 0.63 -> 0.05 s with main()'s malloc settings;
+    // docs/predict.md, "Speed"). Each graph's prediction is the same in any batch.
+    const GnnPrediction r = graph->predict(ptrs, kRefinementBatch);
     for (size_t k = c0; k < c1; ++k) {
       IterationPrediction& p = out[k];
       const size_t j = k - c0;
