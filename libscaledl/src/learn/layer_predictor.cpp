@@ -764,44 +764,75 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     }
   }
   const FeatureOptions fo = feature_options(p.opts_);
-  for (const auto& [name, e] : man.at("models").items()) {
-    const std::string ctx = mpath + ".models." + name;
-    SCALEDL_CHECK(e.is_object(), "{}: expected an object", ctx);
-    auto m = std::make_unique<Model>();
-    m->type = parse_layer_type(get_str_or(e, "type", ctx, ""), ctx + ".type");
-    m->rows = static_cast<size_t>(get_int(e, "rows", ctx, 0, INT64_MAX));
-    m->floor_ms = get_num_or(e, "floor_ms", ctx, 0, 1e12, 0);
-    if (e.contains("trained_on")) {
-      SCALEDL_CHECK(e.at("trained_on").is_array(), "{}.trained_on: expected an array of \"<dir> <dtype>\"", ctx);
-      for (const auto& k : e.at("trained_on")) {
-        SCALEDL_CHECK(k.is_string(), "{}.trained_on: {} is not a string", ctx, k.dump());
-        m->trained_on.insert(parse_dir_dtype(k.get<std::string>(), ctx + ".trained_on"));
+  // The model files are checked, read and parsed on the hardware threads, one file each (the
+  // parse is most of loading a bundle); the first error in the manifest's order is the one
+  // raised, as when they were read one after the other.
+  std::vector<std::pair<std::string, const nlohmann::json*>> entries;
+  for (const auto& [name, e] : man.at("models").items()) entries.emplace_back(name, &e);
+  std::vector<std::unique_ptr<Model>> loaded(entries.size());
+  std::vector<std::exception_ptr> failed(entries.size());
+  auto load_one = [&](size_t i) {
+    try {
+      const std::string& name = entries[i].first;
+      const nlohmann::json& e = *entries[i].second;
+      const std::string ctx = mpath + ".models." + name;
+      SCALEDL_CHECK(e.is_object(), "{}: expected an object", ctx);
+      auto m = std::make_unique<Model>();
+      m->type = parse_layer_type(get_str_or(e, "type", ctx, ""), ctx + ".type");
+      m->rows = static_cast<size_t>(get_int(e, "rows", ctx, 0, INT64_MAX));
+      m->floor_ms = get_num_or(e, "floor_ms", ctx, 0, 1e12, 0);
+      if (e.contains("trained_on")) {
+        SCALEDL_CHECK(e.at("trained_on").is_array(), "{}.trained_on: expected an array of \"<dir> <dtype>\"", ctx);
+        for (const auto& k : e.at("trained_on")) {
+          SCALEDL_CHECK(k.is_string(), "{}.trained_on: {} is not a string", ctx, k.dump());
+          m->trained_on.insert(parse_dir_dtype(k.get<std::string>(), ctx + ".trained_on"));
+        }
       }
+      SCALEDL_CHECK(e.contains("features") && e.at("features").is_array(), "{}.features is missing", ctx);
+      m->features = e.at("features").get<std::vector<std::string>>();
+      SCALEDL_CHECK(m->features == feature_names(m->type, fo),
+                    "{}.features differ from this build's feature columns for {}: retrain the model", ctx,
+                    to_string(m->type));
+      const std::string file = (fs::path(dir) / get_str_or(e, "file", ctx, "")).string();
+      SCALEDL_CHECK(fs::is_regular_file(file), "{}: model file is missing (listed in {})", file, mpath);
+      const auto bytes = static_cast<int64_t>(fs::file_size(file));
+      const int64_t want = get_int(e, "bytes", ctx, 1, INT64_MAX);
+      SCALEDL_CHECK(bytes == want, "{}: {} bytes, manifest says {}: the file is truncated or was replaced", file,
+                    bytes, want);
+      const std::string sha = get_str_or(e, "sha256", ctx, "");
+      SCALEDL_CHECK(sha256_file(file) == sha,
+                    "{}: SHA-256 differs from {}.sha256: the model file was altered or damaged", file, ctx);
+      // One parse: the checks of xgb::Booster::from_buffer, then the compiled trees from
+      // the same document; XGBoost loads the model only if they do not cover it.
+      m->text = read_text_file(file);
+      m->source = file;
+      const nlohmann::json doc = xgb::parse_model(m->text, file);
+      m->forest = TreeForest::compile_document(doc, &m->forest_refused);
+      loaded[i] = std::move(m);
+    } catch (...) {
+      failed[i] = std::current_exception();
     }
-    SCALEDL_CHECK(e.contains("features") && e.at("features").is_array(), "{}.features is missing", ctx);
-    m->features = e.at("features").get<std::vector<std::string>>();
-    SCALEDL_CHECK(m->features == feature_names(m->type, fo),
-                  "{}.features differ from this build's feature columns for {}: retrain the model", ctx,
-                  to_string(m->type));
-    const std::string file = (fs::path(dir) / get_str_or(e, "file", ctx, "")).string();
-    SCALEDL_CHECK(fs::is_regular_file(file), "{}: model file is missing (listed in {})", file, mpath);
-    const auto bytes = static_cast<int64_t>(fs::file_size(file));
-    const int64_t want = get_int(e, "bytes", ctx, 1, INT64_MAX);
-    SCALEDL_CHECK(bytes == want, "{}: {} bytes, manifest says {}: the file is truncated or was replaced", file,
-                  bytes, want);
-    const std::string sha = get_str_or(e, "sha256", ctx, "");
-    SCALEDL_CHECK(sha256_file(file) == sha, "{}: SHA-256 differs from {}.sha256: the model file was altered or damaged",
-                  file, ctx);
-    // One parse: the checks of xgb::Booster::from_buffer, then the compiled trees from
-    // the same document; XGBoost loads the model only if they do not cover it.
-    m->text = read_text_file(file);
-    m->source = file;
-    const nlohmann::json doc = xgb::parse_model(m->text, file);
-    m->forest = TreeForest::compile_document(doc, &m->forest_refused);
-    size_t nf = m->forest ? m->forest->num_features() : m->xgb().num_features();
-    SCALEDL_CHECK(nf == m->features.size(), "{}: model has {} features, manifest lists {}", file, nf,
+  };
+  const size_t nthreads =
+      std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, entries.size()});
+  if (nthreads <= 1) {
+    for (size_t i = 0; i < entries.size(); ++i) load_one(i);
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < nthreads; ++t)
+      pool.emplace_back([&, t] {
+        for (size_t i = t; i < entries.size(); i += nthreads) load_one(i);
+      });
+    for (auto& th : pool) th.join();
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (failed[i]) std::rethrow_exception(failed[i]);
+    std::unique_ptr<Model>& m = loaded[i];
+    // XGBoost itself (when the compiled trees do not cover the model) on this thread only.
+    const size_t nf = m->forest ? m->forest->num_features() : m->xgb().num_features();
+    SCALEDL_CHECK(nf == m->features.size(), "{}: model has {} features, manifest lists {}", m->source, nf,
                   m->features.size());
-    p.models_[name] = std::move(m);
+    p.models_[entries[i].first] = std::move(m);
   }
   return p;
 }
