@@ -18,6 +18,7 @@
 #include "scaledl/checksum.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/stats.hpp"
+#include "scaledl/strided_threads.hpp"
 #include "scaledl/tree_forest.hpp"
 #include "scaledl/xgb.hpp"
 
@@ -813,18 +814,7 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
       failed[i] = std::current_exception();
     }
   };
-  const size_t nthreads =
-      std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, entries.size()});
-  if (nthreads <= 1) {
-    for (size_t i = 0; i < entries.size(); ++i) load_one(i);
-  } else {
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < nthreads; ++t)
-      pool.emplace_back([&, t] {
-        for (size_t i = t; i < entries.size(); i += nthreads) load_one(i);
-      });
-    for (auto& th : pool) th.join();
-  }
+  for_each_strided(entries.size(), strided_thread_count(entries.size()), load_one);
   for (size_t i = 0; i < entries.size(); ++i) {
     if (failed[i]) std::rethrow_exception(failed[i]);
     std::unique_ptr<Model>& m = loaded[i];

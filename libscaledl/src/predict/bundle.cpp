@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -24,6 +23,7 @@
 #include "scaledl/in_model_samples.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/store.hpp"
+#include "scaledl/strided_threads.hpp"
 
 namespace fs = std::filesystem;
 
@@ -198,17 +198,7 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
         failed[i] = std::current_exception();
       }
     };
-    const size_t nthreads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, pending.size()});
-    if (nthreads <= 1) {
-      for (size_t i = 0; i < pending.size(); ++i) build(i);
-    } else {
-      std::vector<std::thread> pool;
-      for (size_t t = 0; t < nthreads; ++t)
-        pool.emplace_back([&, t] {
-          for (size_t i = t; i < pending.size(); i += nthreads) build(i);
-        });
-      for (auto& th : pool) th.join();
-    }
+    for_each_strided(pending.size(), strided_thread_count(pending.size()), build);
     for (const auto& e : failed)
       if (e) std::rethrow_exception(e);
     std::vector<size_t> placed(pending.size(), SIZE_MAX);  // index in all of each built graph

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <thread>
 
 #include "scaledl/calibration.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/gnn.hpp"
 #include "scaledl/graph_batch.hpp"
 #include "scaledl/layer_predictor.hpp"
+#include "scaledl/strided_threads.hpp"
 
 namespace scaledl {
 
@@ -99,28 +99,11 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
   };
   // Several configurations: the layer part on the hardware threads (read-only
   // models only; the refinement stays on this thread, batched).
-  const size_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t nthreads = gs.size() >= 8 && layers.concurrent_predict() ? std::min<size_t>(hw, 8) : 1;
+  const size_t nthreads = gs.size() >= 8 && layers.concurrent_predict() ? strided_thread_count(gs.size()) : 1;
   for (size_t c0 = 0; c0 < gs.size(); c0 += static_cast<size_t>(batch)) {
     const size_t c1 = std::min(gs.size(), c0 + static_cast<size_t>(batch));
     feats.assign(graph ? c1 - c0 : 0, GraphFeatures{});
-    if (nthreads <= 1) {
-      for (size_t k = c0; k < c1; ++k) layer_part(k, c0);
-    } else {
-      std::vector<std::exception_ptr> errors(nthreads);
-      std::vector<std::thread> pool;
-      for (size_t t = 0; t < nthreads; ++t)
-        pool.emplace_back([&, t] {
-          try {
-            for (size_t k = c0 + t; k < c1; k += nthreads) layer_part(k, c0);
-          } catch (...) {
-            errors[t] = std::current_exception();
-          }
-        });
-      for (auto& th : pool) th.join();
-      for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-    }
+    for_each_strided(c1 - c0, nthreads, [&](size_t i) { layer_part(c0 + i, c0); });
     if (!graph) continue;
     std::vector<const GraphFeatures*> ptrs;
     for (const auto& f : feats) ptrs.push_back(&f);
