@@ -32,6 +32,7 @@
 #include "scaledl/physics.hpp"
 #include "scaledl/predict.hpp"
 #include "scaledl/store.hpp"
+#include "scaledl/strided_threads.hpp"
 
 namespace {
 
@@ -327,17 +328,39 @@ std::vector<Variant> csv_variants(const PredictOptions& o, const std::string& pa
 /// number and model, after `what` ("" or "--anchor=FILE: ").
 void resolve_all(const PredictOptions& o, const std::vector<Variant>& vars, const std::string& what,
                  std::vector<Resolved>& res, std::vector<scaledl::LayerGraph>& graphs) {
+  // Resolved in order (the config cache is shared) up to the first that fails; the graphs of
+  // those before it built on the hardware threads. The error named is that of the lowest
+  // configuration that fails either way, as when each was resolved and built in turn.
   ConfigCache configs;
   res.reserve(vars.size());
-  graphs.reserve(vars.size());
-  for (size_t i = 0; i < vars.size(); ++i) {
+  size_t bad = vars.size();
+  std::string bad_what;
+  for (size_t i = 0; i < vars.size() && bad == vars.size(); ++i) {
     try {
       res.push_back(resolve_variant(o, vars[i], configs));
-      graphs.push_back(scaledl::build_layer_graph(res.back().m, res.back().s));
     } catch (const scaledl::Error& e) {
-      scaledl::fail("{}configuration {} ({}): {}", what, i + 1, vars[i].model, e.what());
+      bad = i;
+      bad_what = e.what();
     }
   }
+  graphs.assign(res.size(), scaledl::LayerGraph{});
+  std::vector<char> build_failed(res.size(), 0);
+  std::vector<std::string> build_error(res.size());
+  scaledl::for_each_strided(res.size(), scaledl::strided_thread_count(res.size()), [&](size_t i) {
+    try {
+      graphs[i] = scaledl::build_layer_graph(res[i].m, res[i].s);
+    } catch (const scaledl::Error& e) {
+      build_failed[i] = 1;
+      build_error[i] = e.what();
+    }
+  });
+  for (size_t i = 0; i < res.size(); ++i)
+    if (build_failed[i]) {
+      bad = i;
+      bad_what = build_error[i];
+      break;
+    }
+  if (bad < vars.size()) scaledl::fail("{}configuration {} ({}): {}", what, bad + 1, vars[bad].model, bad_what);
 }
 
 /// --anchor: the device's bias from the measured configurations (device_intervals.hpp).
