@@ -344,20 +344,18 @@ void resolve_all(const PredictOptions& o, const std::vector<Variant>& vars, cons
     }
   }
   graphs.assign(res.size(), scaledl::LayerGraph{});
-  std::vector<char> build_failed(res.size(), 0);
-  std::vector<std::string> build_error(res.size());
+  std::vector<std::optional<std::string>> build_error(res.size());  // the Error of each that failed
   scaledl::for_each_strided(res.size(), scaledl::strided_thread_count(res.size()), [&](size_t i) {
     try {
       graphs[i] = scaledl::build_layer_graph(res[i].m, res[i].s);
     } catch (const scaledl::Error& e) {
-      build_failed[i] = 1;
       build_error[i] = e.what();
     }
   });
   for (size_t i = 0; i < res.size(); ++i)
-    if (build_failed[i]) {
+    if (build_error[i]) {
       bad = i;
-      bad_what = build_error[i];
+      bad_what = *build_error[i];
       break;
     }
   if (bad < vars.size()) scaledl::fail("{}configuration {} ({}): {}", what, bad + 1, vars[bad].model, bad_what);

@@ -33,8 +33,9 @@ int main(int argc, char** argv) {
   // Keep freed memory for reuse instead of returning it to the system: glibc maps blocks over
   // 128 KB afresh and trims the heap, so every new tensor of a forward pass (the refinement,
   // LibTorch's CPU allocator is plain malloc) and every graph touches new pages, and on the VMs
-  // this runs on a page fault is dear (a lone predict of a 7B model at batch 32 x 4,096: 2.2 ->
-  // 1.8 s; docs/predict.md, "Speed"). Blocks of 32 MB or more are still mapped and unmapped.
+  // this runs on a page fault is dear (a lone predict of a 7B model at batch 32 x 4,096: the
+  // refinement's pass over its 241 graphs in batches of 16, 0.15 -> 0.05 s; docs/predict.md,
+  // "Speed"). Blocks of 32 MB or more are still mapped and unmapped.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 #endif

@@ -187,20 +187,15 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
       }
     // Building the graphs is most of a lone prediction's bounds (a GPT-2 large training at batch
     // 4 x 1,024 has 75 of them); each is independent of the others.
+    // Any other exception (out of memory) reaches the caller through for_each_strided.
     std::vector<std::unique_ptr<LayerGraph>> built(pending.size());
-    std::vector<std::exception_ptr> failed(pending.size());
-    auto build = [&](size_t i) {
+    for_each_strided(pending.size(), strided_thread_count(pending.size()), [&](size_t i) {
       try {
         built[i] = std::make_unique<LayerGraph>(build_layer_graph(gs[pending[i].input]->model, pending[i].settings));
       } catch (const Error&) {
         // not a valid configuration of this model (no bound from it)
-      } catch (...) {
-        failed[i] = std::current_exception();
       }
-    };
-    for_each_strided(pending.size(), strided_thread_count(pending.size()), build);
-    for (const auto& e : failed)
-      if (e) std::rethrow_exception(e);
+    });
     std::vector<size_t> placed(pending.size(), SIZE_MAX);  // index in all of each built graph
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!built[i]) continue;
