@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER=${1:-30}
 shift || true
 ALL=(fuzz_hf_config fuzz_space fuzz_plan fuzz_device_spec fuzz_store_rows fuzz_layer_model fuzz_safetensors
-     fuzz_neusight_csv)
+     fuzz_neusight_csv fuzz_bundle_manifest fuzz_comm fuzz_sweep)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL[@]}")
 for t in "${TARGETS[@]}"; do
@@ -31,7 +31,9 @@ max_len() {
   case "$1" in
     fuzz_layer_model) echo 32768 ;;   # manifest + XGBoost JSON of small models
     fuzz_safetensors) echo 16384 ;;   # header + tensors of a small graph model
-    fuzz_space|fuzz_plan) echo 8192 ;;
+    fuzz_space|fuzz_plan|fuzz_bundle_manifest) echo 8192 ;;   # bundle manifests: fields, intervals, ranges
+    fuzz_comm) echo 4096 ;;           # --comm calibrations and nccl-tests files of a few rows
+    fuzz_sweep) echo 4096 ;;          # --sweep lists and --csv / --anchor rows
     *) echo 4096 ;;                   # configs, device specs, store columns, CSV rows
   esac
 }
@@ -67,7 +69,7 @@ for t in "${TARGETS[@]}"; do
   cp -r "fuzz/corpus/$t/." "$SCRATCH/$t/corpus/"
   dict="$SCRATCH/$t/$t.dict"
   : >"$dict"
-  [ "$t" = fuzz_neusight_csv ] || cat fuzz/dict/json.dict >>"$dict"
+  [ "$t" = fuzz_neusight_csv ] || [ "$t" = fuzz_sweep ] || cat fuzz/dict/json.dict >>"$dict"
   [ -f "fuzz/dict/$t.dict" ] && cat "fuzz/dict/$t.dict" >>"$dict"
   start=$(date +%s)
   set +e

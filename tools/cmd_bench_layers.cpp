@@ -68,8 +68,8 @@ scaledl::cli::Registrar reg(
       app.add_option("--mem-limit-gb", o->c.mem_limit_gb,
                      "record configs whose estimated footprint exceeds this as \"oom\" without running (0 = off)")
           ->capture_default_str();
-      app.add_flag_function("--quick-probe", [o](int64_t) { o->c.full_probe = false; },
-                            "a new device is measured with a quick probe (256^3 matmul, 16 MiB copy)");
+      app.add_flag("!--quick-probe", o->c.full_probe,
+                   "a new device is measured with a quick probe (256^3 matmul, 16 MiB copy)");
       app.add_option("--passes", o->c.passes,
                      "time the whole plan this many times, one pass after another, and keep each config's median "
                      "of its passes (a noisy machine's slow spells then fall on one pass; docs/bench.md)")

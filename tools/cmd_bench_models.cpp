@@ -107,7 +107,7 @@ scaledl::cli::Registrar reg(
       app.add_option("--max-cv", b.unstable_cv, "CV above which a row is marked \"unstable\"")->capture_default_str();
       app.add_option("--max-seconds", b.max_seconds, "time budget of one timed measurement (s)")
           ->capture_default_str();
-      app.add_flag("--no-probe", [o](int64_t) { o->probe = false; },
+      app.add_flag("!--no-probe", o->probe,
                    "do not measure the device when the store has no record of it");
       app.add_flag("--quiet", o->quiet, "no progress bar");
       app.add_option("--shard", o->shard,

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/pipeline.hpp"
@@ -22,7 +24,8 @@ struct BenchPipelineOptions {
   std::string input = "text,image";  ///< text, image or both
   std::string data = "datasets/pipeline";
   std::string corpus, tokenizer, images;  ///< "" = inside --data
-  int workers = -1;                       ///< largest W (-1 = this host's vCPUs)
+  std::optional<int> workers_given;      ///< --workers: largest W (none = this host's vCPUs)
+  int workers = 0;                        ///< the largest W measured
   std::string path;                       ///< file for the storage read rate ("" = not measured)
   int read_repeats = 3;
   double read_max_mb = 1024;
@@ -68,10 +71,14 @@ nlohmann::json check_against(const scaledl::PipelineReport& r, const std::string
 
 int run(BenchPipelineOptions o) {
   using namespace scaledl;
+  check_output_is_not_input(o.out, "--out",
+                            {{"--db", o.db}, {"--check", o.check}, {"--path", o.path}, {"--corpus", o.corpus},
+                             {"--tokenizer", o.tokenizer}});
   const HostInfo host = host_info();
-  if (o.workers == -1) o.workers = host.vcpus;
+  SCALEDL_CHECK(!o.workers_given || (*o.workers_given >= 1 && *o.workers_given <= 256),
+                "--workers={} must be in [1, 256]", o.workers_given.value_or(0));
+  o.workers = o.workers_given ? *o.workers_given : host.vcpus;
   o.b.max_workers = o.workers;
-  SCALEDL_CHECK(o.workers >= 1 && o.workers <= 256, "--workers={} must be in [1, 256]", o.workers);
   bool text = false, image = false;
   for (size_t a = 0; a <= o.input.size();) {
     size_t b = o.input.find(',', a);
@@ -211,7 +218,7 @@ scaledl::cli::Registrar reg(
       app.add_option("--corpus", o->corpus, "text corpus, one line a piece of text (default: in --data)");
       app.add_option("--tokenizer", o->tokenizer, "SentencePiece .model (default: in --data)");
       app.add_option("--images", o->images, "folder of JPEGs (default: --data/images)");
-      app.add_option("--workers", o->workers, "measure W = 1..this many worker threads (default: the vCPUs)");
+      app.add_option("--workers", o->workers_given, "measure W = 1..this many worker threads (default: the vCPUs)");
       app.add_option("--tokens", o->b.tokens_per_sample, "text: token ids per sample")->capture_default_str();
       app.add_option("--image", o->b.image_size, "image: output side in pixels")->capture_default_str();
       app.add_option("--warmup-s", o->b.warmup_s, "untimed seconds before the repeats of each W")

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/collectives.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
@@ -28,13 +29,21 @@ struct CommFitOptions {
 int run(const CommFitOptions& o) {
   using namespace scaledl;
   const std::string collective = o.collective.empty() ? "" : canonical_collective(o.collective, "--collective");
+  check_output_is_not_input(o.out, "--out", {{"--db", o.db}});
   Store store(o.db, /*read_only=*/true);
   const auto rows = store.collectives(o.campaign, collective);
   SCALEDL_CHECK(!rows.empty(),
                 "{}: no ok collective rows{}{} (add some with `scaledl import nccl-tests` or `scaledl bench allreduce`)",
                 o.db, o.campaign.empty() ? "" : fmt::format(" in --campaign={}", o.campaign),
                 collective.empty() ? "" : fmt::format(" of --collective={}", collective));
-  const auto fits = fit_collectives(rows);
+  // An implausible fit (issue #39 case 9) is an error naming the store, the group and its rows' file.
+  const auto fits = [&] {
+    try {
+      return fit_collectives(rows);
+    } catch (const Error& e) {
+      fail("{}: {}", o.db, e.what());
+    }
+  }();
   const nlohmann::json j = comm_fit_json(fits);
   if (!o.out.empty()) write_json_file(o.out, j);
   std::vector<std::string> plots;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/store.hpp"
@@ -32,6 +33,7 @@ int run_export(const DbOptions& o) {
   SCALEDL_CHECK(o.format == "csv" || o.format == "json", "--format={} is not an export format (csv or json)",
                 o.format);
   require_file(o.db);
+  check_output_is_not_input(o.out, "--out", {{"--db", o.db}});
   Store s(o.db, /*read_only=*/true);
   std::string text;
   if (o.format == "csv") {
@@ -103,14 +105,6 @@ struct MergeOptions {
   std::vector<std::string> inputs;  ///< stores read, in order; never modified
 };
 
-/// Same file, whether or not `b` exists yet.
-bool same_file(const std::string& a, const std::string& b) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
-}
-
 int run_merge(const MergeOptions& o) {
   using namespace scaledl;
   namespace fs = std::filesystem;
@@ -120,11 +114,16 @@ int run_merge(const MergeOptions& o) {
   // before OUT is created or touched.
   std::vector<std::unique_ptr<Store>> ins;
   for (const auto& in : o.inputs) {
-    SCALEDL_CHECK(!same_file(in, o.out), "db merge: OUT={} is also an input; merge into a new file", o.out);
+    check_output_is_not_input(o.out, "OUT", {{"IN", in}});
     ins.push_back(std::make_unique<Store>(in, /*read_only=*/true));
   }
   std::error_code ec;
   const bool existed = fs::exists(o.out, ec);
+  // A new OUT is removed whole (with SQLite's side files) if the merge fails or is interrupted.
+  const std::vector<std::string> created =
+      existed ? std::vector<std::string>{}
+              : std::vector<std::string>{o.out, o.out + "-wal", o.out + "-shm", o.out + "-journal"};
+  for (const auto& f : created) register_temp_path(f);
   std::vector<MergeSummary> sums;
   nlohmann::json counts;
   try {
@@ -136,10 +135,11 @@ int run_merge(const MergeOptions& o) {
     tx.commit();
     counts = out.counts();
   } catch (...) {
-    if (!existed)
-      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(o.out + suffix, ec);
+    for (const auto& f : created) fs::remove(f, ec);
+    for (const auto& f : created) unregister_temp_path(f);
     throw;
   }
+  for (const auto& f : created) unregister_temp_path(f);
   size_t added = 0;
   for (size_t i = 0; i < ins.size(); ++i) {
     const MergeSummary& m = sums[i];

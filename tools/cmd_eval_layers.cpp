@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/layer_predictor.hpp"
@@ -89,6 +90,10 @@ scaledl::cli::Registrar reg(
         }
         nlohmann::json out = nlohmann::json::object();
         if (!o->predictions.empty()) {  // before the folds run, not after
+          std::vector<std::pair<std::string, std::string>> inputs;
+          for (const auto& db : o->dbs) inputs.emplace_back("--db", db);
+          for (const auto& d : o->device_specs) inputs.emplace_back("--device-spec", d);
+          scaledl::check_output_is_not_input(o->predictions, "--predictions", inputs);
           const auto parent = std::filesystem::path(o->predictions).parent_path();
           SCALEDL_CHECK(parent.empty() || std::filesystem::is_directory(parent),
                         "--predictions={}: the folder {} does not exist", o->predictions, parent.string());

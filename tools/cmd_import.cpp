@@ -125,6 +125,8 @@ scaledl::cli::Registrar reg_nccl_tests(
         }
         std::cout << fmt::format("{} files, {} rows (out-of-place + in-place), {} inserted ({} already there) -> {}\n",
                                  s.files, s.rows, s.inserted, s.rows - s.inserted, o->db);
+        // Rows whose time their own algbw/busbw columns contradict were refused (issue #39 case 10).
+        for (const auto& n : s.refused.notes) std::cout << "note: " << n << "\n";
         return 0;
       };
     });

@@ -9,6 +9,7 @@
 
 #include "command.hpp"
 #include "model_args.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/layer_graph.hpp"
 #include "scaledl/model_spec.hpp"
@@ -37,6 +38,7 @@ std::string human(double v) {
 
 int run(const InspectOptions& o) {
   using namespace scaledl;
+  check_output_is_not_input(o.dot, "--dot", {{"MODEL", o.args.model}});
   auto [m, s] = o.args.load();
   LayerGraph g = build_layer_graph(m, s);
   if (!o.dot.empty()) write_text_file_atomic(o.dot, g.to_dot());

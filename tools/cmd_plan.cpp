@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/space.hpp"
 
@@ -29,6 +30,7 @@ struct PlanCliOptions {
 
 int run(const PlanCliOptions& o) {
   using namespace scaledl;
+  check_output_is_not_input(o.out, "--out", {{"--space", o.space}, {"--existing", o.existing}});
   DesignSpace sp = load_space(o.space);
   if (!o.terms.empty()) sp.terms = parse_terms(o.terms, "--terms");
   PlanOptions po;
@@ -42,6 +44,11 @@ int run(const PlanCliOptions& o) {
   json plan = make_plan(sp, po);
   write_json_file(o.out, plan);
   const json& d = plan["design"];
+  for (const auto& t : d["types_without_candidates"])
+    std::fprintf(stderr,
+                 "scaledl: warning: %s: no %s layer is planned: every combination of its dimensions is impossible "
+                 "(a size <= 0) or breaks a constraint\n",
+                 o.space.c_str(), t.get<std::string>().c_str());
   if (o.json) {
     std::printf("%s\n", d.dump(1).c_str());
     return 0;

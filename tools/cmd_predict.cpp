@@ -33,8 +33,11 @@
 #include "scaledl/predict.hpp"
 #include "scaledl/store.hpp"
 #include "scaledl/strided_threads.hpp"
+#include "scaledl/sweep.hpp"
 
 namespace {
+
+using scaledl::Variant;
 
 /// clock_note() of `dev`, but nothing of a power-limited card whose own layer timings trained
 /// the bundle (NeuSight's T4): the layer models learnt its times at the clock it held.
@@ -59,6 +62,17 @@ std::string dispatch_note(const scaledl::ModelSpec& m, const scaledl::TrainSetti
       "least {} of the {} tokens of a sequence pass their FFN by; transformers 5 drops none (--sweep "
       "config.capacity_factor=1.0 models that; docs/unseen-gpu.md)",
       m.expert_capacity, s.seq_len - taken, s.seq_len);
+}
+
+/// The attention (and elementwise) kernels the graph costs: Hugging Face's eager kernels, one
+/// each, or the fused ones of TrainSettings::fused_kernels.
+const char* attention_kind(const scaledl::TrainSettings& s) { return s.fused_kernels ? "fused" : "eager"; }
+
+/// "seq 128" for a text model, "image 224" for a vision one.
+std::string input_size(const scaledl::ModelSpec& m, const scaledl::TrainSettings& s) {
+  if (m.arch == scaledl::Arch::VisionEncoder)
+    return fmt::format("image {}", s.image_size > 0 ? s.image_size : m.image_size);
+  return fmt::format("seq {}", s.seq_len);
 }
 
 struct PredictOptions {
@@ -90,63 +104,6 @@ struct PredictOptions {
 
 // ---- many configurations: --sweep and --csv -----------------------------------
 
-/// One configuration of a sweep or CSV row: the model file and KEY=VALUE overrides.
-struct Variant {
-  std::string model;
-  std::vector<std::pair<std::string, std::string>> kv;
-};
-
-const std::vector<std::string>& setting_keys() {
-  static const std::vector<std::string> k = {"batch",   "seq",     "image",      "dtype",      "optimizer",
-                                             "mode",    "devices", "samples",    "device_spec"};
-  return k;
-}
-
-int64_t parse_int(const std::string& v, const std::string& key, int64_t lo, int64_t hi) {
-  size_t pos = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  SCALEDL_CHECK(pos == v.size() && !v.empty(), "{}={} is not an integer", key, v);
-  SCALEDL_CHECK(x >= lo && x <= hi, "{}={} must be in [{}, {}]", key, v, lo, hi);
-  return x;
-}
-
-/// The value of a config.<key> override as config.json would hold it: an integer,
-/// a finite number (capacity_factor=1.25, layer_norm_eps=1e-5), true/false, or a
-/// string (hidden_act=gelu_new). The model parser checks it like a value of the file.
-nlohmann::json config_value(const std::string& v, const std::string& key) {
-  SCALEDL_CHECK(!v.empty(), "{}: empty value", key);
-  size_t pos = 0;
-  try {
-    const long long i = std::stoll(v, &pos);
-    if (pos == v.size()) return i;
-  } catch (const std::exception&) {
-  }
-  pos = 0;
-  double d = 0;
-  try {
-    d = std::stod(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == v.size()) {
-    SCALEDL_CHECK(std::isfinite(d), "{}={} is not a finite number", key, v);
-    return d;
-  }
-  if (v == "true" || v == "false") return v == "true";
-  return v;
-}
-
-void check_key(const std::string& key, const std::string& ctx) {
-  const auto& k = setting_keys();
-  SCALEDL_CHECK(std::find(k.begin(), k.end(), key) != k.end() || (key.rfind("config.", 0) == 0 && key.size() > 7),
-                "{}: unknown key \"{}\" (known: {}, config.<key of config.json>)", ctx, key, fmt::join(k, ", "));
-}
-
 /// Model, settings, samples per epoch and device count of one variant.
 struct Resolved {
   scaledl::ModelSpec m;
@@ -175,6 +132,8 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
     nlohmann::json config = it->second;
     for (const auto& [k, val] : v.kv)
       if (k.rfind("config.", 0) == 0) config[k.substr(7)] = config_value(val, k);
+    for (const auto& [k, val] : v.kv)
+      if (k.rfind("config.", 0) == 0) check_config_key_used(config, k.substr(7), v.model);
     ModelSpec m = parse_model_config(config, v.model);
     m.name = label;
     pit = cache.parsed.emplace(key, std::make_pair(m, settings_from_config(config, v.model))).first;
@@ -187,16 +146,19 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
   r.s.num_devices = o.devices;
   r.samples = o.samples;
   for (const auto& [k, val] : v.kv) {
-    if (k == "batch") r.s.batch = parse_int(val, k, 1, int64_t{1} << 24);
-    if (k == "seq") r.s.seq_len = parse_int(val, k, 1, int64_t{1} << 24);
-    if (k == "image") r.s.image_size = parse_int(val, k, 1, int64_t{1} << 16);
+    if (k == "batch") r.s.batch = parse_setting_int(val, k, 1, int64_t{1} << 24);
+    if (k == "seq") r.s.seq_len = parse_setting_int(val, k, 1, int64_t{1} << 24);
+    if (k == "image") r.s.image_size = parse_setting_int(val, k, 1, int64_t{1} << 16);
     if (k == "dtype") r.s.dtype = parse_dtype(val, k);
     if (k == "optimizer") r.s.optimizer = parse_optimizer(val, k);
     if (k == "mode") set_run_mode(r.s, parse_run_mode(val, k));
-    if (k == "devices") r.s.num_devices = parse_int(val, k, 1, int64_t{1} << 20);
-    if (k == "samples") r.samples = parse_int(val, k, 0, int64_t{1} << 50);
+    if (k == "devices") r.s.num_devices = parse_setting_int(val, k, 1, int64_t{1} << 20);
+    if (k == "samples") r.samples = parse_setting_int(val, k, 0, int64_t{1} << 50);
     if (k == "device_spec") r.device_spec = val;
   }
+  for (const auto& [k, val] : v.kv)
+    if (k == "optimizer") scaledl::cli::ModelArgs::check_optimizer_applies(r.s, k, val);
+  if (!o.args.optimizer.empty()) scaledl::cli::ModelArgs::check_optimizer_applies(r.s, "--optimizer", o.args.optimizer);
   int64_t seq = o.args.seq, image = o.args.image;
   for (const auto& [k, val] : v.kv) {
     if (k == "seq") seq = r.s.seq_len;
@@ -204,124 +166,6 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
   }
   scaledl::cli::check_input_size(r.m, seq, image, "seq", "image");
   return r;
-}
-
-/// device_spec values: a folder stands for its *.json files in name order
-/// (`--sweep device_spec=models/devices`: every GPU shipped).
-std::vector<std::string> expand_device_specs(const std::vector<std::string>& values) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  for (const auto& v : values) {
-    if (!fs::is_directory(v)) {
-      out.push_back(v);
-      continue;
-    }
-    std::vector<std::string> files;
-    for (const auto& e : fs::directory_iterator(v))
-      if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
-    SCALEDL_CHECK(!files.empty(), "device_spec={}: the folder holds no .json spec sheet", v);
-    std::sort(files.begin(), files.end());
-    out.insert(out.end(), files.begin(), files.end());
-  }
-  return out;
-}
-
-/// The cartesian product of the --sweep lists over the positional model.
-std::vector<Variant> sweep_variants(const PredictOptions& o) {
-  std::vector<Variant> out = {{o.args.model, {}}};
-  std::set<std::string> seen;
-  for (const auto& sw : o.sweeps) {
-    const size_t eq = sw.find('=');
-    SCALEDL_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < sw.size(),
-                  "--sweep={} is not KEY=V1,V2,... (e.g. --sweep batch=8,16,32)", sw);
-    const std::string key = sw.substr(0, eq);
-    check_key(key, "--sweep");
-    SCALEDL_CHECK(key != "samples", "--sweep samples=...: give --samples once");
-    SCALEDL_CHECK(seen.insert(key).second, "--sweep {} is given twice", key);
-    std::vector<std::string> values;
-    size_t a = eq + 1;
-    while (a <= sw.size()) {
-      size_t b = sw.find(',', a);
-      if (b == std::string::npos) b = sw.size();
-      SCALEDL_CHECK(b > a, "--sweep={}: empty value in the list", sw);
-      values.push_back(sw.substr(a, b - a));
-      a = b + 1;
-    }
-    if (key == "device_spec") values = expand_device_specs(values);
-    std::vector<Variant> next;
-    for (const auto& v : out)
-      for (const auto& x : values) {
-        Variant w = v;
-        w.kv.emplace_back(key, x);
-        next.push_back(std::move(w));
-      }
-    out = std::move(next);
-    SCALEDL_CHECK(out.size() <= 10'000'000, "--sweep: {} configurations (at most 10,000,000)", out.size());
-  }
-  return out;
-}
-
-/// One variant per data row of the CSV `path` (option `opt` in messages); the
-/// header names the columns (model and the keys of setting_keys() or
-/// config.<key>); empty cells keep the default. With `measured`, a column
-/// measured_ms is required: each row's measured iteration time, ms.
-std::vector<Variant> csv_variants(const PredictOptions& o, const std::string& path, const std::string& opt,
-                                  std::vector<double>* measured = nullptr) {
-  using namespace scaledl;
-  std::ifstream f(path, std::ios::binary);
-  SCALEDL_CHECK(f.good(), "{}={}: cannot open", opt, path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::vector<size_t> line;
-  const auto rows = parse_csv(ss.str(), opt + "=" + path, &line);
-  SCALEDL_CHECK(rows.size() >= 2, "{}={}: needs a header and at least one configuration row", opt, path);
-  const auto& head = rows[0];
-  bool has_model = false, has_ms = false;
-  for (const auto& h : head) {
-    if (h == "model") {
-      has_model = true;
-      continue;
-    }
-    if (measured && h == "measured_ms") {
-      has_ms = true;
-      continue;
-    }
-    check_key(h, fmt::format("{}={}:1", opt, path));
-  }
-  SCALEDL_CHECK(has_model || !o.args.model.empty(), "{}={}: no model column and no MODEL.json argument", opt, path);
-  SCALEDL_CHECK(!measured || has_ms, "{}={}: no measured_ms column (the measured iteration time, ms)", opt, path);
-  std::vector<Variant> out;
-  for (size_t r = 1; r < rows.size(); ++r) {
-    if (rows[r].size() == 1 && rows[r][0].empty()) continue;  // blank line
-    SCALEDL_CHECK(rows[r].size() == head.size(), "{}={}:{}: {} fields, the header has {}", opt, path, line[r],
-                  rows[r].size(), head.size());
-    Variant v{o.args.model, {}};
-    for (size_t c = 0; c < head.size(); ++c) {
-      const std::string& cell = rows[r][c];
-      if (measured && head[c] == "measured_ms") {
-        char* end = nullptr;
-        const double ms = std::strtod(cell.c_str(), &end);
-        SCALEDL_CHECK(!cell.empty() && end && *end == '\0' && std::isfinite(ms) && ms > 0 && ms < 1e9,
-                      "{}={}:{}: measured_ms=\"{}\" must be a time in ms, > 0", opt, path, line[r], cell);
-        measured->push_back(ms);
-        continue;
-      }
-      if (cell.empty()) continue;
-      if (head[c] == "model" || head[c] == "device_spec") {
-        std::filesystem::path p(cell);
-        if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;  // relative to the CSV
-        if (head[c] == "model")
-          v.model = p.string();
-        else
-          v.kv.emplace_back(head[c], p.string());
-      } else {
-        v.kv.emplace_back(head[c], cell);
-      }
-    }
-    SCALEDL_CHECK(!v.model.empty(), "{}={}:{}: no model", opt, path, line[r]);
-    out.push_back(std::move(v));
-  }
-  return out;
 }
 
 /// The resolved variants and their layer graphs; a bad one fails naming its
@@ -369,112 +213,211 @@ std::optional<scaledl::AnchorFit> anchor_of(const PredictOptions& o, const scale
   std::vector<double> ms;
   std::vector<Resolved> res;
   std::vector<LayerGraph> graphs;
-  resolve_all(o, csv_variants(o, o.anchor, "--anchor", &ms), "--anchor=" + o.anchor + ": ", res, graphs);
+  resolve_all(o, csv_variants(o.anchor, "--anchor", o.args.model, &ms), "--anchor=" + o.anchor + ": ", res, graphs);
   std::vector<const LayerGraph*> ptrs;
   for (const auto& g : graphs) ptrs.push_back(&g);
+  // A measured run counts only for the device it was measured on, and only if it is physically
+  // possible there: no faster than the roofline of its configuration.
+  for (size_t i = 0; i < res.size(); ++i) {
+    if (!res[i].device_spec.empty()) {
+      const DeviceRecord d = load_device_spec(res[i].device_spec);
+      SCALEDL_CHECK(d.key() == dev.key(),
+                    "--anchor={}: run {} ({}) was measured on device_spec={} ({}), not on the device predicted ({})",
+                    o.anchor, i + 1, res[i].label, res[i].device_spec, d.key(), dev.key());
+    }
+    const double floor = iteration_roofline_ms(graphs[i], dev);
+    SCALEDL_CHECK(ms[i] >= floor,
+                  "--anchor={}: run {} ({}): measured_ms={:.6g} is faster than the roofline of its configuration on "
+                  "{} ({:.6g} ms): not a measurement of this device",
+                  o.anchor, i + 1, res[i].label, ms[i], dev.key(), floor);
+  }
   return b.fit_anchor(ptrs, ms, dev);
 }
 
-/// --sweep/--csv: every configuration, each on its device (the variant's
-/// device_spec, else `dflt`: --device-spec or --db). Devices are compared in one
-/// table: the issue's "which GPU to rent" (docs/predict.md).
+/// Configurations per chunk of a sweep or CSV: resolved, built, predicted and written before
+/// the next, so memory stays that of one chunk whatever the sweep's size (a layer graph is
+/// ~0.65 MB; a sweep of 10^6 configurations held whole needed 7.4 GB; 6,000 configurations of
+/// GPT-2 in chunks of 512 peak at ~0.5 GB RSS).
+constexpr size_t kSweepChunk = 512;
+
+/// --sweep/--csv: every configuration, each on its device (the variant's device_spec, else
+/// `dflt`: --device-spec or --db), in chunks of kSweepChunk. Devices are compared in one table:
+/// "which GPU to rent" (docs/predict.md). A configuration its device cannot run is a row that
+/// says why.
 int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optional<scaledl::DeviceRecord>& dflt,
              double load_s) {
   using namespace scaledl;
   using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  std::vector<Resolved> res;
-  std::vector<LayerGraph> graphs;
-  resolve_all(o, o.csv.empty() ? sweep_variants(o) : csv_variants(o, o.csv, "--csv"), "", res, graphs);
-  // The device of each configuration; configurations of one device are predicted together.
-  std::map<std::string, DeviceRecord> devs;  // by spec path; "" = the default
-  std::map<std::string, std::vector<size_t>> by_dev;
-  for (size_t i = 0; i < res.size(); ++i) {
-    const std::string& path = res[i].device_spec;
-    if (!devs.count(path)) {
-      if (path.empty()) {
-        SCALEDL_CHECK(dflt.has_value(),
-                      "configuration {} ({}): no device: give --device-spec FILE or --db STORE, or a device_spec "
-                      "sweep or column",
-                      i + 1, res[i].label);
-        devs.emplace(path, *dflt);
-      } else {
-        try {
-          devs.emplace(path, load_device_spec(path));
-        } catch (const Error& e) {
-          fail("configuration {} ({}): device_spec={}: {}", i + 1, res[i].label, path, e.what());
+  const SweepSpace space = o.csv.empty() ? sweep_space(o.args.model, o.sweeps) : SweepSpace{};
+  const std::vector<Variant> csv_rows = o.csv.empty() ? std::vector<Variant>{} : csv_variants(o.csv, "--csv", o.args.model);
+  const size_t total = o.csv.empty() ? space.size() : csv_rows.size();
+  // A bad value is named before anything is written: each value of each --sweep list (with the
+  // other lists at their first value) and every --csv row is resolved once up front.
+  {
+    ConfigCache cache;
+    auto check = [&](size_t i, const Variant& v) {
+      try {
+        resolve_variant(o, v, cache);
+      } catch (const Error& e) {
+        fail("configuration {} ({}): {}", i + 1, v.model, e.what());
+      }
+    };
+    if (o.csv.empty()) {
+      size_t stride = total;
+      for (size_t k = 0; k < space.axes.size(); ++k) {
+        stride /= space.axes[k].second.size();
+        for (size_t x = 0; x < space.axes[k].second.size(); ++x) {
+          Variant v = space.at(0);
+          v.kv[k].second = space.axes[k].second[x];
+          check(x * stride, v);
         }
       }
-    }
-    by_dev[path].push_back(i);
-  }
-  SCALEDL_CHECK(o.anchor.empty() || devs.size() == 1,
-                "--anchor={}: the measured runs are of one device; the configurations name {} devices", o.anchor,
-                devs.size());
-  const auto t1 = Clock::now();
-  std::vector<IterationPrediction> preds(res.size());
-  std::vector<MemoryPrediction> mems(res.size());
-  for (const auto& [path, idx] : by_dev) {
-    const DeviceRecord& dev = devs.at(path);
-    std::vector<const LayerGraph*> ptrs;
-    for (size_t i : idx) ptrs.push_back(&graphs[i]);
-    std::vector<IterationPrediction> got = b.predict_many(ptrs, dev, !o.raw);
-    const auto a = anchor_of(o, b, dev);
-    for (size_t k = 0; k < idx.size(); ++k) {
-      if (a) b.apply_anchor(got[k], *a);
-      preds[idx[k]] = std::move(got[k]);
-      mems[idx[k]] = predict_memory(graphs[idx[k]], dev, b.memory ? &*b.memory : nullptr, o.headroom);
+    } else {
+      for (size_t i = 0; i < csv_rows.size(); ++i) check(i, csv_rows[i]);
     }
   }
-  auto device_of = [&](size_t i) -> const DeviceRecord& { return devs.at(res[i].device_spec); };
-  const auto t2 = Clock::now();
-
+  if (total > kSweepChunk)
+    std::fprintf(stderr, "scaledl: %zu configurations, predicted and written %zu at a time\n", total, kSweepChunk);
+  std::map<std::string, DeviceRecord> devs;  // by spec path; "" = the default
+  std::map<std::string, std::optional<AnchorFit>> anchors;  // by spec path
+  SweepMonotone monotone;
+  double build_s = 0, pred_s = 0;
+  bool first_row = true;
   auto num = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
-  if (o.json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (size_t i = 0; i < preds.size(); ++i) {
-      nlohmann::json j = preds[i].to_json();
-      j["model"] = res[i].label;
-      j["settings"] = res[i].s.to_json();
-      j["mode"] = to_string(run_mode(res[i].s));
-      const int64_t it = res[i].samples ? iterations_per_epoch(res[i].samples, res[i].s) : o.iterations;
-      j["iterations_per_epoch"] = it;
-      j["t_epoch_s"] = it ? nlohmann::json(it * preds[i].t_iter_ms / 1e3) : nlohmann::json();
-      j["device"] = device_of(i).key();
-      if (const auto rows = b.layer_rows_of(device_of(i).key())) j["device_layer_rows"] = *rows;
-      if (const LayerCalibration* c = b.calibration_for(device_of(i).key())) j["calibration"] = c->to_json();
-      j["memory"] = mems[i].to_json();
-      arr.push_back(j);
+  for (size_t start = 0; start < total; start += kSweepChunk) {
+    const auto c0 = Clock::now();
+    const size_t n = std::min(kSweepChunk, total - start);
+    std::vector<Variant> vars;
+    vars.reserve(n);
+    for (size_t i = start; i < start + n; ++i) vars.push_back(o.csv.empty() ? space.at(i) : csv_rows[i]);
+    std::vector<Resolved> res;
+    std::vector<LayerGraph> graphs;
+    try {
+      resolve_all(o, vars, "", res, graphs);
+    } catch (const Error& e) {
+      // resolve_all numbers the configurations of this chunk: name the sweep's number instead.
+      const std::string w = e.what();
+      const size_t k = w.rfind("configuration ", 0) == 0 ? std::strtoull(w.c_str() + 14, nullptr, 10) : 0;
+      if (k == 0) throw;
+      fail("configuration {}{}", start + k, w.substr(w.find(' ', 14)));
     }
-    std::cout << arr.dump(2) << "\n";
-  } else {
-    std::string out =
-        "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,hi80_ms,"
-        "lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted,mode,device,"
-        "peak_memory_gb,memory\n";
-    for (size_t i = 0; i < preds.size(); ++i) {
+    // The device of each configuration; configurations of one device are predicted together.
+    std::map<std::string, std::vector<size_t>> by_dev;
+    for (size_t i = 0; i < res.size(); ++i) {
+      const std::string& path = res[i].device_spec;
+      if (!devs.count(path)) {
+        if (path.empty()) {
+          SCALEDL_CHECK(dflt.has_value(),
+                        "configuration {} ({}): no device: give --device-spec FILE or --db STORE, or a device_spec "
+                        "sweep or column",
+                        start + i + 1, res[i].label);
+          devs.emplace(path, *dflt);
+        } else {
+          try {
+            devs.emplace(path, load_device_spec(path));
+          } catch (const Error& e) {
+            fail("configuration {} ({}): device_spec={}: {}", start + i + 1, res[i].label, path, e.what());
+          }
+        }
+        SCALEDL_CHECK(o.anchor.empty() || devs.size() == 1,
+                      "--anchor={}: the measured runs are of one device; the configurations name {} devices", o.anchor,
+                      devs.size());
+      }
+      by_dev[path].push_back(i);
+    }
+    const auto c1 = Clock::now();
+    std::vector<IterationPrediction> preds(res.size());
+    std::vector<MemoryPrediction> mems(res.size());
+    std::vector<std::string> infeasible(res.size());  // why a configuration cannot run on its device
+    for (const auto& [path, all_idx] : by_dev) {
+      const DeviceRecord& dev = devs.at(path);
+      // A configuration the device cannot run (BF16 on a GPU without BF16 tensor cores) is a row
+      // that says why, not the end of the sweep: each is tried alone, without the bounds (cheap).
+      std::vector<size_t> idx;
+      for (size_t i : all_idx) {
+        try {
+          b.predict(graphs[i], dev, /*physics=*/false);
+          idx.push_back(i);
+        } catch (const Error& e) {
+          infeasible[i] = e.what();
+        }
+      }
+      if (idx.empty()) continue;
+      std::vector<const LayerGraph*> ptrs;
+      for (size_t i : idx) ptrs.push_back(&graphs[i]);
+      std::vector<IterationPrediction> got = b.predict_many(ptrs, dev, !o.raw);
+      if (!anchors.count(path)) anchors[path] = anchor_of(o, b, dev);
+      const auto& a = anchors.at(path);
+      for (size_t k = 0; k < idx.size(); ++k) {
+        if (a) b.apply_anchor(got[k], *a);
+        preds[idx[k]] = std::move(got[k]);
+        mems[idx[k]] = predict_memory(graphs[idx[k]], dev, b.memory ? &*b.memory : nullptr, o.headroom);
+      }
+    }
+    graphs.clear();
+    for (size_t i = 0; i < res.size(); ++i)
+      if (infeasible[i].empty() && !o.raw)
+        monotone.apply(preds[i], res[i].label, devs.at(res[i].device_spec).key(), res[i].s);
+    const auto c2 = Clock::now();
+
+    if (!o.json && start == 0)  // the header once the first chunk is predicted: an error before it is one line
+      std::cout << "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,"
+                   "hi80_ms,lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted,mode,"
+                   "device,peak_memory_gb,memory,attention,infeasible\n";
+    for (size_t i = 0; i < res.size(); ++i) {
+      const DeviceRecord& dev = devs.at(res[i].device_spec);
       const auto& p = preds[i];
       const auto& s = res[i].s;
       const int64_t it = res[i].samples ? iterations_per_epoch(res[i].samples, s) : o.iterations;
-      out += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:.4g},{}\n", csv_quote(res[i].label), s.batch,
-                         s.seq_len, s.image_size, to_string(s.dtype), s.optimizer_step ? to_string(s.optimizer) : "none",
-                         s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms),
-                         num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms), p.ood_distance > 0 ? 1 : 0, it,
-                         it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
-                         p.t_roofline_ms > 0 ? num(p.t_model_ms) : std::string(),
-                         p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), p.adjusted,
-                         to_string(run_mode(s)), csv_quote(device_of(i).key()), mems[i].peak_bytes / 1e9,
-                         mems[i].verdict);
+      if (o.json) {
+        nlohmann::json j = infeasible[i].empty() ? p.to_json() : nlohmann::json::object();
+        if (!infeasible[i].empty()) j["infeasible"] = infeasible[i];
+        j["model"] = res[i].label;
+        j["settings"] = s.to_json();
+        j["mode"] = to_string(run_mode(s));
+        j["attention"] = attention_kind(s);
+        j["iterations_per_epoch"] = it;
+        j["t_epoch_s"] = it && infeasible[i].empty() ? nlohmann::json(it * p.t_iter_ms / 1e3) : nlohmann::json();
+        j["device"] = dev.key();
+        if (infeasible[i].empty()) {
+          if (const auto rows = b.layer_rows_of(dev.key())) j["device_layer_rows"] = *rows;
+          if (const LayerCalibration* c = b.calibration_for(dev.key())) j["calibration"] = c->to_json();
+          j["memory"] = mems[i].to_json();
+        }
+        // One element of a JSON array indented by 2, as nlohmann's dump(2) of the whole array.
+        std::string text = j.dump(2);
+        std::string indented = "  ";
+        for (char ch : text) indented += ch == '\n' ? std::string("\n  ") : std::string(1, ch);
+        std::cout << (first_row ? "[\n" : ",\n") << indented;
+      } else if (!infeasible[i].empty()) {  // the settings, the device and why; no times
+        std::cout << fmt::format("{},{},{},{},{},{},{},,,,,,,,,,,{},,,,,{},{},,,{},{}\n", csv_quote(res[i].label),
+                                 s.batch, s.seq_len, s.image_size, to_string(s.dtype),
+                                 s.optimizer_step ? to_string(s.optimizer) : "none", s.num_devices, it,
+                                 csv_field(to_string(run_mode(s))), csv_quote(dev.key()), attention_kind(s),
+                                 csv_field(infeasible[i]));
+      } else {
+        std::cout << fmt::format(
+            "{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:.4g},{},{},\n",
+            csv_quote(res[i].label), s.batch, s.seq_len, s.image_size, to_string(s.dtype),
+            s.optimizer_step ? to_string(s.optimizer) : "none", s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha,
+            p.beta, p.t_iter_ms, num(p.lo80_ms), num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms),
+            p.ood_distance > 0 ? 1 : 0, it, it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
+            p.t_roofline_ms > 0 ? num(p.t_model_ms) : std::string(),
+            p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), csv_field(p.adjusted),
+            csv_field(to_string(run_mode(s))), csv_quote(dev.key()), mems[i].peak_bytes / 1e9,
+            csv_field(mems[i].verdict), attention_kind(s));
+      }
+      first_row = false;
     }
-    std::cout << out;
+    std::cout.flush();
+    build_s += std::chrono::duration<double>(c1 - c0).count();
+    pred_s += std::chrono::duration<double>(c2 - c1).count();
   }
-  if (o.timing) {
-    const double build = std::chrono::duration<double>(t1 - t0).count();
-    const double pred = std::chrono::duration<double>(t2 - t1).count();
+  if (o.json) std::cout << (first_row ? "[]\n" : "\n]\n");
+  if (o.timing)
     std::cerr << fmt::format("timing: load {:.3f} s; {} configurations: parse + layer graphs {:.3f} s, prediction "
                              "{:.3f} s ({:.0f} configurations per second end to end)\n",
-                             load_s, preds.size(), build, pred, preds.size() / std::max(1e-9, build + pred));
-  }
+                             load_s, total, build_s, pred_s, total / std::max(1e-9, build_s + pred_s));
   return 0;
 }
 
@@ -523,12 +466,14 @@ scaledl::DeviceRecord resolve_device(const PredictOptions& o) {
 /// --gpus/--tp/--pp...: the parallel composition of parallel.hpp.
 int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaledl::DeviceRecord& dev) {
   using namespace scaledl;
-  auto [m, s] = o.args.load();
-  const CommModel comm = b.comm ? *b.comm : CommModel{};
+  std::vector<std::string> assumed;
+  auto [m, s] = o.args.load(&assumed);
+  const CommModel comm = b.cluster_comm();
   ParallelConfig par = o.par;
   par.host_node_ms = b.host_node_ms_for(dev.key());  // --host-node-us, else the bundle's term for this device
-  ParallelPrediction r = predict_parallel(b, m, s, par, dev, comm, comm);
+  ParallelPrediction r = predict_parallel_anchored(b, m, s, par, dev, comm, comm);
   const std::string host_warning = host_bound_warning(r.t_slot_gpu_ms, r.slot_nodes, r.t_host_ms, dev.kind);
+  const std::string comm_warning = cross_node_comm_warning(comm, o.par.nodes);  // issue #39 case 27
   // Issue #15 (ORION): T_iter = max(T_compute, T_input); a host prepares batch x its dp/nodes replicas.
   const auto input = o.input.apply(r.t_iter_ms, m, s, static_cast<double>(s.batch) * r.plan.dp / o.par.nodes);
   const ParallelPlan& p = r.plan;
@@ -551,15 +496,20 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
     j["mode"] = to_string(run_mode(s));
     j["device"] = dev.key();
     j["global_batch"] = s.batch * p.dp;
+    j["attention"] = attention_kind(s);
+    j["assumed"] = assumed;
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(iters * r.t_iter_ms / 1e3) : nlohmann::json();
     if (!host_warning.empty()) j["host_warning"] = host_warning;
+    if (!comm_warning.empty()) j["comm_warning"] = comm_warning;
     if (input) input->add_to(j);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("model        {} ({}), {}, mode {}\n", m.name, to_string(m.family), to_string(s.dtype),
-                           to_string(run_mode(s)))
+  std::cout << fmt::format("model        {} ({}), batch {} per replica, {}, {}, mode {}, {} attention\n", m.name,
+                           to_string(m.family), s.batch, input_size(m, s), to_string(s.dtype), to_string(run_mode(s)),
+                           attention_kind(s))
+            << (assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(assumed, "; ")))
             << fmt::format("device       {} x {} on {} node(s)\n", dev.key(), o.par.gpus, o.par.nodes)
             << fmt::format("split        tp {} x pp {} x dp {}{}; {} micro-batches of {} samples per replica "
                            "(global batch {}); ZeRO {}{}\n",
@@ -592,9 +542,9 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
                                                : "")
                     : std::string())
             << fmt::format("optimizer    {:10.3f} ms\n", r.t_opt_ms)
-            << fmt::format("T_iter       {:10.3f} ms   (layer-model sums composed; no graph refinement, no "
-                           "intervals)\n",
-                           r.t_iter_ms);
+            << fmt::format("T_iter       {:10.3f} ms   (layer-model sums composed, compute x{:.3f} to meet one GPU's "
+                           "{:.3f} ms for the replica's batch, as `predict` alone gives; no intervals)\n",
+                           r.t_iter_ms, r.anchor_factor, r.single_gpu_ms);
   if (input) std::cout << input->text();
   if (iters) std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", iters * r.t_iter_ms / 1e3, iters);
   std::cout << memory_line(pm.peak, NAN, NAN,
@@ -604,6 +554,7 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
                                        pm.in_flight, pm.transient / 1e9),
                            cap, o.headroom, verdict);
   if (!host_warning.empty()) std::cout << fmt::format("warning      per slot: {}\n", host_warning);
+  if (!comm_warning.empty()) std::cout << fmt::format("warning      {}\n", comm_warning);
   return 0;
 }
 
@@ -635,7 +586,7 @@ int run(const PredictOptions& o) {
   Bundle b;
   if (!o.bundle.empty()) {
     b = load_bundle(o.bundle);
-    if (!o.comm.empty()) b.comm = load_comm_model(o.comm);  // a calibration of this cluster overrides the bundle's
+    if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);  // a calibration of this cluster, for N > 1
     if (!o.anchor.empty()) {
       // Measured runs set the device's bias; the in-domain refinement predicts
       // better once it is removed (docs/unseen-gpu.md, "A refinement for GPUs
@@ -650,7 +601,7 @@ int run(const PredictOptions& o) {
       if (std::filesystem::is_directory(path)) path += "/graph_model.safetensors";
       b.graph = GraphPredictor::load(path);
     }
-    if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
+    if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
   }
   if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
   if (!o.calibrate.empty()) {
@@ -678,7 +629,8 @@ int run(const PredictOptions& o) {
   if (many) return run_many(o, b, dflt, load_s);
   const DeviceRecord& dev = *dflt;
   const auto t_pred = std::chrono::steady_clock::now();
-  auto [m, s] = o.args.load();
+  std::vector<std::string> assumed;
+  auto [m, s] = o.args.load(&assumed);
   s.num_devices = o.devices;
   const LayerGraph g = build_layer_graph(m, s);
   IterationPrediction p = b.predict(g, dev, !o.raw);
@@ -705,6 +657,8 @@ int run(const PredictOptions& o) {
     j["iterations_per_epoch"] = iters;
     j["t_epoch_s"] = iters ? nlohmann::json(epoch_s) : nlohmann::json();
     j["outside_training_range"] = outside;
+    j["attention"] = attention_kind(s);
+    j["assumed"] = assumed;
     if (!host_warning.empty()) j["host_warning"] = host_warning;
     if (const auto rows = b.layer_rows_of(dev.key())) j["device_layer_rows"] = *rows;
     if (const std::string from = b.layers.roofline_bandwidth_source(dev); !from.empty()) {
@@ -723,9 +677,12 @@ int run(const PredictOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("model        {} ({}), batch {} x {} device(s), {}, mode {}, optimizer {}\n", m.name,
-                           to_string(m.family), s.batch, s.num_devices, to_string(s.dtype), to_string(run_mode(s)),
-                           s.optimizer_step ? to_string(s.optimizer) : "none")
+  std::cout << fmt::format("model        {} ({}), batch {} x {} device(s), {}, {}, mode {}, optimizer {}, {} "
+                           "attention\n",
+                           m.name, to_string(m.family), s.batch, s.num_devices, input_size(m, s), to_string(s.dtype),
+                           to_string(run_mode(s)), s.optimizer_step ? to_string(s.optimizer) : "none",
+                           attention_kind(s))
+            << (assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(assumed, "; ")))
             << fmt::format("device       {}\n", dev.key())
             << fmt::format("T_sum        {:10.3f} ms   {} of {} layer predictions{}\n", p.t_sum_ms,
                            p.host_ms > 0 ? "max(host term, sum)" : "sum", g.nodes.size(),
@@ -752,6 +709,7 @@ int run(const PredictOptions& o) {
                                ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", p.lo80_ms, p.hi80_ms,
                                              p.lo95_ms, p.hi95_ms)
                                : "");
+  if (!p.no_interval.empty()) std::cout << "intervals    none: " << p.no_interval << "\n";
   if (input) std::cout << input->text();
   if (p.t_roofline_ms > 0)
     std::cout << (p.adjusted.empty()
@@ -863,10 +821,8 @@ scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch tr
                               par(app.add_option("--microbatches", o->par.microbatches,
                                                  "micro-batches per iteration of one replica (--batch is split)"));
                               par(app.add_option("--zero", o->par.zero, "ZeRO stage 0, 1, 2 or 3"));
-                              app.add_flag("--recompute", [o](int64_t) {
-                                o->par.recompute = true;
-                                o->par_given = true;
-                              }, "activation recomputation (Megatron checkpointing)");
+                              par(app.add_flag("--recompute", o->par.recompute,
+                                               "activation recomputation (Megatron checkpointing)"));
                               app.add_option("--comm", o->comm, "all-reduce calibration JSON (for N > 1)");
                               app.add_option("--samples", o->samples, "training samples per epoch");
                               app.add_option("--iterations", o->iterations, "iterations per epoch");

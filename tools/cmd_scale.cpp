@@ -38,11 +38,11 @@ int run(const ScaleCmdOptions& o) {
   SCALEDL_CHECK(!o.bundle.empty(), "--bundle is required");
   SCALEDL_CHECK(!o.device_spec.empty(), "--device-spec is required (the GPU of the cluster)");
   Bundle b = load_bundle(o.bundle);
-  if (!o.comm.empty()) b.comm = load_comm_model(o.comm);
+  if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
   if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
   const DeviceRecord dev = load_device_spec(o.device_spec);
   if (!o.calibrate.empty()) b.calibration = calibrate_from_store(b.layers, o.calibrate, dev);
-  const CommModel comm = b.comm ? *b.comm : CommModel{};
+  const CommModel comm = b.cluster_comm();
   const bool multi = std::any_of(so.gpus.begin(), so.gpus.end(), [](int64_t n) { return n > 1; });
   SCALEDL_CHECK(!multi || comm.bandwidth_Bps > 0,
                 "--gpus={} needs a collective calibration: --comm FILE (`scaledl comm fit`) or a bundle trained "
@@ -107,6 +107,7 @@ int run(const ScaleCmdOptions& o) {
     std::printf("memory: %lld split(s) left out: predicted per-GPU peak above %.1f GB (%.0f %% headroom)\n",
                 static_cast<long long>(skipped), dev.mem_gb * (1 - so.headroom), 100 * so.headroom);
   for (const auto& w : r.infeasible) std::printf("not feasible: %s\n", w.c_str());
+  if (!r.comm_warning.empty()) std::printf("warning: %s\n", r.comm_warning.c_str());  // issue #39 case 27
   if (so.target_epoch_s > 0)
     std::printf("%s\n", r.best_for_target >= 0
                             ? fmt::format("target epoch {:.1f} s: {} GPUs{}", so.target_epoch_s,

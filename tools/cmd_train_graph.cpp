@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "command.hpp"
 #include "scaledl/fs_util.hpp"
@@ -19,6 +20,22 @@
 #include "scaledl/store.hpp"
 
 namespace {
+
+/// The files of an existing `train graph --out` directory: its report.json (an object with
+/// "graphs" and "result", as written below) and the other files this command writes.
+std::set<std::string> graph_dir_files(const std::string& dir) {
+  const std::string report = dir + "/report.json";
+  SCALEDL_CHECK(std::filesystem::is_regular_file(report), "it has no report.json");
+  nlohmann::json r;
+  try {
+    r = scaledl::read_json_file(report);
+  } catch (const scaledl::Error&) {
+    scaledl::fail("its report.json is not readable JSON");
+  }
+  SCALEDL_CHECK(r.is_object() && r.contains("graphs") && r.contains("result"),
+                "its report.json is not a graph-model report");
+  return {"graph_model.safetensors", "report.json", "cv.json", "cv-nested.json"};
+}
 
 struct TrainGraphOptions {
   std::vector<std::string> dbs;  ///< result stores with model runs
@@ -78,7 +95,7 @@ scaledl::cli::Registrar reg(
         SCALEDL_CHECK(o->threads >= 1, "--threads={} must be >= 1", o->threads);
         o->cfg.validate("train graph");
         torch::set_num_threads(o->threads);
-        scaledl::StagingDir stage(o->out, {"graph_model.safetensors", "report.json"}, "a graph-model directory");
+        scaledl::StagingDir stage(o->out, graph_dir_files, "a graph-model directory");
         const scaledl::LayerPredictor lp = scaledl::LayerPredictor::load(o->layers);
         scaledl::CommModel comm;
         if (!o->comm.empty()) comm = scaledl::load_comm_model(o->comm);

@@ -79,7 +79,7 @@ scaledl::cli::Registrar reg(
                       "--cv-holdout={} needs --in-model-db (the model runs to hold out)", o->cv.holdout);
         SCALEDL_CHECK(!o->in_model_eval_only || o->cv.holdout == "model-runs",
                       "--in-model-eval-only needs --cv-holdout model-runs (got --cv-holdout={})", o->cv.holdout);
-        scaledl::StagingDir stage(o->out, {"manifest.json"}, "a layer-model directory");
+        scaledl::StagingDir stage(o->out, scaledl::LayerPredictor::output_files(), "a layer-model directory");
         auto data = scaledl::load_training_data(o->dbs, o->device_specs);
         auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
         SCALEDL_CHECK(!samples.empty(), "--db: the store(s) hold no ok layer rows to train on");

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/text_pipeline.hpp"
 
 namespace {
@@ -21,6 +22,8 @@ scaledl::cli::Registrar reg(
       app.add_option("--type", o->type, "bpe, unigram, char or word")->capture_default_str();
       app.add_option("--threads", o->threads, "trainer threads")->capture_default_str();
       return [o] {
+        for (const char* ext : {".model", ".vocab"})
+          scaledl::check_output_is_not_input(o->out_prefix + ext, "--out", {{"--corpus", o->corpus}});
         scaledl::train_tokenizer(*o);
         scaledl::Tokenizer t(o->out_prefix + ".model", "--out");
         std::printf("wrote %s.model and %s.vocab: %s, %d pieces\n", o->out_prefix.c_str(),

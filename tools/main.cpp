@@ -7,10 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "command.hpp"
 #include "scaledl/error.hpp"
@@ -24,6 +28,50 @@ namespace {
 std::string first_line(const std::string& s) {
   auto p = s.find('\n');
   return p == std::string::npos ? s : s.substr(0, p);
+}
+
+/// A message as one line: control characters (a newline in a path or a CSV cell) escaped.
+std::string one_line(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c == '\n')
+      o += "\\n";
+    else if (c == '\r')
+      o += "\\r";
+    else if (c == '\t')
+      o += "\\t";
+    else if (c < 0x20 || c == 0x7f)
+      o += fmt::format("\\x{:02x}", c);
+    else
+      o += static_cast<char>(c);
+  }
+  return o;
+}
+
+/// Every integer option of `app` and its subcommands refuses a value beyond the integer range
+/// instead of taking the range's end (CLI11 2.1 converts with strtoll, which clamps).
+void refuse_integer_overflow(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type != "INT" && type != "UINT") continue;
+    const bool is_signed = type == "INT";
+    opt->check(CLI::Validator(
+        [is_signed](std::string& v) -> std::string {
+          errno = 0;
+          char* end = nullptr;
+          if (is_signed)
+            (void)std::strtoll(v.c_str(), &end, 0);
+          else
+            (void)std::strtoull(v.c_str(), &end, 0);
+          if (errno == ERANGE)
+            return fmt::format("{} is beyond the integer range (at most {})", v,
+                               is_signed ? "9223372036854775807" : "18446744073709551615");
+          return std::string();
+        },
+        "", "no overflow"));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) refuse_integer_overflow(*sub);
 }
 }  // namespace
 
@@ -87,6 +135,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  refuse_integer_overflow(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -96,17 +145,21 @@ int main(int argc, char** argv) {
     // "scaledl: error:" line and exit 1 like every other bad input.
     std::string what = first_line(e.what());
     if (what.empty()) what = e.get_name();
-    std::fprintf(stderr, "scaledl: error: %s (see --help)\n", what.c_str());
+    std::fprintf(stderr, "scaledl: error: %s (see --help)\n", one_line(what).c_str());
+    return 1;
+  } catch (const std::exception& e) {  // a flag's own conversion (CLI11 lets std::invalid_argument through)
+    std::fprintf(stderr, "scaledl: error: a flag's value could not be read: %s (see --help)\n",
+                 one_line(first_line(e.what())).c_str());
     return 1;
   }
   try {
     return chosen ? chosen() : 0;
   } catch (const scaledl::Error& e) {
-    std::fprintf(stderr, "scaledl: error: %s\n", e.what());
+    std::fprintf(stderr, "scaledl: error: %s\n", one_line(e.what()).c_str());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "scaledl: error: out of memory\n");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "scaledl: error: %s\n", first_line(e.what()).c_str());
+    std::fprintf(stderr, "scaledl: error: %s\n", one_line(first_line(e.what())).c_str());
   }
   return 1;
 }

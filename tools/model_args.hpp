@@ -1,11 +1,14 @@
 #pragma once
 // The model + training-settings flags shared by `inspect` and `predict`:
 // MODEL.json, then the config's optional "scaledl" settings object, then flags.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "scaledl/error.hpp"
 #include "scaledl/json_util.hpp"
@@ -54,14 +57,58 @@ struct ModelArgs {
   }
 
   /// Parses and validates the config, then applies the flags on top of its settings.
-  std::pair<ModelSpec, TrainSettings> load() const {
+  /// `assumed` (may be null) receives what neither a flag nor the config set (assumed_settings).
+  std::pair<ModelSpec, TrainSettings> load(std::vector<std::string>* assumed = nullptr) const {
     json config = read_json_file(model);
     ModelSpec m = parse_model_config(config, model);
     m.name = std::filesystem::path(model).stem().string();
     TrainSettings s = settings_from_config(config, model);
     apply(s);
     check_input_size(m, seq, image, "--seq", "--image");
+    if (assumed) *assumed = assumed_settings(config, m, s, {});
     return {m, s};
+  }
+
+  /// The settings of `s` that came from a default rather than a flag, a sweep key (`given`) or
+  /// the config's own "scaledl" settings, each as a phrase for the output: "seq 128 (the default;
+  /// give --seq)", and the dtype when the config's torch_dtype says otherwise.
+  std::vector<std::string> assumed_settings(const json& config, const ModelSpec& m, const TrainSettings& s,
+                                            const std::vector<std::string>& given) const {
+    const json none = json::object();
+    const json& own = config.is_object() && config.contains("scaledl") && config["scaledl"].is_object()
+                          ? config["scaledl"]
+                          : none;
+    auto set = [&](const char* flag_key, const char* own_key, bool flag) {
+      return flag || own.contains(own_key) || std::find(given.begin(), given.end(), flag_key) != given.end();
+    };
+    std::vector<std::string> out;
+    if (!set("batch", "batch", batch != 0)) out.push_back(fmt::format("batch {} (the default; give --batch)", s.batch));
+    if (m.arch != Arch::VisionEncoder && !set("seq", "seq_len", seq != 0))
+      out.push_back(fmt::format("seq {} (the default; give --seq)", s.seq_len));
+    if (!set("dtype", "dtype", !dtype.empty())) {
+      std::string phrase = fmt::format("dtype {} (the default; give --dtype)", to_string(s.dtype));
+      if (config.is_object() && config.contains("torch_dtype") && config["torch_dtype"].is_string()) {
+        const std::string td = config["torch_dtype"].get<std::string>();
+        const std::string as = td == "bfloat16" ? "bf16" : td == "float16" ? "fp16" : td == "float32" ? "fp32" : "";
+        if (!as.empty() && as != to_string(s.dtype))
+          phrase = fmt::format("dtype {} (the default, although the config's torch_dtype is {}: give --dtype {} to "
+                               "train in it)",
+                               to_string(s.dtype), td, as);
+      }
+      out.push_back(phrase);
+    }
+    if (!set("mode", "mode", !mode.empty() || no_optimizer) && !own.contains("optimizer_step") &&
+        !own.contains("backward"))
+      out.push_back(fmt::format("mode {} (the default; give --mode)", to_string(run_mode(s))));
+    // A sliding window is a mask in Hugging Face's eager and SDPA attention: every score is still
+    // computed, and the graph costs them all.
+    if (config.is_object() && config.contains("sliding_window") && config["sliding_window"].is_number_integer() &&
+        config["sliding_window"].get<int64_t>() > 0 && config["sliding_window"].get<int64_t>() < s.seq_len &&
+        !(config.contains("use_sliding_window") && config["use_sliding_window"] == false))
+      out.push_back(fmt::format("attention over all {} tokens: sliding_window={} is costed as the mask eager and SDPA "
+                                "attention apply, not as a banded kernel",
+                                s.seq_len, config["sliding_window"].get<int64_t>()));
+    return out;
   }
 
   /// The settings flags on top of `s` (a config's own settings).
@@ -73,6 +120,14 @@ struct ModelArgs {
     if (!optimizer.empty()) s.optimizer = parse_optimizer(optimizer, "--optimizer");
     if (no_optimizer) s.optimizer_step = false;
     if (!mode.empty()) set_run_mode(s, parse_run_mode(mode, "--mode"));
+    if (!optimizer.empty()) check_optimizer_applies(s, "--optimizer", optimizer);
+  }
+
+  /// An optimizer named (flag, sweep or CSV value) for a run without an optimizer step is a
+  /// contradiction, not something to ignore.
+  static void check_optimizer_applies(const TrainSettings& s, const std::string& key, const std::string& value) {
+    SCALEDL_CHECK(s.optimizer_step, "{}={} does not apply: mode {} has no optimizer step (drop {} or use mode train)",
+                  key, value, to_string(run_mode(s)), key);
   }
 };
 

@@ -78,8 +78,8 @@ struct InputBound {
 
 struct PipelineArgs {
   std::string pipeline;  ///< `scaledl bench pipeline --out` JSON, a description of that layout, or a store
-  int64_t workers = -1;  ///< input worker threads per host, >= 1 (-1 = not given: --vcpus, else the measured host's)
-  int64_t vcpus = -1;    ///< vCPUs of each host, >= 1 (-1 = not given: the measured host's)
+  std::optional<int64_t> workers;  ///< input worker threads per host, >= 1 (none: --vcpus, else the measured host's)
+  std::optional<int64_t> vcpus;    ///< vCPUs of each host, >= 1 (none: the measured host's)
   std::string input;     ///< text | image ("" = from the model: a vision model reads images)
 
   void add_to(CLI::App& app) {
@@ -91,16 +91,16 @@ struct PipelineArgs {
     app.add_option("--input", input, "input pipeline kind: text or image (default: from the model)");
   }
 
-  bool given() const { return !pipeline.empty() || workers != -1 || vcpus != -1 || !input.empty(); }
+  bool given() const { return !pipeline.empty() || workers || vcpus || !input.empty(); }
 
   /// The checks that need no model: ranges, the kind, --pipeline present and
   /// readable (so a bad flag is named before a bundle is loaded).
   void check() const {
     if (!given()) return;
-    SCALEDL_CHECK(workers == -1 || (workers >= 1 && workers <= 4096),
-                  "--workers={} must be in [1, 4096] (input worker threads per host)", workers);
-    SCALEDL_CHECK(vcpus == -1 || (vcpus >= 1 && vcpus <= 4096), "--vcpus={} must be in [1, 4096] (vCPUs of each host)",
-                  vcpus);
+    SCALEDL_CHECK(!workers || (*workers >= 1 && *workers <= 4096),
+                  "--workers={} must be in [1, 4096] (input worker threads per host)", workers.value_or(0));
+    SCALEDL_CHECK(!vcpus || (*vcpus >= 1 && *vcpus <= 4096), "--vcpus={} must be in [1, 4096] (vCPUs of each host)",
+                  vcpus.value_or(0));
     if (!input.empty()) parse_input_kind(input, "--input");
     SCALEDL_CHECK(!pipeline.empty(),
                   "--workers/--vcpus/--input need --pipeline FILE (a `scaledl bench pipeline --out` JSON or a store "
@@ -123,8 +123,8 @@ struct PipelineArgs {
     }
     InputBound r;
     r.model = load_throughput_model(pipeline, kind, "--pipeline");
-    const int64_t v = vcpus != -1 ? vcpus : r.model.measured_vcpus;
-    const int64_t w = workers != -1 ? workers : v;
+    const int64_t v = vcpus ? *vcpus : r.model.measured_vcpus;
+    const int64_t w = workers ? *workers : v;
     const int64_t size = kind == InputKind::Text ? s.seq_len : (s.image_size > 0 ? s.image_size : m.image_size);
     r.input = predict_input(r.model, w, v, size);
     return r;
@@ -139,8 +139,15 @@ struct PipelineArgs {
     if (!r) return r;
     r->bound = bound_iteration(p.t_iter_ms, samples_per_host, r->input);
     p.t_iter_ms = r->bound.t_iter_ms;
-    for (double* q : {&p.lo80_ms, &p.hi80_ms, &p.lo95_ms, &p.hi95_ms})
-      if (std::isfinite(*q)) *q = std::max(*q, r->bound.t_input_ms);
+    // Quantiles of max(T_compute, T_input): the larger of the two sides' (each side's own interval;
+    // an input-bound prediction is as uncertain as the input rate, not exact).
+    const auto in80 = input_interval_ms(r->bound.t_input_ms, 0.80), in95 = input_interval_ms(r->bound.t_input_ms, 0.95);
+    if (std::isfinite(p.lo80_ms)) {
+      p.lo80_ms = std::max(p.lo80_ms, in80.first);
+      p.hi80_ms = std::max(p.hi80_ms, in80.second);
+      p.lo95_ms = std::max(p.lo95_ms, in95.first);
+      p.hi95_ms = std::max(p.hi95_ms, in95.second);
+    }
     return r;
   }
 

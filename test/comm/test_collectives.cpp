@@ -391,3 +391,109 @@ TEST(CommFit, PlotWritesScriptDataAndSvg) {
   EXPECT_TRUE(fs::exists(dir + "/allreduce-synthetic.dat"));
   EXPECT_TRUE(fs::exists(dir + "/allreduce-synthetic.svg.gp"));
 }
+
+// Issue #39 case 10: a row's time is cross-checked against its own algbw/busbw
+// columns; contradicting rows are refused and counted, a file of nothing else is an error.
+TEST(CollectiveImport, TimesTheFilesOwnBandwidthColumnsContradictAreRefused) {
+  // Line 14 (1 MiB): 40.44 us out of place -> 1e-300 us; line 15: in place 47.28 -> 1e12 us.
+  std::string text = with_line(kAllReduce4, 14, "1048576 262144 float sum -1 1e-300 25.93 38.90 0 39.52 26.53 39.80 0");
+  text = with_line(text, 15, "2097152 524288 float sum -1 46.21 45.38 68.07 0 1e12 44.35 66.53 0");
+  NcclTestsRefused refused;
+  auto rows = parse_nccl_tests_text(text, "all_reduce_perf.txt", {}, &refused);
+  EXPECT_EQ(rows.size(), 14u);
+  EXPECT_EQ(refused.rows, 2u);
+  ASSERT_EQ(refused.notes.size(), 1u);
+  EXPECT_NE(refused.notes[0].find("all_reduce_perf.txt: 2 of 16 rows (out-of-place + in-place) refused"),
+            std::string::npos)
+      << refused.notes[0];
+  EXPECT_NE(refused.notes[0].find("line 14: time=1e-300 us of size 1048576 gives algbw"), std::string::npos)
+      << refused.notes[0];
+  for (const auto& r : rows) EXPECT_GT(r.time_s, 1e-6) << r.bytes;
+  for (const auto& r : rows) EXPECT_LT(r.time_s, 1e-2) << r.bytes;
+  // busbw alone contradicting (algbw consistent): the file's 4 ranks give x1.5.
+  NcclTestsRefused b;
+  rows = parse_nccl_tests_text(with_line(kAllReduce4, 16, "4194304 1048576 float sum -1 59.75 70.20 10.53 0 59.87 "
+                                                          "70.06 105.08 0"),
+                               "all_reduce_perf.txt", {}, &b);
+  EXPECT_EQ(rows.size(), 15u);
+  ASSERT_EQ(b.notes.size(), 1u);
+  EXPECT_NE(b.notes[0].find("gives busbw 105.3 GB/s (allreduce over 4 ranks: x1.5) but the file says 10.53"),
+            std::string::npos)
+      << b.notes[0];
+  // Every row contradicted: one error naming the file, nothing returned.
+  std::string all = kAllReduce4;
+  for (size_t line = 14; line <= 21; ++line) {
+    std::istringstream in(kAllReduce4);
+    std::string l;
+    for (size_t k = 0; k < line; ++k) std::getline(in, l);
+    std::istringstream f(l);
+    std::vector<std::string> w;
+    for (std::string t; f >> t;) w.push_back(t);
+    w[5] = w[9] = "1e12";
+    std::string joined;
+    for (const auto& t : w) joined += t + " ";
+    all = with_line(all, line, joined);
+  }
+  const std::string e = error_of([&] { parse_nccl_tests_text(all, "all_reduce_perf.txt", {}); });
+  EXPECT_NE(e.find("all_reduce_perf.txt: all 16 rows (out-of-place + in-place) contradict the file's own bandwidth "
+                   "columns, e.g. line 14: time=1e+12 us"),
+            std::string::npos)
+      << e;
+  // vTrain tables have busbw only: x2(N-1)/N with N from the name (AR_GPU2: x1).
+  const std::string csv = "size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)\n"
+                          "1048576,262144,float,44210,23.72,45100,23.25\n"
+                          "2097152,524288,float,1e-300,39.25,51130,41.01\n";
+  NcclTestsRefused c;
+  EXPECT_EQ(parse_nccl_tests_text(csv, "AR_GPU2_x", {}, &c).size(), 3u);
+  EXPECT_EQ(c.rows, 1u);
+  EXPECT_NE(error_of([&] { parse_nccl_tests_text(csv, "AR_GPU4_x", {}); }).find("AR_GPU4_x: all 4 rows"),
+            std::string::npos);  // 4 ranks: x1.5, which no row shows
+  // The importer counts what it refused; the committed tables have no such row.
+  const std::string db = scaledl::test::fresh_store_path("collectives-refused.sqlite");
+  auto s = import_nccl_tests({write_temp("all_reduce_perf_refused.txt", text)}, {}, db);
+  EXPECT_EQ(s.rows, 14u);
+  EXPECT_EQ(s.refused.rows, 2u);
+  EXPECT_EQ(s.to_json()["refused"], 2);
+  EXPECT_EQ(Store(db, true).collectives("", "", false).size(), 14u);
+  NcclTestsRefused none;
+  for (const auto& f : vtrain_files("v100")) parse_nccl_tests_file(f, {}, &none);
+  EXPECT_EQ(none.rows, 0u);
+}
+
+// Issue #39 case 9: a group whose fit lands outside the plausibility bounds is
+// an error naming the group and the file its rows came from, not a calibration.
+TEST(CommFit, AnImplausibleFitIsAnErrorNamingTheGroupAndTheFile) {
+  auto rows = synthetic("allreduce", CommForm::Ring, 1.573, 0, {2});  // 1.573 B/s, as the issue's comm fit wrote
+  for (auto& r : rows) r.source = "runs/all_reduce_perf.txt";
+  const std::string e = error_of([&] { fit_collectives(rows); });
+  EXPECT_NE(e.find("allreduce fit of campaign synthetic, world 2, 1 node(s) (rows from runs/all_reduce_perf.txt), ring "
+                   "form: bandwidth_Bps=1.573 is outside"),
+            std::string::npos)
+      << e;
+  auto slow = synthetic("allgather", CommForm::Ring, 10e9, 2.0, {4});  // gamma 2 s per step
+  EXPECT_NE(error_of([&] { fit_collectives(slow); }).find("gamma_s=2 is outside"), std::string::npos);
+  // The calibration file records the nodes its group was measured on.
+  const auto j = comm_fit_json(fit_collectives(synthetic("allreduce", CommForm::Ring, 100e9, 5e-6, {8})));
+  EXPECT_EQ(j["nodes"], 1);
+  const std::string path = testing::TempDir() + "/comm-fit-nodes.json";
+  write_json_file(path, j);
+  EXPECT_EQ(load_comm_model(path).nodes, 1);
+}
+
+// Found by fuzz_comm: a GPU name that is not UTF-8 reached the store and then
+// `comm fit --out` / `db export --format json`, where the JSON writer threw a raw
+// nlohmann type_error. It is one error naming the line.
+TEST(CollectiveImport, AGpuNameThatIsNotUtf8IsAnErrorNamingTheLine) {
+  const std::string text = with_line(kAllReduce4, 6, "#  Rank  0 Group  0 Pid  41235 on dgx-a100-01 device  0 [0x07] "
+                                                     "NVIDIA A100-S\xff\xff\x04");
+  EXPECT_NE(error_of([&] { parse_nccl_tests_text(text, "all_reduce_perf.txt", {}); })
+                .find("all_reduce_perf.txt:6: the GPU name of rank 0 is not UTF-8 text"),
+            std::string::npos);
+  NcclTestsImportOptions o;
+  o.device = "cuda:A100";  // --device names it instead: the file's name is not used
+  EXPECT_EQ(parse_nccl_tests_text(text, "all_reduce_perf.txt", o).size(), 16u);
+  o.campaign = "c\xff";
+  EXPECT_NE(error_of([&] { parse_nccl_tests_text(kAllReduce4, "all_reduce_perf.txt", o); })
+                .find("--campaign is not UTF-8 text"),
+            std::string::npos);
+}

@@ -3,6 +3,9 @@
 // scaledl::Error naming the source, the key and the value.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -80,4 +83,21 @@ TEST(Csv, FieldsAreQuotedOnlyWhereACsvReaderNeedsIt) {
   EXPECT_EQ(csv_field("a\nb"), "\"a\nb\"");
   EXPECT_EQ(csv_field("a\rb"), "\"a\rb\"");
   EXPECT_EQ(csv_quote("plain"), "\"plain\"");  // csv_quote always quotes
+}
+
+// Issue #39, case 22: only regular files are read (a FIFO blocked a reader forever; the CLI
+// tests in test/tools/test_cli_audit_bundle.cpp run that case under a timeout). A directory
+// and a device read as empty text before: "malformed JSON" instead of naming what they are.
+TEST(JsonFiles, OnlyRegularFilesAreRead) {
+  const std::string dir = testing::TempDir() + "/json_files_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(error_of([&] { read_json_file(dir); }), dir + ": not a regular file (a directory)");
+  EXPECT_EQ(error_of([&] { read_text_file(dir); }), dir + ": not a regular file (a directory)");
+  EXPECT_EQ(error_of([&] { read_json_file("/dev/null"); }), "/dev/null: not a regular file (a device)");
+  EXPECT_EQ(error_of([&] { read_json_file(dir + "/none.json"); }), dir + "/none.json: cannot open file");
+  std::ofstream(dir + "/a.json") << "{\"a\": 1}";
+  EXPECT_EQ(read_json_file(dir + "/a.json")["a"], 1);
+  std::filesystem::create_symlink(dir + "/a.json", dir + "/link.json");  // links are followed
+  EXPECT_EQ(read_json_file(dir + "/link.json")["a"], 1);
+  std::filesystem::remove_all(dir);
 }

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "scaledl/error.hpp"
 #include "scaledl/memory.hpp"
@@ -162,4 +166,47 @@ TEST(ParallelMemory, ZeroRecomputeAndPipelineDoWhatTheySay) {
   EXPECT_NE(test::error_of([&] { estimate_parallel_memory(g, 0, 1, 1, 0, false, OptimizerKind::AdamW, "cuda"); })
                 .find("pp=0"),
             std::string::npos);
+}
+
+// Issue #39, case 12: a bundle's memory.json is read through a manifest its checksums do not
+// cover: fields of the wrong type were raw type_errors (json::value), `samples: 1e300` was
+// converted to size_t, and log-residual quantiles of 1e300 gave infinite intervals.
+TEST(MemoryCorrection, MistypedOrImplausibleFieldsAreErrorsNamingTheKey) {
+  std::vector<MemorySample> train;
+  for (int64_t h : {32, 64, 96})
+    for (int64_t b : {1, 2, 4})
+      for (RunMode mode : {RunMode::Train, RunMode::Inference}) {
+        MemorySample s;
+        s.graph = graph(gpt2(h, 1 + b % 2), b, 16, mode);
+        s.device_kind = "cpu";
+        MemoryOptions o;
+        o.device_kind = "cpu";
+        s.measured_bytes = estimate_memory(s.graph, o).peak * 1.1;
+        s.family = "gpt2";
+        train.push_back(std::move(s));
+      }
+  const nlohmann::json good = MemoryCorrection::train(train).to_json();
+  EXPECT_EQ(test::error_of([&] { MemoryCorrection::from_json(good, "m.json"); }), "<no error>");
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& j) { j["format"] = 5; }, "m.json: format is not"},
+      {[](nlohmann::json& j) { j["version"] = "1"; }, "m.json: version=\"1\""},
+      {[](nlohmann::json& j) { j["target"] = 5; }, "m.json.target=5 is not a string"},
+      {[](nlohmann::json& j) { j["target"] = "log(x)"; }, "m.json: target=\"log(x)\""},
+      {[](nlohmann::json& j) { j["samples"] = 1e300; }, "m.json: samples=1e+300 must be a number in [0, 1000000000]"},
+      {[](nlohmann::json& j) { j["samples"] = 2.5; }, "samples=2.5 is not a whole number"},
+      {[](nlohmann::json& j) { j["log_residual_q95"] = 1e300; }, "m.json: log_residual_q95=1e+300 must be a number in [0, 10]"},
+      {[](nlohmann::json& j) {
+         j["log_residual_q80"] = 0.5;
+         j["log_residual_q95"] = 0.25;
+       },
+       "log_residual_q80=0.5 exceeds log_residual_q95=0.25"},
+      {[](nlohmann::json& j) { j["oof_mre"] = 1e9; }, "m.json: oof_mre=1000000000.0 must be a number in [0, 1000]"},
+      {[](nlohmann::json& j) { j.erase("oof_mre"); }, "m.json: oof_mre is missing"},
+  };
+  for (const auto& [edit, expect] : cases) {
+    nlohmann::json j = good;
+    edit(j);
+    const std::string e = test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); });
+    EXPECT_NE(e.find(expect), std::string::npos) << expect << "\n" << e;
+  }
 }

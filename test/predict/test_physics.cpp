@@ -19,6 +19,7 @@
 #include "scaledl/graph_batch.hpp"
 #include "scaledl/layer_graph.hpp"
 #include "scaledl/model_spec.hpp"
+#include "scaledl/parallel.hpp"
 #include "scaledl/physics.hpp"
 #include "scaledl/store.hpp"
 #include "test_util.hpp"
@@ -286,6 +287,49 @@ TEST_F(PropertySweep, ModesAreOrderedTrainAboveFwdBwdAboveInference) {
       }
   }
   EXPECT_EQ(checked, 45);
+}
+
+// Issue #39, cases 7 and 25: the parallel path (`predict --gpus`, `scale`) keeps the single
+// device's bounds. One GPU gives exactly what `predict` gives; N data-parallel GPUs with the same
+// per-replica batch are never faster per iteration than one, and on the grid of batch x seq the
+// data-parallel predictions never fall as tokens grow; no split is under its GPU's roofline.
+TEST_F(PropertySweep, TheParallelPathKeepsTheBoundsOnTheGrid) {
+  CommModel comm;
+  comm.bandwidth_Bps = 2.27e11;
+  comm.gamma_s = 5.6e-6;
+  int checked = 0;
+  for (const char* name : {"bert-base", "gpt2"}) {
+    SCOPED_TRACE(name);
+    const ModelSpec m = load_model_config(kSrc + "/models/" + name + ".json");
+    for (const auto& [gpus, tp] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {8, 1}, {2, 2}}) {
+      std::map<std::pair<int64_t, int64_t>, double> t;
+      for (int64_t b : {1, 2, 4, 8, 16, 32})
+        for (int64_t q : {16, 64, 128, 512}) {
+          TrainSettings s;
+          s.batch = b;
+          s.seq_len = q;
+          ParallelConfig c;
+          c.gpus = gpus;
+          c.tp = tp;
+          const ParallelPrediction p = predict_parallel_anchored(*bundle_, m, s, c, *dev_, comm, comm);
+          const double single = one(m, s).t_iter_ms;
+          // Equal up to the last bits the refinement's batch composition moves (1e-7).
+          if (gpus == 1) EXPECT_NEAR(p.t_iter_ms / single, 1.0, 1e-6) << b << " x " << q;
+          if (tp == 1) EXPECT_GE(p.t_iter_ms, single * (1 - 1e-6)) << gpus << " GPUs, " << b << " x " << q;
+          EXPECT_GE(p.t_iter_ms, iteration_roofline_ms(build_layer_graph(p.plan.stage, p.plan.micro), *dev_))
+              << gpus << " GPUs, tp " << tp << ", " << b << " x " << q;
+          t[{b, q}] = p.t_iter_ms;
+          ++checked;
+        }
+      if (tp > 1) continue;  // a tensor-parallel shard's layer sums are not bounded by a ladder of their own
+      for (const auto& [k1, t1] : t)
+        for (const auto& [k2, t2] : t)
+          if (k1.first <= k2.first && k1.second <= k2.second)
+            EXPECT_GE(t2, t1 * (1 - 1e-6)) << gpus << " GPUs: " << k2.first << " x " << k2.second << " below "
+                                            << k1.first << " x " << k1.second;
+    }
+  }
+  EXPECT_EQ(checked, 2 * 4 * 24);
 }
 
 // ---- the host term (docs/unseen-gpu.md, "The host's cost per node") ----------

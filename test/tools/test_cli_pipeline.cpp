@@ -182,3 +182,23 @@ TEST(CliPipeline, ScaleShowsWhereTheInputStopsMoreGpusHelping) {
   expect_one_error(base + " --gpus 1,2 --vcpus 0", "--vcpus=0 must be in [1, 4096]");
   fs::remove_all(dir);
 }
+
+// Issue #39, case 29: an input-bound prediction is as uncertain as the input rate, not exact.
+TEST(CliPipeline, AnInputBoundPredictionHasTheInputRatesInterval) {
+  const fs::path dir = temp_dir("scaledl-predict-input-interval");
+  const std::string pipe = slow_images_fast_text(dir);
+  CliResult r = run_cli("predict " + kSrc + "/models/deit-tiny.json --batch 32 --bundle " + kSrc +
+                        "/models/bundles/default --device-spec " + kSrc +
+                        "/models/devices/h100-sxm.json --pipeline " + pipe + " --workers 2 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = json_of(r.out);
+  ASSERT_EQ(j["bottleneck"], "input");
+  const double t = j["t_iter_ms"].get<double>();
+  const auto& i80 = j["interval_ms"]["80"];
+  const auto& i95 = j["interval_ms"]["95"];
+  EXPECT_LT(i80[0].get<double>(), t);
+  EXPECT_GT(i80[1].get<double>(), t);
+  EXPECT_LT(i95[0].get<double>(), i80[0].get<double>());
+  EXPECT_GT(i95[1].get<double>(), i80[1].get<double>());
+  fs::remove_all(dir);
+}

@@ -265,7 +265,7 @@ TEST(CliUnseenGpu, SweepAndCsvCarryTheMode) {
                         "/models/gpt2.json --device-spec " + kSrc +
                         "/models/devices/a100-sxm4-80gb.json --sweep mode=inference,fwd-bwd,train");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find(",adjusted,mode,device,peak_memory_gb,memory\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(",adjusted,mode,device,peak_memory_gb,memory,attention,infeasible\n"), std::string::npos) << r.out;
   for (const char* m : {",inference,\"spec:", ",fwd-bwd,\"spec:", ",train,\"spec:"})
     EXPECT_NE(r.out.find(m), std::string::npos) << m;
   expect_one_error("predict --bundle " + kSrc + "/models/bundles/default " + kSrc + "/models/gpt2.json --device-spec " +

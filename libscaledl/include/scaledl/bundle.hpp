@@ -41,6 +41,7 @@
 #include "scaledl/device.hpp"
 #include "scaledl/gnn.hpp"
 #include "scaledl/device_intervals.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/intervals.hpp"
 #include "scaledl/layer_predictor.hpp"
 #include "scaledl/memory.hpp"
@@ -95,6 +96,12 @@ struct Bundle {
   LayerPredictor layers;
   std::optional<GraphPredictor> graph;
   std::optional<CommModel> comm;
+  /// A collective calibration of the user's cluster given at prediction time (--comm): used, in
+  /// place of `comm`, for graphs of more than one device only. A single device's prediction never
+  /// depends on it (its refinement's features then stay the ones its training runs had).
+  std::optional<CommModel> comm_given;
+  /// comm_given, else comm, else none (zero bandwidth): the collective model of a cluster.
+  CommModel cluster_comm() const { return comm_given ? *comm_given : comm ? *comm : CommModel{}; }
   std::optional<IntervalModel> intervals;  ///< T_iter intervals (with a graph model)
   /// The device-out refinement and its intervals (BundleTrainOptions::device_crossfit)
   std::optional<GraphPredictor> graph_device_out;
@@ -147,7 +154,8 @@ struct Bundle {
   AnchorFit fit_anchor(const std::vector<const LayerGraph*>& gs, const std::vector<double>& measured_ms,
                        const DeviceRecord& dev) const;
   /// Multiplies T_iter by the anchor's factor; each interval's half-width becomes
-  /// the larger of the in-domain one and the anchor's; the roofline still holds
+  /// the larger of the in-domain one and the anchor's, but never wider on either side
+  /// (in log terms) than the interval before anchoring; the roofline still holds
   /// (`adjusted` keeps what the bounds did before: `t_model_ms` is unanchored).
   void apply_anchor(IterationPrediction& p, const AnchorFit& a) const;
   std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
@@ -189,5 +197,14 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
 
 /// Reads and verifies a bundle (see the top of this file).
 Bundle load_bundle(const std::string& dir);
+
+/// Raises `p` (its T_iter, and each interval bound) to at least `floor`'s, as the physical bounds
+/// do, and names `why` in p.adjusted; nothing is ever lowered. For a running maximum kept across
+/// calls (a sweep predicted in chunks).
+void raise_prediction_to(IterationPrediction& p, const IterationPrediction& floor, const std::string& why);
+
+/// The files an existing bundle owns (manifest.json and every file its `files` lists), for
+/// StagingDir: `train --out` replaces only such a directory.
+OwnedFiles bundle_output_files();
 
 }  // namespace scaledl

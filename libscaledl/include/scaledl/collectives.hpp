@@ -40,24 +40,39 @@ struct NcclTestsImportOptions {
   void validate() const;
 };
 
+/// Rows a file's own bandwidth columns contradict (issue #39 case 10): refused,
+/// not imported.
+struct NcclTestsRefused {
+  size_t rows = 0;                 ///< halves refused (out-of-place and in-place counted apart)
+  std::vector<std::string> notes;  ///< one line per file with refusals: "FILE: K of M rows refused: ..., e.g. line L: ..."
+};
+
 /// Parses one file: the text output of nccl-tests (all_reduce_perf, all_gather_perf,
 /// reduce_scatter_perf, sendrecv_perf) or vTrain's CSV table (header
 /// "size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)"), told apart by
 /// the first line. Each data row gives two rows, out-of-place and in-place.
-/// Rows of size 0 carry no bandwidth and are skipped. Throws Error("FILE:LINE: ...")
+/// Rows of size 0 carry no bandwidth and are skipped. Each half's time is
+/// cross-checked against the row's own bandwidth columns (algbw = size / time;
+/// busbw = algbw x comm_factors().a, where the file states the collective and
+/// world, and in vTrain tables): a contradicting half is refused and counted in
+/// `refused` (when given); a file with every half refused is an Error naming the
+/// first. Throws Error("FILE:LINE: ...")
 /// naming the line and the bad field on the first malformed line, and
 /// Error("FILE: ...") when the file cannot be read, holds no data rows, or does
 /// not say what the options must then say (world, collective).
-std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path, const NcclTestsImportOptions& o);
+std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path, const NcclTestsImportOptions& o,
+                                                         NcclTestsRefused* refused = nullptr);
 /// Same on text already read; `name` is the path for messages and for what the
 /// file name says (AR_GPU<N>, all_gather_perf, ...).
 std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text, const std::string& name,
-                                                         const NcclTestsImportOptions& o);
+                                                         const NcclTestsImportOptions& o,
+                                                         NcclTestsRefused* refused = nullptr);
 
 struct CollectiveImportSummary {
   size_t files = 0;
   size_t rows = 0;      ///< parsed (out-of-place + in-place)
   size_t inserted = 0;  ///< new in the store (rows - inserted were there already)
+  NcclTestsRefused refused;  ///< rows refused: their time contradicts their file's bandwidth columns
   nlohmann::json to_json() const;
 };
 
@@ -98,14 +113,16 @@ struct CollectiveGroupFit {
 /// residuals, gamma >= 0); then, for every family with fits at two or more
 /// world sizes, the joint fit (world = 0) over their rows. A group with fewer
 /// than 2 distinct sizes is returned with `skipped` set instead of failing the
-/// others. Ordered by campaign, device, collective, backend, level, nodes,
+/// others; a fit whose B or gamma is implausible (check_comm_plausible) is an
+/// Error naming the group and the file its rows came from. Ordered by campaign, device, collective, backend, level, nodes,
 /// world, each family's joint fit after its world sizes.
 std::vector<CollectiveGroupFit> fit_collectives(const std::vector<CollectiveMeasurement>& rows);
 
 /// The calibration file of `scaledl comm fit --out`: {"bandwidth_Bps", "gamma_s"}
 /// of the ring all-reduce fit of the largest world (one N, not a joint fit; more
 /// samples on a tie),
-/// which load_comm_model reads (eq. 15), plus "source" naming that group and
+/// which load_comm_model reads (eq. 15), "nodes" that group was measured on, plus
+/// "source" naming that group and
 /// "fits": every group's to_json(). Without an all-reduce fit the two top-level
 /// keys are absent (and load_comm_model would refuse the file).
 nlohmann::json comm_fit_json(const std::vector<CollectiveGroupFit>& fits);

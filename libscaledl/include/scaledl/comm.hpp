@@ -26,13 +26,36 @@ struct AllReduceSample {
 struct CommModel {
   double bandwidth_Bps = 0;  ///< B, bytes/s, > 0 (bus bandwidth of the all-reduce)
   double gamma_s = 0;        ///< per-step latency gamma, seconds, >= 0
+  /// Nodes the calibration was measured on (its record: "nodes", or "source.nodes"
+  /// of `comm fit --out`; the largest "nodes" of its samples); 0 = not recorded.
+  int64_t nodes = 0;
 
   /// T_comm of eq. 15, seconds, for S = `bytes` and N = `devices` (>= 1).
   double time_s(double bytes, int64_t devices) const;
+  /// {"bandwidth_Bps", "gamma_s"} (+ "nodes" when recorded).
   nlohmann::json to_json() const;
-  /// Reads {"bandwidth_Bps":..,"gamma_s":..}; throws naming ctx and the key.
+  /// Reads {"bandwidth_Bps":..,"gamma_s":..[,"nodes":..]} (or "source": {"nodes"}
+  /// as `comm fit --out` writes); throws naming ctx and the key; the constants
+  /// must be plausible (check_comm_plausible's bounds).
   static CommModel from_json(const nlohmann::json& j, const std::string& ctx = "comm");
 };
+
+/// Plausibility bounds of a collective model (docs/hardening.md, case 12 of
+/// issue #16 and case 9 of #39): B in [1 kB/s, 100 TB/s], gamma in [0, 1] s.
+/// Anything outside is a unit slip or absurd samples, not a network.
+constexpr double kCommMinBandwidthBps = 1e3;
+constexpr double kCommMaxBandwidthBps = 1e14;
+constexpr double kCommMaxGammaS = 1.0;
+
+/// Throws Error("<ctx>: bandwidth_Bps=... is outside ...") or ("<ctx>: gamma_s=...")
+/// when a fitted or loaded model lies outside the bounds above.
+void check_comm_plausible(const CommModel& m, const std::string& ctx);
+
+/// Issue #39 case 27: the warning (one line, no prefix) when a collective model
+/// measured on one node (m.nodes == 1), or one that does not record its nodes
+/// (m.nodes == 0), prices collectives across `nodes` > 1 nodes, naming the
+/// calibration's nodes and bandwidth and the nodes asked; "" otherwise.
+std::string cross_node_comm_warning(const CommModel& m, int64_t nodes);
 
 /// Least-squares fit of (1/B, gamma) to measured all-reduce samples.
 /// Eq. 15 is linear in u = 1/B and gamma with regressors a = 2(N-1)/N * S and
@@ -41,7 +64,8 @@ struct CommModel {
 /// small and large messages weigh the same). The constraint gamma >= 0 is
 /// enforced by refitting u alone when the free fit gives gamma < 0.
 /// Throws when there are fewer than 2 samples, a sample is invalid (names its
-/// index and field), or the data do not determine B (e.g. one message size).
+/// index and field), the data do not determine B (e.g. one message size), or
+/// the fitted constants are implausible (check_comm_plausible).
 CommModel fit_comm_model(const std::vector<AllReduceSample>& samples);
 
 /// Closed forms of one collective over N ranks, linear in 1/B and gamma:
@@ -75,14 +99,17 @@ struct CommFit {
 /// fit_comm_model generalised: the same weighted least squares (relative
 /// residuals, gamma >= 0) for any collective and form of comm_factors().
 /// AllReduceSample::devices is then the ranks of that collective. Error
-/// messages name `collective` and the sample's index.
+/// messages name `collective` and the sample's index. The constants are NOT
+/// checked for plausibility here: callers do (check_comm_plausible), naming
+/// what the samples came from.
 CommFit fit_comm(const std::vector<AllReduceSample>& samples, const std::string& collective = "allreduce",
                  CommForm form = CommForm::Ring);
 
 /// Reads a calibration file: either the fitted constants {"bandwidth_Bps", "gamma_s"}
 /// (other keys are ignored: the output of `scaledl comm fit --out` loads) or
-/// measured samples {"allreduce": [{"bytes", "devices", "seconds"}, ...]} that
-/// are fitted with fit_comm_model. Throws naming the file and the key.
+/// measured samples {"allreduce": [{"bytes", "devices", "seconds"[, "nodes"]}, ...]}
+/// that are fitted with fit_comm_model. Throws naming the file and the key, or
+/// the file and the fitted value when the fit is implausible.
 CommModel load_comm_model(const std::string& path);
 
 /// Gradient bytes S of one all-reduce: parameters x bytes per element.

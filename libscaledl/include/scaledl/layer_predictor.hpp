@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scaledl/device.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/layer_features.hpp"
 #include "scaledl/layer_graph.hpp"
 #include "scaledl/layer_types.hpp"
@@ -177,6 +178,9 @@ class LayerPredictor {
   /// Reads what save wrote; a missing, truncated or corrupt file, a version or
   /// feature-name mismatch => Error naming the file.
   static LayerPredictor load(const std::string& dir);
+  /// The files an existing layer-model directory owns (its manifest and the model files it
+  /// lists), for StagingDir: `train layers --out` replaces only such a directory.
+  static OwnedFiles output_files();
 
   /// Time of one layer instance, ms (> 0). Validates dims and direction.
   double predict_ms(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,

@@ -174,6 +174,12 @@ void set_run_mode(struct TrainSettings& s, RunMode m);
 /// Reads a config.json object; `ctx` names the source in messages (e.g. the path).
 /// Validates everything and throws Error naming the key and value on any problem.
 ModelSpec parse_model_config(const nlohmann::json& config, const std::string& ctx = "config");
+
+/// Checks that `key` of `config` (an override such as --sweep config.<key>=...) is one the model
+/// uses: a different value of it changes the model parse_model_config reads, or is refused by it.
+/// Otherwise throws Error naming the key, the model_type and, where one of its synonyms is what
+/// the model reads (num_hidden_layers vs GPT-2's n_layer), that key.
+void check_config_key_used(const nlohmann::json& config, const std::string& key, const std::string& ctx);
 /// Reads and parses a config.json file (name defaults to the file stem).
 ModelSpec load_model_config(const std::string& path);
 /// Settings from JSON ({"batch":..,"seq_len":..,"dtype":"fp32",...}); validated.

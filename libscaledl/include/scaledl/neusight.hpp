@@ -129,7 +129,7 @@ struct NeusightImportSummary {
 };
 
 /// Splits CSV text into records of fields (RFC 4180: quoted fields, "" escapes,
-/// CRLF or LF). `first_line[i]` is the 1-based line on which record i starts.
+/// CRLF or LF; a leading UTF-8 BOM is skipped). `first_line[i]` is the 1-based line on which record i starts.
 /// Unterminated quotes => Error naming `ctx` and the line.
 std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& ctx,
                                                 std::vector<size_t>* first_line = nullptr);

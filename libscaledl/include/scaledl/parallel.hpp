@@ -115,6 +115,11 @@ struct ParallelPrediction {
   double t_host_ms = 0;            ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
   bool host_bound = false;         ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;
+  /// predict_parallel_anchored: what `predict` prints for one replica's batch on one GPU, and the
+  /// factor the GPU's compute terms (fwd, bwd, recompute, optimizer) were scaled by to meet it
+  /// (0 and 1: not anchored, the layer models' plain sums).
+  double single_gpu_ms = 0;
+  double anchor_factor = 1;
   /// This prediction as a run of fit_host_node_ms (physics.hpp): its slots of
   /// slot_nodes nodes and t_slot_gpu_ms each, then t_dp + t_opt; measured `measured_ms`.
   HostRun host_run(const std::string& device, double measured_ms) const;
@@ -129,5 +134,20 @@ struct ParallelPrediction {
 ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                     const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
                                     const CommModel& inter);
+
+/// What `scaledl predict` prints for `s` (one replica's batch) on one GPU: the refined, bounded
+/// T_iter of Bundle::predict, in ms.
+double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev);
+
+/// predict_parallel with one answer per job (what `predict --gpus` and `scale` print): the
+/// composition's GPU compute terms (fwd, bwd, recompute, optimizer step) are scaled by
+/// k = single_gpu_ms / (fwd + bwd + optimizer) of the same composition on one GPU (tp = pp = M = 1,
+/// no recompute; where the host's term bounds that slot, k scales the optimizer step to what is
+/// left), so that one GPU gives the time `predict` gives, and N data-parallel GPUs with the same
+/// per-replica batch never less than it. Communication and the host's term are not scaled.
+/// `single_gpu_ms` <= 0: computed here (single_gpu_iteration_ms of m and s).
+ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                             const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
+                                             const CommModel& inter, double single_gpu_ms = 0);
 
 }  // namespace scaledl

@@ -16,6 +16,8 @@
 //              fwd-bwd >= inference, at equal model and settings (the mode
 //              rung of monotone_ladder, labelled "mode ..."). Among the configurations of
 //              one call (a sweep) a running maximum along batch and seq follows.
+//   devices    N data-parallel devices (--devices N) take no less per iteration
+//              than one device with the same batch (the rung "devices 1").
 //
 // Predictions are then exactly monotone on the grid and within a sweep; between
 // separate calls off the grid, differences inside one grid step remain

@@ -26,6 +26,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -209,6 +210,12 @@ struct InputPrediction {
 };
 /// Throws Error naming --workers / --vcpus when < 1 (or > 4096), --seq / --image when sample_size < 1.
 InputPrediction predict_input(const ThroughputModel& m, int64_t workers, int64_t vcpus, int64_t sample_size);
+
+/// The input side's uncertainty as an interval around T_input (ms) at `level` 0.80 or 0.95:
+/// T_input x/÷ (1 + e), e = 0.115 at 80 % (the largest mean |error| of the rate's checks on a
+/// quiet VM, docs/pipeline.md) and 0.33 at 95 % (the checks on a VM that slowed down meanwhile).
+/// An input-bound T_iter = max(T_compute, T_input) takes its interval from both sides' quantiles.
+std::pair<double, double> input_interval_ms(double t_input_ms, double level);
 
 /// ORION's tau_step = max(tau_gpu, tau_pipeline): the input pipeline overlaps the
 /// accelerator (prefetching), so the slower side sets the pace.

@@ -64,6 +64,12 @@ struct ScaleResult {
   int64_t fastest = -1;             ///< index of the shortest iteration time
   int64_t best_for_target = -1;     ///< cheapest (else smallest N) meeting target_epoch_s; -1 if none
   std::vector<std::string> infeasible;  ///< "N: why" for counts with no feasible split
+  /// What `predict` prints for one GPU running the batch speedups are against (the global
+  /// batch; weak scaling: the per-GPU batch), ms: speedup = (this / that batch) / (T_iter / global batch).
+  double single_gpu_ms = 0;
+  /// cross_node_comm_warning of the inter-node model at the most nodes a point
+  /// spans ("" = none; issue #39 case 27); in to_json as "comm_warning".
+  std::string comm_warning;
   nlohmann::json to_json() const;
 };
 

@@ -95,7 +95,20 @@ void fit_group(const std::vector<const CollectiveMeasurement*>& ms, CollectiveGr
     g->ring.reset();
     g->tree.reset();
     g->skipped = e.what();
+    return;
   }
+  // Too few sizes is a group skipped; a fit outside the plausible bounds is
+  // absurd data (issue #39 case 9): an error naming the group and its rows' file.
+  std::set<std::string> sources;
+  for (const auto* m : ms) sources.insert(m->source);
+  const std::string ctx = fmt::format(
+      "{} fit of campaign {}, world {}, {} node(s){} (rows from {}{})", g->collective, g->campaign,
+      g->world == 0 ? std::string("all") : std::to_string(g->world), g->nodes,
+      g->device.empty() ? std::string() : ", device " + g->device,
+      sources.empty() || sources.begin()->empty() ? std::string("the store") : *sources.begin(),
+      sources.size() > 1 ? fmt::format(" and {} other source(s)", sources.size() - 1) : std::string());
+  check_comm_plausible(g->ring->model, ctx + ", ring form");
+  if (g->tree) check_comm_plausible(g->tree->model, ctx + ", tree form");
 }
 
 }  // namespace
@@ -143,6 +156,7 @@ nlohmann::json comm_fit_json(const std::vector<CollectiveGroupFit>& fits) {
     // The top-level keys are what load_comm_model reads: eq. 15 (ring) constants.
     j["bandwidth_Bps"] = top->ring->model.bandwidth_Bps;
     j["gamma_s"] = top->ring->model.gamma_s;
+    j["nodes"] = top->nodes;  // measured on how many nodes (predict/scale warn across more: issue #39 case 27)
     j["source"] = {{"campaign", top->campaign}, {"device", top->device}, {"backend", top->backend},
                    {"level", top->level},       {"world", top->world},   {"nodes", top->nodes},
                    {"form", "ring (ScaleDL eq. 15)"}};

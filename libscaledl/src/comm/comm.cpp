@@ -19,7 +19,9 @@ double CommModel::time_s(double bytes, int64_t devices) const {
 }
 
 nlohmann::json CommModel::to_json() const {
-  return {{"bandwidth_Bps", bandwidth_Bps}, {"gamma_s", gamma_s}};
+  nlohmann::json j = {{"bandwidth_Bps", bandwidth_Bps}, {"gamma_s", gamma_s}};
+  if (nodes > 0) j["nodes"] = nodes;
+  return j;
 }
 
 CommModel CommModel::from_json(const nlohmann::json& j, const std::string& ctx) {
@@ -29,8 +31,39 @@ CommModel CommModel::from_json(const nlohmann::json& j, const std::string& ctx) 
   // (a unit slip), not a network.
   m.bandwidth_Bps = get_num_or(j, "bandwidth_Bps", ctx, 1e3, 1e14, NAN);
   SCALEDL_CHECK(!std::isnan(m.bandwidth_Bps), "{}.bandwidth_Bps is missing", ctx);
-  m.gamma_s = get_num_or(j, "gamma_s", ctx, 0.0, 1.0, 0.0);
+  m.gamma_s = get_num_or(j, "gamma_s", ctx, 0.0, kCommMaxGammaS, 0.0);
+  // The nodes it was measured on: its own key, else the group `comm fit --out` names.
+  if (j.contains("nodes"))
+    m.nodes = get_int(j, "nodes", ctx, 1, 1 << 20);
+  else if (j.contains("source") && j["source"].is_object() && j["source"].contains("nodes"))
+    m.nodes = get_int(j["source"], "nodes", ctx + ".source", 1, 1 << 20);
   return m;
+}
+
+void check_comm_plausible(const CommModel& m, const std::string& ctx) {
+  SCALEDL_CHECK(std::isfinite(m.bandwidth_Bps) && m.bandwidth_Bps >= kCommMinBandwidthBps &&
+                    m.bandwidth_Bps <= kCommMaxBandwidthBps,
+                "{}: bandwidth_Bps={:g} is outside the plausible [{:g}, {:g}] B/s (a unit slip or absurd samples, not "
+                "a network)",
+                ctx, m.bandwidth_Bps, kCommMinBandwidthBps, kCommMaxBandwidthBps);
+  SCALEDL_CHECK(std::isfinite(m.gamma_s) && m.gamma_s >= 0 && m.gamma_s <= kCommMaxGammaS,
+                "{}: gamma_s={:g} is outside the plausible [0, {:g}] s per step (a unit slip or absurd samples, not "
+                "a network)",
+                ctx, m.gamma_s, kCommMaxGammaS);
+}
+
+std::string cross_node_comm_warning(const CommModel& m, int64_t nodes) {
+  if (nodes <= 1 || m.nodes > 1) return "";
+  const std::string what = fmt::format("bandwidth {:.4g} GB/s, gamma {:.3g} us", m.bandwidth_Bps / 1e9, m.gamma_s * 1e6);
+  if (m.nodes == 1)
+    return fmt::format("the collective calibration was fitted on 1 node ({}) but prices the collectives across "
+                       "--nodes={}: inter-node links are usually slower than intra-node ones (NVLink); calibrate "
+                       "across {} nodes (`scaledl comm fit` of an inter-node nccl-tests run)",
+                       what, nodes, nodes);
+  return fmt::format("the collective calibration ({}) does not record how many nodes it was measured on, and prices "
+                     "the collectives across --nodes={}: if it was fitted within one node (NVLink), inter-node ones "
+                     "are slower; calibrate across {} nodes (`scaledl comm fit` of an inter-node nccl-tests run)",
+                     what, nodes, nodes);
 }
 
 const char* to_string(CommForm f) { return f == CommForm::Tree ? "tree" : "ring"; }
@@ -98,7 +131,9 @@ CommFit fit_comm(const std::vector<AllReduceSample>& samples, const std::string&
 }
 
 CommModel fit_comm_model(const std::vector<AllReduceSample>& samples) {
-  return fit_comm(samples, "allreduce", CommForm::Ring).model;
+  CommModel m = fit_comm(samples, "allreduce", CommForm::Ring).model;
+  check_comm_plausible(m, fmt::format("all-reduce fit of {} samples", samples.size()));
+  return m;
 }
 
 double gradient_bytes(double params, int bytes_per_element) {
@@ -112,13 +147,27 @@ CommModel load_comm_model(const std::string& path) {
   if (j.is_object() && j.contains("allreduce")) {
     SCALEDL_CHECK(j["allreduce"].is_array(), "{}: allreduce must be an array of {{bytes, devices, seconds}}", path);
     std::vector<AllReduceSample> s;
+    int64_t nodes = 0;
+    bool all_say_nodes = true;
     for (size_t i = 0; i < j["allreduce"].size(); ++i) {
       const auto& r = j["allreduce"][i];
       const std::string ctx = fmt::format("{}: allreduce[{}]", path, i);
       s.push_back({get_num_or(r, "bytes", ctx, 0, 1e18, NAN), get_int(r, "devices", ctx, 2, 1 << 20),
                    get_num_or(r, "seconds", ctx, 0, 1e6, NAN)});
+      if (r.is_object() && r.contains("nodes"))
+        nodes = std::max(nodes, get_int(r, "nodes", ctx, 1, s.back().devices));
+      else
+        all_say_nodes = false;
     }
-    return fit_comm_model(s);
+    CommModel m;
+    try {
+      m = fit_comm_model(s);
+    } catch (const Error& e) {
+      fail("{}: {}", path, e.what());
+    }
+    // Measured on one node only if every sample says so; a file-level "nodes" wins.
+    m.nodes = j.contains("nodes") ? get_int(j, "nodes", path, 1, 1 << 20) : (all_say_nodes ? nodes : 0);
+    return m;
   }
   return CommModel::from_json(j, path);
 }

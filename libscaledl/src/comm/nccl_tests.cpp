@@ -50,6 +50,17 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
+/// Whether `s` is UTF-8 text: strings of the file and the options end up in JSON
+/// (`comm fit --out`, `db export`), which holds nothing else.
+bool is_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
 /// A field for an error message: at most 40 characters (a garbage line can be long).
 std::string clip(const std::string& s) { return s.size() <= 40 ? s : s.substr(0, 37) + "..."; }
 
@@ -115,6 +126,7 @@ struct Header {
   std::set<int64_t> ranks;     ///< from "#  Rank  r ..." lines
   std::set<std::string> hosts;
   std::string rank0_gpu;       ///< GPU name on rank 0's line
+  size_t rank0_line = 0;
   int64_t threads_x_gpus = 0;  ///< nThread x nGpus (ranks of one process)
   int repeats = 0;             ///< "iters: K" (not warmup or agg iters)
 };
@@ -139,6 +151,7 @@ void read_header_line(const std::string& line, size_t lineno, Header* h) {
           std::string name;
           for (size_t k = i + 1; k < w.size(); ++k) name += (name.empty() ? "" : " ") + w[k];
           h->rank0_gpu = name;
+          h->rank0_line = lineno;
           break;
         }
     }
@@ -153,16 +166,25 @@ void read_header_line(const std::string& line, size_t lineno, Header* h) {
       if (w[i] == "iters:" && (i == 0 || (w[i - 1] != "warmup" && w[i - 1] != "agg")) && parse_i64(w[i + 1], &k))
         h->repeats = static_cast<int>(k);
     }
-    if (threads > 0 && gpus > 0) h->threads_x_gpus = threads * gpus;
+    // Each at most 2^20 (a product that cannot overflow; --world's own range).
+    if (threads > 0 && gpus > 0 && threads <= (1 << 20) && gpus <= (1 << 20)) h->threads_x_gpus = threads * gpus;
   }
 }
 
 /// One out-of-place or in-place half of a data row.
 struct Half {
   double time_s = 0;
+  double algbw = NAN;  ///< GB/s as printed (nccl-tests text); NaN where the layout has none (vTrain)
   double busbw = 0;
   bool wrong = false;
 };
+
+/// A bandwidth computed from size and time agrees with the one printed beside
+/// them: within the printing's rounding (2 decimals) plus 2 % (the time's own
+/// rounding is at most 0.1 %). nccl-tests derives both columns from the same time.
+bool agrees(double computed_gbs, double printed_gbs) {
+  return std::fabs(computed_gbs - printed_gbs) <= 0.006 + 0.02 * printed_gbs;
+}
 
 struct Row {
   size_t line = 0;
@@ -242,7 +264,7 @@ Row parse_text_row(const LineError& bad, const std::vector<std::string>& w, size
   for (int half = 0; half < 2; ++half, i += 4) {
     Half& h = half == 0 ? r.out : r.in;
     h.time_s = parse_time(bad, w[i], names[half][0], 1e-6, kTextRow);  // microseconds
-    parse_bw(bad, w[i + 1], names[half][1], kTextRow);
+    h.algbw = parse_bw(bad, w[i + 1], names[half][1], kTextRow);
     h.busbw = parse_bw(bad, w[i + 2], names[half][2], kTextRow);
     h.wrong = parse_wrong(bad, w[i + 3], names[half][3]);
   }
@@ -298,10 +320,13 @@ void NcclTestsImportOptions::validate() const {
                 "--level=\"{}\" is not intra-node or inter-node", level);
   if (!collective.empty()) canonical_collective(collective, "--collective");
   SCALEDL_CHECK(!backend.empty(), "--backend must not be empty");
+  SCALEDL_CHECK(is_utf8(campaign), "--campaign is not UTF-8 text");
+  SCALEDL_CHECK(is_utf8(device), "--device is not UTF-8 text");
+  SCALEDL_CHECK(is_utf8(backend), "--backend is not UTF-8 text");
 }
 
 std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text, const std::string& name,
-                                                         const NcclTestsImportOptions& o) {
+                                                         const NcclTestsImportOptions& o, NcclTestsRefused* refused) {
   o.validate();
   Header h;
   std::vector<Row> rows;
@@ -354,6 +379,7 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
     said_by = "its file name";
   }
   std::string collective = from_file;
+  const bool collective_said_by_file = !from_file.empty();
   if (!o.collective.empty()) {
     const std::string c = canonical_collective(o.collective, "--collective");
     SCALEDL_CHECK(from_file.empty() || c == from_file, "--collective={} but {} is {} output (from {})", c, name,
@@ -381,6 +407,7 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
                 "pass --world N", name);
   SCALEDL_CHECK(world >= 2, "{}: world={}: a collective over one rank is not a measurement of communication", name,
                 world);
+  const bool world_said_by_file = listed > 0;
 
   const int64_t hosts = static_cast<int64_t>(h.hosts.size());
   int64_t nodes = o.nodes > 0 ? o.nodes : (hosts > 0 ? hosts : 1);
@@ -390,13 +417,46 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
   const std::string level = !o.level.empty() ? o.level : (nodes > 1 ? "inter-node" : "intra-node");
   SCALEDL_CHECK(!(level == "intra-node" && nodes > 1), "--level=intra-node but the ranks of {} sit on {} nodes", name,
                 nodes);
+  SCALEDL_CHECK(!o.device.empty() || is_utf8(h.rank0_gpu), "{}:{}: the GPU name of rank 0 is not UTF-8 text", name,
+                h.rank0_line);
   const std::string device = !o.device.empty() ? o.device : (h.rank0_gpu.empty() ? "" : "cuda:" + h.rank0_gpu);
+
+  // Issue #39 case 10: each half's time against the file's own bandwidth
+  // columns (nccl-tests: algbw = size / time, busbw = algbw x the collective's
+  // factor a(N) of comm_factors: 2(N-1)/N all-reduce, (N-1)/N all-gather and
+  // reduce-scatter, 1 send/recv). algbw is checked wherever printed; busbw in
+  // vTrain's tables (their only bandwidth) and in text whose collective and
+  // world the file itself states (not --collective / --world).
+  const double factor = comm_factors(collective, CommForm::Ring, world).a;
+  const bool check_busbw = csv || (collective_said_by_file && world_said_by_file);
+  const double time_unit_s = csv ? 1e-9 : 1e-6;
+  const char* time_unit = csv ? "ns" : "us";
+  size_t n_refused = 0, n_halves = 0;
+  std::string first_refused;
+  auto contradiction = [&](const Row& r, const Half& x, int half) -> std::string {
+    const double alg = r.bytes / x.time_s / 1e9;  // GB/s
+    const char* io = half == 0 ? "" : "in-place ";
+    if (!std::isnan(x.algbw) && !agrees(alg, x.algbw))
+      return fmt::format("line {}: {}time={:g} {} of size {:.0f} gives algbw {:.4g} GB/s but the file says {:g}",
+                         r.line, io, x.time_s / time_unit_s, time_unit, r.bytes, alg, x.algbw);
+    if (check_busbw && !agrees(alg * factor, x.busbw))
+      return fmt::format("line {}: {}time={:g} {} of size {:.0f} gives busbw {:.4g} GB/s ({} over {} ranks: x{:g}) but "
+                         "the file says {:g}",
+                         r.line, io, x.time_s / time_unit_s, time_unit, r.bytes, alg * factor, collective, world,
+                         factor, x.busbw);
+    return "";
+  };
 
   std::vector<CollectiveMeasurement> out;
   out.reserve(2 * rows.size());
   for (const auto& r : rows) {
     for (int half = 0; half < 2; ++half) {
       const Half& x = half == 0 ? r.out : r.in;
+      ++n_halves;
+      if (const std::string why = contradiction(r, x, half); !why.empty()) {
+        if (n_refused++ == 0) first_refused = why;
+        continue;
+      }
       CollectiveMeasurement m;
       m.campaign = o.campaign;
       m.collective = collective;
@@ -417,10 +477,21 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
       out.push_back(std::move(m));
     }
   }
+  SCALEDL_CHECK(!out.empty(),
+                "{}: all {} rows (out-of-place + in-place) contradict the file's own bandwidth columns, e.g. {}: "
+                "refusing the file",
+                name, n_halves, first_refused);
+  if (refused && n_refused) {
+    refused->rows += n_refused;
+    refused->notes.push_back(fmt::format("{}: {} of {} rows (out-of-place + in-place) refused: their time contradicts "
+                                         "the file's own bandwidth columns, e.g. {}",
+                                         name, n_refused, n_halves, first_refused));
+  }
   return out;
 }
 
-std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path, const NcclTestsImportOptions& o) {
+std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path, const NcclTestsImportOptions& o,
+                                                         NcclTestsRefused* refused) {
   std::error_code ec;
   SCALEDL_CHECK(std::filesystem::exists(path, ec), "{}: no such file", path);
   SCALEDL_CHECK(!std::filesystem::is_directory(path, ec), "{}: is a directory, expected an nccl-tests output file",
@@ -429,11 +500,12 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path
   SCALEDL_CHECK(f.good(), "{}: cannot open", path);
   std::ostringstream ss;
   ss << f.rdbuf();
-  return parse_nccl_tests_text(ss.str(), path, o);
+  return parse_nccl_tests_text(ss.str(), path, o, refused);
 }
 
 nlohmann::json CollectiveImportSummary::to_json() const {
-  return {{"files", files}, {"rows", rows}, {"inserted", inserted}, {"duplicates", rows - inserted}};
+  return {{"files", files},       {"rows", rows},           {"inserted", inserted},
+          {"duplicates", rows - inserted}, {"refused", refused.rows}, {"notes", refused.notes}};
 }
 
 CollectiveImportSummary import_nccl_tests(const std::vector<std::string>& files, const NcclTestsImportOptions& o,
@@ -441,11 +513,11 @@ CollectiveImportSummary import_nccl_tests(const std::vector<std::string>& files,
   o.validate();
   SCALEDL_CHECK(!files.empty(), "no files to import: name nccl-tests output files");
   std::vector<CollectiveMeasurement> all;
+  CollectiveImportSummary s;
   for (const auto& f : files) {
-    auto rows = parse_nccl_tests_file(f, o);
+    auto rows = parse_nccl_tests_file(f, o, &s.refused);
     all.insert(all.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }
-  CollectiveImportSummary s;
   s.files = files.size();
   s.rows = all.size();
   Store store(db);

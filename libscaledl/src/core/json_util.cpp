@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "scaledl/error.hpp"
+#include "scaledl/fs_util.hpp"
 
 namespace scaledl {
 
@@ -56,6 +58,21 @@ json parse_json_text(const std::string& text, const std::string& ctx) {
 }
 
 std::string read_text_file(const std::string& path) {
+  // A regular file only (symbolic links followed): a FIFO would block the reader forever,
+  // a directory reads as nothing, a device may never end. Nothing reads standard input
+  // through here; a missing file is "cannot open file" below.
+  {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_type t = fs::status(path, ec).type();
+    const char* kind = t == fs::file_type::directory ? "a directory"
+                       : t == fs::file_type::fifo    ? "a FIFO"
+                       : t == fs::file_type::socket  ? "a socket"
+                       : t == fs::file_type::block || t == fs::file_type::character ? "a device"
+                       : t == fs::file_type::unknown ? "of an unknown kind"
+                                                     : nullptr;
+    if (kind) fail("{}: not a regular file ({})", path, kind);
+  }
   std::ifstream in(path, std::ios::binary);
   SCALEDL_CHECK(in.good(), "{}: cannot open file", path);
   std::stringstream ss;
@@ -66,15 +83,27 @@ std::string read_text_file(const std::string& path) {
 json read_json_file(const std::string& path) { return parse_json_text(read_text_file(path), path); }
 
 void write_text_file_atomic(const std::string& path, const std::string& text) {
+  // The temporary file is removed when anything fails (a full disk) and on SIGINT/SIGTERM,
+  // so no `PATH.tmp` is ever left behind; `path` itself is only ever replaced whole.
   const std::string tmp = path + ".tmp";
+  register_temp_path(tmp);
+  struct Cleanup {
+    const std::string& tmp;
+    bool done = false;
+    ~Cleanup() {
+      if (!done) std::remove(tmp.c_str());
+      unregister_temp_path(tmp);
+    }
+  } cleanup{tmp};
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     SCALEDL_CHECK(out.good(), "{}: cannot write file", tmp);
     out << text;
     out.flush();
-    SCALEDL_CHECK(out.good(), "{}: write failed (disk full?)", tmp);
+    SCALEDL_CHECK(out.good(), "{}: write failed (disk full?)", path);
   }
   SCALEDL_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename {} into place", path, tmp);
+  cleanup.done = true;
 }
 
 void write_json_file(const std::string& path, const json& j, int indent) {

@@ -152,6 +152,17 @@ std::vector<std::vector<json>> existing_points(const DesignSpace& sp, const std:
 json make_plan(const DesignSpace& sp, const PlanOptions& opt) {
   SCALEDL_CHECK(opt.budget >= 1, "--budget={} must be >= 1", opt.budget);
   CandidateSet cs = enumerate_candidates(sp, opt.seed);
+  // A layer type of the space none of whose combinations is possible (a d_in of 0 or -64, a
+  // constraint no combination meets) is planned no row: said in the design, not silently dropped.
+  json types_without_candidates = json::array();
+  for (size_t q = 0; q < sp.params.size(); ++q) {
+    if (sp.kind != "layers" || sp.params[q].name != "type" || sp.params[q].numeric()) continue;
+    std::vector<bool> seen(sp.params[q].labels.size(), false);
+    for (const auto& c : cs.cands)
+      if (c[q] >= 0) seen[static_cast<size_t>(c[q])] = true;
+    for (size_t l = 0; l < seen.size(); ++l)
+      if (!seen[l]) types_without_candidates.push_back(sp.params[q].labels[l]);
+  }
 
   // Measured points stay in the design; candidates equal to one are not re-planned.
   std::vector<std::vector<json>> ex;
@@ -225,6 +236,7 @@ json make_plan(const DesignSpace& sp, const PlanOptions& opt) {
                  {"product_size", cs.product_size},
                  {"sampled", cs.sampled},
                  {"rejected", cs.rejected},
+                 {"types_without_candidates", types_without_candidates},
                  {"space", sp.path}};
   return {{"kind", sp.kind}, {"configs", configs}, {"design", design}};
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -698,6 +699,15 @@ void GraphPredictor::save(const std::string& path, const nlohmann::json& extra) 
 }
 
 GraphPredictor GraphPredictor::load(const std::string& path) {
+  {
+    // A regular file only: a FIFO would block the reader forever (issue #39).
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_type t = fs::status(path, ec).type();
+    SCALEDL_CHECK(t == fs::file_type::regular || t == fs::file_type::not_found || t == fs::file_type::none,
+                  "{}: not a regular file ({}): a graph model is a safetensors file", path,
+                  t == fs::file_type::directory ? "a directory" : t == fs::file_type::fifo ? "a FIFO" : "a device or socket");
+  }
   SafeTensors st = load_safetensors(path);
   const std::string& fmt_name = meta_field(st, "format", path);
   SCALEDL_CHECK(fmt_name == "scaledl-gnn", "{}: __metadata__.format={} is not scaledl-gnn", path, fmt_name);

@@ -19,6 +19,42 @@ namespace {
 
 using detail::Stmt;
 
+/// `file:` URI of a path for sqlite3_open_v2 with SQLITE_OPEN_URI: '%', '?',
+/// '#' and control or non-ASCII bytes percent-encoded.
+std::string sqlite_uri(const std::string& path, const char* query) {
+  std::string u = path.size() > 0 && path[0] == '/' ? "file://" : "file:";
+  for (unsigned char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#' || ch < 0x21 || ch > 0x7e)
+      u += fmt::format("%{:02X}", ch);
+    else
+      u += static_cast<char>(ch);
+  }
+  return u + "?" + query;
+}
+
+/// Issue #39 case 20: a store left in WAL mode cannot be read where its
+/// -wal/-shm files cannot be created (a read-only mount): SQLite says "unable to
+/// open database file" at the first read. Such a store is opened again with
+/// immutable=1 (no locks, no -shm), which is exact when there is no -wal file
+/// holding changes: then the main file is the whole store. Returns the new
+/// handle, or nullptr when the fallback does not apply.
+sqlite3* reopen_immutable_if_unreadable(sqlite3* db, const std::string& path) {
+  const int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  const int ext = sqlite3_extended_errcode(db);
+  if (rc == SQLITE_OK || !((rc & 0xff) == SQLITE_CANTOPEN || ext == SQLITE_READONLY_CANTINIT)) return nullptr;
+  std::error_code ec;
+  const auto wal = std::filesystem::file_size(path + "-wal", ec);
+  if (!ec && wal > 0) return nullptr;  // committed changes in the -wal: immutable would not see them
+  sqlite3* im = nullptr;
+  if (sqlite3_open_v2(sqlite_uri(path, "immutable=1").c_str(), &im, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                      nullptr) != SQLITE_OK ||
+      sqlite3_exec(im, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    sqlite3_close(im);
+    return nullptr;
+  }
+  return im;
+}
+
 // Schema versions: 1 (devices, environments, layers, models), 2 (+ collectives,
 // issue #14). This build reads both: a version-1 store opened for writing gets
 // the new table from kSchema (CREATE ... IF NOT EXISTS) and is stamped 2; one
@@ -197,6 +233,12 @@ Store::Store(const std::string& path, bool read_only) : path_(path) {
     fail("{}: cannot open store: {}", path, msg);
   }
   sqlite3_busy_timeout(db_, 10000);
+  if (read_only) {
+    if (sqlite3* im = reopen_immutable_if_unreadable(db_, path)) {
+      sqlite3_close(db_);
+      db_ = im;
+    }
+  }
   try {
     // Whose file is it? A store is a database with a meta table holding
     // schema_version; an empty database becomes one. Anything else (another
@@ -255,7 +297,17 @@ Store::Store(const std::string& path, bool read_only) : path_(path) {
 }
 
 Store::~Store() {
-  if (db_) sqlite3_close(db_);
+  if (!db_) return;
+  // Issue #39 case 20: WAL while open (readers beside a writer), rollback-journal
+  // mode when the writer closes: the checkpointed file is then the whole store,
+  // readable where no -wal/-shm can be created (a read-only mount, a copy of the
+  // file alone). While another connection has the store open this fails
+  // (SQLITE_BUSY, not waited for) and the last writer to close does it.
+  if (sqlite3_db_readonly(db_, "main") == 0) {
+    sqlite3_busy_timeout(db_, 0);
+    sqlite3_exec(db_, "PRAGMA journal_mode=DELETE;", nullptr, nullptr, nullptr);
+  }
+  sqlite3_close(db_);
 }
 
 void Store::exec(const std::string& sql) {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 
 #include "scaledl/error.hpp"
@@ -568,6 +569,58 @@ const char* to_string(NormKind k) {
   return n[static_cast<int>(k)];
 }
 const char* supported_model_types() { return kTypes; }
+
+namespace {
+/// Whether another value of `key` changes the model read from `config` (or is refused).
+bool changes_model(const json& config, const std::string& key, const std::string& base) {
+  auto it = config.find(key);
+  if (it == config.end()) return false;
+  json other = config;
+  json& v = other[key];
+  if (v.is_boolean())
+    v = !v.get<bool>();
+  else if (v.is_number_integer() || v.is_number_unsigned())
+    v = v.get<int64_t>() == std::numeric_limits<int64_t>::max() ? v.get<int64_t>() - 1 : v.get<int64_t>() + 1;
+  else if (v.is_number_float())
+    v = v.get<double>() * 0.5 + 0.125;
+  else if (v.is_string())
+    v = v.get<std::string>() + "-scaledl-probe";
+  else
+    v = json();
+  try {
+    return parse_model_config(other, "probe").to_json().dump() != base;
+  } catch (const Error&) {
+    return true;  // refused: the parser reads and checks it
+  }
+}
+}  // namespace
+
+void check_config_key_used(const json& config, const std::string& key, const std::string& ctx) {
+  const std::string base = parse_model_config(config, ctx).to_json().dump();
+  if (changes_model(config, key, base)) return;
+  // Synonyms of the sizes across model families (transformers' attribute_map).
+  static const std::vector<std::vector<std::string>> synonyms = {
+      {"num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers"},
+      {"hidden_size", "n_embd", "d_model", "dim", "embed_dim"},
+      {"num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads"},
+      {"intermediate_size", "n_inner", "d_ff", "ffn_dim", "encoder_ffn_dim"},
+      {"max_position_embeddings", "n_positions", "n_ctx"},
+      {"num_key_value_heads", "num_kv_heads", "multi_query_group_num"}};
+  std::string instead;
+  for (const auto& group : synonyms) {
+    if (std::find(group.begin(), group.end(), key) == group.end()) continue;
+    for (const auto& k : group)
+      if (k != key && config.contains(k) && changes_model(config, k, base)) {
+        instead = k;
+        break;
+      }
+  }
+  const std::string type = config.is_object() && config.contains("model_type") && config["model_type"].is_string()
+                               ? config["model_type"].get<std::string>()
+                               : "?";
+  fail("{}: config.{} is not a key that model_type {} reads: it would change nothing{}", ctx, key, type,
+       instead.empty() ? std::string() : fmt::format("; give config.{} instead", instead));
+}
 
 ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object (a Hugging Face config.json), got {}", ctx,

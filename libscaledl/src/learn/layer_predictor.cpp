@@ -50,6 +50,56 @@ DirDtype parse_dir_dtype(const std::string& s, const std::string& ctx) {
 
 const std::set<std::string> kTargets = {"log", "raw", "log_roofline", "log_roofline_floor"};
 
+/// `s` as a JSON string (quoted, control characters escaped, invalid UTF-8 replaced).
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+/// A name as a one-line message can show it: as is when it is plain printable ASCII,
+/// else as a JSON string (control characters escaped, invalid UTF-8 replaced).
+std::string printable(const std::string& s) {
+  bool plain = !s.empty();
+  for (const unsigned char c : s) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  return plain ? s : quoted(s);
+}
+
+/// What is at `p` (symbolic links followed), for a message about a file that is not a regular one.
+std::string kind_of(const fs::path& p) {
+  std::error_code ec;
+  switch (fs::status(p, ec).type()) {
+    case fs::file_type::not_found: return "missing";
+    case fs::file_type::regular: return "a regular file";
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::block:
+    case fs::file_type::character: return "a device";
+    default: return "not a file";
+  }
+}
+
+/// Why `rel` is no path inside the folder `root` ("" when it is one): empty, absolute,
+/// with a control character or a `..` component, or resolving (symbolic links followed)
+/// outside `root`. A model file outside the folder would escape a bundle's checksums.
+std::string outside(const fs::path& root, const std::string& rel) {
+  if (rel.empty()) return "is empty";
+  for (const unsigned char c : rel)
+    if (c < 0x20 || c == 0x7f) return "holds a control character";
+  const fs::path p(rel);
+  if (p.is_absolute() || p.has_root_name() || p.has_root_directory()) return "is an absolute path";
+  for (const fs::path& part : p)
+    if (part == "..") return "has a '..' component";
+  std::error_code ec, ec2;
+  const fs::path base = fs::weakly_canonical(root, ec), full = fs::weakly_canonical(root / p, ec2);
+  if (ec || ec2) return "cannot be resolved";
+  auto b = base.begin(), f = full.begin();
+  for (; b != base.end(); ++b, ++f) {
+    if (b->empty()) continue;  // the trailing empty component of "dir/"
+    if (f == full.end() || *f != *b) return "resolves outside the folder (a symbolic link?)";
+  }
+  return "";
+}
+
 FeatureOptions feature_options(const TrainOptions& o) {
   FeatureOptions f;
   f.roofline = o.roofline_features;
@@ -719,6 +769,14 @@ void LayerPredictor::save(const std::string& dir) const {
   write_json_file((fs::path(dir) / "manifest.json").string(), man);
 }
 
+OwnedFiles LayerPredictor::output_files() {
+  return owned_by_manifest("manifest.json", kFormatName, [](const nlohmann::json& m) {
+    std::set<std::string> files;
+    for (const auto& [name, v] : m.at("models").items()) files.insert(v.at("file").get<std::string>());
+    return files;
+  });
+}
+
 LayerPredictor LayerPredictor::load(const std::string& dir) {
   const std::string mpath = (fs::path(dir) / "manifest.json").string();
   SCALEDL_CHECK(fs::exists(mpath), "{}: no manifest.json; is this a directory written by `scaledl train layers`?",
@@ -754,13 +812,14 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
       SCALEDL_CHECK(b.at("share_by_memory").is_object(), "{}.share_by_memory: expected an object of shares", ctx);
       for (const auto& [fam, v] : b.at("share_by_memory").items()) {
         SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1.5,
-                      "{}.share_by_memory[\"{}\"]={} must be a number in (0, 1.5]", ctx, fam, v.dump());
+                      "{}.share_by_memory[{}]={} must be a number in (0, 1.5]", ctx, quoted(fam), show(v));
         p.bw_share_by_family_[fam] = v.get<double>();
       }
     }
     for (const auto& [key, v] : b.at("gbs").items()) {
-      SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0,
-                    "{}.gbs[\"{}\"]={} must be a number > 0", ctx, key, v.dump());
+      // The range of a device's rates (device.cpp): a sustained bandwidth beyond 1e6 GB/s is no device.
+      SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1e6,
+                    "{}.gbs[{}]={} must be a number > 0 and at most 1e6 (GB/s)", ctx, quoted(key), show(v));
       p.bw_[key] = v.get<double>();
     }
   }
@@ -776,12 +835,12 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     try {
       const std::string& name = entries[i].first;
       const nlohmann::json& e = *entries[i].second;
-      const std::string ctx = mpath + ".models." + name;
+      const std::string ctx = mpath + ".models." + printable(name);
       SCALEDL_CHECK(e.is_object(), "{}: expected an object", ctx);
       auto m = std::make_unique<Model>();
       m->type = parse_layer_type(get_str_or(e, "type", ctx, ""), ctx + ".type");
       m->rows = static_cast<size_t>(get_int(e, "rows", ctx, 0, INT64_MAX));
-      m->floor_ms = get_num_or(e, "floor_ms", ctx, 0, 1e12, 0);
+      m->floor_ms = get_num_or(e, "floor_ms", ctx, 0, 1e5, 0);  // a layer type's fastest time: under 100 s
       if (e.contains("trained_on")) {
         SCALEDL_CHECK(e.at("trained_on").is_array(), "{}.trained_on: expected an array of \"<dir> <dtype>\"", ctx);
         for (const auto& k : e.at("trained_on")) {
@@ -790,12 +849,21 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
         }
       }
       SCALEDL_CHECK(e.contains("features") && e.at("features").is_array(), "{}.features is missing", ctx);
+      for (size_t k = 0; k < e.at("features").size(); ++k)
+        SCALEDL_CHECK(e.at("features")[k].is_string(), "{}.features[{}]={} is not a string", ctx, k,
+                      show(e.at("features")[k]));
       m->features = e.at("features").get<std::vector<std::string>>();
       SCALEDL_CHECK(m->features == feature_names(m->type, fo),
                     "{}.features differ from this build's feature columns for {}: retrain the model", ctx,
                     to_string(m->type));
-      const std::string file = (fs::path(dir) / get_str_or(e, "file", ctx, "")).string();
-      SCALEDL_CHECK(fs::is_regular_file(file), "{}: model file is missing (listed in {})", file, mpath);
+      // Inside the folder (whose manifest a bundle checksums), and a regular file (a FIFO would block).
+      const std::string rel = get_str_or(e, "file", ctx, "");
+      if (const std::string why = outside(dir, rel); !why.empty())
+        fail("{}.file={} {}: a model file stays inside its folder", ctx, printable(rel), why);
+      const std::string file = (fs::path(dir) / rel).string();
+      const std::string kind = kind_of(file);
+      SCALEDL_CHECK(kind != "missing", "{}: model file is missing (listed in {})", file, mpath);
+      SCALEDL_CHECK(kind == "a regular file", "{}: model file is {}, not a regular file (listed in {})", file, kind, mpath);
       const auto bytes = static_cast<int64_t>(fs::file_size(file));
       const int64_t want = get_int(e, "bytes", ctx, 1, INT64_MAX);
       SCALEDL_CHECK(bytes == want, "{}: {} bytes, manifest says {}: the file is truncated or was replaced", file,

@@ -122,7 +122,9 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text, const s
     any = false;
   };
   size_t quote_line = 0;
-  for (size_t i = 0; i < n; ++i) {
+  // A UTF-8 byte-order mark (spreadsheet exports write one) is not part of the first field.
+  const size_t start = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  for (size_t i = start; i < n; ++i) {
     const char c = text[i];
     if (in_quotes) {
       if (c == '"') {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "scaledl/error.hpp"
+#include "scaledl/json_util.hpp"
 #include "scaledl/memory.hpp"
 #include "scaledl/stats.hpp"
 #include "scaledl/store.hpp"
@@ -192,22 +193,37 @@ nlohmann::json MemoryCorrection::to_json() const {
 }
 
 MemoryCorrection MemoryCorrection::from_json(const nlohmann::json& j, const std::string& ctx) {
-  SCALEDL_CHECK(j.is_object() && j.value("format", "") == "scaledl-memory-model",
+  // Every field type-checked and in a plausible range (issue #39): a bundle's memory.json is
+  // read through a manifest that its checksums do not cover.
+  SCALEDL_CHECK(j.is_object() && j.contains("format") && j["format"] == "scaledl-memory-model",
                 "{}: format is not \"scaledl-memory-model\"", ctx);
-  SCALEDL_CHECK(j.value("version", 0) == 1, "{}: version={} but this scaledl reads 1", ctx,
-                j.contains("version") ? j["version"].dump() : "(none)");
+  SCALEDL_CHECK(j.contains("version") && j["version"].is_number_integer() && j["version"] == 1,
+                "{}: version={} but this scaledl reads 1", ctx, j.contains("version") ? show(j["version"]) : "(none)");
   SCALEDL_CHECK(j.contains("features") && j["features"] == nlohmann::json(memory_feature_names()),
                 "{}: features differ from this build's memory features", ctx);
-  for (const char* k : {"samples", "oof_mre", "log_residual_q80", "log_residual_q95"})
-    SCALEDL_CHECK(j.contains(k) && j[k].is_number() && j[k].get<double>() >= 0 && std::isfinite(j[k].get<double>()),
-                  "{}: {} is missing or not a number >= 0", ctx, k);
+  // A number at `k` in [lo, hi]; `what` says what it is.
+  auto num = [&](const char* k, double lo, double hi, const char* what) {
+    SCALEDL_CHECK(j.contains(k), "{}: {} is missing", ctx, k);
+    const nlohmann::json& v = j[k];
+    SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= lo && v.get<double>() <= hi,
+                  "{}: {}={} must be a number in [{}, {}] ({})", ctx, k, show(v), lo, hi, what);
+    return v.get<double>();
+  };
+  const double samples = num("samples", 0, 1e9, "training runs");
+  SCALEDL_CHECK(samples == std::floor(samples), "{}: samples={} is not a whole number of runs", ctx, samples);
   SCALEDL_CHECK(j.contains("xgboost") && j["xgboost"].is_object(), "{}: xgboost is missing", ctx);
   MemoryCorrection c;
-  c.direct_ = j.value("target", "") == "log(peak)";
-  c.n_ = j["samples"].get<size_t>();
-  c.oof_mre_ = j["oof_mre"].get<double>();
-  c.q80_ = j["log_residual_q80"].get<double>();
-  c.q95_ = j["log_residual_q95"].get<double>();
+  const std::string target = get_str_or(j, "target", ctx, "");
+  SCALEDL_CHECK(target == "log(peak)" || target == "log(measured / analytic peak)",
+                "{}: target={} is not \"log(peak)\" or \"log(measured / analytic peak)\"", ctx,
+                j.contains("target") ? show(j["target"]) : "(none)");
+  c.direct_ = target == "log(peak)";
+  c.n_ = static_cast<size_t>(samples);
+  c.oof_mre_ = num("oof_mre", 0, 1e3, "the out-of-fold mean relative error");
+  // |log(measured / predicted)| quantiles: beyond 10 (a factor 22,000) no peak estimate is corrected.
+  c.q80_ = num("log_residual_q80", 0, 10, "a log-residual quantile");
+  c.q95_ = num("log_residual_q95", 0, 10, "a log-residual quantile");
+  SCALEDL_CHECK(c.q80_ <= c.q95_, "{}: log_residual_q80={} exceeds log_residual_q95={}", ctx, c.q80_, c.q95_);
   c.model_json_ = j["xgboost"].dump();
   SCALEDL_CHECK(j.contains("device_kinds") && j["device_kinds"].is_array() && !j["device_kinds"].empty(),
                 "{}: device_kinds is missing or empty", ctx);

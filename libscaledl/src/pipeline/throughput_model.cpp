@@ -140,6 +140,12 @@ nlohmann::json IterationBound::to_json() const {
           {"bottleneck", bottleneck}};
 }
 
+std::pair<double, double> input_interval_ms(double t_input_ms, double level) {
+  SCALEDL_CHECK(level == 0.80 || level == 0.95, "input_interval_ms: level {} is not 0.80 or 0.95", level);
+  const double e = level == 0.80 ? 0.115 : 0.33;
+  return {t_input_ms / (1 + e), t_input_ms * (1 + e)};
+}
+
 IterationBound bound_iteration(double t_compute_ms, double samples_per_iter, const InputPrediction& in) {
   SCALEDL_CHECK(in.samples_per_s > 0, "input pipeline: {} samples/s is not a rate", in.samples_per_s);
   IterationBound b;

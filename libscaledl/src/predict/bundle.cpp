@@ -3,6 +3,7 @@
 #include "scaledl/device_intervals.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -96,6 +97,11 @@ void raise_to(IterationPrediction& p, double floor_ms, const MemoValue* from, co
 }
 }  // namespace
 
+void raise_prediction_to(IterationPrediction& p, const IterationPrediction& floor, const std::string& why) {
+  const MemoValue v = memo_value(floor);
+  raise_to(p, v.t_iter_ms, &v, why);
+}
+
 AnchorFit Bundle::fit_anchor(const std::vector<const LayerGraph*>& gs, const std::vector<double>& measured_ms,
                              const DeviceRecord& dev) const {
   const IntervalModel* iv = intervals_for(dev.key());
@@ -113,21 +119,28 @@ void Bundle::apply_anchor(IterationPrediction& p, const AnchorFit& a) const {
   const std::optional<IntervalModel>& ivo = p.device_out_refinement ? intervals_device_out : intervals;
   SCALEDL_CHECK(ivo.has_value(), "--anchor needs a bundle with intervals (one trained with its graph model)");
   const IntervalModel& iv = *ivo;
+  // Measured runs add information: the anchored interval is never wider, on either side in log
+  // terms, than the one the prediction had without them.
+  const double before = p.t_iter_ms;
+  const bool had = std::isfinite(p.lo80_ms) && std::isfinite(p.hi95_ms) && before > 0;
+  const double w[4] = {had ? std::log(before / p.lo80_ms) : INFINITY, had ? std::log(p.hi80_ms / before) : INFINITY,
+                       had ? std::log(before / p.lo95_ms) : INFINITY, had ? std::log(p.hi95_ms / before) : INFINITY};
   p.t_iter_ms *= a.factor();
   const Interval i80 = anchored_interval(iv, a, p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms),
                  i95 = anchored_interval(iv, a, p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
-  p.lo80_ms = i80.lo;
-  p.hi80_ms = i80.hi;
-  p.lo95_ms = i95.lo;
-  p.hi95_ms = i95.hi;
+  p.lo80_ms = std::max(i80.lo, p.t_iter_ms * std::exp(-w[0]));
+  p.hi80_ms = std::min(i80.hi, p.t_iter_ms * std::exp(w[1]));
+  p.lo95_ms = std::max(i95.lo, p.t_iter_ms * std::exp(-w[2]));
+  p.hi95_ms = std::min(i95.hi, p.t_iter_ms * std::exp(w[3]));
   p.unseen_device_interval = false;
+  p.no_interval.clear();  // the measured runs calibrate it
   if (p.t_roofline_ms > 0) raise_to(p, p.t_roofline_ms, nullptr, "roofline");
 }
 
 std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const LayerGraph*>& gs,
                                                       const DeviceRecord& dev, bool physics) const {
   for (const LayerGraph* g : gs)
-    SCALEDL_CHECK(g->settings.num_devices == 1 || comm.has_value(),
+    SCALEDL_CHECK(g->settings.num_devices == 1 || comm.has_value() || comm_given.has_value(),
                   "--devices={} but the bundle has no all-reduce calibration (train it with --comm FILE)",
                   g->settings.num_devices);
   // The inputs, then (with physics) every distinct smaller ladder configuration
@@ -215,12 +228,37 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   const bool unseen = without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
   const bool device_out = uses_device_out(dev.key());
   const IntervalModel* iv = intervals_for(dev.key());
-  std::vector<IterationPrediction> out =
-      predict_iterations(all, dev, layers, graph_for(dev.key()), comm ? *comm : CommModel{}, 256, host_ms_per_node,
-                         calibration_for(dev.key()));
+  std::vector<IterationPrediction> out;
+  if (!comm_given) {
+    out = predict_iterations(all, dev, layers, graph_for(dev.key()), comm ? *comm : CommModel{}, 256,
+                             host_ms_per_node, calibration_for(dev.key()));
+  } else {
+    // Single-device graphs with the bundle's own collective model, the others with the given one.
+    std::vector<const LayerGraph*> part[2];
+    std::vector<size_t> at[2];
+    for (size_t k = 0; k < all.size(); ++k) {
+      const int multi = all[k]->settings.num_devices > 1 ? 1 : 0;
+      part[multi].push_back(all[k]);
+      at[multi].push_back(k);
+    }
+    out.resize(all.size());
+    for (int multi : {0, 1}) {
+      if (part[multi].empty()) continue;
+      const CommModel c = multi ? *comm_given : comm ? *comm : CommModel{};
+      std::vector<IterationPrediction> got = predict_iterations(part[multi], dev, layers, graph_for(dev.key()), c, 256,
+                                                                host_ms_per_node, calibration_for(dev.key()));
+      for (size_t i = 0; i < got.size(); ++i) out[at[multi][i]] = std::move(got[i]);
+    }
+  }
   for (IterationPrediction& p : out) {
     p.device_out_refinement = device_out && p.refined;
     if (!iv || !p.refined) continue;
+    if (unseen && dev.kind == "cpu") {
+      p.no_interval = "no calibrated interval for a CPU whose layer timings are not in the bundle: held out, such "
+                      "CPUs fell outside the 95 % interval (docs/predict.md, \"Intervals and the out-of-domain flag\"); time its layers "
+                      "(`bench layers`) and train with them, or anchor on measured runs (--anchor)";
+      continue;
+    }
     const Interval a = iv->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms, unseen);
     const Interval b = iv->at(p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms, unseen);
     p.unseen_device_interval = unseen && iv->has_unseen();
@@ -309,7 +347,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   SCALEDL_CHECK(o.folds == 0 || o.folds >= 2, "--folds={} must be 0 or >= 2", o.folds);
   SCALEDL_CHECK(o.max_cv >= 0 && o.max_cv < 1, "--max-cv={} must be in [0, 1)", o.max_cv);
   const auto t0 = std::chrono::steady_clock::now();
-  StagingDir stage(out, {"manifest.json"}, "a bundle");  // checks --out before hours of training
+  StagingDir stage(out, bundle_output_files(), "a bundle");  // checks --out before hours of training
 
   // Layer models: the stores' isolated layer rows (+ in-model node times).
   TrainingData data = load_training_data(o.dbs, {}, o.layer_max_cv);
@@ -539,76 +577,271 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   }
 }
 
+OwnedFiles bundle_output_files() {
+  return owned_by_manifest("manifest.json", kBundleFormat, [](const nlohmann::json& m) {
+    std::set<std::string> files;
+    for (const auto& [rel, sha] : m.at("files").items()) files.insert(rel);
+    return files;
+  });
+}
+
+namespace {
+
+/// A name as a one-line message can show it: as is when it is plain printable ASCII,
+/// else as a JSON string (control characters escaped, invalid UTF-8 replaced).
+std::string printable(const std::string& s) {
+  bool plain = !s.empty();
+  for (const unsigned char c : s) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  return plain ? s : nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+/// What is at `p` (symbolic links followed), for a message about a file that is not a regular one.
+std::string kind_of(const fs::path& p) {
+  std::error_code ec;
+  switch (fs::status(p, ec).type()) {
+    case fs::file_type::not_found: return "missing";
+    case fs::file_type::regular: return "a regular file";
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::block:
+    case fs::file_type::character: return "a device";
+    default: return "not a file";
+  }
+}
+
+/// Why `rel` is no path inside the folder `root` ("" when it is one): empty, absolute,
+/// with a control character or a `..` component, or resolving (symbolic links followed)
+/// outside `root`.
+std::string outside(const fs::path& root, const std::string& rel) {
+  if (rel.empty()) return "is empty";
+  for (const unsigned char c : rel)
+    if (c < 0x20 || c == 0x7f) return "holds a control character";
+  const fs::path p(rel);
+  if (p.is_absolute() || p.has_root_name() || p.has_root_directory()) return "is an absolute path";
+  for (const fs::path& part : p)
+    if (part == "..") return "has a '..' component";
+  std::error_code ec, ec2;
+  const fs::path base = fs::weakly_canonical(root, ec), full = fs::weakly_canonical(root / p, ec2);
+  if (ec || ec2) return "cannot be resolved";
+  // Component-wise prefix (a trailing empty component of base, from "dir/", is no component).
+  auto b = base.begin(), f = full.begin();
+  for (; b != base.end(); ++b, ++f) {
+    if (b->empty()) continue;
+    if (f == full.end() || *f != *b) return "resolves outside the bundle (a symbolic link?)";
+  }
+  return "";
+}
+
+/// The one checked reader of a bundle manifest (issue #39): every field load_bundle reads
+/// goes through it, and every message names the file and the key path, e.g.
+/// `B/manifest.json: comm.file is missing` or
+/// `B/manifest.json: host."cuda:NVIDIA H100 80GB HBM3".node_ms=1e+300 is out of range (0, 1000] ...`.
+/// A manifest is not covered by the bundle's checksums (it holds them), so nothing in it is trusted.
+class Field {
+ public:
+  Field(const nlohmann::json& v, const std::string& file, std::string key, std::string name = "")
+      : v_(&v), file_(&file), key_(std::move(key)), name_(std::move(name)) {}
+  const nlohmann::json& json() const { return *v_; }
+  /// The key path ("host.\"cuda:X\".node_ms"); "" for the whole manifest.
+  const std::string& key() const { return key_; }
+  /// The last key as the manifest spells it (a member of an object).
+  const std::string& name() const { return name_; }
+
+  /// "FILE: KEY=VALUE what" (one line), as an Error.
+  [[noreturn]] void bad(const std::string& what) const {
+    if (key_.empty()) fail("{}: {} {}", *file_, show(*v_), what);
+    fail("{}: {}={} {}", *file_, key_, show(*v_), what);
+  }
+  const nlohmann::json& object() const {
+    if (!v_->is_object()) bad("is not an object");
+    return *v_;
+  }
+  std::optional<Field> find(const std::string& k) const {
+    const nlohmann::json& o = object();
+    const auto it = o.find(k);
+    if (it == o.end()) return std::nullopt;
+    return Field(*it, *file_, child(k), k);
+  }
+  Field at(const std::string& k) const {
+    std::optional<Field> f = find(k);
+    if (!f) fail("{}: {} is missing", *file_, child(k));
+    return *f;
+  }
+  /// The members of an object, in the manifest's order.
+  std::vector<Field> members() const {
+    std::vector<Field> out;
+    for (auto it = object().begin(); it != object().end(); ++it) out.emplace_back(*it, *file_, child(it.key()), it.key());
+    return out;
+  }
+  /// Element i of an array of exactly n elements.
+  Field item(size_t i, size_t n, const std::string& what) const {
+    if (!v_->is_array() || v_->size() != n) bad("is not " + what);
+    return Field((*v_)[i], *file_, fmt::format("{}[{}]", key_, i));
+  }
+  std::string str() const {
+    if (!v_->is_string()) bad("is not a string");
+    return v_->get<std::string>();
+  }
+  /// A finite number in [lo, hi]; `unit` follows the range in messages (" ms ...").
+  double num(double lo, double hi, const std::string& unit = "") const {
+    if (!v_->is_number()) bad("is not a number");
+    const double d = v_->get<double>();
+    if (!(std::isfinite(d) && d >= lo && d <= hi)) bad(fmt::format("is out of range [{}, {}]{}", lo, hi, unit));
+    return d;
+  }
+  int64_t integer(int64_t lo, int64_t hi) const {
+    const std::string range = fmt::format("is out of range [{}, {}]", lo, hi);
+    int64_t x = 0;
+    if (v_->is_number_unsigned()) {
+      if (hi < 0 || v_->get<uint64_t>() > static_cast<uint64_t>(hi)) bad(range);
+      x = static_cast<int64_t>(v_->get<uint64_t>());
+    } else if (v_->is_number_integer()) {
+      x = v_->get<int64_t>();
+    } else if (v_->is_number_float()) {
+      const double d = v_->get<double>();
+      if (!(std::isfinite(d) && d == std::floor(d))) bad("is not an integer");
+      if (std::fabs(d) >= 9.0e18) bad(range);
+      x = static_cast<int64_t>(d);
+    } else {
+      bad("is not an integer");
+    }
+    if (x < lo || x > hi) bad(range);
+    return x;
+  }
+
+ private:
+  std::string child(const std::string& k) const {
+    bool ident = !k.empty();
+    for (const unsigned char c : k) ident = ident && (std::isalnum(c) || c == '_' || c == '-');
+    return (key_.empty() ? "" : key_ + ".") +
+           (ident ? k : nlohmann::json(k).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  const nlohmann::json* v_;
+  const std::string* file_;
+  std::string key_, name_;
+};
+
+/// A bundle path the manifest gives at `f`: inside the bundle (outside() is ""), and one of
+/// the files the manifest checksums (for a folder, `FOLDER/manifest.json`: the layer-model
+/// manifest, which checksums the folder's model files). Returns root / path.
+fs::path bundle_path(const Field& f, const fs::path& root, const std::set<std::string>& listed, bool folder) {
+  const std::string rel = f.str();
+  if (const std::string why = outside(root, rel); !why.empty()) f.bad(why + ": a bundle's files stay inside it");
+  const fs::path norm = fs::path(rel).lexically_normal();
+  const std::string want = (folder ? (norm / "manifest.json").lexically_normal() : norm).generic_string();
+  if (!listed.count(want))
+    f.bad(fmt::format("names {}, which is not among the files the manifest checksums", printable(want)));
+  return root / rel;
+}
+
+}  // namespace
+
 Bundle load_bundle(const std::string& dir) {
   const fs::path root(dir);
   SCALEDL_CHECK(fs::is_directory(root), "--bundle={}: not a directory (write one with `scaledl train`)", dir);
-  const std::string mpath = (root / "manifest.json").string();
-  SCALEDL_CHECK(fs::exists(mpath), "--bundle={}: manifest.json is missing", dir);
+  const fs::path mp = root / "manifest.json";
+  const std::string mpath = mp.string();
+  {
+    const std::string kind = kind_of(mp);
+    SCALEDL_CHECK(kind != "missing", "--bundle={}: manifest.json is missing", dir);
+    SCALEDL_CHECK(kind == "a regular file", "--bundle={}: manifest.json is {}, not a regular file", dir, kind);
+  }
   Bundle b;
   b.manifest = read_json_file(mpath);
-  const auto& m = b.manifest;
-  SCALEDL_CHECK(m.is_object() && m.contains("format") && m["format"] == kBundleFormat,
-                "{}: format={} is not \"{}\"", mpath, m.is_object() && m.contains("format") ? m["format"].dump() : "(none)",
-                kBundleFormat);
-  SCALEDL_CHECK(m.contains("format_version") && m["format_version"].is_number_integer() &&
-                    m["format_version"].get<int>() == kBundleFormatVersion,
-                "{}: format_version={} but this scaledl reads version {}", mpath,
-                m.contains("format_version") ? m["format_version"].dump() : "(none)", kBundleFormatVersion);
-  SCALEDL_CHECK(m.contains("files") && m["files"].is_object() && !m["files"].empty(), "{}: files is missing", mpath);
-  for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
-    const std::string rel = it.key();
-    SCALEDL_CHECK(rel.find("..") == std::string::npos && !rel.empty() && rel[0] != '/',
-                  "{}: files key \"{}\" is not a path inside the bundle", mpath, rel);
+  const Field m(b.manifest, mpath, "");
+  SCALEDL_CHECK(b.manifest.is_object(), "{}: {} is not a bundle manifest (a JSON object)", mpath, show(b.manifest));
+  {
+    const std::optional<Field> f = m.find("format");
+    SCALEDL_CHECK(f && f->json() == kBundleFormat, "{}: format={} is not \"{}\"", mpath,
+                  f ? show(f->json()) : "(none)", kBundleFormat);
+    const std::optional<Field> v = m.find("format_version");
+    SCALEDL_CHECK(v && v->json().is_number_integer() && v->json() == kBundleFormatVersion,
+                  "{}: format_version={} but this scaledl reads version {}", mpath, v ? show(v->json()) : "(none)",
+                  kBundleFormatVersion);
+  }
+
+  // Every field first (cheap), then the checksums, then the models.
+  // files: bundle path -> SHA-256.
+  std::vector<std::pair<std::string, std::string>> sums;
+  std::set<std::string> listed;  // lexically normal, '/'-separated
+  {
+    const std::optional<Field> files = m.find("files");
+    SCALEDL_CHECK(files.has_value(), "{}: files is missing", mpath);
+    if (files->object().empty()) files->bad("lists no file");
+    for (const Field& f : files->members()) {
+      const std::string& rel = f.name();
+      if (const std::string why = outside(root, rel); !why.empty())
+        fail("{}: files key {} {}: a bundle's files stay inside it", mpath, printable(rel), why);
+      const std::string sha = f.str();
+      bool hex = sha.size() == 64;
+      for (const char c : sha) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+      if (!hex) f.bad("is not a SHA-256 (64 lowercase hex digits)");
+      sums.emplace_back(rel, sha);
+      listed.insert(fs::path(rel).lexically_normal().generic_string());
+    }
+  }
+  const fs::path layers_dir = bundle_path(m.at("layers").at("dir"), root, listed, /*folder=*/true);
+  std::optional<fs::path> graph_file, graph_device_out_file, comm_file, memory_file;
+  if (const std::optional<Field> g = m.find("graph")) {
+    graph_file = bundle_path(g->at("file"), root, listed, false);
+    if (const std::optional<Field> iv = g->find("intervals"))
+      b.intervals = IntervalModel::from_json(iv->json(), mpath + ": graph.intervals");
+  }
+  if (const std::optional<Field> g = m.find("graph_device_out")) {
+    graph_device_out_file = bundle_path(g->at("file"), root, listed, false);
+    SCALEDL_CHECK(graph_file.has_value(), "{}: graph_device_out without graph", mpath);
+    if (const std::optional<Field> iv = g->find("intervals"))
+      b.intervals_device_out = IntervalModel::from_json(iv->json(), mpath + ": graph_device_out.intervals");
+  }
+  if (const std::optional<Field> c = m.find("comm")) comm_file = bundle_path(c->at("file"), root, listed, false);
+  if (const std::optional<Field> mem = m.find("memory"))
+    if (const std::optional<Field> f = mem->find("file")) memory_file = bundle_path(*f, root, listed, false);
+  if (const std::optional<Field> host = m.find("host")) {
+    // The range `predict --host-node-us` accepts (at most 1e6 us), > 0: a fitted term.
+    for (const Field& d : host->members()) {
+      const nlohmann::json& v = d.at("node_ms").json();
+      const double ms = v.is_number() ? v.get<double>() : NAN;
+      SCALEDL_CHECK(std::isfinite(ms) && ms > 0 && ms <= 1e3,
+                    "{}: host.{}.node_ms={} must be a number > 0 and at most 1000 ms (the host's cost per graph node; "
+                    "--host-node-us allows 1e6 us)",
+                    mpath, d.name(), show(v));
+      b.host_node_ms[d.name()] = ms;
+    }
+  }
+  if (const std::optional<Field> t = m.find("training")) {
+    t->object();
+    if (const std::optional<Field> r = t->find("global_feature_ranges")) {
+      const std::vector<std::string>& names = global_feature_names();
+      for (const Field& f : r->members()) {
+        if (std::find(names.begin(), names.end(), f.name()) == names.end())
+          f.bad("is the range of no global feature of this build (retrain the bundle)");
+        // The features are logarithms, shares and flags: |x| <= 1e3 holds every real one.
+        const double lo = f.item(0, 2, "[lo, hi]").num(-1e3, 1e3), hi = f.item(1, 2, "[lo, hi]").num(-1e3, 1e3);
+        if (lo > hi) f.bad("is not [lo, hi] with lo <= hi");
+        b.global_ranges[f.name()] = {lo, hi};
+      }
+    }
+    if (const std::optional<Field> l = t->find("layer_row_devices"))  // read by layer_rows_of
+      for (const Field& f : l->members()) f.integer(0, int64_t{1} << 40);
+  }
+
+  // The checksums, before any model is parsed.
+  for (const auto& [rel, sha] : sums) {
     const fs::path p = root / rel;
-    SCALEDL_CHECK(fs::is_regular_file(p), "--bundle={}: file {} is missing", dir, rel);
-    SCALEDL_CHECK(it.value().is_string(), "{}: files.\"{}\" is not a checksum string", mpath, rel);
+    const std::string kind = kind_of(p);
+    SCALEDL_CHECK(kind != "missing", "--bundle={}: file {} is missing", dir, printable(rel));
+    SCALEDL_CHECK(kind == "a regular file", "--bundle={}: file {} is {}, not a regular file", dir, printable(rel), kind);
     const std::string got = sha256_file(p.string());
-    SCALEDL_CHECK(got == it.value().get<std::string>(),
-                  "--bundle={}: file {} has SHA-256 {} but the manifest says {} (altered or truncated)", dir, rel,
-                  got.substr(0, 16), it.value().get<std::string>().substr(0, 16));
+    SCALEDL_CHECK(got == sha, "--bundle={}: file {} has SHA-256 {} but the manifest says {} (altered or truncated)",
+                  dir, printable(rel), got.substr(0, 16), sha.substr(0, 16));
   }
-  SCALEDL_CHECK(m.contains("layers") && m["layers"].contains("dir"), "{}: layers.dir is missing", mpath);
-  b.layers = LayerPredictor::load((root / m["layers"]["dir"].get<std::string>()).string());
-  if (m.contains("graph")) {
-    SCALEDL_CHECK(m["graph"].contains("file"), "{}: graph.file is missing", mpath);
-    b.graph = GraphPredictor::load((root / m["graph"]["file"].get<std::string>()).string());
-    if (m["graph"].contains("intervals"))
-      b.intervals = IntervalModel::from_json(m["graph"]["intervals"], mpath + ": graph.intervals");
-  }
-  if (m.contains("graph_device_out")) {
-    const nlohmann::json& g = m["graph_device_out"];
-    SCALEDL_CHECK(g.is_object() && g.contains("file") && g["file"].is_string(), "{}: graph_device_out.file is missing",
-                  mpath);
-    SCALEDL_CHECK(b.graph.has_value(), "{}: graph_device_out without graph", mpath);
-    b.graph_device_out = GraphPredictor::load((root / g["file"].get<std::string>()).string());
-    if (g.contains("intervals"))
-      b.intervals_device_out = IntervalModel::from_json(g["intervals"], mpath + ": graph_device_out.intervals");
-  }
-  if (m.contains("comm")) b.comm = load_comm_model((root / m["comm"]["file"].get<std::string>()).string());
-  if (m.contains("memory") && m["memory"].contains("file")) {
-    SCALEDL_CHECK(m["memory"]["file"].is_string(), "{}: memory.file is not a string", mpath);
-    const std::string mf = (root / m["memory"]["file"].get<std::string>()).string();
-    b.memory = MemoryCorrection::from_json(read_json_file(mf), mf);
-  }
-  if (m.contains("host")) {
-    SCALEDL_CHECK(m["host"].is_object(), "{}: host is not an object of devices", mpath);
-    for (auto it = m["host"].begin(); it != m["host"].end(); ++it) {
-      const nlohmann::json& h = it.value();
-      SCALEDL_CHECK(h.is_object() && h.contains("node_ms") && h["node_ms"].is_number() &&
-                        std::isfinite(h["node_ms"].get<double>()) && h["node_ms"].get<double>() > 0,
-                    "{}: host.{}.node_ms={} must be a number > 0", mpath, it.key(),
-                    h.is_object() && h.contains("node_ms") ? h["node_ms"].dump() : "missing");
-      b.host_node_ms[it.key()] = h["node_ms"].get<double>();
-    }
-  }
-  if (m.contains("training") && m["training"].contains("global_feature_ranges"))
-    for (auto it = m["training"]["global_feature_ranges"].begin(); it != m["training"]["global_feature_ranges"].end();
-         ++it) {
-      SCALEDL_CHECK(it.value().is_array() && it.value().size() == 2 && it.value()[0].is_number() &&
-                        it.value()[1].is_number(),
-                    "{}: training.global_feature_ranges.{} is not [lo, hi]", mpath, it.key());
-      b.global_ranges[it.key()] = {it.value()[0].get<double>(), it.value()[1].get<double>()};
-    }
+
+  b.layers = LayerPredictor::load(layers_dir.string());
+  if (graph_file) b.graph = GraphPredictor::load(graph_file->string());
+  if (graph_device_out_file) b.graph_device_out = GraphPredictor::load(graph_device_out_file->string());
+  if (comm_file) b.comm = load_comm_model(comm_file->string());
+  if (memory_file) b.memory = MemoryCorrection::from_json(read_json_file(memory_file->string()), memory_file->string());
   return b;
 }
 

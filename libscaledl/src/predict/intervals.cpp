@@ -76,8 +76,10 @@ IntervalModel IntervalModel::from_json(const nlohmann::json& j, const std::strin
   m.scale_c1 = get_num_or(j, "scale_c1", ctx, -1e3, 1e3, 0);
   if (j.contains("log_t_sum_range")) {
     const auto& r = j["log_t_sum_range"];
-    SCALEDL_CHECK(r.is_array() && r.size() == 2 && r[0].is_number() && r[1].is_number() && r[0] <= r[1],
-                  "{}.log_t_sum_range={} is not [lo, hi]", ctx, show(r));
+    // ln(T_sum / ms): |x| <= 1e3, as log_t_sum_floor.
+    SCALEDL_CHECK(r.is_array() && r.size() == 2 && r[0].is_number() && r[1].is_number() && r[0] <= r[1] &&
+                      std::fabs(r[0].get<double>()) <= 1e3 && std::fabs(r[1].get<double>()) <= 1e3,
+                  "{}.log_t_sum_range={} is not [lo, hi] with -1e3 <= lo <= hi <= 1e3", ctx, show(r));
     m.u_lo = r[0].get<double>();
     m.u_hi = r[1].get<double>();
   }
@@ -95,6 +97,19 @@ IntervalModel IntervalModel::from_json(const nlohmann::json& j, const std::strin
     SCALEDL_CHECK(std::isfinite(m.unseen_q80) && std::isfinite(m.unseen_q95) && m.unseen_q80 <= m.unseen_q95,
                   "{}: q80={} and q95={} must be given, finite and q80 <= q95", uctx, m.unseen_q80, m.unseen_q95);
     m.unseen_info = u;
+  }
+  // The widest interval the model gives (the largest size scale over its T_sum range, the
+  // largest distance): each field in range may still combine into a width that overflows
+  // (issue #39). A log half-width beyond 100 (a factor 2.7e43) is no interval.
+  {
+    const double log_scale = m.scale_c0 == 0 && m.scale_c1 == 0 ? 0.0
+                                                                : m.scale_c0 + std::max(m.scale_c1 * m.u_lo, m.scale_c1 * m.u_hi);
+    const double widest = std::max(m.q80 * (1 + m.kappa80 * m.d_max), m.q95 * (1 + m.kappa * m.d_max)) *
+                          std::exp(std::min(log_scale, 700.0));
+    SCALEDL_CHECK(widest <= 100,
+                  "{}: q95={}, kappa={}, d_max={}, scale_c0={}, scale_c1={} give a 95 % interval of a factor e^{:.4g} "
+                  "either way; more than e^100 is no interval",
+                  ctx, m.q95, m.kappa, m.d_max, m.scale_c0, m.scale_c1, widest);
   }
   return m;
 }

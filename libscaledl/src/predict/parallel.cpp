@@ -35,6 +35,18 @@ double sum_dir(const IterationPrediction& p, const char* suffix) {
   return t;
 }
 
+/// The slot, the pipeline, its bubble and T_iter from the terms of `r` (after they are set or
+/// scaled): a slot is the GPU's work or the host's, whichever is longer.
+void compose_totals(ParallelPrediction& r) {
+  const ParallelConfig& c = r.plan.cfg;
+  r.t_slot_gpu_ms = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_ep_ms + r.t_p2p_ms;
+  r.host_bound = r.t_host_ms > r.t_slot_gpu_ms;
+  const double slot = std::max(r.t_slot_gpu_ms, r.t_host_ms);
+  r.t_pipeline_ms = static_cast<double>(c.microbatches + c.pp - 1) * slot;
+  r.t_bubble_ms = static_cast<double>(c.pp - 1) * slot;
+  r.t_iter_ms = r.t_pipeline_ms + r.t_dp_ms + r.t_opt_ms;
+}
+
 }  // namespace
 
 double host_node_ms_of_us(double us) {
@@ -47,8 +59,11 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   SCALEDL_CHECK(c.gpus >= 1 && c.gpus <= (int64_t{1} << 20), "--gpus={} must be in [1, 2^20]", c.gpus);
   SCALEDL_CHECK(c.nodes >= 1 && c.nodes <= c.gpus, "--nodes={} must be in [1, --gpus={}]", c.nodes, c.gpus);
   SCALEDL_CHECK(c.gpus % c.nodes == 0, "--gpus={} is not a multiple of --nodes={}", c.gpus, c.nodes);
-  SCALEDL_CHECK(c.tp >= 1, "--tp={} must be >= 1", c.tp);
-  SCALEDL_CHECK(c.pp >= 1, "--pp={} must be >= 1", c.pp);
+  // Every degree is range-checked before any product of them (tp x pp of 2^32 each wraps to 0).
+  SCALEDL_CHECK(c.tp >= 1 && c.tp <= c.gpus, "--tp={} must be in [1, --gpus={}]", c.tp, c.gpus);
+  SCALEDL_CHECK(c.pp >= 1 && c.pp <= c.gpus, "--pp={} must be in [1, --gpus={}]", c.pp, c.gpus);
+  SCALEDL_CHECK(c.microbatches >= 1 && c.microbatches <= (int64_t{1} << 24), "--microbatches={} must be in [1, 2^24]",
+                c.microbatches);
   SCALEDL_CHECK(c.gpus % (c.tp * c.pp) == 0, "--gpus={} is not a multiple of --tp x --pp = {} x {}", c.gpus, c.tp,
                 c.pp);
   SCALEDL_CHECK(c.zero >= 0 && c.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", c.zero);
@@ -157,6 +172,10 @@ nlohmann::json ParallelPrediction::to_json() const {
                       {"t_p2p_ms", t_p2p_ms},
                       {"t_pipeline_ms", t_pipeline_ms}, {"t_bubble_ms", t_bubble_ms},    {"t_dp_ms", t_dp_ms},
                       {"t_opt_ms", t_opt_ms},           {"slot_nodes", slot_nodes},      {"t_iter_ms", t_iter_ms}};
+  if (single_gpu_ms > 0) {
+    j["single_gpu_ms"] = single_gpu_ms;
+    j["anchor_factor"] = anchor_factor;
+  }
   if (plan.cfg.host_node_ms > 0) {
     j["host_node_ms"] = plan.cfg.host_node_ms;
     j["t_host_ms"] = t_host_ms;
@@ -208,7 +227,6 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     const CommModel& pc = c.tp * c.pp > p.gpus_per_node ? inter : intra;
     r.t_p2p_ms = 2 * pc.time_s(p.p2p_bytes, 2) * 1e3;  // activations forward, their gradient backward
   }
-  r.t_slot_gpu_ms = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_ep_ms + r.t_p2p_ms;
   // The nodes the stage's host issues per micro-batch: every node of the forward and
   // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
   // one per pipeline send.
@@ -217,10 +235,6 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (c.recompute)
     for (const LayerNode& n : g.nodes) r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
   r.t_host_ms = r.slot_nodes * c.host_node_ms;
-  r.host_bound = r.t_host_ms > r.t_slot_gpu_ms;
-  const double slot = std::max(r.t_slot_gpu_ms, r.t_host_ms);
-  r.t_pipeline_ms = static_cast<double>(c.microbatches + c.pp - 1) * slot;
-  r.t_bubble_ms = static_cast<double>(c.pp - 1) * slot;
   if (p.dp > 1) {
     const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : intra;
     // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the weights.
@@ -239,7 +253,39 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     const IterationPrediction opt = b.predict(build_layer_graph(p.stage, t), dev, /*physics=*/false);
     r.t_opt_ms = sum_dir(opt, ".update") / (c.zero >= 1 ? static_cast<double>(p.dp) : 1.0);
   }
-  r.t_iter_ms = r.t_pipeline_ms + r.t_dp_ms + r.t_opt_ms;
+  compose_totals(r);
+  return r;
+}
+
+double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev) {
+  TrainSettings one = s;
+  one.num_devices = 1;
+  return b.predict(build_layer_graph(m, one), dev, /*physics=*/true).t_iter_ms;
+}
+
+ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                             const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
+                                             const CommModel& inter, double single_gpu_ms) {
+  ParallelPrediction r = predict_parallel(b, m, s, c, dev, intra, inter);
+  ParallelConfig c1;  // the same replica on one GPU
+  c1.host_node_ms = c.host_node_ms;
+  const bool alone = c.gpus == 1 && c.tp == 1 && c.pp == 1 && c.ep == 1 && c.microbatches == 1 && !c.recompute;
+  const ParallelPrediction raw1 = alone ? r : predict_parallel(b, m, s, c1, dev, intra, inter);
+  r.single_gpu_ms = single_gpu_ms > 0 ? single_gpu_ms : single_gpu_iteration_ms(b, m, s, dev);
+  SCALEDL_CHECK(raw1.t_iter_ms > 0 && raw1.t_fwd_ms + raw1.t_bwd_ms + raw1.t_opt_ms > 0 &&
+                    std::isfinite(r.single_gpu_ms),
+                "{}: the single-GPU composition is {} ms: cannot anchor the parallel prediction", m.name,
+                raw1.t_iter_ms);
+  // The GPU's compute is scaled; the host's cost per node is a measurement of the host and stays.
+  // Where the host bounds the single GPU's slot, the optimizer step is what is left to scale.
+  const double gpu1 = raw1.t_fwd_ms + raw1.t_bwd_ms + raw1.t_recompute_ms, opt1 = raw1.t_opt_ms;
+  double k = r.single_gpu_ms / (gpu1 + opt1);
+  if (k * gpu1 < raw1.t_host_ms && opt1 > 0 && r.single_gpu_ms > raw1.t_host_ms)
+    k = (r.single_gpu_ms - raw1.t_host_ms) / opt1;
+  r.anchor_factor = k;
+  for (double* t : {&r.t_fwd_ms, &r.t_bwd_ms, &r.t_recompute_ms, &r.t_opt_ms}) *t *= k;
+  compose_totals(r);
+  if (alone) r.t_iter_ms = r.single_gpu_ms;  // the same number, not one rounded differently
   return r;
 }
 

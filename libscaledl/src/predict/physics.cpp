@@ -130,6 +130,13 @@ std::vector<LadderPoint> monotone_ladder(const ModelSpec& m, const TrainSettings
     set_run_mode(t, mode == RunMode::Train ? RunMode::FwdBwd : RunMode::Inference);
     out.push_back({t, mode == RunMode::Train ? "mode fwd-bwd + optimizer step" : "mode inference"});
   }
+  // The devices rung: N data-parallel devices, each with the same batch, take no less time per
+  // iteration than one device alone (the same work each, plus the gradient all-reduce).
+  if (s.num_devices > 1) {
+    TrainSettings t = s;
+    t.num_devices = 1;
+    out.push_back({t, "devices 1"});
+  }
   return out;
 }
 

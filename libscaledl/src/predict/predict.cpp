@@ -22,9 +22,16 @@ constexpr int64_t kRefinementBatch = 16;
 /// BF16 there without tensor cores, at a rate no spec sheet gives, so such a prediction is refused
 /// rather than made at the FP16 rate. A record without a compute capability (CPUs, a spec that does
 /// not give one) is not checked.
+/// TF32 is the same: a tensor-core format of Ampere and newer; an older GPU runs FP32 (predicting
+/// it at a TF32 rate its spec does not have came out 9 % slower than fp32 on the V100).
 void check_dtype_on_device(DType dtype, const DeviceRecord& dev) {
-  if (dtype != DType::BF16) return;
+  if (dtype != DType::BF16 && dtype != DType::TF32) return;
   const double cc = dev.compute_capability();
+  SCALEDL_CHECK(dtype != DType::TF32 || cc <= 0 || cc >= 8.0,
+                "dtype=tf32 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without TF32 "
+                "tensor cores: use --dtype fp32 (what PyTorch runs there)",
+                dev.name, cc);
+  if (dtype != DType::BF16) return;
   SCALEDL_CHECK(cc <= 0 || cc >= 8.0,
                 "dtype=bf16 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without BF16 "
                 "tensor cores: use --dtype fp16 (mixed precision on its FP16 tensor cores) or fp32",
@@ -38,6 +45,7 @@ nlohmann::json IterationPrediction::to_json() const {
           {"by_type_ms", by_type_ms}, {"ood_distance", ood_distance}, {"out_of_domain", ood_distance > 0},
           {"ood_feature", ood_feature}, {"extrapolated_ms", extrapolated_ms}, {"extrapolated", extrapolated}};
   if (host_ms > 0) j["host_ms"] = host_ms;
+  if (!no_interval.empty()) j["no_interval"] = no_interval;
   if (refined) j["refinement"] = device_out_refinement ? "device-out" : "in-domain";
   if (refined) j["alpha_of"] = alpha_from_forward ? "forward part" : "iteration";
   if (t_roofline_ms > 0) {

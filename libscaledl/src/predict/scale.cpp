@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "scaledl/bundle.hpp"
@@ -62,10 +63,13 @@ nlohmann::json ScaleResult::to_json() const {
                    {"t_input_ms", p.t_input_ms},
                    {"bottleneck", p.t_input_ms > p.t_compute_ms ? "input" : "compute"},
                    {"breakdown", p.best.to_json()}});
-  return {{"points", pts},
+  nlohmann::json j = {{"points", pts},
           {"fastest", fastest >= 0 ? nlohmann::json(points[fastest].gpus) : nlohmann::json()},
           {"best_for_target", best_for_target >= 0 ? nlohmann::json(points[best_for_target].gpus) : nlohmann::json()},
-          {"infeasible", infeasible}};
+          {"infeasible", infeasible},
+          {"single_gpu_ms", single_gpu_ms}};
+  if (!comm_warning.empty()) j["comm_warning"] = comm_warning;
+  return j;
 }
 
 ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
@@ -78,10 +82,34 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
                 o.target_epoch_s);
   SCALEDL_CHECK(o.target_epoch_s == 0 || o.samples > 0, "--target-epoch-s needs --samples (the epoch's size)");
   SCALEDL_CHECK(o.samples >= 0, "--samples={} must be >= 0", o.samples);
+  SCALEDL_CHECK(o.zero >= 0 && o.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", o.zero);
+  SCALEDL_CHECK(o.global_batch >= 0 && o.global_batch <= (int64_t{1} << 40),
+                "--global-batch={} must be a sample count >= 1 (0 = --batch)", o.global_batch);
+  SCALEDL_CHECK(o.per_gpu_batch >= 0 && o.per_gpu_batch <= (int64_t{1} << 24),
+                "--per-gpu-batch={} must be a sample count >= 1 (0 = --batch)", o.per_gpu_batch);
   check_headroom(o.headroom);
   const double cap = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
   ScaleResult res;
-  double t1 = 0;  // time per sample on one GPU (for speedup), ms
+  // One answer per job: every split's compute is anchored to what `predict` prints for its
+  // replica's batch on one GPU (predict_parallel_anchored), memoised by that batch.
+  std::map<int64_t, double> single;  // replica batch -> single-GPU T_iter, ms
+  auto single_ms = [&](int64_t batch) {
+    auto it = single.find(batch);
+    if (it != single.end()) return it->second;
+    TrainSettings t = s;
+    t.batch = batch;
+    return single[batch] = single_gpu_iteration_ms(b, m, t, dev);
+  };
+  // Speedup and efficiency are against one GPU running the same batch (the global batch, or in weak
+  // scaling the per-GPU one), predicted whether or not 1 is among the counts asked (and whether
+  // or not it fits in memory there).
+  const int64_t base_batch = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch)
+                                    : (o.global_batch > 0 ? o.global_batch : s.batch);
+  res.single_gpu_ms = single_ms(base_batch);
+  // ms per sample on one GPU, its host's input pipeline included (issue #15) when it is modelled
+  const double t1 = std::max(res.single_gpu_ms, o.input_ms ? o.input_ms(1, 1, base_batch) : 0.0) /
+                    static_cast<double>(base_batch);
+  int64_t most_nodes = 1;  // the most nodes a feasible point spans (for the cross-node warning)
   for (int64_t n : o.gpus) {
     SCALEDL_CHECK(n >= 1, "--gpus: {} is not a GPU count", n);
     const int64_t gb = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch) * n
@@ -109,8 +137,17 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
         // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
         for (int64_t ep = 1; ep <= dp; ep *= 2) {
         if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
-        for (int64_t mb = 1; mb <= per_replica; mb *= 2) {
-          if (per_replica % mb) continue;
+        // Largest micro-batch first: without pipeline stages, accumulating gradients over several
+        // micro-batches is never faster than one pass over the batch, only smaller in memory, so
+        // there the first split that fits is taken.
+        bool fitted = false;
+        std::vector<int64_t> mbs;
+        for (int64_t mb = 1; mb <= per_replica; mb *= 2)
+          if (per_replica % mb == 0) mbs.push_back(mb);
+        if (mbs.empty() || mbs.back() != per_replica) mbs.push_back(per_replica);
+        std::reverse(mbs.begin(), mbs.end());
+        for (int64_t mb : mbs) {
+          if (fitted && pp == 1) break;
           ParallelConfig c;
           c.ep = ep;
           c.gpus = n;
@@ -125,7 +162,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
           t.batch = per_replica;
           ParallelPrediction p;
           try {
-            p = predict_parallel(b, m, t, c, dev, intra, inter);
+            p = predict_parallel_anchored(b, m, t, c, dev, intra, inter, single_ms(per_replica));
           } catch (const Error& e) {
             why = e.what();
             continue;
@@ -140,6 +177,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
             continue;
           }
           ++pt.splits;
+          fitted = true;
           if (!found || p.t_iter_ms < pt.best.t_iter_ms) {
             pt.best = p;
             pt.peak_bytes = pm.peak;
@@ -153,13 +191,13 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
       res.infeasible.push_back(fmt::format("{}: {}", n, why));
       continue;
     }
+    most_nodes = std::max(most_nodes, nodes);
     pt.t_compute_ms = pt.best.t_iter_ms;
     if (o.input_ms) {  // issue #15: ORION's max(T_compute, T_input); the same for every split of this N
       pt.t_input_ms = o.input_ms(n, nodes, gb);
       pt.best.t_iter_ms = std::max(pt.t_compute_ms, pt.t_input_ms);
     }
     const double per_sample = pt.best.t_iter_ms / static_cast<double>(gb);
-    if (res.points.empty()) t1 = per_sample * static_cast<double>(pt.gpus);  // normalised to one GPU
     pt.speedup = t1 / per_sample;
     pt.efficiency = pt.speedup / static_cast<double>(n);
     if (o.samples > 0) {
@@ -170,6 +208,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
     res.points.push_back(pt);
   }
   SCALEDL_CHECK(!res.points.empty(), "no GPU count has a feasible split ({})", res.infeasible.front());
+  res.comm_warning = cross_node_comm_warning(inter, most_nodes);
   for (size_t i = 0; i < res.points.size(); ++i) {
     const auto& p = res.points[i];
     if (res.fastest < 0 || p.best.t_iter_ms / p.global_batch <
