@@ -63,6 +63,16 @@ OwnedFiles owned_by_manifest(const std::string& manifest, const std::string& for
 void check_output_is_not_input(const std::string& out, const std::string& out_flag,
                                const std::vector<std::pair<std::string, std::string>>& inputs);
 
+/// What is at `p` (symbolic links followed), for a message about a file that is not a regular
+/// one: "missing", "a regular file", "a directory", "a FIFO", "a socket", "a device".
+std::string file_kind(const std::string& p);
+
+/// Why `rel` is no path inside the folder `root` ("" when it is one): empty, absolute, with a
+/// control character or a `..` component, or resolving (symbolic links followed) outside `root`
+/// (`what` names the folder in that message: "the bundle"). A model file outside a bundle would
+/// escape its checksums.
+std::string path_outside(const std::string& root, const std::string& rel, const std::string& what);
+
 /// Registers `path` (a file or directory) to be removed if the process is stopped by SIGINT or
 /// SIGTERM before unregister_temp_path(path); installs the handlers on first use.
 void register_temp_path(const std::string& path);

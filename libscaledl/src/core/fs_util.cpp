@@ -125,6 +125,42 @@ void unregister_temp_path(const std::string& path) {
   });
 }
 
+// ---- paths read from a manifest ----------------------------------------------------------------
+
+std::string file_kind(const std::string& p) {
+  std::error_code ec;
+  switch (fs::status(p, ec).type()) {
+    case fs::file_type::not_found: return "missing";
+    case fs::file_type::regular: return "a regular file";
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::block:
+    case fs::file_type::character: return "a device";
+    default: return "not a file";
+  }
+}
+
+std::string path_outside(const std::string& root, const std::string& rel, const std::string& what) {
+  if (rel.empty()) return "is empty";
+  for (const unsigned char c : rel)
+    if (c < 0x20 || c == 0x7f) return "holds a control character";
+  const fs::path p(rel);
+  if (p.is_absolute() || p.has_root_name() || p.has_root_directory()) return "is an absolute path";
+  for (const fs::path& part : p)
+    if (part == "..") return "has a '..' component";
+  std::error_code ec, ec2;
+  const fs::path base = fs::weakly_canonical(root, ec), full = fs::weakly_canonical(fs::path(root) / p, ec2);
+  if (ec || ec2) return "cannot be resolved";
+  // Component-wise prefix (a trailing empty component of base, from "dir/", is no component).
+  auto b = base.begin(), f = full.begin();
+  for (; b != base.end(); ++b, ++f) {
+    if (b->empty()) continue;
+    if (f == full.end() || *f != *b) return "resolves outside " + what + " (a symbolic link?)";
+  }
+  return "";
+}
+
 // ---- what an existing output holds --------------------------------------------------------------
 
 std::vector<std::string> foreign_entries(const std::string& dir, const std::set<std::string>& owned) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "scaledl/error.hpp"
+#include "scaledl/fs_util.hpp"
 #include "scaledl/checksum.hpp"
 #include "scaledl/json_util.hpp"
 #include "scaledl/stats.hpp"
@@ -63,42 +64,7 @@ std::string printable(const std::string& s) {
   return plain ? s : quoted(s);
 }
 
-/// What is at `p` (symbolic links followed), for a message about a file that is not a regular one.
-std::string kind_of(const fs::path& p) {
-  std::error_code ec;
-  switch (fs::status(p, ec).type()) {
-    case fs::file_type::not_found: return "missing";
-    case fs::file_type::regular: return "a regular file";
-    case fs::file_type::directory: return "a directory";
-    case fs::file_type::fifo: return "a FIFO";
-    case fs::file_type::socket: return "a socket";
-    case fs::file_type::block:
-    case fs::file_type::character: return "a device";
-    default: return "not a file";
-  }
-}
 
-/// Why `rel` is no path inside the folder `root` ("" when it is one): empty, absolute,
-/// with a control character or a `..` component, or resolving (symbolic links followed)
-/// outside `root`. A model file outside the folder would escape a bundle's checksums.
-std::string outside(const fs::path& root, const std::string& rel) {
-  if (rel.empty()) return "is empty";
-  for (const unsigned char c : rel)
-    if (c < 0x20 || c == 0x7f) return "holds a control character";
-  const fs::path p(rel);
-  if (p.is_absolute() || p.has_root_name() || p.has_root_directory()) return "is an absolute path";
-  for (const fs::path& part : p)
-    if (part == "..") return "has a '..' component";
-  std::error_code ec, ec2;
-  const fs::path base = fs::weakly_canonical(root, ec), full = fs::weakly_canonical(root / p, ec2);
-  if (ec || ec2) return "cannot be resolved";
-  auto b = base.begin(), f = full.begin();
-  for (; b != base.end(); ++b, ++f) {
-    if (b->empty()) continue;  // the trailing empty component of "dir/"
-    if (f == full.end() || *f != *b) return "resolves outside the folder (a symbolic link?)";
-  }
-  return "";
-}
 
 FeatureOptions feature_options(const TrainOptions& o) {
   FeatureOptions f;
@@ -858,10 +824,10 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
                     to_string(m->type));
       // Inside the folder (whose manifest a bundle checksums), and a regular file (a FIFO would block).
       const std::string rel = get_str_or(e, "file", ctx, "");
-      if (const std::string why = outside(dir, rel); !why.empty())
+      if (const std::string why = path_outside(dir, rel, "the folder"); !why.empty())
         fail("{}.file={} {}: a model file stays inside its folder", ctx, printable(rel), why);
       const std::string file = (fs::path(dir) / rel).string();
-      const std::string kind = kind_of(file);
+      const std::string kind = file_kind(file);
       SCALEDL_CHECK(kind != "missing", "{}: model file is missing (listed in {})", file, mpath);
       SCALEDL_CHECK(kind == "a regular file", "{}: model file is {}, not a regular file (listed in {})", file, kind, mpath);
       const auto bytes = static_cast<int64_t>(fs::file_size(file));

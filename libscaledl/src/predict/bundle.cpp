@@ -595,43 +595,7 @@ std::string printable(const std::string& s) {
   return plain ? s : nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-/// What is at `p` (symbolic links followed), for a message about a file that is not a regular one.
-std::string kind_of(const fs::path& p) {
-  std::error_code ec;
-  switch (fs::status(p, ec).type()) {
-    case fs::file_type::not_found: return "missing";
-    case fs::file_type::regular: return "a regular file";
-    case fs::file_type::directory: return "a directory";
-    case fs::file_type::fifo: return "a FIFO";
-    case fs::file_type::socket: return "a socket";
-    case fs::file_type::block:
-    case fs::file_type::character: return "a device";
-    default: return "not a file";
-  }
-}
 
-/// Why `rel` is no path inside the folder `root` ("" when it is one): empty, absolute,
-/// with a control character or a `..` component, or resolving (symbolic links followed)
-/// outside `root`.
-std::string outside(const fs::path& root, const std::string& rel) {
-  if (rel.empty()) return "is empty";
-  for (const unsigned char c : rel)
-    if (c < 0x20 || c == 0x7f) return "holds a control character";
-  const fs::path p(rel);
-  if (p.is_absolute() || p.has_root_name() || p.has_root_directory()) return "is an absolute path";
-  for (const fs::path& part : p)
-    if (part == "..") return "has a '..' component";
-  std::error_code ec, ec2;
-  const fs::path base = fs::weakly_canonical(root, ec), full = fs::weakly_canonical(root / p, ec2);
-  if (ec || ec2) return "cannot be resolved";
-  // Component-wise prefix (a trailing empty component of base, from "dir/", is no component).
-  auto b = base.begin(), f = full.begin();
-  for (; b != base.end(); ++b, ++f) {
-    if (b->empty()) continue;
-    if (f == full.end() || *f != *b) return "resolves outside the bundle (a symbolic link?)";
-  }
-  return "";
-}
 
 /// The one checked reader of a bundle manifest (issue #39): every field load_bundle reads
 /// goes through it, and every message names the file and the key path, e.g.
@@ -727,7 +691,7 @@ class Field {
 /// manifest, which checksums the folder's model files). Returns root / path.
 fs::path bundle_path(const Field& f, const fs::path& root, const std::set<std::string>& listed, bool folder) {
   const std::string rel = f.str();
-  if (const std::string why = outside(root, rel); !why.empty()) f.bad(why + ": a bundle's files stay inside it");
+  if (const std::string why = path_outside(root, rel, "the bundle"); !why.empty()) f.bad(why + ": a bundle's files stay inside it");
   const fs::path norm = fs::path(rel).lexically_normal();
   const std::string want = (folder ? (norm / "manifest.json").lexically_normal() : norm).generic_string();
   if (!listed.count(want))
@@ -743,7 +707,7 @@ Bundle load_bundle(const std::string& dir) {
   const fs::path mp = root / "manifest.json";
   const std::string mpath = mp.string();
   {
-    const std::string kind = kind_of(mp);
+    const std::string kind = file_kind(mp);
     SCALEDL_CHECK(kind != "missing", "--bundle={}: manifest.json is missing", dir);
     SCALEDL_CHECK(kind == "a regular file", "--bundle={}: manifest.json is {}, not a regular file", dir, kind);
   }
@@ -771,7 +735,7 @@ Bundle load_bundle(const std::string& dir) {
     if (files->object().empty()) files->bad("lists no file");
     for (const Field& f : files->members()) {
       const std::string& rel = f.name();
-      if (const std::string why = outside(root, rel); !why.empty())
+      if (const std::string why = path_outside(root, rel, "the bundle"); !why.empty())
         fail("{}: files key {} {}: a bundle's files stay inside it", mpath, printable(rel), why);
       const std::string sha = f.str();
       bool hex = sha.size() == 64;
@@ -829,7 +793,7 @@ Bundle load_bundle(const std::string& dir) {
   // The checksums, before any model is parsed.
   for (const auto& [rel, sha] : sums) {
     const fs::path p = root / rel;
-    const std::string kind = kind_of(p);
+    const std::string kind = file_kind(p);
     SCALEDL_CHECK(kind != "missing", "--bundle={}: file {} is missing", dir, printable(rel));
     SCALEDL_CHECK(kind == "a regular file", "--bundle={}: file {} is {}, not a regular file", dir, printable(rel), kind);
     const std::string got = sha256_file(p.string());
