@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace scaledl::test {
@@ -15,6 +17,16 @@ struct CliResult {
   int rc = -1;      ///< exit status (-1 if it did not exit normally)
   std::string out;  ///< stdout and stderr together
 };
+
+/// The bytes of the file `p` ("" when it cannot be read).
+inline std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+/// Writes `text` to the file `p`.
+inline void write(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 /// Runs `scaledl <args>` through the shell (args are shell words).
 inline CliResult run_cli(const std::string& args) {

@@ -25,6 +25,8 @@
 using scaledl::test::expect_one_error;
 using scaledl::test::run_cli;
 namespace fs = std::filesystem;
+using scaledl::test::slurp;
+using scaledl::test::write;
 
 namespace {
 
@@ -33,13 +35,6 @@ const std::string kBundle = kSrc + "/models/bundles/default";
 const std::string kH100 = kSrc + "/models/devices/h100-sxm.json";
 const std::string kGpt2 = kSrc + "/models/gpt2.json";
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-void write(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 class CliAudit : public ::testing::Test {
  protected:

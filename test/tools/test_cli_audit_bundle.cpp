@@ -25,19 +25,14 @@
 
 using scaledl::test::CliResult;
 namespace fs = std::filesystem;
+using scaledl::test::slurp;
+using scaledl::test::write;
 using json = nlohmann::json;
 
 namespace {
 
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-void write(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 /// `scaledl <args>` under `timeout 20`: a reader blocked on a FIFO fails the test (exit
 /// 124) instead of hanging it.

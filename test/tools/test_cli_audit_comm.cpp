@@ -21,13 +21,13 @@ using scaledl::test::CliResult;
 using scaledl::test::expect_one_error;
 using scaledl::test::run_cli;
 namespace fs = std::filesystem;
+using scaledl::test::write;
 
 namespace {
 
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 const std::string kBin = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
 
-void write(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 /// all_reduce_perf on one host, 4 ranks (nccl-tests 2.13): 8 sizes, times
 /// consistent with their algbw and busbw (x1.5 for N = 4).
