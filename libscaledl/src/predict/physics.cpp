@@ -54,7 +54,9 @@ std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
     if (d == devices.end() || d->second.kind != "cpu") by_dev[r.device].push_back(&r);
   }
   std::map<std::string, double> out;
-  for (const auto& [dev, rs] : by_dev) {
+  for (const auto& entry : by_dev) {
+    const std::string& dev = entry.first;
+    const auto& rs = entry.second;  // a plain reference: clang's C++17 cannot capture a structured binding
     if (rs.size() < kMinHostRuns) continue;
     double top = 0;
     for (const HostRun* r : rs) top = std::max(top, r->measured_ms / (r->slots * r->nodes));
