@@ -29,8 +29,9 @@ inline std::string slurp(const std::string& p) {
 inline void write(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 /// Runs `scaledl <args>` through the shell (args are shell words).
-inline CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl " + args + " 2>&1";
+/// `wrapper` goes before the binary (e.g. "timeout 20 ").
+inline CliResult run_cli(const std::string& args, const std::string& wrapper = "") {
+  const std::string cmd = wrapper + std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl " + args + " 2>&1";
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

@@ -332,15 +332,11 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
     for (const auto& [path, all_idx] : by_dev) {
       const DeviceRecord& dev = devs.at(path);
       // A configuration the device cannot run (BF16 on a GPU without BF16 tensor cores) is a row
-      // that says why, not the end of the sweep: each is tried alone, without the bounds (cheap).
+      // that says why, not the end of the sweep.
       std::vector<size_t> idx;
       for (size_t i : all_idx) {
-        try {
-          b.predict(graphs[i], dev, /*physics=*/false);
-          idx.push_back(i);
-        } catch (const Error& e) {
-          infeasible[i] = e.what();
-        }
+        infeasible[i] = dtype_refusal(graphs[i].settings.dtype, dev);
+        if (infeasible[i].empty()) idx.push_back(i);
       }
       if (idx.empty()) continue;
       std::vector<const LayerGraph*> ptrs;

@@ -36,18 +36,7 @@ const std::string kSrc = SCALEDL_SOURCE_DIR;
 
 /// `scaledl <args>` under `timeout 20`: a reader blocked on a FIFO fails the test (exit
 /// 124) instead of hanging it.
-CliResult run_timed(const std::string& args) {
-  const std::string cmd = "timeout 20 " + std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl " + args + " 2>&1";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+CliResult run_timed(const std::string& args) { return scaledl::test::run_cli(args, "timeout 20 "); }
 
 /// Exactly one line "scaledl: error: ..." holding every one of `expect`, exit 1.
 void expect_one_error(const std::string& args, std::initializer_list<std::string> expect) {

@@ -145,9 +145,16 @@ double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainS
 /// no recompute; where the host's term bounds that slot, k scales the optimizer step to what is
 /// left), so that one GPU gives the time `predict` gives, and N data-parallel GPUs with the same
 /// per-replica batch never less than it. Communication and the host's term are not scaled.
-/// `single_gpu_ms` <= 0: computed here (single_gpu_iteration_ms of m and s).
+/// `anchor` null: computed here (single_gpu_anchor of m and s); a caller predicting many splits of
+/// one replica's batch (`scale`) computes it once.
+struct SingleGpuAnchor {
+  double single_ms = 0;    ///< single_gpu_iteration_ms of the replica's batch
+  ParallelPrediction raw;  ///< predict_parallel of that batch on one GPU (tp = pp = M = 1, no recompute)
+};
+SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev,
+                                  double host_node_ms);
 ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                              const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
-                                             const CommModel& inter, double single_gpu_ms = 0);
+                                             const CommModel& inter, const SingleGpuAnchor* anchor = nullptr);
 
 }  // namespace scaledl

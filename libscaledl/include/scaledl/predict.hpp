@@ -24,6 +24,13 @@ struct LayerCalibration;
 class LayerPredictor;
 class GraphPredictor;
 
+/// Why `dev` cannot run `dtype` ("" = it can): BF16 and TF32 are tensor-core formats of compute
+/// capability 8.0 (Ampere) and newer. A V100 or T4 spec's peak_bf16_gflops holds its FP16 tensor
+/// rate; PyTorch runs BF16 there without tensor cores at a rate no spec sheet gives, and TF32 as
+/// FP32 (predicting it at a TF32 rate came out 9 % slower than fp32 on the V100), so such a
+/// prediction is refused. A record without a compute capability (CPUs) is not checked.
+std::string dtype_refusal(DType dtype, const DeviceRecord& dev);
+
 struct IterationPrediction {
   double t_sum_ms = 0;           ///< T_sum, ms (eq. 6); with a host term, max(sum of the layer times, host_ms)
   /// nodes x the host's cost per node, ms, when the bundle has one for this device

@@ -263,15 +263,28 @@ double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainS
   return b.predict(build_layer_graph(m, one), dev, /*physics=*/true).t_iter_ms;
 }
 
+SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev,
+                                  double host_node_ms) {
+  ParallelConfig c1;  // the same replica on one GPU: no collective is priced
+  c1.host_node_ms = host_node_ms;
+  return {single_gpu_iteration_ms(b, m, s, dev), predict_parallel(b, m, s, c1, dev, CommModel{}, CommModel{})};
+}
+
 ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                              const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
-                                             const CommModel& inter, double single_gpu_ms) {
+                                             const CommModel& inter, const SingleGpuAnchor* anchor) {
   ParallelPrediction r = predict_parallel(b, m, s, c, dev, intra, inter);
-  ParallelConfig c1;  // the same replica on one GPU
-  c1.host_node_ms = c.host_node_ms;
   const bool alone = c.gpus == 1 && c.tp == 1 && c.pp == 1 && c.ep == 1 && c.microbatches == 1 && !c.recompute;
-  const ParallelPrediction raw1 = alone ? r : predict_parallel(b, m, s, c1, dev, intra, inter);
-  r.single_gpu_ms = single_gpu_ms > 0 ? single_gpu_ms : single_gpu_iteration_ms(b, m, s, dev);
+  SingleGpuAnchor own;
+  if (!anchor) {
+    if (alone)
+      own.single_ms = single_gpu_iteration_ms(b, m, s, dev);  // r is the one-GPU composition itself
+    else
+      own = single_gpu_anchor(b, m, s, dev, c.host_node_ms);
+    anchor = &own;
+  }
+  const ParallelPrediction& raw1 = alone ? r : anchor->raw;
+  r.single_gpu_ms = anchor->single_ms;
   SCALEDL_CHECK(raw1.t_iter_ms > 0 && raw1.t_fwd_ms + raw1.t_bwd_ms + raw1.t_opt_ms > 0 &&
                     std::isfinite(r.single_gpu_ms),
                 "{}: the single-GPU composition is {} ms: cannot anchor the parallel prediction", m.name,

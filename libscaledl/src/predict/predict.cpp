@@ -17,27 +17,24 @@ namespace {
 /// Graphs per forward pass of the refinement (see predict_iterations).
 constexpr int64_t kRefinementBatch = 16;
 
-/// BF16 GEMMs need the tensor cores of compute capability 8.0 (Ampere) or newer. A V100 or T4
-/// spec's peak_bf16_gflops holds its FP16 tensor rate (models/devices/README.md); PyTorch runs
-/// BF16 there without tensor cores, at a rate no spec sheet gives, so such a prediction is refused
-/// rather than made at the FP16 rate. A record without a compute capability (CPUs, a spec that does
-/// not give one) is not checked.
-/// TF32 is the same: a tensor-core format of Ampere and newer; an older GPU runs FP32 (predicting
-/// it at a TF32 rate its spec does not have came out 9 % slower than fp32 on the V100).
+/// Throws dtype_refusal's reason (predict.hpp).
 void check_dtype_on_device(DType dtype, const DeviceRecord& dev) {
-  if (dtype != DType::BF16 && dtype != DType::TF32) return;
-  const double cc = dev.compute_capability();
-  SCALEDL_CHECK(dtype != DType::TF32 || cc <= 0 || cc >= 8.0,
-                "dtype=tf32 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without TF32 "
-                "tensor cores: use --dtype fp32 (what PyTorch runs there)",
-                dev.name, cc);
-  if (dtype != DType::BF16) return;
-  SCALEDL_CHECK(cc <= 0 || cc >= 8.0,
-                "dtype=bf16 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without BF16 "
-                "tensor cores: use --dtype fp16 (mixed precision on its FP16 tensor cores) or fp32",
-                dev.name, cc);
+  if (const std::string why = dtype_refusal(dtype, dev); !why.empty()) fail("{}", why);
 }
 }  // namespace
+
+std::string dtype_refusal(DType dtype, const DeviceRecord& dev) {
+  if (dtype != DType::BF16 && dtype != DType::TF32) return "";
+  const double cc = dev.compute_capability();
+  if (cc <= 0 || cc >= 8.0) return "";
+  if (dtype == DType::TF32)
+    return fmt::format("dtype=tf32 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without "
+                       "TF32 tensor cores: use --dtype fp32 (what PyTorch runs there)",
+                       dev.name, cc);
+  return fmt::format("dtype=bf16 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without BF16 "
+                     "tensor cores: use --dtype fp16 (mixed precision on its FP16 tensor cores) or fp32",
+                     dev.name, cc);
+}
 
 nlohmann::json IterationPrediction::to_json() const {
   nlohmann::json j = {{"t_sum_ms", t_sum_ms}, {"t_comm_ms", t_comm_ms}, {"alpha", alpha},       {"beta", beta},

@@ -92,20 +92,20 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
   ScaleResult res;
   // One answer per job: every split's compute is anchored to what `predict` prints for its
   // replica's batch on one GPU (predict_parallel_anchored), memoised by that batch.
-  std::map<int64_t, double> single;  // replica batch -> single-GPU T_iter, ms
-  auto single_ms = [&](int64_t batch) {
-    auto it = single.find(batch);
-    if (it != single.end()) return it->second;
+  std::map<int64_t, SingleGpuAnchor> anchors;  // by replica batch
+  auto anchor_of = [&](int64_t batch) -> const SingleGpuAnchor& {
+    auto it = anchors.find(batch);
+    if (it != anchors.end()) return it->second;
     TrainSettings t = s;
     t.batch = batch;
-    return single[batch] = single_gpu_iteration_ms(b, m, t, dev);
+    return anchors[batch] = single_gpu_anchor(b, m, t, dev, b.host_node_ms_for(dev.key()));
   };
   // Speedup and efficiency are against one GPU running the same batch (the global batch, or in weak
   // scaling the per-GPU one), predicted whether or not 1 is among the counts asked (and whether
   // or not it fits in memory there).
   const int64_t base_batch = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch)
                                     : (o.global_batch > 0 ? o.global_batch : s.batch);
-  res.single_gpu_ms = single_ms(base_batch);
+  res.single_gpu_ms = anchor_of(base_batch).single_ms;
   // ms per sample on one GPU, its host's input pipeline included (issue #15) when it is modelled
   const double t1 = std::max(res.single_gpu_ms, o.input_ms ? o.input_ms(1, 1, base_batch) : 0.0) /
                     static_cast<double>(base_batch);
@@ -162,7 +162,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
           t.batch = per_replica;
           ParallelPrediction p;
           try {
-            p = predict_parallel_anchored(b, m, t, c, dev, intra, inter, single_ms(per_replica));
+            p = predict_parallel_anchored(b, m, t, c, dev, intra, inter, &anchor_of(per_replica));
           } catch (const Error& e) {
             why = e.what();
             continue;
