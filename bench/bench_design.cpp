@@ -12,8 +12,8 @@
 
 #include <random>
 
-#include "scaledl/design.hpp"
-#include "scaledl/space.hpp"
+#include "scaledl/design/design.hpp"
+#include "scaledl/design/space.hpp"
 
 namespace {
 

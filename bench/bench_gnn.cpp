@@ -12,7 +12,7 @@
 #include <random>
 
 #include "../test/gnn/gnn_test_util.hpp"
-#include "scaledl/gnn.hpp"
+#include "scaledl/gnn/gnn.hpp"
 
 namespace {
 

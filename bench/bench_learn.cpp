@@ -16,9 +16,9 @@
 #include <iostream>
 #include <random>
 
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_predictor.hpp"
-#include "scaledl/neusight.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/learn/neusight.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaledl;

@@ -22,10 +22,10 @@
 
 #include <torch/torch.h>
 
-#include "scaledl/bundle.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

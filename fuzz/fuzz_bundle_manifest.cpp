@@ -19,10 +19,10 @@
 #include <string>
 
 #include "fuzz_util.hpp"
-#include "scaledl/bundle.hpp"
-#include "scaledl/checksum.hpp"
-#include "scaledl/graph_batch.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "core/checksum.hpp"
+#include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/core/json_util.hpp"
 
 using namespace scaledl;
 namespace fs = std::filesystem;

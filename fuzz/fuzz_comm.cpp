@@ -6,9 +6,9 @@
 // nccl-tests parser sees (the collective and vTrain's world come from it; a
 // newline gives AR_GPU8_*, vTrain's 8-GPU table).
 #include "fuzz_util.hpp"
-#include "scaledl/collectives.hpp"
-#include "scaledl/comm.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/comm/collectives.hpp"
+#include "scaledl/comm/comm.hpp"
+#include "scaledl/core/json_util.hpp"
 
 #include <cmath>
 

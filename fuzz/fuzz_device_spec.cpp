@@ -1,8 +1,8 @@
 // Device specs and records (io/device.cpp): `scaledl probe --spec` /
 // `predict --device-spec` files, in our own format or NeuSight's device_configs.
 #include "fuzz_util.hpp"
-#include "scaledl/device.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/core/json_util.hpp"
 
 using namespace scaledl;
 

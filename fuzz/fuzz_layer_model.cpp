@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "fuzz_util.hpp"
-#include "scaledl/device.hpp"
-#include "scaledl/layer_predictor.hpp"
-#include "scaledl/tree_forest.hpp"
-#include "scaledl/xgb.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "learn/tree_forest.hpp"
+#include "learn/xgb.hpp"
 
 using namespace scaledl;
 namespace fs = std::filesystem;

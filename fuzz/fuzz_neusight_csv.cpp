@@ -2,7 +2,7 @@
 // them: parse_csv on the text, then read_neusight_csv on a file, and the same
 // file as a per-node trace (read_neusight_trace, learn/neusight_traces.cpp).
 #include "fuzz_util.hpp"
-#include "scaledl/neusight.hpp"
+#include "scaledl/learn/neusight.hpp"
 
 using namespace scaledl;
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "fuzz_util.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/plan.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/design/plan.hpp"
 
 using namespace scaledl;
 

@@ -9,9 +9,9 @@
 #include <algorithm>
 
 #include "fuzz_util.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/plan.hpp"
-#include "scaledl/space.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/design/space.hpp"
 
 using namespace scaledl;
 

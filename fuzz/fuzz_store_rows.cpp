@@ -12,10 +12,10 @@
 #include <memory>
 
 #include "fuzz_util.hpp"
-#include "scaledl/device.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/io/store.hpp"
 
 using namespace scaledl;
 

@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "fuzz_util.hpp"
-#include "scaledl/sweep.hpp"
+#include "scaledl/predict/sweep.hpp"
 
 using namespace scaledl;
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <typeinfo>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl::fuzz {
 

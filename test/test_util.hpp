@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/checksum.hpp"
-#include "scaledl/device.hpp"
-#include "scaledl/error.hpp"
+#include "core/checksum.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl::test {
 

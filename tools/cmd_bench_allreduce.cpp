@@ -21,11 +21,11 @@
 #include <thread>
 
 #include "command.hpp"
-#include "scaledl/bench.hpp"
-#include "scaledl/collective_bench.hpp"
-#include "scaledl/probe.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/bench/collective_bench.hpp"
+#include "scaledl/bench/probe.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/io/store.hpp"
 
 extern char** environ;
 

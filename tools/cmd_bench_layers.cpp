@@ -5,10 +5,10 @@
 #include <optional>
 
 #include "command.hpp"
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/plan.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

@@ -7,13 +7,13 @@
 #include <optional>
 
 #include "command.hpp"
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/model_bench.hpp"
-#include "scaledl/plan.hpp"
-#include "scaledl/probe.hpp"
-#include "scaledl/progress.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/bench/model_bench.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/bench/probe.hpp"
+#include "scaledl/core/progress.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

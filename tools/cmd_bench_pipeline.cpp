@@ -11,12 +11,12 @@
 #include <optional>
 
 #include "command.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/pipeline.hpp"
-#include "scaledl/store.hpp"
-#include "scaledl/text_pipeline.hpp"  // only in scaledl-pipeline (pipeline_forward.cpp)
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/pipeline/text_pipeline.hpp"  // only in scaledl-pipeline (pipeline_forward.cpp)
 
 namespace {
 

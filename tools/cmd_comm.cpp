@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/collectives.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/comm/collectives.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

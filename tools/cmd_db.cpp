@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "command.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

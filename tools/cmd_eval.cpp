@@ -10,8 +10,8 @@
 
 #include "command.hpp"
 #include "feature_flags.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/eval.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/eval.hpp"
 
 namespace {
 

@@ -11,10 +11,10 @@
 #include <memory>
 
 #include "command.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_predictor.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl::cli {
 void add_layer_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptions& cv);

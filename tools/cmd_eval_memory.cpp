@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "command.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/memory_eval.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/memory_eval.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "command.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/parallel_eval.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/parallel_eval.hpp"
 
 namespace {
 

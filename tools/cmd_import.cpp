@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "scaledl/collectives.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/neusight.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/comm/collectives.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/learn/neusight.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

@@ -9,10 +9,10 @@
 
 #include "command.hpp"
 #include "model_args.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include <fmt/ranges.h>
 
 #include "command.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/space.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/design/space.hpp"
 
 namespace {
 

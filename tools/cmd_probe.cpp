@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/probe.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/bench/probe.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

@@ -10,12 +10,12 @@
 #include "command.hpp"
 #include "model_args.hpp"
 #include "pipeline_args.hpp"
-#include "scaledl/bundle.hpp"
-#include "scaledl/calibration.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/gnuplot.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/scale.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/gnuplot.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/predict/scale.hpp"
 
 namespace {
 

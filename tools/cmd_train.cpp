@@ -9,8 +9,8 @@
 
 #include "command.hpp"
 #include "feature_flags.hpp"
-#include "scaledl/bundle.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace {
 

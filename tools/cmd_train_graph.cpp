@@ -10,14 +10,14 @@
 #include <set>
 
 #include "command.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/gnn.hpp"
-#include "scaledl/graph_cv.hpp"
-#include "scaledl/in_model_samples.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_predictor.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/predict/graph_cv.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace {
 

@@ -9,11 +9,11 @@
 
 #include "command.hpp"
 #include "feature_flags.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/in_model_samples.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_predictor.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace {
 

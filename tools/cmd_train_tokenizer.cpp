@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "command.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/text_pipeline.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/pipeline/text_pipeline.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // `train layers` and `eval` (docs/learn.md, docs/unseen-gpu.md).
 #include <CLI/CLI.hpp>
 
-#include "scaledl/layer_predictor.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl::cli {
 

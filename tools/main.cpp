@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl::cli {
 bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }

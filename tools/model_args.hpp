@@ -10,9 +10,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl::cli {
 

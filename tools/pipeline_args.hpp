@@ -19,11 +19,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/pipeline.hpp"
-#include "scaledl/predict.hpp"
-#include "scaledl/scale.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
+#include "scaledl/predict/predict.hpp"
+#include "scaledl/predict/scale.hpp"
 
 namespace scaledl::cli {
 

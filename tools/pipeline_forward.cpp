@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "command.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace {
 

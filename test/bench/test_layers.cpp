@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <map>
 
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
 
 using namespace scaledl;
 using scaledl::test::error_of;

@@ -2,10 +2,10 @@
 // peak of layer calls and of whole iterations.
 #include <gtest/gtest.h>
 
-#include "scaledl/bench.hpp"
-#include "scaledl/memory_meter.hpp"
-#include "scaledl/model_bench.hpp"
-#include "scaledl/plan.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "bench/memory_meter.hpp"
+#include "scaledl/bench/model_bench.hpp"
+#include "scaledl/design/plan.hpp"
 
 using namespace scaledl;
 

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <map>
 
-#include "scaledl/error.hpp"
-#include "scaledl/model_bench.hpp"
-#include "scaledl/plan.hpp"
-#include "scaledl/probe.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/bench/model_bench.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/bench/probe.hpp"
 
 using namespace scaledl;
 

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <thread>
 
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/probe.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/bench/probe.hpp"
 
 using namespace scaledl;
 

@@ -14,8 +14,8 @@
 #include <set>
 #include <thread>
 
-#include "scaledl/plan.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/io/store.hpp"
 
 using namespace scaledl;
 

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <set>
 
-#include "scaledl/error.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/plan.hpp"
-#include "scaledl/zoo.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/design/plan.hpp"
+#include "bench/zoo.hpp"
 
 using namespace scaledl;
 

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <iostream>
 
-#include "scaledl/collectives.hpp"
-#include "scaledl/comm.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/comm/collectives.hpp"
+#include "scaledl/comm/comm.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

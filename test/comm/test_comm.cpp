@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "scaledl/comm.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/comm/comm.hpp"
+#include "scaledl/core/error.hpp"
 
 using namespace scaledl;
 

@@ -10,9 +10,9 @@
 #include <functional>
 #include <string>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 #include "test_util.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/json_util.hpp"
 
 using namespace scaledl;
 using scaledl::test::error_of;

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "scaledl/stats.hpp"
+#include "core/stats.hpp"
 
 using namespace scaledl;
 

@@ -6,8 +6,8 @@
 #include <random>
 #include <set>
 
-#include "scaledl/design.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/design/design.hpp"
+#include "scaledl/core/error.hpp"
 
 using scaledl::FeatureMatrix;
 using scaledl::fedorov_design;

@@ -7,12 +7,12 @@
 #include <fstream>
 #include <set>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/plan.hpp"
-#include "scaledl/space.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/design/space.hpp"
+#include "scaledl/io/store.hpp"
 
 using scaledl::json;
 namespace fs = std::filesystem;

@@ -6,9 +6,9 @@
 #include <functional>
 #include <string>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/space.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/design/space.hpp"
 
 using scaledl::json;
 

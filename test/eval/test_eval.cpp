@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <set>
 
-#include "scaledl/error.hpp"
-#include "scaledl/eval.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/eval.hpp"
+#include "scaledl/io/store.hpp"
 
 using namespace scaledl;
 

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "scaledl/error.hpp"
-#include "scaledl/parallel_eval.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/parallel_eval.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

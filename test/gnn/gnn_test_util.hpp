@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "scaledl/graph_batch.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl::test {
 

@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "gnn_test_util.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/gnn.hpp"
-#include "scaledl/safetensors.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/gnn/gnn.hpp"
+#include "gnn/safetensors.hpp"
 
 using namespace scaledl;
 using namespace scaledl::test;

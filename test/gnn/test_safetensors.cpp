@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "scaledl/error.hpp"
-#include "scaledl/safetensors.hpp"
+#include "scaledl/core/error.hpp"
+#include "gnn/safetensors.hpp"
 
 using namespace scaledl;
 

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/device.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

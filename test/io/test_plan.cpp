@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "scaledl/error.hpp"
-#include "scaledl/plan.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/design/plan.hpp"
 
 using namespace scaledl;
 using nlohmann::json;

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "scaledl/plan.hpp"
+#include "scaledl/design/plan.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "scaledl/error.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/io/store.hpp"
 
 using namespace scaledl;
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "scaledl/store.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

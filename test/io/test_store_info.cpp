@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "scaledl/store.hpp"
+#include "scaledl/io/store.hpp"
 
 using namespace scaledl;
 

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <string>
 
-#include "scaledl/store.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

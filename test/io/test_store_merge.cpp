@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "scaledl/store.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -8,9 +8,9 @@
 #include <functional>
 #include <string>
 
-#include "scaledl/error.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

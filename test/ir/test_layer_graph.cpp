@@ -6,9 +6,9 @@
 #include <set>
 #include <string>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_graph.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/layer_graph.hpp"
 
 using namespace scaledl;
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 using namespace scaledl;
 

@@ -9,13 +9,13 @@
 #include <set>
 #include <tuple>
 
-#include "scaledl/error.hpp"
-#include "scaledl/in_model_samples.hpp"
-#include "scaledl/layer_features.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/layer_predictor.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/learn/layer_features.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -11,15 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/calibration.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/layer_features.hpp"
-#include "scaledl/layer_predictor.hpp"
-#include "scaledl/neusight.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/tree_forest.hpp"
-#include "scaledl/xgb.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/learn/layer_features.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/learn/neusight.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "learn/tree_forest.hpp"
+#include "learn/xgb.hpp"
 #include "learn_test_util.hpp"
 #include "test_util.hpp"
 

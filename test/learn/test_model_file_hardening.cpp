@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 #include "test_util.hpp"
-#include "scaledl/layer_predictor.hpp"
-#include "scaledl/neusight.hpp"
-#include "scaledl/xgb.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/learn/neusight.hpp"
+#include "learn/xgb.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaledl;

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "scaledl/error.hpp"
-#include "scaledl/neusight.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/learn/neusight.hpp"
+#include "scaledl/io/store.hpp"
 #include "learn_test_util.hpp"
 #include "test_util.hpp"
 

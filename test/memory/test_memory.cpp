@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "scaledl/error.hpp"
-#include "scaledl/memory.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/memory/memory.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

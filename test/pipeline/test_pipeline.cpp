@@ -13,9 +13,9 @@
 #include <fstream>
 #include <iterator>
 
-#include "scaledl/error.hpp"
-#include "scaledl/pipeline.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 
-#include "scaledl/error.hpp"
-#include "scaledl/text_pipeline.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/pipeline/text_pipeline.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

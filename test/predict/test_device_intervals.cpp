@@ -6,10 +6,10 @@
 #include <cmath>
 #include <random>
 
-#include "scaledl/device_intervals.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/intervals.hpp"
-#include "scaledl/layer_features.hpp"
+#include "scaledl/predict/device_intervals.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/predict/intervals.hpp"
+#include "scaledl/learn/layer_features.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -8,9 +8,9 @@
 #include <random>
 
 #include "gnn/gnn_test_util.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/gnn.hpp"
-#include "scaledl/intervals.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/predict/intervals.hpp"
 
 using namespace scaledl;
 

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "scaledl/bundle.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/parallel.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/predict/parallel.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -14,14 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/bundle.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/graph_batch.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/parallel.hpp"
-#include "scaledl/physics.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/predict/parallel.hpp"
+#include "scaledl/predict/physics.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
-#include "scaledl/neusight.hpp"
+#include "scaledl/learn/neusight.hpp"
 
 using scaledl::test::expect_one_error;
 using scaledl::test::run_cli;

@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
-#include "scaledl/checksum.hpp"
+#include "core/checksum.hpp"
 
 using scaledl::test::CliResult;
 namespace fs = std::filesystem;

@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
-#include "scaledl/collective_bench.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/bench/collective_bench.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl::test;

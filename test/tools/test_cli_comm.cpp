@@ -9,9 +9,9 @@
 #include <string>
 
 #include "cli_util.hpp"
-#include "scaledl/comm.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/comm/comm.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using scaledl::test::expect_one_error;

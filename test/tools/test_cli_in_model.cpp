@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using scaledl::test::run_cli;

@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "cli_util.hpp"
-#include "scaledl/plan.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli_util.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl::test;

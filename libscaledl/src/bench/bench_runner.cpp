@@ -5,12 +5,12 @@
 #include <cstdlib>
 #include <map>
 
-#include "scaledl/bench.hpp"
-#include "scaledl/build_info.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/probe.hpp"
-#include "scaledl/progress.hpp"
-#include "scaledl/stats.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/build_info.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/bench/probe.hpp"
+#include "scaledl/core/progress.hpp"
+#include "core/stats.hpp"
 
 namespace scaledl {
 

@@ -3,7 +3,7 @@
 // headers of libgloo-dev); NCCL and MPI are not compiled into it, and a LibTorch
 // 2.x from PyTorch is not asked for them here either: `compiled_backends()` says
 // what this build can run.
-#include "scaledl/collective_bench.hpp"
+#include "scaledl/bench/collective_bench.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -21,7 +21,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 

@@ -4,9 +4,9 @@
 #include <map>
 #include <mutex>
 
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/memory_meter.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
+#include "bench/memory_meter.hpp"
 
 // One anchor per layer file (SCALEDL_REGISTER_LAYER_BENCH). Referencing them
 // here keeps the linker from dropping those files from the static library.

@@ -2,7 +2,7 @@
 // Helpers shared by the layer microbenchmarks (src/bench/layer_<type>.cpp).
 #include <vector>
 
-#include "scaledl/bench.hpp"
+#include "scaledl/bench/bench.hpp"
 
 namespace scaledl::layerbench {
 

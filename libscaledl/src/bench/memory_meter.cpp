@@ -1,5 +1,5 @@
 // Allocator-exact memory readings (memory_meter.hpp).
-#include "scaledl/memory_meter.hpp"
+#include "bench/memory_meter.hpp"
 
 #include <torch/version.h>
 

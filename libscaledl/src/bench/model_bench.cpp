@@ -1,13 +1,13 @@
 // Whole-iteration model benchmarks and model campaigns (model_bench.hpp, docs/zoo.md).
-#include "scaledl/model_bench.hpp"
+#include "scaledl/bench/model_bench.hpp"
 
 #include <algorithm>
 #include <memory>
 
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/memory_meter.hpp"
-#include "scaledl/zoo.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
+#include "bench/memory_meter.hpp"
+#include "bench/zoo.hpp"
 
 namespace scaledl {
 

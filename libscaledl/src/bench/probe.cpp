@@ -1,5 +1,5 @@
 // Device selection (parse_device, the one place) and the device probe.
-#include "scaledl/probe.hpp"
+#include "scaledl/bench/probe.hpp"
 
 #include <algorithm>
 
@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "bench/probe_cuda.hpp"
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 

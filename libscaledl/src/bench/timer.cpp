@@ -7,8 +7,8 @@
 #include <new>
 
 #include "bench/timer_cuda.hpp"
-#include "scaledl/bench.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
 
 #if defined(SCALEDL_TORCH_CUDA)  // LibTorch built with CUDA (not just nvcc present)
 #include <c10/cuda/CUDACachingAllocator.h>

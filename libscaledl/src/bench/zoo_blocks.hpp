@@ -10,8 +10,8 @@
 
 #include <torch/torch.h>
 
-#include "scaledl/model_spec.hpp"
-#include "scaledl/zoo.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "bench/zoo.hpp"
 
 namespace scaledl::zoo_detail {
 

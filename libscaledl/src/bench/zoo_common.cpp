@@ -6,9 +6,9 @@
 #include <set>
 
 #include "bench/zoo_blocks.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/stats.hpp"
-#include "scaledl/zoo.hpp"
+#include "scaledl/core/error.hpp"
+#include "core/stats.hpp"
+#include "bench/zoo.hpp"
 
 namespace scaledl {
 

@@ -5,7 +5,7 @@
 // the CLS token (DeiT with teacher: a second classifier on the distillation
 // token, logits averaged, as DeiTForImageClassificationWithTeacher).
 #include "bench/zoo_blocks.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl::zoo_detail {
 namespace {

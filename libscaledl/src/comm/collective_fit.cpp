@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/collectives.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/gnuplot.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/comm/collectives.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/gnuplot.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,11 +1,11 @@
 // ScaleDL eq. 15 and its least-squares calibration (see comm.hpp).
-#include "scaledl/comm.hpp"
+#include "scaledl/comm/comm.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

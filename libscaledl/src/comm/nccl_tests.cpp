@@ -28,8 +28,8 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/collectives.hpp"
-#include "scaledl/error.hpp"
+#include "scaledl/comm/collectives.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 

@@ -1,4 +1,4 @@
-#include "scaledl/checksum.hpp"
+#include "core/checksum.hpp"
 
 #include <openssl/evp.h>
 
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <memory>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 

@@ -1,4 +1,4 @@
-#include "scaledl/fs_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,8 +15,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,13 +1,13 @@
 // gnuplot runner shared by the plots of the library (gnuplot.hpp).
-#include "scaledl/gnuplot.hpp"
+#include "scaledl/core/gnuplot.hpp"
 
 #include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/json_util.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "scaledl/error.hpp"
-#include "scaledl/fs_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 namespace scaledl {
 

@@ -1,4 +1,4 @@
-#include "scaledl/stats.hpp"
+#include "core/stats.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -12,8 +12,8 @@
 #include <cmath>
 
 #include "design/space_detail.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl::design_detail {
 

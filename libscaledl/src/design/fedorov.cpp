@@ -15,7 +15,7 @@
 //   4. Stop when a round accepts nothing, or when the round examined all m.
 // Starts run on std::thread workers; each has its own std::mt19937_64 derived
 // from (seed, start index), so the result does not depend on the thread count.
-#include "scaledl/design.hpp"
+#include "scaledl/design/design.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -27,7 +27,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 namespace {

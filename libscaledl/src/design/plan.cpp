@@ -6,10 +6,10 @@
 #include <unordered_set>
 
 #include "design/space_detail.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace scaledl {
 

@@ -7,12 +7,12 @@
 #include <unordered_set>
 
 #include "design/space_detail.hpp"
-#include "scaledl/device.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/memory.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/memory/memory.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 

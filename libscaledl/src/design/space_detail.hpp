@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "design/expr.hpp"
-#include "scaledl/space.hpp"
+#include "scaledl/design/space.hpp"
 
 namespace scaledl::design_detail {
 

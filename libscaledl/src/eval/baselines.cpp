@@ -8,8 +8,8 @@
 #include <numeric>
 #include <random>
 
-#include "scaledl/error.hpp"
-#include "scaledl/xgb.hpp"
+#include "scaledl/core/error.hpp"
+#include "learn/xgb.hpp"
 
 namespace scaledl::eval_detail {
 

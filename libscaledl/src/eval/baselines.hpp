@@ -5,8 +5,8 @@
 #include <map>
 #include <vector>
 
-#include "scaledl/device.hpp"
-#include "scaledl/eval.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/eval/eval.hpp"
 
 namespace scaledl::eval_detail {
 

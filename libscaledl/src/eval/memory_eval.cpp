@@ -1,5 +1,5 @@
 // scaledl eval memory (memory_eval.hpp).
-#include "scaledl/memory_eval.hpp"
+#include "scaledl/eval/memory_eval.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -10,9 +10,9 @@
 #include <fmt/ranges.h>
 #include <sstream>
 
-#include "scaledl/error.hpp"
-#include "scaledl/eval.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/eval.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

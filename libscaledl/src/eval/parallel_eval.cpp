@@ -1,5 +1,5 @@
 // `scaledl eval parallel` (parallel_eval.hpp, docs/parallel.md).
-#include "scaledl/parallel_eval.hpp"
+#include "scaledl/eval/parallel_eval.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,13 +14,13 @@
 #include <Eigen/Dense>
 #include <fmt/ranges.h>
 
-#include "scaledl/bundle.hpp"
-#include "scaledl/comm.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/parallel.hpp"
-#include "scaledl/physics.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/comm/comm.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/predict/parallel.hpp"
+#include "scaledl/predict/physics.hpp"
 
 namespace scaledl {
 

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/eval.hpp"
-#include "scaledl/stats.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/eval.hpp"
+#include "core/stats.hpp"
 
 namespace scaledl {
 

@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/eval.hpp"
-#include "scaledl/gnuplot.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/eval.hpp"
+#include "scaledl/core/gnuplot.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace fs = std::filesystem;
 

@@ -13,18 +13,18 @@
 #include <fmt/format.h>
 
 #include "eval/baselines.hpp"
-#include "scaledl/calibration.hpp"
-#include "scaledl/design.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/eval.hpp"
-#include "scaledl/device_intervals.hpp"
-#include "scaledl/graph_cv.hpp"
-#include "scaledl/in_model_samples.hpp"
-#include "scaledl/intervals.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/parallel.hpp"
-#include "scaledl/physics.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/design/design.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/eval/eval.hpp"
+#include "scaledl/predict/device_intervals.hpp"
+#include "scaledl/predict/graph_cv.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/predict/intervals.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/predict/parallel.hpp"
+#include "scaledl/predict/physics.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace scaledl {
 

@@ -1,6 +1,6 @@
 // Graph refinement model, training, prediction and the weights file (see gnn.hpp).
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
-#include "scaledl/gnn.hpp"
+#include "scaledl/gnn/gnn.hpp"
 
 
 #include <algorithm>
@@ -12,9 +12,9 @@
 #include <tuple>
 #include <type_traits>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/safetensors.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "gnn/safetensors.hpp"
 
 namespace scaledl {
 namespace {

@@ -1,12 +1,12 @@
 // Graph features and batching (see graph_batch.hpp).
-#include "scaledl/graph_batch.hpp"
+#include "scaledl/gnn/graph_batch.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 namespace {

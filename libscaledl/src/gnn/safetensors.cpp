@@ -1,7 +1,7 @@
 // safetensors reader/writer (see safetensors.hpp).
-#include "scaledl/safetensors.hpp"
+#include "gnn/safetensors.hpp"
 
-#include "scaledl/checksum.hpp"
+#include "core/checksum.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 namespace {

@@ -1,9 +1,9 @@
-#include "scaledl/device.hpp"
+#include "scaledl/io/device.hpp"
 
 #include <cctype>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

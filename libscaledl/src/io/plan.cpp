@@ -1,14 +1,14 @@
 // Loading and validating benchmark plans (plan.hpp).
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
-#include "scaledl/plan.hpp"
+#include "scaledl/design/plan.hpp"
 
 #include <charconv>
 #include <filesystem>
 #include <type_traits>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace scaledl {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl::detail {
 

@@ -1,5 +1,5 @@
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
-#include "scaledl/store.hpp"
+#include "scaledl/io/store.hpp"
 
 #include <sqlite3.h>
 
@@ -8,9 +8,9 @@
 #include <map>
 #include <numeric>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/stats.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "core/stats.hpp"
 #include "io/sqlite_stmt.hpp"
 
 namespace scaledl {

@@ -16,13 +16,13 @@
 // Shapes are [batch, seq, features] for token tensors and [batch, heads, seq_q,
 // seq_k] for attention scores. Token counts: text tokens = batch * seq_len;
 // vision tokens = batch * (patches + special tokens).
-#include "scaledl/layer_graph.hpp"
+#include "scaledl/ir/layer_graph.hpp"
 
 #include <algorithm>
 #include <functional>
 #include <sstream>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 

@@ -5,12 +5,12 @@
 // Byte counts are per forward pass in the activation dtype; optimizer state is
 // FP32 as in PyTorch's optimizers.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
-#include "scaledl/layer_types.hpp"
+#include "scaledl/ir/layer_types.hpp"
 
 #include <array>
 #include <cstdio>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 

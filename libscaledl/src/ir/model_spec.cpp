@@ -10,15 +10,15 @@
 // DeepseekV2Config, DeepseekV3Config, GptOssConfig)
 // with their defaults; docs/ir.md lists them.
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
-#include "scaledl/model_spec.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <filesystem>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

@@ -4,9 +4,9 @@
 // mirrors ModelSpec::to_json() in model_spec.cpp.
 #include <nlohmann/json.hpp>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 namespace {

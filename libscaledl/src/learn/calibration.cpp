@@ -1,5 +1,5 @@
 // Per-operator calibration of a device from a few of its layer timings (calibration.hpp).
-#include "scaledl/calibration.hpp"
+#include "scaledl/learn/calibration.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/layer_features.hpp"
-#include "scaledl/stats.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/learn/layer_features.hpp"
+#include "core/stats.hpp"
 
 namespace scaledl {
 

@@ -12,9 +12,9 @@
 #include <set>
 
 #include "learn/mlp.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/layer_predictor.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl {
 

@@ -1,7 +1,7 @@
 // Per-node times of whole-model runs -> layer-model training samples
 // (in_model_samples.hpp). The run's graph is rebuilt with the ir stage only
 // (model_spec_from_json, build_layer_graph), so learn does not depend on gnn.
-#include "scaledl/in_model_samples.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +9,10 @@
 #include <set>
 #include <tuple>
 
-#include "scaledl/error.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/stats.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "core/stats.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 

@@ -1,10 +1,10 @@
 // Feature vectors of layer instances (see layer_features.hpp for the columns).
-#include "scaledl/layer_features.hpp"
+#include "scaledl/learn/layer_features.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "scaledl/error.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 

@@ -1,5 +1,5 @@
 // Per-layer XGBoost regressors (ScaleDL eq. 6-7) and their persistence.
-#include "scaledl/layer_predictor.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 #include <sys/stat.h>
 
@@ -14,14 +14,14 @@
 #include <set>
 #include <thread>
 
-#include "scaledl/error.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/checksum.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/stats.hpp"
-#include "scaledl/strided_threads.hpp"
-#include "scaledl/tree_forest.hpp"
-#include "scaledl/xgb.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "core/checksum.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "core/stats.hpp"
+#include "scaledl/core/strided_threads.hpp"
+#include "learn/tree_forest.hpp"
+#include "learn/xgb.hpp"
 
 namespace scaledl {
 

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <map>
 
-#include "scaledl/error.hpp"
-#include "scaledl/layer_features.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/learn/layer_features.hpp"
 
 namespace scaledl::detail {
 

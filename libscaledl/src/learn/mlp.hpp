@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "scaledl/device.hpp"
-#include "scaledl/layer_predictor.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl::detail {
 

@@ -1,6 +1,6 @@
 // NeuSight artifact importer (see neusight.hpp for the shape mapping).
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
-#include "scaledl/neusight.hpp"
+#include "scaledl/learn/neusight.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "scaledl/device.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

@@ -7,11 +7,11 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/device.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/model_spec.hpp"
-#include "scaledl/neusight.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/learn/neusight.hpp"
 
 namespace scaledl {
 

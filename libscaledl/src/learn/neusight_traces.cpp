@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/neusight.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/neusight.hpp"
 
 namespace scaledl {
 

@@ -1,5 +1,5 @@
 // XGBoost regression trees evaluated without XGBoost (see tree_forest.hpp).
-#include "scaledl/tree_forest.hpp"
+#include "learn/tree_forest.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

@@ -1,4 +1,4 @@
-#include "scaledl/xgb.hpp"
+#include "learn/xgb.hpp"
 
 #include <xgboost/c_api.h>
 
@@ -9,8 +9,8 @@
 #include <sstream>
 #include <thread>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl::xgb {
 

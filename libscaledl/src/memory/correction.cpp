@@ -6,12 +6,12 @@
 #include <random>
 #include <map>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/memory.hpp"
-#include "scaledl/stats.hpp"
-#include "scaledl/store.hpp"
-#include "scaledl/xgb.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/memory/memory.hpp"
+#include "core/stats.hpp"
+#include "scaledl/io/store.hpp"
+#include "learn/xgb.hpp"
 
 namespace scaledl {
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/memory.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/memory/memory.hpp"
 
 namespace scaledl {
 

@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "pipeline/worker_pool.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/pipeline.hpp"
-#include "scaledl/stats.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
+#include "core/stats.hpp"
 
 namespace scaledl {
 

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "scaledl/error.hpp"
-#include "scaledl/pipeline.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
 
 namespace scaledl {
 

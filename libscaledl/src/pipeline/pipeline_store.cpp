@@ -9,9 +9,9 @@
 #include <set>
 #include <tuple>
 
-#include "scaledl/error.hpp"
-#include "scaledl/pipeline.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
+#include "scaledl/io/store.hpp"
 #include "io/sqlite_stmt.hpp"
 
 namespace scaledl {

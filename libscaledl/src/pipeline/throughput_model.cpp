@@ -5,10 +5,10 @@
 #include <fstream>
 #include <limits>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/pipeline.hpp"
-#include "scaledl/store.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
+#include "scaledl/io/store.hpp"
 
 namespace scaledl {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "scaledl/pipeline.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
 
 namespace scaledl::pipeline_detail {
 

@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "pipeline/worker_pool.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/text_pipeline.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/pipeline/text_pipeline.hpp"
 
 namespace scaledl {
 

@@ -1,6 +1,6 @@
 // scaledl train -> one bundle directory; predict --bundle loads it (bundle.hpp).
-#include "scaledl/bundle.hpp"
-#include "scaledl/device_intervals.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/predict/device_intervals.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -15,16 +15,16 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/build_info.hpp"
-#include "scaledl/checksum.hpp"
-#include "scaledl/fs_util.hpp"
-#include "scaledl/physics.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/graph_cv.hpp"
-#include "scaledl/in_model_samples.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/store.hpp"
-#include "scaledl/strided_threads.hpp"
+#include "scaledl/core/build_info.hpp"
+#include "core/checksum.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/predict/physics.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/predict/graph_cv.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/core/strided_threads.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,5 @@
 // The device-out spread (device_intervals.hpp).
-#include "scaledl/device_intervals.hpp"
+#include "scaledl/predict/device_intervals.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/intervals.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/predict/intervals.hpp"
 
 namespace scaledl {
 

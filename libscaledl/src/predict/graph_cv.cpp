@@ -1,12 +1,12 @@
 // Graph-refinement CV with per-fold layer models (graph_cv.hpp).
-#include "scaledl/graph_cv.hpp"
+#include "scaledl/predict/graph_cv.hpp"
 
 #include <cmath>
 
-#include "scaledl/error.hpp"
-#include "scaledl/graph_batch.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/model_spec.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 

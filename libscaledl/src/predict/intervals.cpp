@@ -1,5 +1,5 @@
 // Split-conformal prediction intervals (intervals.hpp).
-#include "scaledl/intervals.hpp"
+#include "scaledl/predict/intervals.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 

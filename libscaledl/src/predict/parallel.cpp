@@ -1,13 +1,13 @@
 // Data / tensor / pipeline parallelism on top of a bundle's layer models
 // (parallel.hpp, docs/parallel.md).
-#include "scaledl/parallel.hpp"
+#include "scaledl/predict/parallel.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "scaledl/bundle.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/layer_graph.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/layer_graph.hpp"
 
 namespace scaledl {
 

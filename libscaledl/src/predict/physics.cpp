@@ -1,12 +1,12 @@
-#include "scaledl/physics.hpp"
+#include "scaledl/predict/physics.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "scaledl/error.hpp"
-#include "scaledl/layer_features.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/learn/layer_features.hpp"
 
 namespace scaledl {
 

@@ -1,15 +1,15 @@
-#include "scaledl/predict.hpp"
+#include "scaledl/predict/predict.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <exception>
 
-#include "scaledl/calibration.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/gnn.hpp"
-#include "scaledl/graph_batch.hpp"
-#include "scaledl/layer_predictor.hpp"
-#include "scaledl/strided_threads.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/core/strided_threads.hpp"
 
 namespace scaledl {
 

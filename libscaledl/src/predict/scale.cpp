@@ -1,15 +1,15 @@
 // `scaledl scale` (scale.hpp): the speedup curve over GPU counts.
-#include "scaledl/scale.hpp"
+#include "scaledl/predict/scale.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
 
-#include "scaledl/bundle.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/layer_graph.hpp"
-#include "scaledl/memory.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/memory/memory.hpp"
 
 namespace scaledl {
 

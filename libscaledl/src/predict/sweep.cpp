@@ -1,5 +1,5 @@
 // Many configurations of one `predict` call (sweep.hpp).
-#include "scaledl/sweep.hpp"
+#include "scaledl/predict/sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "scaledl/bundle.hpp"
-#include "scaledl/error.hpp"
-#include "scaledl/json_util.hpp"
-#include "scaledl/neusight.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/neusight.hpp"
 
 namespace scaledl {
 

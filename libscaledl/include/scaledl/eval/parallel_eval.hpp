@@ -1,0 +1,57 @@
+#pragma once
+// Needs LibTorch: no (this header includes no LibTorch header).
+// `scaledl eval parallel`: the parallel composition (parallel.hpp) against
+// measured multi-GPU iterations (docs/parallel.md).
+//
+// Input: a CSV in vTrain's single_node_train.csv layout (datasets/vtrain/):
+//   # GPUs, global batch, micro batch, hidden size, attention heads, # layers,
+//   sequence length, tensor parallelism, data parallelism, pipeline parallelism,
+//   iteration time (ms)
+// plus optional columns dtype (default fp16), recompute (0/1, default 1),
+// vocab (default 50257, padded as Megatron pads it to a multiple of 128 x tp)
+// and label. Each row is a Megatron GPT (GPT-2 blocks) on one node.
+//
+// Two predictions per run: `raw` (the composition as predict --gpus gives it)
+// and `calibrated`: T = alpha x compute + beta x communication, (alpha, beta)
+// least-squares fitted on a random half of the runs (relative errors) and
+// reported on the other half, over --seeds splits: ScaleDL's eq. 1 with its
+// two factors learned from one cluster's measurements.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/ir/layer_types.hpp"
+
+namespace scaledl {
+
+struct ParallelRun {
+  int64_t gpus = 1, global_batch = 1, micro_batch = 1, hidden = 0, heads = 0, layers = 0, seq = 0;
+  int64_t tp = 1, dp = 1, pp = 1;
+  double measured_ms = 0;
+  DType dtype = DType::FP16;
+  bool recompute = true;
+  int64_t vocab = 50257;
+  std::string label;
+  /// "single", "dp", "tp", "pp", "tp+dp", "tp+pp", "dp+pp" or "tp+dp+pp".
+  std::string scheme() const;
+};
+
+/// Reads the CSV; every malformed line is one Error naming FILE:LINE and the field.
+std::vector<ParallelRun> load_parallel_runs(const std::string& path);
+
+struct ParallelEvalOptions {
+  std::string bundle;        ///< bundle directory
+  std::string device_spec;   ///< the GPU's spec sheet
+  std::string comm;          ///< collective calibration JSON ("" = the bundle's)
+  int seeds = 5;             ///< random half splits for the calibrated figures
+  std::string out;           ///< folder for predictions.csv and report.md/json ("" = none)
+  std::vector<ParallelRun> test_runs;  ///< predicted with the factors fitted on all runs (another source)
+};
+
+/// Predicts every run, fits and reports; returns the report JSON
+/// {"runs", "raw": {scheme: MRE %}, "calibrated": {scheme: MRE % (mean over seeds)}, "alpha", "beta"}.
+nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const ParallelEvalOptions& o);
+
+}  // namespace scaledl

@@ -1,0 +1,235 @@
+#pragma once
+// Needs LibTorch: yes (this header includes LibTorch's headers).
+// Graph refinement Omega of ScaleDL eq. 3 and 14: a GNN over the layer graph
+// of one iteration plus an MLP over the global features Z, predicting
+//   alpha-beta target:  (alpha, beta) > 0,  T_iter = alpha*T_sum + beta*T_comm   (eq. 2)
+//   direct target:      T_iter itself (DNNPerf's formulation, the baseline)
+//
+// Encoders (selected by name, no dense N x N adjacency anywhere):
+//   "transformerconv"  ScaleDL eq. 11-13: per head l,
+//        eps_ij = (W_Q v_i).(W_K v_j)/sqrt(d_k) + ReLU(W_edge e_ij + b_edge)      (11)
+//        w_ij   = softmax over the incoming edges j -> i of eps_ij                (12)
+//        v'_i   = 1/L sum_l ELU(sum_j w_ij^(l) W_V^(l) v_j)  + W_root v_i        (13)
+//      (W_root v_i is the skip term of PyG's TransformerConv: a node without
+//       incoming edges keeps its own information.)
+//   "anee"  DNNPerf §III-D, R rounds with weights shared across rounds:
+//        hbar_u = LeakyReLU(W_u h_u)
+//        e_l    = sigmoid(a.(hbar_s || hbar_d) * W_e e_l)          (edge update, l = s -> d)
+//        f_l    = softmax over the incoming edges of d of (w_m . e_l)
+//        h_d    = LeakyReLU(hbar_d + sum_l f_l hbar_s)
+// Readout: sum (DNNPerf) or mean of node embeddings per graph; eq. 14 head:
+//        out = MLP([Pool(v') || MLP(Z)]).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "scaledl/gnn/graph_batch.hpp"
+
+namespace scaledl {
+
+/// Architecture hyperparameters (saved in the weights file).
+struct GnnConfig {
+  std::string encoder = "transformerconv";  ///< "transformerconv" | "anee"
+  std::string target = "alpha-beta";        ///< "alpha-beta" (eq. 2) | "direct" (DNNPerf baseline)
+  std::string readout = "mean";             ///< "mean" | "sum" pooling of node embeddings
+  int64_t hidden = 32;                      ///< node embedding width, >= 1
+  int64_t layers = 2;                       ///< TransformerConv layers / ANEE rounds, >= 1
+  int64_t heads = 2;                        ///< attention heads L (transformerconv), >= 1
+  int64_t z_hidden = 16;                    ///< width of the Z branch MLP, >= 1
+  int64_t mlp_hidden = 32;                  ///< width of the prediction MLP, >= 1
+  bool global_branch = true;                ///< MLP(Z) branch of eq. 14; false = the NoMLP ablation
+  /// alpha and beta lie in (1/alpha_bound, alpha_bound): log alpha = L tanh(o / L),
+  /// L = ln alpha_bound (1 at o = 0). > 1.
+  double alpha_bound = 4.0;
+  /// Out-of-domain shrinkage: a graph whose global features lie a distance d
+  /// outside the training range (Normalizer::ood_distance) gets
+  /// log alpha' = exp(-d / ood_tau) log alpha (the same for beta): the
+  /// prediction moves toward the plain sum T_sum + T_comm. 0 = off.
+  double ood_tau = 1.0;
+  /// Whether the global branch and the out-of-domain distance see the device's memory
+  /// capacity (log1p_dev_mem_gb). A capacity is not a speed, and a GPU with more memory
+  /// than any training GPU (the H200's 141 GB) was flagged out of domain by it alone:
+  /// off since 2026-11-26 (docs/unseen-gpu.md); a file without the key is from before (on).
+  bool device_memory_feature = false;
+
+  nlohmann::json to_json() const;
+  /// Validates every field; throws naming ctx.key and the value.
+  static GnnConfig from_json(const nlohmann::json& j, const std::string& ctx = "gnn");
+  void validate(const std::string& ctx = "gnn") const;
+};
+
+/// Sum of `rows` [E, ...] into `num_out` buckets by `index` [E] (int64 in
+/// [0, num_out)): out[i] = sum of rows[e] with index[e] == i; differentiable.
+torch::Tensor scatter_sum(const torch::Tensor& rows, const torch::Tensor& index, int64_t num_out);
+
+/// x.index_select(0, index), with scatter_sum as its backward.
+torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& index);
+
+/// Softmax of `scores` [E, H] over the edges sharing a destination: for each
+/// destination d and head h, the weights of the edges into d sum to 1.
+/// Uses only scatter_sum/index_select/exp (LibTorch 1.13 and 2.x); the stabilising
+/// shift is the per-destination MEAN of the scores (softmax is shift-invariant,
+/// and the largest term has exp(.) >= 1, so the denominator never underflows).
+torch::Tensor segment_softmax(const torch::Tensor& scores, const torch::Tensor& dst, int64_t num_nodes);
+
+/// Node encoder interface: x [N, F], edge_index [2, E], edge_attr [E, Fe] -> [N, hidden].
+struct GraphEncoderImpl : torch::nn::Module {
+  virtual torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& edge_index,
+                                const torch::Tensor& edge_attr) = 0;
+  /// Attention weights [E, heads] of the last forward (for tests), of layer/round `layer`.
+  virtual torch::Tensor attention(int64_t layer) const = 0;
+};
+
+/// One TransformerConv layer with edge features (eq. 11-13).
+struct TransformerConvImpl : torch::nn::Module {
+  TransformerConvImpl(int64_t in, int64_t out, int64_t heads, int64_t edge_dim);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& edge_index, const torch::Tensor& edge_attr);
+  int64_t out, heads, dk;
+  torch::nn::Linear wqkvr{nullptr}, wedge{nullptr};  ///< [W_Q|W_K|W_V^(1..L)|W_root], W_edge
+  torch::Tensor last_attention;  ///< [E, heads], detached
+};
+TORCH_MODULE(TransformerConv);
+
+/// Output of the model for a batch of G graphs; times in ms.
+struct GnnOutput {
+  torch::Tensor alpha, beta;  ///< [G]; direct target: alpha = T_pred/T_sum, beta = 0
+  torch::Tensor t_pred;       ///< [G] predicted T_iter, ms
+  torch::Tensor log_t_pred;   ///< [G] log of t_pred (computed stably)
+};
+
+/// The full model Omega (eq. 14).
+struct GnnModelImpl : torch::nn::Module {
+  explicit GnnModelImpl(const GnnConfig& cfg);
+  GnnOutput forward(const GraphBatch& b);
+  GnnConfig cfg;
+  std::shared_ptr<GraphEncoderImpl> encoder;
+  torch::nn::Sequential z_mlp{nullptr}, head{nullptr};
+  torch::Tensor log_t_offset;  ///< buffer [1]: mean log target of the training set (direct target)
+};
+TORCH_MODULE(GnnModel);
+
+/// Training options (the CLI flags of `scaledl train graph`).
+struct GnnTrainOptions {
+  int64_t epochs = 250;            ///< passes over the training graphs, >= 1
+  double lr = 3e-3;                ///< Adam learning rate, > 0
+  double weight_decay = 0;         ///< Adam L2 penalty, >= 0
+  int64_t batch_size = 32;         ///< graphs per optimiser step, >= 1
+  double val_fraction = 0.2;       ///< share of graphs held out for early stopping, [0, 0.9]
+  int64_t patience = 60;           ///< epochs without validation improvement before stopping, >= 1
+  uint64_t seed = 0;               ///< seeds weights (torch::manual_seed), split and shuffling
+  std::string loss = "mse-log";    ///< "mse-log": mean (log T_pred - log T)^2; "mre": mean |T_pred - T|/T
+  std::string normalization = "minmax";  ///< "minmax" | "standard"
+  /// Called after each epoch with (epoch, mean train loss, validation MRE or, without a
+  /// validation set, the mean train loss: the early-stopping criterion); may be empty.
+  std::function<void(int64_t, double, double)> on_epoch;
+  /// The options above except on_epoch (what reports and bundles record).
+  nlohmann::json to_json() const;
+};
+
+/// What training reports; MREs are fractions (0.05 = 5%).
+struct GnnTrainReport {
+  int64_t train_graphs = 0, val_graphs = 0;
+  int64_t epochs_run = 0, best_epoch = 0;
+  double train_mre_before = NAN, val_mre_before = NAN;  ///< of T_sum + T_comm (alpha = beta = 1)
+  double train_mre = NAN, val_mre = NAN;                ///< after refinement
+  double mean_alpha = NAN, mean_beta = NAN;             ///< over all graphs
+  double seconds = 0;                                   ///< wall time of training
+  /// log(measured / predicted) and ood_distance of each validation graph, with the
+  /// returned model (what split-conformal intervals calibrate on: intervals.hpp).
+  std::vector<double> val_log_residuals, val_ood_distance, val_t_sum_ms;
+  nlohmann::json to_json() const;
+};
+
+/// Per-graph predictions, ms.
+struct GnnPrediction {
+  std::vector<double> alpha, beta, t_pred_ms;
+  std::vector<double> ood_distance;  ///< Normalizer::ood_distance of each graph's global features
+  std::vector<int> ood_column;       ///< the global feature that sets it (-1 inside the training range)
+  /// 1 where alpha is that of the graph's forward part (GraphFeatures::forward_part):
+  /// the run has backward nodes, the refinement trained on none, and the forward
+  /// part lies nearer its training range than the run (only with ood_tau > 0).
+  std::vector<char> alpha_from_forward;
+};
+
+/// Mean relative error |pred - y| / y of two equal-length vectors (fraction).
+double mean_relative_error(const std::vector<double>& pred, const std::vector<double>& y);
+
+/// A trained refinement model: config + normalisation + weights.
+class GraphPredictor {
+ public:
+  GraphPredictor() = default;
+  GraphPredictor(const GnnConfig& cfg, Normalizer norm);
+
+  /// Trains on graphs with finite target_ms > 0 (throws naming the first bad label).
+  static GraphPredictor train(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
+                              const GnnTrainOptions& opt, GnnTrainReport* report = nullptr);
+
+  /// True when predict takes the alpha of a run with backward nodes from its
+  /// forward part (GnnPrediction::alpha_from_forward): ood_tau > 0 and no
+  /// training run had backward nodes.
+  bool alpha_from_forward_part() const;
+
+  /// Predicts in batches of `batch_size` graphs on `device` (default CPU).
+  GnnPrediction predict(const std::vector<GraphFeatures>& graphs, int64_t batch_size = 64,
+                        torch::Device device = torch::kCPU) const;
+  GnnPrediction predict(const std::vector<const GraphFeatures*>& graphs, int64_t batch_size = 64,
+                        torch::Device device = torch::kCPU) const;
+
+  /// safetensors file with weights ("model.*"), normalisation ("norm.*") and
+  /// __metadata__ {format, format_version, encoder, config, feature names, ...}.
+  void save(const std::string& path, const nlohmann::json& extra_metadata = {}) const;
+  /// Throws naming the file and field on a corrupt, truncated, wrong-version or
+  /// feature-mismatched file.
+  static GraphPredictor load(const std::string& path);
+
+  const GnnConfig& config() const { return cfg_; }
+  const Normalizer& normalizer() const { return norm_; }
+  GnnModel& model() { return model_; }
+  const GnnModel& model() const { return model_; }
+  /// Metadata read by load() ("train_report" etc.), empty otherwise.
+  const nlohmann::json& metadata() const { return meta_; }
+
+  static constexpr int kFormatVersion = 3;  ///< 2: training ranges (norm.*_lo/_hi); 3: content_sha256
+
+ private:
+  GnnConfig cfg_;
+  Normalizer norm_;
+  GnnModel model_{nullptr};
+  nlohmann::json meta_;
+};
+
+/// K-fold cross-validation over graphs: each graph is predicted once by a model
+/// that never saw it. Within each training part, `opt.val_fraction` is held out
+/// for early stopping as in GraphPredictor::train, so the test fold plays no
+/// part in model selection. Folds come from a permutation seeded by opt.seed.
+struct GnnCvReport {
+  int64_t folds = 0, graphs = 0;
+  std::vector<std::string> labels;        ///< per graph, in input order
+  std::vector<double> target_ms, before_ms, pred_ms, alpha;  ///< per graph; before = T_sum + T_comm
+  std::vector<int64_t> fold;                                 ///< fold each graph was tested in
+  double mre_before = NAN, mre = NAN;     ///< over all graphs (fractions)
+  std::vector<double> fold_mre;           ///< per fold, after refinement
+  double seconds = 0;
+  nlohmann::json to_json() const;
+};
+GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt, int64_t folds);
+
+/// Fold of each of `n` graphs (0..folds-1, near-equal sizes): a permutation
+/// seeded by `seed`, the one cross_validate_graphs uses with opt.seed = seed.
+std::vector<int64_t> graph_cv_folds(size_t n, int64_t folds, uint64_t seed);
+
+/// The fold loop itself: fold k trains on the graphs with fold[i] != k and tests
+/// those with fold[i] == k, all taken from `graphs_of_fold(k)` (n graphs in the
+/// order of `fold`), so each fold may featurize the graphs its own way (e.g. with
+/// layer models that did not see fold k: graph_cv.hpp).
+GnnCvReport cross_validate_graphs(const std::vector<int64_t>& fold, int64_t folds, const GnnConfig& cfg,
+                                  const GnnTrainOptions& opt,
+                                  const std::function<std::vector<GraphFeatures>(int64_t)>& graphs_of_fold);
+
+}  // namespace scaledl

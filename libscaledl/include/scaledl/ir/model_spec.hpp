@@ -1,0 +1,229 @@
+#pragma once
+// Needs LibTorch: no (this header includes no LibTorch header).
+// A Transformer model read from a Hugging Face style config.json, plus the
+// training settings of one iteration. No LibTorch: the IR builds without it.
+//
+// Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
+// GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
+// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3, GPT-NeoX, DeepSeek-V2/V3 and gpt-oss, read into
+// the Llama family), and Switch
+// Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "scaledl/ir/layer_types.hpp"
+
+namespace scaledl {
+
+enum class Family : int { Bert = 0, Gpt2, T5, ViT, DeiT, GptNeo, Opt, Llama, Switch };
+/// Number of Family values (one-hot widths).
+inline constexpr int kFamilyCount = 9;
+enum class Arch : int { EncoderOnly = 0, DecoderOnly, EncoderDecoder, VisionEncoder };
+/// GELUNew is Hugging Face's NewGELUActivation ("gelu_new": GPT-2, GPT-3, T5 v1.1): the tanh form
+/// written out in eager PyTorch, eight kernels; GELUTanh is the fused one (gelu_pytorch_tanh).
+enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU, GELUNew };
+enum class NormKind : int { LayerNorm = 0, RMSNorm };
+
+const char* to_string(Family f);
+const char* to_string(Arch a);
+const char* to_string(Activation a);
+const char* to_string(NormKind n);
+
+/// Architecture of one model. All sizes are element counts, > 0 unless noted.
+struct ModelSpec {
+  std::string name;                 ///< e.g. "bert-base" (file stem or _name_or_path)
+  Family family = Family::Bert;
+  Arch arch = Arch::EncoderOnly;
+  int64_t hidden = 0;               ///< d_model
+  int64_t num_layers = 0;           ///< encoder layers; decoder layers for decoder-only models
+  int64_t num_decoder_layers = 0;   ///< T5 decoder layers; 0 otherwise
+  int64_t num_heads = 0;            ///< attention heads (query heads)
+  int64_t num_kv_heads = 0;         ///< key/value heads (== num_heads unless GQA/MQA)
+  int64_t head_dim = 0;             ///< per-head size (hidden/num_heads, or T5 d_kv)
+  int64_t ffn_dim = 0;              ///< FFN inner size (intermediate_size, d_ff, ffn_dim)
+  int64_t vocab_size = 0;           ///< 0 for vision models
+  int64_t max_positions = 0;        ///< rows of a learned position table; 0 if none (T5 relative, RoPE)
+  int64_t position_offset = 0;      ///< extra learned position rows (OPT: 2)
+  int64_t type_vocab_size = 0;      ///< BERT token-type rows; 0 otherwise
+  int64_t rel_attn_buckets = 0;     ///< T5 relative-attention buckets; 0 otherwise
+  int64_t image_size = 0;           ///< vision: input height = width (pixels)
+  int64_t patch_size = 0;           ///< vision: patch edge (pixels)
+  int64_t num_channels = 0;         ///< vision: input channels
+  int64_t num_labels = 0;           ///< classifier outputs (vision: 1000 for ImageNet); 0 = no classifier
+  int64_t num_special_tokens = 0;   ///< vision: CLS (1) + DeiT distillation token (2 in total)
+  Activation activation = Activation::GELU;
+  NormKind norm = NormKind::LayerNorm;
+  bool gated_ffn = false;           ///< SwiGLU / gated-GELU: up, gate and down projections
+  bool linear_bias = true;          ///< biases on attention and FFN linears
+  bool tie_word_embeddings = true;  ///< LM head shares the token embedding
+  bool pooler = false;              ///< BERT pooler (dense + tanh on [CLS])
+  bool pre_norm = true;             ///< norm before attention/FFN (GPT-2, ViT, Llama, T5)
+  bool final_norm = true;           ///< norm after the last block
+  bool lm_head = false;             ///< language-model head producing vocab logits
+  double dropout = 0.1;             ///< hidden dropout probability, [0, 1)
+  double attn_dropout = 0.1;        ///< attention-probability dropout, [0, 1)
+  // ---- added by the IR engineer (fields above are unchanged) ----
+  double embed_dropout = 0.1;       ///< dropout after the embeddings, [0, 1)
+  double act_dropout = 0;           ///< dropout inside the FFN after the activation (T5, OPT), [0, 1)
+  bool qkv_bias = true;             ///< biases on the q/k/v projections (false: GPT-Neo, T5, Llama)
+  bool out_bias = true;             ///< bias on the attention output projection (false: T5, Llama)
+  int64_t context_len = 0;          ///< longest trained sequence (RoPE/learned positions); 0 = unbounded (T5)
+  int64_t embed_dim = 0;            ///< token-embedding width (OPT word_embed_proj_dim); == hidden otherwise
+  bool dist_head = false;           ///< DeiT with teacher: second classifier on the distillation token
+  std::string hf_class;             ///< architectures[0] of the config, "" when absent
+  // ---- mixture of experts (Switch Transformers); num_experts == 0: a dense model ----
+  int64_t num_experts = 0;          ///< experts of each sparse FFN (top-1 routing)
+  int64_t encoder_sparse_step = 0;  ///< encoder FFN i is sparse when i % step == 1 (or step == 1); 0 = none
+  int64_t decoder_sparse_step = 0;  ///< the same for the decoder stack
+  int64_t expert_capacity = 0;      ///< tokens one expert takes per sample (HF expert_capacity); 0 = capacity_factor
+  double capacity_factor = 1.0;     ///< when expert_capacity == 0: capacity = ceil(factor * seq / experts)
+  bool router_bias = false;         ///< bias on the router's classifier
+  int64_t moe_top_k = 1;            ///< experts each token goes to (Switch 1, Mixtral num_experts_per_tok)
+  int64_t shared_expert_ffn = 0;    ///< Qwen2-MoE: a gated FFN every token takes, x sigmoid(gate(x)); 0 = none
+  // ---- Gemma ----
+  bool embed_scale = false;         ///< embeddings multiplied by sqrt(hidden) (a Mul node "embed.scale")
+  // ---- Qwen3 ----
+  bool qk_norm = false;             ///< RMSNorm over each head of q and k (nodes "attn.q_norm", "attn.k_norm")
+  // ---- Phi-3 (GPT-2's c_attn is fused too, by its family) ----
+  bool fused_qkv = false;           ///< q, k and v as one projection (node "attn.qkv")
+  bool fused_gate_up = false;       ///< gate and up as one projection [h, 2f] (node "ffn.gate_up"); gated FFNs
+  // ---- GPT-NeoX ----
+  bool parallel_residual = false;   ///< attention and FFN both read the block input (ffn.norm of x)
+  // ---- Gemma 2 / 3 ----
+  bool sandwich_norm = false;       ///< a norm after attention and after the FFN too ("attn.post_norm", "ffn.post_norm")
+  double attn_softcap = 0;          ///< scores = cap x tanh(scores / cap) (three nodes "attn.softcap_*"); 0 = none
+  double final_softcap = 0;         ///< the same on the LM head's logits ("head.softcap_*"); 0 = none
+  // ---- DeepSeek-V2 / V3: multi-head latent attention (MLA), dense first FFNs, plain shared experts ----
+  int64_t kv_lora_rank = 0;         ///< MLA: k and v from a rank-r latent (kv_a, kv_a_norm, kv_b); 0 = plain attention
+  int64_t q_lora_rank = 0;          ///< MLA: q through a rank-r latent (q_a, q_a_norm, q_b); 0 = one q projection
+  int64_t qk_rope_dim = 0;          ///< MLA: rotary part of each q/k head (head_dim = qk_nope + qk_rope)
+  int64_t v_head_dim = 0;           ///< per-head size of v (MLA's v_head_dim); 0 = head_dim
+  int64_t first_dense_layers = 0;   ///< the first k FFNs of an MoE stack are dense (first_k_dense_replace)
+  int64_t dense_ffn_dim = 0;        ///< their width (intermediate_size; ffn_dim is the experts'); 0 = ffn_dim
+  bool plain_shared_expert = false; ///< the shared expert is added as it is (DeepSeek), not x sigmoid(gate(x))
+  // ---- gpt-oss ----
+  bool attn_sinks = false;          ///< a learned sink logit per head joins each softmax ("attn.sinks_*")
+  bool clamped_glu = false;         ///< experts: (clamp(up) + 1) x g sigmoid(1.702 g), g = clamp(gate); biased
+                                    ///< fused gate_up and down, their bias adds as nodes of their own
+  bool dense_expert_inference = false;  ///< inference runs every expert on every token (HF's eval-mode path)
+  // ---- one GPU's shard under expert parallelism (predict --ep; parallel.cpp) ----
+  int64_t expert_shards = 1;        ///< the experts of each sparse FFN are spread over this many GPUs: this one
+                                    ///< holds num_experts / expert_shards, each taking the tokens of that many GPUs
+  /// True when q, k and v are one projection (GPT-2's c_attn, Phi-3's qkv_proj).
+  bool qkv_fused() const { return fused_qkv || family == Family::Gpt2; }
+  /// True for DeepSeek's multi-head latent attention.
+  bool mla() const { return kv_lora_rank > 0; }
+  /// Per-head size of v (MLA: v_head_dim; otherwise head_dim).
+  int64_t value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
+  /// FFN width of a dense layer (DeepSeek's first layers: intermediate_size; otherwise ffn_dim).
+  int64_t dense_ffn() const { return dense_ffn_dim > 0 ? dense_ffn_dim : ffn_dim; }
+
+  nlohmann::json to_json() const;
+};
+
+/// True when FFN `i` of the encoder (decoder = false) or decoder stack is a
+/// mixture of experts (Hugging Face SwitchTransformersStack's rule). The num_layers
+/// stack of a decoder-only model (Mixtral) is decoder = false: encoder_sparse_step;
+/// its first first_dense_layers FFNs are dense (DeepSeek).
+bool is_sparse_layer(const ModelSpec& m, bool decoder, int64_t i);
+/// Sparse FFNs of a stack.
+int64_t sparse_layer_count(const ModelSpec& m, bool decoder);
+/// Token slots of one expert per sample: min(expert_capacity, seq), or
+/// ceil(capacity_factor * moe_top_k * seq / num_experts) when expert_capacity is 0. Tokens
+/// routed beyond it skip the expert (they pass through scaled by the router probability).
+int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq);
+/// True when every expert runs on every token: a model with dense_expert_inference (gpt-oss) in
+/// inference, as Hugging Face's eval mode runs it.
+bool every_expert_runs(const ModelSpec& m, bool inference);
+/// Token slots of one expert per sample: seq when every expert runs, else expert_capacity_per_sample.
+int64_t expert_slots_per_sample(const ModelSpec& m, int64_t seq, bool inference);
+
+/// Settings of one training iteration.
+struct TrainSettings {
+  int64_t batch = 8;                ///< samples per iteration (per device), >= 1
+  int64_t seq_len = 128;            ///< tokens per sample (text models), >= 1
+  int64_t image_size = 0;           ///< vision input size; 0 = the config's image_size
+  DType dtype = DType::FP32;
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  bool optimizer_step = true;       ///< iteration includes the optimizer step
+  bool backward = true;             ///< false: inference, forward only under no-grad (no optimizer step either)
+  int64_t num_devices = 1;          ///< data-parallel replicas (all-reduce of gradients)
+  int64_t tgt_len = 0;              ///< T5 decoder tokens per sample; 0 = seq_len
+  /// The framework fuses the elementwise kernels around the attention softmax (scale, mask)
+  /// and runs gelu_new as one kernel, as Megatron-LM does (fused scale-mask-softmax, fused
+  /// bias-GELU); false = eager PyTorch / Hugging Face, each its own kernel (layer_graph.cpp).
+  /// Stored only when true, so the keys of earlier runs are unchanged.
+  bool fused_kernels = false;
+
+  nlohmann::json to_json() const;
+};
+
+/// What one iteration runs (`--mode`): train = forward + backward + optimizer step,
+/// fwd-bwd = without the optimizer step, inference = forward only under no-grad
+/// (no backward nodes, no saved activations). Stored as TrainSettings::backward and
+/// ::optimizer_step; settings JSON carries "backward" only when it is false, so the
+/// keys of runs stored before modes existed are unchanged.
+enum class RunMode : int { Train = 0, FwdBwd, Inference };
+const char* to_string(RunMode m);
+/// "train", "fwd-bwd" or "inference"; anything else is an Error naming `ctx` and the value.
+RunMode parse_run_mode(const std::string& v, const std::string& ctx = "mode");
+RunMode run_mode(const struct TrainSettings& s);
+void set_run_mode(struct TrainSettings& s, RunMode m);
+
+/// Reads a config.json object; `ctx` names the source in messages (e.g. the path).
+/// Validates everything and throws Error naming the key and value on any problem.
+ModelSpec parse_model_config(const nlohmann::json& config, const std::string& ctx = "config");
+
+/// Checks that `key` of `config` (an override such as --sweep config.<key>=...) is one the model
+/// uses: a different value of it changes the model parse_model_config reads, or is refused by it.
+/// Otherwise throws Error naming the key, the model_type and, where one of its synonyms is what
+/// the model reads (num_hidden_layers vs GPT-2's n_layer), that key.
+void check_config_key_used(const nlohmann::json& config, const std::string& key, const std::string& ctx);
+/// Reads and parses a config.json file (name defaults to the file stem).
+ModelSpec load_model_config(const std::string& path);
+/// Settings from JSON ({"batch":..,"seq_len":..,"dtype":"fp32",...}); validated.
+TrainSettings parse_train_settings(const nlohmann::json& j, const std::string& ctx = "settings");
+/// Checks settings against a model (seq_len within max_positions, image divisible by patch...).
+void validate_settings(const ModelSpec& m, const TrainSettings& s);
+
+/// Inverse of ModelSpec::to_json() (the form stored in ModelMeasurement::model):
+/// every field present in to_json() is read back; throws naming ctx.key on a
+/// missing or ill-typed field or an unknown enum name. ("params" is ignored.)
+/// Source: src/ir/stored_spec.cpp.
+ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx = "model");
+
+/// Trainable parameter count of the model as Hugging Face builds it.
+int64_t parameter_count(const ModelSpec& m);
+
+/// Parameters one token passes through: parameter_count less the experts a token is
+/// not routed to (num_experts - moe_top_k of each sparse FFN); parameter_count for
+/// dense models. Mixtral-8x7B: 12.9 G of 46.7 G. (Of the whole model: expert_shards is ignored.)
+int64_t active_parameter_count(const ModelSpec& m);
+/// Parameters of the routed experts (not the router or a shared expert) that this model,
+/// or under expert parallelism this GPU's shard (num_experts / expert_shards per sparse FFN),
+/// holds; 0 for dense models.
+int64_t expert_parameter_count(const ModelSpec& m);
+/// Estimated training memory of one iteration, bytes: parameter_count * (2 e +
+/// optimizer state: 8 B for Adam/AdamW, 0 for SGD) + activations of Korthikanti
+/// et al. 2022 (eq. 2): s b h (34 + 5 a s / h) bytes per layer at a 2-byte dtype,
+/// scaled by e / 2, + logits 2 b s V e (e = bytes per element of the dtype).
+/// What `plan` checks memory constraints with and `bench models` refuses to
+/// allocate beyond the device's memory.
+double training_memory_bytes(const ModelSpec& m, const TrainSettings& s);
+
+/// Checks a ModelSpec built by hand (parse_model_config already calls it): sizes
+/// in range, heads dividing hidden where required, kv heads dividing heads.
+void validate_model_spec(const ModelSpec& m, const std::string& ctx = "config");
+/// The optional "scaledl" object beside a config ({"scaledl": {"batch": 8, ...}})
+/// parsed with parse_train_settings; defaults when absent.
+TrainSettings settings_from_config(const nlohmann::json& config, const std::string& ctx = "config");
+/// Sequence length of the decoder (T5: tgt_len or seq_len) and of the input
+/// tokens per sample (vision: patches + special tokens; text: seq_len).
+int64_t tokens_per_sample(const ModelSpec& m, const TrainSettings& s);
+int64_t decoder_tokens_per_sample(const ModelSpec& m, const TrainSettings& s);
+/// Supported model_type names, comma separated (for messages and docs).
+const char* supported_model_types();
+
+}  // namespace scaledl

@@ -1,0 +1,89 @@
+#pragma once
+// Needs LibTorch: no (this header includes no LibTorch header).
+// Physical bounds on a predicted iteration time (issue #16), applied by
+// Bundle::predict_many to every prediction `scaledl predict` prints:
+//
+//   roofline   no iteration is faster than the sum over its layers of
+//              max(FLOP / peak rate, bytes / peak bandwidth) with the device's
+//              best rates (iteration_roofline_ms); a prediction below it is
+//              raised to it and flagged.
+//   monotone   at equal model, more tokens per iteration never take less time:
+//              a prediction is at least the prediction for every smaller
+//              configuration on the grid 1, 2, 3, 4, 6, 8, 12, ... (2^k, 3*2^k)
+//              of batch x seq (text models; batch only for vision), including
+//              its own batch and seq (monotone_ladder); a prediction below one
+//              of them is raised to it and flagged.
+//   mode       train >= fwd-bwd + the optimizer step's roofline, and
+//              fwd-bwd >= inference, at equal model and settings (the mode
+//              rung of monotone_ladder, labelled "mode ..."). Among the configurations of
+//              one call (a sweep) a running maximum along batch and seq follows.
+//   devices    N data-parallel devices (--devices N) take no less per iteration
+//              than one device with the same batch (the rung "devices 1").
+//
+// Predictions are then exactly monotone on the grid and within a sweep; between
+// separate calls off the grid, differences inside one grid step remain
+// (docs/predict.md measures them).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scaledl/io/device.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+
+namespace scaledl {
+
+/// Upper bound of the device's compute rate for `dtype`, GFLOP/s: the largest
+/// spec peak that can serve it (FP32: FP32; TF32: TF32 or FP32; BF16/FP16: any),
+/// or twice the measured FP32 matmul rate when the record has no spec peak.
+double bound_gflops(const DeviceRecord& d, DType dtype);
+/// Upper bound of the device's memory bandwidth, GB/s: the larger of the spec
+/// peak and the measured copy rate.
+double bound_bandwidth_gbs(const DeviceRecord& d);
+/// The roofline time of one iteration, ms: sum over the graph's nodes of
+/// max(FLOP / bound_gflops, bytes beyond the last-level cache / bound_bandwidth_gbs).
+/// Bytes that fit in the cache (d.l2_mb) are not charged: they need not reach memory.
+double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d);
+/// The same over the update node(s) only (the optimizer step), ms.
+double update_roofline_ms(const LayerGraph& g, const DeviceRecord& d);
+/// Either of the two (update_only selects the update nodes).
+double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only);
+
+/// One measured run for fit_host_node_ms: the nodes of its layer graph, the
+/// iteration time predicted without the host term (T_sum + T_comm), the measured time.
+/// A pipelined run (parallel.hpp) has `slots` slots of `nodes` nodes each, `predicted_ms`
+/// the GPU's slot, and `rest_ms` after them (data-parallel all-reduce, optimizer step).
+struct HostRun {
+  std::string device;  ///< DeviceRecord::key()
+  double nodes = 0, predicted_ms = 0, measured_ms = 0;
+  double slots = 1, rest_ms = 0;
+  /// slots x max(predicted_ms, nodes x d) + rest_ms.
+  double composed_ms(double node_ms) const;
+};
+/// Runs a device needs before its host term is fitted (below: 0).
+constexpr size_t kMinHostRuns = 8;
+/// The least cost per graph node we measured of an eager framework's host, ms:
+/// vTrain's Megatron-LM runs, 70 us (docs/parallel.md); our H100 host's LibTorch zoo
+/// needs 102 us. `predict` warns where a GPU's layer sum per node is below it and no
+/// host term is known (the host may set the iteration: give --host-node-us).
+constexpr double kEagerHostNodeMs = 0.070;
+/// The warning's text, or "" when none is due: `gpu_ms` over `nodes` against
+/// kEagerHostNodeMs (`host_ms` > 0: a host term is applied; `kind` "cpu": none is due).
+std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, const std::string& kind);
+/// Per GPU device with at least kMinHostRuns runs: the host's cost per graph node d,
+/// ms, that minimises the sum over its runs of |log(HostRun::composed_ms(d) / measured)|
+/// (a grid of 400 steps up to the largest measured / (slots x nodes); 0 when none beats d = 0).
+/// An eager iteration waits on the host that issues its nodes: our H100 campaign's
+/// small runs take 75-100 us per node whatever their width (docs/unseen-gpu.md, "The
+/// host's cost per node"). A device whose record in `devices` is of kind "cpu" gets none.
+std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
+                                               const std::map<std::string, DeviceRecord>& devices = {});
+
+/// The smaller configurations that bound `s` from below (see the top of this file):
+/// each with a label such as "batch 4", "seq 64" or "batch 4, seq 64".
+struct LadderPoint {
+  TrainSettings settings;
+  std::string label;
+};
+std::vector<LadderPoint> monotone_ladder(const ModelSpec& m, const TrainSettings& s);
+
+}  // namespace scaledl
