@@ -23,7 +23,7 @@ const std::vector<GraphFeatures>& bench_graphs() {
   static const std::vector<GraphFeatures> g = [] {
     std::vector<GraphFeatures> v;
     std::mt19937_64 rng(42);
-    const char* models[] = {"bert-base.json", "gpt2.json", "vit-base.json", "deit-small.json",
+    const char* models[] = {"bert-base.json", "gpt2.json",        "vit-base.json", "deit-small.json",
                             "t5-small.json",  "llama-style.json", "opt-125m.json"};
     const int64_t batches[] = {1, 2, 4, 8, 16, 32};
     const int64_t seqs[] = {32, 64, 128, 256};
@@ -31,8 +31,8 @@ const std::vector<GraphFeatures>& bench_graphs() {
     while (v.size() < 200) {
       const std::string m = models[rng() % 7];
       const int64_t layers = m == "t5-small.json" ? 3 + rng() % 3 : 5 + rng() % 6;
-      v.push_back(test::labelled(
-          test::small_graph(m, layers, batches[rng() % 6], seqs[rng() % 4], devs[rng() % 5])));
+      v.push_back(
+          test::labelled(test::small_graph(m, layers, batches[rng() % 6], seqs[rng() % 4], devs[rng() % 5])));
     }
     return v;
   }();
@@ -42,7 +42,8 @@ const std::vector<GraphFeatures>& bench_graphs() {
 double mean_nodes(const std::vector<GraphFeatures>& g, int64_t compress_rounds = 0) {
   double n = 0;
   for (const auto& x : g)
-    n += static_cast<double>(compress_rounds > 0 ? compress_graph(x, compress_rounds).num_nodes : x.num_nodes);
+    n +=
+        static_cast<double>(compress_rounds > 0 ? compress_graph(x, compress_rounds).num_nodes : x.num_nodes);
   return n / static_cast<double>(g.size());
 }
 
@@ -108,10 +109,23 @@ BENCHMARK_CAPTURE(BM_Scatter, scatter_sum_fwd_bwd, false, true)->Unit(benchmark:
 BENCHMARK_CAPTURE(BM_Scatter, index_add_fwd_bwd, true, true)->Unit(benchmark::kMillisecond);
 
 // Arg = epochs: 250 is the target; 25 gives the per-epoch cost quickly on a busy machine.
-BENCHMARK_CAPTURE(BM_GnnTrain, transformerconv, "transformerconv")->Arg(25)->Arg(250)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK_CAPTURE(BM_GnnTrain, transformerconv, "transformerconv")
+    ->Arg(25)
+    ->Arg(250)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1);
 BENCHMARK_CAPTURE(BM_GnnTrain, anee, "anee")->Arg(25)->Arg(250)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK_CAPTURE(BM_GnnInference, transformerconv, "transformerconv")
-    ->Arg(64)->Arg(256)->Arg(2000)->Unit(benchmark::kMillisecond)->MinTime(2.0);
-BENCHMARK_CAPTURE(BM_GnnInference, anee, "anee")->Arg(64)->Arg(256)->Arg(2000)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(2000)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_GnnInference, anee, "anee")
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(2000)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
 
 BENCHMARK_MAIN();

@@ -48,7 +48,8 @@ const Fixture& fixture() {
     TrainOptions to;
     if (const char* env = std::getenv("SCALEDL_BENCH_TRAIN_OPTIONS")) {
       try {
-        to = TrainOptions::from_json(parse_json_text(env, "SCALEDL_BENCH_TRAIN_OPTIONS"), "SCALEDL_BENCH_TRAIN_OPTIONS");
+        to = TrainOptions::from_json(parse_json_text(env, "SCALEDL_BENCH_TRAIN_OPTIONS"),
+                                     "SCALEDL_BENCH_TRAIN_OPTIONS");
       } catch (const std::exception& e) {
         std::cerr << "bench_learn: error: " << e.what() << "\n";
         std::exit(1);
@@ -85,12 +86,28 @@ void predict(benchmark::State& state, bool compiled) {
   f.predictor.set_compiled_trees(true);
   state.SetItemsProcessed(state.iterations() * rows);
 }
-void BM_PredictBatch(benchmark::State& state) { predict(state, true); }
-void BM_PredictBatchXgboost(benchmark::State& state) { predict(state, false); }
-BENCHMARK(BM_PredictBatch)->Arg(1000)->Arg(1000000)->Unit(benchmark::kMillisecond)->UseRealTime()
-    ->MeasureProcessCPUTime()->Repetitions(3)->ReportAggregatesOnly(false);
-BENCHMARK(BM_PredictBatchXgboost)->Arg(1000)->Arg(1000000)->Unit(benchmark::kMillisecond)->UseRealTime()
-    ->MeasureProcessCPUTime()->Repetitions(3)->ReportAggregatesOnly(false);
+void BM_PredictBatch(benchmark::State& state) {
+  predict(state, true);
+}
+void BM_PredictBatchXgboost(benchmark::State& state) {
+  predict(state, false);
+}
+BENCHMARK(BM_PredictBatch)
+    ->Arg(1000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(false);
+BENCHMARK(BM_PredictBatchXgboost)
+    ->Arg(1000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(false);
 
 void BM_Features(benchmark::State& state) {
   const Fixture& f = fixture();

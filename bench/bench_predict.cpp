@@ -22,10 +22,10 @@
 
 #include <torch/torch.h>
 
-#include "scaledl/predict/bundle.hpp"
+#include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/ir/model_spec.hpp"
-#include "scaledl/io/store.hpp"
+#include "scaledl/predict/bundle.hpp"
 
 namespace {
 
@@ -44,7 +44,8 @@ const Fixture& fixture() {
     torch::set_num_threads(1);
     const std::string src = SCALEDL_SOURCE_DIR;
     const std::string dir =
-        (std::filesystem::temp_directory_path() / ("scaledl_bench_bundle_" + std::to_string(getpid()))).string();
+        (std::filesystem::temp_directory_path() / ("scaledl_bench_bundle_" + std::to_string(getpid())))
+            .string();
     BundleTrainOptions o;
     o.dbs = {src + "/datasets/cpu/layers.sqlite", src + "/datasets/cpu/models.sqlite"};
     o.gnn_train.epochs = 20;

@@ -18,11 +18,11 @@
 #include <sstream>
 #include <string>
 
-#include "fuzz_util.hpp"
-#include "scaledl/predict/bundle.hpp"
 #include "core/checksum.hpp"
-#include "scaledl/gnn/graph_batch.hpp"
+#include "fuzz_util.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/predict/bundle.hpp"
 
 using namespace scaledl;
 namespace fs = std::filesystem;
@@ -54,8 +54,8 @@ const fs::path& bundle() {
       fuzz::write_file("bundle/layers/" + name, text.substr(nl + 1, end - nl - 1));
       pos = next == std::string::npos ? text.size() : next + 1;
     }
-    fuzz::write_file("bundle/graph.safetensors",
-                     slurp(fs::path(SCALEDL_SOURCE_DIR) / "models" / "bundles" / "default" / "graph.safetensors"));
+    fuzz::write_file("bundle/graph.safetensors", slurp(fs::path(SCALEDL_SOURCE_DIR) / "models" / "bundles" /
+                                                       "default" / "graph.safetensors"));
     fuzz::write_file("bundle/comm.json", std::string("{\"bandwidth_Bps\": 2.27e11, \"gamma_s\": 5.6e-6}\n"));
     return fuzz::scratch() / "bundle";
   }();
@@ -86,7 +86,8 @@ std::string with_checksums(const std::string& text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fs::path& dir = bundle();
-  fuzz::write_file("bundle/manifest.json", with_checksums(std::string(reinterpret_cast<const char*>(data), size)));
+  fuzz::write_file("bundle/manifest.json",
+                   with_checksums(std::string(reinterpret_cast<const char*>(data), size)));
   fuzz::guarded([&] {
     const Bundle b = load_bundle(dir.string());
     // What predict reads of it besides the models.

@@ -27,12 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fuzz::bug("time_s not finite for " + m.to_json().dump());
     (void)cross_node_comm_warning(m, 2);
     const json stored = m.to_json();
-    if (!fuzz::guarded([&] { (void)CommModel::from_json(parse_json_text(stored.dump(), "stored"), "stored"); }))
+    if (!fuzz::guarded(
+            [&] { (void)CommModel::from_json(parse_json_text(stored.dump(), "stored"), "stored"); }))
       fuzz::bug("CommModel::from_json(load_comm_model(x).to_json()) threw: " + stored.dump());
   });
 
   // 2. The same bytes as an nccl-tests or vTrain file, then the fits `comm fit` makes of its rows.
-  static const char* kNames[] = {"all_reduce_perf.txt", "all_gather_perf.txt", "reduce_scatter_perf.txt",
+  static const char* kNames[] = {"all_reduce_perf.txt", "all_gather_perf.txt",  "reduce_scatter_perf.txt",
                                  "sendrecv_perf.txt",   "AR_GPU8_1M_1024M_LUT", "run.log"};
   const std::string name = kNames[size ? data[size - 1] % 6 : 0];
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -44,13 +45,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& r : rows)
       if (!(r.bytes > 0 && std::isfinite(r.time_s) && r.time_s > 0 && r.world >= 2 && r.nodes >= 1 &&
             r.nodes <= r.world))
-        fuzz::bug("parse_nccl_tests_text returned a row it should have refused: bytes " + std::to_string(r.bytes) +
-                  " time_s " + std::to_string(r.time_s) + " world " + std::to_string(r.world));
+        fuzz::bug("parse_nccl_tests_text returned a row it should have refused: bytes " +
+                  std::to_string(r.bytes) + " time_s " + std::to_string(r.time_s) + " world " +
+                  std::to_string(r.world));
     fuzz::guarded([&] {
       const auto fits = fit_collectives(rows);
       const json j = comm_fit_json(fits);
-      if (j.contains("bandwidth_Bps") &&
-          !fuzz::guarded([&] { (void)CommModel::from_json(parse_json_text(j.dump(), "comm fit"), "comm fit"); }))
+      if (j.contains("bandwidth_Bps") && !fuzz::guarded([&] {
+            (void)CommModel::from_json(parse_json_text(j.dump(), "comm fit"), "comm fit");
+          }))
         fuzz::bug("the calibration comm_fit_json wrote does not load: " + j.dump().substr(0, 2000));
     });
   });

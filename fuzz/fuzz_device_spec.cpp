@@ -1,8 +1,8 @@
 // Device specs and records (io/device.cpp): `scaledl probe --spec` /
 // `predict --device-spec` files, in our own format or NeuSight's device_configs.
 #include "fuzz_util.hpp"
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/io/device.hpp"
 
 using namespace scaledl;
 
@@ -17,8 +17,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)d.compute_capability();  // extra.compute_capability, any JSON kind
     // Invariant: the record as the store keeps it (to_json) reads back.
     const json stored = d.to_json();
-    if (!fuzz::guarded([&] { (void)DeviceRecord::from_json(parse_json_text(stored.dump(), "stored"), "stored"); }))
-      fuzz::bug("DeviceRecord::from_json(load_device_spec(x).to_json()) threw: " + stored.dump().substr(0, 2000));
+    if (!fuzz::guarded(
+            [&] { (void)DeviceRecord::from_json(parse_json_text(stored.dump(), "stored"), "stored"); }))
+      fuzz::bug("DeviceRecord::from_json(load_device_spec(x).to_json()) threw: " +
+                stored.dump().substr(0, 2000));
   });
   return 0;
 }

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "fuzz_util.hpp"
-#include "scaledl/io/device.hpp"
-#include "scaledl/learn/layer_predictor.hpp"
 #include "learn/tree_forest.hpp"
 #include "learn/xgb.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 using namespace scaledl;
 namespace fs = std::filesystem;
@@ -52,8 +52,8 @@ void directory(const std::string& text) {
     size_t next = text.find(std::string("\n") + kTag, nl);
     const size_t end = next == std::string::npos ? text.size() : next;
     // plain names only: the harness must not write outside its folder
-    if (!name.empty() && name.size() <= 64 && name.find_first_of(std::string("/\0", 2)) == std::string::npos &&
-        name != "." && name != "..")
+    if (!name.empty() && name.size() <= 64 &&
+        name.find_first_of(std::string("/\0", 2)) == std::string::npos && name != "." && name != "..")
       fuzz::write_file("layers/" + name, text.substr(nl + 1, end - nl - 1));
     pos = next == std::string::npos ? text.size() : next + 1;
   }

@@ -5,8 +5,8 @@
 
 #include "fuzz_util.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/design/plan.hpp"
+#include "scaledl/ir/layer_graph.hpp"
 
 using namespace scaledl;
 

@@ -2,8 +2,8 @@
 // on top of them (GraphPredictor::load in gnn/gnn.cpp: metadata JSON, config,
 // normalisation tensors, weights), read from a file as `scaledl predict` does.
 #include "fuzz_util.hpp"
-#include "scaledl/gnn/gnn.hpp"
 #include "gnn/safetensors.hpp"
+#include "scaledl/gnn/gnn.hpp"
 
 using namespace scaledl;
 

@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::link_models();
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::string space = text;
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos || text[text.find_first_not_of(" \t\r\n")] != '{') {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos ||
+      text[text.find_first_not_of(" \t\r\n")] != '{') {
     const json e = text;  // JSON string escaping of arbitrary bytes (invalid UTF-8 => dump throws)
     std::string quoted;
     try {

@@ -12,10 +12,10 @@
 #include <memory>
 
 #include "fuzz_util.hpp"
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/io/device.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 using namespace scaledl;
 
@@ -50,8 +50,8 @@ void insert(const std::string& sql, const std::vector<std::string>& texts) {
 
 const std::string& good_model() {
   static const std::string s = [] {
-    const json cfg = {{"model_type", "bert"},       {"hidden_size", 64},       {"num_hidden_layers", 1},
-                      {"num_attention_heads", 2},   {"intermediate_size", 128}, {"vocab_size", 1000}};
+    const json cfg = {{"model_type", "bert"},     {"hidden_size", 64},        {"num_hidden_layers", 1},
+                      {"num_attention_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 1000}};
     return parse_model_config(cfg).to_json().dump();
   }();
   return s;
@@ -78,9 +78,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   exec("DELETE FROM layers; DELETE FROM models; DELETE FROM devices;");
   const std::string device_record = col == 1 ? text : good_device();
-  insert("INSERT INTO devices(key, name, kind, record) VALUES ('spec:fuzz', 'fuzz', 'spec', ?1)", {device_record});
+  insert("INSERT INTO devices(key, name, kind, record) VALUES ('spec:fuzz', 'fuzz', 'spec', ?1)",
+         {device_record});
   insert(
-      "INSERT INTO layers(campaign, config_key, device, layer_type, dims, dtype, status, fwd_median_ms, fwd_n, source)"
+      "INSERT INTO layers(campaign, config_key, device, layer_type, dims, dtype, status, fwd_median_ms, "
+      "fwd_n, source)"
       " VALUES ('c', 'k', 'spec:fuzz', 'linear', ?1, 'fp32', 'ok', ?2, 5, 'bench')",
       {col == 0 ? text : std::string("[128,768,3072,1]"), col == 5 ? text : std::string("0.5")});
   insert(

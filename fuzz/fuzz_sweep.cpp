@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (v.kv.size() != sp.axes.size()) fuzz::bug("SweepSpace::at: one value per list");
         for (size_t k = 0; k < v.kv.size(); ++k) {
           const auto& vals = sp.axes[k].second;
-          if (v.kv[k].first != sp.axes[k].first || std::find(vals.begin(), vals.end(), v.kv[k].second) == vals.end())
+          if (v.kv[k].first != sp.axes[k].first ||
+              std::find(vals.begin(), vals.end(), v.kv[k].second) == vals.end())
             fuzz::bug("SweepSpace::at: a value not in its list");
         }
       }

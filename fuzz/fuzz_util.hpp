@@ -61,7 +61,8 @@ inline const std::filesystem::path& scratch() {
   static const std::filesystem::path dir = [] {
     namespace fs = std::filesystem;
     const char* env = std::getenv("SCALEDL_FUZZ_TMP");
-    fs::path base = env && *env ? fs::path(env) : fs::path(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    fs::path base =
+        env && *env ? fs::path(env) : fs::path(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
     fs::path d = base / ("scaledl-fuzz-" + std::to_string(getpid()));
     fs::create_directories(d);
     std::atexit([] {

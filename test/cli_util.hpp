@@ -26,7 +26,9 @@ inline std::string slurp(const std::string& p) {
   return ss.str();
 }
 /// Writes `text` to the file `p`.
-inline void write(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+inline void write(const std::string& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
 
 /// Runs `scaledl <args>` through the shell (args are shell words).
 /// `wrapper` goes before the binary (e.g. "timeout 20 ").

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checksum.hpp"
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/io/device.hpp"
 
 namespace scaledl::test {
 

@@ -38,12 +38,12 @@ struct AllreduceOptions {
   std::string collectives = "allreduce";
   std::string sizes = "1K..64M";
   std::string dtype = "fp32";
-  int world = -1;       ///< >= 0 given: start this many local ranks (no launcher)
-  int port = 0;         ///< --world: rendezvous port (0 = a free one)
-  int threads = 1;      ///< compute threads per rank
-  std::string db;       ///< store for the rows ("" = print only)
+  int world = -1;   ///< >= 0 given: start this many local ranks (no launcher)
+  int port = 0;     ///< --world: rendezvous port (0 = a free one)
+  int threads = 1;  ///< compute threads per rank
+  std::string db;   ///< store for the rows ("" = print only)
   std::string campaign = "default";
-  std::string level;    ///< intra-node | inter-node ("" = from the node count)
+  std::string level;  ///< intra-node | inter-node ("" = from the node count)
   bool json = false;
   scaledl::CollectiveBenchOptions b;
 };
@@ -117,8 +117,10 @@ std::string error_line(const fs::path& log) {
 int launch_local(const AllreduceOptions& o) {
   SCALEDL_CHECK(o.world >= 2, "--world={} must be >= 2 (a collective needs at least 2 ranks)", o.world);
   SCALEDL_CHECK(o.world <= 64, "--world={}: at most 64 local ranks", o.world);
-  SCALEDL_CHECK(o.port >= 0 && o.port <= 65535, "--port={} is not a TCP port (1..65535, 0 = a free one)", o.port);
-  if (o.port > 0) SCALEDL_CHECK(!port_taken(o.port), "--port={} is in use: choose another, or 0 for a free one", o.port);
+  SCALEDL_CHECK(o.port >= 0 && o.port <= 65535, "--port={} is not a TCP port (1..65535, 0 = a free one)",
+                o.port);
+  if (o.port > 0)
+    SCALEDL_CHECK(!port_taken(o.port), "--port={} is in use: choose another, or 0 for a free one", o.port);
   const int port = o.port > 0 ? o.port : free_port();
   const std::vector<std::string> args = child_args();
   const fs::path logs = fs::temp_directory_path() / fmt::format("scaledl-ranks-{}", ::getpid());
@@ -128,7 +130,8 @@ int launch_local(const AllreduceOptions& o) {
     std::vector<std::string> envs;
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
-      for (const char* k : {"MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE="})
+      for (const char* k :
+           {"MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE="})
         if (kv.rfind(k, 0) == 0) kv.clear();
       if (!kv.empty()) envs.push_back(kv);
     }
@@ -192,11 +195,13 @@ int run(const AllreduceOptions& o) {
   bool launched = false;
   Rendezvous rv = rendezvous_from_env(&launched);
   if (o.world >= 0 || !launched) {
-    SCALEDL_CHECK(!launched, "--world={}: this process already has RANK={} from a launcher; drop --world", o.world,
-                  rv.rank);
+    SCALEDL_CHECK(!launched, "--world={}: this process already has RANK={} from a launcher; drop --world",
+                  o.world, rv.rank);
     if (o.world < 0)
-      fail("no launcher environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): start ranks with torchrun/srun/"
-           "mpirun, or give --world N to start N local ranks");
+      fail(
+          "no launcher environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): start ranks with "
+          "torchrun/srun/"
+          "mpirun, or give --world N to start N local ranks");
     return launch_local(o);
   }
   SCALEDL_CHECK(o.threads >= 1, "--threads={} must be >= 1", o.threads);
@@ -209,17 +214,29 @@ int run(const AllreduceOptions& o) {
   std::stringstream ss(o.collectives);
   for (std::string t; std::getline(ss, t, ',');) b.collectives.push_back(parse_collective(t));
   std::string level = o.level.empty() ? (rv.nodes() > 1 ? "inter-node" : "intra-node") : o.level;
-  SCALEDL_CHECK(level == "intra-node" || level == "inter-node", "--level={} is not intra-node or inter-node", level);
+  SCALEDL_CHECK(level == "intra-node" || level == "inter-node", "--level={} is not intra-node or inter-node",
+                level);
   auto results = run_collective_bench(rv, b);
   if (rv.rank != 0) return 0;
   if (o.json) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& r : results)
-      a.push_back({{"collective", to_string(r.collective)}, {"bytes", r.bytes}, {"time_ms", r.stats.median_ms},
-                   {"cv", r.stats.cv}, {"repeats", r.stats.n}, {"algbw_gbs", r.algbw_gbs}, {"busbw_gbs", r.busbw_gbs},
-                   {"status", r.status}, {"reason", r.reason}});
-    std::printf("%s\n", nlohmann::json{{"backend", o.backend}, {"world", rv.world}, {"nodes", rv.nodes()},
-                                       {"level", level}, {"results", a}}.dump(1).c_str());
+      a.push_back({{"collective", to_string(r.collective)},
+                   {"bytes", r.bytes},
+                   {"time_ms", r.stats.median_ms},
+                   {"cv", r.stats.cv},
+                   {"repeats", r.stats.n},
+                   {"algbw_gbs", r.algbw_gbs},
+                   {"busbw_gbs", r.busbw_gbs},
+                   {"status", r.status},
+                   {"reason", r.reason}});
+    std::printf("%s\n", nlohmann::json{{"backend", o.backend},
+                                       {"world", rv.world},
+                                       {"nodes", rv.nodes()},
+                                       {"level", level},
+                                       {"results", a}}
+                            .dump(1)
+                            .c_str());
   } else {
     std::printf("%s on %d ranks (%d node%s, %s), %s\n", o.backend.c_str(), rv.world, rv.nodes(),
                 rv.nodes() > 1 ? "s" : "", level.c_str(), o.dtype.c_str());
@@ -259,7 +276,8 @@ int run(const AllreduceOptions& o) {
 
 scaledl::cli::Registrar reg(
     {"bench", "allreduce"},
-    "Time collectives (all-reduce, all-gather, reduce-scatter, send/recv) on c10d process groups; --world N runs N "
+    "Time collectives (all-reduce, all-gather, reduce-scatter, send/recv) on c10d process groups; --world N "
+    "runs N "
     "local ranks",
     [](CLI::App& app) {
       auto o = std::make_shared<AllreduceOptions>();
@@ -268,7 +286,8 @@ scaledl::cli::Registrar reg(
       app.add_option("--collective", o->collectives,
                      "comma-separated: allreduce, allgather, reducescatter, sendrecv")
           ->capture_default_str();
-      app.add_option("--sizes", o->sizes, "message sizes: 1K..1G (powers of two) or a list 4K,1M (bytes, K/M/G binary)")
+      app.add_option("--sizes", o->sizes,
+                     "message sizes: 1K..1G (powers of two) or a list 4K,1M (bytes, K/M/G binary)")
           ->capture_default_str();
       app.add_option("--dtype", o->dtype, "buffer element type: fp32, fp16, bf16")->capture_default_str();
       app.add_option("--world", o->world, "start this many local ranks over loopback (no launcher needed)");
@@ -276,12 +295,14 @@ scaledl::cli::Registrar reg(
       app.add_option("--timeout", o->b.timeout_s, "seconds to wait for every rank to join, and per operation")
           ->capture_default_str();
       app.add_option("--warmup", o->b.warmup, "untimed operations per size")->capture_default_str();
-      app.add_option("--repeats", o->b.repeats, "timed operations per size (median reported)")->capture_default_str();
+      app.add_option("--repeats", o->b.repeats, "timed operations per size (median reported)")
+          ->capture_default_str();
       app.add_option("--max-seconds", o->b.max_seconds, "time budget per size")->capture_default_str();
       app.add_option("--threads", o->threads, "compute threads per rank")->capture_default_str();
       app.add_option("--db", o->db, "write the rows to this store (rank 0)");
       app.add_option("--campaign", o->campaign, "campaign name of the rows")->capture_default_str();
-      app.add_option("--level", o->level, "intra-node or inter-node (default: from the launcher's node count)");
+      app.add_option("--level", o->level,
+                     "intra-node or inter-node (default: from the launcher's node count)");
       app.add_flag("--json", o->json, "print JSON");
       return [o] { return run(*o); };
     });

@@ -11,11 +11,11 @@
 #include <optional>
 
 #include "command.hpp"
-#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/pipeline/pipeline.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
 #include "scaledl/pipeline/text_pipeline.hpp"  // only in scaledl-pipeline (pipeline_forward.cpp)
 
 namespace {
@@ -24,7 +24,7 @@ struct BenchPipelineOptions {
   std::string input = "text,image";  ///< text, image or both
   std::string data = "datasets/pipeline";
   std::string corpus, tokenizer, images;  ///< "" = inside --data
-  std::optional<int> workers_given;      ///< --workers: largest W (none = this host's vCPUs)
+  std::optional<int> workers_given;       ///< --workers: largest W (none = this host's vCPUs)
   int workers = 0;                        ///< the largest W measured
   std::string path;                       ///< file for the storage read rate ("" = not measured)
   int read_repeats = 3;
@@ -72,7 +72,10 @@ nlohmann::json check_against(const scaledl::PipelineReport& r, const std::string
 int run(BenchPipelineOptions o) {
   using namespace scaledl;
   check_output_is_not_input(o.out, "--out",
-                            {{"--db", o.db}, {"--check", o.check}, {"--path", o.path}, {"--corpus", o.corpus},
+                            {{"--db", o.db},
+                             {"--check", o.check},
+                             {"--path", o.path},
+                             {"--corpus", o.corpus},
                              {"--tokenizer", o.tokenizer}});
   const HostInfo host = host_info();
   SCALEDL_CHECK(!o.workers_given || (*o.workers_given >= 1 && *o.workers_given <= 256),
@@ -218,7 +221,8 @@ scaledl::cli::Registrar reg(
       app.add_option("--corpus", o->corpus, "text corpus, one line a piece of text (default: in --data)");
       app.add_option("--tokenizer", o->tokenizer, "SentencePiece .model (default: in --data)");
       app.add_option("--images", o->images, "folder of JPEGs (default: --data/images)");
-      app.add_option("--workers", o->workers_given, "measure W = 1..this many worker threads (default: the vCPUs)");
+      app.add_option("--workers", o->workers_given,
+                     "measure W = 1..this many worker threads (default: the vCPUs)");
       app.add_option("--tokens", o->b.tokens_per_sample, "text: token ids per sample")->capture_default_str();
       app.add_option("--image", o->b.image_size, "image: output side in pixels")->capture_default_str();
       app.add_option("--warmup-s", o->b.warmup_s, "untimed seconds before the repeats of each W")

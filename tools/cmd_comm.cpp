@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "scaledl/core/fs_util.hpp"
 #include "scaledl/comm/collectives.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/io/store.hpp"
 
@@ -28,12 +28,14 @@ struct CommFitOptions {
 
 int run(const CommFitOptions& o) {
   using namespace scaledl;
-  const std::string collective = o.collective.empty() ? "" : canonical_collective(o.collective, "--collective");
+  const std::string collective =
+      o.collective.empty() ? "" : canonical_collective(o.collective, "--collective");
   check_output_is_not_input(o.out, "--out", {{"--db", o.db}});
   Store store(o.db, /*read_only=*/true);
   const auto rows = store.collectives(o.campaign, collective);
   SCALEDL_CHECK(!rows.empty(),
-                "{}: no ok collective rows{}{} (add some with `scaledl import nccl-tests` or `scaledl bench allreduce`)",
+                "{}: no ok collective rows{}{} (add some with `scaledl import nccl-tests` or `scaledl bench "
+                "allreduce`)",
                 o.db, o.campaign.empty() ? "" : fmt::format(" in --campaign={}", o.campaign),
                 collective.empty() ? "" : fmt::format(" of --collective={}", collective));
   // An implausible fit (issue #39 case 9) is an error naming the store, the group and its rows' file.
@@ -54,32 +56,33 @@ int run(const CommFitOptions& o) {
   }
   // Column names as in docs/comm.md: B = bus bandwidth (GB/s), gamma (us), MRE
   // and max = mean and largest |relative residual| (%).
-  std::printf("%-12s %-13s %-10s %-10s %5s %5s %6s | %9s %9s %6s %6s | %9s %9s %6s %6s | %-4s %s\n", "campaign",
-              "collective", "backend", "level", "world", "nodes", "sizes", "ring_B", "gamma_us", "mre_%", "max_%",
-              "tree_B", "gamma_us", "mre_%", "max_%", "best", "device");
+  std::printf("%-12s %-13s %-10s %-10s %5s %5s %6s | %9s %9s %6s %6s | %9s %9s %6s %6s | %-4s %s\n",
+              "campaign", "collective", "backend", "level", "world", "nodes", "sizes", "ring_B", "gamma_us",
+              "mre_%", "max_%", "tree_B", "gamma_us", "mre_%", "max_%", "best", "device");
   for (const auto& f : fits) {
     // world "all": one (B, gamma) fitted to every world size of the family.
-    std::string line = fmt::format("{:<12} {:<13} {:<10} {:<10} {:>5} {:>5} {:>6} | ", f.campaign, f.collective,
-                                   f.backend, f.level, f.world == 0 ? std::string("all") : std::to_string(f.world),
-                                   f.nodes, f.sizes);
+    std::string line =
+        fmt::format("{:<12} {:<13} {:<10} {:<10} {:>5} {:>5} {:>6} | ", f.campaign, f.collective, f.backend,
+                    f.level, f.world == 0 ? std::string("all") : std::to_string(f.world), f.nodes, f.sizes);
     if (!f.ring) {
       std::printf("%sskipped: %s\n", line.c_str(), f.skipped.c_str());
       continue;
     }
     auto cols = [](const std::optional<CommFit>& c) {
       if (!c) return fmt::format("{:>9} {:>9} {:>6} {:>6}", "-", "-", "-", "-");
-      return fmt::format("{:>9.2f} {:>9.2f} {:>6.2f} {:>6.1f}", c->model.bandwidth_Bps / 1e9, c->model.gamma_s * 1e6,
-                         100 * c->mre, 100 * c->max_rel);
+      return fmt::format("{:>9.2f} {:>9.2f} {:>6.2f} {:>6.1f}", c->model.bandwidth_Bps / 1e9,
+                         c->model.gamma_s * 1e6, 100 * c->mre, 100 * c->max_rel);
     };
     line += cols(f.ring) + " | " + cols(f.tree) + fmt::format(" | {:<4} {}", f.best(), f.device);
     std::printf("%s\n", line.c_str());
   }
   if (!o.out.empty()) {
     if (j.contains("bandwidth_Bps"))
-      std::printf("%s: bandwidth_Bps %.4g, gamma_s %.4g (ring all-reduce, world %lld, campaign %s) + %zu fits\n",
-                  o.out.c_str(), j["bandwidth_Bps"].get<double>(), j["gamma_s"].get<double>(),
-                  static_cast<long long>(j["source"]["world"].get<int64_t>()),
-                  j["source"]["campaign"].get<std::string>().c_str(), fits.size());
+      std::printf(
+          "%s: bandwidth_Bps %.4g, gamma_s %.4g (ring all-reduce, world %lld, campaign %s) + %zu fits\n",
+          o.out.c_str(), j["bandwidth_Bps"].get<double>(), j["gamma_s"].get<double>(),
+          static_cast<long long>(j["source"]["world"].get<int64_t>()),
+          j["source"]["campaign"].get<std::string>().c_str(), fits.size());
     else
       std::printf("%s: %zu fits, no all-reduce fit: the file has no bandwidth_Bps/gamma_s for --comm\n",
                   o.out.c_str(), fits.size());
@@ -90,16 +93,19 @@ int run(const CommFitOptions& o) {
 
 scaledl::cli::Registrar reg_fit(
     {"comm", "fit"},
-    "Fit bandwidth B and latency gamma of the collective models (ring, tree) to measured collectives in a store",
+    "Fit bandwidth B and latency gamma of the collective models (ring, tree) to measured collectives in a "
+    "store",
     [](CLI::App& app) {
       auto o = std::make_shared<CommFitOptions>();
       app.add_option("--db", o->db, "results store with collective rows")->required();
       app.add_option("--campaign", o->campaign, "only rows of this campaign (default: all, fitted apart)");
       app.add_option("--collective", o->collective, "only allreduce, allgather, reducescatter or sendrecv");
-      app.add_option("--out", o->out,
-                     "calibration JSON: bandwidth_Bps/gamma_s of the largest all-reduce (for train/predict --comm) "
-                     "+ every fit");
-      app.add_option("--plot", o->plot, "directory for <collective>-<campaign>.svg (gnuplot), with .dat and .gp");
+      app.add_option(
+          "--out", o->out,
+          "calibration JSON: bandwidth_Bps/gamma_s of the largest all-reduce (for train/predict --comm) "
+          "+ every fit");
+      app.add_option("--plot", o->plot,
+                     "directory for <collective>-<campaign>.svg (gnuplot), with .dat and .gp");
       app.add_flag("--json", o->json, "print the calibration JSON instead of the table");
       return [o] { return run(*o); };
     });

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "command.hpp"
-#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/io/store.hpp"
 
@@ -42,9 +42,10 @@ int run_export(const DbOptions& o) {
     text = ss.str();
   } else {
     nlohmann::json all = s.export_json();
-    SCALEDL_CHECK(all.contains(o.table),
-                  "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline)",
-                  o.table);
+    SCALEDL_CHECK(
+        all.contains(o.table),
+        "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline)",
+        o.table);
     text = all[o.table].dump(1) + "\n";
   }
   if (o.out.empty())
@@ -64,7 +65,8 @@ int run_info(const DbOptions& o) {
     return 0;
   }
   std::printf("store %s (schema %s)\n", o.db.c_str(), info["schema_version"].get<std::string>().c_str());
-  for (const auto& [k, v] : info["counts"].items()) std::printf("  %-13s %lld rows\n", k.c_str(), static_cast<long long>(v.get<int64_t>()));
+  for (const auto& [k, v] : info["counts"].items())
+    std::printf("  %-13s %lld rows\n", k.c_str(), static_cast<long long>(v.get<int64_t>()));
   for (const auto& d : info["devices"]) std::printf("  device       %s\n", d.get<std::string>().c_str());
   for (const auto& g : info["layer_groups"])
     std::printf("  layers       campaign=%s device=%s status=%s: %lld rows, median fwd cv %.3f, max %.3f\n",
@@ -73,24 +75,26 @@ int run_info(const DbOptions& o) {
                 g["fwd_cv_median"].is_null() ? 0.0 : g["fwd_cv_median"].get<double>(),
                 g["fwd_cv_max"].is_null() ? 0.0 : g["fwd_cv_max"].get<double>());
   for (const auto& g : info["model_groups"])
-    std::printf("  models       campaign=%s device=%s status=%s: %lld rows\n", g["campaign"].get<std::string>().c_str(),
-                g["device"].get<std::string>().c_str(), g["status"].get<std::string>().c_str(),
-                static_cast<long long>(g["rows"].get<int64_t>()));
+    std::printf("  models       campaign=%s device=%s status=%s: %lld rows\n",
+                g["campaign"].get<std::string>().c_str(), g["device"].get<std::string>().c_str(),
+                g["status"].get<std::string>().c_str(), static_cast<long long>(g["rows"].get<int64_t>()));
   return 0;
 }
 
-scaledl::cli::Registrar reg_export({"db", "export"}, "Export a table of a results store as CSV or JSON",
-                                   [](CLI::App& app) {
-                                     auto o = std::make_shared<DbOptions>();
-                                     app.add_option("--db", o->db, "SQLite results store")->required();
-                                     app.add_option("--format", o->format, "csv or json")->capture_default_str();
-                                     app.add_option("--table", o->table, "layers, models, devices, environments, collectives, memory, pipeline or layer_passes")
-                                         ->capture_default_str();
-                                     app.add_option("--out", o->out, "output file (default: stdout)");
-                                     return [o] { return run_export(*o); };
-                                   });
+scaledl::cli::Registrar reg_export(
+    {"db", "export"}, "Export a table of a results store as CSV or JSON", [](CLI::App& app) {
+      auto o = std::make_shared<DbOptions>();
+      app.add_option("--db", o->db, "SQLite results store")->required();
+      app.add_option("--format", o->format, "csv or json")->capture_default_str();
+      app.add_option("--table", o->table,
+                     "layers, models, devices, environments, collectives, memory, pipeline or layer_passes")
+          ->capture_default_str();
+      app.add_option("--out", o->out, "output file (default: stdout)");
+      return [o] { return run_export(*o); };
+    });
 
-scaledl::cli::Registrar reg_info({"db", "info"}, "Summarise a results store: rows per table, campaign, device, status",
+scaledl::cli::Registrar reg_info({"db", "info"},
+                                 "Summarise a results store: rows per table, campaign, device, status",
                                  [](CLI::App& app) {
                                    auto o = std::make_shared<DbOptions>();
                                    app.add_option("--db", o->db, "SQLite results store")->required();
@@ -144,17 +148,18 @@ int run_merge(const MergeOptions& o) {
   for (size_t i = 0; i < ins.size(); ++i) {
     const MergeSummary& m = sums[i];
     for (const auto& c : m.device_conflicts)
-      std::fprintf(stderr, "scaledl: warning: %s: another record of device %s; kept the one in %s\n", o.inputs[i].c_str(),
-                   c.c_str(), o.out.c_str());
-    std::printf("%s: %zu rows added, %zu skipped (already in %s): layers %zu added, %zu skipped; models %zu added, "
-                "%zu skipped; collectives %zu added, %zu skipped; %zu new devices, %zu new environments\n",
-                o.inputs[i].c_str(), m.rows_added(), m.rows_skipped(), o.out.c_str(), m.layers_added, m.layers_skipped,
-                m.models_added, m.models_skipped, m.collectives_added, m.collectives_skipped, m.devices_added,
-                m.environments_added);
+      std::fprintf(stderr, "scaledl: warning: %s: another record of device %s; kept the one in %s\n",
+                   o.inputs[i].c_str(), c.c_str(), o.out.c_str());
+    std::printf(
+        "%s: %zu rows added, %zu skipped (already in %s): layers %zu added, %zu skipped; models %zu added, "
+        "%zu skipped; collectives %zu added, %zu skipped; %zu new devices, %zu new environments\n",
+        o.inputs[i].c_str(), m.rows_added(), m.rows_skipped(), o.out.c_str(), m.layers_added,
+        m.layers_skipped, m.models_added, m.models_skipped, m.collectives_added, m.collectives_skipped,
+        m.devices_added, m.environments_added);
     added += m.rows_added();
   }
-  std::printf("%s: %zu rows added from %zu stores; now %lld layer rows, %lld model rows, %lld devices\n", o.out.c_str(),
-              added, ins.size(), static_cast<long long>(counts.value("layers", int64_t{0})),
+  std::printf("%s: %zu rows added from %zu stores; now %lld layer rows, %lld model rows, %lld devices\n",
+              o.out.c_str(), added, ins.size(), static_cast<long long>(counts.value("layers", int64_t{0})),
               static_cast<long long>(counts.value("models", int64_t{0})),
               static_cast<long long>(counts.value("devices", int64_t{0})));
   return 0;

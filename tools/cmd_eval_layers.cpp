@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "command.hpp"
-#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
 
@@ -45,12 +45,14 @@ scaledl::cli::Registrar reg(
       app.add_flag("--ablation", o->ablation,
                    "also run xgboost without CT/CM features (target log) and with target log");
       app.add_flag("--json", o->json, "print the results as JSON");
-      app.add_option("--min-ms", o->min_ms,
-                     "leave out rows whose time is below this (ms), in training and test: the host's timing floor")
+      app.add_option(
+             "--min-ms", o->min_ms,
+             "leave out rows whose time is below this (ms), in training and test: the host's timing floor")
           ->capture_default_str();
-      app.add_flag("--probe-bandwidth", o->cv.probe_bandwidth,
-                   "the held-out GPU as if probed: its sustained bandwidth from its own largest elementwise rows "
-                   "(with --sustained-bw; docs/unseen-gpu.md)");
+      app.add_flag(
+          "--probe-bandwidth", o->cv.probe_bandwidth,
+          "the held-out GPU as if probed: its sustained bandwidth from its own largest elementwise rows "
+          "(with --sustained-bw; docs/unseen-gpu.md)");
       app.add_option("--predictions", o->predictions,
                      "write every held-out row's measured and predicted time (first variant) to this CSV");
       scaledl::cli::add_layer_model_options(app, o->cv.train, o->cv);
@@ -59,8 +61,9 @@ scaledl::cli::Registrar reg(
                       o->leave_one_out);
         SCALEDL_CHECK(std::isfinite(o->min_ms) && o->min_ms >= 0, "--min-ms={} must be a finite number >= 0",
                       o->min_ms);
-        SCALEDL_CHECK(!o->cv.probe_bandwidth || o->cv.train.sustained_bw,
-                      "--probe-bandwidth needs --sustained-bw (the layer models' rooflines at sustained bandwidths)");
+        SCALEDL_CHECK(
+            !o->cv.probe_bandwidth || o->cv.train.sustained_bw,
+            "--probe-bandwidth needs --sustained-bw (the layer models' rooflines at sustained bandwidths)");
         auto data = scaledl::load_training_data(o->dbs, o->device_specs);
         auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
         const size_t all_rows = samples.size();
@@ -70,7 +73,8 @@ scaledl::cli::Registrar reg(
         SCALEDL_CHECK(!samples.empty(), "--min-ms={}: all {} layer rows are faster, none is left", o->min_ms,
                       all_rows);
         if (!o->json && o->min_ms > 0)
-          std::cout << fmt::format("--min-ms {}: {} of {} layer rows kept\n", o->min_ms, samples.size(), all_rows);
+          std::cout << fmt::format("--min-ms {}: {} of {} layer rows kept\n", o->min_ms, samples.size(),
+                                   all_rows);
         struct Variant {
           std::string name;
           scaledl::CvOptions cv;
@@ -100,7 +104,8 @@ scaledl::cli::Registrar reg(
         }
         std::vector<scaledl::CvRowPrediction> rows;
         for (auto& v : variants) {
-          auto r = scaledl::cross_validate(samples, data.devices, v.cv, &v == &variants.front() ? &rows : nullptr);
+          auto r =
+              scaledl::cross_validate(samples, data.devices, v.cv, &v == &variants.front() ? &rows : nullptr);
           out[v.name] = {{"options", v.cv.train.to_json()},
                          {"results", scaledl::cv_to_json(r)},
                          {"min_ms", o->min_ms},
@@ -108,9 +113,11 @@ scaledl::cli::Registrar reg(
                          {"rows_below_min_ms", all_rows - samples.size()}};
           if (!o->json)
             std::cout << fmt::format("== {} (target {}, CT/CM features {}) ==\n{}", v.name, v.cv.train.target,
-                                     v.cv.train.roofline_features ? "on" : "off", scaledl::format_cv_table(r));
+                                     v.cv.train.roofline_features ? "on" : "off",
+                                     scaledl::format_cv_table(r));
         }
-        if (!o->predictions.empty()) scaledl::write_text_file_atomic(o->predictions, scaledl::cv_rows_csv(rows));
+        if (!o->predictions.empty())
+          scaledl::write_text_file_atomic(o->predictions, scaledl::cv_rows_csv(rows));
         if (o->json) std::cout << out.dump(2) << "\n";
         return 0;
       };

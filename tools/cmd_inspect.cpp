@@ -46,11 +46,13 @@ int run(const InspectOptions& o) {
     std::printf("%s\n", g.to_json().dump(1).c_str());
     return 0;
   }
-  // The class of the config (architectures[0]) where it says more than the family (MixtralForCausalLM: a llama).
-  const std::string family = m.hf_class.empty() ? std::string(to_string(m.family))
-                                                : fmt::format("{} family, {}", to_string(m.family), m.hf_class);
-  std::printf("model %s (%s, %s), batch %lld, %s %lld, %s, mode %s, optimizer %s\n", m.name.c_str(), family.c_str(),
-              to_string(m.arch), static_cast<long long>(s.batch),
+  // The class of the config (architectures[0]) where it says more than the family (MixtralForCausalLM: a
+  // llama).
+  const std::string family = m.hf_class.empty()
+                                 ? std::string(to_string(m.family))
+                                 : fmt::format("{} family, {}", to_string(m.family), m.hf_class);
+  std::printf("model %s (%s, %s), batch %lld, %s %lld, %s, mode %s, optimizer %s\n", m.name.c_str(),
+              family.c_str(), to_string(m.arch), static_cast<long long>(s.batch),
               m.arch == Arch::VisionEncoder ? "tokens/sample" : "seq_len",
               static_cast<long long>(tokens_per_sample(m, s)), to_string(s.dtype), to_string(run_mode(s)),
               s.optimizer_step ? to_string(s.optimizer) : "none");
@@ -58,36 +60,43 @@ int run(const InspectOptions& o) {
     const double active = static_cast<double>(active_parameter_count(m));
     const std::string where =
         m.arch == Arch::EncoderDecoder
-            ? fmt::format("{} encoder + {} decoder", sparse_layer_count(m, false), sparse_layer_count(m, true))
+            ? fmt::format("{} encoder + {} decoder", sparse_layer_count(m, false),
+                          sparse_layer_count(m, true))
             : fmt::format("{} of {} layers{}", sparse_layer_count(m, false), m.num_layers,
-                          m.first_dense_layers > 0 ? fmt::format(" (the first {} dense, FFN {})", m.first_dense_layers,
-                                                                 m.dense_ffn())
+                          m.first_dense_layers > 0 ? fmt::format(" (the first {} dense, FFN {})",
+                                                                 m.first_dense_layers, m.dense_ffn())
                                                    : std::string());
     const bool inference = run_mode(s) == RunMode::Inference, every = every_expert_runs(m, inference);
-    std::printf("experts %lld per sparse FFN (top-%lld), sparse FFNs %s, capacity %lld tokens per expert and "
-                "sample%s, active params per token %.0f (%s)\n",
-                static_cast<long long>(m.num_experts), static_cast<long long>(m.moe_top_k), where.c_str(),
-                static_cast<long long>(expert_slots_per_sample(m, tokens_per_sample(m, s), inference)),
-                every ? " (inference: every expert takes every token, as Hugging Face's eval mode)"
-                : m.arch == Arch::EncoderDecoder ? " (encoder)" : m.moe_top_k > 1 ? " (the mean load)" : "",
-                active, human(active).c_str());
+    std::printf(
+        "experts %lld per sparse FFN (top-%lld), sparse FFNs %s, capacity %lld tokens per expert and "
+        "sample%s, active params per token %.0f (%s)\n",
+        static_cast<long long>(m.num_experts), static_cast<long long>(m.moe_top_k), where.c_str(),
+        static_cast<long long>(expert_slots_per_sample(m, tokens_per_sample(m, s), inference)),
+        every ? " (inference: every expert takes every token, as Hugging Face's eval mode)"
+        : m.arch == Arch::EncoderDecoder ? " (encoder)"
+        : m.moe_top_k > 1                ? " (the mean load)"
+                                         : "",
+        active, human(active).c_str());
   }
   if (m.shared_expert_ffn > 0)
-    std::printf("shared expert: a gated FFN of %lld every token takes%s\n", static_cast<long long>(m.shared_expert_ffn),
+    std::printf("shared expert: a gated FFN of %lld every token takes%s\n",
+                static_cast<long long>(m.shared_expert_ffn),
                 m.plain_shared_expert ? ", added as it is" : ", scaled by sigmoid(gate(x))");
   if (m.mla())
-    std::printf("latent attention: q %s, k/v latent of rank %lld, q/k heads of %lld (%lld rotary), v heads of %lld\n",
-                m.q_lora_rank > 0 ? fmt::format("latent of rank {}", m.q_lora_rank).c_str() : "projected directly",
-                static_cast<long long>(m.kv_lora_rank), static_cast<long long>(m.head_dim),
-                static_cast<long long>(m.qk_rope_dim), static_cast<long long>(m.value_head_dim()));
+    std::printf(
+        "latent attention: q %s, k/v latent of rank %lld, q/k heads of %lld (%lld rotary), v heads of %lld\n",
+        m.q_lora_rank > 0 ? fmt::format("latent of rank {}", m.q_lora_rank).c_str() : "projected directly",
+        static_cast<long long>(m.kv_lora_rank), static_cast<long long>(m.head_dim),
+        static_cast<long long>(m.qk_rope_dim), static_cast<long long>(m.value_head_dim()));
   std::printf("%4s  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", "id", "name", "type", "dims", "flops_fwd",
               "flops_bwd", "params", "in_bytes", "out_bytes");
   for (const auto& n : g.nodes) {
     if (n.dir == Direction::Backward) continue;  // backward rows mirror the forward ones
     std::printf("%4d  %-28s %-13s %-44s %10s %10s %10s %10s %10s\n", n.id, n.name.c_str(), to_string(n.type),
                 dims_str(n).c_str(), human(n.cost.flops_fwd).c_str(),
-                human(n.dir == Direction::Update ? 0 : n.cost.flops_bwd).c_str(), human(n.cost.params).c_str(),
-                human(n.cost.in_bytes).c_str(), human(n.cost.out_bytes).c_str());
+                human(n.dir == Direction::Update ? 0 : n.cost.flops_bwd).c_str(),
+                human(n.cost.params).c_str(), human(n.cost.in_bytes).c_str(),
+                human(n.cost.out_bytes).c_str());
   }
   std::printf("nodes %zu (forward + backward + update), edges %zu\n", g.nodes.size(), g.edges.size());
   std::printf("params %.0f (%s)\n", g.total_params(), human(g.total_params()).c_str());

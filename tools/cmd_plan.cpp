@@ -45,10 +45,11 @@ int run(const PlanCliOptions& o) {
   write_json_file(o.out, plan);
   const json& d = plan["design"];
   for (const auto& t : d["types_without_candidates"])
-    std::fprintf(stderr,
-                 "scaledl: warning: %s: no %s layer is planned: every combination of its dimensions is impossible "
-                 "(a size <= 0) or breaks a constraint\n",
-                 o.space.c_str(), t.get<std::string>().c_str());
+    std::fprintf(
+        stderr,
+        "scaledl: warning: %s: no %s layer is planned: every combination of its dimensions is impossible "
+        "(a size <= 0) or breaks a constraint\n",
+        o.space.c_str(), t.get<std::string>().c_str());
   if (o.json) {
     std::printf("%s\n", d.dump(1).c_str());
     return 0;

@@ -19,20 +19,20 @@
 #include "command.hpp"
 #include "model_args.hpp"
 #include "pipeline_args.hpp"
-#include "scaledl/predict/bundle.hpp"
-#include "scaledl/learn/calibration.hpp"
 #include "scaledl/core/error.hpp"
-#include "scaledl/gnn/gnn.hpp"
-#include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/core/strided_threads.hpp"
+#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/ir/model_spec.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 #include "scaledl/learn/neusight.hpp"
+#include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "scaledl/predict/physics.hpp"
 #include "scaledl/predict/predict.hpp"
-#include "scaledl/io/store.hpp"
-#include "scaledl/core/strided_threads.hpp"
 #include "scaledl/predict/sweep.hpp"
 
 namespace {
@@ -66,7 +66,9 @@ std::string dispatch_note(const scaledl::ModelSpec& m, const scaledl::TrainSetti
 
 /// The attention (and elementwise) kernels the graph costs: Hugging Face's eager kernels, one
 /// each, or the fused ones of TrainSettings::fused_kernels.
-const char* attention_kind(const scaledl::TrainSettings& s) { return s.fused_kernels ? "fused" : "eager"; }
+const char* attention_kind(const scaledl::TrainSettings& s) {
+  return s.fused_kernels ? "fused" : "eager";
+}
 
 /// "seq 128" for a text model, "image 224" for a vision one.
 std::string input_size(const scaledl::ModelSpec& m, const scaledl::TrainSettings& s) {
@@ -88,18 +90,19 @@ struct PredictOptions {
   int64_t samples = 0;           ///< training samples per epoch (0 = use --iterations)
   int64_t iterations = 0;        ///< iterations per epoch I (0 = from --samples)
   std::vector<std::string> sweeps;  ///< "KEY=V1,V2,...": predict the cartesian product
-  std::string csv;               ///< CSV of configurations, one per row
-  std::string anchor;            ///< CSV of configurations measured on this device (+ measured_ms)
-  bool timing = false;           ///< print load and prediction times to stderr
-  bool raw = false;              ///< the models' own T_iter, without the physical bounds
-  int threads = 1;               ///< LibTorch threads of the refinement
+  std::string csv;                  ///< CSV of configurations, one per row
+  std::string anchor;               ///< CSV of configurations measured on this device (+ measured_ms)
+  bool timing = false;              ///< print load and prediction times to stderr
+  bool raw = false;                 ///< the models' own T_iter, without the physical bounds
+  int threads = 1;                  ///< LibTorch threads of the refinement
   bool json = false;
-  scaledl::ParallelConfig par;   ///< --gpus, --nodes, --tp, --pp, --ep, --microbatches, --zero, --recompute
-  scaledl::cli::PipelineArgs input;  ///< --pipeline, --workers, --vcpus, --input (issue #15, docs/pipeline.md)
-  bool par_given = false;        ///< any of those flags was given
-  double headroom = 0.10;        ///< fraction of device memory kept free for the fits verdict
+  scaledl::ParallelConfig par;  ///< --gpus, --nodes, --tp, --pp, --ep, --microbatches, --zero, --recompute
+  scaledl::cli::PipelineArgs
+      input;               ///< --pipeline, --workers, --vcpus, --input (issue #15, docs/pipeline.md)
+  bool par_given = false;  ///< any of those flags was given
+  double headroom = 0.10;  ///< fraction of device memory kept free for the fits verdict
   std::optional<double> host_node_us;  ///< --host-node-us: the host's cost per graph node, us
-  std::string calibrate;         ///< --calibrate: store with a few layer timings of the device
+  std::string calibrate;               ///< --calibrate: store with a few layer timings of the device
 };
 
 // ---- many configurations: --sweep and --csv -----------------------------------
@@ -158,7 +161,8 @@ Resolved resolve_variant(const PredictOptions& o, const Variant& v, ConfigCache&
   }
   for (const auto& [k, val] : v.kv)
     if (k == "optimizer") scaledl::cli::ModelArgs::check_optimizer_applies(r.s, k, val);
-  if (!o.args.optimizer.empty()) scaledl::cli::ModelArgs::check_optimizer_applies(r.s, "--optimizer", o.args.optimizer);
+  if (!o.args.optimizer.empty())
+    scaledl::cli::ModelArgs::check_optimizer_applies(r.s, "--optimizer", o.args.optimizer);
   int64_t seq = o.args.seq, image = o.args.image;
   for (const auto& [k, val] : v.kv) {
     if (k == "seq") seq = r.s.seq_len;
@@ -202,7 +206,8 @@ void resolve_all(const PredictOptions& o, const std::vector<Variant>& vars, cons
       bad_what = *build_error[i];
       break;
     }
-  if (bad < vars.size()) scaledl::fail("{}configuration {} ({}): {}", what, bad + 1, vars[bad].model, bad_what);
+  if (bad < vars.size())
+    scaledl::fail("{}configuration {} ({}): {}", what, bad + 1, vars[bad].model, bad_what);
 }
 
 /// --anchor: the device's bias from the measured configurations (device_intervals.hpp).
@@ -213,7 +218,8 @@ std::optional<scaledl::AnchorFit> anchor_of(const PredictOptions& o, const scale
   std::vector<double> ms;
   std::vector<Resolved> res;
   std::vector<LayerGraph> graphs;
-  resolve_all(o, csv_variants(o.anchor, "--anchor", o.args.model, &ms), "--anchor=" + o.anchor + ": ", res, graphs);
+  resolve_all(o, csv_variants(o.anchor, "--anchor", o.args.model, &ms), "--anchor=" + o.anchor + ": ", res,
+              graphs);
   std::vector<const LayerGraph*> ptrs;
   for (const auto& g : graphs) ptrs.push_back(&g);
   // A measured run counts only for the device it was measured on, and only if it is physically
@@ -221,15 +227,17 @@ std::optional<scaledl::AnchorFit> anchor_of(const PredictOptions& o, const scale
   for (size_t i = 0; i < res.size(); ++i) {
     if (!res[i].device_spec.empty()) {
       const DeviceRecord d = load_device_spec(res[i].device_spec);
-      SCALEDL_CHECK(d.key() == dev.key(),
-                    "--anchor={}: run {} ({}) was measured on device_spec={} ({}), not on the device predicted ({})",
-                    o.anchor, i + 1, res[i].label, res[i].device_spec, d.key(), dev.key());
+      SCALEDL_CHECK(
+          d.key() == dev.key(),
+          "--anchor={}: run {} ({}) was measured on device_spec={} ({}), not on the device predicted ({})",
+          o.anchor, i + 1, res[i].label, res[i].device_spec, d.key(), dev.key());
     }
     const double floor = iteration_roofline_ms(graphs[i], dev);
-    SCALEDL_CHECK(ms[i] >= floor,
-                  "--anchor={}: run {} ({}): measured_ms={:.6g} is faster than the roofline of its configuration on "
-                  "{} ({:.6g} ms): not a measurement of this device",
-                  o.anchor, i + 1, res[i].label, ms[i], dev.key(), floor);
+    SCALEDL_CHECK(
+        ms[i] >= floor,
+        "--anchor={}: run {} ({}): measured_ms={:.6g} is faster than the roofline of its configuration on "
+        "{} ({:.6g} ms): not a measurement of this device",
+        o.anchor, i + 1, res[i].label, ms[i], dev.key(), floor);
   }
   return b.fit_anchor(ptrs, ms, dev);
 }
@@ -244,12 +252,13 @@ constexpr size_t kSweepChunk = 512;
 /// `dflt`: --device-spec or --db), in chunks of kSweepChunk. Devices are compared in one table:
 /// "which GPU to rent" (docs/predict.md). A configuration its device cannot run is a row that
 /// says why.
-int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optional<scaledl::DeviceRecord>& dflt,
-             double load_s) {
+int run_many(const PredictOptions& o, const scaledl::Bundle& b,
+             const std::optional<scaledl::DeviceRecord>& dflt, double load_s) {
   using namespace scaledl;
   using Clock = std::chrono::steady_clock;
   const SweepSpace space = o.csv.empty() ? sweep_space(o.args.model, o.sweeps) : SweepSpace{};
-  const std::vector<Variant> csv_rows = o.csv.empty() ? std::vector<Variant>{} : csv_variants(o.csv, "--csv", o.args.model);
+  const std::vector<Variant> csv_rows =
+      o.csv.empty() ? std::vector<Variant>{} : csv_variants(o.csv, "--csv", o.args.model);
   const size_t total = o.csv.empty() ? space.size() : csv_rows.size();
   // A bad value is named before anything is written: each value of each --sweep list (with the
   // other lists at their first value) and every --csv row is resolved once up front.
@@ -277,8 +286,9 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
     }
   }
   if (total > kSweepChunk)
-    std::fprintf(stderr, "scaledl: %zu configurations, predicted and written %zu at a time\n", total, kSweepChunk);
-  std::map<std::string, DeviceRecord> devs;  // by spec path; "" = the default
+    std::fprintf(stderr, "scaledl: %zu configurations, predicted and written %zu at a time\n", total,
+                 kSweepChunk);
+  std::map<std::string, DeviceRecord> devs;                 // by spec path; "" = the default
   std::map<std::string, std::optional<AnchorFit>> anchors;  // by spec path
   SweepMonotone monotone;
   double build_s = 0, pred_s = 0;
@@ -307,10 +317,11 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
       const std::string& path = res[i].device_spec;
       if (!devs.count(path)) {
         if (path.empty()) {
-          SCALEDL_CHECK(dflt.has_value(),
-                        "configuration {} ({}): no device: give --device-spec FILE or --db STORE, or a device_spec "
-                        "sweep or column",
-                        start + i + 1, res[i].label);
+          SCALEDL_CHECK(
+              dflt.has_value(),
+              "configuration {} ({}): no device: give --device-spec FILE or --db STORE, or a device_spec "
+              "sweep or column",
+              start + i + 1, res[i].label);
           devs.emplace(path, *dflt);
         } else {
           try {
@@ -320,8 +331,8 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
           }
         }
         SCALEDL_CHECK(o.anchor.empty() || devs.size() == 1,
-                      "--anchor={}: the measured runs are of one device; the configurations name {} devices", o.anchor,
-                      devs.size());
+                      "--anchor={}: the measured runs are of one device; the configurations name {} devices",
+                      o.anchor, devs.size());
       }
       by_dev[path].push_back(i);
     }
@@ -356,10 +367,13 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
         monotone.apply(preds[i], res[i].label, devs.at(res[i].device_spec).key(), res[i].s);
     const auto c2 = Clock::now();
 
-    if (!o.json && start == 0)  // the header once the first chunk is predicted: an error before it is one line
-      std::cout << "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,"
-                   "hi80_ms,lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted,mode,"
-                   "device,peak_memory_gb,memory,attention,infeasible\n";
+    if (!o.json &&
+        start == 0)  // the header once the first chunk is predicted: an error before it is one line
+      std::cout
+          << "model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,t_comm_ms,alpha,beta,t_iter_ms,lo80_ms,"
+             "hi80_ms,lo95_ms,hi95_ms,out_of_domain,iterations,t_epoch_s,t_model_ms,t_roofline_ms,adjusted,"
+             "mode,"
+             "device,peak_memory_gb,memory,attention,infeasible\n";
     for (size_t i = 0; i < res.size(); ++i) {
       const DeviceRecord& dev = devs.at(res[i].device_spec);
       const auto& p = preds[i];
@@ -373,7 +387,8 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
         j["mode"] = to_string(run_mode(s));
         j["attention"] = attention_kind(s);
         j["iterations_per_epoch"] = it;
-        j["t_epoch_s"] = it && infeasible[i].empty() ? nlohmann::json(it * p.t_iter_ms / 1e3) : nlohmann::json();
+        j["t_epoch_s"] =
+            it && infeasible[i].empty() ? nlohmann::json(it * p.t_iter_ms / 1e3) : nlohmann::json();
         j["device"] = dev.key();
         if (infeasible[i].empty()) {
           if (const auto rows = b.layer_rows_of(dev.key())) j["device_layer_rows"] = *rows;
@@ -386,18 +401,20 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
         for (char ch : text) indented += ch == '\n' ? std::string("\n  ") : std::string(1, ch);
         std::cout << (first_row ? "[\n" : ",\n") << indented;
       } else if (!infeasible[i].empty()) {  // the settings, the device and why; no times
-        std::cout << fmt::format("{},{},{},{},{},{},{},,,,,,,,,,,{},,,,,{},{},,,{},{}\n", csv_quote(res[i].label),
-                                 s.batch, s.seq_len, s.image_size, to_string(s.dtype),
-                                 s.optimizer_step ? to_string(s.optimizer) : "none", s.num_devices, it,
-                                 csv_field(to_string(run_mode(s))), csv_quote(dev.key()), attention_kind(s),
-                                 csv_field(infeasible[i]));
+        std::cout << fmt::format("{},{},{},{},{},{},{},,,,,,,,,,,{},,,,,{},{},,,{},{}\n",
+                                 csv_quote(res[i].label), s.batch, s.seq_len, s.image_size,
+                                 to_string(s.dtype), s.optimizer_step ? to_string(s.optimizer) : "none",
+                                 s.num_devices, it, csv_field(to_string(run_mode(s))), csv_quote(dev.key()),
+                                 attention_kind(s), csv_field(infeasible[i]));
       } else {
         std::cout << fmt::format(
-            "{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:.4g},{},{},\n",
+            "{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:."
+            "4g},{},{},\n",
             csv_quote(res[i].label), s.batch, s.seq_len, s.image_size, to_string(s.dtype),
-            s.optimizer_step ? to_string(s.optimizer) : "none", s.num_devices, p.t_sum_ms, p.t_comm_ms, p.alpha,
-            p.beta, p.t_iter_ms, num(p.lo80_ms), num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms),
-            p.ood_distance > 0 ? 1 : 0, it, it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
+            s.optimizer_step ? to_string(s.optimizer) : "none", s.num_devices, p.t_sum_ms, p.t_comm_ms,
+            p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms), num(p.hi80_ms), num(p.lo95_ms), num(p.hi95_ms),
+            p.ood_distance > 0 ? 1 : 0, it,
+            it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),
             p.t_roofline_ms > 0 ? num(p.t_model_ms) : std::string(),
             p.t_roofline_ms > 0 ? num(p.t_roofline_ms) : std::string(), csv_field(p.adjusted),
             csv_field(to_string(run_mode(s))), csv_quote(dev.key()), mems[i].peak_bytes / 1e9,
@@ -411,21 +428,23 @@ int run_many(const PredictOptions& o, const scaledl::Bundle& b, const std::optio
   }
   if (o.json) std::cout << (first_row ? "[]\n" : "\n]\n");
   if (o.timing)
-    std::cerr << fmt::format("timing: load {:.3f} s; {} configurations: parse + layer graphs {:.3f} s, prediction "
-                             "{:.3f} s ({:.0f} configurations per second end to end)\n",
-                             load_s, total, build_s, pred_s, total / std::max(1e-9, build_s + pred_s));
+    std::cerr << fmt::format(
+        "timing: load {:.3f} s; {} configurations: parse + layer graphs {:.3f} s, prediction "
+        "{:.3f} s ({:.0f} configurations per second end to end)\n",
+        load_s, total, build_s, pred_s, total / std::max(1e-9, build_s + pred_s));
   return 0;
 }
 
 /// "memory      12.3 GB peak ... fits in 80 GB (10 % headroom)".
-std::string memory_line(double peak, double lo80, double hi80, const std::string& how, double cap, double headroom,
-                        const std::string& verdict) {
-  std::string line = fmt::format("memory       {:10.3f} GB peak ({}{})", peak / 1e9, how,
-                                 std::isfinite(lo80) ? fmt::format("; 80 % [{:.3f}, {:.3f}] GB", lo80 / 1e9, hi80 / 1e9)
-                                                     : std::string());
+std::string memory_line(double peak, double lo80, double hi80, const std::string& how, double cap,
+                        double headroom, const std::string& verdict) {
+  std::string line =
+      fmt::format("memory       {:10.3f} GB peak ({}{})", peak / 1e9, how,
+                  std::isfinite(lo80) ? fmt::format("; 80 % [{:.3f}, {:.3f}] GB", lo80 / 1e9, hi80 / 1e9)
+                                      : std::string());
   if (cap <= 0) return line + "; the device record has no memory size: fit unknown\n";
   return line + fmt::format("; {} in {:.1f} GB with {:.0f} % headroom\n",
-                            verdict == "tight" ? "FITS (tight: the 80 % upper bound does not)"
+                            verdict == "tight"  ? "FITS (tight: the 80 % upper bound does not)"
                             : verdict == "fits" ? "fits"
                                                 : "DOES NOT FIT",
                             cap / 1e9, 100 * headroom);
@@ -435,9 +454,10 @@ std::string memory_line(double peak, double lo80, double hi80, const std::string
 std::string calibration_line(const scaledl::LayerCalibration& c) {
   const nlohmann::json j = c.to_json();
   std::vector<std::string> f;
-  for (const auto& [kind, v] : j["factors"].items()) f.push_back(fmt::format("{} x{:.2f}", kind, v["factor"].get<double>()));
-  return fmt::format("calibration  {} of {} layer timings of this device in {}: {}\n", c.rows_used(), c.rows_in,
-                     c.source, fmt::join(f, ", ")) +
+  for (const auto& [kind, v] : j["factors"].items())
+    f.push_back(fmt::format("{} x{:.2f}", kind, v["factor"].get<double>()));
+  return fmt::format("calibration  {} of {} layer timings of this device in {}: {}\n", c.rows_used(),
+                     c.rows_in, c.source, fmt::join(f, ", ")) +
          (c.caution.empty() ? "" : fmt::format("             caution: {}\n", c.caution));
 }
 
@@ -451,7 +471,8 @@ scaledl::DeviceRecord resolve_device(const PredictOptions& o) {
   scaledl::Store store(o.db, /*read_only=*/true);
   if (!o.device.empty()) {
     auto d = store.device(o.device);
-    SCALEDL_CHECK(d.has_value(), "--device={} is not in {} (see `scaledl db info --db {}`)", o.device, o.db, o.db);
+    SCALEDL_CHECK(d.has_value(), "--device={} is not in {} (see `scaledl db info --db {}`)", o.device, o.db,
+                  o.db);
     return *d;
   }
   auto all = store.devices();
@@ -473,11 +494,12 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
   // Issue #15 (ORION): T_iter = max(T_compute, T_input); a host prepares batch x its dp/nodes replicas.
   const auto input = o.input.apply(r.t_iter_ms, m, s, static_cast<double>(s.batch) * r.plan.dp / o.par.nodes);
   const ParallelPlan& p = r.plan;
-  const int64_t iters = o.iterations ? o.iterations : (o.samples ? (o.samples + s.batch * p.dp - 1) / (s.batch * p.dp) : 0);
+  const int64_t iters =
+      o.iterations ? o.iterations : (o.samples ? (o.samples + s.batch * p.dp - 1) / (s.batch * p.dp) : 0);
   // Per-GPU peak: the analytic replay of one micro-batch of the slowest stage's shard.
-  const ParallelMemory pm = estimate_parallel_memory(build_layer_graph(p.stage, p.micro), o.par.pp,
-                                                     o.par.microbatches, p.dp, o.par.zero, o.par.recompute,
-                                                     s.optimizer, memory_device_kind(dev.kind));
+  const ParallelMemory pm =
+      estimate_parallel_memory(build_layer_graph(p.stage, p.micro), o.par.pp, o.par.microbatches, p.dp,
+                               o.par.zero, o.par.recompute, s.optimizer, memory_device_kind(dev.kind));
   const double cap = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
   const std::string verdict = memory_verdict(pm.peak, NAN, cap, o.headroom);
   if (o.json) {
@@ -502,53 +524,59 @@ int run_parallel(const PredictOptions& o, const scaledl::Bundle& b, const scaled
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("model        {} ({}), batch {} per replica, {}, {}, mode {}, {} attention\n", m.name,
-                           to_string(m.family), s.batch, input_size(m, s), to_string(s.dtype), to_string(run_mode(s)),
-                           attention_kind(s))
+  std::cout << fmt::format("model        {} ({}), batch {} per replica, {}, {}, mode {}, {} attention\n",
+                           m.name, to_string(m.family), s.batch, input_size(m, s), to_string(s.dtype),
+                           to_string(run_mode(s)), attention_kind(s))
             << (assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(assumed, "; ")))
             << fmt::format("device       {} x {} on {} node(s)\n", dev.key(), o.par.gpus, o.par.nodes)
-            << fmt::format("split        tp {} x pp {} x dp {}{}; {} micro-batches of {} samples per replica "
-                           "(global batch {}); ZeRO {}{}\n",
-                           o.par.tp, o.par.pp, p.dp,
-                           o.par.ep > 1 ? fmt::format(" (experts over ep {} of them)", o.par.ep) : std::string(),
-                           o.par.microbatches, p.micro_batch, s.batch * p.dp, o.par.zero,
-                           o.par.recompute ? "; activation recomputation" : "")
+            << fmt::format(
+                   "split        tp {} x pp {} x dp {}{}; {} micro-batches of {} samples per replica "
+                   "(global batch {}); ZeRO {}{}\n",
+                   o.par.tp, o.par.pp, p.dp,
+                   o.par.ep > 1 ? fmt::format(" (experts over ep {} of them)", o.par.ep) : std::string(),
+                   o.par.microbatches, p.micro_batch, s.batch * p.dp, o.par.zero,
+                   o.par.recompute ? "; activation recomputation" : "")
             << fmt::format("stage        {} layers per stage, {:.0f} parameters per GPU; bubble {:.1f} %\n",
                            p.layers_per_stage, p.params_per_gpu, 100 * p.bubble_fraction)
-            << fmt::format("micro-batch  fwd {:.3f} ms, bwd {:.3f} ms, recompute {:.3f} ms, TP all-reduces {:.3f} ms "
-                           "({} x {:.3g} B), pipeline sends {:.3f} ms\n",
-                           r.t_fwd_ms, r.t_bwd_ms, r.t_recompute_ms, r.t_tp_ms, p.tp_allreduces, p.tp_bytes,
-                           r.t_p2p_ms)
-            << (o.par.ep > 1 ? fmt::format("experts      all-to-alls {:.3f} ms per micro-batch ({} x {:.3g} B over {} "
-                                           "GPUs; modelled, not validated: docs/parallel.md)\n",
-                                           r.t_ep_ms, p.ep_alltoalls, p.ep_bytes, o.par.ep)
-                             : std::string())
-            << fmt::format("pipeline     {:10.3f} ms   ({} + {} - 1 slots; bubble {:.3f} ms)\n", r.t_pipeline_ms,
-                           o.par.microbatches, o.par.pp, r.t_bubble_ms)
+            << fmt::format(
+                   "micro-batch  fwd {:.3f} ms, bwd {:.3f} ms, recompute {:.3f} ms, TP all-reduces {:.3f} ms "
+                   "({} x {:.3g} B), pipeline sends {:.3f} ms\n",
+                   r.t_fwd_ms, r.t_bwd_ms, r.t_recompute_ms, r.t_tp_ms, p.tp_allreduces, p.tp_bytes,
+                   r.t_p2p_ms)
+            << (o.par.ep > 1
+                    ? fmt::format("experts      all-to-alls {:.3f} ms per micro-batch ({} x {:.3g} B over {} "
+                                  "GPUs; modelled, not validated: docs/parallel.md)\n",
+                                  r.t_ep_ms, p.ep_alltoalls, p.ep_bytes, o.par.ep)
+                    : std::string())
+            << fmt::format("pipeline     {:10.3f} ms   ({} + {} - 1 slots; bubble {:.3f} ms)\n",
+                           r.t_pipeline_ms, o.par.microbatches, o.par.pp, r.t_bubble_ms)
             << fmt::format("DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks{})\n", r.t_dp_ms,
                            p.grad_bytes - (o.par.ep > 1 ? p.expert_grad_bytes : 0), p.dp,
                            o.par.ep > 1 ? fmt::format("; the experts' {:.3g} over {}", p.expert_grad_bytes,
                                                       p.dp / o.par.ep)
                                         : std::string())
             << (par.host_node_ms > 0
-                    ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us{}\n", r.t_host_ms,
-                                  r.slot_nodes, 1e3 * par.host_node_ms,
+                    ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us{}\n",
+                                  r.t_host_ms, r.slot_nodes, 1e3 * par.host_node_ms,
                                   r.host_bound ? ": the host sets each slot (the GPU's slot is " +
                                                      fmt::format("{:.3f} ms)", r.t_slot_gpu_ms)
                                                : "")
                     : std::string())
             << fmt::format("optimizer    {:10.3f} ms\n", r.t_opt_ms)
-            << fmt::format("T_iter       {:10.3f} ms   (layer-model sums composed, compute x{:.3f} to meet one GPU's "
-                           "{:.3f} ms for the replica's batch, as `predict` alone gives; no intervals)\n",
-                           r.t_iter_ms, r.anchor_factor, r.single_gpu_ms);
+            << fmt::format(
+                   "T_iter       {:10.3f} ms   (layer-model sums composed, compute x{:.3f} to meet one GPU's "
+                   "{:.3f} ms for the replica's batch, as `predict` alone gives; no intervals)\n",
+                   r.t_iter_ms, r.anchor_factor, r.single_gpu_ms);
   if (input) std::cout << input->text();
-  if (iters) std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", iters * r.t_iter_ms / 1e3, iters);
-  std::cout << memory_line(pm.peak, NAN, NAN,
-                           fmt::format("per GPU, analytic: weights {:.2f} + grads {:.2f} + optimizer {:.2f} + "
-                                       "activations {:.2f} ({} micro-batch(es) in flight) + temporaries {:.2f} GB",
-                                       pm.weights / 1e9, pm.grads / 1e9, pm.optimizer / 1e9, pm.activations / 1e9,
-                                       pm.in_flight, pm.transient / 1e9),
-                           cap, o.headroom, verdict);
+  if (iters)
+    std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", iters * r.t_iter_ms / 1e3, iters);
+  std::cout << memory_line(
+      pm.peak, NAN, NAN,
+      fmt::format("per GPU, analytic: weights {:.2f} + grads {:.2f} + optimizer {:.2f} + "
+                  "activations {:.2f} ({} micro-batch(es) in flight) + temporaries {:.2f} GB",
+                  pm.weights / 1e9, pm.grads / 1e9, pm.optimizer / 1e9, pm.activations / 1e9, pm.in_flight,
+                  pm.transient / 1e9),
+      cap, o.headroom, verdict);
   if (!host_warning.empty()) std::cout << fmt::format("warning      per slot: {}\n", host_warning);
   if (!comm_warning.empty()) std::cout << fmt::format("warning      {}\n", comm_warning);
   return 0;
@@ -560,7 +588,8 @@ int run(const PredictOptions& o) {
   const bool many = !o.sweeps.empty() || !o.csv.empty();
   SCALEDL_CHECK(o.sweeps.empty() || o.csv.empty(), "give --sweep or --csv, not both");
   SCALEDL_CHECK(many || !o.args.model.empty(), "predict: MODEL.json is required (or --csv FILE)");
-  SCALEDL_CHECK(!many || !o.input.given(), "--pipeline/--workers/--vcpus/--input: one configuration at a time");
+  SCALEDL_CHECK(!many || !o.input.given(),
+                "--pipeline/--workers/--vcpus/--input: one configuration at a time");
   o.input.check();  // issue #15: a bad input-pipeline flag is named before the bundle loads
   SCALEDL_CHECK(o.devices >= 1 && o.devices <= (1 << 20), "--devices={} must be in [1, 2^20]", o.devices);
   SCALEDL_CHECK(o.threads >= 1 && o.threads <= 1024, "--threads={} must be in [1, 1024]", o.threads);
@@ -576,7 +605,8 @@ int run(const PredictOptions& o) {
   const bool per_variant_device = many && o.device_spec.empty() && o.db.empty();
   const std::optional<DeviceRecord> dflt =
       per_variant_device ? std::nullopt : std::optional<DeviceRecord>(resolve_device(o));
-  SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(), "no models: give --bundle DIR (or --layers DIR [--graph ...])");
+  SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(),
+                "no models: give --bundle DIR (or --layers DIR [--graph ...])");
   SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty()),
                 "--bundle={} already holds the layer and graph models: drop --layers/--graph", o.bundle);
   Bundle b;
@@ -602,24 +632,27 @@ int run(const PredictOptions& o) {
   if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
   if (!o.calibrate.empty()) {
     SCALEDL_CHECK(dflt.has_value(),
-                  "--calibrate={}: one device (--device-spec or --db), not a device_spec sweep or column", o.calibrate);
+                  "--calibrate={}: one device (--device-spec or --db), not a device_spec sweep or column",
+                  o.calibrate);
     b.calibration = calibrate_from_store(b.layers, o.calibrate, *dflt);
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   // Layer models from before 2026-11-26 normalised a probed GPU's rows by its measured rates;
   // the rooflines now run at its spec peak (DeviceRecord::compute_gflops).
   if (dflt && !b.layers.options().spec_rates && dflt->measured_gflops > 0 && dflt->peak_fp32_gflops > 0)
-    std::fprintf(stderr,
-                 "scaledl: warning: the layer models were trained before rooflines used a probed GPU's spec peak "
-                 "(manifest options.rates=measured): the predictions for %s differ from what they learned; retrain "
-                 "them (scaledl train)\n",
-                 dflt->key().c_str());
+    std::fprintf(
+        stderr,
+        "scaledl: warning: the layer models were trained before rooflines used a probed GPU's spec peak "
+        "(manifest options.rates=measured): the predictions for %s differ from what they learned; retrain "
+        "them (scaledl train)\n",
+        dflt->key().c_str());
   if (o.par_given) {
-    SCALEDL_CHECK(!many, "--gpus/--tp/--pp/--ep/--microbatches/--zero/--recompute: one configuration at a time "
-                         "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
+    SCALEDL_CHECK(!many,
+                  "--gpus/--tp/--pp/--ep/--microbatches/--zero/--recompute: one configuration at a time "
+                  "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
     SCALEDL_CHECK(o.devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
-    SCALEDL_CHECK(o.anchor.empty(), "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)",
-                  o.anchor);
+    SCALEDL_CHECK(o.anchor.empty(),
+                  "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)", o.anchor);
     return run_parallel(o, b, *dflt);
   }
   if (many) return run_many(o, b, dflt, load_s);
@@ -641,8 +674,9 @@ int run(const PredictOptions& o) {
   const double epoch_s = iters * p.t_iter_ms / 1000.0;
   const MemoryPrediction mem = predict_memory(g, dev, b.memory ? &*b.memory : nullptr, o.headroom);
   if (o.timing)
-    std::cerr << fmt::format("timing: load {:.3f} s; 1 configuration: parse + layer graph + prediction {:.3f} s\n",
-                             load_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pred).count());
+    std::cerr << fmt::format(
+        "timing: load {:.3f} s; 1 configuration: parse + layer graph + prediction {:.3f} s\n", load_s,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pred).count());
 
   if (o.json) {
     nlohmann::json j = p.to_json();
@@ -673,186 +707,198 @@ int run(const PredictOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("model        {} ({}), batch {} x {} device(s), {}, {}, mode {}, optimizer {}, {} "
-                           "attention\n",
-                           m.name, to_string(m.family), s.batch, s.num_devices, input_size(m, s), to_string(s.dtype),
-                           to_string(run_mode(s)), s.optimizer_step ? to_string(s.optimizer) : "none",
-                           attention_kind(s))
-            << (assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(assumed, "; ")))
-            << fmt::format("device       {}\n", dev.key())
-            << fmt::format("T_sum        {:10.3f} ms   {} of {} layer predictions{}\n", p.t_sum_ms,
-                           p.host_ms > 0 ? "max(host term, sum)" : "sum", g.nodes.size(),
-                           p.fallback_nodes ? fmt::format(" ({} without a layer model of their own type)", p.fallback_nodes) : "")
-            << (p.host_ms > 0 ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
-                                            "them ({}){}\n",
-                                            p.host_ms, g.nodes.size(), 1e3 * p.host_ms / g.nodes.size(),
-                                            o.host_node_us ? "--host-node-us" : "bundle trained with --host-term",
-                                            p.host_ms >= p.t_sum_ms ? ": it sets T_sum" : "")
-                              : std::string())
-            << (p.extrapolated_ms > 0
-                    ? fmt::format("extrapolated {:.0f} % of T_sum is of layer kinds with no training row ({}): "
-                                  "carried over from other dtypes or directions, not learnt\n",
-                                  100 * p.extrapolated_ms / std::max(1e-12, p.t_sum_ms), fmt::join(p.extrapolated, ", "))
-                    : std::string())
-            << fmt::format("T_comm       {:10.3f} ms   all-reduce, eq. 15\n", p.t_comm_ms)
-            << fmt::format("alpha, beta  {:.4f}, {:.4f}{}\n", p.alpha, p.beta,
-                           !p.refined                 ? "   (no --graph: additive baseline)"
-                           : p.device_out_refinement ? "   device-out refinement (trained on sums of GPUs the layer "
-                                                       "models never saw)"
-                                                     : "   graph refinement")
-            << fmt::format("T_iter       {:10.3f} ms{}\n", p.t_iter_ms,
-                           std::isfinite(p.lo80_ms)
-                               ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", p.lo80_ms, p.hi80_ms,
-                                             p.lo95_ms, p.hi95_ms)
-                               : "");
+  std::cout
+      << fmt::format(
+             "model        {} ({}), batch {} x {} device(s), {}, {}, mode {}, optimizer {}, {} "
+             "attention\n",
+             m.name, to_string(m.family), s.batch, s.num_devices, input_size(m, s), to_string(s.dtype),
+             to_string(run_mode(s)), s.optimizer_step ? to_string(s.optimizer) : "none", attention_kind(s))
+      << (assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(assumed, "; ")))
+      << fmt::format("device       {}\n", dev.key())
+      << fmt::format("T_sum        {:10.3f} ms   {} of {} layer predictions{}\n", p.t_sum_ms,
+                     p.host_ms > 0 ? "max(host term, sum)" : "sum", g.nodes.size(),
+                     p.fallback_nodes
+                         ? fmt::format(" ({} without a layer model of their own type)", p.fallback_nodes)
+                         : "")
+      << (p.host_ms > 0
+              ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
+                            "them ({}){}\n",
+                            p.host_ms, g.nodes.size(), 1e3 * p.host_ms / g.nodes.size(),
+                            o.host_node_us ? "--host-node-us" : "bundle trained with --host-term",
+                            p.host_ms >= p.t_sum_ms ? ": it sets T_sum" : "")
+              : std::string())
+      << (p.extrapolated_ms > 0
+              ? fmt::format("extrapolated {:.0f} % of T_sum is of layer kinds with no training row ({}): "
+                            "carried over from other dtypes or directions, not learnt\n",
+                            100 * p.extrapolated_ms / std::max(1e-12, p.t_sum_ms),
+                            fmt::join(p.extrapolated, ", "))
+              : std::string())
+      << fmt::format("T_comm       {:10.3f} ms   all-reduce, eq. 15\n", p.t_comm_ms)
+      << fmt::format("alpha, beta  {:.4f}, {:.4f}{}\n", p.alpha, p.beta,
+                     !p.refined ? "   (no --graph: additive baseline)"
+                     : p.device_out_refinement
+                         ? "   device-out refinement (trained on sums of GPUs the layer "
+                           "models never saw)"
+                         : "   graph refinement")
+      << fmt::format("T_iter       {:10.3f} ms{}\n", p.t_iter_ms,
+                     std::isfinite(p.lo80_ms)
+                         ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", p.lo80_ms,
+                                       p.hi80_ms, p.lo95_ms, p.hi95_ms)
+                         : "");
   if (!p.no_interval.empty()) std::cout << "intervals    none: " << p.no_interval << "\n";
   if (input) std::cout << input->text();
   if (p.t_roofline_ms > 0)
     std::cout << (p.adjusted.empty()
                       ? fmt::format("bounds       roofline {:.3f} ms; monotone in batch and seq: kept\n",
                                     p.t_roofline_ms)
-                      : fmt::format("bounds       RAISED from the model's {:.3f} ms ({}; roofline {:.3f} ms)\n",
-                                    p.t_model_ms,
-                                    p.adjusted == "roofline" ? std::string("below the roofline")
-                                                             : "below the prediction for the smaller " +
-                                                                   p.adjusted.substr(p.adjusted.find(": ") + 2),
-                                    p.t_roofline_ms));
+                      : fmt::format(
+                            "bounds       RAISED from the model's {:.3f} ms ({}; roofline {:.3f} ms)\n",
+                            p.t_model_ms,
+                            p.adjusted == "roofline" ? std::string("below the roofline")
+                                                     : "below the prediction for the smaller " +
+                                                           p.adjusted.substr(p.adjusted.find(": ") + 2),
+                            p.t_roofline_ms));
   if (iters)
-    std::cout << fmt::format("T_epoch      {:10.3f} s    {} iterations{}\n", epoch_s, iters,
-                             std::isfinite(p.lo80_ms)
-                                 ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]",
-                                               iters * p.lo80_ms / 1e3, iters * p.hi80_ms / 1e3,
-                                               iters * p.lo95_ms / 1e3, iters * p.hi95_ms / 1e3)
-                                 : "");
+    std::cout << fmt::format(
+        "T_epoch      {:10.3f} s    {} iterations{}\n", epoch_s, iters,
+        std::isfinite(p.lo80_ms)
+            ? fmt::format("   80 % [{:.3f}, {:.3f}]   95 % [{:.3f}, {:.3f}]", iters * p.lo80_ms / 1e3,
+                          iters * p.hi80_ms / 1e3, iters * p.lo95_ms / 1e3, iters * p.hi95_ms / 1e3)
+            : "");
   if (p.refined)
     std::cout << (p.ood_distance > 0
-                      ? fmt::format("domain       OUT OF DOMAIN: distance {:.3f} outside the training range "
-                                    "(farthest: {}){}{}\n",
-                                    p.ood_distance, p.ood_feature,
-                                    b.graph_for(dev.key())->config().ood_tau > 0
-                                        ? (p.alpha_from_forward ? "; the refinement trained on no backward run: alpha "
-                                                                  "is its forward part's, beta shrunk toward 1"
-                                                                : "; alpha, beta shrunk toward 1")
-                                        : "",
-                                    std::isfinite(p.lo80_ms)
-                                        ? (b.intervals_for(dev.key())->beyond_calibration(p.ood_distance)
-                                               ? "; intervals widened, but this is farther out than any "
-                                                 "calibration run: read them as a lower bound on the uncertainty"
-                                               : "; intervals widened")
-                                        : "")
+                      ? fmt::format(
+                            "domain       OUT OF DOMAIN: distance {:.3f} outside the training range "
+                            "(farthest: {}){}{}\n",
+                            p.ood_distance, p.ood_feature,
+                            b.graph_for(dev.key())->config().ood_tau > 0
+                                ? (p.alpha_from_forward
+                                       ? "; the refinement trained on no backward run: alpha "
+                                         "is its forward part's, beta shrunk toward 1"
+                                       : "; alpha, beta shrunk toward 1")
+                                : "",
+                            std::isfinite(p.lo80_ms)
+                                ? (b.intervals_for(dev.key())->beyond_calibration(p.ood_distance)
+                                       ? "; intervals widened, but this is farther out than any "
+                                         "calibration run: read them as a lower bound on the uncertainty"
+                                       : "; intervals widened")
+                                : "")
                       : std::string("domain       inside the graph model's training range\n"));
   std::cout << memory_line(mem.peak_bytes, mem.lo80, mem.hi80, mem.method, mem.capacity_bytes, mem.headroom,
                            mem.verdict);
   if (const std::string from = b.layers.roofline_bandwidth_source(dev); !from.empty()) {
     const double gbs = b.layers.roofline_bandwidth_gbs(dev);
     std::cout << (from == "layer rows"
-                      ? fmt::format("bandwidth    {:.0f} GB/s sustained: what this device's layer rows move\n", gbs)
+                      ? fmt::format(
+                            "bandwidth    {:.0f} GB/s sustained: what this device's layer rows move\n", gbs)
                   : from == "measured"
-                      ? fmt::format("bandwidth    {:.0f} GB/s sustained: the record's measured copy bandwidth\n", gbs)
-                      : fmt::format("bandwidth    {:.0f} GB/s sustained: {:.3f} x the spec's {:.0f} GB/s, the median "
-                                    "share of the training GPUs{} (a probe record's measured copy bandwidth would "
-                                    "replace it: docs/unseen-gpu.md)\n",
-                                    gbs, gbs / dev.peak_mem_bw_gbs, dev.peak_mem_bw_gbs,
-                                    from == "hbm share"    ? " with HBM"
-                                    : from == "gddr share" ? " with GDDR"
-                                                           : ""));
+                      ? fmt::format(
+                            "bandwidth    {:.0f} GB/s sustained: the record's measured copy bandwidth\n", gbs)
+                      : fmt::format(
+                            "bandwidth    {:.0f} GB/s sustained: {:.3f} x the spec's {:.0f} GB/s, the median "
+                            "share of the training GPUs{} (a probe record's measured copy bandwidth would "
+                            "replace it: docs/unseen-gpu.md)\n",
+                            gbs, gbs / dev.peak_mem_bw_gbs, dev.peak_mem_bw_gbs,
+                            from == "hbm share"    ? " with HBM"
+                            : from == "gddr share" ? " with GDDR"
+                                                   : ""));
   }
   if (const std::string clock = clock_assumption(b, dev); !clock.empty())
     std::cout << "clock        " << clock << "\n";
   if (const std::string d = dispatch_note(m, s); !d.empty()) std::cout << "dispatch     " << d << "\n";
   if (const auto rows = b.layer_rows_of(dev.key()))
-    std::cout << (*rows > 0 ? fmt::format("layers       {} layer timings (forward, backward) of this device trained "
-                                          "the layer models\n",
-                                          *rows)
-                            : std::string("layers       no layer timings of this device in the bundle: its layer times "
-                                          "are carried over from other devices by its record (a `bench layers` "
-                                          "campaign on it, one more --db for `train`: docs/eval.md)\n") +
-                                  (p.unseen_device_interval
-                                       ? fmt::format("intervals    at least the error of a left-out training device "
-                                                     "(x/÷ {:.2f} at 80 %, {:.2f} at 95 %: docs/predict.md){}\n",
-                                                     std::exp(b.intervals_for(dev.key())->unseen_q80),
-                                                     std::exp(b.intervals_for(dev.key())->unseen_q95),
-                                                     b.calibration_for(dev.key())
-                                                         ? "; a calibration does not narrow them (not built)"
-                                                         : "")
-                                       : std::string()));
+    std::cout
+        << (*rows > 0
+                ? fmt::format("layers       {} layer timings (forward, backward) of this device trained "
+                              "the layer models\n",
+                              *rows)
+                : std::string("layers       no layer timings of this device in the bundle: its layer times "
+                              "are carried over from other devices by its record (a `bench layers` "
+                              "campaign on it, one more --db for `train`: docs/eval.md)\n") +
+                      (p.unseen_device_interval
+                           ? fmt::format("intervals    at least the error of a left-out training device "
+                                         "(x/÷ {:.2f} at 80 %, {:.2f} at 95 %: docs/predict.md){}\n",
+                                         std::exp(b.intervals_for(dev.key())->unseen_q80),
+                                         std::exp(b.intervals_for(dev.key())->unseen_q95),
+                                         b.calibration_for(dev.key())
+                                             ? "; a calibration does not narrow them (not built)"
+                                             : "")
+                           : std::string()));
   if (const LayerCalibration* c = b.calibration_for(dev.key())) std::cout << calibration_line(*c);
   if (anchor)
-    std::cout << fmt::format("anchor       {} run(s) measured on this device: x{:.3f} applied (log bias {:+.3f}, "
-                             "posterior sd {:.3f}; prior sd {:.3f}, run noise sd {:.3f}: docs/predict.md)\n",
-                             anchor->n, anchor->factor(), anchor->log_bias, anchor->sd_post, anchor->prior_sd,
-                             anchor->run_sd);
+    std::cout << fmt::format(
+        "anchor       {} run(s) measured on this device: x{:.3f} applied (log bias {:+.3f}, "
+        "posterior sd {:.3f}; prior sd {:.3f}, run noise sd {:.3f}: docs/predict.md)\n",
+        anchor->n, anchor->factor(), anchor->log_bias, anchor->sd_post, anchor->prior_sd, anchor->run_sd);
   for (const auto& w : outside)
     std::cout << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
   if (!host_warning.empty()) std::cout << fmt::format("warning      {}\n", host_warning);
   return 0;
 }
 
-scaledl::cli::Registrar reg({"predict"}, "Predict per-iteration and per-epoch training time of a model config",
-                            [](CLI::App& app) {
-                              auto o = std::make_shared<PredictOptions>();
-                              o->args.add_to(app, /*model_required=*/false);
-                              o->input.add_to(app);
-                              app.add_option("--bundle", o->bundle, "bundle directory (`scaledl train --out`)");
-                              app.add_option("--layers", o->layers,
-                                             "layer models (`scaledl train layers --out`), instead of --bundle");
-                              app.add_option("--graph", o->graph,
-                                             "graph model (`scaledl train graph --out` dir or .safetensors)");
-                              app.add_option("--device-spec", o->device_spec,
-                                             "device spec JSON (NeuSight device_configs or `scaledl probe --json`)");
-                              app.add_option("--db", o->db, "store with probed device records");
-                              app.add_option("--device", o->device, "device key in --db");
-                              app.add_option("--devices", o->devices, "data-parallel devices N (default 1)");
-                              auto par = [o](CLI::Option* opt) {
-                                opt->each([o](const std::string&) { o->par_given = true; });
-                                return opt;
-                              };
-                              par(app.add_option("--gpus", o->par.gpus, "GPUs N = tp x pp x dp (parallel prediction)"));
-                              par(app.add_option("--nodes", o->par.nodes, "nodes the GPUs are spread over (default 1)"));
-                              par(app.add_option("--tp", o->par.tp, "tensor-parallel ways (Megatron)"));
-                              par(app.add_option("--pp", o->par.pp, "pipeline stages (1F1B)"));
-                              par(app.add_option("--ep", o->par.ep,
-                                                 "expert-parallel ways: the experts spread over this many of the "
-                                                 "data-parallel GPUs (mixtures of experts)"));
-                              par(app.add_option("--microbatches", o->par.microbatches,
-                                                 "micro-batches per iteration of one replica (--batch is split)"));
-                              par(app.add_option("--zero", o->par.zero, "ZeRO stage 0, 1, 2 or 3"));
-                              par(app.add_flag("--recompute", o->par.recompute,
-                                               "activation recomputation (Megatron checkpointing)"));
-                              app.add_option("--comm", o->comm, "all-reduce calibration JSON (for N > 1)");
-                              app.add_option("--samples", o->samples, "training samples per epoch");
-                              app.add_option("--iterations", o->iterations, "iterations per epoch");
-                              app.add_option("--sweep", o->sweeps,
-                                             "KEY=V1,V2,...: predict every combination (keys batch, seq, image, "
-                                             "dtype, optimizer, devices, device_spec (a spec JSON per value: GPUs "
-                                             "compared in one table), config.<key>; repeatable); CSV output");
-                              app.add_option("--csv", o->csv,
-                                             "CSV of configurations (header: model and/or the --sweep keys, samples); "
-                                             "CSV output");
-                              app.add_option("--anchor", o->anchor,
-                                             "CSV of configurations measured on this device (columns as --csv plus "
-                                             "measured_ms): predictions are scaled by the device's bias they show "
-                                             "(docs/predict.md, \"Anchoring\")");
-                              app.add_option("--calibrate", o->calibrate,
-                                             "store with a few layer timings of this device (`bench layers` on it): "
-                                             "each layer kind's time is scaled by the median ratio of its timings "
-                                             "to the layer models' (GEMMs with dims multiples of 8, rows of 50 us "
-                                             "or more; docs/unseen-gpu.md, \"A short calibration benchmark\")");
-                              app.add_option("--host-node-us", o->host_node_us,
-                                             "the host's cost per graph node of your framework, microseconds: "
-                                             "each iteration (each pipeline slot with --gpus) takes at least nodes "
-                                             "x this (0 = none; default: the bundle's fit for a probed device, none "
-                                             "for a spec sheet; docs/parallel.md)");
-                              app.add_flag("--timing", o->timing, "print load and prediction times to stderr");
-                              app.add_flag("--raw", o->raw,
-                                           "the models' own T_iter, without the physical bounds (roofline, "
-                                           "monotone in batch and seq; docs/predict.md)");
-                              app.add_option("--threads", o->threads, "LibTorch threads (default 1)");
-                              app.add_flag("--json", o->json, "print the prediction as JSON");
-                              app.add_option("--headroom", o->headroom,
-                                             "fraction of device memory kept free when saying whether it fits "
-                                             "(default 0.10)");
-                              return [o] { return run(*o); };
-                            });
+scaledl::cli::Registrar reg(
+    {"predict"}, "Predict per-iteration and per-epoch training time of a model config", [](CLI::App& app) {
+      auto o = std::make_shared<PredictOptions>();
+      o->args.add_to(app, /*model_required=*/false);
+      o->input.add_to(app);
+      app.add_option("--bundle", o->bundle, "bundle directory (`scaledl train --out`)");
+      app.add_option("--layers", o->layers,
+                     "layer models (`scaledl train layers --out`), instead of --bundle");
+      app.add_option("--graph", o->graph, "graph model (`scaledl train graph --out` dir or .safetensors)");
+      app.add_option("--device-spec", o->device_spec,
+                     "device spec JSON (NeuSight device_configs or `scaledl probe --json`)");
+      app.add_option("--db", o->db, "store with probed device records");
+      app.add_option("--device", o->device, "device key in --db");
+      app.add_option("--devices", o->devices, "data-parallel devices N (default 1)");
+      auto par = [o](CLI::Option* opt) {
+        opt->each([o](const std::string&) { o->par_given = true; });
+        return opt;
+      };
+      par(app.add_option("--gpus", o->par.gpus, "GPUs N = tp x pp x dp (parallel prediction)"));
+      par(app.add_option("--nodes", o->par.nodes, "nodes the GPUs are spread over (default 1)"));
+      par(app.add_option("--tp", o->par.tp, "tensor-parallel ways (Megatron)"));
+      par(app.add_option("--pp", o->par.pp, "pipeline stages (1F1B)"));
+      par(app.add_option("--ep", o->par.ep,
+                         "expert-parallel ways: the experts spread over this many of the "
+                         "data-parallel GPUs (mixtures of experts)"));
+      par(app.add_option("--microbatches", o->par.microbatches,
+                         "micro-batches per iteration of one replica (--batch is split)"));
+      par(app.add_option("--zero", o->par.zero, "ZeRO stage 0, 1, 2 or 3"));
+      par(app.add_flag("--recompute", o->par.recompute, "activation recomputation (Megatron checkpointing)"));
+      app.add_option("--comm", o->comm, "all-reduce calibration JSON (for N > 1)");
+      app.add_option("--samples", o->samples, "training samples per epoch");
+      app.add_option("--iterations", o->iterations, "iterations per epoch");
+      app.add_option("--sweep", o->sweeps,
+                     "KEY=V1,V2,...: predict every combination (keys batch, seq, image, "
+                     "dtype, optimizer, devices, device_spec (a spec JSON per value: GPUs "
+                     "compared in one table), config.<key>; repeatable); CSV output");
+      app.add_option("--csv", o->csv,
+                     "CSV of configurations (header: model and/or the --sweep keys, samples); "
+                     "CSV output");
+      app.add_option("--anchor", o->anchor,
+                     "CSV of configurations measured on this device (columns as --csv plus "
+                     "measured_ms): predictions are scaled by the device's bias they show "
+                     "(docs/predict.md, \"Anchoring\")");
+      app.add_option("--calibrate", o->calibrate,
+                     "store with a few layer timings of this device (`bench layers` on it): "
+                     "each layer kind's time is scaled by the median ratio of its timings "
+                     "to the layer models' (GEMMs with dims multiples of 8, rows of 50 us "
+                     "or more; docs/unseen-gpu.md, \"A short calibration benchmark\")");
+      app.add_option("--host-node-us", o->host_node_us,
+                     "the host's cost per graph node of your framework, microseconds: "
+                     "each iteration (each pipeline slot with --gpus) takes at least nodes "
+                     "x this (0 = none; default: the bundle's fit for a probed device, none "
+                     "for a spec sheet; docs/parallel.md)");
+      app.add_flag("--timing", o->timing, "print load and prediction times to stderr");
+      app.add_flag("--raw", o->raw,
+                   "the models' own T_iter, without the physical bounds (roofline, "
+                   "monotone in batch and seq; docs/predict.md)");
+      app.add_option("--threads", o->threads, "LibTorch threads (default 1)");
+      app.add_flag("--json", o->json, "print the prediction as JSON");
+      app.add_option("--headroom", o->headroom,
+                     "fraction of device memory kept free when saying whether it fits "
+                     "(default 0.10)");
+      return [o] { return run(*o); };
+    });
 
 }  // namespace

@@ -7,8 +7,8 @@
 
 #include "command.hpp"
 #include "scaledl/bench/bench.hpp"
-#include "scaledl/core/error.hpp"
 #include "scaledl/bench/probe.hpp"
+#include "scaledl/core/error.hpp"
 #include "scaledl/io/store.hpp"
 
 namespace {
@@ -22,7 +22,9 @@ struct ProbeCmdOptions {
   int threads = 0;             ///< LibTorch intra-op threads, 0 = default
 };
 
-std::string num(double v, const char* unit) { return v > 0 ? fmt::format("{:.6g} {}", v, unit) : "unknown"; }
+std::string num(double v, const char* unit) {
+  return v > 0 ? fmt::format("{:.6g} {}", v, unit) : "unknown";
+}
 
 int run(const ProbeCmdOptions& o) {
   using namespace scaledl;
@@ -66,16 +68,17 @@ int run(const ProbeCmdOptions& o) {
   return 0;
 }
 
-scaledl::cli::Registrar reg({"probe"}, "Describe and measure a device (or read a spec JSON) as a device record",
-                            [](CLI::App& app) {
-                              auto o = std::make_shared<ProbeCmdOptions>();
-                              app.add_option("--device", o->device, "cpu, cuda or cuda:<i>")->capture_default_str();
-                              app.add_option("--spec", o->spec, "device spec JSON (NeuSight device_configs or scaledl format) instead of probing");
-                              app.add_option("--db", o->db, "also store the record in this SQLite store");
-                              app.add_option("--threads", o->threads, "LibTorch intra-op threads (0 = default)");
-                              app.add_flag("--json", o->json, "print the record as JSON");
-                              app.add_flag("--no-measure", o->no_measure, "describe only; skip matmul/copy measurements");
-                              return [o] { return run(*o); };
-                            });
+scaledl::cli::Registrar reg(
+    {"probe"}, "Describe and measure a device (or read a spec JSON) as a device record", [](CLI::App& app) {
+      auto o = std::make_shared<ProbeCmdOptions>();
+      app.add_option("--device", o->device, "cpu, cuda or cuda:<i>")->capture_default_str();
+      app.add_option("--spec", o->spec,
+                     "device spec JSON (NeuSight device_configs or scaledl format) instead of probing");
+      app.add_option("--db", o->db, "also store the record in this SQLite store");
+      app.add_option("--threads", o->threads, "LibTorch intra-op threads (0 = default)");
+      app.add_flag("--json", o->json, "print the record as JSON");
+      app.add_flag("--no-measure", o->no_measure, "describe only; skip matmul/copy measurements");
+      return [o] { return run(*o); };
+    });
 
 }  // namespace

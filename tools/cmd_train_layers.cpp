@@ -9,10 +9,10 @@
 
 #include "command.hpp"
 #include "feature_flags.hpp"
-#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/error.hpp"
-#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
 
 namespace {
@@ -34,18 +34,24 @@ void add_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptio
   app.add_option("--rounds", t.rounds, "XGBoost boosting rounds, >= 1")->capture_default_str();
   app.add_option("--max-depth", t.max_depth, "XGBoost tree depth, 1..20")->capture_default_str();
   app.add_option("--eta", t.eta, "XGBoost learning rate, (0, 1]")->capture_default_str();
-  app.add_option("--min-child-weight", t.min_child_weight, "XGBoost min_child_weight, >= 0")->capture_default_str();
+  app.add_option("--min-child-weight", t.min_child_weight, "XGBoost min_child_weight, >= 0")
+      ->capture_default_str();
   app.add_option("--subsample", t.subsample, "XGBoost row subsample per tree, (0, 1]")->capture_default_str();
   app.add_option("--colsample", t.colsample, "XGBoost colsample_bytree, (0, 1]")->capture_default_str();
-  app.add_option("--target", t.target, "target transform: log | raw | log_roofline | log_roofline_floor")->capture_default_str();
+  app.add_option("--target", t.target, "target transform: log | raw | log_roofline | log_roofline_floor")
+      ->capture_default_str();
   app.add_flag("!--no-roofline-features", t.roofline_features, "drop the CT/CM/roofline/AI columns");
   scaledl::cli::add_feature_flags(app, t);
   app.add_flag("--split-direction", t.split_direction, "one model per (type, direction)");
-  app.add_option("--min-rows", t.min_rows, "fewer rows than this => roofline fallback, >= 1")->capture_default_str();
-  app.add_option("--nthread", t.nthread, "XGBoost threads, 0 = automatic (1 below 16,384 rows, else all cores)")->capture_default_str();
+  app.add_option("--min-rows", t.min_rows, "fewer rows than this => roofline fallback, >= 1")
+      ->capture_default_str();
+  app.add_option("--nthread", t.nthread,
+                 "XGBoost threads, 0 = automatic (1 below 16,384 rows, else all cores)")
+      ->capture_default_str();
   app.add_option("--seed", t.seed, "XGBoost seed and fold assignment")->capture_default_str();
   app.add_option("--mlp-epochs", cv.mlp_epochs, "epochs of the MLP baseline, >= 1")->capture_default_str();
-  app.add_option("--torch-device", cv.torch_device, "LibTorch device of the MLP baseline")->capture_default_str();
+  app.add_option("--torch-device", cv.torch_device, "LibTorch device of the MLP baseline")
+      ->capture_default_str();
   app.add_flag("-v,--verbose", t.verbose, "progress on stderr");
 }
 
@@ -56,8 +62,10 @@ scaledl::cli::Registrar reg(
       app.add_option("--db", o->dbs, "results store(s) with layer rows (repeatable)")->required();
       app.add_option("--device-spec", o->device_specs, "extra device spec JSON (repeatable)");
       app.add_option("--out", o->out, "model directory to write (manifest.json + XGBoost JSON)")->required();
-      app.add_option("--folds", o->folds, "k of k-fold cross-validation, 0 = skip, else >= 2")->capture_default_str();
-      app.add_option("--methods", o->methods, "regressors compared: xgboost linear forest mlp")->capture_default_str();
+      app.add_option("--folds", o->folds, "k of k-fold cross-validation, 0 = skip, else >= 2")
+          ->capture_default_str();
+      app.add_option("--methods", o->methods, "regressors compared: xgboost linear forest mlp")
+          ->capture_default_str();
       app.add_option("--in-model-db", o->in_model_dbs,
                      "also train on the per-node times (node_times) of the ok model runs of this store; "
                      "repeatable, may equal a --db");
@@ -78,7 +86,8 @@ scaledl::cli::Registrar reg(
         SCALEDL_CHECK(o->cv.holdout == "rows" || !o->in_model_dbs.empty(),
                       "--cv-holdout={} needs --in-model-db (the model runs to hold out)", o->cv.holdout);
         SCALEDL_CHECK(!o->in_model_eval_only || o->cv.holdout == "model-runs",
-                      "--in-model-eval-only needs --cv-holdout model-runs (got --cv-holdout={})", o->cv.holdout);
+                      "--in-model-eval-only needs --cv-holdout model-runs (got --cv-holdout={})",
+                      o->cv.holdout);
         scaledl::StagingDir stage(o->out, scaledl::LayerPredictor::output_files(), "a layer-model directory");
         auto data = scaledl::load_training_data(o->dbs, o->device_specs);
         auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
@@ -127,21 +136,23 @@ scaledl::cli::Registrar reg(
         }
         if (!o->in_model_dbs.empty())
           std::cout << fmt::format(
-              "in-model samples: {} from {} ok runs ({} node times, {} missing/<=0 skipped, {} qk times holding "
+              "in-model samples: {} from {} ok runs ({} node times, {} missing/<=0 skipped, {} qk times "
+              "holding "
               "the score kernels skipped)\n",
               in_stats.samples, in_stats.runs, in_stats.node_times, in_stats.skipped_missing,
               in_stats.skipped_fused_scores);
         if (!cv.empty())
-          std::cout << fmt::format("{}-fold cross-validation{} ({} samples, {:.1f} s):\n{}", o->folds,
-                                   o->cv.holdout == "model-runs"
-                                       ? (o->in_model_eval_only ? " over model runs, in-model rows test only"
-                                                                : " over model runs")
-                                       : "",
-                                   report["samples"].get<size_t>(), cv_s, scaledl::format_cv_table(cv));
+          std::cout << fmt::format(
+              "{}-fold cross-validation{} ({} samples, {:.1f} s):\n{}", o->folds,
+              o->cv.holdout == "model-runs"
+                  ? (o->in_model_eval_only ? " over model runs, in-model rows test only" : " over model runs")
+                  : "",
+              report["samples"].get<size_t>(), cv_s, scaledl::format_cv_table(cv));
         if (!run_sums.runs.empty())
-          std::cout << fmt::format("T_sum of the {} held-out runs (xgboost, all nodes): MRE {:.2f} % vs iter.median_ms, "
-                                   "{:.2f} % vs the sum of their node times\n",
-                                   run_sums.runs.size(), 100 * run_sums.mre_iter, 100 * run_sums.mre_node_sum);
+          std::cout << fmt::format(
+              "T_sum of the {} held-out runs (xgboost, all nodes): MRE {:.2f} % vs iter.median_ms, "
+              "{:.2f} % vs the sum of their node times\n",
+              run_sums.runs.size(), 100 * run_sums.mre_iter, 100 * run_sums.mre_node_sum);
         std::cout << fmt::format("trained {} models on {} samples in {:.2f} s -> {}\n",
                                  p.summary()["models"].size(), samples.size(), train_s, o->out);
         auto fb = p.summary()["roofline_fallback"];

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <set>
@@ -20,8 +20,12 @@
 #include "scaledl/core/error.hpp"
 
 namespace scaledl::cli {
-bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }
-bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
+bool stdout_is_tty() {
+  return isatty(fileno(stdout)) != 0;
+}
+bool stderr_is_tty() {
+  return isatty(fileno(stderr)) != 0;
+}
 }  // namespace scaledl::cli
 
 namespace {
@@ -94,7 +98,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "scaledl 0.1.0");
 
   auto defs = registry();
-  std::sort(defs.begin(), defs.end(), [](const CommandDef& a, const CommandDef& b) { return a.path < b.path; });
+  std::sort(defs.begin(), defs.end(),
+            [](const CommandDef& a, const CommandDef& b) { return a.path < b.path; });
   std::map<std::string, CLI::App*> groups;  // "bench" -> its CLI11 node
   Runner chosen;
   // A command may also be a group: `train` runs itself, `train layers` its

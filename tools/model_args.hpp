@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
@@ -21,10 +21,12 @@ namespace scaledl::cli {
 inline void check_input_size(const ModelSpec& m, int64_t seq, int64_t image, const std::string& seq_flag,
                              const std::string& image_flag) {
   const bool vision = m.arch == Arch::VisionEncoder;
-  SCALEDL_CHECK(!(vision && seq), "{}={} does not apply: {} is a vision model (its input is {}, image side in pixels)",
+  SCALEDL_CHECK(!(vision && seq),
+                "{}={} does not apply: {} is a vision model (its input is {}, image side in pixels)",
                 seq_flag, seq, m.name, image_flag);
-  SCALEDL_CHECK(!(!vision && image), "{}={} does not apply: {} is a text model (its input is {}, tokens per sample)",
-                image_flag, image, m.name, seq_flag);
+  SCALEDL_CHECK(!(!vision && image),
+                "{}={} does not apply: {} is a text model (its input is {}, tokens per sample)", image_flag,
+                image, m.name, seq_flag);
 }
 
 struct ModelArgs {
@@ -49,9 +51,10 @@ struct ModelArgs {
         ->excludes(seq_opt);
     app.add_option("--dtype", dtype, "fp32, tf32, bf16 or fp16 (default fp32)");
     app.add_option("--optimizer", optimizer, "sgd, adam or adamw (default adamw)");
-    auto* mode_opt = app.add_option("--mode", mode,
-                                    "train (forward + backward + optimizer step, default), fwd-bwd (no optimizer "
-                                    "step) or inference (forward only, no grad)");
+    auto* mode_opt =
+        app.add_option("--mode", mode,
+                       "train (forward + backward + optimizer step, default), fwd-bwd (no optimizer "
+                       "step) or inference (forward only, no grad)");
     app.add_flag("--no-optimizer", no_optimizer, "leave out the optimizer step (same as --mode fwd-bwd)")
         ->excludes(mode_opt);
   }
@@ -82,18 +85,23 @@ struct ModelArgs {
       return flag || own.contains(own_key) || std::find(given.begin(), given.end(), flag_key) != given.end();
     };
     std::vector<std::string> out;
-    if (!set("batch", "batch", batch != 0)) out.push_back(fmt::format("batch {} (the default; give --batch)", s.batch));
+    if (!set("batch", "batch", batch != 0))
+      out.push_back(fmt::format("batch {} (the default; give --batch)", s.batch));
     if (m.arch != Arch::VisionEncoder && !set("seq", "seq_len", seq != 0))
       out.push_back(fmt::format("seq {} (the default; give --seq)", s.seq_len));
     if (!set("dtype", "dtype", !dtype.empty())) {
       std::string phrase = fmt::format("dtype {} (the default; give --dtype)", to_string(s.dtype));
       if (config.is_object() && config.contains("torch_dtype") && config["torch_dtype"].is_string()) {
         const std::string td = config["torch_dtype"].get<std::string>();
-        const std::string as = td == "bfloat16" ? "bf16" : td == "float16" ? "fp16" : td == "float32" ? "fp32" : "";
+        const std::string as = td == "bfloat16"  ? "bf16"
+                               : td == "float16" ? "fp16"
+                               : td == "float32" ? "fp32"
+                                                 : "";
         if (!as.empty() && as != to_string(s.dtype))
-          phrase = fmt::format("dtype {} (the default, although the config's torch_dtype is {}: give --dtype {} to "
-                               "train in it)",
-                               to_string(s.dtype), td, as);
+          phrase = fmt::format(
+              "dtype {} (the default, although the config's torch_dtype is {}: give --dtype {} to "
+              "train in it)",
+              to_string(s.dtype), td, as);
       }
       out.push_back(phrase);
     }
@@ -102,12 +110,14 @@ struct ModelArgs {
       out.push_back(fmt::format("mode {} (the default; give --mode)", to_string(run_mode(s))));
     // A sliding window is a mask in Hugging Face's eager and SDPA attention: every score is still
     // computed, and the graph costs them all.
-    if (config.is_object() && config.contains("sliding_window") && config["sliding_window"].is_number_integer() &&
-        config["sliding_window"].get<int64_t>() > 0 && config["sliding_window"].get<int64_t>() < s.seq_len &&
+    if (config.is_object() && config.contains("sliding_window") &&
+        config["sliding_window"].is_number_integer() && config["sliding_window"].get<int64_t>() > 0 &&
+        config["sliding_window"].get<int64_t>() < s.seq_len &&
         !(config.contains("use_sliding_window") && config["use_sliding_window"] == false))
-      out.push_back(fmt::format("attention over all {} tokens: sliding_window={} is costed as the mask eager and SDPA "
-                                "attention apply, not as a banded kernel",
-                                s.seq_len, config["sliding_window"].get<int64_t>()));
+      out.push_back(
+          fmt::format("attention over all {} tokens: sliding_window={} is costed as the mask eager and SDPA "
+                      "attention apply, not as a banded kernel",
+                      s.seq_len, config["sliding_window"].get<int64_t>()));
     return out;
   }
 
@@ -125,9 +135,11 @@ struct ModelArgs {
 
   /// An optimizer named (flag, sweep or CSV value) for a run without an optimizer step is a
   /// contradiction, not something to ignore.
-  static void check_optimizer_applies(const TrainSettings& s, const std::string& key, const std::string& value) {
-    SCALEDL_CHECK(s.optimizer_step, "{}={} does not apply: mode {} has no optimizer step (drop {} or use mode train)",
-                  key, value, to_string(run_mode(s)), key);
+  static void check_optimizer_applies(const TrainSettings& s, const std::string& key,
+                                      const std::string& value) {
+    SCALEDL_CHECK(s.optimizer_step,
+                  "{}={} does not apply: mode {} has no optimizer step (drop {} or use mode train)", key,
+                  value, to_string(run_mode(s)), key);
   }
 };
 

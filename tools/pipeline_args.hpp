@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/ir/model_spec.hpp"
@@ -42,8 +42,9 @@ struct InputBound {
     in["sample_size"] = input.sample_size;
     in["samples_per_s"] = input.samples_per_s;
     in["cpu_samples_per_s"] = input.cpu_samples_per_s;
-    in["storage_samples_per_s"] =
-        std::isfinite(input.storage_samples_per_s) ? nlohmann::json(input.storage_samples_per_s) : nlohmann::json();
+    in["storage_samples_per_s"] = std::isfinite(input.storage_samples_per_s)
+                                      ? nlohmann::json(input.storage_samples_per_s)
+                                      : nlohmann::json();
     in["limit"] = input.limit;
     in["extrapolated"] = input.extrapolated;
     in["model"] = model.to_json();
@@ -54,9 +55,10 @@ struct InputBound {
 
   /// A warning when the worker count lies beyond what was measured.
   std::string extrapolation() const {
-    return input.extrapolated ? fmt::format("\n             EXTRAPOLATED: {} workers measured at most, on {} ({})",
-                                            model.max_measured_workers, model.host, model.source)
-                              : std::string();
+    return input.extrapolated
+               ? fmt::format("\n             EXTRAPOLATED: {} workers measured at most, on {} ({})",
+                             model.max_measured_workers, model.host, model.source)
+               : std::string();
   }
 
   /// Lines for the text output of `predict`.
@@ -65,10 +67,11 @@ struct InputBound {
     const std::string storage = std::isfinite(input.storage_samples_per_s)
                                     ? fmt::format("{:.1f}", input.storage_samples_per_s)
                                     : std::string("not measured");
-    return fmt::format("input        {} pipeline ({} {}), {} workers on {} vCPUs: {:.1f} samples/s (CPU {:.1f}, "
-                       "storage {}; {}-bound){}\n",
-                       to_string(model.kind), input.sample_size, unit, input.workers, input.vcpus,
-                       input.samples_per_s, input.cpu_samples_per_s, storage, input.limit, extrapolation()) +
+    return fmt::format(
+               "input        {} pipeline ({} {}), {} workers on {} vCPUs: {:.1f} samples/s (CPU {:.1f}, "
+               "storage {}; {}-bound){}\n",
+               to_string(model.kind), input.sample_size, unit, input.workers, input.vcpus,
+               input.samples_per_s, input.cpu_samples_per_s, storage, input.limit, extrapolation()) +
            fmt::format("T_input      {:10.3f} ms   {:g} samples per host per iteration\n", bound.t_input_ms,
                        bound.samples_per_iter) +
            fmt::format("bottleneck   {}: T_iter = max(T_compute {:.3f}, T_input {:.3f}) ms (ORION)\n",
@@ -78,14 +81,16 @@ struct InputBound {
 
 struct PipelineArgs {
   std::string pipeline;  ///< `scaledl bench pipeline --out` JSON, a description of that layout, or a store
-  std::optional<int64_t> workers;  ///< input worker threads per host, >= 1 (none: --vcpus, else the measured host's)
-  std::optional<int64_t> vcpus;    ///< vCPUs of each host, >= 1 (none: the measured host's)
-  std::string input;     ///< text | image ("" = from the model: a vision model reads images)
+  std::optional<int64_t>
+      workers;  ///< input worker threads per host, >= 1 (none: --vcpus, else the measured host's)
+  std::optional<int64_t> vcpus;  ///< vCPUs of each host, >= 1 (none: the measured host's)
+  std::string input;             ///< text | image ("" = from the model: a vision model reads images)
 
   void add_to(CLI::App& app) {
-    app.add_option("--pipeline", pipeline,
-                   "host input pipeline measurements: `scaledl bench pipeline --out` JSON or a store with pipeline "
-                   "rows (docs/pipeline.md)");
+    app.add_option(
+        "--pipeline", pipeline,
+        "host input pipeline measurements: `scaledl bench pipeline --out` JSON or a store with pipeline "
+        "rows (docs/pipeline.md)");
     app.add_option("--workers", workers, "input worker threads per host (T_iter = max(T_compute, T_input))");
     app.add_option("--vcpus", vcpus, "vCPUs of each host (default: those of the host measured)");
     app.add_option("--input", input, "input pipeline kind: text or image (default: from the model)");
@@ -99,15 +104,17 @@ struct PipelineArgs {
     if (!given()) return;
     SCALEDL_CHECK(!workers || (*workers >= 1 && *workers <= 4096),
                   "--workers={} must be in [1, 4096] (input worker threads per host)", workers.value_or(0));
-    SCALEDL_CHECK(!vcpus || (*vcpus >= 1 && *vcpus <= 4096), "--vcpus={} must be in [1, 4096] (vCPUs of each host)",
-                  vcpus.value_or(0));
+    SCALEDL_CHECK(!vcpus || (*vcpus >= 1 && *vcpus <= 4096),
+                  "--vcpus={} must be in [1, 4096] (vCPUs of each host)", vcpus.value_or(0));
     if (!input.empty()) parse_input_kind(input, "--input");
-    SCALEDL_CHECK(!pipeline.empty(),
-                  "--workers/--vcpus/--input need --pipeline FILE (a `scaledl bench pipeline --out` JSON or a store "
-                  "with pipeline rows, docs/pipeline.md)");
-    SCALEDL_CHECK(std::ifstream(pipeline).good(),
-                  "--pipeline={}: cannot open (a `scaledl bench pipeline --out` JSON or a store with pipeline rows)",
-                  pipeline);
+    SCALEDL_CHECK(
+        !pipeline.empty(),
+        "--workers/--vcpus/--input need --pipeline FILE (a `scaledl bench pipeline --out` JSON or a store "
+        "with pipeline rows, docs/pipeline.md)");
+    SCALEDL_CHECK(
+        std::ifstream(pipeline).good(),
+        "--pipeline={}: cannot open (a `scaledl bench pipeline --out` JSON or a store with pipeline rows)",
+        pipeline);
   }
 
   /// The input rate for the model and settings; nullopt when no flag was given.
@@ -118,14 +125,16 @@ struct PipelineArgs {
     InputKind kind = vision ? InputKind::Image : InputKind::Text;
     if (!input.empty()) {
       kind = parse_input_kind(input, "--input");
-      SCALEDL_CHECK((kind == InputKind::Image) == vision, "--input={} does not match {}: a {} model reads {}", input,
-                    m.name, vision ? "vision" : "text", vision ? "images (--input image)" : "text (--input text)");
+      SCALEDL_CHECK((kind == InputKind::Image) == vision, "--input={} does not match {}: a {} model reads {}",
+                    input, m.name, vision ? "vision" : "text",
+                    vision ? "images (--input image)" : "text (--input text)");
     }
     InputBound r;
     r.model = load_throughput_model(pipeline, kind, "--pipeline");
     const int64_t v = vcpus ? *vcpus : r.model.measured_vcpus;
     const int64_t w = workers ? *workers : v;
-    const int64_t size = kind == InputKind::Text ? s.seq_len : (s.image_size > 0 ? s.image_size : m.image_size);
+    const int64_t size =
+        kind == InputKind::Text ? s.seq_len : (s.image_size > 0 ? s.image_size : m.image_size);
     r.input = predict_input(r.model, w, v, size);
     return r;
   }
@@ -141,7 +150,8 @@ struct PipelineArgs {
     p.t_iter_ms = r->bound.t_iter_ms;
     // Quantiles of max(T_compute, T_input): the larger of the two sides' (each side's own interval;
     // an input-bound prediction is as uncertain as the input rate, not exact).
-    const auto in80 = input_interval_ms(r->bound.t_input_ms, 0.80), in95 = input_interval_ms(r->bound.t_input_ms, 0.95);
+    const auto in80 = input_interval_ms(r->bound.t_input_ms, 0.80),
+               in95 = input_interval_ms(r->bound.t_input_ms, 0.95);
     if (std::isfinite(p.lo80_ms)) {
       p.lo80_ms = std::max(p.lo80_ms, in80.first);
       p.hi80_ms = std::max(p.hi80_ms, in80.second);
@@ -156,7 +166,8 @@ struct PipelineArgs {
   static std::function<double(int64_t, int64_t, int64_t)> scale_input_ms(const InputBound& in) {
     const double rate = in.input.samples_per_s;
     return [rate](int64_t, int64_t nodes, int64_t global_batch) {
-      return 1e3 * static_cast<double>(global_batch) / static_cast<double>(std::max<int64_t>(nodes, 1)) / rate;
+      return 1e3 * static_cast<double>(global_batch) / static_cast<double>(std::max<int64_t>(nodes, 1)) /
+             rate;
     };
   }
 
@@ -180,9 +191,10 @@ struct PipelineArgs {
                        input_bound ? "input" : "compute");
     }
     t += first_input < 0 ? std::string("the input keeps up at every GPU count\n")
-                         : fmt::format("from {} GPUs the input pipeline is the bottleneck: more GPUs per host stop "
-                                       "helping (more workers, vCPUs or hosts would)\n",
-                                       first_input);
+                         : fmt::format(
+                               "from {} GPUs the input pipeline is the bottleneck: more GPUs per host stop "
+                               "helping (more workers, vCPUs or hosts would)\n",
+                               first_input);
     return t;
   }
 

@@ -4,9 +4,9 @@
 
 #include "test_util.hpp"
 
-#include "cli_util.hpp"
 #include <sys/wait.h>
 #include <unistd.h>
+#include "cli_util.hpp"
 
 #include <array>
 #include <cstdio>
@@ -19,9 +19,13 @@ namespace {
 const std::string kBinary = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
 
 using Result = scaledl::test::CliResult;
-Result run(const std::string& args) { return scaledl::test::run_cli(args); }
+Result run(const std::string& args) {
+  return scaledl::test::run_cli(args);
+}
 
-std::string temp(const std::string& name) { return scaledl::test::fresh_store_path(name); }
+std::string temp(const std::string& name) {
+  return scaledl::test::fresh_store_path(name);
+}
 
 size_t lines(const std::string& s) {
   size_t n = 0;
@@ -64,7 +68,8 @@ TEST(LayerCli, BenchThenInfoAndExport) {
   EXPECT_EQ(devs[0]["kind"], "cpu");
 
   // Rerun resumes: nothing new is measured.
-  Result again = run("bench layers --plan " + plan + " --db " + db + " --campaign cli --threads 1 --quick-probe");
+  Result again =
+      run("bench layers --plan " + plan + " --db " + db + " --campaign cli --threads 1 --quick-probe");
   ASSERT_EQ(again.rc, 0) << again.out;
   EXPECT_NE(again.out.find("3 skipped"), std::string::npos) << again.out;
 }
@@ -72,7 +77,8 @@ TEST(LayerCli, BenchThenInfoAndExport) {
 TEST(LayerCli, BadInputGivesOneErrorLine) {
   ASSERT_EQ(access(kBinary.c_str(), X_OK), 0) << kBinary << " is not built";
   std::string plan = temp("cli_bad_plan.json");
-  std::ofstream(plan) << R"({"kind":"layers","configs":[{"type":"linear","dims":{"tokens":16,"d_in":-3,"d_out":8,"bias":1}}]})";
+  std::ofstream(plan)
+      << R"({"kind":"layers","configs":[{"type":"linear","dims":{"tokens":16,"d_in":-3,"d_out":8,"bias":1}}]})";
   std::string db = temp("cli_bad.sqlite");
   struct Case {
     std::string args, needle;

@@ -31,20 +31,30 @@ TimingOptions fast() {
 /// Tiny dims of every type, in layer_info(type).dims order.
 const std::map<LayerType, std::vector<int64_t>>& tiny() {
   static const std::map<LayerType, std::vector<int64_t>> t = {
-      {LayerType::Embedding, {16, 100, 32}},      {LayerType::LayerNorm, {16, 32}},
-      {LayerType::RMSNorm, {16, 32}},             {LayerType::Linear, {16, 32, 48, 1}},
-      {LayerType::BMM, {2, 8, 16, 8}},            {LayerType::Attention, {1, 2, 8, 8, 16}},
-      {LayerType::Softmax, {16, 32}},             {LayerType::Dropout, {512}},
-      {LayerType::GELU, {512}},                   {LayerType::ReLU, {512}},
-      {LayerType::SiLU, {512}},                   {LayerType::Add, {512}},
-      {LayerType::Mul, {512}},                    {LayerType::Conv2dPatch, {1, 3, 16, 32, 8}},
-      {LayerType::CrossEntropy, {16, 50}},        {LayerType::Optimizer, {1000, 2}},
+      {LayerType::Embedding, {16, 100, 32}},
+      {LayerType::LayerNorm, {16, 32}},
+      {LayerType::RMSNorm, {16, 32}},
+      {LayerType::Linear, {16, 32, 48, 1}},
+      {LayerType::BMM, {2, 8, 16, 8}},
+      {LayerType::Attention, {1, 2, 8, 8, 16}},
+      {LayerType::Softmax, {16, 32}},
+      {LayerType::Dropout, {512}},
+      {LayerType::GELU, {512}},
+      {LayerType::ReLU, {512}},
+      {LayerType::SiLU, {512}},
+      {LayerType::Add, {512}},
+      {LayerType::Mul, {512}},
+      {LayerType::Conv2dPatch, {1, 3, 16, 32, 8}},
+      {LayerType::CrossEntropy, {16, 50}},
+      {LayerType::Optimizer, {1000, 2}},
       {LayerType::Pointwise, {512, 0}},
   };
   return t;
 }
 
-std::string temp_db(const std::string& name) { return scaledl::test::fresh_store_path(name); }
+std::string temp_db(const std::string& name) {
+  return scaledl::test::fresh_store_path(name);
+}
 
 }  // namespace
 
@@ -103,7 +113,9 @@ TEST(LayerBench, FailuresAreClassified) {
     return Failure{"none", ""};
   };
   EXPECT_EQ(classify([] { throw std::bad_alloc(); }).status, "oom");
-  EXPECT_EQ(classify([] { throw std::runtime_error("CUDA out of memory. Tried to allocate 2.00 GiB"); }).status, "oom");
+  EXPECT_EQ(
+      classify([] { throw std::runtime_error("CUDA out of memory. Tried to allocate 2.00 GiB"); }).status,
+      "oom");
   auto e = classify([] { throw std::runtime_error("mat1 and mat2 shapes cannot be multiplied\nmore"); });
   EXPECT_EQ(e.status, "error");
   EXPECT_EQ(e.reason, "mat1 and mat2 shapes cannot be multiplied");  // one line
@@ -186,7 +198,8 @@ static LayerMeasurement pass_row(const std::string& status, double fwd_ms, doubl
 
 TEST(LayerCampaign, PassesCombineIntoOneRowByTheirMedian) {
   // Most passes ok: the ok passes' median of medians, the widest p10 / p90, the sum of n.
-  LayerMeasurement m = combine_layer_passes({pass_row("ok", 1.0), pass_row("unstable", 9.0, 0.5), pass_row("ok", 2.0)});
+  LayerMeasurement m =
+      combine_layer_passes({pass_row("ok", 1.0), pass_row("unstable", 9.0, 0.5), pass_row("ok", 2.0)});
   EXPECT_EQ(m.status, "ok");
   EXPECT_DOUBLE_EQ(m.fwd.median_ms, 1.5);  // the unstable pass is left out
   EXPECT_DOUBLE_EQ(m.fwd.p10_ms, 0.9);
@@ -206,7 +219,9 @@ TEST(LayerCampaign, PassesCombineIntoOneRowByTheirMedian) {
   // Passes of different configs, or none, are refused.
   LayerMeasurement other = pass_row("ok", 1.0);
   other.dims = {8192};
-  EXPECT_NE(error_of([&] { combine_layer_passes({pass_row("ok", 1.0), other}); }).find("passes of different configs"),
+  EXPECT_NE(error_of([&] {
+              combine_layer_passes({pass_row("ok", 1.0), other});
+            }).find("passes of different configs"),
             std::string::npos);
   EXPECT_THROW(combine_layer_passes({}), Error);
 }
@@ -246,7 +261,7 @@ TEST(LayerCampaign, SeveralPassesResumeMidwayAndKeepEachConfigsMedian) {
   const std::string relu = cs[0].key(), lin = cs[1].key(), add = cs[2].key();
   ASSERT_EQ(passes.at(relu).size(), 3u);
   EXPECT_DOUBLE_EQ(passes.at(relu).at(1).fwd.median_ms, 1000.0);  // resumed: pass 1 not timed again
-  EXPECT_EQ(passes.at(lin).size(), 1u);  // failed in pass 1: not timed again
+  EXPECT_EQ(passes.at(lin).size(), 1u);                           // failed in pass 1: not timed again
   ASSERT_EQ(passes.at(add).size(), 3u);
   std::map<std::string, LayerMeasurement> rows;
   for (const auto& r : store.layers(std::nullopt, dev, false)) rows[layer_key(r.type, r.dims, r.dtype)] = r;
@@ -289,7 +304,9 @@ TEST(LayerCampaign, DamagedPassRowsAreNamedAndNothingIsWritten) {
     ASSERT_EQ(sqlite3_exec(store.handle(), q.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
     o.campaign = "p";
     o.passes = 2;
-    const std::string e = error_of([&] { run_layer_campaign({{LayerType::ReLU, {4096}, DType::FP32}}, store, o); });
+    const std::string e = error_of([&] {
+      run_layer_campaign({{LayerType::ReLU, {4096}, DType::FP32}}, store, o);
+    });
     EXPECT_NE(e.find("layer_passes row 1"), std::string::npos) << damage << ": " << e;
     EXPECT_NE(e.find(damage == "pass=0" ? "pass=0 must be >= 1" : "dims"), std::string::npos) << e;
     EXPECT_EQ(store.layers(std::nullopt, "", /*ok_only=*/false).size(), 0u);

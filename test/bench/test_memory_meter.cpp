@@ -2,8 +2,8 @@
 // peak of layer calls and of whole iterations.
 #include <gtest/gtest.h>
 
-#include "scaledl/bench/bench.hpp"
 #include "bench/memory_meter.hpp"
+#include "scaledl/bench/bench.hpp"
 #include "scaledl/bench/model_bench.hpp"
 #include "scaledl/design/plan.hpp"
 
@@ -15,7 +15,7 @@ TEST(MemoryMeter, CountsEveryCpuTensorExactly) {
   const double before = memory_meter_read(cpu).current_bytes;
   memory_meter_reset_peak(cpu);
   {
-    auto a = torch::empty({1000}, torch::kFloat32);  // 4000 bytes
+    auto a = torch::empty({1000}, torch::kFloat32);    // 4000 bytes
     auto b = torch::empty({10, 10}, torch::kFloat64);  // 800 bytes
     EXPECT_EQ(memory_meter_read(cpu).current_bytes - before, 4800);
     b = torch::Tensor();

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <map>
 
-#include "scaledl/core/error.hpp"
 #include "scaledl/bench/model_bench.hpp"
-#include "scaledl/design/plan.hpp"
 #include "scaledl/bench/probe.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/design/plan.hpp"
 
 using namespace scaledl;
 
@@ -38,7 +38,9 @@ ModelBenchOptions quick() {
   return o;
 }
 
-std::string temp_db(const std::string& name) { return scaledl::test::fresh_store_path(name); }
+std::string temp_db(const std::string& name) {
+  return scaledl::test::fresh_store_path(name);
+}
 
 }  // namespace
 
@@ -120,8 +122,9 @@ TEST(ModelBench, CampaignResumesAndRecordsFailures) {
   opt.campaign = "t";
   opt.bench = quick();
   std::vector<std::string> seen;
-  auto s1 = run_model_campaign(plan, store, torch::kCPU, dev, opt,
-                               [&](size_t, size_t, const std::string& k, const std::string&) { seen.push_back(k); });
+  auto s1 = run_model_campaign(
+      plan, store, torch::kCPU, dev, opt,
+      [&](size_t, size_t, const std::string& k, const std::string&) { seen.push_back(k); });
   EXPECT_EQ(s1.total, 4u);
   EXPECT_EQ(s1.ok + s1.unstable, 3u);
   EXPECT_EQ(s1.failed, 1u);

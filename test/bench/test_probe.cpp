@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "scaledl/bench/bench.hpp"
-#include "scaledl/core/error.hpp"
 #include "scaledl/bench/probe.hpp"
+#include "scaledl/core/error.hpp"
 
 using namespace scaledl;
 
@@ -136,8 +136,9 @@ TEST(Probe, CpuKeyNamesTheGenerationAndOneThreadCountForEveryPool) {
   // VMs on different host generations must not share one.
   for (const char* k : {"vendor", "cpu_family", "cpu_model", "stepping", "isa", "blas_threads"})
     EXPECT_TRUE(d.extra.contains(k)) << k << " " << d.extra.dump();
-  const std::string ident = fmt::format("{}/{}/{}", d.extra["cpu_family"].get<std::string>(),
-                                        d.extra["cpu_model"].get<std::string>(), d.extra["stepping"].get<std::string>());
+  const std::string ident =
+      fmt::format("{}/{}/{}", d.extra["cpu_family"].get<std::string>(),
+                  d.extra["cpu_model"].get<std::string>(), d.extra["stepping"].get<std::string>());
   EXPECT_NE(d.key().find(ident), std::string::npos) << d.key();
   EXPECT_NE(d.key().find(d.extra["isa"].get<std::string>()), std::string::npos) << d.key();
   EXPECT_NE(d.key().find("(1 threads"), std::string::npos) << d.key();

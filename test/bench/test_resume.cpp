@@ -3,10 +3,10 @@
 // run (same config keys, no duplicates).
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "test_util.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -23,7 +23,9 @@ namespace {
 
 const std::string kBinary = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
 
-std::string temp(const std::string& name) { return scaledl::test::fresh_store_path(name); }
+std::string temp(const std::string& name) {
+  return scaledl::test::fresh_store_path(name);
+}
 
 /// 30 tiny configs of several types (distinct keys).
 std::string write_plan() {
@@ -42,8 +44,8 @@ pid_t spawn(const std::string& plan, const std::string& db) {
   if (pid == 0) {
     // Each sample lasts >= 5 ms, so a config takes ~0.1 s and the kill lands mid-campaign.
     execl(kBinary.c_str(), kBinary.c_str(), "bench", "layers", "--plan", plan.c_str(), "--db", db.c_str(),
-          "--campaign", "resume", "--threads", "1", "--quick-probe", "--quiet", "--warmup", "1", "--repeats", "5",
-          "--min-sample-ms", "5", static_cast<char*>(nullptr));
+          "--campaign", "resume", "--threads", "1", "--quick-probe", "--quiet", "--warmup", "1", "--repeats",
+          "5", "--min-sample-ms", "5", static_cast<char*>(nullptr));
     _exit(127);
   }
   return pid;
@@ -59,7 +61,8 @@ int wait_exit(pid_t pid) {
 std::multiset<std::string> keys_of(const std::string& db) {
   Store s(db, /*read_only=*/true);
   std::multiset<std::string> out;
-  for (const auto& m : s.layers(std::nullopt, "", /*ok_only=*/false)) out.insert(layer_key(m.type, m.dims, m.dtype));
+  for (const auto& m : s.layers(std::nullopt, "", /*ok_only=*/false))
+    out.insert(layer_key(m.type, m.dims, m.dtype));
   return out;
 }
 
@@ -77,7 +80,8 @@ int64_t row_count(const std::string& db) {
 }  // namespace
 
 TEST(Resume, SigkillMidCampaignThenRerunEqualsUninterruptedRun) {
-  ASSERT_EQ(access(kBinary.c_str(), X_OK), 0) << kBinary << " is not built (cmake --build ... --target scaledl)";
+  ASSERT_EQ(access(kBinary.c_str(), X_OK), 0)
+      << kBinary << " is not built (cmake --build ... --target scaledl)";
   std::string plan = write_plan();
 
   std::string full = temp("resume_full.sqlite");

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <set>
 
-#include "scaledl/core/error.hpp"
-#include "scaledl/ir/layer_graph.hpp"
-#include "scaledl/design/plan.hpp"
 #include "bench/zoo.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/design/plan.hpp"
+#include "scaledl/ir/layer_graph.hpp"
 
 using namespace scaledl;
 
@@ -51,7 +51,8 @@ const Case kCases[] = {
     {"opt", R"({"model":"models/opt-125m.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":2,"ffn_dim":64,"vocab_size":200,"word_embed_proj_dim":16},
       "settings":{"batch":2,"seq_len":8}})"},
-    {"gpt-neo", R"({"model":"models/gpt-neo-125m.json","overrides":{"hidden_size":32,"num_layers":2,"num_heads":2,
+    {"gpt-neo",
+     R"({"model":"models/gpt-neo-125m.json","overrides":{"hidden_size":32,"num_layers":2,"num_heads":2,
       "intermediate_size":64,"vocab_size":200,"attention_types":[[["global","local"],1]]},"settings":{"batch":2,"seq_len":8}})"},
     {"mixtral", R"({"model":"models/mixtral-8x7b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":48,"vocab_size":200,"num_local_experts":4},
@@ -76,14 +77,16 @@ const Case kCases[] = {
       "settings":{"batch":2,"seq_len":8}})"},
     {"gpt-neox", R"({"model":"models/pythia-160m.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":4,"intermediate_size":64,"vocab_size":200},"settings":{"batch":2,"seq_len":8}})"},
-    {"qwen2-moe", R"({"model":"models/qwen1.5-moe-a2.7b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+    {"qwen2-moe",
+     R"({"model":"models/qwen1.5-moe-a2.7b.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":4,"num_key_value_heads":2,"moe_intermediate_size":24,"shared_expert_intermediate_size":40,
       "num_experts":6,"num_experts_per_tok":2,"vocab_size":200},"settings":{"batch":2,"seq_len":12}})"},
     {"deepseek-v3", R"({"model":"models/deepseek-v3.json","overrides":{"hidden_size":32,"num_hidden_layers":3,
       "num_attention_heads":4,"num_key_value_heads":4,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":6,
       "kv_lora_rank":12,"q_lora_rank":10,"intermediate_size":40,"moe_intermediate_size":16,"n_routed_experts":4,
       "num_experts_per_tok":2,"first_k_dense_replace":1,"vocab_size":200},"settings":{"batch":2,"seq_len":12}})"},
-    {"deepseek-v2-lite", R"({"model":"models/deepseek-v2-lite.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
+    {"deepseek-v2-lite",
+     R"({"model":"models/deepseek-v2-lite.json","overrides":{"hidden_size":32,"num_hidden_layers":2,
       "num_attention_heads":2,"qk_nope_head_dim":8,"qk_rope_head_dim":4,"v_head_dim":8,"kv_lora_rank":12,
       "intermediate_size":40,"moe_intermediate_size":16,"n_routed_experts":4,"num_experts_per_tok":3,
       "vocab_size":200},"settings":{"batch":2,"seq_len":8}})"},
@@ -96,7 +99,8 @@ const Case kCases[] = {
 };
 
 ModelConfig load_case(const Case& c) {
-  auto plan = nlohmann::json{{"kind", "models"}, {"configs", nlohmann::json::array({nlohmann::json::parse(c.plan_entry)})}};
+  auto plan = nlohmann::json{{"kind", "models"},
+                             {"configs", nlohmann::json::array({nlohmann::json::parse(c.plan_entry)})}};
   return parse_plan(plan, "test", kSrc).models.at(0);
 }
 
@@ -199,7 +203,8 @@ TEST(Zoo, InferenceRunsTheForwardNodesOfTheInferenceGraph) {
 }
 
 TEST(Zoo, SwitchExpertsRouteWithinCapacity) {
-  // Capacity 3 tokens per expert and sample, 16 tokens over 4 experts: at least 4 tokens per sample skip the experts.
+  // Capacity 3 tokens per expert and sample, 16 tokens over 4 experts: at least 4 tokens per sample skip the
+  // experts.
   auto mc = load_case(kCases[5]);
   ASSERT_EQ(mc.model.family, Family::Switch);
   torch::manual_seed(0);
@@ -253,8 +258,8 @@ TEST(Zoo, MixtralWithIdenticalExpertsAndEveryExpertChosenIsTheDenseLlama) {
       const std::string blk = k.substr(0, k.find(".moe."));
       if (k.find(".moe.router.") != std::string::npos) continue;  // any router: the weights sum to 1
       const char* from = k.size() > 3 && k.substr(k.size() - 3) == ".wg" ? ".ffn.gate.weight"
-                         : k.substr(k.size() - 3) == ".wi"                ? ".ffn.up.weight"
-                                                                           : ".ffn.down.weight";
+                         : k.substr(k.size() - 3) == ".wi"               ? ".ffn.up.weight"
+                                                                         : ".ffn.down.weight";
       ASSERT_TRUE(src.contains(blk + from)) << k;
       p.value().copy_(src[blk + from].t().unsqueeze(0).expand_as(p.value()));
     }

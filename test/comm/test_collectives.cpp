@@ -54,11 +54,14 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return p;
 }
 
-std::string dataset(const std::string& rel) { return std::string(SCALEDL_SOURCE_DIR) + "/datasets/" + rel; }
+std::string dataset(const std::string& rel) {
+  return std::string(SCALEDL_SOURCE_DIR) + "/datasets/" + rel;
+}
 
 std::vector<std::string> vtrain_files(const std::string& gpu) {
   std::vector<std::string> f;
-  for (int n = 2; n <= 8; ++n) f.push_back(dataset(fmt::format("vtrain-allreduce/{}/AR_GPU{}_1M_1024M_LUT", gpu, n)));
+  for (int n = 2; n <= 8; ++n)
+    f.push_back(dataset(fmt::format("vtrain-allreduce/{}/AR_GPU{}_1M_1024M_LUT", gpu, n)));
   return f;
 }
 
@@ -109,8 +112,9 @@ TEST(CollectiveImport, WhatTheFileDoesNotSayComesFromTheOptions) {
         bare += l + "\n";
   }
   NcclTestsImportOptions o;
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text(bare, "x/all_gather_perf.log", o); })
-                .find("x/all_gather_perf.log: the file does not give the world size"),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text(bare, "x/all_gather_perf.log", o);
+            }).find("x/all_gather_perf.log: the file does not give the world size"),
             std::string::npos);
   o.world = 16;
   o.nodes = 2;
@@ -128,24 +132,29 @@ TEST(CollectiveImport, WhatTheFileDoesNotSayComesFromTheOptions) {
   // Disagreements with the file are errors, not silent overrides.
   NcclTestsImportOptions d;
   d.collective = "allgather";
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text(kAllReduce4, "a.txt", d); })
-                .find("--collective=allgather but a.txt is allreduce output"),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text(kAllReduce4, "a.txt", d);
+            }).find("--collective=allgather but a.txt is allreduce output"),
             std::string::npos);
   d = {};
   d.world = 8;
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text(kAllReduce4, "a.txt", d); }).find("--world=8 but a.txt lists 4 ranks"),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text(kAllReduce4, "a.txt", d);
+            }).find("--world=8 but a.txt lists 4 ranks"),
             std::string::npos);
   // Older nccl-tests: no root column, a float error where #wrong is now.
-  const std::string old = "# Using devices\n#  Rank  0 on h device 0 [0x1] G\n#  Rank  1 on h device 1 [0x2] G\n"
-                          "  1048576  262144  float  sum  40.4  25.9  25.9  0e+00  39.5  26.5  26.5  0e+00\n"
-                          "  2097152  524288  float  sum  46.2  45.4  45.4  2e-07  47.3  44.4  44.4  N/A\n";
+  const std::string old =
+      "# Using devices\n#  Rank  0 on h device 0 [0x1] G\n#  Rank  1 on h device 1 [0x2] G\n"
+      "  1048576  262144  float  sum  40.4  25.9  25.9  0e+00  39.5  26.5  26.5  0e+00\n"
+      "  2097152  524288  float  sum  46.2  45.4  45.4  2e-07  47.3  44.4  44.4  N/A\n";
   auto r = parse_nccl_tests_text(old, "all_reduce_perf.out", {});
   ASSERT_EQ(r.size(), 4u);
   EXPECT_EQ(r[0].world, 2);
   EXPECT_EQ(r[3].status, "ok");
   // #wrong > 0: the row is kept, marked error (and the fit leaves it out).
-  auto w = parse_nccl_tests_text(with_line(kAllReduce4, 14, "1048576 262144 float sum -1 40.4 25.9 38.9 3 "
-                                                             "39.5 26.5 39.8 0"),
+  auto w = parse_nccl_tests_text(with_line(kAllReduce4, 14,
+                                           "1048576 262144 float sum -1 40.4 25.9 38.9 3 "
+                                           "39.5 26.5 39.8 0"),
                                  "all_reduce_perf.txt", {});
   EXPECT_EQ(w[0].status, "error");
   EXPECT_EQ(w[1].status, "ok");
@@ -161,32 +170,44 @@ TEST(CollectiveImport, MalformedLinesNameFileLineAndField) {
       {15, "2097152 524288 float sum -1 46.21 45.38 -68.07 0 47.28 44.35 66.53 0", "busbw=\"-68.07\""},
       {16, "4194304 1048576 float32x sum -1 59.75 70.20 105.30 0 59.87 70.06 105.08 0", "type=\"float32x\""},
       {17, "8388608 2097152 float sum -1 89.02 94.23 141.34 0 88.85 94.41", "11 fields, expected 13"},
-      {18, "16777216 4194304 float sum -1 140.99 118.99 178.49 0 141.28 118.75 178.13 x", "in-place #wrong=\"x\""},
+      {18, "16777216 4194304 float sum -1 140.99 118.99 178.49 0 141.28 118.75 178.13 x",
+       "in-place #wrong=\"x\""},
       {19, "33554432 8388608 float sum -1 249.31 134.59 201.88 0 0 131.53 197.30 0", "in-place time=\"0\""},
-      {20, "-67108864 16777216 float sum -1 477.73 140.48 210.71 0 466.90 143.73 215.60 0", "size=\"-67108864\""},
-      {21, "134217728 33554432 float sum root 899.25 149.26 223.88 0 920.14 145.87 218.80 0", "root=\"root\""},
+      {20, "-67108864 16777216 float sum -1 477.73 140.48 210.71 0 466.90 143.73 215.60 0",
+       "size=\"-67108864\""},
+      {21, "134217728 33554432 float sum root 899.25 149.26 223.88 0 920.14 145.87 218.80 0",
+       "root=\"root\""},
   };
   for (const auto& c : cases) {
-    const std::string e = error_of([&] { parse_nccl_tests_text(with_line(kAllReduce4, c.line, c.text), "f.txt", {}); });
+    const std::string e =
+        error_of([&] { parse_nccl_tests_text(with_line(kAllReduce4, c.line, c.text), "f.txt", {}); });
     EXPECT_EQ(e.rfind(fmt::format("f.txt:{}: ", c.line), 0), 0u) << c.text << "\n" << e;
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.text << "\n" << e;
   }
   // vTrain CSV: its own header, 7 fields, nanoseconds.
-  const std::string csv = "size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)\n"
-                          "1048576,262144,float,44210,23.72,45100,23.25\n";
+  const std::string csv =
+      "size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)\n"
+      "1048576,262144,float,44210,23.72,45100,23.25\n";
   EXPECT_EQ(parse_nccl_tests_text(csv, "AR_GPU2_x", {}).size(), 2u);
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text(csv + "2097152,524288,float,5343O,39.25,51130,41.01\n", "AR_GPU2_x", {}); })
-                .find("AR_GPU2_x:3: time(ns)=\"5343O\""),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text(csv + "2097152,524288,float,5343O,39.25,51130,41.01\n", "AR_GPU2_x", {});
+            }).find("AR_GPU2_x:3: time(ns)=\"5343O\""),
             std::string::npos);
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text(csv + "2097152,524288,float,53430,39.25\n", "AR_GPU2_x", {}); })
-                .find("AR_GPU2_x:3: 5 fields, expected 7"),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text(csv + "2097152,524288,float,53430,39.25\n", "AR_GPU2_x", {});
+            }).find("AR_GPU2_x:3: 5 fields, expected 7"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text("size(B),count,time\n", "AR_GPU2_x", {}); }).find("AR_GPU2_x:1: header"),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text("size(B),count,time\n", "AR_GPU2_x", {});
+            }).find("AR_GPU2_x:1: header"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text("# nothing here\n", "all_reduce_perf.txt", {}); }).find("no data rows"),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text("# nothing here\n", "all_reduce_perf.txt", {});
+            }).find("no data rows"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_nccl_tests_file("/nonexistent/all_reduce_perf.txt", {}); })
-                .find("/nonexistent/all_reduce_perf.txt: no such file"),
+  EXPECT_NE(error_of([] {
+              parse_nccl_tests_file("/nonexistent/all_reduce_perf.txt", {});
+            }).find("/nonexistent/all_reduce_perf.txt: no such file"),
             std::string::npos);
 }
 
@@ -199,7 +220,8 @@ TEST(CollectiveImport, BadOptionsNameOptionAndValue) {
   EXPECT_NE(err([](auto& o) { o.world = 1; }).find("--world=1 must be >= 2"), std::string::npos);
   EXPECT_NE(err([](auto& o) { o.level = "rack"; }).find("--level=\"rack\" is not intra-node or inter-node"),
             std::string::npos);
-  EXPECT_NE(err([](auto& o) { o.collective = "broadcast"; }).find("--collective=\"broadcast\""), std::string::npos);
+  EXPECT_NE(err([](auto& o) { o.collective = "broadcast"; }).find("--collective=\"broadcast\""),
+            std::string::npos);
   EXPECT_NE(err([](auto& o) {
               o.nodes = 2;
               o.world = 4;
@@ -245,8 +267,11 @@ TEST(CollectiveImport, OneTransactionReimportAddsNothingBadFileChangesNothing) {
   // A second campaign is new rows; a malformed second file stops the whole import.
   NcclTestsImportOptions o;
   o.campaign = "second";
-  const std::string bad = write_temp("all_reduce_perf_bad.txt", with_line(kAllReduce4, 19, "33554432 8388608 float"));
-  EXPECT_NE(error_of([&] { import_nccl_tests({good, bad}, o, db); }).find("all_reduce_perf_bad.txt:19: 3 fields"),
+  const std::string bad =
+      write_temp("all_reduce_perf_bad.txt", with_line(kAllReduce4, 19, "33554432 8388608 float"));
+  EXPECT_NE(error_of([&] {
+              import_nccl_tests({good, bad}, o, db);
+            }).find("all_reduce_perf_bad.txt:19: 3 fields"),
             std::string::npos);
   Store store(db, true);
   EXPECT_EQ(store.collectives("", "", false).size(), 16u);
@@ -265,8 +290,8 @@ TEST(CollectiveImport, OneTransactionReimportAddsNothingBadFileChangesNothing) {
 }
 
 namespace {
-std::vector<CollectiveMeasurement> synthetic(const std::string& collective, CommForm form, double B, double gamma,
-                                             std::vector<int64_t> worlds) {
+std::vector<CollectiveMeasurement> synthetic(const std::string& collective, CommForm form, double B,
+                                             double gamma, std::vector<int64_t> worlds) {
   std::vector<CollectiveMeasurement> rows;
   for (int64_t n : worlds)
     for (double s = 1024; s <= 1.1e9; s *= 4) {
@@ -358,11 +383,12 @@ TEST(CommFit, VTrainA100GivesPlausibleBusBandwidthAndALoadableFile) {
   ASSERT_EQ(fits.size(), 8u);  // N = 2..8 and the joint fit
   for (const auto& f : fits) {
     ASSERT_TRUE(f.ring) << f.skipped;
-    std::cout << fmt::format("a100 N={}: ring B {:.1f} GB/s gamma {:.2f} us MRE {:.2f} % max {:.1f} % | tree B {:.1f} "
-                             "GB/s gamma {:.2f} us MRE {:.2f} % | best {}\n",
-                             f.world, f.ring->model.bandwidth_Bps / 1e9, f.ring->model.gamma_s * 1e6,
-                             100 * f.ring->mre, 100 * f.ring->max_rel, f.tree->model.bandwidth_Bps / 1e9,
-                             f.tree->model.gamma_s * 1e6, 100 * f.tree->mre, f.best());
+    std::cout << fmt::format(
+        "a100 N={}: ring B {:.1f} GB/s gamma {:.2f} us MRE {:.2f} % max {:.1f} % | tree B {:.1f} "
+        "GB/s gamma {:.2f} us MRE {:.2f} % | best {}\n",
+        f.world, f.ring->model.bandwidth_Bps / 1e9, f.ring->model.gamma_s * 1e6, 100 * f.ring->mre,
+        100 * f.ring->max_rel, f.tree->model.bandwidth_Bps / 1e9, f.tree->model.gamma_s * 1e6,
+        100 * f.tree->mre, f.best());
     // NVLink A100 nodes: nccl-tests reports ~200-240 GB/s bus bandwidth for
     // large all-reduces; anything outside 100..300 GB/s is a unit slip.
     EXPECT_GT(f.ring->model.bandwidth_Bps, 100e9) << f.world;
@@ -396,7 +422,8 @@ TEST(CommFit, PlotWritesScriptDataAndSvg) {
 // columns; contradicting rows are refused and counted, a file of nothing else is an error.
 TEST(CollectiveImport, TimesTheFilesOwnBandwidthColumnsContradictAreRefused) {
   // Line 14 (1 MiB): 40.44 us out of place -> 1e-300 us; line 15: in place 47.28 -> 1e12 us.
-  std::string text = with_line(kAllReduce4, 14, "1048576 262144 float sum -1 1e-300 25.93 38.90 0 39.52 26.53 39.80 0");
+  std::string text =
+      with_line(kAllReduce4, 14, "1048576 262144 float sum -1 1e-300 25.93 38.90 0 39.52 26.53 39.80 0");
   text = with_line(text, 15, "2097152 524288 float sum -1 46.21 45.38 68.07 0 1e12 44.35 66.53 0");
   NcclTestsRefused refused;
   auto rows = parse_nccl_tests_text(text, "all_reduce_perf.txt", {}, &refused);
@@ -412,8 +439,9 @@ TEST(CollectiveImport, TimesTheFilesOwnBandwidthColumnsContradictAreRefused) {
   for (const auto& r : rows) EXPECT_LT(r.time_s, 1e-2) << r.bytes;
   // busbw alone contradicting (algbw consistent): the file's 4 ranks give x1.5.
   NcclTestsRefused b;
-  rows = parse_nccl_tests_text(with_line(kAllReduce4, 16, "4194304 1048576 float sum -1 59.75 70.20 10.53 0 59.87 "
-                                                          "70.06 105.08 0"),
+  rows = parse_nccl_tests_text(with_line(kAllReduce4, 16,
+                                         "4194304 1048576 float sum -1 59.75 70.20 10.53 0 59.87 "
+                                         "70.06 105.08 0"),
                                "all_reduce_perf.txt", {}, &b);
   EXPECT_EQ(rows.size(), 15u);
   ASSERT_EQ(b.notes.size(), 1u);
@@ -435,14 +463,16 @@ TEST(CollectiveImport, TimesTheFilesOwnBandwidthColumnsContradictAreRefused) {
     all = with_line(all, line, joined);
   }
   const std::string e = error_of([&] { parse_nccl_tests_text(all, "all_reduce_perf.txt", {}); });
-  EXPECT_NE(e.find("all_reduce_perf.txt: all 16 rows (out-of-place + in-place) contradict the file's own bandwidth "
-                   "columns, e.g. line 14: time=1e+12 us"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("all_reduce_perf.txt: all 16 rows (out-of-place + in-place) contradict the file's own bandwidth "
+             "columns, e.g. line 14: time=1e+12 us"),
+      std::string::npos)
       << e;
   // vTrain tables have busbw only: x2(N-1)/N with N from the name (AR_GPU2: x1).
-  const std::string csv = "size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)\n"
-                          "1048576,262144,float,44210,23.72,45100,23.25\n"
-                          "2097152,524288,float,1e-300,39.25,51130,41.01\n";
+  const std::string csv =
+      "size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)\n"
+      "1048576,262144,float,44210,23.72,45100,23.25\n"
+      "2097152,524288,float,1e-300,39.25,51130,41.01\n";
   NcclTestsRefused c;
   EXPECT_EQ(parse_nccl_tests_text(csv, "AR_GPU2_x", {}, &c).size(), 3u);
   EXPECT_EQ(c.rows, 1u);
@@ -463,10 +493,12 @@ TEST(CollectiveImport, TimesTheFilesOwnBandwidthColumnsContradictAreRefused) {
 // Issue #39 case 9: a group whose fit lands outside the plausibility bounds is
 // an error naming the group and the file its rows came from, not a calibration.
 TEST(CommFit, AnImplausibleFitIsAnErrorNamingTheGroupAndTheFile) {
-  auto rows = synthetic("allreduce", CommForm::Ring, 1.573, 0, {2});  // 1.573 B/s, as the issue's comm fit wrote
+  auto rows =
+      synthetic("allreduce", CommForm::Ring, 1.573, 0, {2});  // 1.573 B/s, as the issue's comm fit wrote
   for (auto& r : rows) r.source = "runs/all_reduce_perf.txt";
   const std::string e = error_of([&] { fit_collectives(rows); });
-  EXPECT_NE(e.find("allreduce fit of campaign synthetic, world 2, 1 node(s) (rows from runs/all_reduce_perf.txt), ring "
+  EXPECT_NE(e.find("allreduce fit of campaign synthetic, world 2, 1 node(s) (rows from "
+                   "runs/all_reduce_perf.txt), ring "
                    "form: bandwidth_Bps=1.573 is outside"),
             std::string::npos)
       << e;
@@ -484,16 +516,19 @@ TEST(CommFit, AnImplausibleFitIsAnErrorNamingTheGroupAndTheFile) {
 // `comm fit --out` / `db export --format json`, where the JSON writer threw a raw
 // nlohmann type_error. It is one error naming the line.
 TEST(CollectiveImport, AGpuNameThatIsNotUtf8IsAnErrorNamingTheLine) {
-  const std::string text = with_line(kAllReduce4, 6, "#  Rank  0 Group  0 Pid  41235 on dgx-a100-01 device  0 [0x07] "
-                                                     "NVIDIA A100-S\xff\xff\x04");
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text(text, "all_reduce_perf.txt", {}); })
-                .find("all_reduce_perf.txt:6: the GPU name of rank 0 is not UTF-8 text"),
+  const std::string text = with_line(kAllReduce4, 6,
+                                     "#  Rank  0 Group  0 Pid  41235 on dgx-a100-01 device  0 [0x07] "
+                                     "NVIDIA A100-S\xff\xff\x04");
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text(text, "all_reduce_perf.txt", {});
+            }).find("all_reduce_perf.txt:6: the GPU name of rank 0 is not UTF-8 text"),
             std::string::npos);
   NcclTestsImportOptions o;
   o.device = "cuda:A100";  // --device names it instead: the file's name is not used
   EXPECT_EQ(parse_nccl_tests_text(text, "all_reduce_perf.txt", o).size(), 16u);
   o.campaign = "c\xff";
-  EXPECT_NE(error_of([&] { parse_nccl_tests_text(kAllReduce4, "all_reduce_perf.txt", o); })
-                .find("--campaign is not UTF-8 text"),
+  EXPECT_NE(error_of([&] {
+              parse_nccl_tests_text(kAllReduce4, "all_reduce_perf.txt", o);
+            }).find("--campaign is not UTF-8 text"),
             std::string::npos);
 }

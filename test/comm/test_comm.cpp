@@ -72,14 +72,17 @@ TEST(Comm, ImplausibleFitsAreErrorsNamingTheFileAndTheValue) {
     return std::string("<no error>");
   };
   // The issue's samples: B = 1e-5 B/s, T_comm of 8.7e16 ms before.
-  std::string e = load_error(R"({"allreduce":[{"bytes":1,"devices":2,"seconds":1e5},{"bytes":2,"devices":2,"seconds":2e5}]})");
+  std::string e = load_error(
+      R"({"allreduce":[{"bytes":1,"devices":2,"seconds":1e5},{"bytes":2,"devices":2,"seconds":2e5}]})");
   EXPECT_EQ(e.rfind(path + ": ", 0), 0u) << e;
   EXPECT_NE(e.find("bandwidth_Bps=1e-05 is outside the plausible [1000, 1e+14] B/s"), std::string::npos) << e;
   // gamma about 500 s (T = S/B + 2 gamma with B = 10 GB/s).
-  e = load_error(R"({"allreduce":[{"bytes":1e9,"devices":2,"seconds":1000.1},{"bytes":2e9,"devices":2,"seconds":1000.2}]})");
+  e = load_error(
+      R"({"allreduce":[{"bytes":1e9,"devices":2,"seconds":1000.1},{"bytes":2e9,"devices":2,"seconds":1000.2}]})");
   EXPECT_NE(e.find(path + ": all-reduce fit of 2 samples: gamma_s=500"), std::string::npos) << e;
   // B about 1e27 B/s.
-  e = load_error(R"({"allreduce":[{"bytes":1e17,"devices":2,"seconds":1e-10},{"bytes":2e17,"devices":2,"seconds":2e-10}]})");
+  e = load_error(
+      R"({"allreduce":[{"bytes":1e17,"devices":2,"seconds":1e-10},{"bytes":2e17,"devices":2,"seconds":2e-10}]})");
   EXPECT_NE(e.find("bandwidth_Bps=1e+27 is outside"), std::string::npos) << e;
   // A plausible calibration still loads (25 GB/s, 7 us).
   const CommModel truth{25e9, 7e-6};
@@ -103,7 +106,8 @@ TEST(Comm, NodesOfTheCalibrationAndTheCrossNodeWarning) {
   EXPECT_EQ(m.nodes, 1);
   EXPECT_EQ(CommModel::from_json(m.to_json()).nodes, 1);  // what a bundle's comm.json keeps
   // `comm fit --out` names its group in "source".
-  EXPECT_EQ(CommModel::from_json({{"bandwidth_Bps", 2.27e11}, {"source", {{"nodes", 2}, {"world", 16}}}}).nodes, 2);
+  EXPECT_EQ(
+      CommModel::from_json({{"bandwidth_Bps", 2.27e11}, {"source", {{"nodes", 2}, {"world", 16}}}}).nodes, 2);
   EXPECT_EQ(CommModel::from_json({{"bandwidth_Bps", 2.27e11}, {"source", "my cluster"}}).nodes, 0);
   EXPECT_FALSE(CommModel::from_json({{"bandwidth_Bps", 2.27e11}}).to_json().contains("nodes"));
   EXPECT_THROW(CommModel::from_json({{"bandwidth_Bps", 2.27e11}, {"nodes", 0}}), Error);

@@ -11,21 +11,22 @@
 #include <string>
 
 #include "scaledl/core/error.hpp"
-#include "test_util.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "test_util.hpp"
 
 using namespace scaledl;
 using scaledl::test::error_of;
 
 namespace {
 
-std::string deep(size_t n) { return std::string(n, '[') + std::string(n, ']'); }
+std::string deep(size_t n) {
+  return std::string(n, '[') + std::string(n, ']');
+}
 
 }  // namespace
 
 TEST(JsonDepth, DeeplyNestedTextIsOneErrorNotAStackOverflow) {
-  for (const std::string& text : {deep(100000), std::string(100000, '[') /* unterminated */,
-                                  [] {
+  for (const std::string& text : {deep(100000), std::string(100000, '[') /* unterminated */, [] {
                                     std::string s;
                                     for (int i = 0; i < 50000; ++i) s += "{\"a\":";
                                     return s + "1" + std::string(50000, '}');
@@ -52,7 +53,8 @@ TEST(JsonDepth, ReadJsonFileNamesTheFile) {
 }
 
 TEST(JsonNumbers, OverflowingNumberNamesTheKeyAndTheValue) {
-  std::string e = error_of([] { (void)parse_json_text(R"({"model_type": "bert", "hidden_size": 1e400})", "c.json"); });
+  std::string e =
+      error_of([] { (void)parse_json_text(R"({"model_type": "bert", "hidden_size": 1e400})", "c.json"); });
   EXPECT_EQ(e, "c.json: malformed JSON: hidden_size=1e400 is out of range (beyond +-1.8e308)");
   e = error_of([] { (void)parse_json_text("[1, -2e999]", "a.json"); });
   EXPECT_EQ(e, "a.json: malformed JSON: number -2e999 is out of range (beyond +-1.8e308)");
@@ -60,9 +62,10 @@ TEST(JsonNumbers, OverflowingNumberNamesTheKeyAndTheValue) {
 }
 
 TEST(JsonNumbers, IntegersBeyondInt64AreShownAsWritten) {
-  const json j = parse_json_text(R"({"a": 9223372036854775808, "b": 18446744073709551616, "c": 9223372036854775807,
+  const json j =
+      parse_json_text(R"({"a": 9223372036854775808, "b": 18446744073709551616, "c": 9223372036854775807,
                                      "d": -9223372036854775809, "e": 1.5})",
-                                 "x");
+                      "x");
   std::string e = error_of([&] { (void)get_int(j, "a", "config", 1, 1 << 20); });
   EXPECT_EQ(e, "config.a=9223372036854775808 is out of range [1, 1048576]");
   e = error_of([&] { (void)get_int(j, "b", "config", 1, 1 << 20); });

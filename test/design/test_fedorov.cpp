@@ -6,8 +6,8 @@
 #include <random>
 #include <set>
 
-#include "scaledl/design/design.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/design/design.hpp"
 
 using scaledl::FeatureMatrix;
 using scaledl::fedorov_design;

@@ -9,10 +9,10 @@
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/ir/model_spec.hpp"
 #include "scaledl/design/plan.hpp"
 #include "scaledl/design/space.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 using scaledl::json;
 namespace fs = std::filesystem;
@@ -299,7 +299,8 @@ TEST(Space, ModelSpaceWritesAliasesAndPlans) {
     mm.model_name = "tiny-bert";
     mm.family = "bert";
     mm.model = scaledl::parse_model_config(cfg).to_json();
-    mm.settings = scaledl::parse_train_settings(json{{"batch", 8}, {"seq_len", 64}, {"dtype", "bf16"}}).to_json();
+    mm.settings =
+        scaledl::parse_train_settings(json{{"batch", 8}, {"seq_len", 64}, {"dtype", "bf16"}}).to_json();
     mm.device = "cpu:test";
     mm.iter = mm.iter_noopt = scaledl::TimingStats::from_samples({5.0, 5.5});
     scaledl::Store store(dir + "/models.sqlite");
@@ -421,7 +422,8 @@ TEST(Space, TrainingKindsSpaceRegeneratesTheCommittedGpuPlan) {
   const json committed = json::parse(in);
   EXPECT_EQ(plan["configs"], committed["configs"]);
   std::set<std::pair<std::string, std::string>> kinds;
-  for (const auto& c : plan["configs"]) kinds.insert({c["type"].get<std::string>(), c["dtype"].get<std::string>()});
+  for (const auto& c : plan["configs"])
+    kinds.insert({c["type"].get<std::string>(), c["dtype"].get<std::string>()});
   for (const char* t : {"embedding", "cross_entropy", "mul", "pointwise", "optimizer"})
     for (const char* d : {"bf16", "fp32"}) EXPECT_TRUE(kinds.count({t, d})) << t << " " << d;
   scaledl::Plan parsed = scaledl::parse_plan(committed, path, fs::path(path).parent_path().string());

@@ -37,8 +37,8 @@ json space_with(const std::string& constraint) {
 }  // namespace
 
 TEST(ExprHardening, HundredThousandParenthesesIsAnError) {
-  const std::string e =
-      error_of([] { scaledl::parse_space(space_with(std::string(100000, '(') + "1" + std::string(100000, ')'))); });
+  const std::string e = error_of(
+      [] { scaledl::parse_space(space_with(std::string(100000, '(') + "1" + std::string(100000, ')'))); });
   EXPECT_NE(e.find("space.constraints[0].expr=\"((((("), std::string::npos) << e.substr(0, 300);
   EXPECT_NE(e.find("nested deeper than 64"), std::string::npos) << e.substr(0, 300);
   EXPECT_LT(e.size(), 400u);  // the expression is cut in the message
@@ -47,13 +47,15 @@ TEST(ExprHardening, HundredThousandParenthesesIsAnError) {
 TEST(ExprHardening, LongUnaryAndBinaryChainsAreErrors) {
   std::string chain = "1";
   for (int i = 0; i < 100000; ++i) chain += "+1";
-  for (const std::string& text : {std::string(100000, '-') + "1", std::string(100000, '!') + "1", chain,
-                                  "min(" + std::string(50000, '(') + "1" + std::string(50000, ')') + ", 2)"}) {
+  for (const std::string& text :
+       {std::string(100000, '-') + "1", std::string(100000, '!') + "1", chain,
+        "min(" + std::string(50000, '(') + "1" + std::string(50000, ')') + ", 2)"}) {
     const std::string e = error_of([&] { scaledl::parse_space(space_with(text)); });
     EXPECT_NE(e.find("nested deeper than"), std::string::npos) << e.substr(0, 300);
   }
   // Ordinary expressions are unaffected.
-  EXPECT_NO_THROW(scaledl::parse_space(space_with("((tokens + d_in) * 2 - -(-1)) % 3 != 7 && !(d_in > 1e9)")));
+  EXPECT_NO_THROW(
+      scaledl::parse_space(space_with("((tokens + d_in) * 2 - -(-1)) % 3 != 7 && !(d_in > 1e9)")));
 }
 
 TEST(SpaceHardening, FixedValueOfTheWrongTypeNamesKeyAndValue) {

@@ -52,7 +52,8 @@ TEST(EvalSplits, IdIsAnEightyTwentySplitPerFamilyAndSeedDependent) {
   for (size_t i : s[0].test) EXPECT_TRUE(all.insert(i).second) << "run " << i << " in both";
   EXPECT_EQ(all.size(), runs.size());
   for (const char* f : {"bert", "gpt2", "vit"})
-    EXPECT_EQ(std::count_if(s[0].test.begin(), s[0].test.end(), [&](size_t i) { return runs[i].family == f; }), 2);
+    EXPECT_EQ(
+        std::count_if(s[0].test.begin(), s[0].test.end(), [&](size_t i) { return runs[i].family == f; }), 2);
   EXPECT_NE(make_splits(runs, "id", 1)[0].test, s[0].test);
   EXPECT_EQ(make_splits(runs, "id", 0)[0].test, s[0].test);
 }
@@ -104,8 +105,8 @@ TEST(EvalStats, ErrorStatisticsAreTheDefinedOnes) {
   ErrorStats s = ErrorStats::of({11, 8, 15, 4}, {10, 10, 10, 4});
   EXPECT_EQ(s.n, 4);
   EXPECT_NEAR(s.mre_pct, 20, 1e-9);
-  EXPECT_NEAR(s.p50_pct, 15, 1e-9);                       // between 10 and 20
-  EXPECT_NEAR(s.p90_pct, 20 + 0.7 * 30, 1e-9);            // 0.9 * 3 = 2.7 -> 20 + 0.7 (50 - 20)
+  EXPECT_NEAR(s.p50_pct, 15, 1e-9);             // between 10 and 20
+  EXPECT_NEAR(s.p90_pct, 20 + 0.7 * 30, 1e-9);  // 0.9 * 3 = 2.7 -> 20 + 0.7 (50 - 20)
   EXPECT_NEAR(s.rmse_ms, std::sqrt((1 + 4 + 25 + 0) / 4.0), 1e-9);
   EXPECT_NEAR(s.bias_pct, (10 - 20 + 50 + 0) / 4.0, 1e-9);
   EXPECT_TRUE(std::isnan(ErrorStats::of({}, {}).mre_pct));

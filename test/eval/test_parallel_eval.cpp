@@ -30,7 +30,8 @@ TEST(ParallelEval, RunsFileParsesAndRejectsBadLines) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_peval_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string head =
-      "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,tensor parallelism,"
+      "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,tensor "
+      "parallelism,"
       "data parallelism,pipeline parallelism,iteration time (ms)\n";
   auto bad = [&](const std::string& body) {
     std::ofstream(dir / "r.csv") << head << body;

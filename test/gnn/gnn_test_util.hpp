@@ -65,7 +65,8 @@ inline GraphFeatures labelled(const LayerGraph& g, double comm_gbs = 10) {
   const double overlap = 0.6 + 0.3 / (1.0 + static_cast<double>(g.settings.batch) / 8.0);
   // Small batches use the device less well (alpha > 1), large ones better.
   const double eff = 0.7 + 0.6 / (1.0 + static_cast<double>(g.settings.batch) / 4.0);
-  f.target_ms = eff * (total - 0.5 * fused) + 0.01 * static_cast<double>(g.nodes.size()) + overlap * f.t_comm_ms;
+  f.target_ms =
+      eff * (total - 0.5 * fused) + 0.01 * static_cast<double>(g.nodes.size()) + overlap * f.t_comm_ms;
   return f;
 }
 

@@ -8,10 +8,10 @@
 #include <random>
 #include <sstream>
 
+#include "gnn/safetensors.hpp"
 #include "gnn_test_util.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/gnn/gnn.hpp"
-#include "gnn/safetensors.hpp"
 
 using namespace scaledl;
 using namespace scaledl::test;
@@ -20,11 +20,11 @@ namespace {
 
 std::vector<GraphFeatures> ten_graphs() {
   std::vector<GraphFeatures> v;
-  const int64_t cfg[10][4] = {{1, 8, 128, 1}, {2, 4, 64, 1},  {1, 16, 32, 2}, {2, 8, 256, 4}, {1, 2, 128, 1},
-                              {2, 32, 64, 2}, {1, 4, 512, 8}, {2, 16, 128, 1}, {1, 1, 64, 4}, {2, 2, 32, 1}};
+  const int64_t cfg[10][4] = {{1, 8, 128, 1}, {2, 4, 64, 1},  {1, 16, 32, 2},  {2, 8, 256, 4}, {1, 2, 128, 1},
+                              {2, 32, 64, 2}, {1, 4, 512, 8}, {2, 16, 128, 1}, {1, 1, 64, 4},  {2, 2, 32, 1}};
   for (int i = 0; i < 10; ++i)
-    v.push_back(labelled(small_graph(i % 3 == 2 ? "gpt2.json" : "bert-base.json", cfg[i][0], cfg[i][1], cfg[i][2],
-                                     cfg[i][3])));
+    v.push_back(labelled(small_graph(i % 3 == 2 ? "gpt2.json" : "bert-base.json", cfg[i][0], cfg[i][1],
+                                     cfg[i][2], cfg[i][3])));
   return v;
 }
 
@@ -162,7 +162,8 @@ double emb_diff(const torch::Tensor& a, const torch::Tensor& b) {
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   EXPECT_EQ(a.size(), b.size());
   double m = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
   return m;
 }
 
@@ -198,9 +199,11 @@ TEST(Compress, SamePredictionsAsTheWholeGraph) {
         GraphPredictor p = untrained(c, gs);
         const std::vector<double> whole = predict_raw(p, gs, 0);
         // float32 sums in another order: agreement to 1e-4 relative.
-        EXPECT_LT(max_rel_diff(predict_raw(p, gs, layers), whole), 1e-4) << enc << " " << readout << " " << layers;
+        EXPECT_LT(max_rel_diff(predict_raw(p, gs, layers), whole), 1e-4)
+            << enc << " " << readout << " " << layers;
         // The public predict() compresses internally and agrees too.
-        EXPECT_LT(max_rel_diff(p.predict(gs).t_pred_ms, whole), 1e-4) << enc << " " << readout << " " << layers;
+        EXPECT_LT(max_rel_diff(p.predict(gs).t_pred_ms, whole), 1e-4)
+            << enc << " " << readout << " " << layers;
         // The graph embeddings agree as closely; with fewer rounds than layers,
         // nodes whose embeddings differ are merged and they do not.
         const torch::Tensor emb = pooled(p, gs, 0);
@@ -404,7 +407,9 @@ TEST(Training, BadLabelsAndOptionsAreRefused) {
 namespace {
 /// Stamps a deliberately edited file with a matching checksum, so that the
 /// checks behind the checksum are reached.
-void restamp(SafeTensors& st) { st.metadata["content_sha256"] = safetensors_content_sha256(st); }
+void restamp(SafeTensors& st) {
+  st.metadata["content_sha256"] = safetensors_content_sha256(st);
+}
 
 std::string load_error(const std::string& p) {
   try {
@@ -456,7 +461,8 @@ TEST(WeightsFile, ReloadGivesSamePredictionsAndRefusesBadFiles) {
     st.tensors["norm.z_lo"] = st.tensors["norm.z_hi"] + 1;
     restamp(st);
     save_safetensors(path + ".range", st);
-    EXPECT_NE(load_error(path + ".range").find("norm.z_lo"), std::string::npos) << load_error(path + ".range");
+    EXPECT_NE(load_error(path + ".range").find("norm.z_lo"), std::string::npos)
+        << load_error(path + ".range");
     // A missing weight.
     st = load_safetensors(path);
     st.tensors.erase(st.tensors.begin()->first.rfind("model.", 0) == 0 ? st.tensors.begin()->first
@@ -561,7 +567,8 @@ std::vector<GraphFeatures> inference_graphs_at_0_6() {
   for (const char* model : {"bert-base.json", "gpt2.json"})
     for (int64_t batch : {1, 2, 4, 8, 16})
       for (int64_t seq : {32, 128}) {
-        GraphFeatures f = labelled(with_mode(small_graph(model, 1 + batch % 2, batch, seq), RunMode::Inference));
+        GraphFeatures f =
+            labelled(with_mode(small_graph(model, 1 + batch % 2, batch, seq), RunMode::Inference));
         f.target_ms = 0.6 * f.t_sum_ms;
         v.push_back(std::move(f));
       }
@@ -630,7 +637,7 @@ TEST(OutOfDomain, AModeTheRefinementNeverSawTakesTheAlphaOfItsForwardPart) {
   EXPECT_EQ(r0.alpha_from_forward[0], 0);
   std::vector<GraphFeatures> with_bwd = inf;
   with_bwd.push_back(labelled(with_mode(small_graph("gpt2.json", 1, 2, 64), RunMode::FwdBwd)));
-  const GnnPrediction r1 = GraphPredictor::train(with_bwd, config("transformerconv"), o).predict(
-      std::vector<GraphFeatures>{fb});
+  const GnnPrediction r1 =
+      GraphPredictor::train(with_bwd, config("transformerconv"), o).predict(std::vector<GraphFeatures>{fb});
   EXPECT_EQ(r1.alpha_from_forward[0], 0);
 }

@@ -6,13 +6,15 @@
 #include <fstream>
 #include <sstream>
 
-#include "scaledl/core/error.hpp"
 #include "gnn/safetensors.hpp"
+#include "scaledl/core/error.hpp"
 
 using namespace scaledl;
 
 namespace {
-std::string tmp(const std::string& name) { return ::testing::TempDir() + "/st_" + name; }
+std::string tmp(const std::string& name) {
+  return ::testing::TempDir() + "/st_" + name;
+}
 std::string slurp(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream ss;

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <string>
 
-#include "scaledl/core/error.hpp"
 #include "gnn/safetensors.hpp"
+#include "scaledl/core/error.hpp"
 
 using namespace scaledl;
 
@@ -43,12 +43,14 @@ TEST(SafeTensorsHardening, ShapeProductOverflowIsRefused) {
   const std::string z = write_st("zero", R"({"w": {"dtype": "F32", "shape": [0, 549755813887, 549755813887],
                                                    "data_offsets": [0, 0]}})");
   EXPECT_EQ(error_of(z), z + ": w.shape is too large");
-  const std::string ok = write_st("empty", R"({"w": {"dtype": "F32", "shape": [0, 4, 5], "data_offsets": [0, 0]}})");
+  const std::string ok =
+      write_st("empty", R"({"w": {"dtype": "F32", "shape": [0, 4, 5], "data_offsets": [0, 0]}})");
   EXPECT_EQ(error_of(ok), "<no error>");
 }
 
 TEST(SafeTensorsHardening, DeeplyNestedHeaderIsRefused) {
-  const std::string p = write_st("deep", "{\"__metadata__\": " + std::string(50000, '[') + std::string(50000, ']') + "}");
+  const std::string p =
+      write_st("deep", "{\"__metadata__\": " + std::string(50000, '[') + std::string(50000, ']') + "}");
   const std::string e = error_of(p);
   EXPECT_EQ(e.rfind(p + ": header is not valid JSON", 0), 0u) << e;
   EXPECT_NE(e.find("nested deeper than 64"), std::string::npos) << e;

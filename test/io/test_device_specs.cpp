@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/io/device.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -58,10 +58,12 @@ TEST(DeviceSpecs, SustainedClockScalesTheComputeRateAndIsChecked) {
   EXPECT_EQ(DeviceRecord::from_json(held.to_json()).sustained_clock_mhz, 1530);  // round trip
   EXPECT_FALSE(boost.to_json().contains("sustained_clock_mhz"));                 // earlier records unchanged
   j["sustained_clock_mhz"] = 2500;
-  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("l4.sustained_clock_mhz=2500 must be at most"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("l4.sustained_clock_mhz=2500 must be at most"),
+      std::string::npos);
   j["sustained_clock_mhz"] = -5;
-  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("sustained_clock_mhz"), std::string::npos);
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("sustained_clock_mhz"),
+            std::string::npos);
 }
 
 TEST(DeviceSpecs, RooflinesRunAtTheSpecPeakOfAProbedGpuAndAtMeasuredRatesOfACpu) {
@@ -73,7 +75,8 @@ TEST(DeviceSpecs, RooflinesRunAtTheSpecPeakOfAProbedGpuAndAtMeasuredRatesOfACpu)
   EXPECT_DOUBLE_EQ(h200.bandwidth_gbs(), 4800);
   EXPECT_DOUBLE_EQ(h200.features()[0], 66900);
   // A CPU probe has no spec peak: its measured rates.
-  const DeviceRecord cpu = load_device_spec(std::string(SCALEDL_SOURCE_DIR) + "/datasets/cpu-intel/probe.json");
+  const DeviceRecord cpu =
+      load_device_spec(std::string(SCALEDL_SOURCE_DIR) + "/datasets/cpu-intel/probe.json");
   ASSERT_EQ(cpu.peak_fp32_gflops, 0);
   EXPECT_DOUBLE_EQ(cpu.compute_gflops(), cpu.measured_gflops);
   EXPECT_DOUBLE_EQ(cpu.bandwidth_gbs(), cpu.measured_bw_gbs);
@@ -82,13 +85,16 @@ TEST(DeviceSpecs, RooflinesRunAtTheSpecPeakOfAProbedGpuAndAtMeasuredRatesOfACpu)
 TEST(DeviceSpecs, ASpecWithoutItsPeakRatesIsRefused) {
   nlohmann::json j = read_json_file(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/h100-sxm.json");
   j.erase("peak_fp32_gflops");
-  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "h100"); }).find("peak_fp32_gflops"), std::string::npos);
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "h100"); }).find("peak_fp32_gflops"),
+            std::string::npos);
   j = read_json_file(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/h100-sxm.json");
   j["peak_mem_bw_gbs"] = 0;
   EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "h100"); }).find("peak_mem_bw_gbs"), std::string::npos);
   // NeuSight's format: SingleFLOPs missing.
-  const nlohmann::json ns = nlohmann::json::parse(R"({"Device":"X","Dev_Mem":16,"Mem_Bw":300,"Num_Sm":40,"Freq":1500})");
-  EXPECT_NE(error_of([&] { DeviceRecord::from_json(ns, "x"); }).find("x.SingleFLOPs is missing"), std::string::npos);
+  const nlohmann::json ns =
+      nlohmann::json::parse(R"({"Device":"X","Dev_Mem":16,"Mem_Bw":300,"Num_Sm":40,"Freq":1500})");
+  EXPECT_NE(error_of([&] { DeviceRecord::from_json(ns, "x"); }).find("x.SingleFLOPs is missing"),
+            std::string::npos);
 }
 
 TEST(DeviceSpecs, MemoryFamilyFromTheSpecOrTheName) {
@@ -106,7 +112,8 @@ TEST(DeviceSpecs, MemoryFamilyFromTheSpecOrTheName) {
   }
   DeviceRecord d;
   d.kind = "spec";
-  for (const char* n : {"NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200"}) {
+  for (const char* n :
+       {"NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200"}) {
     d.name = n;
     EXPECT_EQ(memory_family(d), "hbm") << n;
   }
@@ -129,7 +136,9 @@ TEST(DeviceSpecs, MemoryFamilyFromTheSpecOrTheName) {
   EXPECT_EQ(j["memory_type"], "GDDR6");
   EXPECT_EQ(DeviceRecord::from_json(j).memory_type, "GDDR6");
   j["memory_type"] = "SRAM";
-  EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("l4.memory_type=\"SRAM\" is not a memory technology"),
+  EXPECT_NE(error_of([&] {
+              DeviceRecord::from_json(j, "l4");
+            }).find("l4.memory_type=\"SRAM\" is not a memory technology"),
             std::string::npos);
   j["memory_type"] = 6;
   EXPECT_NE(error_of([&] { DeviceRecord::from_json(j, "l4"); }).find("memory_type"), std::string::npos);

@@ -26,7 +26,8 @@ void expect_plan_error(const json& j, std::vector<std::string> needles) {
   } catch (const Error& e) {
     std::string w = e.what();
     EXPECT_EQ(w.find('\n'), std::string::npos) << w;
-    for (const auto& n : needles) EXPECT_NE(w.find(n), std::string::npos) << "missing '" << n << "' in: " << w;
+    for (const auto& n : needles)
+      EXPECT_NE(w.find(n), std::string::npos) << "missing '" << n << "' in: " << w;
   }
 }
 }  // namespace
@@ -53,18 +54,22 @@ TEST(Plan, BadLayerConfigsNameTheKeyAndValue) {
   expect_plan_error(plan({{"type", "convolution"}, {"dims", {1}}}), {"configs[0].type", "convolution"});
   expect_plan_error(plan({{"type", "linear"}, {"dims", {{"tokens", 8}, {"d_in", 8}, {"bias", 1}}}}),
                     {"configs[0].dims.d_out", "missing"});
-  expect_plan_error(plan({{"type", "linear"}, {"dims", {{"tokens", 8}, {"d_in", 0}, {"d_out", 8}, {"bias", 1}}}}),
-                    {"configs[0].dims", "d_in=0"});
-  expect_plan_error(plan({{"type", "linear"}, {"dims", {{"tokens", 8}, {"d_in", 8}, {"d_out", 8}, {"bias", 3}}}}),
-                    {"configs[0].dims", "bias=3"});
+  expect_plan_error(
+      plan({{"type", "linear"}, {"dims", {{"tokens", 8}, {"d_in", 0}, {"d_out", 8}, {"bias", 1}}}}),
+      {"configs[0].dims", "d_in=0"});
+  expect_plan_error(
+      plan({{"type", "linear"}, {"dims", {{"tokens", 8}, {"d_in", 8}, {"d_out", 8}, {"bias", 3}}}}),
+      {"configs[0].dims", "bias=3"});
   expect_plan_error(plan({{"type", "gelu"}, {"dims", {{"elements", 8}, {"hidden", 8}}}}),
                     {"configs[0].dims.hidden", "not a dim of gelu"});
   expect_plan_error(plan({{"type", "gelu"}, {"dims", {8, 9}}}), {"configs[0].dims", "2 values", "elements"});
-  expect_plan_error(plan({{"type", "gelu"}, {"dims", {{"elements", "many"}}}}), {"configs[0].dims.elements", "\"many\""});
+  expect_plan_error(plan({{"type", "gelu"}, {"dims", {{"elements", "many"}}}}),
+                    {"configs[0].dims.elements", "\"many\""});
   expect_plan_error(plan({{"type", "gelu"}}), {"configs[0].dims is missing"});
   expect_plan_error(plan({{"type", "gelu"}, {"dims", {8}}, {"dtype", "fp64"}}), {"configs[0].dtype", "fp64"});
   expect_plan_error(plan({{"type", "gelu"}, {"dims", {8}}, {"dims_typo", 1}}), {"configs[0].dims_typo"});
-  expect_plan_error(plan({{"type", "conv2d_patch"}, {"dims", {1, 3, 64, 30, 16}}}), {"configs[0].dims", "patch=16"});
+  expect_plan_error(plan({{"type", "conv2d_patch"}, {"dims", {1, 3, 64, 30, 16}}}),
+                    {"configs[0].dims", "patch=16"});
   expect_plan_error(json{{"kind", "layerz"}, {"configs", json::array()}}, {"plan.kind", "layerz"});
   expect_plan_error(json{{"kind", "layers"}, {"configs", json::array()}}, {"plan.configs is empty"});
   expect_plan_error(json{{"kind", "layers"}}, {"plan.configs"});
@@ -108,7 +113,8 @@ TEST(Plan, ModelsPlanResolvesPathsAgainstThePlanDirAndAppliesOverrides) {
 TEST(Plan, BadModelConfigsNameTheKey) {
   auto plan = [](json c) { return json{{"kind", "models"}, {"configs", json::array({c})}}; };
   expect_plan_error(plan({{"settings", {{"batch", 1}}}}), {"configs[0].model is missing"});
-  expect_plan_error(plan({{"model", "no/such/model.json"}}), {"configs[0].model", "no/such/model.json", "not found"});
+  expect_plan_error(plan({{"model", "no/such/model.json"}}),
+                    {"configs[0].model", "no/such/model.json", "not found"});
   expect_plan_error(plan({{"model", 42}}), {"configs[0].model", "42"});
   std::string bert = std::string(SCALEDL_SOURCE_DIR) + "/models/bert-base.json";
   expect_plan_error(plan({{"model", bert}, {"overrides", {{"num_attention_heads", 7}}}}),

@@ -11,7 +11,9 @@
 using namespace scaledl;
 
 namespace {
-std::string temp_path(const std::string& name) { return scaledl::test::fresh_store_path(name); }
+std::string temp_path(const std::string& name) {
+  return scaledl::test::fresh_store_path(name);
+}
 
 LayerMeasurement linear_row(int64_t tokens, double ms) {
   LayerMeasurement m;

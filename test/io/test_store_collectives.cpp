@@ -28,7 +28,9 @@ CollectiveMeasurement row(double bytes, bool in_place) {
   return m;
 }
 
-void sql(Store& s, const char* q) { ASSERT_EQ(sqlite3_exec(s.handle(), q, nullptr, nullptr, nullptr), SQLITE_OK) << q; }
+void sql(Store& s, const char* q) {
+  ASSERT_EQ(sqlite3_exec(s.handle(), q, nullptr, nullptr, nullptr), SQLITE_OK) << q;
+}
 
 }  // namespace
 
@@ -49,7 +51,9 @@ TEST(StoreCollectives, NaturalKeyMakesAReimportInsertNothing) {
   std::ostringstream csv;
   s.export_csv("collectives", csv);
   const std::string text = csv.str();
-  EXPECT_EQ(text.rfind("id,campaign,collective,backend,device,level,dtype,world,nodes,bytes,in_place,time_s", 0), 0u)
+  EXPECT_EQ(
+      text.rfind("id,campaign,collective,backend,device,level,dtype,world,nodes,bytes,in_place,time_s", 0),
+      0u)
       << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5);  // header + 4 rows
 }
@@ -81,6 +85,7 @@ TEST(StoreCollectives, VersionOneStoreOpensAndGainsTheTableOnWrite) {
     sql(s, "UPDATE meta SET value='5' WHERE key='schema_version'");
   }
   for (bool ro : {true, false})
-    EXPECT_NE(error_of([&] { Store x(p, ro); }).find("schema_version=5 but this build reads 1..4"), std::string::npos)
+    EXPECT_NE(error_of([&] { Store x(p, ro); }).find("schema_version=5 but this build reads 1..4"),
+              std::string::npos)
         << ro;
 }

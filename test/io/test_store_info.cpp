@@ -22,9 +22,9 @@ TEST(StoreInfo, GroupsRowsByCampaignDeviceStatusWithCvSpread) {
     m.fwd = TimingStats::from_samples(fwd);
     return m;
   };
-  s.put_layer(row(1, "ok", {1, 1, 1}));         // cv 0
-  s.put_layer(row(2, "ok", {1, 2, 3}));         // cv 0.5
-  s.put_layer(row(3, "ok", {2, 2, 2}));         // cv 0
+  s.put_layer(row(1, "ok", {1, 1, 1}));  // cv 0
+  s.put_layer(row(2, "ok", {1, 2, 3}));  // cv 0.5
+  s.put_layer(row(3, "ok", {2, 2, 2}));  // cv 0
   s.put_layer(row(4, "oom", {}));
   nlohmann::json j = s.info();
   EXPECT_EQ(j["schema_version"], "4");  // 2: collectives (issue #14); 3: memory (issue #15); 4: layer_passes

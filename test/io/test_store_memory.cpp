@@ -25,7 +25,9 @@ ModelMeasurement run(const std::string& name, double peak) {
   return m;
 }
 
-void sql(Store& s, const char* q) { ASSERT_EQ(sqlite3_exec(s.handle(), q, nullptr, nullptr, nullptr), SQLITE_OK) << q; }
+void sql(Store& s, const char* q) {
+  ASSERT_EQ(sqlite3_exec(s.handle(), q, nullptr, nullptr, nullptr), SQLITE_OK) << q;
+}
 
 }  // namespace
 

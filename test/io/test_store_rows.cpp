@@ -9,8 +9,8 @@
 #include <string>
 
 #include "scaledl/core/error.hpp"
-#include "scaledl/ir/model_spec.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/model_spec.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -38,8 +38,12 @@ std::string good_store(const std::string& name) {
   m.campaign = "c";
   m.model_name = "bert";
   m.family = "bert";
-  m.model = parse_model_config({{"model_type", "bert"}, {"hidden_size", 64}, {"num_hidden_layers", 1},
-                                {"num_attention_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 100}})
+  m.model = parse_model_config({{"model_type", "bert"},
+                                {"hidden_size", 64},
+                                {"num_hidden_layers", 1},
+                                {"num_attention_heads", 2},
+                                {"intermediate_size", 128},
+                                {"vocab_size", 100}})
                 .to_json();
   m.settings = TrainSettings{}.to_json();
   m.device = d.key();
@@ -68,7 +72,8 @@ TEST(StoreRows, GarbageInJsonColumnsNamesStoreTableRowAndColumn) {
     const char* expect;
   };
   const std::vector<Case> cases = {
-      {"UPDATE layers SET dims='[8,16,'", [](Store& s) { s.layers(); }, ": layers row 1: dims: malformed JSON: "},
+      {"UPDATE layers SET dims='[8,16,'", [](Store& s) { s.layers(); },
+       ": layers row 1: dims: malformed JSON: "},
       {"UPDATE layers SET dims='{\"a\":1}'", [](Store& s) { s.layers(); },
        ": layers row 1: dims={\"a\":1} is not an array of integers"},
       {"UPDATE layers SET dims='[8,\"16\",16,1]'", [](Store& s) { s.layers(); },
@@ -116,7 +121,8 @@ TEST(StoreRows, TextInANumericColumnIsNamedNotReadAsZero) {
 TEST(StoreRows, InfiniteTimingNamesItsRow) {
   const std::string p = good_store("inf.sqlite");
   sql(p, "UPDATE models SET iter_median_ms=9e999");  // SQLite's +Inf
-  EXPECT_EQ(error_of([&] { Store(p, true).models(); }), p + ": models row 1: iter_median_ms=inf is not finite");
+  EXPECT_EQ(error_of([&] { Store(p, true).models(); }),
+            p + ": models row 1: iter_median_ms=inf is not finite");
   sql(p, "UPDATE layers SET bwd_p90_ms=-9e999");
   EXPECT_EQ(error_of([&] { Store(p, true).layers(); }), p + ": layers row 1: bwd_p90_ms=-inf is not finite");
 }

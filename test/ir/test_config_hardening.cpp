@@ -30,7 +30,8 @@ const char* kBert = R"({"model_type": "bert", "num_hidden_layers": 2, "num_atten
 
 TEST(ConfigHardening, HiddenSizeBeyondTheDoubleRange) {
   const std::string e = load_error("huge.json", std::string(kBert) + "1e400}");
-  EXPECT_EQ(e, testing::TempDir() + "/huge.json: malformed JSON: hidden_size=1e400 is out of range (beyond +-1.8e308)");
+  EXPECT_EQ(e, testing::TempDir() +
+                   "/huge.json: malformed JSON: hidden_size=1e400 is out of range (beyond +-1.8e308)");
 }
 
 TEST(ConfigHardening, HiddenSizeBeyondInt64IsNotShownNegative) {
@@ -42,5 +43,6 @@ TEST(ConfigHardening, HiddenSizeBeyondInt64IsNotShownNegative) {
 
 TEST(ConfigHardening, DeeplyNestedConfigIsOneError) {
   const std::string e = load_error("deep.json", std::string(100000, '[') + std::string(100000, ']'));
-  EXPECT_EQ(e, testing::TempDir() + "/deep.json: malformed JSON: arrays/objects nested deeper than 64 levels");
+  EXPECT_EQ(e,
+            testing::TempDir() + "/deep.json: malformed JSON: arrays/objects nested deeper than 64 levels");
 }

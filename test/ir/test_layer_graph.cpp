@@ -13,7 +13,9 @@
 using namespace scaledl;
 
 namespace {
-std::string model_path(const std::string& name) { return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json"; }
+std::string model_path(const std::string& name) {
+  return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json";
+}
 
 TrainSettings small_settings(int64_t batch = 2, int64_t seq = 16) {
   TrainSettings s;
@@ -28,16 +30,23 @@ const LayerNode& node(const LayerGraph& g, const std::string& name) {
   return g.nodes[id];
 }
 
-const char* kAllModels[] = {"bert-base", "bert-large", "gpt2",     "gpt2-medium", "gpt2-large",
-                            "t5-small",  "t5-base",    "vit-base", "vit-large",   "deit-tiny",
-                            "deit-small", "deit-base", "llama-style", "opt-125m", "gpt-neo-125m",
-                            "switch-base-8", "mistral-7b", "qwen2-0.5b", "gemma-2b", "mixtral-8x7b", "qwen3-0.6b", "phi3-mini", "qwen3-30b-a3b", "gemma2-2b", "gemma3-1b", "pythia-160m", "qwen1.5-moe-a2.7b",
-                            "deepseek-v2-lite", "deepseek-v2", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b"};
+const char* kAllModels[] = {"bert-base",        "bert-large",    "gpt2",
+                            "gpt2-medium",      "gpt2-large",    "t5-small",
+                            "t5-base",          "vit-base",      "vit-large",
+                            "deit-tiny",        "deit-small",    "deit-base",
+                            "llama-style",      "opt-125m",      "gpt-neo-125m",
+                            "switch-base-8",    "mistral-7b",    "qwen2-0.5b",
+                            "gemma-2b",         "mixtral-8x7b",  "qwen3-0.6b",
+                            "phi3-mini",        "qwen3-30b-a3b", "gemma2-2b",
+                            "gemma3-1b",        "pythia-160m",   "qwen1.5-moe-a2.7b",
+                            "deepseek-v2-lite", "deepseek-v2",   "deepseek-v3",
+                            "gpt-oss-20b",      "gpt-oss-120b"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
   // FLOPs_Linear = 2*b*d_in*d_out + b*d_out (ScaleDL eq. 9), params = d_in*d_out + d_out.
-  for (auto [b, din, dout] : {std::tuple<int64_t, int64_t, int64_t>{128, 768, 3072}, {1, 1, 1}, {4096, 1024, 50257}}) {
+  for (auto [b, din, dout] :
+       {std::tuple<int64_t, int64_t, int64_t>{128, 768, 3072}, {1, 1, 1}, {4096, 1024, 50257}}) {
     LayerCost c = layer_cost(LayerType::Linear, {b, din, dout, 1}, DType::FP32);
     EXPECT_DOUBLE_EQ(c.flops_fwd, 2.0 * b * din * dout + 1.0 * b * dout) << b << "x" << din << "x" << dout;
     EXPECT_DOUBLE_EQ(c.params, 1.0 * din * dout + dout);
@@ -117,9 +126,11 @@ TEST(LayerGraph, EveryFamilyIsAcyclicReachableAndCountsParams) {
 
 TEST(LayerGraph, NeusightConfigsBuild) {
   // Real configs with odd keys (OPT with word_embed_proj_dim != hidden, GPT-3 sizes as gpt2, Llama-2).
-  for (const char* f : {"bert", "bert_large", "gpt2_med", "gpt2_xl", "gpt3_xl", "llama2_7b", "opt", "opt_13"}) {
+  for (const char* f :
+       {"bert", "bert_large", "gpt2_med", "gpt2_xl", "gpt3_xl", "llama2_7b", "opt", "opt_13"}) {
     SCOPED_TRACE(f);
-    ModelSpec m = load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/test/ir/data/neusight/" + f + ".json");
+    ModelSpec m =
+        load_model_config(std::string(SCALEDL_SOURCE_DIR) + "/test/ir/data/neusight/" + f + ".json");
     LayerGraph g = build_layer_graph(m, small_settings(1, 8));
     EXPECT_EQ(static_cast<int64_t>(g.total_params()), parameter_count(m));
   }
@@ -178,8 +189,9 @@ TEST(LayerGraph, EagerKernelsOfTheScoresAndOfGeluNew) {
   // gelu_new: half, pow, mul_c, add_x, mul_k, tanh, add_1 and the product, which keeps the name.
   const int64_t F = 2 * 32 * 3072;
   const std::vector<std::pair<std::string, LayerType>> chain = {
-      {".half", LayerType::Pointwise}, {".pow", LayerType::Pointwise},   {".mul_c", LayerType::Pointwise},
-      {".add_x", LayerType::Add},      {".mul_k", LayerType::Pointwise}, {".tanh", LayerType::Pointwise},
+      {".half", LayerType::Pointwise},  {".pow", LayerType::Pointwise},
+      {".mul_c", LayerType::Pointwise}, {".add_x", LayerType::Add},
+      {".mul_k", LayerType::Pointwise}, {".tanh", LayerType::Pointwise},
       {".add_1", LayerType::Pointwise}, {"", LayerType::Mul}};
   for (const auto& [suffix, type] : chain) {
     const auto& n = node(g, "decoder.0.ffn.act" + suffix);
@@ -219,10 +231,11 @@ TEST(LayerGraph, EagerKernelsOfTheScoresAndOfGeluNew) {
               (std::vector<std::string>{"decoder.2.cross.qk", "decoder.0.cross.position_bias"}));
     EXPECT_EQ(producers(gt, "encoder.1.attn.bias"),
               (std::vector<std::string>{"encoder.1.attn.qk", "encoder.0.attn.position_bias"}));
-    EXPECT_EQ(producers(gt, "decoder.0.attn.position_bias"), std::vector<std::string>{"decoder.0.attn.rel_bias"});
+    EXPECT_EQ(producers(gt, "decoder.0.attn.position_bias"),
+              std::vector<std::string>{"decoder.0.attn.rel_bias"});
     EXPECT_EQ(producers(gt, "decoder.0.cross.position_bias"), std::vector<std::string>{"embed.word"});
-    for (const char* pb : {"encoder.0.attn.position_bias", "decoder.0.attn.position_bias",
-                           "decoder.0.cross.position_bias"}) {
+    for (const char* pb :
+         {"encoder.0.attn.position_bias", "decoder.0.attn.position_bias", "decoder.0.cross.position_bias"}) {
       EXPECT_EQ(node(gt, pb).type, LayerType::Pointwise) << pb;
       EXPECT_EQ(node(gt, pb).dims, (std::vector<int64_t>{Nt, 0})) << pb;
     }
@@ -276,8 +289,10 @@ TEST(LayerGraph, Gpt2BlockStructure) {
   int fwd_edges = 0, grad_edges = 0;
   for (const auto& e : g.edges) {
     if (e.saved) continue;
-    if (g.nodes[e.src].dir == Direction::Forward) ++fwd_edges;
-    else if (g.nodes[e.dst].dir == Direction::Backward) ++grad_edges;
+    if (g.nodes[e.src].dir == Direction::Forward)
+      ++fwd_edges;
+    else if (g.nodes[e.dst].dir == Direction::Backward)
+      ++grad_edges;
   }
   EXPECT_EQ(fwd_edges, grad_edges);
 }
@@ -300,7 +315,8 @@ TEST(LayerGraph, LlamaGqaAndSwiGlu) {
   ModelSpec m = load_model_config(model_path("llama-style"));
   LayerGraph g = build_layer_graph(m, small_settings(1, 64));
   EXPECT_EQ(node(g, "decoder.0.attn.q").dims, (std::vector<int64_t>{64, 2048, 2048, 0}));
-  EXPECT_EQ(node(g, "decoder.0.attn.k").dims, (std::vector<int64_t>{64, 2048, 4 * 64, 0}));  // kv_heads*head_dim
+  EXPECT_EQ(node(g, "decoder.0.attn.k").dims,
+            (std::vector<int64_t>{64, 2048, 4 * 64, 0}));  // kv_heads*head_dim
   EXPECT_EQ(node(g, "decoder.0.attn.v").dims, (std::vector<int64_t>{64, 2048, 256, 0}));
   EXPECT_EQ(node(g, "decoder.0.attn.qk").dims[0], 32);
   EXPECT_EQ(node(g, "decoder.0.attn.norm").type, LayerType::RMSNorm);
@@ -308,7 +324,7 @@ TEST(LayerGraph, LlamaGqaAndSwiGlu) {
   EXPECT_EQ(node(g, "decoder.0.ffn.act").type, LayerType::SiLU);
   EXPECT_EQ(node(g, "decoder.0.ffn.mul").type, LayerType::Mul);
   EXPECT_EQ(node(g, "head.lm").cost.params, 32000.0 * 2048);  // untied
-  EXPECT_LT(g.find("embed.position"), 0);                      // RoPE: no table
+  EXPECT_LT(g.find("embed.position"), 0);                     // RoPE: no table
 }
 
 TEST(LayerGraph, BertPostNormAndMlmHead) {
@@ -380,7 +396,8 @@ TEST(LayerGraph, SwitchMixtureOfExperts) {
   int step = g.find("optim.step");
   int up_bwd = g.find("encoder.1.ffn.expert.up.bwd");
   bool edge = false;
-  for (const auto& e : g.edges) edge = edge || (e.src == up_bwd && e.dst == step && e.bytes == E * h * f * 4.0);
+  for (const auto& e : g.edges)
+    edge = edge || (e.src == up_bwd && e.dst == step && e.bytes == E * h * f * 4.0);
   EXPECT_TRUE(edge);
   // Inference: the experts run, no dropout inside them.
   set_run_mode(s, RunMode::Inference);
@@ -418,8 +435,10 @@ TEST(LayerGraph, MixtralRoutesEachTokenToTwoGatedExperts) {
   EXPECT_EQ(node(q, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{8 * t * 2048}));
   EXPECT_GE(q.find("decoder.0.attn.k_norm"), 0);
   // Qwen1.5-MoE: the shared expert (a gated FFN of 5,632) and its sigmoid gate beside the routed ones.
-  LayerGraph q2 = build_layer_graph(load_model_config(model_path("qwen1.5-moe-a2.7b")), small_settings(2, 64));
-  EXPECT_EQ(static_cast<int64_t>(q2.total_params()), parameter_count(load_model_config(model_path("qwen1.5-moe-a2.7b"))));
+  LayerGraph q2 =
+      build_layer_graph(load_model_config(model_path("qwen1.5-moe-a2.7b")), small_settings(2, 64));
+  EXPECT_EQ(static_cast<int64_t>(q2.total_params()),
+            parameter_count(load_model_config(model_path("qwen1.5-moe-a2.7b"))));
   EXPECT_EQ(node(q2, "decoder.0.ffn.shared.gate").dims, (std::vector<int64_t>{t, 2048, 5632, 0}));
   EXPECT_EQ(node(q2, "decoder.0.ffn.shared.down").dims, (std::vector<int64_t>{t, 5632, 2048, 0}));
   EXPECT_EQ(node(q2, "decoder.0.ffn.shared.router").dims, (std::vector<int64_t>{t, 2048, 1, 0}));
@@ -513,7 +532,7 @@ TEST(LayerGraph, DeitWithTeacherAndGptNeo) {
   LayerGraph g = build_layer_graph(d, small_settings(4, 1));
   EXPECT_EQ(node(g, "head.dist_classifier").dims, (std::vector<int64_t>{4, 384, 1000, 1}));
   EXPECT_EQ(node(g, "head.loss").dims, (std::vector<int64_t>{8, 1000}));  // both heads' logits
-  EXPECT_EQ(static_cast<int64_t>(g.total_params()), 22436432);           // published WithTeacher count
+  EXPECT_EQ(static_cast<int64_t>(g.total_params()), 22436432);            // published WithTeacher count
 
   ModelSpec neo = load_model_config(model_path("gpt-neo-125m"));
   LayerGraph n = build_layer_graph(neo, small_settings(2, 16));
@@ -547,12 +566,13 @@ TEST(LayerGraph, JsonAndDot) {
   EXPECT_EQ(j["edges"].size(), g.edges.size());
   EXPECT_DOUBLE_EQ(j["params"].get<double>(), 125239296.0);
   const json& l = j["layers"][0];
-  for (const char* k : {"id", "name", "type", "dir", "dims", "flops", "flops_fwd", "flops_bwd", "params", "in_bytes",
-                        "out_bytes", "weight_bytes", "temp_bytes", "out_shape", "block"})
+  for (const char* k : {"id", "name", "type", "dir", "dims", "flops", "flops_fwd", "flops_bwd", "params",
+                        "in_bytes", "out_bytes", "weight_bytes", "temp_bytes", "out_shape", "block"})
     EXPECT_TRUE(l.contains(k)) << k;
   EXPECT_EQ(l["name"], "embed.word");
   EXPECT_EQ(l["dims"]["vocab"], 50272);
-  for (const char* k : {"src", "dst", "bytes", "shape", "backward"}) EXPECT_TRUE(j["edges"][0].contains(k)) << k;
+  for (const char* k : {"src", "dst", "bytes", "shape", "backward"})
+    EXPECT_TRUE(j["edges"][0].contains(k)) << k;
   std::string dot = g.to_dot();
   EXPECT_EQ(dot.rfind("digraph", 0), 0u);
   EXPECT_NE(dot.find("decoder.11.ffn.down.bwd"), std::string::npos);
@@ -607,8 +627,8 @@ TEST(LayerGraph, ModesTrainFwdBwdInference) {
   EXPECT_LT(inf.total_flops_fwd(), fb.total_flops_fwd());  // the loss is gone
   EXPECT_GT(inf.total_flops_fwd(), 0.99 * fb.total_flops_fwd());
   // Every family builds an inference graph.
-  for (const char* f : {"bert-base", "t5-small", "vit-base", "deit-small", "llama-style", "opt-125m",
-                        "switch-base-8"}) {
+  for (const char* f :
+       {"bert-base", "t5-small", "vit-base", "deit-small", "llama-style", "opt-125m", "switch-base-8"}) {
     ModelSpec mf = load_model_config(model_path(f));
     TrainSettings t = small_settings();
     set_run_mode(t, RunMode::Inference);
@@ -652,8 +672,8 @@ TEST(LayerGraph, ModeSettingsRoundTripAndErrors) {
 TEST(LayerGraph, DeepSeekLatentAttentionAndItsDenseAndSparseFfns) {
   const int64_t b = 2, S = 64, t = b * S;
   LayerGraph g = build_layer_graph(load_model_config(model_path("deepseek-v3")), small_settings(b, S));
-  // q through a rank-1536 latent, k/v through a rank-512 latent; heads of 192 (128 + 64 rotary) for the scores,
-  // of 128 for the values; no grouped k/v heads.
+  // q through a rank-1536 latent, k/v through a rank-512 latent; heads of 192 (128 + 64 rotary) for the
+  // scores, of 128 for the values; no grouped k/v heads.
   EXPECT_EQ(node(g, "decoder.0.attn.q_a").dims, (std::vector<int64_t>{t, 7168, 1536, 0}));
   EXPECT_EQ(node(g, "decoder.0.attn.q_a_norm").dims, (std::vector<int64_t>{t, 1536}));
   EXPECT_EQ(node(g, "decoder.0.attn.q_b").dims, (std::vector<int64_t>{t, 1536, 128 * 192, 0}));
@@ -694,7 +714,8 @@ TEST(LayerGraph, GptOssSinksAndExpertsInTrainingAndInference) {
   EXPECT_EQ(node(g, "decoder.0.attn.sinks_cat").cost.params, 64);
   EXPECT_EQ(node(g, "decoder.0.attn.softmax").dims, (std::vector<int64_t>{b * 64 * S, S + 1}));
   EXPECT_GE(g.find("decoder.0.attn.sinks_sub"), 0);
-  // Training: the experts at their mean load, C = b x ceil(4 x 64 / 32) = 16 slots; fused gate_up, biases, GLU.
+  // Training: the experts at their mean load, C = b x ceil(4 x 64 / 32) = 16 slots; fused gate_up, biases,
+  // GLU.
   const int64_t C = b * 8;
   EXPECT_EQ(node(g, "decoder.0.ffn.expert.gate_up").dims, (std::vector<int64_t>{E, C, h, 2 * f}));
   EXPECT_EQ(node(g, "decoder.0.ffn.expert.gate_up_bias").cost.params, E * 2 * f);
@@ -703,7 +724,8 @@ TEST(LayerGraph, GptOssSinksAndExpertsInTrainingAndInference) {
     EXPECT_EQ(node(g, std::string("decoder.0.ffn.expert.") + k).dims[0], E * C * f) << k;
   EXPECT_EQ(node(g, "decoder.0.ffn.router").dims, (std::vector<int64_t>{t, h, E, 1}));
   EXPECT_EQ(node(g, "decoder.0.ffn.combine").dims, (std::vector<int64_t>{4 * t * h}));
-  // Inference: every expert takes every token (Hugging Face's eval-mode path), 8x the training's expert FLOPs.
+  // Inference: every expert takes every token (Hugging Face's eval-mode path), 8x the training's expert
+  // FLOPs.
   TrainSettings inf = small_settings(b, S);
   set_run_mode(inf, RunMode::Inference);
   LayerGraph gi = build_layer_graph(m, inf);

@@ -11,11 +11,15 @@
 using namespace scaledl;
 
 namespace {
-std::string model_path(const std::string& name) { return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json"; }
+std::string model_path(const std::string& name) {
+  return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json";
+}
 std::string neusight(const std::string& name) {
   return std::string(SCALEDL_SOURCE_DIR) + "/test/ir/data/neusight/" + name + ".json";
 }
-json load(const std::string& name) { return read_json_file(model_path(name)); }
+json load(const std::string& name) {
+  return read_json_file(model_path(name));
+}
 
 /// Error message of parse_model_config, "" when it succeeds.
 std::string parse_error(const json& j) {
@@ -37,11 +41,10 @@ struct Published {
 
 TEST(ParameterCount, MatchesPublishedCounts) {
   const Published cases[] = {
-      {"bert-base", 109482240, 0.005},   // bert-base-uncased (BertModel incl. pooler); ours: MLM head
-      {"gpt2", 124439808, 0.005},
-      {"t5-small", 60506624, 0.005},
-      {"vit-base", 86567656, 0.005},     // ViTForImageClassification, 1000 classes
-      {"deit-small", 22050664, 0.005},   // facebook/deit-small-patch16-224
+      {"bert-base", 109482240, 0.005},  // bert-base-uncased (BertModel incl. pooler); ours: MLM head
+      {"gpt2", 124439808, 0.005},      {"t5-small", 60506624, 0.005},
+      {"vit-base", 86567656, 0.005},    // ViTForImageClassification, 1000 classes
+      {"deit-small", 22050664, 0.005},  // facebook/deit-small-patch16-224
   };
   for (const auto& c : cases) {
     ModelSpec m = load_model_config(model_path(c.file));
@@ -53,20 +56,21 @@ TEST(ParameterCount, MatchesPublishedCounts) {
 TEST(ParameterCount, ExactHuggingFaceCounts) {
   // Counts of the exact HF classes these configs build (model.num_parameters()).
   const std::pair<const char*, int64_t> cases[] = {
-      {"bert-base", 109514298},      // BertForMaskedLM: no pooler, MLM transform + vocab bias
-      {"gpt2", 124439808},           // GPT2LMHeadModel (tied head)
+      {"bert-base", 109514298},  // BertForMaskedLM: no pooler, MLM transform + vocab bias
+      {"gpt2", 124439808},       // GPT2LMHeadModel (tied head)
       {"gpt2-medium", 354823168},
       {"gpt2-large", 774030080},
-      {"t5-small", 60506624},        // T5ForConditionalGeneration (tied head)
+      {"t5-small", 60506624},  // T5ForConditionalGeneration (tied head)
       {"t5-base", 222903552},
       {"vit-base", 86567656},
       {"vit-large", 304326632},
-      {"deit-small", 22051432},      // DeiTForImageClassification: + distillation token and its position
-      {"llama-style", 1100048384},   // TinyLlama-1.1B
+      {"deit-small", 22051432},     // DeiTForImageClassification: + distillation token and its position
+      {"llama-style", 1100048384},  // TinyLlama-1.1B
       {"opt-125m", 125239296},
       {"gpt-neo-125m", 125198592},
-      // SwitchTransformersForConditionalGeneration (google/switch-base-8, "620M" on the hub): shared embedding
-      // 24,674,304 + encoder 283,171,968 + decoder 311,492,736; 6 + 6 sparse FFNs of 8 experts, router without bias.
+      // SwitchTransformersForConditionalGeneration (google/switch-base-8, "620M" on the hub): shared
+      // embedding 24,674,304 + encoder 283,171,968 + decoder 311,492,736; 6 + 6 sparse FFNs of 8 experts,
+      // router without bias.
       {"switch-base-8", 619339008},
       // The Llama family's other model_types (MistralForCausalLM etc., num_parameters()).
       {"mistral-7b", 7241732096},     // mistralai/Mistral-7B-v0.1
@@ -76,14 +80,16 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       {"mixtral-8x7b", 46702792704},  // mistralai/Mixtral-8x7B-v0.1: 8 SwiGLU experts in every FFN
       {"phi3-mini", 3821079552},
       {"qwen1.5-moe-a2.7b", 14315784192},  // Qwen/Qwen1.5-MoE-A2.7B (qwen2_moe: 60 experts + a shared one)
-      {"pythia-160m", 162322944},     // EleutherAI/pythia-160m (gpt_neox: biased fused qkv, untied embed_out)
-      {"gemma2-2b", 2614341888},      // google/gemma-2-2b: four norms per layer
-      {"gemma3-1b", 999885952},       // google/gemma-3-1b-pt (gemma3_text): four norms, q/k norms
-      {"qwen3-30b-a3b", 30532122624}, // Qwen/Qwen3-30B-A3B: 128 experts of 768 in every FFN, q/k norms      // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
+      {"pythia-160m", 162322944},  // EleutherAI/pythia-160m (gpt_neox: biased fused qkv, untied embed_out)
+      {"gemma2-2b", 2614341888},   // google/gemma-2-2b: four norms per layer
+      {"gemma3-1b", 999885952},    // google/gemma-3-1b-pt (gemma3_text): four norms, q/k norms
+      {"qwen3-30b-a3b", 30532122624},  // Qwen/Qwen3-30B-A3B: 128 experts of 768 in every FFN, q/k norms //
+                                       // microsoft/Phi-3-mini-4k-instruct (fused qkv_proj, gate_up_proj)
       // DeepSeek (latent attention, dense first FFNs, shared experts): "15.7B", "236B", "671B".
       {"deepseek-v2-lite", 15706484224},
       {"deepseek-v2", 235741434880},
-      {"deepseek-v3", 671026404352},  // without V3's 58 x 256 router correction biases (buffers, not parameters)
+      {"deepseek-v3",
+       671026404352},  // without V3's 58 x 256 router correction biases (buffers, not parameters)
       // gpt-oss (biased attention, sinks, biased fused experts, a biased router): "20.91B", "116.83B".
       {"gpt-oss-20b", 20914757184},
       {"gpt-oss-120b", 116829156672},
@@ -113,8 +119,8 @@ TEST(ParameterCount, VitTypedDeitSmallIsExact) {
 TEST(ParameterCount, NeusightConfigs) {
   // The NeuSight configs as shipped (odd keys included): all parse except the MoE one.
   const std::pair<const char*, int64_t> cases[] = {
-      {"bert", 109514298}, {"gpt2_large", 774030080}, {"gpt2_xl", 1557611200}, {"llama2_7b", 6738415616},
-      {"opt_13", 1315758080},
+      {"bert", 109514298},       {"gpt2_large", 774030080}, {"gpt2_xl", 1557611200},
+      {"llama2_7b", 6738415616}, {"opt_13", 1315758080},
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(neusight(file));
@@ -155,7 +161,7 @@ TEST(SwitchTransformers, SparseLayersCapacityAndBadExpertCounts) {
   EXPECT_EQ(sparse_layer_count(parse_model_config(j), false), 3);
   j["num_sparse_encoder_layers"] = 12;  // step 1: every FFN
   EXPECT_EQ(sparse_layer_count(parse_model_config(j), false), 12);
-  j["num_sparse_encoder_layers"] = 0;   // none (HF's hack would still make layer 1 sparse)
+  j["num_sparse_encoder_layers"] = 0;  // none (HF's hack would still make layer 1 sparse)
   EXPECT_EQ(sparse_layer_count(parse_model_config(j), false), 0);
   // A capacity factor instead of a fixed capacity.
   json c = load("switch-base-8");
@@ -168,7 +174,8 @@ TEST(SwitchTransformers, SparseLayersCapacityAndBadExpertCounts) {
   // Bad inputs: one line naming the key and value.
   json bad = load("switch-base-8");
   bad["num_experts"] = 0;
-  EXPECT_NE(parse_error(bad).find("config.num_experts=0 must be >= 1"), std::string::npos) << parse_error(bad);
+  EXPECT_NE(parse_error(bad).find("config.num_experts=0 must be >= 1"), std::string::npos)
+      << parse_error(bad);
   bad["num_experts"] = -2;
   EXPECT_NE(parse_error(bad).find("num_experts"), std::string::npos) << parse_error(bad);
   bad = load("switch-base-8");
@@ -240,7 +247,8 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   EXPECT_FALSE(parse_model_config(nj).parallel_residual);
   nj["use_parallel_residual"] = "yes";
   EXPECT_NE(parse_error(nj).find("use_parallel_residual"), std::string::npos) << parse_error(nj);
-  // Gemma 2: sandwich norms and soft-capping (50 on the scores, 30 on the logits); Gemma 3: q/k norms, no caps.
+  // Gemma 2: sandwich norms and soft-capping (50 on the scores, 30 on the logits); Gemma 3: q/k norms, no
+  // caps.
   ModelSpec g2 = load_model_config(model_path("gemma2-2b"));
   EXPECT_TRUE(g2.sandwich_norm && g2.embed_scale && g2.tie_word_embeddings);
   EXPECT_EQ(g2.attn_softcap, 50.0);
@@ -268,7 +276,7 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   EXPECT_EQ(sparse_layer_count(x, true), 0);
   EXPECT_EQ(expert_capacity_per_sample(x, 512), 128);  // 2 x 512 / 8: an expert's mean load
   EXPECT_EQ(expert_capacity_per_sample(x, 3), 1);
-  EXPECT_EQ(active_parameter_count(x), 12879925248);   // the published 12.9 B active parameters
+  EXPECT_EQ(active_parameter_count(x), 12879925248);  // the published 12.9 B active parameters
   EXPECT_EQ(active_parameter_count(mi), parameter_count(mi));
   // Qwen3-30B-A3B: 8 of 128 experts of moe_intermediate_size 768, Qwen3's attention.
   ModelSpec q3m = load_model_config(model_path("qwen3-30b-a3b"));
@@ -288,10 +296,12 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   qm = load("qwen3-30b-a3b");
   qm["num_experts_per_tok"] = 129;
   EXPECT_NE(parse_error(qm).find("config.num_experts_per_tok=129 must be in [1, num_experts=128]"),
-            std::string::npos) << parse_error(qm);
+            std::string::npos)
+      << parse_error(qm);
   qm["num_experts"] = 0;
   EXPECT_NE(parse_error(qm).find("config.num_experts=0 must be >= 1 (a dense model is model_type \"qwen3\")"),
-            std::string::npos) << parse_error(qm);
+            std::string::npos)
+      << parse_error(qm);
   // Qwen1.5-MoE-A2.7B: 4 of 60 experts of 1,408, and a shared expert of 5,632 every token takes.
   ModelSpec q2m = load_model_config(model_path("qwen1.5-moe-a2.7b"));
   EXPECT_EQ(q2m.shared_expert_ffn, 5632);
@@ -309,7 +319,8 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
       << parse_error(q2j);
   q2j = load("qwen1.5-moe-a2.7b");
   q2j["decoder_sparse_step"] = 2;
-  EXPECT_NE(parse_error(q2j).find("dense FFN layers in a qwen2_moe model"), std::string::npos) << parse_error(q2j);
+  EXPECT_NE(parse_error(q2j).find("dense FFN layers in a qwen2_moe model"), std::string::npos)
+      << parse_error(q2j);
   // Switch: one expert of each sparse FFN is active.
   ModelSpec sw = load_model_config(model_path("switch-base-8"));
   EXPECT_EQ(active_parameter_count(sw), parameter_count(sw) - 12 * 7 * 2 * 768 * 3072);
@@ -328,12 +339,14 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
   json bad = load("mixtral-8x7b");
   bad["num_experts_per_tok"] = 0;
   EXPECT_NE(parse_error(bad).find("config.num_experts_per_tok=0 must be in [1, num_local_experts=8]"),
-            std::string::npos) << parse_error(bad);
+            std::string::npos)
+      << parse_error(bad);
   bad["num_experts_per_tok"] = 9;
   EXPECT_NE(parse_error(bad).find("config.num_experts_per_tok=9"), std::string::npos) << parse_error(bad);
   bad = load("mixtral-8x7b");
   bad["num_local_experts"] = 0;
-  EXPECT_NE(parse_error(bad).find("config.num_local_experts=0 must be >= 1"), std::string::npos) << parse_error(bad);
+  EXPECT_NE(parse_error(bad).find("config.num_local_experts=0 must be >= 1"), std::string::npos)
+      << parse_error(bad);
   bad["num_local_experts"] = "8";
   EXPECT_NE(parse_error(bad).find("num_local_experts"), std::string::npos) << parse_error(bad);
   bad = load("qwen2-0.5b");
@@ -342,7 +355,8 @@ TEST(LlamaFamily, MistralQwen2GemmaAndMixtralReadAsLlamas) {
       << parse_error(bad);
   bad = load("gemma-2b");
   bad["hidden_activation"] = "tanh";
-  EXPECT_NE(parse_error(bad).find("config.hidden_activation=\"tanh\""), std::string::npos) << parse_error(bad);
+  EXPECT_NE(parse_error(bad).find("config.hidden_activation=\"tanh\""), std::string::npos)
+      << parse_error(bad);
   bad["model_type"] = "gemma4";
   EXPECT_NE(parse_error(bad).find("config.model_type=\"gemma4\" is not supported"), std::string::npos)
       << parse_error(bad);
@@ -369,7 +383,7 @@ TEST(ModelSpec, FamilyDetails) {
   ModelSpec g = parse_model_config(v11);
   EXPECT_TRUE(g.gated_ffn);
   EXPECT_EQ(g.activation, Activation::GELUNew);  // HF maps gated-gelu to gelu_new
-  EXPECT_EQ(parameter_count(g), 76961152);  // published count of google/t5-v1_1-small
+  EXPECT_EQ(parameter_count(g), 76961152);       // published count of google/t5-v1_1-small
 
   ModelSpec l = load_model_config(model_path("llama-style"));
   EXPECT_EQ(l.num_kv_heads, 4);
@@ -387,8 +401,8 @@ TEST(ModelSpec, FamilyDetails) {
 }
 
 TEST(TrainSettings, ParsesAndRejects) {
-  TrainSettings s = parse_train_settings(json::parse(
-      R"({"batch":16,"seq_len":256,"dtype":"bf16","optimizer":"sgd","optimizer_step":false})"));
+  TrainSettings s = parse_train_settings(
+      json::parse(R"({"batch":16,"seq_len":256,"dtype":"bf16","optimizer":"sgd","optimizer_step":false})"));
   EXPECT_EQ(s.batch, 16);
   EXPECT_EQ(s.seq_len, 256);
   EXPECT_EQ(s.dtype, DType::BF16);
@@ -457,7 +471,8 @@ TEST(ParseModelConfig, RefusesInvalidConfigsNamingTheKey) {
       {"bert-base", R"({"hidden_size":null})", "hidden_size is missing"},
       {"bert-base", R"({"hidden_size":0})", "hidden_size=0"},
       {"bert-base", R"({"hidden_size":-768})", "hidden_size=-768"},
-      {"bert-base", R"({"hidden_size":1000})", "num_attention_heads=12 does not divide config.hidden_size=1000"},
+      {"bert-base", R"({"hidden_size":1000})",
+       "num_attention_heads=12 does not divide config.hidden_size=1000"},
       {"bert-base", R"({"hidden_size":2097152})", "hidden_size=2097152"},
       {"bert-base", R"({"vocab_size":1000000000000})", "vocab_size=1000000000000"},
       {"bert-base", R"({"num_hidden_layers":"twelve"})", "num_hidden_layers=\"twelve\""},
@@ -530,8 +545,8 @@ TEST(ModelSpec, DeepSeekLatentAttentionDenseFirstLayersAndSharedExperts) {
   EXPECT_EQ(v3.num_kv_heads, 128);
   EXPECT_EQ(v3.q_lora_rank, 1536);
   EXPECT_EQ(v3.kv_lora_rank, 512);
-  EXPECT_EQ(v3.ffn_dim, 2048);        // the experts'
-  EXPECT_EQ(v3.dense_ffn(), 18432);   // the first three layers'
+  EXPECT_EQ(v3.ffn_dim, 2048);       // the experts'
+  EXPECT_EQ(v3.dense_ffn(), 18432);  // the first three layers'
   EXPECT_EQ(v3.first_dense_layers, 3);
   EXPECT_EQ(v3.shared_expert_ffn, 2048);
   EXPECT_TRUE(v3.plain_shared_expert);
@@ -547,12 +562,14 @@ TEST(ModelSpec, DeepSeekLatentAttentionDenseFirstLayersAndSharedExperts) {
   EXPECT_EQ(sparse_layer_count(lite, false), 26);
   EXPECT_EQ(active_parameter_count(lite), 2661150208);  // "2.4B activated" without the 0.21 G input embedding
   // The stored form round-trips, and the new keys appear only where they are set.
-  for (const auto& m : {v3, lite}) EXPECT_EQ(model_spec_from_json(m.to_json()).to_json(), m.to_json()) << m.name;
+  for (const auto& m : {v3, lite})
+    EXPECT_EQ(model_spec_from_json(m.to_json()).to_json(), m.to_json()) << m.name;
   EXPECT_EQ(v3.to_json().at("kv_lora_rank"), 512);
   EXPECT_EQ(v3.to_json().at("dense_ffn_dim"), 18432);
   for (const char* f : {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "llama-style", "switch-base-8"}) {
     auto j = load_model_config(model_path(f)).to_json();
-    for (const char* k : {"kv_lora_rank", "v_head_dim", "first_dense_layers", "dense_ffn_dim", "plain_shared_expert"})
+    for (const char* k :
+         {"kv_lora_rank", "v_head_dim", "first_dense_layers", "dense_ffn_dim", "plain_shared_expert"})
       EXPECT_FALSE(j.contains(k)) << f << " " << k;
   }
   // n_routed_experts null: a dense model of latent attention, intermediate_size everywhere.
@@ -567,7 +584,8 @@ TEST(ModelSpec, DeepSeekLatentAttentionDenseFirstLayersAndSharedExperts) {
       {"config.n_routed_experts=0 must be >= 1", json{{"n_routed_experts", 0}}},
       {"config.num_experts_per_tok=9 must be in [1, n_routed_experts=8]",
        json{{"n_routed_experts", 8}, {"num_experts_per_tok", 9}}},
-      {"config.moe_layer_freq=2: dense FFNs between sparse ones are not supported", json{{"moe_layer_freq", 2}}},
+      {"config.moe_layer_freq=2: dense FFNs between sparse ones are not supported",
+       json{{"moe_layer_freq", 2}}},
       {"config.qk_rope_head_dim=63 must be even", json{{"qk_rope_head_dim", 63}}},
       {"config.first_k_dense_replace=62 is out of range [0, 61]", json{{"first_k_dense_replace", 62}}},
       {"config.kv_lora_rank=0 is out of range", json{{"kv_lora_rank", 0}}},
@@ -581,7 +599,8 @@ TEST(ModelSpec, DeepSeekLatentAttentionDenseFirstLayersAndSharedExperts) {
   }
   json v2 = load("deepseek-v2-lite");
   v2.erase("num_experts_per_tok");  // DeepseekV2Config's default is null
-  EXPECT_NE(parse_error(v2).find("config.num_experts_per_tok is missing"), std::string::npos) << parse_error(v2);
+  EXPECT_NE(parse_error(v2).find("config.num_experts_per_tok is missing"), std::string::npos)
+      << parse_error(v2);
 }
 
 TEST(ModelSpec, GptOssSinksBiasedExpertsAndItsClampedGlu) {
@@ -605,14 +624,17 @@ TEST(ModelSpec, GptOssSinksBiasedExpertsAndItsClampedGlu) {
   j["experts_per_token"] = 2;
   EXPECT_EQ(parse_model_config(j).moe_top_k, 2);
   j["experts_per_token"] = 33;
-  EXPECT_NE(parse_error(j).find("config.experts_per_token=33 must be in [1, num_local_experts=32]"), std::string::npos)
+  EXPECT_NE(parse_error(j).find("config.experts_per_token=33 must be in [1, num_local_experts=32]"),
+            std::string::npos)
       << parse_error(j);
   j = load("gpt-oss-20b");
   j["num_local_experts"] = 0;
-  EXPECT_NE(parse_error(j).find("config.num_local_experts=0 must be >= 1"), std::string::npos) << parse_error(j);
+  EXPECT_NE(parse_error(j).find("config.num_local_experts=0 must be >= 1"), std::string::npos)
+      << parse_error(j);
   // A biased mixture other than gpt-oss's fused experts is refused (the graph would miss its biases).
   json q = load("qwen1.5-moe-a2.7b");
   q["mlp_bias"] = true;
-  EXPECT_NE(parse_error(q).find("biased experts are modelled for fused gate_up experts only"), std::string::npos)
+  EXPECT_NE(parse_error(q).find("biased experts are modelled for fused gate_up experts only"),
+            std::string::npos)
       << parse_error(q);
 }

@@ -10,12 +10,12 @@
 #include <tuple>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/ir/model_spec.hpp"
 #include "scaledl/learn/in_model_samples.hpp"
 #include "scaledl/learn/layer_features.hpp"
-#include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
-#include "scaledl/ir/model_spec.hpp"
-#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -48,7 +48,8 @@ double node_ms(const LayerNode& n, DType dt, const DeviceRecord& d, double scale
 }
 
 /// An ok run of `m` with a time for every node of its graph.
-ModelMeasurement run_of(const ModelSpec& m, int64_t batch, int64_t seq, double scale, LayerGraph* graph = nullptr) {
+ModelMeasurement run_of(const ModelSpec& m, int64_t batch, int64_t seq, double scale,
+                        LayerGraph* graph = nullptr) {
   TrainSettings s;
   s.batch = batch;
   s.seq_len = seq;
@@ -66,7 +67,9 @@ ModelMeasurement run_of(const ModelSpec& m, int64_t batch, int64_t seq, double s
   return r;
 }
 
-std::map<std::string, DeviceRecord> devices() { return {{device().key(), device()}}; }
+std::map<std::string, DeviceRecord> devices() {
+  return {{device().key(), device()}};
+}
 
 template <typename F>
 std::string error_of(F&& f) {
@@ -140,7 +143,8 @@ TEST(InModelSamples, QkTimesOfRunsWithoutScoreKernelNodesAreSkipped) {
   EXPECT_EQ(st2.skipped_fused_scores, static_cast<size_t>(2 * blocks));  // forward and backward
   EXPECT_EQ(st2.to_json()["skipped_fused_scores"], 2 * blocks);
   const auto& qk = g.nodes[g.find("encoder.0.attn.qk")];
-  for (const auto& s : samples) EXPECT_FALSE(s.type == LayerType::BMM && s.dims == qk.dims && s.dir == Direction::Forward);
+  for (const auto& s : samples)
+    EXPECT_FALSE(s.type == LayerType::BMM && s.dims == qk.dims && s.dir == Direction::Forward);
 }
 
 TEST(InModelSamples, MissingOrNonPositiveTimesAndNonOkRunsAreSkipped) {
@@ -225,7 +229,8 @@ TEST(InModelSamples, LoadsFromAStoreAndRefusesAMissingFile) {
   auto samples = load_in_model_samples({path}, devs, &st);
   EXPECT_EQ(devs.count(device().key()), 1u);
   EXPECT_EQ(st.runs, 1u);  // the unstable run is not read (ok_only)
-  EXPECT_EQ(samples.size(), samples_from_model_runs({run_of(small_bert(), 2, 32, 1.0)}, devices(), path).size());
+  EXPECT_EQ(samples.size(),
+            samples_from_model_runs({run_of(small_bert(), 2, 32, 1.0)}, devices(), path).size());
   const std::string e = error_of([&] { load_in_model_samples({path + ".nope"}, devs); });
   EXPECT_NE(e.find("--in-model-db=" + path + ".nope: no such file"), std::string::npos) << e;
 }
@@ -296,6 +301,8 @@ TEST(InModelSamples, GroupFoldsTestOnlyHeldOutRunsAndInModelTrainingHelps) {
             std::string::npos);
   o.folds = 4;
   o.holdout = "runs";
-  EXPECT_NE(error_of([&] { cross_validate(samples, devices(), o); }).find("holdout=\"runs\" must be rows or model-runs"),
+  EXPECT_NE(error_of([&] {
+              cross_validate(samples, devices(), o);
+            }).find("holdout=\"runs\" must be rows or model-runs"),
             std::string::npos);
 }

@@ -11,16 +11,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/learn/calibration.hpp"
-#include "scaledl/core/error.hpp"
-#include "scaledl/ir/model_spec.hpp"
-#include "scaledl/learn/layer_features.hpp"
-#include "scaledl/learn/layer_predictor.hpp"
-#include "scaledl/learn/neusight.hpp"
-#include "scaledl/core/json_util.hpp"
 #include "learn/tree_forest.hpp"
 #include "learn/xgb.hpp"
 #include "learn_test_util.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/ir/model_spec.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/learn/layer_features.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/learn/neusight.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -161,7 +161,8 @@ void expect_forest_matches(const xgb::Booster& b, const std::vector<float>& x, s
   std::vector<float> want(rows), got(rows);
   b.predict_dense(x.data(), rows, cols, want.data());
   f->predict(x.data(), rows, got.data());
-  for (size_t i = 0; i < rows; ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "row " << i;
+  for (size_t i = 0; i < rows; ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "row " << i;
 }
 
 TEST(TreeForest, MatchesXgboostIncludingMissingValues) {
@@ -180,7 +181,10 @@ TEST(TreeForest, MatchesXgboostIncludingMissingValues) {
   xgb::DMatrix dm(x.data(), 2000, 3, y);
   for (const char* depth : {"1", "3", "8"}) {
     xgb::Booster b;
-    b.set_params({{"max_depth", depth}, {"eta", "0.3"}, {"objective", "reg:squarederror"}, {"nthread", "1"},
+    b.set_params({{"max_depth", depth},
+                  {"eta", "0.3"},
+                  {"objective", "reg:squarederror"},
+                  {"nthread", "1"},
                   {"subsample", "0.8"}});
     b.train(dm, 30);
     // 1,003 rows (not a multiple of the 8-row lanes or 64-row blocks), with NaNs.
@@ -194,8 +198,13 @@ TEST(TreeForest, MatchesXgboostIncludingMissingValues) {
   }
   // A random forest (several parallel trees in one round) is a sum of trees too.
   xgb::Booster rf;
-  rf.set_params({{"num_parallel_tree", "10"}, {"subsample", "0.632"}, {"colsample_bynode", "0.6"}, {"eta", "1"},
-                 {"max_depth", "6"}, {"objective", "reg:squarederror"}, {"nthread", "1"}});
+  rf.set_params({{"num_parallel_tree", "10"},
+                 {"subsample", "0.632"},
+                 {"colsample_bynode", "0.6"},
+                 {"eta", "1"},
+                 {"max_depth", "6"},
+                 {"objective", "reg:squarederror"},
+                 {"nthread", "1"}});
   rf.train(dm, 1);
   expect_forest_matches(rf, x, 3);
 }
@@ -273,18 +282,31 @@ TEST(Features, NamesMatchValuesAndRoofline) {
 TEST(Features, BadInputsThrow) {
   DeviceRecord d = spec_gpu("G", 10000, 1000);
   std::vector<float> x(64);
-  expect_error([&] { layer_features(LayerType::Linear, {128, 768}, DType::FP32, Direction::Forward, d, {}, x.data()); },
-               "linear: expected 4 dims");
-  expect_error([&] { layer_features(LayerType::Linear, {128, 0, 4, 1}, DType::FP32, Direction::Forward, d, {}, x.data()); },
-               "linear.d_in=0");
-  expect_error([&] { layer_features(LayerType::Linear, {1, 2, 3, 1}, DType::FP32, Direction::Update, d, {}, x.data()); },
-               "direction=update");
-  expect_error([&] { layer_features(LayerType::Pointwise, {16, 2}, DType::FP32, Direction::Forward, d, {}, x.data()); },
-               "pointwise.saves=2 must be 0 or 1");
+  expect_error(
+      [&] {
+        layer_features(LayerType::Linear, {128, 768}, DType::FP32, Direction::Forward, d, {}, x.data());
+      },
+      "linear: expected 4 dims");
+  expect_error(
+      [&] {
+        layer_features(LayerType::Linear, {128, 0, 4, 1}, DType::FP32, Direction::Forward, d, {}, x.data());
+      },
+      "linear.d_in=0");
+  expect_error(
+      [&] {
+        layer_features(LayerType::Linear, {1, 2, 3, 1}, DType::FP32, Direction::Update, d, {}, x.data());
+      },
+      "direction=update");
+  expect_error(
+      [&] {
+        layer_features(LayerType::Pointwise, {16, 2}, DType::FP32, Direction::Forward, d, {}, x.data());
+      },
+      "pointwise.saves=2 must be 0 or 1");
   DeviceRecord none;
   none.name = "empty";
-  expect_error([&] { layer_features(LayerType::Add, {16}, DType::FP32, Direction::Forward, none, {}, x.data()); },
-               "no compute rate");
+  expect_error(
+      [&] { layer_features(LayerType::Add, {16}, DType::FP32, Direction::Forward, none, {}, x.data()); },
+      "no compute rate");
 }
 
 // ---- predictor ---------------------------------------------------------------
@@ -311,8 +333,10 @@ TEST(LayerPredictor, TrainSaveLoadGivesIdenticalPredictions) {
   }
   // Fit quality on the training distribution (log-space model of a smooth law).
   double re = 0;
-  for (const auto& m : rows) re += std::abs(p.predict_ms(m.type, m.dims, m.dtype, Direction::Forward,
-                                                        devices.at(m.device)) - m.fwd.median_ms) / m.fwd.median_ms;
+  for (const auto& m : rows)
+    re += std::abs(p.predict_ms(m.type, m.dims, m.dtype, Direction::Forward, devices.at(m.device)) -
+                   m.fwd.median_ms) /
+          m.fwd.median_ms;
   EXPECT_LT(re / rows.size(), 0.10);
 }
 
@@ -323,7 +347,8 @@ TEST(LayerPredictor, FallbackIsRooflineAndFlagged) {
   EXPECT_TRUE(r.fallback);
   EXPECT_DOUBLE_EQ(r.ms, roofline_ms(LayerType::GELU, {1 << 20}, DType::FP32, Direction::Forward, devs[0]));
   EXPECT_GT(r.ms, 0);
-  EXPECT_FALSE(p.predict(LayerType::Linear, {64, 64, 64, 1}, DType::FP32, Direction::Forward, devs[0]).fallback);
+  EXPECT_FALSE(
+      p.predict(LayerType::Linear, {64, 64, 64, 1}, DType::FP32, Direction::Forward, devs[0]).fallback);
   // Optimizer update without optimizer rows: roofline of the update traffic.
   LayerPrediction u = p.predict(LayerType::Optimizer, {1000000, 2}, DType::FP32, Direction::Update, devs[0]);
   EXPECT_TRUE(u.fallback);
@@ -360,11 +385,17 @@ TEST(LayerPredictor, BadTrainingRowsThrow) {
     const char* needle;
   };
   std::vector<Case> cases = {
-      {"NaN both", [](LayerMeasurement& m) { m.fwd.median_ms = NAN; m.bwd.median_ms = NAN; }, "neither fwd_median_ms"},
+      {"NaN both",
+       [](LayerMeasurement& m) {
+         m.fwd.median_ms = NAN;
+         m.bwd.median_ms = NAN;
+       },
+       "neither fwd_median_ms"},
       {"negative", [](LayerMeasurement& m) { m.fwd.median_ms = -1; }, "fwd_median_ms=-1"},
       {"zero bwd", [](LayerMeasurement& m) { m.bwd.median_ms = 0; }, "bwd_median_ms=0"},
       {"infinite", [](LayerMeasurement& m) { m.fwd.median_ms = INFINITY; }, "fwd_median_ms=inf"},
-      {"unknown device", [](LayerMeasurement& m) { m.device = "cuda:Nope"; }, "device=\"cuda:Nope\" is unknown"},
+      {"unknown device", [](LayerMeasurement& m) { m.device = "cuda:Nope"; },
+       "device=\"cuda:Nope\" is unknown"},
       {"missing dim", [](LayerMeasurement& m) { m.dims.pop_back(); }, "expected"},
   };
   for (const auto& c : cases) {
@@ -390,7 +421,10 @@ TEST(LayerPredictor, CorruptOrMissingModelFilesThrow) {
   // Truncated model file.
   fs::path lin = dir / "linear.json";
   std::string text;
-  { std::ifstream f(lin); text.assign(std::istreambuf_iterator<char>(f), {}); }
+  {
+    std::ifstream f(lin);
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
   write_file(lin, text.substr(0, text.size() / 2));
   expect_error([&] { LayerPredictor::load(dir.string()); }, "linear.json");
   // Same size, garbage content.
@@ -412,7 +446,10 @@ TEST(LayerPredictor, CorruptOrMissingModelFilesThrow) {
   // An edited manifest (floor_ms of one model doubled).
   {
     std::string man;
-    { std::ifstream f(dir / "manifest.json"); man.assign(std::istreambuf_iterator<char>(f), {}); }
+    {
+      std::ifstream f(dir / "manifest.json");
+      man.assign(std::istreambuf_iterator<char>(f), {});
+    }
     auto j = nlohmann::json::parse(man);
     j["models"]["linear"]["floor_ms"] = j["models"]["linear"]["floor_ms"].get<double>() * 2 + 1;
     write_file(dir / "manifest.json", j.dump(2));
@@ -436,14 +473,16 @@ TEST(LayerPredictor, SplitDirectionAndTargetsTrain) {
     o.target = target;
     o.split_direction = std::string(target) == "log";
     LayerPredictor p = LayerPredictor::train(rows, device_map(devs), o);
-    double ms = p.predict_ms(LayerType::Linear, {512, 512, 512, 1}, DType::FP32, Direction::Backward, devs[0]);
+    double ms =
+        p.predict_ms(LayerType::Linear, {512, 512, 512, 1}, DType::FP32, Direction::Backward, devs[0]);
     EXPECT_GT(ms, 0) << target;
     EXPECT_EQ(p.summary()["models"].size(), o.split_direction ? 4u : 2u) << target;
     // The floor (fastest training time) travels in the manifest.
     fs::path dir = temp_dir(std::string("target_") + target);
     p.save(dir.string());
     LayerPredictor q = LayerPredictor::load(dir.string());
-    EXPECT_EQ(q.predict_ms(LayerType::Linear, {512, 512, 512, 1}, DType::FP32, Direction::Backward, devs[0]), ms)
+    EXPECT_EQ(q.predict_ms(LayerType::Linear, {512, 512, 512, 1}, DType::FP32, Direction::Backward, devs[0]),
+              ms)
         << target;
   }
   TrainOptions bad = fast_options();
@@ -456,13 +495,18 @@ TEST(LayerPredictor, PredictBatchMatchesSingle) {
   LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 60, 9), device_map(devs), fast_options());
   std::vector<int64_t> dims = {64, 128, 256, 1, 256, 512, 1024, 0, 2048, 64, 64, 1};
   std::vector<double> out(3);
-  EXPECT_FALSE(p.predict_batch(LayerType::Linear, dims.data(), 3, DType::FP32, Direction::Forward, devs[0], out.data()));
+  EXPECT_FALSE(p.predict_batch(LayerType::Linear, dims.data(), 3, DType::FP32, Direction::Forward, devs[0],
+                               out.data()));
   for (int i = 0; i < 3; ++i)
-    EXPECT_EQ(out[i], p.predict_ms(LayerType::Linear, {dims.begin() + 4 * i, dims.begin() + 4 * i + 4}, DType::FP32,
-                                   Direction::Forward, devs[0]));
+    EXPECT_EQ(out[i], p.predict_ms(LayerType::Linear, {dims.begin() + 4 * i, dims.begin() + 4 * i + 4},
+                                   DType::FP32, Direction::Forward, devs[0]));
   dims[1] = -5;
-  expect_error([&] { p.predict_batch(LayerType::Linear, dims.data(), 3, DType::FP32, Direction::Forward, devs[0], out.data()); },
-               "linear.d_in=-5");
+  expect_error(
+      [&] {
+        p.predict_batch(LayerType::Linear, dims.data(), 3, DType::FP32, Direction::Forward, devs[0],
+                        out.data());
+      },
+      "linear.d_in=-5");
 }
 
 /// `n` linear configs (tokens, d_in, d_out, bias) of aligned random sizes, flattened.
@@ -470,7 +514,8 @@ static std::vector<int64_t> random_linear_dims(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> d(1, 64);
   std::vector<int64_t> dims;
-  for (size_t i = 0; i < n; ++i) dims.insert(dims.end(), {d(rng) * 16, d(rng) * 32, d(rng) * 32, int64_t(i % 2)});
+  for (size_t i = 0; i < n; ++i)
+    dims.insert(dims.end(), {d(rng) * 16, d(rng) * 32, d(rng) * 32, int64_t(i % 2)});
   return dims;
 }
 
@@ -492,8 +537,12 @@ TEST(LayerPredictor, CompiledTreesMatchXgboostOnLargeBatches) {
   // A bad row deep inside a threaded batch is still one clear error.
   dims[4 * 15000 + 2] = 0;
   std::vector<double> out(n);
-  expect_error([&] { p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, Direction::Forward, devs[0], out.data()); },
-               "linear.d_out=0");
+  expect_error(
+      [&] {
+        p.predict_batch(LayerType::Linear, dims.data(), n, DType::FP32, Direction::Forward, devs[0],
+                        out.data());
+      },
+      "linear.d_out=0");
 }
 
 TEST(LayerPredictor, LoadedModelsPredictAsTrainedWithOneParseOfEachFile) {
@@ -530,7 +579,8 @@ TEST(LayerPredictor, LoadedModelsPredictAsTrainedWithOneParseOfEachFile) {
 // ---- cross-validation ----------------------------------------------------------
 
 TEST(CrossValidate, AllMethodsReportFiniteErrors) {
-  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300), spec_gpu("B", 15000, 900), spec_gpu("C", 20000, 1500)};
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300), spec_gpu("B", 15000, 900),
+                                    spec_gpu("C", 20000, 1500)};
   auto devices = device_map(devs);
   auto samples = samples_from_measurements(synthetic_rows(devs, 40, 11), devices);
   CvOptions o;
@@ -635,13 +685,17 @@ TEST(Neusight, ImportsCommittedSubset) {
     const std::vector<int64_t> d = {tokens, 8192, 8192, 1};
     const double flops = layer_cost(LayerType::Linear, d, DType::FP32).flops_fwd;
     EXPECT_GE(p.predict_ms(LayerType::Linear, d, DType::FP32, Direction::Forward, h100),
-              flops / (h100.peak_fp32_gflops * 1e6) * (1 - 1e-12)) << tokens;
+              flops / (h100.peak_fp32_gflops * 1e6) * (1 - 1e-12))
+        << tokens;
   }
 }
 
 TEST(LayerFeatures, PeakFloorIsTheFlopAtTheSpecPeakOfTheDtype) {
-  const DeviceRecord d = DeviceRecord::from_json(
-      {{"name", "g"}, {"kind", "spec"}, {"peak_fp32_gflops", 1000}, {"peak_bf16_gflops", 8000}, {"peak_mem_bw_gbs", 100}});
+  const DeviceRecord d = DeviceRecord::from_json({{"name", "g"},
+                                                  {"kind", "spec"},
+                                                  {"peak_fp32_gflops", 1000},
+                                                  {"peak_bf16_gflops", 8000},
+                                                  {"peak_mem_bw_gbs", 100}});
   const std::vector<int64_t> dims = {1024, 1024, 1024, 1};
   FeatureWriter fp32(LayerType::Linear, DType::FP32, Direction::Forward, d, FeatureOptions{});
   fp32.write(dims.data(), nullptr);
@@ -660,8 +714,9 @@ TEST(LayerFeatures, PeakFloorIsTheFlopAtTheSpecPeakOfTheDtype) {
 
 TEST(Neusight, MalformedRowsNameFileAndLine) {
   fs::path root = temp_dir("nsbad");
-  write_file(root / "device_configs" / "g.json",
-             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  write_file(
+      root / "device_configs" / "g.json",
+      R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
   const std::string hdr = "OPName,Latency,Device,B,H\n";
   struct Case {
     std::string body, needle;
@@ -684,8 +739,9 @@ TEST(Neusight, MalformedRowsNameFileAndLine) {
 
 TEST(Neusight, DeviceFactsGiveTheComputeCapabilityAndASourcedSustainedClock) {
   fs::path root = temp_dir("nsfacts");
-  write_file(root / "device_configs" / "g.json",
-             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  write_file(
+      root / "device_configs" / "g.json",
+      R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
   write_file(root / "ops" / "ln" / "t.csv", "OPName,Latency,Device,B,H\nln,0.1,Tesla T4,4,8\n");
   const std::string t4 = R"("Tesla T4": {"compute_capability": "7.5", "sustained_clock_mhz": 900, )"
                          R"("sustained_clock_source": "a report"})";
@@ -699,7 +755,8 @@ TEST(Neusight, DeviceFactsGiveTheComputeCapabilityAndASourcedSustainedClock) {
     ASSERT_EQ(devs.size(), 1u);
     EXPECT_DOUBLE_EQ(devs[0].sustained_clock_mhz, 900);
     EXPECT_EQ(devs[0].extra.at("sustained_clock"), "a report");
-    EXPECT_DOUBLE_EQ(devs[0].compute_gflops(), 8141.0 * 900 / 1590);  // the roofline runs at the sustained clock
+    EXPECT_DOUBLE_EQ(devs[0].compute_gflops(),
+                     8141.0 * 900 / 1590);  // the roofline runs at the sustained clock
     EXPECT_DOUBLE_EQ(devs[0].compute_capability(), 7.5);
     EXPECT_EQ(pre_volta(devs[0]), 0);
   }
@@ -742,13 +799,16 @@ TEST(Neusight, DeviceFactsGiveTheComputeCapabilityAndASourcedSustainedClock) {
 }
 
 TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
-  // scripts/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the artifact's columns.
+  // scripts/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the artifact's
+  // columns.
   fs::path root = temp_dir("nsdtype");
-  write_file(root / "device_configs" / "g.json",
-             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  write_file(
+      root / "device_configs" / "g.json",
+      R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
   const std::string hdr = "OPName,Latency,Device,B,H,DType,BwdLatency,CV,Set\n";
-  write_file(root / "ops" / "ln" / "t.csv",
-             hdr + "ln,0.1,Tesla T4,4,8,bf16,0.25,0.01,transformer\nln,0.2,Tesla T4,4,16,fp32,,0.02,Tesla_T4\n");
+  write_file(
+      root / "ops" / "ln" / "t.csv",
+      hdr + "ln,0.1,Tesla T4,4,8,bf16,0.25,0.01,transformer\nln,0.2,Tesla T4,4,16,fp32,,0.02,Tesla_T4\n");
   {
     Store store((root / "r.sqlite").string());
     NeusightImportOptions o;
@@ -765,9 +825,10 @@ TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
   struct Case {
     std::string body, needle;
   };
-  for (const Case& c : std::vector<Case>{{"ln,0.1,Tesla T4,4,8,fp8,0.2,0,x\n", "t.csv:2: DType=\"fp8\" is not a dtype"},
-                                         {"ln,0.1,Tesla T4,4,8,bf16,-1,0,x\n", "t.csv:2: BwdLatency=-1 must be > 0"},
-                                         {"ln,0.1,Tesla T4,4,8,bf16,slow,0,x\n", "t.csv:2: BwdLatency=\"slow\""}}) {
+  for (const Case& c :
+       std::vector<Case>{{"ln,0.1,Tesla T4,4,8,fp8,0.2,0,x\n", "t.csv:2: DType=\"fp8\" is not a dtype"},
+                         {"ln,0.1,Tesla T4,4,8,bf16,-1,0,x\n", "t.csv:2: BwdLatency=-1 must be > 0"},
+                         {"ln,0.1,Tesla T4,4,8,bf16,slow,0,x\n", "t.csv:2: BwdLatency=\"slow\""}}) {
     SCOPED_TRACE(c.body);
     write_file(root / "ops" / "ln" / "t.csv", hdr + c.body);
     expect_import_error(root, root / "bad.sqlite", c.needle);
@@ -815,8 +876,8 @@ TEST(Features, TransferColumnsAreTilesWavesAndDeviceRelative) {
   std::vector<float> y(an.size());
   layer_features(LayerType::Add, {1024 * 640 * 3}, DType::FP32, Direction::Forward, d, fo, y.data());
   const auto ti = std::find(an.begin(), an.end(), "tiles_128") - an.begin();
-  EXPECT_EQ(y[ti], 1920);      // blocks
-  EXPECT_EQ(y[ti + 1], 3);     // waves of 640 resident blocks
+  EXPECT_EQ(y[ti], 1920);   // blocks
+  EXPECT_EQ(y[ti + 1], 3);  // waves of 640 resident blocks
   EXPECT_FLOAT_EQ(y[ti + 2], 1.0f);
 }
 
@@ -851,7 +912,8 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   auto flags = [&](DType dt) {
     g.settings.dtype = dt;
     std::vector<int> f;
-    for (const auto& d : p.predict_nodes_detail(g, devs[0])) f.push_back(d.fallback ? 2 : d.extrapolated ? 1 : 0);
+    for (const auto& d : p.predict_nodes_detail(g, devs[0]))
+      f.push_back(d.fallback ? 2 : d.extrapolated ? 1 : 0);
     return f;
   };
   EXPECT_EQ(flags(DType::FP32), (std::vector<int>{0, 1, 0, 2}));
@@ -878,8 +940,9 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   // The record survives save/load; a manifest written before it existed loads with none (unknown).
   fs::path dir = temp_dir("trained_on");
   p.save(dir.string());
-  EXPECT_EQ(LayerPredictor::load(dir.string()).trained_on(LayerType::Linear, Direction::Backward, DType::FP32),
-            std::optional<bool>(false));
+  EXPECT_EQ(
+      LayerPredictor::load(dir.string()).trained_on(LayerType::Linear, Direction::Backward, DType::FP32),
+      std::optional<bool>(false));
   nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
   for (auto& [name, e] : man["models"].items()) e.erase("trained_on");
   scaledl::test::write_signed_manifest((dir / "manifest.json").string(), man);
@@ -963,8 +1026,8 @@ TEST(Features, AlignmentColumnsAreTheGemmsPowerOfTwoAndWhetherTheGpuIsPascal) {
     std::vector<int64_t> dims;  // tokens, d_in, d_out, bias
     float align;
   };
-  for (const Case& c : std::vector<Case>{{{1000, 512, 1024, 1}, 8},  // 1,000 = 8 x 125
-                                         {{1024, 512, 1024, 1}, 16},  // capped at 16
+  for (const Case& c : std::vector<Case>{{{1000, 512, 1024, 1}, 8},    // 1,000 = 8 x 125
+                                         {{1024, 512, 1024, 1}, 16},   // capped at 16
                                          {{1024, 50257, 1024, 1}, 1},  // an odd K
                                          {{1024, 1024, 30522, 1}, 2}}) {
     std::vector<float> x(names.size()), y(names.size());
@@ -1051,8 +1114,9 @@ TEST(LayerPredictor, KernelTimeLearnsTimesLessEachGpusTimingFloor) {
   const auto kt = kernel_time_samples(samples, device_map(devs));
   ASSERT_EQ(kt.size(), samples.size());
   for (size_t i = 0; i < kt.size(); ++i) {
-    const double want = samples[i].device == gpu.key() ? std::max(samples[i].ms - fastest, 0.1 * samples[i].ms)
-                                                       : samples[i].ms;
+    const double want = samples[i].device == gpu.key()
+                            ? std::max(samples[i].ms - fastest, 0.1 * samples[i].ms)
+                            : samples[i].ms;
     EXPECT_DOUBLE_EQ(kt[i].ms, want) << i;
   }
   // Cross-validation with the option scores every method on those kernel times, test rows included:
@@ -1067,7 +1131,8 @@ TEST(LayerPredictor, KernelTimeLearnsTimesLessEachGpusTimingFloor) {
   const auto on_kt = cross_validate(kt, device_map(devs), cv_plain);
   ASSERT_EQ(with.size(), on_kt.size());
   for (size_t i = 0; i < with.size(); ++i) {
-    EXPECT_EQ(with[i].method + with[i].type + with[i].direction, on_kt[i].method + on_kt[i].type + on_kt[i].direction);
+    EXPECT_EQ(with[i].method + with[i].type + with[i].direction,
+              on_kt[i].method + on_kt[i].type + on_kt[i].direction);
     EXPECT_DOUBLE_EQ(with[i].mre_pct, on_kt[i].mre_pct) << with[i].method << " " << with[i].type;
   }
   // The option travels in the manifest; absent (an older manifest) = off; not a boolean = an error.
@@ -1154,7 +1219,8 @@ TEST(LayerPredictor, SustainedBandwidthCarriesAGpusMemoryShareToAnotherGpu) {
   gddr.memory_type = "GDDR6";
   EXPECT_DOUBLE_EQ(fam.sustained_bw_share("gddr"), bw.at(b.key()) / 732);
   EXPECT_DOUBLE_EQ(fam.roofline_bandwidth_gbs(gddr), 1555 * bw.at(b.key()) / 732);
-  EXPECT_DOUBLE_EQ(fam.roofline_bandwidth_gbs(c), 1555 * q.sustained_bw_share());  // no family: all GPUs' median
+  EXPECT_DOUBLE_EQ(fam.roofline_bandwidth_gbs(c),
+                   1555 * q.sustained_bw_share());  // no family: all GPUs' median
   DeviceRecord cpu = spec_gpu("cpu", 500, 0);
   cpu.kind = "cpu", cpu.peak_mem_bw_gbs = 0, cpu.measured_bw_gbs = 40;
   EXPECT_DOUBLE_EQ(q.roofline_bandwidth_gbs(cpu), 40);  // a CPU keeps its measured bandwidth
@@ -1208,7 +1274,8 @@ TEST(LayerPredictor, DtypeRatesLearnAHalfPrecisionRowAsAShareOfItsDtypesPeak) {
   for (int64_t m : {2048, 4096, 8192})
     for (int64_t k : {1024, 2048, 4096}) {
       LayerMeasurement r;
-      r.campaign = "t", r.device = b.key(), r.source = "test", r.type = LayerType::Linear, r.dtype = DType::BF16;
+      r.campaign = "t", r.device = b.key(), r.source = "test", r.type = LayerType::Linear,
+      r.dtype = DType::BF16;
       r.dims = {m, k, 4096, 1};
       r.fwd.median_ms = bf16_ms(b, r.dims, Direction::Forward);
       r.bwd.median_ms = bf16_ms(b, r.dims, Direction::Backward);
@@ -1234,10 +1301,11 @@ TEST(LayerPredictor, DtypeRatesLearnAHalfPrecisionRowAsAShareOfItsDtypesPeak) {
   layer_features(LayerType::Linear, shape, DType::FP32, Direction::Forward, d, with, fx);
   layer_features(LayerType::Linear, shape, DType::FP32, Direction::Forward, d, without, fy);
   EXPECT_TRUE(std::equal(fx, fx + feature_count(LayerType::Linear, with), fy));
-  EXPECT_DOUBLE_EQ(roofline_ms(LayerType::Linear, shape, DType::BF16, Direction::Forward, d, true),
-                   std::max(layer_cost(LayerType::Linear, shape, DType::BF16).flops_fwd / (d.peak_bf16_gflops * 1e6),
-                            traffic_bytes(layer_cost(LayerType::Linear, shape, DType::BF16), Direction::Forward) /
-                                (d.bandwidth_gbs() * 1e6)));
+  EXPECT_DOUBLE_EQ(
+      roofline_ms(LayerType::Linear, shape, DType::BF16, Direction::Forward, d, true),
+      std::max(layer_cost(LayerType::Linear, shape, DType::BF16).flops_fwd / (d.peak_bf16_gflops * 1e6),
+               traffic_bytes(layer_cost(LayerType::Linear, shape, DType::BF16), Direction::Forward) /
+                   (d.bandwidth_gbs() * 1e6)));
   // rate_gflops: the dtype's peak, scaled like the FP32 rate by a sustained clock; the FP32 rate
   // without that peak (TF32 here) or without the option.
   EXPECT_EQ(rate_gflops(a, DType::BF16, true), 128000);
@@ -1256,7 +1324,8 @@ TEST(LayerPredictor, DtypeRatesLearnAHalfPrecisionRowAsAShareOfItsDtypesPeak) {
   EXPECT_FALSE(TrainOptions::from_json(old).dtype_rates);
   EXPECT_TRUE(TrainOptions::from_json(old).spec_rates);
   old["rates"] = "tensor";
-  expect_error([&] { TrainOptions::from_json(old); }, "rates=\"tensor\" is not dtype_peak, spec_peak or measured");
+  expect_error([&] { TrainOptions::from_json(old); },
+               "rates=\"tensor\" is not dtype_peak, spec_peak or measured");
 }
 
 TEST(Neusight, LabelNamesAndCommittedLabelsImport) {
@@ -1300,16 +1369,19 @@ TEST(Neusight, LabelNamesAndCommittedLabelsImport) {
 
 TEST(Neusight, MalformedLabelsNameTheFile) {
   fs::path root = temp_dir("nslab");
-  write_file(root / "device_configs" / "g.json",
-             R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
+  write_file(
+      root / "device_configs" / "g.json",
+      R"({"Device":"Tesla T4","Dev_Mem":15,"Mem_Bw":320,"Num_Sm":40,"Core_Per_SM":64,"Freq":1590,"SingleFLOPs":8141,"L2Cache":4})");
   write_file(root / "ops" / "ln" / "t.csv", "OPName,Latency,Device,B,H\nln,0.1,Tesla T4,4,8\n");
-  write_file(root / "model_configs" / "m.json",
-             R"({"model_type":"gpt2","n_embd":64,"n_head":2,"n_layer":2,"vocab_size":100,"n_positions":128})");
+  write_file(
+      root / "model_configs" / "m.json",
+      R"({"model_type":"gpt2","n_embd":64,"n_head":2,"n_layer":2,"vocab_size":100,"n_positions":128})");
   struct Case {
     std::string dir, file, body, needle;
   };
   std::vector<Case> cases = {
-      {"Tesla_T4", "m-inf-64-2.json", R"({"e2e_latency":-3})", "m-inf-64-2.json: e2e_latency=-3 must be a positive"},
+      {"Tesla_T4", "m-inf-64-2.json", R"({"e2e_latency":-3})",
+       "m-inf-64-2.json: e2e_latency=-3 must be a positive"},
       {"Tesla_T4", "m-inf-64-2.json", R"({"fw_latency":3})", "e2e_latency is missing"},
       {"Tesla_T4", "m-inf-64-2.json", R"({"e2e_latency":)", "m-inf-64-2.json"},
       {"Tesla_T4", "x-inf-64-2.json", R"({"e2e_latency":3})", "model config"},
@@ -1350,7 +1422,8 @@ TEST(LayerPredictor, PointwiseWithoutRowsIsCarriedOverFromAnotherElementwiseMode
     SCOPED_TRACE(to_string(proxy));
     const LayerPredictor p = elementwise(proxy);
     ASSERT_FALSE(p.has_model(LayerType::Pointwise, Direction::Forward));
-    const LayerPrediction r = p.predict(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, devs[0]);
+    const LayerPrediction r =
+        p.predict(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Forward, devs[0]);
     EXPECT_TRUE(r.fallback) << "no model of its own";
     // mul moves 3 n elements, relu and pointwise 2 n: the proxy's time by that ratio.
     const double ratio = proxy == LayerType::Mul ? 2.0 / 3.0 : 1.0;
@@ -1360,8 +1433,10 @@ TEST(LayerPredictor, PointwiseWithoutRowsIsCarriedOverFromAnotherElementwiseMode
     const int64_t dims[4] = {n, 0, 2 * n, 1};
     double out[2];
     p.predict_batch(LayerType::Pointwise, dims, 2, DType::FP32, Direction::Backward, devs[0], out);
-    EXPECT_DOUBLE_EQ(out[0], p.predict_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Backward, devs[0]));
-    EXPECT_DOUBLE_EQ(out[1], p.predict_ms(LayerType::Pointwise, {2 * n, 1}, DType::FP32, Direction::Backward, devs[0]));
+    EXPECT_DOUBLE_EQ(out[0],
+                     p.predict_ms(LayerType::Pointwise, {n, 0}, DType::FP32, Direction::Backward, devs[0]));
+    EXPECT_DOUBLE_EQ(
+        out[1], p.predict_ms(LayerType::Pointwise, {2 * n, 1}, DType::FP32, Direction::Backward, devs[0]));
   }
   // Without any elementwise model, the roofline as before.
   std::vector<DeviceRecord> one = {spec_gpu("B", 8000, 300)};
@@ -1375,7 +1450,8 @@ TEST(LayerPredictor, PointwiseWithoutRowsIsCarriedOverFromAnotherElementwiseMode
 TEST(LayerCalibration, AFewAlignedTimingsOfAGpuSetItsLayerTimes) {
   // A and B train the layer models; their GEMMs reach 80 % of the FP32 peak, C's 50 %, and
   // C's odd shapes 25 %: it pays for them in its own way. Each row costs a 20 us floor too.
-  const DeviceRecord a = spec_gpu("A", 14000, 900), b = spec_gpu("B", 9500, 732), c = spec_gpu("C", 19500, 1555);
+  const DeviceRecord a = spec_gpu("A", 14000, 900), b = spec_gpu("B", 9500, 732),
+                     c = spec_gpu("C", 19500, 1555);
   auto linear_ms = [](const DeviceRecord& d, const std::vector<int64_t>& dims, double eff) {
     return 0.02 + direction_flops(layer_cost(LayerType::Linear, dims, DType::FP32), Direction::Forward) /
                       (eff * d.peak_fp32_gflops * 1e6);

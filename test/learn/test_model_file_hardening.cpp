@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "learn/xgb.hpp"
 #include "scaledl/core/error.hpp"
-#include "test_util.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
 #include "scaledl/learn/neusight.hpp"
-#include "learn/xgb.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace scaledl;
@@ -39,7 +39,9 @@ nlohmann::json small_model() {
   return nlohmann::json::parse(b.to_json_string());
 }
 
-nlohmann::json& trees(nlohmann::json& m) { return m["learner"]["gradient_booster"]["model"]["trees"]; }
+nlohmann::json& trees(nlohmann::json& m) {
+  return m["learner"]["gradient_booster"]["model"]["trees"];
+}
 
 }  // namespace
 
@@ -60,22 +62,29 @@ TEST(XgbHardening, TreesXgboostWouldMisreadAreRefused) {
       // a node reached twice (a cycle or a shared subtree): XGBoost's predictor can loop forever
       {[](nlohmann::json& m) { trees(m)[0]["right_children"][0] = trees(m)[0]["left_children"][0]; },
        "is reached twice (cyclic tree)"},
-      {[](nlohmann::json& m) { trees(m)[0]["left_children"][0] = 0; }, "node 0 has a child index out of range"},
-      {[](nlohmann::json& m) { trees(m)[0]["right_children"][0] = 1000; }, "node 0 has a child index out of range"},
+      {[](nlohmann::json& m) { trees(m)[0]["left_children"][0] = 0; },
+       "node 0 has a child index out of range"},
+      {[](nlohmann::json& m) { trees(m)[0]["right_children"][0] = 1000; },
+       "node 0 has a child index out of range"},
       {[](nlohmann::json& m) { trees(m)[0]["split_indices"][0] = 99; }, "node 0 splits on feature 99 of 2"},
       // a repeated id: XGBoost leaves a tree slot empty and crashes predicting
       {[](nlohmann::json& m) { trees(m)[1]["id"] = 0; }, "trees[1].id is not 1"},
       {[](nlohmann::json& m) { trees(m)[0]["tree_param"]["num_nodes"] = "100000"; }, "num_nodes differs"},
       {[](nlohmann::json& m) { m["learner"]["gradient_booster"]["model"]["tree_info"][0] = 5; },
        "one output group only"},
-      {[](nlohmann::json& m) { m["learner"]["gradient_booster"]["model"]["gbtree_model_param"]["num_trees"] = "9"; },
+      {[](nlohmann::json& m) {
+         m["learner"]["gradient_booster"]["model"]["gbtree_model_param"]["num_trees"] = "9";
+       },
        "num_trees=9 but 3 trees"},
       // an array XGBoost reads without checking that it is there (it crashed loading)
       {[](nlohmann::json& m) { trees(m)[0].erase("split_type"); }, "trees[0].split_type is missing"},
       {[](nlohmann::json& m) { trees(m)[0]["sum_hessian"].erase(0); }, "trees[0].sum_hessian does not have"},
       {[](nlohmann::json& m) { trees(m)[0]["parents"][1] = 2; }, "children name another parent"},
       {[](nlohmann::json& m) { m["learner"]["gradient_booster"]["name"] = "gblinear"; }, "is not \"gbtree\""},
-      {[](nlohmann::json& m) { m["learner"]["feature_types"] = {"c", "q"}; }, "feature_types must be empty"},
+      {[](nlohmann::json& m) {
+         m["learner"]["feature_types"] = {"c", "q"};
+       },
+       "feature_types must be empty"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json m = small_model();
@@ -84,11 +93,14 @@ TEST(XgbHardening, TreesXgboostWouldMisreadAreRefused) {
     EXPECT_EQ(e.rfind("m.json: ", 0), 0u) << i << ": " << e;
     EXPECT_NE(e.find(cases[i].expect), std::string::npos) << i << ": " << e;
   }
-  EXPECT_NE(error_of([] { (void)xgb::Booster::from_buffer("UBJ\x01\x02", "m.ubj"); }).find("not an XGBoost JSON model"),
+  EXPECT_NE(error_of([] {
+              (void)xgb::Booster::from_buffer("UBJ\x01\x02", "m.ubj");
+            }).find("not an XGBoost JSON model"),
             std::string::npos);
   const std::string deep = "{\"learner\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
-  EXPECT_NE(error_of([&] { (void)xgb::Booster::from_buffer(deep, "deep.json"); }).find("nested deeper than 64"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { (void)xgb::Booster::from_buffer(deep, "deep.json"); }).find("nested deeper than 64"),
+      std::string::npos);
 }
 
 TEST(LayerModelHardening, ManifestFormatOfTheWrongTypeIsAnError) {
@@ -104,7 +116,9 @@ TEST(NeusightHardening, ShapeProductsDoNotOverflow) {
   std::ofstream(p) << "OPName,Latency,Device,B,M,N,K,H\n"
                    << "linear,0.5,Tesla T4,999999999999,999999999999,64,64,1\n";
   NeusightImportSummary sum;
-  const std::string e = error_of([&] { (void)read_neusight_csv(p.string(), "c", {{"Tesla T4", "spec:T4"}}, sum); });
+  const std::string e = error_of([&] {
+    (void)read_neusight_csv(p.string(), "c", {{"Tesla T4", "spec:T4"}}, sum);
+  });
   EXPECT_NE(e.find(p.string() + ":2: "), std::string::npos) << e;
   EXPECT_NE(e.find("B x M = "), std::string::npos) << e;
 }

@@ -48,7 +48,7 @@ TEST(MemoryEstimate, BaseIsWeightsOptimizerStateAndBatch) {
   const MemoryEstimate a = estimate_memory(g, cpu);
   const double P = g.total_params();
   EXPECT_DOUBLE_EQ(a.weights, 4 * P);
-  EXPECT_DOUBLE_EQ(a.optimizer, 8 * P);  // AdamW: two FP32 moments
+  EXPECT_DOUBLE_EQ(a.optimizer, 8 * P);         // AdamW: two FP32 moments
   EXPECT_DOUBLE_EQ(a.batch, 2 * 2 * 16 * 8.0);  // input ids and labels, int64
   EXPECT_DOUBLE_EQ(a.base, a.weights + a.optimizer + a.batch);
   EXPECT_GT(a.peak, a.base + a.saved);
@@ -134,15 +134,18 @@ TEST(MemoryCorrection, LearnsASystematicRatioAndRoundTrips) {
             std::string::npos);
   j = c.to_json();
   j["features"][0] = "x";
-  EXPECT_NE(test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); }).find("features"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); }).find("features"),
+            std::string::npos);
   j = c.to_json();
   j.erase("xgboost");
-  EXPECT_NE(test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); }).find("xgboost"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::from_json(j, "m.json"); }).find("xgboost"),
+            std::string::npos);
   // Too few runs, and a NaN label.
   std::vector<MemorySample> few(train.begin(), train.begin() + 5);
   EXPECT_NE(test::error_of([&] { MemoryCorrection::train(few); }).find("5 runs"), std::string::npos);
   train[3].measured_bytes = NAN;
-  EXPECT_NE(test::error_of([&] { MemoryCorrection::train(train); }).find("peak_bytes=nan"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { MemoryCorrection::train(train); }).find("peak_bytes=nan"),
+            std::string::npos);
 }
 
 TEST(ParallelMemory, ZeroRecomputeAndPipelineDoWhatTheySay) {
@@ -152,7 +155,8 @@ TEST(ParallelMemory, ZeroRecomputeAndPipelineDoWhatTheySay) {
   const double P = g.total_params();
   EXPECT_DOUBLE_EQ(base.weights, 2 * P);
   EXPECT_DOUBLE_EQ(base.grads, 2 * P);
-  EXPECT_DOUBLE_EQ(base.optimizer, 12 * P);  // FP32 master + 2 moments (Megatron: 16 bytes with the FP16 copies)
+  EXPECT_DOUBLE_EQ(base.optimizer,
+                   12 * P);  // FP32 master + 2 moments (Megatron: 16 bytes with the FP16 copies)
   const auto z1 = estimate_parallel_memory(g, 1, 1, 8, 1, false, OptimizerKind::AdamW, "cuda");
   const auto z3 = estimate_parallel_memory(g, 1, 1, 8, 3, false, OptimizerKind::AdamW, "cuda");
   EXPECT_DOUBLE_EQ(z1.optimizer, base.optimizer / 8);
@@ -163,8 +167,9 @@ TEST(ParallelMemory, ZeroRecomputeAndPipelineDoWhatTheySay) {
   const auto pp4 = estimate_parallel_memory(g, 4, 8, 1, 0, false, OptimizerKind::AdamW, "cuda");
   EXPECT_EQ(pp4.in_flight, 4);
   EXPECT_DOUBLE_EQ(pp4.activations, 4 * base.activations);
-  EXPECT_NE(test::error_of([&] { estimate_parallel_memory(g, 0, 1, 1, 0, false, OptimizerKind::AdamW, "cuda"); })
-                .find("pp=0"),
+  EXPECT_NE(test::error_of([&] {
+              estimate_parallel_memory(g, 0, 1, 1, 0, false, OptimizerKind::AdamW, "cuda");
+            }).find("pp=0"),
             std::string::npos);
 }
 
@@ -192,15 +197,18 @@ TEST(MemoryCorrection, MistypedOrImplausibleFieldsAreErrorsNamingTheKey) {
       {[](nlohmann::json& j) { j["version"] = "1"; }, "m.json: version=\"1\""},
       {[](nlohmann::json& j) { j["target"] = 5; }, "m.json.target=5 is not a string"},
       {[](nlohmann::json& j) { j["target"] = "log(x)"; }, "m.json: target=\"log(x)\""},
-      {[](nlohmann::json& j) { j["samples"] = 1e300; }, "m.json: samples=1e+300 must be a number in [0, 1000000000]"},
+      {[](nlohmann::json& j) { j["samples"] = 1e300; },
+       "m.json: samples=1e+300 must be a number in [0, 1000000000]"},
       {[](nlohmann::json& j) { j["samples"] = 2.5; }, "samples=2.5 is not a whole number"},
-      {[](nlohmann::json& j) { j["log_residual_q95"] = 1e300; }, "m.json: log_residual_q95=1e+300 must be a number in [0, 10]"},
+      {[](nlohmann::json& j) { j["log_residual_q95"] = 1e300; },
+       "m.json: log_residual_q95=1e+300 must be a number in [0, 10]"},
       {[](nlohmann::json& j) {
          j["log_residual_q80"] = 0.5;
          j["log_residual_q95"] = 0.25;
        },
        "log_residual_q80=0.5 exceeds log_residual_q95=0.25"},
-      {[](nlohmann::json& j) { j["oof_mre"] = 1e9; }, "m.json: oof_mre=1000000000.0 must be a number in [0, 1000]"},
+      {[](nlohmann::json& j) { j["oof_mre"] = 1e9; },
+       "m.json: oof_mre=1000000000.0 must be a number in [0, 1000]"},
       {[](nlohmann::json& j) { j.erase("oof_mre"); }, "m.json: oof_mre is missing"},
   };
   for (const auto& [edit, expect] : cases) {

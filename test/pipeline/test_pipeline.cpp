@@ -14,8 +14,8 @@
 #include <iterator>
 
 #include "scaledl/core/error.hpp"
-#include "scaledl/pipeline/pipeline.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <random>
 
-#include "scaledl/predict/device_intervals.hpp"
 #include "scaledl/core/error.hpp"
-#include "scaledl/predict/intervals.hpp"
 #include "scaledl/learn/layer_features.hpp"
+#include "scaledl/predict/device_intervals.hpp"
+#include "scaledl/predict/intervals.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -237,5 +237,6 @@ TEST(DeviceIntervals, AnchorShrinksTheMeasuredBiasByTheRatioOfRunNoiseToDeviceSp
   const Interval in = anchored_interval(iv, tight, 100, 0, 0.80, NAN);
   EXPECT_NEAR(in.hi, 100 * std::exp(0.10), 1e-9);  // the in-domain width is the larger one
   const AnchorFit loose = fit_anchor({0.2}, 0.3, 0.5);
-  EXPECT_NEAR(anchored_interval(iv, loose, 100, 0, 0.95, NAN).lo, 100 * std::exp(-loose.half_width(0.95)), 1e-9);
+  EXPECT_NEAR(anchored_interval(iv, loose, 100, 0, 0.95, NAN).lo, 100 * std::exp(-loose.half_width(0.95)),
+              1e-9);
 }

@@ -27,8 +27,8 @@ IntervalModel model_of(int64_t n, double q80, double q95, double kappa) {
 
 TEST(Conformal, QuantileIsTheCeilRankAndInfiniteWithTooFewScores) {
   std::vector<double> s = {9, 1, 8, 2, 7, 3, 6, 4, 5};
-  EXPECT_EQ(conformal_quantile(s, 0.8), 8.0);  // ceil(10 * 0.8) = 8th smallest
-  EXPECT_EQ(conformal_quantile(s, 0.5), 5.0);  // ceil(10 * 0.5) = 5th
+  EXPECT_EQ(conformal_quantile(s, 0.8), 8.0);            // ceil(10 * 0.8) = 8th smallest
+  EXPECT_EQ(conformal_quantile(s, 0.5), 5.0);            // ceil(10 * 0.5) = 5th
   EXPECT_TRUE(std::isinf(conformal_quantile(s, 0.95)));  // rank 10 > 9 scores
   EXPECT_TRUE(std::isinf(conformal_quantile({}, 0.8)));
   EXPECT_THROW(conformal_quantile(s, 1.0), Error);

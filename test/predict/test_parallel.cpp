@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "scaledl/predict/bundle.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "test_util.hpp"
 
@@ -18,8 +18,12 @@ namespace {
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 
 ModelSpec gpt(int64_t h = 1024, int64_t layers = 24, int64_t heads = 16) {
-  return parse_model_config({{"model_type", "gpt2"}, {"n_embd", h}, {"n_layer", layers}, {"n_head", heads},
-                             {"vocab_size", 50304}, {"n_positions", 1024}},
+  return parse_model_config({{"model_type", "gpt2"},
+                             {"n_embd", h},
+                             {"n_layer", layers},
+                             {"n_head", heads},
+                             {"vocab_size", 50304},
+                             {"n_positions", 1024}},
                             "gpt");
 }
 TrainSettings settings(int64_t batch, DType d = DType::FP16) {
@@ -58,7 +62,7 @@ TEST(ParallelPlan, VolumesOfEachScheme) {
   EXPECT_EQ(p.stage.num_heads, 8);
   EXPECT_EQ(p.stage.ffn_dim, 4096 / 2);
   EXPECT_EQ(p.stage.vocab_size, 50304 / 2);
-  EXPECT_EQ(p.tp_allreduces, 12 * 6);  // 2 fwd + 2 bwd + 2 recompute per layer
+  EXPECT_EQ(p.tp_allreduces, 12 * 6);                   // 2 fwd + 2 bwd + 2 recompute per layer
   EXPECT_DOUBLE_EQ(p.tp_bytes, 4.0 * 1024 * 1024 * 2);  // [mb, s, h] in fp16
   EXPECT_DOUBLE_EQ(p.p2p_bytes, p.tp_bytes);
   EXPECT_DOUBLE_EQ(p.grad_bytes, p.params_per_gpu * 2);
@@ -141,11 +145,11 @@ TEST(ParallelPrediction, CompositionFollowsTheSchemes) {
   EXPECT_LE(rc.t_recompute_ms, rc.t_fwd_ms);
   EXPECT_GT(rc.t_iter_ms, q.t_iter_ms);
   // Without a calibration, more than one GPU is refused.
-  EXPECT_NE(error_of([&] { predict_parallel(b, m, settings(8), dp, a100, CommModel{}, CommModel{}); })
-                .find("needs a collective calibration"),
+  EXPECT_NE(error_of([&] {
+              predict_parallel(b, m, settings(8), dp, a100, CommModel{}, CommModel{});
+            }).find("needs a collective calibration"),
             std::string::npos);
 }
-
 
 TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   Bundle b = load_bundle(kSrc + "/models/bundles/default");
@@ -164,7 +168,8 @@ TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   EXPECT_EQ(gpu.t_host_ms, 0);
   EXPECT_FALSE(gpu.host_bound);
   EXPECT_FALSE(gpu.to_json().contains("t_host_ms"));
-  EXPECT_NEAR(gpu.t_slot_gpu_ms, gpu.t_fwd_ms + gpu.t_bwd_ms + gpu.t_recompute_ms + gpu.t_tp_ms + gpu.t_p2p_ms, 1e-9);
+  EXPECT_NEAR(gpu.t_slot_gpu_ms,
+              gpu.t_fwd_ms + gpu.t_bwd_ms + gpu.t_recompute_ms + gpu.t_tp_ms + gpu.t_p2p_ms, 1e-9);
   EXPECT_NEAR(gpu.iter_ms(0), gpu.t_iter_ms, 1e-9);
   // A host slower than the GPU sets every slot: (M + pp - 1) x nodes x d + the rest.
   const double d = 2 * gpu.t_slot_gpu_ms / gpu.slot_nodes;
@@ -183,7 +188,8 @@ TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   // Bad values are one error naming the option; the bundle's term for a device is what predict uses.
   for (double bad : {-1.0, double(NAN), 2e3}) {
     c.host_node_ms = bad;
-    EXPECT_NE(error_of([&] { plan_parallel(m, settings(8), c); }).find("--host-node-us="), std::string::npos) << bad;
+    EXPECT_NE(error_of([&] { plan_parallel(m, settings(8), c); }).find("--host-node-us="), std::string::npos)
+        << bad;
   }
   EXPECT_NE(error_of([&] { host_node_ms_of_us(-5); }).find("--host-node-us=-5 must be a number in [0, 1e6]"),
             std::string::npos);
@@ -203,10 +209,17 @@ namespace {
 /// A small DeepSeek-V3-shaped model: 8 layers, the first dense, 16 experts of 512, top 4, one shared expert.
 ModelSpec small_moe() {
   nlohmann::json j = nlohmann::json::parse(std::ifstream(kSrc + "/models/deepseek-v3.json"));
-  j.merge_patch({{"hidden_size", 1024}, {"num_hidden_layers", 8}, {"num_attention_heads", 8},
-                 {"num_key_value_heads", 8}, {"q_lora_rank", 256}, {"intermediate_size", 4096},
-                 {"moe_intermediate_size", 512}, {"n_routed_experts", 16}, {"num_experts_per_tok", 4},
-                 {"first_k_dense_replace", 1}, {"vocab_size", 32000}});
+  j.merge_patch({{"hidden_size", 1024},
+                 {"num_hidden_layers", 8},
+                 {"num_attention_heads", 8},
+                 {"num_key_value_heads", 8},
+                 {"q_lora_rank", 256},
+                 {"intermediate_size", 4096},
+                 {"moe_intermediate_size", 512},
+                 {"n_routed_experts", 16},
+                 {"num_experts_per_tok", 4},
+                 {"first_k_dense_replace", 1},
+                 {"vocab_size", 32000}});
   ModelSpec m = parse_model_config(j, "small-moe");
   m.name = "small-moe";
   return m;
@@ -242,13 +255,17 @@ TEST(ParallelPlan, ExpertParallelSpreadsTheExpertsAndExchangesTheTokens) {
   EXPECT_EQ(gs.nodes[gs.find("decoder.1.ffn.router")].dims[2], 16);
   EXPECT_EQ(static_cast<int64_t>(gs.total_params()), parameter_count(p.stage));
   // Bad splits: one line naming the option.
-  auto err = [&](ParallelConfig k, const ModelSpec& mm) { return error_of([&] { plan_parallel(mm, settings(4), k); }); };
+  auto err = [&](ParallelConfig k, const ModelSpec& mm) {
+    return error_of([&] { plan_parallel(mm, settings(4), k); });
+  };
   c.ep = 3;
   c.gpus = 6;
-  EXPECT_NE(err(c, m).find("--ep=3 does not divide the 16 experts of small-moe"), std::string::npos) << err(c, m);
+  EXPECT_NE(err(c, m).find("--ep=3 does not divide the 16 experts of small-moe"), std::string::npos)
+      << err(c, m);
   c.ep = 4;
   c.gpus = 2;
-  EXPECT_NE(err(c, m).find("--ep=4 does not divide the data-parallel ways 2"), std::string::npos) << err(c, m);
+  EXPECT_NE(err(c, m).find("--ep=4 does not divide the data-parallel ways 2"), std::string::npos)
+      << err(c, m);
   c.gpus = 4;
   EXPECT_NE(err(c, gpt()).find("--ep=4: gpt2 has no mixture of experts to spread"), std::string::npos)
       << err(c, gpt());
@@ -256,9 +273,11 @@ TEST(ParallelPlan, ExpertParallelSpreadsTheExpertsAndExchangesTheTokens) {
   EXPECT_NE(err(c, m).find("--ep=0 must be >= 1"), std::string::npos) << err(c, m);
   c.ep = 1;
   c.tp = 2;
-  EXPECT_NE(err(c, m).find("--tp=2: tensor parallelism of mixture-of-experts layers is not modelled (use expert "
-                           "parallelism, --ep)"),
-            std::string::npos) << err(c, m);
+  EXPECT_NE(
+      err(c, m).find("--tp=2: tensor parallelism of mixture-of-experts layers is not modelled (use expert "
+                     "parallelism, --ep)"),
+      std::string::npos)
+      << err(c, m);
 }
 
 TEST(ParallelPrediction, ExpertParallelAddsAllToAllsAndShrinksTheOptimizerStep) {
@@ -275,8 +294,8 @@ TEST(ParallelPrediction, ExpertParallelAddsAllToAllsAndShrinksTheOptimizerStep) 
   // 28 all-to-alls over 8 GPUs: (N-1)/N x S / B + (N-1) gamma each.
   const double one = 7.0 / 8.0 * ep.plan.ep_bytes / 100e9 + 7 * 10e-6;
   EXPECT_NEAR(ep.t_ep_ms, 28 * one * 1e3, 1e-9);
-  EXPECT_NEAR(ep.t_slot_gpu_ms, ep.t_fwd_ms + ep.t_bwd_ms + ep.t_recompute_ms + ep.t_tp_ms + ep.t_ep_ms + ep.t_p2p_ms,
-              1e-9);
+  EXPECT_NEAR(ep.t_slot_gpu_ms,
+              ep.t_fwd_ms + ep.t_bwd_ms + ep.t_recompute_ms + ep.t_tp_ms + ep.t_ep_ms + ep.t_p2p_ms, 1e-9);
   // Each GPU updates an eighth of the experts, and no expert gradient is all-reduced (dp = ep).
   EXPECT_LT(ep.t_opt_ms, dp.t_opt_ms);
   EXPECT_NEAR(ep.t_dp_ms, nvlink.time_s(ep.plan.grad_bytes - ep.plan.expert_grad_bytes, 8) * 1e3, 1e-9);

@@ -14,14 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/predict/bundle.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/ir/model_spec.hpp"
+#include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "scaledl/predict/physics.hpp"
-#include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -73,7 +73,7 @@ TEST(Roofline, UsesTheBestRateOfTheDtype) {
   EXPECT_EQ(bound_gflops(d, DType::FP32), 100);
   EXPECT_EQ(bound_gflops(d, DType::TF32), 400);
   EXPECT_EQ(bound_gflops(d, DType::BF16), 800);
-  d.measured_gflops = 90;  // a measurement below the spec does not lower the bound ...
+  d.measured_gflops = 90;                        // a measurement below the spec does not lower the bound ...
   EXPECT_EQ(bound_gflops(d, DType::FP32), 180);  // ... but without a spec counts twice
   d.measured_bw_gbs = 12;
   EXPECT_EQ(bound_bandwidth_gbs(d), 12);
@@ -192,9 +192,10 @@ TEST_F(PropertySweep, NoPredictionUnderTheRooflineAndNoFallWithMoreTokens) {
       }
   }
   EXPECT_GT(checked, 300);
-  std::printf("%d configurations, %d raised by a bound; worst ratio T(more tokens) / T(fewer): the models' own "
-              "%.3f, after the bounds off the grid %.3f\n",
-              checked, raised, worst_raw, worst_off);
+  std::printf(
+      "%d configurations, %d raised by a bound; worst ratio T(more tokens) / T(fewer): the models' own "
+      "%.3f, after the bounds off the grid %.3f\n",
+      checked, raised, worst_raw, worst_off);
   // The bounds must be doing something on this bundle, or the test proves nothing.
   EXPECT_GT(raised, 0);
   EXPECT_LT(worst_raw, 1 - kNoise);
@@ -234,7 +235,8 @@ TEST_F(PropertySweep, BiggerModelsAreNotFaster) {
     }
   }
   double prev = 0;
-  for (int64_t hidden : {192, 384, 768, 1152, 1536, 2304, 3072, 4608, 6144}) {  // multiples of BERT's 12 heads
+  for (int64_t hidden :
+       {192, 384, 768, 1152, 1536, 2304, 3072, 4608, 6144}) {  // multiples of BERT's 12 heads
     nlohmann::json cfg = nlohmann::json::parse(std::ifstream(kSrc + "/models/bert-base.json"));
     cfg["hidden_size"] = hidden;
     const double t = one(parse_model_config(cfg, "bert-base"), s).t_iter_ms;
@@ -326,7 +328,7 @@ TEST_F(PropertySweep, TheParallelPathKeepsTheBoundsOnTheGrid) {
         for (const auto& [k2, t2] : t)
           if (k1.first <= k2.first && k1.second <= k2.second)
             EXPECT_GE(t2, t1 * (1 - 1e-6)) << gpus << " GPUs: " << k2.first << " x " << k2.second << " below "
-                                            << k1.first << " x " << k1.second;
+                                           << k1.first << " x " << k1.second;
     }
   }
   EXPECT_EQ(checked, 2 * 4 * 24);
@@ -385,8 +387,8 @@ TEST(HostTerm, WarnsWhereTheLayerSumPerNodeIsBelowAnEagerHostsCost) {
   EXPECT_NE(w.find("35.0 us per graph node"), std::string::npos) << w;
   EXPECT_NE(w.find("--host-node-us"), std::string::npos) << w;
   EXPECT_EQ(host_bound_warning(100 * kEagerHostNodeMs * 1.01, 100, 0, "spec"), "");  // above it
-  EXPECT_EQ(host_bound_warning(3.5, 100, 7.0, "spec"), "");  // a host term is applied
-  EXPECT_EQ(host_bound_warning(3.5, 100, 0, "cpu"), "");     // a CPU runs its operators itself
+  EXPECT_EQ(host_bound_warning(3.5, 100, 7.0, "spec"), "");                          // a host term is applied
+  EXPECT_EQ(host_bound_warning(3.5, 100, 0, "cpu"), "");  // a CPU runs its operators itself
   EXPECT_EQ(host_bound_warning(3.5, 0, 0, "spec"), "");
 }
 
@@ -449,7 +451,8 @@ TEST(HostTerm, ABundleFitsItForTheGpuWithRunsAndPredictsWithItThereOnly) {
   nlohmann::json m = nlohmann::json::parse(std::ifstream(dir + "/manifest.json"));
   m["host"][probe.key()]["node_ms"] = -0.5;
   std::ofstream(dir + "/manifest.json") << m.dump(2);
-  EXPECT_NE(error_of([&] { load_bundle(dir); }).find("host." + probe.key() + ".node_ms=-0.5 must be a number > 0"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { load_bundle(dir); }).find("host." + probe.key() + ".node_ms=-0.5 must be a number > 0"),
+      std::string::npos);
   fs::remove_all(dir);
 }

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,7 +35,6 @@ const std::string kBundle = kSrc + "/models/bundles/default";
 const std::string kH100 = kSrc + "/models/devices/h100-sxm.json";
 const std::string kGpt2 = kSrc + "/models/gpt2.json";
 
-
 class CliAudit : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -47,7 +46,9 @@ class CliAudit : public ::testing::Test {
     write(comm_, R"({"bandwidth_Bps":2.27e11,"gamma_s":5.6e-6})");
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string predict() const { return "predict " + kGpt2 + " --bundle " + kBundle + " --device-spec " + kH100; }
+  std::string predict() const {
+    return "predict " + kGpt2 + " --bundle " + kBundle + " --device-spec " + kH100;
+  }
   std::string dir_, comm_;
 };
 
@@ -60,20 +61,24 @@ TEST_F(CliAudit, AnOutputFolderIsReplacedOnlyWhenItIsRecognisablyOurs) {
   write(p + "/manifest.json", "{}");
   write(p + "/report.json", "{}");
   write(p + "/src/main.c", "int main() {}\n");
-  expect_one_error("train --db " + kSrc + "/datasets/h100/h100.sqlite --epochs 3 --out " + p, "is not a bundle");
+  expect_one_error("train --db " + kSrc + "/datasets/h100/h100.sqlite --epochs 3 --out " + p,
+                   "is not a bundle");
   expect_one_error("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --out " + p,
                    "is not a layer-model directory");
-  expect_one_error("train graph --db " + kSrc + "/datasets/h100/h100.sqlite --layers " + kBundle + "/layers --out " + p,
-                   "is not a graph-model directory");
+  expect_one_error(
+      "train graph --db " + kSrc + "/datasets/h100/h100.sqlite --layers " + kBundle + "/layers --out " + p,
+      "is not a graph-model directory");
   EXPECT_EQ(slurp(p + "/src/main.c"), "int main() {}\n");
 
   // A real layer-model directory with one file of the user's added: refused, naming the file.
   const std::string l = dir_ + "/layers";
-  auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --nthread 1 --out " + l);
+  auto r =
+      run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --nthread 1 --out " + l);
   ASSERT_EQ(r.rc, 0) << r.out;
   write(l + "/notes.txt", "mine");
-  expect_one_error("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --nthread 1 --out " + l,
-                   "notes.txt");
+  expect_one_error(
+      "train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --nthread 1 --out " + l,
+      "notes.txt");
   EXPECT_EQ(slurp(l + "/notes.txt"), "mine");
   // Without it, the directory is ours and is replaced.
   fs::remove(l + "/notes.txt");
@@ -91,7 +96,8 @@ TEST_F(CliAudit, NoCommandWritesOverOneOfItsInputs) {
   for (const std::string& out : {db, link, hard}) {
     expect_one_error("db export --db " + db + " --table models --out " + out, "is also an input");
     expect_one_error("comm fit --db " + db + " --out " + out, "is also an input");
-    expect_one_error("bench pipeline --db " + db + " --out " + out + " --input text --workers 1", "is also an input");
+    expect_one_error("bench pipeline --db " + db + " --out " + out + " --input text --workers 1",
+                     "is also an input");
   }
   EXPECT_EQ(slurp(db), before);
 
@@ -115,10 +121,12 @@ TEST_F(CliAudit, NoCommandWritesOverOneOfItsInputs) {
 // ---- 3, 4, 13, 15: crashes and silently clamped or dropped values ------------------------------
 
 TEST_F(CliAudit, ParallelDegreesAreRangeCheckedBeforeAnyArithmetic) {
-  expect_one_error(predict() + " --comm " + comm_ + " --gpus 8 --tp 4294967296 --pp 4294967296", "--tp=4294967296");
+  expect_one_error(predict() + " --comm " + comm_ + " --gpus 8 --tp 4294967296 --pp 4294967296",
+                   "--tp=4294967296");
   expect_one_error(predict() + " --comm " + comm_ + " --gpus 8 --ep 4294967296", "--ep=4294967296");
-  expect_one_error(predict() + " --comm " + comm_ + " --gpus 9223372036854775807 --tp 4294967296 --pp 4294967296",
-                   "--gpus=9223372036854775807");
+  expect_one_error(
+      predict() + " --comm " + comm_ + " --gpus 9223372036854775807 --tp 4294967296 --pp 4294967296",
+      "--gpus=9223372036854775807");
   expect_one_error(predict() + " --comm " + comm_ + " --gpus 8 --microbatches 9223372036854775807",
                    "--microbatches=9223372036854775807");
 }
@@ -130,17 +138,20 @@ TEST_F(CliAudit, AFlagWhoseValueCannotBeReadIsOneErrorLine) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
   expect_one_error("bench models --db " + dir_ + "/s.sqlite --plan x.json --no-probe=maybe", "--no-probe");
-  expect_one_error("bench layers --db " + dir_ + "/s.sqlite --plan x.json --quick-probe=maybe", "--quick-probe");
+  expect_one_error("bench layers --db " + dir_ + "/s.sqlite --plan x.json --quick-probe=maybe",
+                   "--quick-probe");
 }
 
 TEST_F(CliAudit, OutOfRangeStagesBatchesAndWorkersAreErrors) {
-  const std::string scale = "scale " + kGpt2 + " --bundle " + kBundle + " --device-spec " + kH100 + " --comm " + comm_;
+  const std::string scale =
+      "scale " + kGpt2 + " --bundle " + kBundle + " --device-spec " + kH100 + " --comm " + comm_;
   expect_one_error(scale + " --gpus 1..8 --zero 5", "--zero=5");
   expect_one_error(scale + " --gpus 1..8 --zero -1", "--zero=-1");
   expect_one_error(scale + " --gpus 1..8 --global-batch -5", "--global-batch=-5");
   expect_one_error(predict() + " --comm " + comm_ + " --gpus 2 --zero 5", "--zero=5");
   expect_one_error(predict() + " --pipeline " + kSrc + "/datasets/pipeline --workers -1", "--workers=-1");
-  expect_one_error(scale + " --gpus 1..8 --pipeline " + kSrc + "/datasets/pipeline --workers -1", "--workers=-1");
+  expect_one_error(scale + " --gpus 1..8 --pipeline " + kSrc + "/datasets/pipeline --workers -1",
+                   "--workers=-1");
   expect_one_error("bench pipeline --input text --workers -1", "--workers=-1");
 }
 
@@ -159,7 +170,8 @@ TEST_F(CliAudit, AnOptimizerForARunWithoutAnOptimizerStepIsAnError) {
   expect_one_error(predict() + " --mode inference --optimizer sgd", "--optimizer=sgd does not apply");
   expect_one_error(predict() + " --mode fwd-bwd --optimizer adam", "--optimizer=adam does not apply");
   expect_one_error(predict() + " --no-optimizer --optimizer adam", "--optimizer=adam does not apply");
-  expect_one_error(predict() + " --mode inference --sweep optimizer=sgd,adam", "optimizer=sgd does not apply");
+  expect_one_error(predict() + " --mode inference --sweep optimizer=sgd,adam",
+                   "optimizer=sgd does not apply");
   EXPECT_EQ(run_cli(predict() + " --mode train --optimizer sgd").rc, 0);
 }
 
@@ -176,13 +188,15 @@ TEST_F(CliAudit, EveryErrorIsOneLineEvenWithControlCharactersInTheInput) {
   const std::string odd = dir_ + "/a\nb.json";
   expect_one_error("predict '" + odd + "' --bundle " + kBundle + " --device-spec " + kH100, "a\\nb.json");
   write(dir_ + "/c.csv", "model,batch\n\"" + kGpt2 + "\",\"1\n2\"\n");
-  expect_one_error("predict --bundle " + kBundle + " --device-spec " + kH100 + " --csv " + dir_ + "/c.csv", "\\n");
+  expect_one_error("predict --bundle " + kBundle + " --device-spec " + kH100 + " --csv " + dir_ + "/c.csv",
+                   "\\n");
 }
 
 // ---- 8: the sweep's CSV reads back --------------------------------------------------------------
 
 TEST_F(CliAudit, SweepCsvReadsBackWithTheHeadersColumnCount) {
-  auto r = run_cli("predict " + kSrc + "/models/gpt2-large.json --bundle " + kBundle + " --sweep device_spec=" + kSrc +
+  auto r = run_cli("predict " + kSrc + "/models/gpt2-large.json --bundle " + kBundle +
+                   " --sweep device_spec=" + kSrc +
                    "/models/devices --sweep batch=1,2,4,8 --sweep seq=128,1024 --sweep dtype=fp32,fp16");
   ASSERT_EQ(r.rc, 0) << r.out.substr(0, 2000);
   std::string csv;  // stdout without the warning lines run_cli merges in
@@ -242,7 +256,8 @@ TEST_F(CliAudit, AFailedMergeIntoANewStoreLeavesNothing) {
   write(dir_ + "/text.sqlite", "not a store");
   expect_one_error("db merge " + out + " " + kSrc + "/datasets/h100/h100.sqlite " + dir_ + "/text.sqlite",
                    "text.sqlite");
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) EXPECT_FALSE(fs::exists(out + suffix)) << suffix;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    EXPECT_FALSE(fs::exists(out + suffix)) << suffix;
 }
 
 }  // namespace
@@ -259,7 +274,8 @@ double json_number(const std::string& out, const std::string& key) {
 TEST_F(CliAudit, OneGpuGivesOneTimeWhicheverCommandAsks) {
   for (const std::string model : {"gpt2", "qwen2-0.5b"}) {
     const std::string base = "predict " + kSrc + "/models/" + model + ".json --bundle " + kBundle +
-                             " --device-spec " + kSrc + "/models/devices/a100-sxm4-80gb.json --batch 8 --seq 512";
+                             " --device-spec " + kSrc +
+                             "/models/devices/a100-sxm4-80gb.json --batch 8 --seq 512";
     auto alone = run_cli(base + " --json");
     auto gpus1 = run_cli(base + " --gpus 1 --json");
     ASSERT_EQ(alone.rc, 0) << alone.out;
@@ -274,8 +290,8 @@ TEST_F(CliAudit, OneGpuGivesOneTimeWhicheverCommandAsks) {
     ASSERT_EQ(devices8.rc, 0) << devices8.out;
     EXPECT_GE(json_number(devices8.out, "t_iter_ms"), t1) << model;
     // scale at one GPU prints the same time.
-    auto sc = run_cli("scale " + kSrc + "/models/" + model + ".json --bundle " + kBundle + " --device-spec " + kSrc +
-                      "/models/devices/a100-sxm4-80gb.json --batch 8 --seq 512 --gpus 1 --json");
+    auto sc = run_cli("scale " + kSrc + "/models/" + model + ".json --bundle " + kBundle + " --device-spec " +
+                      kSrc + "/models/devices/a100-sxm4-80gb.json --batch 8 --seq 512 --gpus 1 --json");
     ASSERT_EQ(sc.rc, 0) << sc.out;
     const auto j = nlohmann::json::parse(sc.out.substr(sc.out.find('{')));
     EXPECT_DOUBLE_EQ(j["points"][0]["t_iter_ms"].get<double>(), t1) << model;
@@ -283,8 +299,8 @@ TEST_F(CliAudit, OneGpuGivesOneTimeWhicheverCommandAsks) {
 }
 
 TEST_F(CliAudit, SpeedupIsAgainstOneGpuWhateverCountsAreAsked) {
-  const std::string scale = "scale " + kGpt2 + " --bundle " + kBundle + " --device-spec " + kH100 + " --comm " +
-                            comm_ + " --batch 64 --json --gpus ";
+  const std::string scale = "scale " + kGpt2 + " --bundle " + kBundle + " --device-spec " + kH100 +
+                            " --comm " + comm_ + " --batch 64 --json --gpus ";
   auto a = run_cli(scale + "8,1");
   auto b = run_cli(scale + "2..8");
   ASSERT_EQ(a.rc, 0) << a.out;
@@ -296,7 +312,8 @@ TEST_F(CliAudit, SpeedupIsAgainstOneGpuWhateverCountsAreAsked) {
     EXPECT_LE(p["speedup"].get<double>(), p["gpus"].get<double>() * (1 + 1e-9)) << p.dump();
   }
   for (const auto& p : jb["points"])
-    if (p["gpus"] == 8) EXPECT_DOUBLE_EQ(p["speedup"].get<double>(), ja["points"][0]["speedup"].get<double>());
+    if (p["gpus"] == 8)
+      EXPECT_DOUBLE_EQ(p["speedup"].get<double>(), ja["points"][0]["speedup"].get<double>());
 }
 
 TEST_F(CliAudit, TheParallelPathIsMonotoneInTokens) {
@@ -322,13 +339,14 @@ TEST_F(CliAudit, TheParallelPathIsMonotoneInTokens) {
 // ---- 26, 28: what was assumed, and rows that cannot run -----------------------------------------
 
 TEST_F(CliAudit, EveryOutputNamesWhatItPredictedAndWhatItAssumed) {
-  auto r = run_cli("predict " + kSrc + "/models/qwen2-0.5b.json --bundle " + kBundle + " --device-spec " + kH100);
+  auto r =
+      run_cli("predict " + kSrc + "/models/qwen2-0.5b.json --bundle " + kBundle + " --device-spec " + kH100);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("seq 128"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("eager attention"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("torch_dtype is bfloat16"), std::string::npos) << r.out;
-  auto j = run_cli("predict " + kSrc + "/models/qwen2-0.5b.json --bundle " + kBundle + " --device-spec " + kH100 +
-                   " --dtype bf16 --seq 512 --batch 2 --mode train --json");
+  auto j = run_cli("predict " + kSrc + "/models/qwen2-0.5b.json --bundle " + kBundle + " --device-spec " +
+                   kH100 + " --dtype bf16 --seq 512 --batch 2 --mode train --json");
   ASSERT_EQ(j.rc, 0) << j.out;
   const auto v = nlohmann::json::parse(j.out.substr(j.out.find('{')));
   EXPECT_TRUE(v["assumed"].empty()) << v["assumed"].dump();
@@ -380,9 +398,9 @@ TEST_F(CliAudit, AConfigKeyTheModelDoesNotReadIsAnError) {
   expect_one_error(base + " --sweep config.num_hidden_layers=1,48", "give config.n_layer instead");
   expect_one_error(base + " --sweep config.bogus=5", "config.bogus is not a key that model_type gpt2 reads");
   write(dir_ + "/k.csv", "config.bogus\n5\n");
-  expect_one_error("predict --bundle " + kBundle + " --device-spec " + kH100 + " " + kGpt2 + " --csv " + dir_ +
-                       "/k.csv",
-                   "config.bogus");
+  expect_one_error(
+      "predict --bundle " + kBundle + " --device-spec " + kH100 + " " + kGpt2 + " --csv " + dir_ + "/k.csv",
+      "config.bogus");
   // A key it reads, even at the value the file already has, is fine.
   auto r = run_cli(base + " --sweep config.n_layer=1,12");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -442,7 +460,8 @@ TEST_F(CliAudit, ASpaceThatPlansNoLayerOfATypeSaysSo) {
     {"name": "elements", "kind": "grid", "values": [65536, 131072, 262144]}]})");
   auto r = run_cli("plan --space " + dir_ + "/space.json --budget 2 --out " + dir_ + "/plan.json");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("scaledl: warning: " + dir_ + "/space.json: no linear layer is planned"), std::string::npos)
+  EXPECT_NE(r.out.find("scaledl: warning: " + dir_ + "/space.json: no linear layer is planned"),
+            std::string::npos)
       << r.out;
 }
 
@@ -452,7 +471,8 @@ namespace {
 
 // Case 24: on a CPU whose layer timings trained nothing in the bundle, no interval is claimed.
 TEST_F(CliAudit, NoIntervalIsClaimedForACpuTheBundleNeverTimed) {
-  const std::string base = "predict " + kGpt2 + " --bundle " + kBundle + " --db " + kSrc + "/datasets/cpu/models.sqlite";
+  const std::string base =
+      "predict " + kGpt2 + " --bundle " + kBundle + " --db " + kSrc + "/datasets/cpu/models.sqlite";
   auto r = run_cli(base);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("intervals    none: no calibrated interval for a CPU"), std::string::npos) << r.out;

@@ -33,17 +33,19 @@ namespace {
 
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 
-
 /// `scaledl <args>` under `timeout 20`: a reader blocked on a FIFO fails the test (exit
 /// 124) instead of hanging it.
-CliResult run_timed(const std::string& args) { return scaledl::test::run_cli(args, "timeout 20 "); }
+CliResult run_timed(const std::string& args) {
+  return scaledl::test::run_cli(args, "timeout 20 ");
+}
 
 /// Exactly one line "scaledl: error: ..." holding every one of `expect`, exit 1.
 void expect_one_error(const std::string& args, std::initializer_list<std::string> expect) {
   const CliResult r = run_timed(args);
   EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
   EXPECT_EQ(r.out.rfind("scaledl: error: ", 0), 0u) << args << "\n" << r.out;
-  for (const std::string& e : expect) EXPECT_NE(r.out.find(e), std::string::npos) << e << "\n" << args << "\n" << r.out;
+  for (const std::string& e : expect)
+    EXPECT_NE(r.out.find(e), std::string::npos) << e << "\n" << args << "\n" << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
 }
 
@@ -111,25 +113,39 @@ TEST_F(CliAuditBundle, ManifestFieldsOfTheWrongTypeAreOneErrorNamingFileAndKey) 
   const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
       {[](json& m) { m["comm"] = json::object(); }, "comm.file is missing"},
       {[](json& m) { m["comm"] = 5; }, "comm=5 is not an object"},
-      {[](json& m) { m["comm"] = {{"file", 7}}; }, "comm.file=7 is not a string"},
-      {[](json& m) { m["layers"] = {{"dir", 5}}; }, "layers.dir=5 is not a string"},
+      {[](json& m) {
+         m["comm"] = {{"file", 7}};
+       },
+       "comm.file=7 is not a string"},
+      {[](json& m) {
+         m["layers"] = {{"dir", 5}};
+       },
+       "layers.dir=5 is not a string"},
       {[](json& m) { m["layers"] = "layers"; }, "layers=\"layers\" is not an object"},
       {[](json& m) { m.erase("layers"); }, "layers is missing"},
       {[](json& m) { m["graph"]["file"] = json::array({1}); }, "graph.file=[1] is not a string"},
       {[](json& m) { m["graph"] = 5; }, "graph=5 is not an object"},
       {[](json& m) { m["graph_device_out"] = true; }, "graph_device_out=true is not an object"},
-      {[](json& m) { m["training"]["global_feature_ranges"] = json::array({1, 2}); },
+      {[](json& m) {
+         m["training"]["global_feature_ranges"] = json::array({1, 2});
+       },
        "training.global_feature_ranges=[1,2] is not an object"},
       {[](json& m) { m["training"]["global_feature_ranges"]["log_batch"] = 3; },
        "training.global_feature_ranges.log_batch=3 is not [lo, hi]"},
-      {[](json& m) { m["training"]["global_feature_ranges"]["log_batch"] = {"a", 1}; },
+      {[](json& m) {
+         m["training"]["global_feature_ranges"]["log_batch"] = {"a", 1};
+       },
        "training.global_feature_ranges.log_batch[0]=\"a\" is not a number"},
       {[](json& m) { m["training"] = "x"; }, "training=\"x\" is not an object"},
       {[&](json& m) { m["host"][h100] = 0.1; }, "host.\"cuda:NVIDIA H100 80GB HBM3\"=0.1 is not an object"},
-      {[&](json& m) { m["host"][h100] = json::object(); }, "host.\"cuda:NVIDIA H100 80GB HBM3\".node_ms is missing"},
+      {[&](json& m) { m["host"][h100] = json::object(); },
+       "host.\"cuda:NVIDIA H100 80GB HBM3\".node_ms is missing"},
       {[&](json& m) { m["host"][h100]["node_ms"] = "fast"; }, "node_ms=\"fast\" must be a number > 0"},
       {[](json& m) { m["host"] = json::array(); }, "host=[] is not an object"},
-      {[](json& m) { m["memory"] = {{"file", 5}}; }, "memory.file=5 is not a string"},
+      {[](json& m) {
+         m["memory"] = {{"file", 5}};
+       },
+       "memory.file=5 is not a string"},
       {[](json& m) { m["memory"] = 1; }, "memory=1 is not an object"},
       {[](json& m) { m["files"]["graph.safetensors"] = 5; }, "files.\"graph.safetensors\"=5 is not a string"},
       {[](json& m) { m["files"]["graph.safetensors"] = "b89c"; }, "is not a SHA-256"},
@@ -156,12 +172,19 @@ TEST_F(CliAuditBundle, ImplausibleNumbersInTheManifestAreRefused) {
   const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
       {[&](json& m) { m["host"][h100]["node_ms"] = 1e300; },
        "host.cuda:NVIDIA H100 80GB HBM3.node_ms=1e+300 must be a number > 0 and at most 1000 ms"},
-      {[&](json& m) { m["host"][h100]["node_ms"] = 2000; }, "node_ms=2000 must be a number > 0 and at most 1000 ms"},
-      {[](json& m) { m["training"]["global_feature_ranges"]["log_batch"] = {5, 1}; },
+      {[&](json& m) { m["host"][h100]["node_ms"] = 2000; },
+       "node_ms=2000 must be a number > 0 and at most 1000 ms"},
+      {[](json& m) {
+         m["training"]["global_feature_ranges"]["log_batch"] = {5, 1};
+       },
        "training.global_feature_ranges.log_batch=[5,1] is not [lo, hi] with lo <= hi"},
-      {[](json& m) { m["training"]["global_feature_ranges"]["log_batch"] = {0, 1e300}; },
+      {[](json& m) {
+         m["training"]["global_feature_ranges"]["log_batch"] = {0, 1e300};
+       },
        "training.global_feature_ranges.log_batch[1]=1e+300 is out of range"},
-      {[](json& m) { m["training"]["global_feature_ranges"]["bogus"] = {0, 1}; },
+      {[](json& m) {
+         m["training"]["global_feature_ranges"]["bogus"] = {0, 1};
+       },
        "training.global_feature_ranges.bogus=[0,1] is the range of no global feature"},
       {[](json& m) { m["training"]["layer_row_devices"]["spec:Tesla T4"] = "many"; },
        "training.layer_row_devices.\"spec:Tesla T4\"=\"many\" is not an integer"},
@@ -171,7 +194,9 @@ TEST_F(CliAuditBundle, ImplausibleNumbersInTheManifestAreRefused) {
          m["graph"]["intervals"]["d_max"] = 1e6;
        },
        "graph.intervals: q95="},
-      {[](json& m) { m["graph"]["intervals"]["log_t_sum_range"] = {-1e300, 1e300}; },
+      {[](json& m) {
+         m["graph"]["intervals"]["log_t_sum_range"] = {-1e300, 1e300};
+       },
        "graph.intervals.log_t_sum_range="},
   };
   for (const auto& [edit, expect] : cases) {
@@ -183,7 +208,8 @@ TEST_F(CliAuditBundle, ImplausibleNumbersInTheManifestAreRefused) {
     ASSERT_TRUE(lm["sustained_bw"]["gbs"].is_object());
     lm["sustained_bw"]["gbs"].begin().value() = 1e300;
   });
-  expect_one_error(predict(), {"layers/manifest.json.sustained_bw.gbs[", "=1e+300 must be a number > 0 and at most 1e6 (GB/s)"});
+  expect_one_error(predict(), {"layers/manifest.json.sustained_bw.gbs[",
+                               "=1e+300 must be a number > 0 and at most 1e6 (GB/s)"});
   with_layers_manifest([](json& lm) { lm["models"]["linear"]["floor_ms"] = 1e11; });
   expect_one_error(predict(), {"models.linear.floor_ms=100000000000.0 is out of range [0, 100000]"});
 }
@@ -191,8 +217,10 @@ TEST_F(CliAuditBundle, ImplausibleNumbersInTheManifestAreRefused) {
 // Case 22: `layers.dir` and `graph.file` accepted `..`, absolute paths and links out of the
 // bundle, so models loaded from outside its checksums.
 TEST_F(CliAuditBundle, BundlePathsStayInsideTheBundleAndAmongItsChecksummedFiles) {
-  fs::copy(B() + "/layers", dir_ + "/outside-layers", fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-  fs::copy_file(B() + "/graph.safetensors", dir_ + "/outside.safetensors", fs::copy_options::overwrite_existing);
+  fs::copy(B() + "/layers", dir_ + "/outside-layers",
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  fs::copy_file(B() + "/graph.safetensors", dir_ + "/outside.safetensors",
+                fs::copy_options::overwrite_existing);
   with_manifest([](json& m) { m["layers"]["dir"] = "../outside-layers"; });
   expect_one_error(predict(), {M(), "layers.dir=\"../outside-layers\" has a '..' component"});
   with_manifest([&](json& m) { m["layers"]["dir"] = dir_ + "/outside-layers"; });
@@ -216,8 +244,9 @@ TEST_F(CliAuditBundle, BundlePathsStayInsideTheBundleAndAmongItsChecksummedFiles
   // A file inside the bundle that the manifest does not checksum.
   fs::copy_file(B() + "/graph.safetensors", B() + "/unlisted.safetensors");
   with_manifest([](json& m) { m["graph"]["file"] = "unlisted.safetensors"; });
-  expect_one_error(predict(), {"graph.file=\"unlisted.safetensors\" names unlisted.safetensors, which is not among "
-                               "the files the manifest checksums"});
+  expect_one_error(predict(),
+                   {"graph.file=\"unlisted.safetensors\" names unlisted.safetensors, which is not among "
+                    "the files the manifest checksums"});
   fs::remove(B() + "/unlisted.safetensors");
   // A layer-model manifest naming a model file outside its folder (its checksums recomputed).
   with_layers_manifest([](json& lm) { lm["models"]["linear"]["file"] = "../graph.safetensors"; });

@@ -28,7 +28,6 @@ namespace {
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 const std::string kBin = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
 
-
 /// all_reduce_perf on one host, 4 ranks (nccl-tests 2.13): 8 sizes, times
 /// consistent with their algbw and busbw (x1.5 for N = 4).
 const char* kHeader = R"(# Collective test starting: all_reduce_perf
@@ -40,14 +39,22 @@ const char* kHeader = R"(# Collective test starting: all_reduce_perf
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
 )";
 const char* kRows[] = {
-    "     1048576       262144    float    sum     -1    40.44   25.93   38.90      0    39.52   26.53   39.80      0",
-    "     2097152       524288    float    sum     -1    46.21   45.38   68.07      0    47.28   44.35   66.53      0",
-    "     4194304      1048576    float    sum     -1    59.75   70.20  105.30      0    59.87   70.06  105.08      0",
-    "     8388608      2097152    float    sum     -1    89.02   94.23  141.34      0    88.85   94.41  141.62      0",
-    "    16777216      4194304    float    sum     -1   140.99  118.99  178.49      0   141.28  118.75  178.13      0",
-    "    33554432      8388608    float    sum     -1   249.31  134.59  201.88      0   255.11  131.53  197.30      0",
-    "    67108864     16777216    float    sum     -1   477.73  140.48  210.71      0   466.90  143.73  215.60      0",
-    "   134217728     33554432    float    sum     -1   899.25  149.26  223.88      0   920.14  145.87  218.80      0",
+    "     1048576       262144    float    sum     -1    40.44   25.93   38.90      0    39.52   26.53   "
+    "39.80      0",
+    "     2097152       524288    float    sum     -1    46.21   45.38   68.07      0    47.28   44.35   "
+    "66.53      0",
+    "     4194304      1048576    float    sum     -1    59.75   70.20  105.30      0    59.87   70.06  "
+    "105.08      0",
+    "     8388608      2097152    float    sum     -1    89.02   94.23  141.34      0    88.85   94.41  "
+    "141.62      0",
+    "    16777216      4194304    float    sum     -1   140.99  118.99  178.49      0   141.28  118.75  "
+    "178.13      0",
+    "    33554432      8388608    float    sum     -1   249.31  134.59  201.88      0   255.11  131.53  "
+    "197.30      0",
+    "    67108864     16777216    float    sum     -1   477.73  140.48  210.71      0   466.90  143.73  "
+    "215.60      0",
+    "   134217728     33554432    float    sum     -1   899.25  149.26  223.88      0   920.14  145.87  "
+    "218.80      0",
 };
 
 /// The file with both time columns of rows [from, to) replaced by `time` (the bandwidths kept).
@@ -74,7 +81,9 @@ CliResult run_sh(const std::string& cmd) {
   return r;
 }
 
-nlohmann::json json_of(const CliResult& r) { return nlohmann::json::parse(r.out.substr(r.out.find('{'))); }
+nlohmann::json json_of(const CliResult& r) {
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+}
 
 class CliAuditComm : public testing::Test {
  protected:
@@ -87,12 +96,12 @@ class CliAuditComm : public testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   /// predict gpt2 on the default bundle and an H100 spec sheet.
   static std::string predict() {
-    return "predict " + kSrc + "/models/gpt2.json --bundle " + kSrc + "/models/bundles/default --device-spec " + kSrc +
-           "/models/devices/h100-sxm.json ";
+    return "predict " + kSrc + "/models/gpt2.json --bundle " + kSrc +
+           "/models/bundles/default --device-spec " + kSrc + "/models/devices/h100-sxm.json ";
   }
   static std::string scale() {
-    return "scale " + kSrc + "/models/gpt2.json --bundle " + kSrc + "/models/bundles/default --device-spec " + kSrc +
-           "/models/devices/h100-sxm.json --batch 32 ";
+    return "scale " + kSrc + "/models/gpt2.json --bundle " + kSrc + "/models/bundles/default --device-spec " +
+           kSrc + "/models/devices/h100-sxm.json --batch 32 ";
   }
   std::string dir_;
 };
@@ -103,13 +112,22 @@ class CliAuditComm : public testing::Test {
 // gamma of 500 s and B of 1e27 B/s passed too. Each is one error naming the file and the value.
 TEST_F(CliAuditComm, AbsurdAllReduceCalibrationsAreOneErrorNamingTheFileAndTheFit) {
   const std::string slow = dir_ + "/slow.json", late = dir_ + "/late.json", fast = dir_ + "/fast.json";
-  write(slow, R"({"allreduce":[{"bytes":1,"devices":2,"seconds":1e5},{"bytes":2,"devices":2,"seconds":2e5}]})");
-  write(late, R"({"allreduce":[{"bytes":1e9,"devices":2,"seconds":1000.1},{"bytes":2e9,"devices":2,"seconds":1000.2}]})");
-  write(fast, R"({"allreduce":[{"bytes":1e17,"devices":2,"seconds":1e-10},{"bytes":2e17,"devices":2,"seconds":2e-10}]})");
-  expect_one_error(predict() + "--comm " + slow + " --gpus 2", slow + ": all-reduce fit of 2 samples: bandwidth_Bps=1e-05");
-  expect_one_error(predict() + "--comm " + late + " --gpus 2", late + ": all-reduce fit of 2 samples: gamma_s=500");
-  expect_one_error(predict() + "--comm " + fast + " --gpus 2", fast + ": all-reduce fit of 2 samples: bandwidth_Bps=1e+27");
-  expect_one_error(scale() + "--comm " + slow + " --gpus 1..4", slow + ": all-reduce fit of 2 samples: bandwidth_Bps=1e-05");
+  write(slow,
+        R"({"allreduce":[{"bytes":1,"devices":2,"seconds":1e5},{"bytes":2,"devices":2,"seconds":2e5}]})");
+  write(
+      late,
+      R"({"allreduce":[{"bytes":1e9,"devices":2,"seconds":1000.1},{"bytes":2e9,"devices":2,"seconds":1000.2}]})");
+  write(
+      fast,
+      R"({"allreduce":[{"bytes":1e17,"devices":2,"seconds":1e-10},{"bytes":2e17,"devices":2,"seconds":2e-10}]})");
+  expect_one_error(predict() + "--comm " + slow + " --gpus 2",
+                   slow + ": all-reduce fit of 2 samples: bandwidth_Bps=1e-05");
+  expect_one_error(predict() + "--comm " + late + " --gpus 2",
+                   late + ": all-reduce fit of 2 samples: gamma_s=500");
+  expect_one_error(predict() + "--comm " + fast + " --gpus 2",
+                   fast + ": all-reduce fit of 2 samples: bandwidth_Bps=1e+27");
+  expect_one_error(scale() + "--comm " + slow + " --gpus 1..4",
+                   slow + ": all-reduce fit of 2 samples: bandwidth_Bps=1e-05");
 
   // `comm fit` of rows whose time and bandwidth columns agree but are absurd
   // (1e5 s per all-reduce: the bandwidths print as 0.00): one error, no --out.
@@ -121,9 +139,12 @@ TEST_F(CliAuditComm, AbsurdAllReduceCalibrationsAreOneErrorNamingTheFileAndTheFi
   write(f, text);
   CliResult r = run_cli("import nccl-tests " + f + " --db " + db);
   ASSERT_EQ(r.rc, 0) << r.out;
-  expect_one_error("comm fit --db " + db + " --out " + out,
-                   db + ": allreduce fit of campaign default, world 4, 1 node(s), device cuda:NVIDIA H100 80GB HBM3 "
-                        "(rows from " + f + "), ring form: bandwidth_Bps=");
+  expect_one_error(
+      "comm fit --db " + db + " --out " + out,
+      db +
+          ": allreduce fit of campaign default, world 4, 1 node(s), device cuda:NVIDIA H100 80GB HBM3 "
+          "(rows from " +
+          f + "), ring form: bandwidth_Bps=");
   EXPECT_FALSE(fs::exists(out));
 }
 
@@ -136,8 +157,10 @@ TEST_F(CliAuditComm, NcclTestsRowsTheirOwnBandwidthColumnsContradictAreRefused) 
   CliResult r = run_cli("import nccl-tests " + some + " --db " + db);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("14 rows (out-of-place + in-place), 14 inserted"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("note: " + some + ": 2 of 16 rows (out-of-place + in-place) refused: their time contradicts "
-                       "the file's own bandwidth columns, e.g. line 10: time=1e-300 us of size 4194304 gives algbw"),
+  EXPECT_NE(r.out.find(
+                "note: " + some +
+                ": 2 of 16 rows (out-of-place + in-place) refused: their time contradicts "
+                "the file's own bandwidth columns, e.g. line 10: time=1e-300 us of size 4194304 gives algbw"),
             std::string::npos)
       << r.out;
   r = run_cli("import nccl-tests " + some + " --db " + db + " --campaign again --json");
@@ -154,9 +177,11 @@ TEST_F(CliAuditComm, NcclTestsRowsTheirOwnBandwidthColumnsContradictAreRefused) 
   // Every row at 1e12 us: refused whole, the store not even created.
   const std::string none = dir_ + "/none.sqlite";
   write(all, nccl_file("1e12", 0, 8));
-  expect_one_error("import nccl-tests " + all + " --db " + none,
-                   all + ": all 16 rows (out-of-place + in-place) contradict the file's own bandwidth columns, e.g. "
-                         "line 8: time=1e+12 us");
+  expect_one_error(
+      "import nccl-tests " + all + " --db " + none,
+      all +
+          ": all 16 rows (out-of-place + in-place) contradict the file's own bandwidth columns, e.g. "
+          "line 8: time=1e+12 us");
   EXPECT_FALSE(fs::exists(none));
 }
 
@@ -167,8 +192,9 @@ TEST_F(CliAuditComm, AOneNodeCalibrationAcrossNodesIsAWarningNamingBoth) {
   write(one, R"({"bandwidth_Bps":2.27e11,"gamma_s":5.6e-6,"nodes":1})");
   write(two, R"({"bandwidth_Bps":2.27e10,"gamma_s":1e-5,"nodes":2})");
   write(bare, R"({"bandwidth_Bps":2.27e11,"gamma_s":5.6e-6})");
-  const std::string want = "the collective calibration was fitted on 1 node (bandwidth 227 GB/s, gamma 5.6 us) but "
-                           "prices the collectives across --nodes=2";
+  const std::string want =
+      "the collective calibration was fitted on 1 node (bandwidth 227 GB/s, gamma 5.6 us) but "
+      "prices the collectives across --nodes=2";
   CliResult r = run_cli(predict() + "--comm " + one + " --gpus 16 --nodes 2");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("warning      " + want), std::string::npos) << r.out;
@@ -185,9 +211,10 @@ TEST_F(CliAuditComm, AOneNodeCalibrationAcrossNodesIsAWarningNamingBoth) {
   // A calibration that does not say: the warning says that.
   r = run_cli(predict() + "--comm " + bare + " --gpus 16 --nodes 2");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("warning      the collective calibration (bandwidth 227 GB/s, gamma 5.6 us) does not record "
-                       "how many nodes it was measured on, and prices the collectives across --nodes=2"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("warning      the collective calibration (bandwidth 227 GB/s, gamma 5.6 us) does not record "
+                 "how many nodes it was measured on, and prices the collectives across --nodes=2"),
+      std::string::npos)
       << r.out;
 
   // `comm fit --out` of a one-host nccl-tests run records its node: the warning follows it.

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kSrc = SCALEDL_SOURCE_DIR;
-const std::string kStores = " --db " + kSrc + "/datasets/cpu/layers.sqlite --db " + kSrc + "/datasets/cpu/models.sqlite";
+const std::string kStores =
+    " --db " + kSrc + "/datasets/cpu/layers.sqlite --db " + kSrc + "/datasets/cpu/models.sqlite";
 
 class CliBundle : public testing::Test {
  protected:
@@ -44,7 +45,6 @@ class CliBundle : public testing::Test {
   static std::string dir_;
 };
 std::string CliBundle::dir_;
-
 
 }  // namespace
 
@@ -92,7 +92,8 @@ TEST_F(CliBundle, PredictsWithTheBundleAlone) {
   EXPECT_GT(i80[1].get<double>(), t);
   EXPECT_GT(i95[1].get<double>(), i80[1].get<double>());
   const double iters = j["iterations_per_epoch"].get<double>();
-  EXPECT_NEAR(j["t_epoch_interval_s"]["95"][1].get<double>(), iters * i95[1].get<double>() / 1000, 1e-9 * iters * t);
+  EXPECT_NEAR(j["t_epoch_interval_s"]["95"][1].get<double>(), iters * i95[1].get<double>() / 1000,
+              1e-9 * iters * t);
 
   std::string cmd = predict(dir_ + "/b");
   cmd = cmd.substr(0, cmd.size() - std::string(" --json").size()) + " --samples 1000";  // text output
@@ -205,7 +206,8 @@ TEST_F(CliBundle, SweepPredictsEveryCombinationLikeSinglePredictions) {
 
 TEST_F(CliBundle, CsvPredictsOneConfigurationPerRowAndNamesBadCells) {
   const std::string csv = dir_ + "/configs.csv";
-  std::ofstream(csv) << "model,batch,seq,samples\n" << kSrc << "/models/gpt2.json,2,64,1000\n"
+  std::ofstream(csv) << "model,batch,seq,samples\n"
+                     << kSrc << "/models/gpt2.json,2,64,1000\n"
                      << kSrc << "/models/bert-base.json,1,32,\n";
   const std::string base = "predict --bundle " + dir_ + "/b --db " + kSrc + "/datasets/cpu/layers.sqlite";
   auto r = run_cli(base + " --csv " + csv);
@@ -229,15 +231,15 @@ TEST_F(CliBundle, CsvPredictsOneConfigurationPerRowAndNamesBadCells) {
 
 TEST_F(CliBundle, InModelBundleTrainsTheRefinementOnCrossFittedLayerTimes) {
   const std::string out = dir_ + "/im";
-  auto r = run_cli("train" + kStores + " --in-model-db " + kSrc + "/datasets/cpu/models.sqlite --crossfit-folds 3" +
-                   " --epochs 10 --out " + out);
+  auto r = run_cli("train" + kStores + " --in-model-db " + kSrc +
+                   "/datasets/cpu/models.sqlite --crossfit-folds 3" + " --epochs 10 --out " + out);
   ASSERT_EQ(r.rc, 0) << r.out;
   auto m = nlohmann::json::parse(std::ifstream(out + "/manifest.json"));
   EXPECT_EQ(m["training"]["layer_times"], "cross-fitted over 3 folds of the runs");
   EXPECT_GT(m["training"]["layer_samples"].get<int>(), m["training"]["layer_rows"].get<int>());
   EXPECT_NE(m["command"].get<std::string>().find("--in-model-db"), std::string::npos);
-  expect_one_error("train" + kStores + " --in-model-db " + kSrc + "/datasets/cpu/models.sqlite --crossfit-folds 1" +
-                       " --out " + dir_ + "/im1",
+  expect_one_error("train" + kStores + " --in-model-db " + kSrc +
+                       "/datasets/cpu/models.sqlite --crossfit-folds 1" + " --out " + dir_ + "/im1",
                    "--crossfit-folds=1 must be >= 2");
   EXPECT_FALSE(fs::exists(dir_ + "/im1"));
 }

@@ -83,8 +83,10 @@ TEST(Collectives, RendezvousFromTheLauncherEnvironment) {
 
 TEST(CliCollectives, TwoLocalRanksMeasureAndStoreRows) {
   const std::string db = fresh_store_path("collectives");
-  const std::string cmd = "bench allreduce --backend gloo --world 2 --sizes 4K,256K --repeats 3 --warmup 1 "
-                          "--collective allreduce,allgather,reducescatter,sendrecv --db " + db;
+  const std::string cmd =
+      "bench allreduce --backend gloo --world 2 --sizes 4K,256K --repeats 3 --warmup 1 "
+      "--collective allreduce,allgather,reducescatter,sendrecv --db " +
+      db;
   CliResult r = run_cli(cmd);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("gloo on 2 ranks (1 node, intra-node)"), std::string::npos) << r.out;
@@ -92,7 +94,7 @@ TEST(CliCollectives, TwoLocalRanksMeasureAndStoreRows) {
   scaledl::Store store(db, true);
   auto rows = store.collectives();  // ok rows only: allreduce, allgather, sendrecv x 2 sizes at most
   auto all = store.collectives("", "", false);
-  EXPECT_EQ(all.size(), 7u);        // 3 x 2 + one unsupported reduce-scatter row
+  EXPECT_EQ(all.size(), 7u);  // 3 x 2 + one unsupported reduce-scatter row
   for (const auto& m : all) {
     EXPECT_EQ(m.world, 2);
     EXPECT_EQ(m.backend, "gloo");
@@ -128,7 +130,8 @@ TEST(CliCollectives, BadLaunchesAreOneClearErrorNotAHang) {
     port = probe.port;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " RANK=0 WORLD_SIZE=2 ";
+  const std::string env =
+      "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " RANK=0 WORLD_SIZE=2 ";
   const std::string bin = std::string(SCALEDL_BINARY_DIR) + "/tools/scaledl";
   FILE* p = popen((env + bin + " bench allreduce --timeout 2 --sizes 4K 2>&1").c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -157,7 +160,8 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   const std::string src = SCALEDL_SOURCE_DIR;
   const fs::path dir = dir_with_comm("scaledl_par_");
   const std::string base = "predict --bundle " + src + "/models/bundles/default " + src +
-                           "/models/gpt2.json --device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 1024 "
+                           "/models/gpt2.json --device-spec " + src +
+                           "/models/devices/a100-sxm4-40gb.json --seq 1024 "
                            "--batch 8 --dtype fp16 ";
   CliResult r = run_cli(base + "--comm " + (dir / "comm.json").string() +
                         " --gpus 8 --tp 2 --pp 2 --microbatches 4 --recompute --json");
@@ -170,19 +174,22 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   EXPECT_GT(j["t_recompute_ms"].get<double>(), 0);
   EXPECT_EQ(j["global_batch"], 16);
   EXPECT_NEAR(j["t_iter_ms"].get<double>(),
-              j["t_pipeline_ms"].get<double>() + j["t_dp_ms"].get<double>() + j["t_opt_ms"].get<double>(), 1e-6);
+              j["t_pipeline_ms"].get<double>() + j["t_dp_ms"].get<double>() + j["t_opt_ms"].get<double>(),
+              1e-6);
   // A faster interconnect predicts a shorter iteration: the fitted model is used.
   std::ofstream(dir / "slow.json") << R"({"bandwidth_Bps": 1.0e9, "gamma_s": 1.0e-4})";
   CliResult s = run_cli(base + "--comm " + (dir / "slow.json").string() +
                         " --gpus 8 --tp 2 --pp 2 --microbatches 4 --recompute --json");
   ASSERT_EQ(s.rc, 0) << s.out;
-  EXPECT_GT(nlohmann::json::parse(s.out.substr(s.out.find('{')))["t_iter_ms"].get<double>(), j["t_iter_ms"].get<double>());
+  EXPECT_GT(nlohmann::json::parse(s.out.substr(s.out.find('{')))["t_iter_ms"].get<double>(),
+            j["t_iter_ms"].get<double>());
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 5 --tp 5",
                    "--tp=5 does not divide num_attention_heads=12");
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 16 --pp 16",
                    "--pp=16 is larger than the 12 layers");
   expect_one_error(base + "--gpus 4", "--gpus=4 needs a collective calibration");
-  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 4 --zero 5", "--zero=5 is not a ZeRO stage");
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 4 --zero 5",
+                   "--zero=5 is not a ZeRO stage");
   // --host-node-us: every slot takes at least its nodes x d; the JSON and the text say so.
   CliResult h = run_cli(base + "--comm " + (dir / "comm.json").string() +
                         " --gpus 8 --tp 2 --pp 2 --microbatches 4 --recompute --host-node-us 500 --json");
@@ -204,8 +211,10 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
             std::string::npos)
       << one.out;
   // Without one, a configuration whose layer sum is below an eager host's cost per node says so.
-  CliResult tiny = run_cli("predict --bundle " + src + "/models/bundles/default " + src + "/models/gpt2.json "
-                           "--device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 16 --batch 1 --json");
+  CliResult tiny = run_cli("predict --bundle " + src + "/models/bundles/default " + src +
+                           "/models/gpt2.json "
+                           "--device-spec " +
+                           src + "/models/devices/a100-sxm4-40gb.json --seq 16 --batch 1 --json");
   ASSERT_EQ(tiny.rc, 0) << tiny.out;
   const auto tj = nlohmann::json::parse(tiny.out.substr(tiny.out.find('{')));
   EXPECT_NE(tj.value("host_warning", "").find("us per graph node"), std::string::npos) << tj.dump();
@@ -218,15 +227,18 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
   const std::string src = SCALEDL_SOURCE_DIR;
   const fs::path dir = dir_with_comm("scaledl_scale_");
   const std::string base = "scale " + src + "/models/gpt2.json --bundle " + src + "/models/bundles/default " +
-                           "--device-spec " + src + "/models/devices/a100-sxm4-40gb.json --seq 512 --batch 32 ";
-  CliResult r = run_cli(base + "--comm " + (dir / "comm.json").string() + " --gpus 1..8 --samples 100000 " +
-                        "--price-per-gpu-hour 2 --target-epoch-s 100000 --plot " + (dir / "plot").string() + " --json");
+                           "--device-spec " + src +
+                           "/models/devices/a100-sxm4-40gb.json --seq 512 --batch 32 ";
+  CliResult r =
+      run_cli(base + "--comm " + (dir / "comm.json").string() + " --gpus 1..8 --samples 100000 " +
+              "--price-per-gpu-hour 2 --target-epoch-s 100000 --plot " + (dir / "plot").string() + " --json");
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   ASSERT_EQ(j["points"].size(), 4u);  // 1, 2, 4, 8 GPUs
   EXPECT_DOUBLE_EQ(j["points"][0]["speedup"].get<double>(), 1.0);
   for (const auto& p : j["points"]) {
-    EXPECT_EQ(p["gpus"].get<int64_t>(), p["tp"].get<int64_t>() * p["pp"].get<int64_t>() * p["dp"].get<int64_t>());
+    EXPECT_EQ(p["gpus"].get<int64_t>(),
+              p["tp"].get<int64_t>() * p["pp"].get<int64_t>() * p["dp"].get<int64_t>());
     EXPECT_LE(p["efficiency"].get<double>(), 1.0 + 1e-9);
     EXPECT_GT(p["cost"].get<double>(), 0);
   }
@@ -241,7 +253,8 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --target-epoch-s 10",
                    "--target-epoch-s needs --samples");
   // A slow host (--host-node-us: 5 ms per node) sets the time of one GPU.
-  CliResult h = run_cli(base + "--comm " + (dir / "comm.json").string() + " --gpus 1..8 --host-node-us 5000 --json");
+  CliResult h =
+      run_cli(base + "--comm " + (dir / "comm.json").string() + " --gpus 1..8 --host-node-us 5000 --json");
   ASSERT_EQ(h.rc, 0) << h.out;
   const auto hj = nlohmann::json::parse(h.out.substr(h.out.find('{')));
   ASSERT_EQ(hj["points"].size(), 4u);
@@ -269,21 +282,24 @@ TEST(CliParallel, ExpertParallelMixturesInPredictAndScale) {
   ASSERT_EQ(d.rc, 0) << d.out;
   const auto dj = nlohmann::json::parse(d.out.substr(d.out.find('{')));
   // Spread over 8 GPUs the experts need an eighth of the memory.
-  EXPECT_LT(j["memory_per_gpu"]["peak_bytes"].get<double>(), dj["memory_per_gpu"]["peak_bytes"].get<double>());
+  EXPECT_LT(j["memory_per_gpu"]["peak_bytes"].get<double>(),
+            dj["memory_per_gpu"]["peak_bytes"].get<double>());
   EXPECT_LT(j["plan"]["params_per_gpu"].get<double>(), 0.25 * dj["plan"]["params_per_gpu"].get<double>());
   CliResult t = run_cli(base + "--ep 8");
   ASSERT_EQ(t.rc, 0) << t.out;
   EXPECT_NE(t.out.find("(experts over ep 8 of them)"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("experts      all-to-alls"), std::string::npos) << t.out;
   expect_one_error(base + "--ep 3", "--ep=3 does not divide the 64 experts of deepseek-v2-lite");
-  expect_one_error("predict --bundle " + src + "/models/bundles/default " + src + "/models/gpt2.json --device-spec " +
-                       src + "/models/devices/h100-sxm.json --comm " + (dir / "comm.json").string() +
-                       " --gpus 2 --ep 2",
+  expect_one_error("predict --bundle " + src + "/models/bundles/default " + src +
+                       "/models/gpt2.json --device-spec " + src + "/models/devices/h100-sxm.json --comm " +
+                       (dir / "comm.json").string() + " --gpus 2 --ep 2",
                    "--ep=2: gpt2 has no mixture of experts to spread");
   // scale tries the expert-parallel ways too, and says which it chose.
   CliResult s = run_cli("scale " + src + "/models/deepseek-v2-lite.json --bundle " + src +
-                        "/models/bundles/default --device-spec " + src + "/models/devices/h100-sxm.json --seq 2048 "
-                        "--batch 16 --dtype bf16 --comm " + (dir / "comm.json").string() + " --gpus 1..8 --json");
+                        "/models/bundles/default --device-spec " + src +
+                        "/models/devices/h100-sxm.json --seq 2048 "
+                        "--batch 16 --dtype bf16 --comm " +
+                        (dir / "comm.json").string() + " --gpus 1..8 --json");
   ASSERT_EQ(s.rc, 0) << s.out;
   const auto sj = nlohmann::json::parse(s.out.substr(s.out.find('{')));
   for (const auto& p : sj["points"]) {

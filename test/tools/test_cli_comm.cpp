@@ -41,7 +41,8 @@ TEST(CliComm, ImportVTrainFitAndPlot) {
       << r.out;
   r = run_cli("import nccl-tests " + kA100 + " --db " + db + " --campaign a100");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("14336 rows (out-of-place + in-place), 0 inserted (14336 already there)"), std::string::npos)
+  EXPECT_NE(r.out.find("14336 rows (out-of-place + in-place), 0 inserted (14336 already there)"),
+            std::string::npos)
       << r.out;
   r = run_cli("db info --db " + db + " --json");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -51,7 +52,8 @@ TEST(CliComm, ImportVTrainFitAndPlot) {
   const std::string out = testing::TempDir() + "/cli-comm-fit.json";
   fs::remove_all(dir);
   fs::remove(out);
-  r = run_cli("comm fit --db " + db + " --campaign a100 --collective allreduce --out " + out + " --plot " + dir);
+  r = run_cli("comm fit --db " + db + " --campaign a100 --collective allreduce --out " + out + " --plot " +
+              dir);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("ring_B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(ring all-reduce, world 8, campaign a100)"), std::string::npos) << r.out;

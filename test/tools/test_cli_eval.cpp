@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 const std::string kSrc = SCALEDL_SOURCE_DIR;
-const std::string kStores = " --db " + kSrc + "/datasets/cpu/layers.sqlite --db " + kSrc + "/datasets/cpu/models.sqlite";
+const std::string kStores =
+    " --db " + kSrc + "/datasets/cpu/layers.sqlite --db " + kSrc + "/datasets/cpu/models.sqlite";
 const std::string kFast = " --epochs 10 --birnn-epochs 2 --mlp-epochs 3 --seeds 1 --max-cv 0.3 --quiet";
 
 void expect_one_error(const std::string& args, const std::string& expect) {
@@ -30,11 +31,12 @@ void expect_one_error(const std::string& args, const std::string& expect) {
 TEST(CliEval, OodSizeWritesReportPredictionsAndPlots) {
   const std::string out = testing::TempDir() + "/eval_" + std::to_string(getpid());
   fs::remove_all(out);
-  auto r = run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc,rf-hp,birnn,mlp-acc,prenet" +
-                   kFast + " --out " + out);
+  auto r =
+      run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc,rf-hp,birnn,mlp-acc,prenet" +
+              kFast + " --out " + out);
   ASSERT_EQ(r.rc, 0) << r.out;
-  for (const char* f : {"report.md", "report.json", "predictions.csv", "pred_vs_measured.png", "pred_vs_measured.svg",
-                        "ape_cdf.png", "ape_cdf.svg"})
+  for (const char* f : {"report.md", "report.json", "predictions.csv", "pred_vs_measured.png",
+                        "pred_vs_measured.svg", "ape_cdf.png", "ape_cdf.svg"})
     EXPECT_TRUE(fs::is_regular_file(out + "/" + f) && fs::file_size(out + "/" + f) > 100) << f;
   auto j = nlohmann::json::parse(std::ifstream(out + "/report.json"));
   EXPECT_EQ(j["protocol"], "ood-size");
@@ -73,7 +75,8 @@ double mre_all(const std::string& dir, const std::string& method) {
 // layer rows they must get much closer.
 TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
   const std::string base = testing::TempDir() + "/eval_xdev_" + std::to_string(getpid());
-  const std::string test = " --protocol cross-device --test-db " + kSrc + "/datasets/cpu-intel/cpu-intel.sqlite" +
+  const std::string test = " --protocol cross-device --test-db " + kSrc +
+                           "/datasets/cpu-intel/cpu-intel.sqlite" +
                            " --methods sum --no-plots --no-ablations --no-intervals" + kFast;
   fs::remove_all(base);
   auto a = run_cli("eval" + kStores + test + " --out " + base + "/without");
@@ -90,7 +93,8 @@ TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
   auto c = run_cli("eval" + kStores + test + " --calibrate-rows 16 --out " + base + "/calibrated");
   ASSERT_EQ(c.rc, 0) << c.out;
   const double calibrated = mre_all(base + "/calibrated", "sum");
-  EXPECT_LT(calibrated, 0.5 * without) << "calibrated by the new machine's rows: " << calibrated << " vs " << without;
+  EXPECT_LT(calibrated, 0.5 * without)
+      << "calibrated by the new machine's rows: " << calibrated << " vs " << without;
   auto jc = nlohmann::json::parse(std::ifstream(base + "/calibrated/report.json"));
   ASSERT_EQ(jc["calibrations"].size(), 1u) << jc.dump();
   EXPECT_NE(jc["calibrations"][0]["device"].get<std::string>().find("Intel"), std::string::npos);
@@ -102,8 +106,8 @@ TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
 TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
   const std::string out = testing::TempDir() + "/eval_im_" + std::to_string(getpid());
   fs::remove_all(out);
-  auto r = run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc --in-model --no-plots" + kFast +
-                   " --out " + out);
+  auto r = run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc --in-model --no-plots" +
+                   kFast + " --out " + out);
   ASSERT_EQ(r.rc, 0) << r.out;
   auto j = nlohmann::json::parse(std::ifstream(out + "/report.json"));
   EXPECT_NE(j["layer_times"].get<std::string>().find("cross-fitted over 3 folds"), std::string::npos);
@@ -128,7 +132,8 @@ TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
     const size_t last = line.rfind(',');
     EXPECT_GT(std::stol(line.substr(last + 1)), 10) << line;
     line.resize(last);
-    std::vector<double> f;  // the 8 numeric fields before the mode: measured, predicted, ape, lo80, hi80, lo95, hi95, d
+    std::vector<double>
+        f;  // the 8 numeric fields before the mode: measured, predicted, ape, lo80, hi80, lo95, hi95, d
     size_t end = line.rfind(',');
     EXPECT_EQ(line.substr(end + 1), "train") << line;  // the last column: the run's mode
     for (int k = 0; k < 8; ++k) {
@@ -148,7 +153,8 @@ TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
 
 TEST(CliEval, BadInputsGiveOneErrorLine) {
   const std::string out = testing::TempDir() + "/eval_bad_" + std::to_string(getpid());
-  expect_one_error("eval" + kStores + " --protocol leave-none-out --out " + out, "--protocol=\"leave-none-out\"");
+  expect_one_error("eval" + kStores + " --protocol leave-none-out --out " + out,
+                   "--protocol=\"leave-none-out\"");
   expect_one_error("eval --db " + kSrc + "/datasets/cpu/layers.sqlite --protocol id --out " + out,
                    "no usable model runs");
   expect_one_error("eval" + kStores + " --protocol cross-device --out " + out, "needs --test-db");
@@ -156,7 +162,8 @@ TEST(CliEval, BadInputsGiveOneErrorLine) {
   // ok rows only: the ViT family has 4 of 8, too few for an 80/20 split.
   expect_one_error("eval" + kStores + " --protocol id --max-cv 0 --out " + out, "family vit has 4 runs");
   // The training store's own device is not "other hardware".
-  expect_one_error("eval" + kStores + " --protocol cross-device --test-db " + kSrc + "/datasets/cpu/models.sqlite --out " + out,
+  expect_one_error("eval" + kStores + " --protocol cross-device --test-db " + kSrc +
+                       "/datasets/cpu/models.sqlite --out " + out,
                    "also a training device");
   expect_one_error("eval --protocol id --out " + out, "--db STORE is required");
   // --test-layers: cross-device only, and the test store must hold the new machine's layer rows.
@@ -167,8 +174,10 @@ TEST(CliEval, BadInputsGiveOneErrorLine) {
                    "holds no ok layer rows");
   expect_one_error("eval" + kStores + " --protocol id --in-model --crossfit-folds 1 --out " + out,
                    "--crossfit-folds=1 must be in [2, 20]");
-  expect_one_error("eval" + kStores + " --protocol id --alpha-bound 1 --out " + out, "--alpha-bound=1 must be > 1");
-  expect_one_error("eval" + kStores + " --protocol id --ood-tau -1 --out " + out, "--ood-tau=-1 must be >= 0");
+  expect_one_error("eval" + kStores + " --protocol id --alpha-bound 1 --out " + out,
+                   "--alpha-bound=1 must be > 1");
+  expect_one_error("eval" + kStores + " --protocol id --ood-tau -1 --out " + out,
+                   "--ood-tau=-1 must be >= 0");
   expect_one_error("eval" + kStores + " --protocol id --layer-max-cv -1 --out " + out,
                    "--layer-max-cv=-1 must be in [0, 10]");
   EXPECT_FALSE(fs::exists(out + "/report.md"));

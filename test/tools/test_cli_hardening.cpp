@@ -35,7 +35,8 @@ class CliHardening : public testing::Test {
                               {"name": "d_out", "kind": "grid", "values": [64]}],
                "constraints": [")"
         << std::string(100000, '(') << "1" << std::string(100000, ')') << R"("]})";
-    std::ofstream(dir_ + "/huge.json") << R"({"model_type": "gpt2", "n_embd": 1e400, "n_layer": 2, "n_head": 2,
+    std::ofstream(dir_ + "/huge.json")
+        << R"({"model_type": "gpt2", "n_embd": 1e400, "n_layer": 2, "n_head": 2,
                                              "vocab_size": 100})";
     auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ +
                      "/layers --folds 0 --nthread 1 --rounds 3 --max-depth 3");
@@ -55,8 +56,8 @@ TEST_F(CliHardening, DeeplyNestedJsonIsOneErrorLineForEveryCommand) {
     expect_one_error("plan --space " + deep + " --budget 2 --out " + dir_ + "/plan.json", expect);
     expect_one_error("bench layers --plan " + deep + " --db " + dir_ + "/r.sqlite --device cpu", expect);
     expect_one_error("probe --spec " + deep, expect);
-    expect_one_error("predict " + kSrc + "/models/gpt2.json --layers " + dir_ + "/layers --device-spec " + deep,
-                     expect);
+    expect_one_error(
+        "predict " + kSrc + "/models/gpt2.json --layers " + dir_ + "/layers --device-spec " + deep, expect);
     expect_one_error("predict " + deep + " --layers " + dir_ + "/layers --device-spec " + probe, expect);
   }
 }
@@ -69,5 +70,6 @@ TEST_F(CliHardening, HundredThousandParenthesesInAConstraintIsOneErrorLine) {
 }
 
 TEST_F(CliHardening, NumberBeyondTheDoubleRangeNamesFileKeyAndValue) {
-  expect_one_error("inspect " + dir_ + "/huge.json", dir_ + "/huge.json: malformed JSON: n_embd=1e400 is out of range");
+  expect_one_error("inspect " + dir_ + "/huge.json",
+                   dir_ + "/huge.json: malformed JSON: n_embd=1e400 is out of range");
 }

@@ -52,8 +52,9 @@ void expect_one_error_line(const scaledl::test::CliResult& r, const std::string&
 }  // namespace
 
 TEST(CliInModel, TrainsOnNodeTimesAndHoldsOutWholeRuns) {
-  const std::string base = "train layers --db " + kLayers + " --in-model-db " + kModels +
-                           " --folds 3 --cv-holdout model-runs --methods xgboost --nthread 1 --min-rows 2 --json";
+  const std::string base =
+      "train layers --db " + kLayers + " --in-model-db " + kModels +
+      " --folds 3 --cv-holdout model-runs --methods xgboost --nthread 1 --min-rows 2 --json";
   auto with = run_cli(base + " --out " + out_dir("with"));
   ASSERT_EQ(with.rc, 0) << with.out;
   auto j = nlohmann::json::parse(with.out);
@@ -107,8 +108,8 @@ TEST(CliInModel, BadOptionsAndStoresGiveOneErrorLine) {
 
 TEST(CliInModel, NestedGraphCvUsesTheSameFoldsAndRetrainsLayerModels) {
   const std::string layers = out_dir("nested_layers");
-  auto l = run_cli("train layers --db " + kLayers + " --in-model-db " + kModels + " --folds 0 --nthread 1 --min-rows 2" +
-                   " --out " + layers);
+  auto l = run_cli("train layers --db " + kLayers + " --in-model-db " + kModels +
+                   " --folds 0 --nthread 1 --min-rows 2" + " --out " + layers);
   ASSERT_EQ(l.rc, 0) << l.out;
   const std::string out = out_dir("nested_graph");
   auto g = run_cli("train graph --db " + kModels + " --layers " + layers + " --folds 3 --epochs 3 --seed 1" +
@@ -146,11 +147,11 @@ TEST(CliInModel, NestedGraphCvUsesTheSameFoldsAndRetrainsLayerModels) {
     pred_differ += crossed[i]["pred_ms"] != nested[i]["pred_ms"];
   }
   EXPECT_GT(pred_differ, 50u);
-  expect_one_error_line(run_cli("train graph --db " + kModels + " --layers " + layers + " --folds 3 --epochs 1" +
-                                " --cv-layer-cross-fit --out " + xfit),
+  expect_one_error_line(run_cli("train graph --db " + kModels + " --layers " + layers +
+                                " --folds 3 --epochs 1" + " --cv-layer-cross-fit --out " + xfit),
                         "--cv-layer-cross-fit needs --cv-layer-db");
 
-  expect_one_error_line(run_cli("train graph --db " + kModels + " --layers " + layers + " --epochs 1 --cv-layer-db " +
-                                kLayers + " --out " + out),
+  expect_one_error_line(run_cli("train graph --db " + kModels + " --layers " + layers +
+                                " --epochs 1 --cv-layer-db " + kLayers + " --out " + out),
                         "--cv-layer-db=" + kLayers + " needs --folds K");
 }

@@ -16,7 +16,9 @@ namespace {
 using Result = scaledl::test::CliResult;
 using scaledl::test::run_cli;
 
-std::string model(const std::string& name) { return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json"; }
+std::string model(const std::string& name) {
+  return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json";
+}
 
 nlohmann::json load(const std::string& name) {
   std::ifstream in(model(name));
@@ -38,7 +40,8 @@ TEST(CliInspect, BertBaseJsonReportsPublishedParams) {
 
 TEST(CliInspect, TableOptionsAndDot) {
   const std::string dot = testing::TempDir() + "/vit.dot";
-  Result r = run_cli("inspect " + model("vit-base") + " --batch 2 --image 384 --dtype fp16 --no-optimizer --dot " + dot);
+  Result r = run_cli("inspect " + model("vit-base") +
+                     " --batch 2 --image 384 --dtype fp16 --no-optimizer --dot " + dot);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("embed.patch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/sample 577"), std::string::npos) << r.out;
@@ -61,8 +64,8 @@ TEST(CliInspect, TableOptionsAndDot) {
 // "scaledl: error: ..." naming the key.
 struct Bad {
   const char* base;
-  const char* patch;   ///< merged into the config (null deletes a key); "" = raw text below
-  const char* raw;     ///< raw file contents when patch is ""
+  const char* patch;  ///< merged into the config (null deletes a key); "" = raw text below
+  const char* raw;    ///< raw file contents when patch is ""
   const char* needle;
 };
 

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 
@@ -32,7 +32,9 @@ std::string slurp(const std::string& p) {
   ss << f.rdbuf();
   return ss.str();
 }
-void write(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+void write(const std::string& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
 
 /// Runs SQL on a file with SQLite's C API; returns the first column of the last row.
 std::string sql(const std::string& path, const std::string& q) {
@@ -122,8 +124,9 @@ TEST_F(CliIntegrity, DivergedOrFailedTrainingNeverReplacesAGoodModel) {
   // An --out that holds someone else's files is never replaced.
   fs::create_directories(dir_ + "/mine");
   write(dir_ + "/mine/notes.txt", "keep me");
-  expect_one_error("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --out " + dir_ + "/mine",
-                   "is not a layer-model directory");
+  expect_one_error(
+      "train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --out " + dir_ + "/mine",
+      "is not a layer-model directory");
   EXPECT_EQ(slurp(dir_ + "/mine/notes.txt"), "keep me");
 }
 
@@ -149,8 +152,11 @@ TEST_F(CliIntegrity, NoProbeWithoutARecordIsRefusedBeforeAnythingIsStored) {
   write(plan, nlohmann::json({{"kind", "models"},
                               {"configs",
                                {{{"model", kSrc + "/models/bert-base.json"},
-                                 {"overrides", {{"hidden_size", 64}, {"num_attention_heads", 2},
-                                                {"intermediate_size", 128}, {"num_hidden_layers", 1}}},
+                                 {"overrides",
+                                  {{"hidden_size", 64},
+                                   {"num_attention_heads", 2},
+                                   {"intermediate_size", 128},
+                                   {"num_hidden_layers", 1}}},
                                  {"settings", {{"batch", 1}, {"seq_len", 8}}}}}}})
                   .dump());
   const std::string db = dir_ + "/noprobe.sqlite";
@@ -170,8 +176,11 @@ TEST_F(CliIntegrity, AModelBeyondTheDevicesMemoryIsRecordedAsOomWithoutAllocatin
   write(plan, nlohmann::json({{"kind", "models"},
                               {"configs",
                                {{{"model", kSrc + "/models/bert-base.json"},
-                                 {"overrides", {{"hidden_size", 65536}, {"num_attention_heads", 64},
-                                                {"intermediate_size", 262144}, {"num_hidden_layers", 64}}},
+                                 {"overrides",
+                                  {{"hidden_size", 65536},
+                                   {"num_attention_heads", 64},
+                                   {"intermediate_size", 262144},
+                                   {"num_hidden_layers", 64}}},
                                  {"settings", {{"batch", 1}, {"seq_len", 8}}}}}}})
                   .dump());
   auto r = run_cli("bench models --plan " + plan + " --db " + db + " --threads 1 --quiet");
@@ -185,7 +194,8 @@ TEST_F(CliIntegrity, ForeignOrDamagedSqliteFilesAreNotTakenOver) {
   const std::string probe = "probe --spec " + kSrc + "/datasets/h100/probe.json --db ";
   // Another program's database: refused, and its tables stay as they were.
   const std::string other = dir_ + "/other.sqlite";
-  sql(other, "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes(text) VALUES ('mine');");
+  sql(other,
+      "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes(text) VALUES ('mine');");
   expect_one_error(probe + other, "not a ScaleDL store (no meta table; it holds table(s) notes)");
   EXPECT_EQ(sql(other, "SELECT group_concat(name) FROM sqlite_master WHERE type='table'"), "notes");
   expect_one_error("db info --db " + other, "not a ScaleDL store");
@@ -221,7 +231,8 @@ TEST_F(CliIntegrity, ImplausibleDeviceRatesAreRefusedWhereTheyAreRead) {
   expect_one_error("predict " + kSrc + "/models/gpt2.json --layers " + dir_ + "/L --device-spec " + dir_ +
                        "/tiny-rate.json",
                    "measured_gflops=1e-300");
-  expect_one_error("probe --spec " + dir_ + "/tiny-rate.json --db " + dir_ + "/rates.sqlite", "measured_gflops");
+  expect_one_error("probe --spec " + dir_ + "/tiny-rate.json --db " + dir_ + "/rates.sqlite",
+                   "measured_gflops");
   write(dir_ + "/comm.json", R"({"bandwidth_Bps": 1e-300, "gamma_s": 1e-5})");
   expect_one_error(predict() + " --devices 2 --comm " + dir_ + "/comm.json", "bandwidth_Bps");
 }

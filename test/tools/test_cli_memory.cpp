@@ -18,13 +18,16 @@ namespace fs = std::filesystem;
 namespace {
 const std::string kSrc = SCALEDL_SOURCE_DIR;
 const std::string kBundle = " --bundle " + kSrc + "/models/bundles/default ";
-std::string dev(const char* name) { return " --device-spec " + kSrc + "/models/devices/" + name + ".json "; }
+std::string dev(const char* name) {
+  return " --device-spec " + kSrc + "/models/devices/" + name + ".json ";
+}
 // A committed collective calibration (A100 NVLink all-reduce, docs/parallel.md): --gpus N needs one.
 const std::string kComm = " --comm " + kSrc + "/docs/results/parallel/comm-a100.json ";
 }  // namespace
 
 TEST(CliMemory, PredictSaysWhetherItFits) {
-  auto r = run_cli("predict" + kBundle + kSrc + "/models/gpt2.json --batch 4 --seq 512" + dev("h100-sxm") + "--json");
+  auto r = run_cli("predict" + kBundle + kSrc + "/models/gpt2.json --batch 4 --seq 512" + dev("h100-sxm") +
+                   "--json");
   ASSERT_EQ(r.rc, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   const auto& m = j["memory"];
@@ -38,8 +41,8 @@ TEST(CliMemory, PredictSaysWhetherItFits) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("DOES NOT FIT in 16.0 GB with 10 % headroom"), std::string::npos) << r.out;
   // Per GPU under tensor + pipeline parallelism, with ZeRO.
-  r = run_cli("predict" + kBundle + kSrc + "/models/gpt2-large.json --batch 8 --seq 1024" + dev("a100-sxm4-80gb") +
-              "--gpus 8 --tp 2 --pp 2 --microbatches 4 --zero 1 --json" + kComm);
+  r = run_cli("predict" + kBundle + kSrc + "/models/gpt2-large.json --batch 8 --seq 1024" +
+              dev("a100-sxm4-80gb") + "--gpus 8 --tp 2 --pp 2 --microbatches 4 --zero 1 --json" + kComm);
   ASSERT_EQ(r.rc, 0) << r.out;
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["memory_per_gpu"]["in_flight_microbatches"], 2);
@@ -47,7 +50,8 @@ TEST(CliMemory, PredictSaysWhetherItFits) {
 }
 
 TEST(CliMemory, BadHeadroomIsOneError) {
-  const std::string base = "predict" + kBundle + kSrc + "/models/gpt2.json --batch 1 --seq 128" + dev("h100-sxm");
+  const std::string base =
+      "predict" + kBundle + kSrc + "/models/gpt2.json --batch 1 --seq 128" + dev("h100-sxm");
   expect_one_error(base + "--headroom 1", "--headroom=1 must be in [0, 1)");
   expect_one_error(base + "--headroom -0.2", "--headroom=-0.2 must be in [0, 1)");
   expect_one_error("scale" + kBundle + kSrc + "/models/gpt2.json --batch 8 --seq 128" + dev("h100-sxm") +
@@ -78,17 +82,19 @@ TEST(CliMemory, BenchModelsStoresPeaksAndEvalMemoryReports) {
           if (k % 3 == 1) st["optimizer_step"] = false;
           if (k % 3 == 2) st["backward"] = false, st["optimizer_step"] = false;
           ++k;
-          plan["configs"].push_back({{"model", kSrc + "/models/gpt2.json"},
-                                     {"overrides", {{"n_embd", h}, {"n_layer", l}, {"n_head", 2}, {"vocab_size", 64}}},
-                                     {"settings", st}});
+          plan["configs"].push_back(
+              {{"model", kSrc + "/models/gpt2.json"},
+               {"overrides", {{"n_embd", h}, {"n_layer", l}, {"n_head", 2}, {"vocab_size", 64}}},
+               {"settings", st}});
         }
   const std::string dir = testing::TempDir() + "/cli-memory";
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir + "/plan.json") << plan.dump();
   const std::string db = dir + "/m.sqlite";
-  auto r = run_cli("bench models --plan " + dir + "/plan.json --db " + db +
-                   " --device cpu --threads 1 --warmup 1 --warmup-extra 0 --repeats 1 --probe-repeats 0 --quiet");
+  auto r =
+      run_cli("bench models --plan " + dir + "/plan.json --db " + db +
+              " --device cpu --threads 1 --warmup 1 --warmup-extra 0 --repeats 1 --probe-repeats 0 --quiet");
   ASSERT_EQ(r.rc, 0) << r.out;
   r = run_cli("db export --db " + db + " --table memory");
   ASSERT_EQ(r.rc, 0) << r.out;

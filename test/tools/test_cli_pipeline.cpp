@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
-#include "scaledl/pipeline/pipeline.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
 
 using namespace scaledl::test;
 namespace fs = std::filesystem;

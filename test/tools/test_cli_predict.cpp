@@ -25,12 +25,13 @@ class CliPredict : public testing::Test {
     // One directory per process: ctest -j runs each test of this suite in its own process.
     dir_ = testing::TempDir() + "/predict_layers_" + std::to_string(getpid());
     std::filesystem::remove_all(dir_);
-    auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ + " --folds 0 --nthread 1");
+    auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ +
+                     " --folds 0 --nthread 1");
     ASSERT_EQ(r.rc, 0) << r.out;
   }
   static std::string base() {
-    return "predict " + kSrc + "/models/gpt2.json --batch 2 --seq 64 --layers " + dir_ +
-           " --db " + kSrc + "/datasets/cpu/layers.sqlite";
+    return "predict " + kSrc + "/models/gpt2.json --batch 2 --seq 64 --layers " + dir_ + " --db " + kSrc +
+           "/datasets/cpu/layers.sqlite";
   }
   static std::string dir_;
 };
@@ -55,8 +56,8 @@ TEST_F(CliPredict, AdditiveBaselineIsTheSumOfLayerTimes) {
 
 TEST_F(CliPredict, BiggerBatchTakesLonger) {
   auto small = run_cli(base() + " --json");
-  auto big = run_cli("predict " + kSrc + "/models/gpt2.json --batch 16 --seq 256 --layers " + dir_ + " --db " + kSrc +
-                     "/datasets/cpu/layers.sqlite --json");
+  auto big = run_cli("predict " + kSrc + "/models/gpt2.json --batch 16 --seq 256 --layers " + dir_ +
+                     " --db " + kSrc + "/datasets/cpu/layers.sqlite --json");
   ASSERT_EQ(small.rc, 0) << small.out;
   ASSERT_EQ(big.rc, 0) << big.out;
   EXPECT_GT(nlohmann::json::parse(big.out)["t_sum_ms"].get<double>(),
@@ -86,10 +87,12 @@ TEST_F(CliPredict, BadInputsGiveOneErrorLine) {
   const Case cases[] = {
       {"predict " + model, "no device"},
       {"predict " + model + " --device-spec " + bad_json, "malformed JSON"},
-      {"predict " + model + " --db " + kSrc + "/datasets/cpu/layers.sqlite --device cuda:nothing", "--device=cuda:nothing"},
+      {"predict " + model + " --db " + kSrc + "/datasets/cpu/layers.sqlite --device cuda:nothing",
+       "--device=cuda:nothing"},
       {base() + " --devices 2", "--devices=2 needs an all-reduce calibration"},
       {base() + " --samples 10 --iterations 3", "not both"},
-      {"predict " + kSrc + "/models/gpt2.json --layers " + empty_dir + " --db " + kSrc + "/datasets/cpu/layers.sqlite",
+      {"predict " + kSrc + "/models/gpt2.json --layers " + empty_dir + " --db " + kSrc +
+           "/datasets/cpu/layers.sqlite",
        empty_dir},
       {base() + " --graph " + empty_dir, "graph_model.safetensors"},
       {base() + " --dtype fp64", "--dtype=\"fp64\""},

@@ -9,9 +9,9 @@
 #include <map>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 #include "scaledl/io/store.hpp"
@@ -75,11 +75,13 @@ TEST(CliUnseenGpu, DefaultBundlePredictsAnH100FromItsSpecSheetInEveryMode) {
   EXPECT_LT(t_inf, t_fb);
   EXPECT_GT(t_train, t_fb);
   // The same on a slower GPU (L4, 30 TFLOP/s FP32, 300 GB/s) takes longer.
-  const double t_l4 = predict_json(kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --device-spec " + kSrc +
-                                   "/models/devices/l4.json --mode fwd-bwd")["t_iter_ms"].get<double>();
+  const double t_l4 = predict_json(kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --device-spec " +
+                                   kSrc + "/models/devices/l4.json --mode fwd-bwd")["t_iter_ms"]
+                          .get<double>();
   EXPECT_GT(t_l4, 2 * t_fb);
   // Its layer models learnt kernel times (`train --kernel-time`, scripts/build_default_bundle.sh).
-  const nlohmann::json lm = nlohmann::json::parse(std::ifstream(kSrc + "/models/bundles/default/layers/manifest.json"));
+  const nlohmann::json lm =
+      nlohmann::json::parse(std::ifstream(kSrc + "/models/bundles/default/layers/manifest.json"));
   EXPECT_EQ(lm["options"]["kernel_time"], true);
   // and ran each row's roofline at its dtype's peak (`--dtype-rates`).
   EXPECT_EQ(lm["options"]["rates"], "dtype_peak");
@@ -87,12 +89,14 @@ TEST(CliUnseenGpu, DefaultBundlePredictsAnH100FromItsSpecSheetInEveryMode) {
 
 TEST(CliUnseenGpu, AGpuWithoutLayerTimingsGetsAtLeastTheDeviceOutSpread) {
   // The bundle's manifest holds the spread of leaving each training GPU out (device_intervals.hpp).
-  const nlohmann::json m = nlohmann::json::parse(std::ifstream(kSrc + "/models/bundles/default/manifest.json"));
+  const nlohmann::json m =
+      nlohmann::json::parse(std::ifstream(kSrc + "/models/bundles/default/manifest.json"));
   const nlohmann::json& u = m["graph"]["intervals"]["unseen_device"];
   ASSERT_TRUE(u.is_object()) << m["graph"]["intervals"].dump();
   EXPECT_GE(u["devices"].get<int>(), 3);
   const double q80 = u["q80"].get<double>(), q95 = u["q95"].get<double>();
-  const std::string model = kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd --device-spec ";
+  const std::string model =
+      kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd --device-spec ";
   const nlohmann::json l4 = predict_json(model + kSrc + "/models/devices/l4.json");
   ASSERT_TRUE(l4.is_object());
   EXPECT_EQ(l4["device_layer_rows"], 0);
@@ -113,9 +117,11 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_lodo_" + std::to_string(::getpid()));
   const std::string db = fresh_neusight_store(dir);
   ASSERT_TRUE(fs::exists(db));
-  CliResult r = run_cli("eval --db " + db + " --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 1 "
-                        "--anchors 1 --epochs 10 --patience 5 --transfer-features --no-device-features --no-plots --out " +
-                        (dir / "out").string());
+  CliResult r = run_cli(
+      "eval --db " + db +
+      " --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 1 "
+      "--anchors 1 --epochs 10 --patience 5 --transfer-features --no-device-features --no-plots --out " +
+      (dir / "out").string());
   ASSERT_EQ(r.rc, 0) << r.out;
   // One split per GPU, each with the spread of its four training GPUs, logged.
   std::map<std::string, double> q80;  // held-out device -> spread at 80 %
@@ -156,12 +162,14 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
   EXPECT_EQ(anchored, 40u);
   const nlohmann::json rep = nlohmann::json::parse(std::ifstream(dir / "out" / "report.json"));
   EXPECT_EQ(rep["anchors"], 1);
-  EXPECT_NE(std::find(rep["methods"].begin(), rep["methods"].end(), "scaledl-tc+1anchor"), rep["methods"].end());
+  EXPECT_NE(std::find(rep["methods"].begin(), rep["methods"].end(), "scaledl-tc+1anchor"),
+            rep["methods"].end());
   EXPECT_NE(rep.dump().find("device spec:Tesla V100-PCIE-32GB fwd-bwd"), std::string::npos);
   expect_one_error("eval --db " + db + " --protocol id --anchors 1 --out " + (dir / "x").string(),
                    "--anchors=1 needs --protocol=leave-one-device-out");
-  expect_one_error("eval --db " + db + " --protocol leave-one-device-out --anchors -2 --out " + (dir / "x").string(),
-                   "--anchors=-2 must be in [0, 100]");
+  expect_one_error(
+      "eval --db " + db + " --protocol leave-one-device-out --anchors -2 --out " + (dir / "x").string(),
+      "--anchors=-2 must be in [0, 100]");
   fs::remove_all(dir);
 }
 
@@ -172,8 +180,10 @@ TEST(CliUnseenGpu, EvalHostNodeUsGivesEveryGpuWithoutAFittedTermThatCost) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_evhost_" + std::to_string(::getpid()));
   const std::string db = fresh_neusight_store(dir);
   ASSERT_TRUE(fs::exists(db));
-  CliResult r = run_cli("eval --db " + db + " --protocol id --methods sum --seeds 1 --no-ablations --no-plots "
-                        "--host-node-us 1e6 --quiet --out " + (dir / "out").string());
+  CliResult r = run_cli("eval --db " + db +
+                        " --protocol id --methods sum --seeds 1 --no-ablations --no-plots "
+                        "--host-node-us 1e6 --quiet --out " +
+                        (dir / "out").string());
   ASSERT_EQ(r.rc, 0) << r.out;
   std::ifstream csv(dir / "out" / "predictions.csv");
   std::string line;
@@ -192,7 +202,8 @@ TEST(CliUnseenGpu, EvalHostNodeUsGivesEveryGpuWithoutAFittedTermThatCost) {
   }
   EXPECT_GT(checked, 5u);
   const nlohmann::json rep = nlohmann::json::parse(std::ifstream(dir / "out" / "report.json"));
-  EXPECT_NE(rep["layer_times"].get<std::string>().find("d = 1000000.0 us (--host-node-us)"), std::string::npos)
+  EXPECT_NE(rep["layer_times"].get<std::string>().find("d = 1000000.0 us (--host-node-us)"),
+            std::string::npos)
       << rep["layer_times"];
   expect_one_error("eval --db " + db + " --protocol id --host-node-us -1 --out " + (dir / "x").string(),
                    "--host-node-us=-1 must be a number in [0, 1e6]");
@@ -204,12 +215,14 @@ TEST(CliUnseenGpu, AnchorRunsScaleThePredictionByTheBiasTheyShow) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string model = kSrc + "/models/gpt2-large.json";
-  const std::string args = model + " --batch 4 --seq 1024 --mode fwd-bwd --device-spec " + kSrc + "/models/devices/l4.json";
+  const std::string args =
+      model + " --batch 4 --seq 1024 --mode fwd-bwd --device-spec " + kSrc + "/models/devices/l4.json";
   const nlohmann::json plain = predict_json(args);
   ASSERT_TRUE(plain.is_object());
   // The same configuration "measured" twice as slow as predicted.
   const double t0 = plain["t_iter_ms"].get<double>();
-  std::ofstream(dir / "slow.csv") << "model,batch,seq,mode,measured_ms\n" << model << ",4,1024,fwd-bwd," << 2 * t0 << "\n";
+  std::ofstream(dir / "slow.csv") << "model,batch,seq,mode,measured_ms\n"
+                                  << model << ",4,1024,fwd-bwd," << 2 * t0 << "\n";
   const nlohmann::json a = predict_json(args + " --anchor " + (dir / "slow.csv").string());
   ASSERT_TRUE(a.is_object());
   const nlohmann::json& fit = a["anchor"];
@@ -244,7 +257,8 @@ TEST(CliUnseenGpu, AnchorRunsScaleThePredictionByTheBiasTheyShow) {
 }
 
 TEST(CliUnseenGpu, BadModesAndSpecsAreOneClearError) {
-  const std::string base = "predict --bundle " + kSrc + "/models/bundles/default " + kSrc + "/models/gpt2.json ";
+  const std::string base =
+      "predict --bundle " + kSrc + "/models/bundles/default " + kSrc + "/models/gpt2.json ";
   expect_one_error(base + "--device-spec " + kSrc + "/models/devices/l4.json --mode backward",
                    "--mode=\"backward\" is not a mode (known: train, fwd-bwd, inference)");
   expect_one_error(base + "--device-spec " + kSrc + "/models/devices/l4.json --mode train --no-optimizer",
@@ -254,9 +268,11 @@ TEST(CliUnseenGpu, BadModesAndSpecsAreOneClearError) {
   std::ofstream(dir / "nopeak.json") << R"({"name":"Mystery GPU","kind":"spec","cores":100,"clock_mhz":1500,)"
                                      << R"("peak_mem_bw_gbs":2000})";
   expect_one_error(base + "--device-spec " + (dir / "nopeak.json").string(), "peak_fp32_gflops");
-  std::ofstream(dir / "hot.json") << R"({"name":"Hot GPU","kind":"spec","cores":100,"clock_mhz":1500,)"
-                                  << R"("sustained_clock_mhz":1800,"peak_fp32_gflops":20000,"peak_mem_bw_gbs":2000})";
-  expect_one_error(base + "--device-spec " + (dir / "hot.json").string(), "sustained_clock_mhz=1800 must be at most");
+  std::ofstream(dir / "hot.json")
+      << R"({"name":"Hot GPU","kind":"spec","cores":100,"clock_mhz":1500,)"
+      << R"("sustained_clock_mhz":1800,"peak_fp32_gflops":20000,"peak_mem_bw_gbs":2000})";
+  expect_one_error(base + "--device-spec " + (dir / "hot.json").string(),
+                   "sustained_clock_mhz=1800 must be at most");
   fs::remove_all(dir);
 }
 
@@ -265,22 +281,28 @@ TEST(CliUnseenGpu, SweepAndCsvCarryTheMode) {
                         "/models/gpt2.json --device-spec " + kSrc +
                         "/models/devices/a100-sxm4-80gb.json --sweep mode=inference,fwd-bwd,train");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find(",adjusted,mode,device,peak_memory_gb,memory,attention,infeasible\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(",adjusted,mode,device,peak_memory_gb,memory,attention,infeasible\n"),
+            std::string::npos)
+      << r.out;
   for (const char* m : {",inference,\"spec:", ",fwd-bwd,\"spec:", ",train,\"spec:"})
     EXPECT_NE(r.out.find(m), std::string::npos) << m;
-  expect_one_error("predict --bundle " + kSrc + "/models/bundles/default " + kSrc + "/models/gpt2.json --device-spec " +
-                       kSrc + "/models/devices/l4.json --sweep mode=eval",
+  expect_one_error("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                       "/models/gpt2.json --device-spec " + kSrc +
+                       "/models/devices/l4.json --sweep mode=eval",
                    "mode=\"eval\" is not a mode");
 }
 
 TEST(CliUnseenGpu, SwitchTransformersInInspectAndPredict) {
   CliResult r = run_cli("inspect " + kSrc + "/models/switch-base-8.json --batch 2 --seq 128");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("params 619339008"), std::string::npos) << r.out;  // google/switch-base-8, tied LM head
-  EXPECT_NE(r.out.find("experts 8 per sparse FFN (top-1), sparse FFNs 6 encoder + 6 decoder"), std::string::npos)
+  EXPECT_NE(r.out.find("params 619339008"), std::string::npos)
+      << r.out;  // google/switch-base-8, tied LM head
+  EXPECT_NE(r.out.find("experts 8 per sparse FFN (top-1), sparse FFNs 6 encoder + 6 decoder"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("encoder.1.ffn.expert.up"), std::string::npos);
-  // The default bundle predicts it on a spec sheet in every mode: its layers are linears, bmm, softmax, elementwise.
+  // The default bundle predicts it on a spec sheet in every mode: its layers are linears, bmm, softmax,
+  // elementwise.
   CliResult p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
                         "/models/switch-base-8.json --batch 2 --seq 512 --device-spec " + kSrc +
                         "/models/devices/a100-sxm4-40gb.json --sweep mode=inference,fwd-bwd");
@@ -300,44 +322,53 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
   // Mistral, Qwen2/3, Gemma, Phi-3, Mixtral and Qwen3-MoE configs: inspect prints the published
   // count, the default bundle predicts each on a spec sheet, in BF16.
   const std::pair<const char*, const char*> cases[] = {
-      {"mistral-7b", "params 7241732096"},   {"qwen2-0.5b", "params 494032768"},
-      {"qwen3-0.6b", "params 596049920"},    {"gemma-2b", "params 2506172416"},
-      {"phi3-mini", "params 3821079552"},    {"mixtral-8x7b", "params 46702792704"},
-      {"qwen3-30b-a3b", "params 30532122624"}, {"gemma2-2b", "params 2614341888"},
-      {"gemma3-1b", "params 999885952"}, {"pythia-160m", "params 162322944"},
+      {"mistral-7b", "params 7241732096"},         {"qwen2-0.5b", "params 494032768"},
+      {"qwen3-0.6b", "params 596049920"},          {"gemma-2b", "params 2506172416"},
+      {"phi3-mini", "params 3821079552"},          {"mixtral-8x7b", "params 46702792704"},
+      {"qwen3-30b-a3b", "params 30532122624"},     {"gemma2-2b", "params 2614341888"},
+      {"gemma3-1b", "params 999885952"},           {"pythia-160m", "params 162322944"},
       {"qwen1.5-moe-a2.7b", "params 14315784192"}, {"deepseek-v2-lite", "params 15706484224"},
-      {"deepseek-v3", "params 671026404352"}, {"gpt-oss-20b", "params 20914757184"}};
+      {"deepseek-v3", "params 671026404352"},      {"gpt-oss-20b", "params 20914757184"}};
   for (const auto& [name, params] : cases) {
     CliResult r = run_cli("inspect " + kSrc + "/models/" + name + ".json --batch 1 --seq 256");
     ASSERT_EQ(r.rc, 0) << name << r.out;
     EXPECT_NE(r.out.find(params), std::string::npos) << name;
   }
   CliResult r = run_cli("inspect " + kSrc + "/models/mixtral-8x7b.json --batch 1 --seq 256");
-  EXPECT_NE(r.out.find("model mixtral-8x7b (llama family, MixtralForCausalLM, decoder_only)"), std::string::npos)
+  EXPECT_NE(r.out.find("model mixtral-8x7b (llama family, MixtralForCausalLM, decoder_only)"),
+            std::string::npos)
       << r.out.substr(0, 300);
-  EXPECT_NE(r.out.find("experts 8 per sparse FFN (top-2), sparse FFNs 32 of 32 layers, capacity 64 tokens per "
-                       "expert and sample (the mean load), active params per token 12879925248"),
-            std::string::npos) << r.out.substr(0, 600);
+  EXPECT_NE(
+      r.out.find("experts 8 per sparse FFN (top-2), sparse FFNs 32 of 32 layers, capacity 64 tokens per "
+                 "expert and sample (the mean load), active params per token 12879925248"),
+      std::string::npos)
+      << r.out.substr(0, 600);
   r = run_cli("inspect " + kSrc + "/models/deepseek-v3.json --batch 1 --seq 256");
   EXPECT_NE(r.out.find("sparse FFNs 58 of 61 layers (the first 3 dense, FFN 18432)"), std::string::npos)
       << r.out.substr(0, 800);
-  EXPECT_NE(r.out.find("shared expert: a gated FFN of 2048 every token takes, added as it is"), std::string::npos);
-  EXPECT_NE(r.out.find("latent attention: q latent of rank 1536, k/v latent of rank 512, q/k heads of 192 (64 "
-                       "rotary), v heads of 128"),
-            std::string::npos) << r.out.substr(0, 800);
+  EXPECT_NE(r.out.find("shared expert: a gated FFN of 2048 every token takes, added as it is"),
+            std::string::npos);
+  EXPECT_NE(
+      r.out.find("latent attention: q latent of rank 1536, k/v latent of rank 512, q/k heads of 192 (64 "
+                 "rotary), v heads of 128"),
+      std::string::npos)
+      << r.out.substr(0, 800);
   r = run_cli("inspect " + kSrc + "/models/gpt-oss-20b.json --batch 1 --seq 256 --mode inference");
-  EXPECT_NE(r.out.find("capacity 256 tokens per expert and sample (inference: every expert takes every token"),
-            std::string::npos) << r.out.substr(0, 600);
+  EXPECT_NE(
+      r.out.find("capacity 256 tokens per expert and sample (inference: every expert takes every token"),
+      std::string::npos)
+      << r.out.substr(0, 600);
   EXPECT_NE(r.out.find("decoder.0.attn.sinks_cat"), std::string::npos);
-  CliResult p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
-                        "/models/deepseek-v2-lite.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " +
-                        kSrc + "/models/devices/h100-sxm.json --json");
+  CliResult p = run_cli(
+      "predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+      "/models/deepseek-v2-lite.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " + kSrc +
+      "/models/devices/h100-sxm.json --json");
   ASSERT_EQ(p.rc, 0) << p.out;
   EXPECT_NE(p.out.find("\"t_iter_ms\""), std::string::npos) << p.out.substr(0, 400);
   p = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
-                        "/models/qwen3-30b-a3b.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " +
-                        kSrc + "/models/devices/h100-sxm.json --sweep device_spec=" + kSrc +
-                        "/models/devices/h100-sxm.json," + kSrc + "/models/devices/a100-sxm4-80gb.json");
+              "/models/qwen3-30b-a3b.json --batch 1 --seq 1024 --dtype bf16 --mode fwd-bwd --device-spec " +
+              kSrc + "/models/devices/h100-sxm.json --sweep device_spec=" + kSrc +
+              "/models/devices/h100-sxm.json," + kSrc + "/models/devices/a100-sxm4-80gb.json");
   ASSERT_EQ(p.rc, 0) << p.out;
   EXPECT_NE(p.out.find("\"spec:NVIDIA H100 80GB HBM3\""), std::string::npos) << p.out;
   EXPECT_NE(p.out.find("\"spec:NVIDIA A100-SXM4-80GB\""), std::string::npos) << p.out;
@@ -347,7 +378,8 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
   nlohmann::json j = nlohmann::json::parse(std::ifstream(kSrc + "/models/mixtral-8x7b.json"));
   j["num_experts_per_tok"] = 0;
   std::ofstream(dir / "k0.json") << j.dump();
-  expect_one_error("inspect " + (dir / "k0.json").string(), "num_experts_per_tok=0 must be in [1, num_local_experts=8]");
+  expect_one_error("inspect " + (dir / "k0.json").string(),
+                   "num_experts_per_tok=0 must be in [1, num_local_experts=8]");
   j = nlohmann::json::parse(std::ifstream(kSrc + "/models/qwen3-30b-a3b.json"));
   j["mlp_only_layers"] = {3};
   std::ofstream(dir / "dense.json") << j.dump();
@@ -378,14 +410,18 @@ TEST(CliUnseenGpu, BenchModelsRunsAPlanInInferenceMode) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_benchmode_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "plan.json") << R"({"kind":"models","configs":[
-    {"model":")" << kSrc << R"(/models/switch-base-8.json","overrides":{"d_model":32,"num_layers":2,"num_decoder_layers":2,
+  std::ofstream(dir / "plan.json")
+      << R"({"kind":"models","configs":[
+    {"model":")"
+      << kSrc
+      << R"(/models/switch-base-8.json","overrides":{"d_model":32,"num_layers":2,"num_decoder_layers":2,
      "num_heads":2,"d_kv":16,"d_ff":48,"vocab_size":100,"num_experts":2,"expert_capacity":4},
      "settings":{"batch":2,"seq_len":8}}]})";
   const std::string db = (dir / "r.sqlite").string();
   const std::string base = "bench models --plan " + (dir / "plan.json").string() + " --db " + db +
                            " --warmup 1 --warmup-extra 1 --repeats 2 --probe-repeats 1 --max-cv 10 --quiet";
-  expect_one_error(base + " --mode backward", "--mode=\"backward\" is not a mode (known: train, fwd-bwd, inference)");
+  expect_one_error(base + " --mode backward",
+                   "--mode=\"backward\" is not a mode (known: train, fwd-bwd, inference)");
   CliResult r = run_cli(base + " --mode inference");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("1 configs, 0 skipped"), std::string::npos) << r.out;
@@ -451,7 +487,8 @@ TEST(CliUnseenGpu, EvalLayersWritesEveryHeldOutRowAndProbesTheHeldOutGpusBandwid
   const std::string csv = (dir / "rows.csv").string();
   CliResult r = run_cli(base + " --sustained-bw --probe-bandwidth --predictions " + csv);
   ASSERT_EQ(r.rc, 0) << r.out;
-  const nlohmann::json j = nlohmann::json::parse(r.out.substr(std::min(r.out.find('{'), r.out.size())), nullptr, false);
+  const nlohmann::json j =
+      nlohmann::json::parse(r.out.substr(std::min(r.out.find('{'), r.out.size())), nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_EQ(j["default"]["options"]["sustained_bw"], true);
   // One CSV line per held-out row, scored as the table scores it.
@@ -481,9 +518,9 @@ TEST(CliUnseenGpu, EvalLayersWritesEveryHeldOutRowAndProbesTheHeldOutGpusBandwid
   }
   expect_one_error(base + " --probe-bandwidth", "--probe-bandwidth needs --sustained-bw");
   expect_one_error(base + " --predictions " + (dir / "no" / "rows.csv").string(), "does not exist");
-  expect_one_error("eval --db " + db + " --protocol leave-one-device-out --probe-bandwidth --out " +
-                       (dir / "e").string(),
-                   "--probe-bandwidth needs --sustained-bw");
+  expect_one_error(
+      "eval --db " + db + " --protocol leave-one-device-out --probe-bandwidth --out " + (dir / "e").string(),
+      "--probe-bandwidth needs --sustained-bw");
   fs::remove_all(dir);
 }
 
@@ -504,7 +541,8 @@ TEST(CliUnseenGpu, SweepSetsConfigKeysOfAnyJsonKindAndTheModelParserChecksThem) 
   r = run_cli(base + " --sweep config.dense_act_fn=gelu_new,relu");
   ASSERT_EQ(r.rc, 0) << r.out;
   // Bad values: the parser's message names the key and the value.
-  expect_one_error(base + " --sweep config.capacity_factor=nan", "config.capacity_factor=nan is not a finite number");
+  expect_one_error(base + " --sweep config.capacity_factor=nan",
+                   "config.capacity_factor=nan is not a finite number");
   expect_one_error(base + " --sweep config.capacity_factor=0", "capacity_factor=0");
   expect_one_error(base + " --sweep config.num_experts=0", "num_experts=0");
   expect_one_error(base + " --sweep config.num_layers=two", "num_layers=\"two\" is not an integer");
@@ -524,11 +562,13 @@ TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
   EXPECT_EQ(j[0]["device"], "spec:NVIDIA H100 80GB HBM3");
   EXPECT_EQ(j[1]["device"], "spec:NVIDIA L4");
   EXPECT_GT(j[1]["t_iter_ms"].get<double>(), 2 * j[0]["t_iter_ms"].get<double>());
-  EXPECT_EQ(j[0]["memory"]["verdict"], "fits");         // 80 GB
+  EXPECT_EQ(j[0]["memory"]["verdict"], "fits");          // 80 GB
   EXPECT_EQ(j[1]["memory"]["verdict"], "does not fit");  // 24 GB
   // Each row is the lone prediction of that device.
-  const nlohmann::json one = predict_json(kSrc + "/models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd "
-                                          "--device-spec " + dev + "h100-sxm.json");
+  const nlohmann::json one = predict_json(kSrc +
+                                          "/models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd "
+                                          "--device-spec " +
+                                          dev + "h100-sxm.json");
   EXPECT_NEAR(j[0]["t_iter_ms"].get<double>() / one["t_iter_ms"].get<double>(), 1.0, 1e-9);
 
   // CSV: device_spec relative to the CSV; an empty cell takes --device-spec.
@@ -537,7 +577,8 @@ TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
   fs::create_directories(dir);
   fs::copy_file(dev + "t4.json", dir / "t4.json");
   std::ofstream(dir / "gpus.csv") << "device_spec,batch\nt4.json,2\n,2\n";
-  r = run_cli(base + " --csv " + (dir / "gpus.csv").string() + " --device-spec " + dev + "a100-sxm4-80gb.json");
+  r = run_cli(base + " --csv " + (dir / "gpus.csv").string() + " --device-spec " + dev +
+              "a100-sxm4-80gb.json");
   ASSERT_EQ(r.rc, 0) << r.out;
   std::istringstream lines(r.out);
   std::string head, row1, row2;
@@ -570,7 +611,8 @@ TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
   EXPECT_EQ(f[0]["device"], "spec:NVIDIA H100 80GB HBM3");
   EXPECT_EQ(f[1]["device"], "spec:NVIDIA L4");
   fs::create_directories(dir / "empty");
-  expect_one_error(base + " --sweep device_spec=" + (dir / "empty").string(), "the folder holds no .json spec sheet");
+  expect_one_error(base + " --sweep device_spec=" + (dir / "empty").string(),
+                   "the folder holds no .json spec sheet");
   fs::remove_all(dir);
 }
 
@@ -590,8 +632,10 @@ TEST(CliUnseenGpu, PredictSaysWhichPartOfTheSumNoTrainingRowCovers) {
   EXPECT_GT(ex, 0);
   EXPECT_LT(ex, bf["t_sum_ms"].get<double>());
   const auto kinds = bf["extrapolated"].get<std::vector<std::string>>();
-  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "pointwise.bwd bf16"), kinds.end()) << bf["extrapolated"].dump();
-  EXPECT_EQ(std::find(kinds.begin(), kinds.end(), "linear.fwd bf16"), kinds.end()) << bf["extrapolated"].dump();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "pointwise.bwd bf16"), kinds.end())
+      << bf["extrapolated"].dump();
+  EXPECT_EQ(std::find(kinds.begin(), kinds.end(), "linear.fwd bf16"), kinds.end())
+      << bf["extrapolated"].dump();
   CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
                         "/models/llama-style.json --batch 8 --seq 1024 --dtype bf16 --mode train" + dev);
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -608,7 +652,8 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   fs::copy(kSrc + "/models/bundles/default/layers", dir, fs::copy_options::recursive);
   nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
   ASSERT_EQ(man["options"]["rates"], "dtype_peak");  // spec peaks, of each row's dtype
-  const std::string base = "predict --layers " + dir.string() + " " + kSrc + "/models/gpt2.json --batch 1 --seq 128";
+  const std::string base =
+      "predict --layers " + dir.string() + " " + kSrc + "/models/gpt2.json --batch 1 --seq 128";
   const std::string probe = " --device-spec " + kSrc + "/datasets/h200/probe.json";
   const std::string spec = " --device-spec " + kSrc + "/models/devices/h200-sxm.json";
   CliResult now = run_cli(base + probe);
@@ -618,9 +663,10 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   write_signed_manifest((dir / "manifest.json").string(), man);
   CliResult old = run_cli(base + probe);
   ASSERT_EQ(old.rc, 0) << old.out;
-  EXPECT_NE(old.out.find("scaledl: warning: the layer models were trained before rooflines used a probed GPU's "
-                         "spec peak"),
-            std::string::npos)
+  EXPECT_NE(
+      old.out.find("scaledl: warning: the layer models were trained before rooflines used a probed GPU's "
+                   "spec peak"),
+      std::string::npos)
       << old.out;
   CliResult old_spec = run_cli(base + spec);
   ASSERT_EQ(old_spec.rc, 0) << old_spec.out;
@@ -630,7 +676,8 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   write_signed_manifest((dir / "manifest.json").string(), man);
   CliResult bad = run_cli(base + spec);
   EXPECT_EQ(bad.rc, 1) << bad.out;
-  EXPECT_NE(bad.out.find("rates=\"guessed\" is not dtype_peak, spec_peak or measured"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("rates=\"guessed\" is not dtype_peak, spec_peak or measured"), std::string::npos)
+      << bad.out;
   fs::remove_all(dir);
 }
 
@@ -645,8 +692,8 @@ TEST(CliUnseenGpu, DefaultBundleKnowsOurH100sHostAndNoSpecSheets) {
   const nlohmann::json sheet = predict_json(m + " --device-spec " + kSrc + "/models/devices/h100-sxm.json");
   EXPECT_FALSE(sheet.contains("host_ms")) << sheet.dump();
   EXPECT_LT(sheet["t_sum_ms"].get<double>(), probe["t_sum_ms"].get<double>());
-  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + " --device-spec " + kSrc +
-                           "/datasets/h100/probe.json");
+  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + " --device-spec " +
+                           kSrc + "/datasets/h100/probe.json");
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("host term"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("it sets T_sum"), std::string::npos) << text.out;
@@ -678,7 +725,8 @@ TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne
   // GPT-2 inference at batch 1: its elementwise kernels are a large part of the sum.
   const std::string m = kSrc + "/models/gpt2.json --batch 1 --seq 1024 --mode inference --raw --device-spec ";
   const double sheet = predict_json(m + kSrc + "/models/devices/h200-sxm.json")["t_sum_ms"].get<double>();
-  const double same = predict_json(m + with_bw(spec["peak_mem_bw_gbs"].get<double>() * share))["t_sum_ms"].get<double>();
+  const double same =
+      predict_json(m + with_bw(spec["peak_mem_bw_gbs"].get<double>() * share))["t_sum_ms"].get<double>();
   const double half = predict_json(m + with_bw(2000))["t_sum_ms"].get<double>();
   EXPECT_NEAR(same / sheet, 1.0, 1e-3);  // the family's share of the spec bandwidth is what a sheet gets
   EXPECT_GT(half / sheet, 1.05);         // half that bandwidth: the memory-bound kernels take longer
@@ -689,10 +737,11 @@ TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne
   const nlohmann::json jp = predict_json(m + with_bw(2000));
   EXPECT_EQ(jp["sustained_bw_from"], "measured");
   EXPECT_EQ(jp["sustained_bw_gbs"].get<double>(), 2000);
-  const nlohmann::json jt = predict_json(m + kSrc + "/models/devices/h100-sxm.json");  // a GPU with layer rows
+  const nlohmann::json jt =
+      predict_json(m + kSrc + "/models/devices/h100-sxm.json");  // a GPU with layer rows
   EXPECT_EQ(jt["sustained_bw_from"], "layer rows");
-  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc +
-                           "/models/devices/l4.json");
+  CliResult text =
+      run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc + "/models/devices/l4.json");
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("GB/s sustained: 0."), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("the median share of the training GPUs with GDDR"), std::string::npos) << text.out;
@@ -713,8 +762,10 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   const std::string feat = " --transfer-features --no-device-features --epochs 6";
   // Leave one GPU out: every training run of a split gets its sum from layer
   // models without its own GPU; no NeuSight run needs a model only its GPU has.
-  CliResult r = run_cli("eval --db " + db + " --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 1 "
-                        "--device-crossfit --no-plots --patience 3 --out " + (dir / "eval").string() + feat);
+  CliResult r = run_cli("eval --db " + db +
+                        " --protocol leave-one-device-out --methods sum,scaledl-tc --seeds 1 "
+                        "--device-crossfit --no-plots --patience 3 --out " +
+                        (dir / "eval").string() + feat);
   ASSERT_EQ(r.rc, 0) << r.out;
   const std::string tag = "device cross-fit without ";
   int splits = 0, swapped = 0, left = 0;
@@ -724,7 +775,8 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
     std::string w;
     int a = -1, b = -1;
     in >> a;
-    for (int k = 0; k < 7; ++k) in >> w;  // "N training runs from models without their device, M left out ..."
+    for (int k = 0; k < 7; ++k)
+      in >> w;  // "N training runs from models without their device, M left out ..."
     in >> b;
     ASSERT_GE(a, 0) << r.out.substr(at, 200);
     ASSERT_GE(b, 0) << r.out.substr(at, 200);
@@ -744,20 +796,23 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   const std::string bundle = (dir / "b").string();
   r = run_cli("train --db " + db + " --out " + bundle + " --device-crossfit --threads 1" + feat);
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("device-out  refinement for GPUs without layer timings: 40 runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device-out  refinement for GPUs without layer timings: 40 runs"), std::string::npos)
+      << r.out;
   const nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "b" / "manifest.json"));
   ASSERT_TRUE(man.contains("graph_device_out")) << man.dump();
   EXPECT_EQ(man["graph_device_out"]["runs"]["device_out"], 40);
   EXPECT_TRUE(man["files"].contains("graph-device-out.safetensors"));
   const std::string model = kSrc + "/models/gpt2-large.json --batch 2 --seq 1024 --mode inference --json ";
   // A spec sheet the layer models never saw: the device-out refinement, and its own alpha.
-  CliResult l4 = run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc + "/models/devices/l4.json");
+  CliResult l4 = run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc +
+                         "/models/devices/l4.json");
   ASSERT_EQ(l4.rc, 0) << l4.out;
   const nlohmann::json jl4 = json_of(l4);
   EXPECT_EQ(jl4["refinement"], "device-out");
   EXPECT_EQ(jl4["device_layer_rows"], 0);
   // A GPU whose rows trained the layer models: the in-domain refinement.
-  CliResult t4 = run_cli("predict --bundle " + bundle + " " + model + "--db " + db + " --device \"spec:Tesla T4\"");
+  CliResult t4 =
+      run_cli("predict --bundle " + bundle + " " + model + "--db " + db + " --device \"spec:Tesla T4\"");
   ASSERT_EQ(t4.rc, 0) << t4.out;
   const nlohmann::json jt4 = json_of(t4);
   EXPECT_EQ(jt4["refinement"], "in-domain");
@@ -767,8 +822,8 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
     const fs::path csv = dir / "anchor.csv";
     std::ofstream(csv) << "model,batch,seq,mode,measured_ms\n"
                        << kSrc << "/models/gpt2-large.json,1,1024,inference,150\n";
-    const nlohmann::json ja = json_of(run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc +
-                                              "/models/devices/l4.json --anchor " + csv.string()));
+    const nlohmann::json ja = json_of(run_cli("predict --bundle " + bundle + " " + model + "--device-spec " +
+                                              kSrc + "/models/devices/l4.json --anchor " + csv.string()));
     EXPECT_EQ(ja["refinement"], "in-domain") << ja.dump();
     EXPECT_TRUE(ja.contains("anchor"));
   }
@@ -779,8 +834,8 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
     m2.erase("graph_device_out");
     m2["files"].erase("graph-device-out.safetensors");
     std::ofstream(dir / "b" / "manifest.json") << m2.dump(2);
-    const nlohmann::json plain = json_of(run_cli("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc +
-                                                 "/models/devices/l4.json"));
+    const nlohmann::json plain = json_of(run_cli("predict --bundle " + bundle + " " + model +
+                                                 "--device-spec " + kSrc + "/models/devices/l4.json"));
     EXPECT_EQ(plain["refinement"], "in-domain");
     EXPECT_DOUBLE_EQ(plain["t_sum_ms"].get<double>(), jl4["t_sum_ms"].get<double>());
     EXPECT_NE(plain["alpha"].get<double>(), jl4["alpha"].get<double>());
@@ -791,7 +846,8 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
   // a refinement takes a fwd-bwd run's alpha from the run's forward part.
   const std::string fb = kSrc + "/models/gpt2-large.json --batch 2 --seq 1024 --mode fwd-bwd ";
   const std::string l4_spec = "--device-spec " + kSrc + "/models/devices/l4.json";
-  EXPECT_EQ(json_of(run_cli("predict --bundle " + bundle + " " + fb + "--json " + l4_spec))["alpha_of"], "iteration");
+  EXPECT_EQ(json_of(run_cli("predict --bundle " + bundle + " " + fb + "--json " + l4_spec))["alpha_of"],
+            "iteration");
   {
     const std::string inf = (dir / "inf.sqlite").string();
     ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + inf).rc, 0);
@@ -818,14 +874,16 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
     std::ofstream f(dir / "b" / "graph-device-out.safetensors", std::ios::binary | std::ios::app);
     f << "x";
   }
-  expect_one_error("predict --bundle " + bundle + " " + model + "--device-spec " + kSrc + "/models/devices/l4.json",
-                   "file graph-device-out.safetensors has SHA-256");
+  expect_one_error(
+      "predict --bundle " + bundle + " " + model + "--device-spec " + kSrc + "/models/devices/l4.json",
+      "file graph-device-out.safetensors has SHA-256");
   // Too few GPUs, or no refinement to train: one error line each, before any training.
   const std::string one = (dir / "one.sqlite").string();
   ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + one).rc, 0);
   {
     scaledl::Store st(one);
-    ASSERT_EQ(sqlite3_exec(st.handle(), "DELETE FROM layers WHERE device NOT LIKE '%T4%'", nullptr, nullptr, nullptr),
+    ASSERT_EQ(sqlite3_exec(st.handle(), "DELETE FROM layers WHERE device NOT LIKE '%T4%'", nullptr, nullptr,
+                           nullptr),
               SQLITE_OK);
   }
   expect_one_error("train --db " + one + " --out " + (dir / "c").string() + " --device-crossfit",
@@ -839,7 +897,8 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
 TEST(CliUnseenGpu, TimingSaysWhereAPredictionsSecondsGo) {
   // --timing: the bundle's load and the prediction, for one configuration and for a sweep.
   const std::string p = "predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
-                        "/models/gpt2.json --seq 256 --device-spec " + kSrc + "/models/devices/h100-sxm.json --timing";
+                        "/models/gpt2.json --seq 256 --device-spec " + kSrc +
+                        "/models/devices/h100-sxm.json --timing";
   CliResult one = run_cli(p + " --batch 2");
   ASSERT_EQ(one.rc, 0) << one.out;
   EXPECT_NE(one.out.find("timing: load "), std::string::npos) << one.out;
@@ -858,8 +917,8 @@ TEST(CliUnseenGpu, CalibratingALowPowerCardSaysWhyItMayNotHold) {
   const std::string db = (dir / "ns.sqlite").string();
   CliResult imp = run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db);
   ASSERT_EQ(imp.rc, 0) << imp.out;
-  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec " + kSrc +
-                        "/models/devices/t4.json --calibrate " + db;
+  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec " +
+                        kSrc + "/models/devices/t4.json --calibrate " + db;
   const nlohmann::json j = predict_json(m);
   ASSERT_TRUE(j.contains("calibration")) << j.dump();
   EXPECT_EQ(j["calibration"]["device"], "spec:Tesla T4");
@@ -883,8 +942,8 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_calibrate_" + std::to_string(::getpid()));
   const std::string db = hopper_ops_store(dir);
   ASSERT_FALSE(db.empty());
-  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec " + kSrc +
-                        "/models/devices/h200-sxm.json";
+  const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec " +
+                        kSrc + "/models/devices/h200-sxm.json";
   const nlohmann::json plain = predict_json(m);
   const nlohmann::json cal = predict_json(m + " --calibrate " + db);
   ASSERT_TRUE(cal.contains("calibration")) << cal.dump();
@@ -900,9 +959,11 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
     const double f = c["factors"][kind + ".fp32"]["factor"].get<double>();
     EXPECT_GT(f, 0.2) << kind;
     EXPECT_LT(f, 5.0) << kind;
-    EXPECT_NEAR(cal["by_type_ms"][kind].get<double>() / plain["by_type_ms"][kind].get<double>(), f, 1e-6 * f) << kind;
+    EXPECT_NEAR(cal["by_type_ms"][kind].get<double>() / plain["by_type_ms"][kind].get<double>(), f, 1e-6 * f)
+        << kind;
   }
-  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + " --calibrate " + db);
+  CliResult text =
+      run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + " --calibrate " + db);
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("calibration  "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("linear.fwd.fp32 x"), std::string::npos) << text.out;
@@ -910,7 +971,8 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
 
   // Bad inputs: one clear line each.
   const std::string h100_only = (dir / "h100.sqlite").string();
-  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/h100/neusight-ops --db " + h100_only).rc, 0);
+  ASSERT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/h100/neusight-ops --db " + h100_only).rc,
+            0);
   auto fails = [&](const std::string& args, const std::string& want) {
     CliResult r = run_cli(args);
     EXPECT_EQ(r.rc, 1) << args << "\n" << r.out;
@@ -919,11 +981,15 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   };
   const std::string p = "predict --bundle " + kSrc + "/models/bundles/default " + m;
   fails(p + " --calibrate " + h100_only, "no layer rows of a device named \"NVIDIA H200\"");
-  fails(p + " --calibrate " + (dir / "none.sqlite").string(), "--calibrate=" + (dir / "none.sqlite").string() +
-                                                                  ": no such file");
-  fails("predict --bundle " + kSrc + "/models/bundles/default " + kSrc + "/models/gpt2.json --batch 1 --seq 128 "
-        "--sweep device_spec=" + kSrc + "/models/devices/h200-sxm.json," + kSrc + "/models/devices/l4.json "
-        "--calibrate " + db,
+  fails(p + " --calibrate " + (dir / "none.sqlite").string(),
+        "--calibrate=" + (dir / "none.sqlite").string() + ": no such file");
+  fails("predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+            "/models/gpt2.json --batch 1 --seq 128 "
+            "--sweep device_spec=" +
+            kSrc + "/models/devices/h200-sxm.json," + kSrc +
+            "/models/devices/l4.json "
+            "--calibrate " +
+            db,
         "--calibrate=" + db + ": one device");
   // `scale` takes the same calibration for every split of the curve.
   const std::string sc = "scale --bundle " + kSrc + "/models/bundles/default " + kSrc +
@@ -939,10 +1005,11 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   fails(sc + " --calibrate " + h100_only, "no layer rows of a device named \"NVIDIA H200\"");
   fails("eval --db " + db + " --protocol id --calibrate-rows 8 --out " + (dir / "ev").string(),
         "--calibrate-rows=8 needs --protocol=leave-one-device-out or cross-device");
-  fails("eval --db " + db + " --protocol cross-device --test-db " + h100_only + " --test-layers --calibrate-rows 8 --out " +
-            (dir / "ev").string(),
+  fails("eval --db " + db + " --protocol cross-device --test-db " + h100_only +
+            " --test-layers --calibrate-rows 8 --out " + (dir / "ev").string(),
         "--calibrate-rows=8 calibrates with the test device's layer rows: not with --test-layers");
-  fails("eval --db " + db + " --protocol leave-one-device-out --calibrate-rows -1 --out " + (dir / "ev").string(),
+  fails("eval --db " + db + " --protocol leave-one-device-out --calibrate-rows -1 --out " +
+            (dir / "ev").string(),
         "--calibrate-rows=-1 must be in [0, 100000]");
   fs::remove_all(dir);
 }
@@ -955,13 +1022,15 @@ TEST(CliUnseenGpu, PredictSaysWhatItAssumesOfAPowerLimitedCardsClock) {
   const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode inference --raw --device-spec ";
   const nlohmann::json l4 = predict_json(m + kSrc + "/models/devices/l4.json");
   ASSERT_TRUE(l4.contains("clock")) << l4.dump();
-  EXPECT_NE(l4["clock"].get<std::string>().find("the 2040 MHz boost clock is assumed held, which a 72 W card"),
-            std::string::npos)
+  EXPECT_NE(
+      l4["clock"].get<std::string>().find("the 2040 MHz boost clock is assumed held, which a 72 W card"),
+      std::string::npos)
       << l4["clock"];
-  CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc +
-                           "/models/devices/l4.json");
+  CliResult text =
+      run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc + "/models/devices/l4.json");
   ASSERT_EQ(text.rc, 0) << text.out;
-  EXPECT_NE(text.out.find("clock        the 2040 MHz boost clock is assumed held"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("clock        the 2040 MHz boost clock is assumed held"), std::string::npos)
+      << text.out;
   EXPECT_FALSE(predict_json(m + kSrc + "/models/devices/h100-sxm.json").contains("clock"));
   // NeuSight's T4 rows trained the default bundle: its times were learnt at the clock it held.
   EXPECT_FALSE(predict_json(m + kSrc + "/models/devices/t4.json").contains("clock"));
@@ -975,9 +1044,11 @@ TEST(CliUnseenGpu, PredictSaysWhatItAssumesOfAPowerLimitedCardsClock) {
   std::ofstream(held) << spec.dump();
   const nlohmann::json slow = predict_json(m + held);
   ASSERT_TRUE(slow.contains("clock")) << slow.dump();
-  EXPECT_NE(slow["clock"].get<std::string>().find("1530 MHz sustained of the 2040 MHz boost clock"), std::string::npos)
+  EXPECT_NE(slow["clock"].get<std::string>().find("1530 MHz sustained of the 2040 MHz boost clock"),
+            std::string::npos)
       << slow["clock"];
-  EXPECT_NE(slow["clock"].get<std::string>().find("0.750 x the FP32 peak"), std::string::npos) << slow["clock"];
+  EXPECT_NE(slow["clock"].get<std::string>().find("0.750 x the FP32 peak"), std::string::npos)
+      << slow["clock"];
   EXPECT_GT(slow["t_iter_ms"].get<double>(), l4["t_iter_ms"].get<double>());
   fs::remove_all(dir);
 }
@@ -989,8 +1060,8 @@ TEST(CliUnseenGpu, Bf16OnAGpuWithoutBf16TensorCoresIsOneClearError) {
   // there, and BF16 on an Ampere or newer spec, still predict.
   const std::string m = kSrc + "/models/gpt2.json --batch 2 --seq 512 --mode train --raw --device-spec ";
   for (const std::string& spec : {std::string("v100-sxm2-32gb"), std::string("t4")}) {
-    CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc + "/models/devices/" +
-                          spec + ".json --dtype bf16");
+    CliResult r = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + m + kSrc +
+                          "/models/devices/" + spec + ".json --dtype bf16");
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find("scaledl: error: dtype=bf16 needs a GPU of compute capability 8.0 or newer"),
               std::string::npos)
@@ -999,11 +1070,14 @@ TEST(CliUnseenGpu, Bf16OnAGpuWithoutBf16TensorCoresIsOneClearError) {
               std::string::npos)
         << r.out;
     for (const char* ok : {"fp16", "fp32"})
-      EXPECT_GT(predict_json(m + kSrc + "/models/devices/" + spec + ".json --dtype " + ok)["t_iter_ms"].get<double>(),
+      EXPECT_GT(predict_json(m + kSrc + "/models/devices/" + spec + ".json --dtype " + ok)["t_iter_ms"]
+                    .get<double>(),
                 0)
           << spec << " " << ok;
   }
-  EXPECT_GT(predict_json(m + kSrc + "/models/devices/a100-sxm4-80gb.json --dtype bf16")["t_iter_ms"].get<double>(), 0);
+  EXPECT_GT(
+      predict_json(m + kSrc + "/models/devices/a100-sxm4-80gb.json --dtype bf16")["t_iter_ms"].get<double>(),
+      0);
 }
 
 TEST(CliUnseenGpu, PredictSaysHowASwitchModelDispatchesTokensOverTheExpertCapacity) {
@@ -1011,17 +1085,21 @@ TEST(CliUnseenGpu, PredictSaysHowASwitchModelDispatchesTokensOverTheExpertCapaci
   // tokens of a sequence by their expert, as transformers 4.x does; the dispatch line says so and
   // how to model transformers 5. Nothing is said where no token is dropped (128 tokens fit
   // 4 x 64 slots), for a capacity factor, or for a dense model.
-  const std::string sw = kSrc + "/datasets/neusight/model_configs/switchxl4.json --batch 1 --mode inference --raw "
-                         "--device-spec " + kSrc + "/models/devices/h200-sxm.json";
+  const std::string sw = kSrc +
+                         "/datasets/neusight/model_configs/switchxl4.json --batch 1 --mode inference --raw "
+                         "--device-spec " +
+                         kSrc + "/models/devices/h200-sxm.json";
   const nlohmann::json j = predict_json(sw + " --seq 2048");
   ASSERT_TRUE(j.contains("dispatch")) << j.dump();
-  EXPECT_NE(j["dispatch"].get<std::string>().find("expert_capacity=64 tokens per sequence, as transformers 4.x "
-                                                  "dispatches: at least 1792 of the 2048 tokens"),
-            std::string::npos)
+  EXPECT_NE(
+      j["dispatch"].get<std::string>().find("expert_capacity=64 tokens per sequence, as transformers 4.x "
+                                            "dispatches: at least 1792 of the 2048 tokens"),
+      std::string::npos)
       << j["dispatch"];
   CliResult text = run_cli("predict --bundle " + kSrc + "/models/bundles/default " + sw + " --seq 2048");
   ASSERT_EQ(text.rc, 0) << text.out;
-  EXPECT_NE(text.out.find("dispatch     each expert takes at most expert_capacity=64"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("dispatch     each expert takes at most expert_capacity=64"), std::string::npos)
+      << text.out;
   const nlohmann::json short_seq = predict_json(sw + " --seq 128");
   ASSERT_TRUE(short_seq.is_object() && short_seq.contains("t_iter_ms")) << short_seq.dump();
   EXPECT_FALSE(short_seq.contains("dispatch")) << short_seq["dispatch"];
@@ -1029,15 +1107,18 @@ TEST(CliUnseenGpu, PredictSaysHowASwitchModelDispatchesTokensOverTheExpertCapaci
   const fs::path dir = fs::temp_directory_path() / ("scaledl_dispatch_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(kSrc + "/datasets/neusight/model_configs/switchxl4.json"));
+  nlohmann::json cfg =
+      nlohmann::json::parse(std::ifstream(kSrc + "/datasets/neusight/model_configs/switchxl4.json"));
   cfg["capacity_factor"] = 1.0;
   const std::string cf = (dir / "switchxl4-cf.json").string();
   std::ofstream(cf) << cfg.dump();
-  const nlohmann::json by_factor = predict_json(cf + " --batch 1 --mode inference --raw --seq 2048 --device-spec " +
-                                                kSrc + "/models/devices/h200-sxm.json");
+  const nlohmann::json by_factor =
+      predict_json(cf + " --batch 1 --mode inference --raw --seq 2048 --device-spec " + kSrc +
+                   "/models/devices/h200-sxm.json");
   ASSERT_TRUE(by_factor.is_object() && by_factor.contains("t_iter_ms")) << by_factor.dump();
   EXPECT_FALSE(by_factor.contains("dispatch")) << by_factor["dispatch"];
-  EXPECT_GT(by_factor["t_iter_ms"].get<double>(), j["t_iter_ms"].get<double>());  // every token reaches an expert
+  EXPECT_GT(by_factor["t_iter_ms"].get<double>(),
+            j["t_iter_ms"].get<double>());  // every token reaches an expert
   fs::remove_all(dir);
   const nlohmann::json dense =
       predict_json(kSrc + "/models/gpt2.json --batch 1 --seq 1024 --raw --device-spec " + kSrc +

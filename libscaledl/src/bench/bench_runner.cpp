@@ -5,12 +5,12 @@
 #include <cstdlib>
 #include <map>
 
+#include "core/stats.hpp"
 #include "scaledl/bench/bench.hpp"
+#include "scaledl/bench/probe.hpp"
 #include "scaledl/core/build_info.hpp"
 #include "scaledl/core/error.hpp"
-#include "scaledl/bench/probe.hpp"
 #include "scaledl/core/progress.hpp"
-#include "core/stats.hpp"
 
 namespace scaledl {
 
@@ -56,9 +56,10 @@ LayerMeasurement combine_layer_passes(const std::vector<LayerMeasurement>& passe
   SCALEDL_CHECK(!passes.empty(), "combine_layer_passes: no passes");
   const LayerMeasurement& first = passes.front();
   for (const auto& p : passes)
-    SCALEDL_CHECK(p.type == first.type && p.dims == first.dims && p.dtype == first.dtype && p.device == first.device,
-                  "combine_layer_passes: passes of different configs ({} and {})",
-                  layer_key(first.type, first.dims, first.dtype), layer_key(p.type, p.dims, p.dtype));
+    SCALEDL_CHECK(
+        p.type == first.type && p.dims == first.dims && p.dtype == first.dtype && p.device == first.device,
+        "combine_layer_passes: passes of different configs ({} and {})",
+        layer_key(first.type, first.dims, first.dtype), layer_key(p.type, p.dims, p.dtype));
   for (size_t i = 0; i < passes.size(); ++i)
     if (passes[i].status != "ok" && passes[i].status != "unstable") {
       LayerMeasurement m = passes[i];
@@ -69,7 +70,8 @@ LayerMeasurement combine_layer_passes(const std::vector<LayerMeasurement>& passe
   for (const auto& p : passes)
     if (p.status == "ok") ok.push_back(&p);
   const bool majority = 2 * ok.size() > passes.size();
-  if (majority) used = ok;
+  if (majority)
+    used = ok;
   else
     for (const auto& p : passes) used.push_back(&p);
   LayerMeasurement m = *used.back();
@@ -79,8 +81,10 @@ LayerMeasurement combine_layer_passes(const std::vector<LayerMeasurement>& passe
   m.bwd = combine_stats(b);
   double lo = INFINITY, hi = 0;
   for (const LayerMeasurement* p : used)
-    if (std::isfinite(p->fwd.median_ms)) lo = std::min(lo, p->fwd.median_ms), hi = std::max(hi, p->fwd.median_ms);
-  const std::string spread = hi > 0 && lo > 0 ? fmt::format("fwd medians spread {:.1f} %", 100 * (hi / lo - 1)) : "";
+    if (std::isfinite(p->fwd.median_ms))
+      lo = std::min(lo, p->fwd.median_ms), hi = std::max(hi, p->fwd.median_ms);
+  const std::string spread =
+      hi > 0 && lo > 0 ? fmt::format("fwd medians spread {:.1f} %", 100 * (hi / lo - 1)) : "";
   if (majority) {
     m.status = "ok";
     m.reason = fmt::format("{} of {} passes ok; {}", ok.size(), passes.size(), spread);
@@ -92,7 +96,8 @@ LayerMeasurement combine_layer_passes(const std::vector<LayerMeasurement>& passe
         why = p.reason;
         break;
       }
-    m.reason = fmt::format("{} of {} passes unstable ({}); {}", passes.size() - ok.size(), passes.size(), why, spread);
+    m.reason = fmt::format("{} of {} passes unstable ({}); {}", passes.size() - ok.size(), passes.size(), why,
+                           spread);
   }
   return m;
 }
@@ -151,7 +156,8 @@ LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs,
                                : std::map<std::string, std::map<int, LayerMeasurement>>{};
   std::map<DType, int64_t> env_ids;
   auto measure = [&](const LayerConfig& c) {
-    if (!env_ids.count(c.dtype)) env_ids[c.dtype] = store.put_environment(bench_environment(dev, c.dtype, opt.timing));
+    if (!env_ids.count(c.dtype))
+      env_ids[c.dtype] = store.put_environment(bench_environment(dev, c.dtype, opt.timing));
     LayerMeasurement m;
     m.campaign = opt.campaign;
     m.type = c.type;
@@ -224,10 +230,14 @@ LayerCampaignSummary run_layer_campaign(const std::vector<LayerConfig>& configs,
         m = measure(c);
       }
       store.put_layer(m);  // one INSERT = one transaction
-      if (m.status == "ok") ++sum.ok;
-      else if (m.status == "unstable") ++sum.unstable;
-      else if (m.status == "oom") ++sum.oom;
-      else ++sum.error;
+      if (m.status == "ok")
+        ++sum.ok;
+      else if (m.status == "unstable")
+        ++sum.unstable;
+      else if (m.status == "oom")
+        ++sum.oom;
+      else
+        ++sum.error;
       bar.update(step, m.status, key);
     }
   }

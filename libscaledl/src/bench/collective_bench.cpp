@@ -15,7 +15,8 @@
 
 #ifdef SCALEDL_HAVE_GLOO
 #ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO 1  // the header's guard: LibTorch was built with Gloo (CMake checked its symbols' headers)
+#define USE_C10D_GLOO \
+  1  // the header's guard: LibTorch was built with Gloo (CMake checked its symbols' headers)
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -53,7 +54,9 @@ std::string first_line(const std::string& s) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
-bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -74,10 +77,14 @@ Rendezvous rendezvous_from_env(bool* found) {
 
 const char* to_string(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return "allreduce";
-    case Collective::AllGather: return "allgather";
-    case Collective::ReduceScatter: return "reducescatter";
-    case Collective::SendRecv: return "sendrecv";
+    case Collective::AllReduce:
+      return "allreduce";
+    case Collective::AllGather:
+      return "allgather";
+    case Collective::ReduceScatter:
+      return "reducescatter";
+    case Collective::SendRecv:
+      return "sendrecv";
   }
   return "?";
 }
@@ -96,10 +103,13 @@ Collective parse_collective(const std::string& s, const std::string& key) {
 double busbw_factor(Collective c, int world) {
   const double n = world;
   switch (c) {
-    case Collective::AllReduce: return 2 * (n - 1) / n;
+    case Collective::AllReduce:
+      return 2 * (n - 1) / n;
     case Collective::AllGather:
-    case Collective::ReduceScatter: return (n - 1) / n;
-    case Collective::SendRecv: return 1;
+    case Collective::ReduceScatter:
+      return (n - 1) / n;
+    case Collective::SendRecv:
+      return 1;
   }
   return 1;
 }
@@ -116,10 +126,14 @@ std::vector<double> parse_size_range(const std::string& spec, const std::string&
     }
     std::string unit = t.substr(pos);
     double mult = 1;
-    if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024;
-    else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-    else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-    else if (!unit.empty() && unit != "B") fail("{}=\"{}\": unit \"{}\" is not B, K, M or G", key, spec, unit);
+    if (unit == "K" || unit == "k" || unit == "KiB")
+      mult = 1024;
+    else if (unit == "M" || unit == "MiB")
+      mult = 1024.0 * 1024;
+    else if (unit == "G" || unit == "GiB")
+      mult = 1024.0 * 1024 * 1024;
+    else if (!unit.empty() && unit != "B")
+      fail("{}=\"{}\": unit \"{}\" is not B, K, M or G", key, spec, unit);
     v *= mult;
     SCALEDL_CHECK(std::isfinite(v) && v >= 4 && v <= 64.0 * 1024 * 1024 * 1024,
                   "{}=\"{}\": {} is outside [4 B, 64 GiB]", key, spec, t);
@@ -162,7 +176,8 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
   SCALEDL_CHECK(opt.timeout_s > 0 && opt.timeout_s <= 86400, "--timeout={} must be in (0, 86400] seconds",
                 opt.timeout_s);
   SCALEDL_CHECK(opt.max_seconds > 0, "--max-seconds={} must be > 0", opt.max_seconds);
-  SCALEDL_CHECK(rv.world >= 2, "WORLD_SIZE={}: a collective needs at least 2 ranks (--world N starts N local ranks)",
+  SCALEDL_CHECK(rv.world >= 2,
+                "WORLD_SIZE={}: a collective needs at least 2 ranks (--world N starts N local ranks)",
                 rv.world);
   SCALEDL_CHECK(opt.dtype == DType::FP32 || opt.dtype == DType::FP16 || opt.dtype == DType::BF16,
                 "--dtype={}: collectives run on fp32, fp16 or bf16 buffers", to_string(opt.dtype));
@@ -182,12 +197,16 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
   } catch (const std::exception& e) {
     const std::string m = e.what();
     if (contains(m, "already in use") || contains(m, "EADDRINUSE"))
-      fail("MASTER_PORT={} on {} is in use (another job, or a rank of an earlier run, holds it): choose another port",
-           rv.port, rv.master_addr);
+      fail(
+          "MASTER_PORT={} on {} is in use (another job, or a rank of an earlier run, holds it): choose "
+          "another port",
+          rv.port, rv.master_addr);
     if (contains(m, "imed out") || contains(m, "timeout") || contains(m, "Timeout"))
-      fail("rendezvous at {} timed out after {} s: not all WORLD_SIZE={} ranks joined (every rank needs the same "
-           "MASTER_ADDR, MASTER_PORT and WORLD_SIZE and a distinct RANK)",
-           where, opt.timeout_s, rv.world);
+      fail(
+          "rendezvous at {} timed out after {} s: not all WORLD_SIZE={} ranks joined (every rank needs the "
+          "same "
+          "MASTER_ADDR, MASTER_PORT and WORLD_SIZE and a distinct RANK)",
+          where, opt.timeout_s, rv.world);
     fail("rendezvous at {} failed on rank {}: {}", where, rv.rank, first_line(m));
   }
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
@@ -204,13 +223,16 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
   } catch (const std::exception& e) {
     const std::string m = e.what();
     if (contains(m, "imeout") || contains(m, "imed out"))  // the ranks meet through the store here
-      fail("rendezvous at {} timed out after {} s: not all WORLD_SIZE={} ranks joined (every rank needs the same "
-           "MASTER_ADDR, MASTER_PORT and WORLD_SIZE and a distinct RANK)",
-           where, opt.timeout_s, rv.world);
+      fail(
+          "rendezvous at {} timed out after {} s: not all WORLD_SIZE={} ranks joined (every rank needs the "
+          "same "
+          "MASTER_ADDR, MASTER_PORT and WORLD_SIZE and a distinct RANK)",
+          where, opt.timeout_s, rv.world);
     fail("gloo process group on rank {} of {} ({}): {}", rv.rank, rv.world, where, first_line(m));
   }
-  const auto tdt = opt.dtype == DType::FP16 ? torch::kFloat16 : opt.dtype == DType::BF16 ? torch::kBFloat16
-                                                                                          : torch::kFloat32;
+  const auto tdt = opt.dtype == DType::FP16   ? torch::kFloat16
+                   : opt.dtype == DType::BF16 ? torch::kBFloat16
+                                              : torch::kFloat32;
   const int64_t e = dtype_bytes(opt.dtype);
   const int W = rv.world;
   auto reduce_max = [&](std::vector<double> v) {
@@ -236,9 +258,15 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
       for (int i = 0; i < W; ++i) many[0].push_back(torch::ones({part}, tdt));
       auto op = [&] {
         switch (c) {
-          case Collective::AllReduce: pg->allreduce(a)->wait(); break;
-          case Collective::AllGather: pg->allgather(many, a)->wait(); break;
-          case Collective::ReduceScatter: pg->reduce_scatter(b, many)->wait(); break;
+          case Collective::AllReduce:
+            pg->allreduce(a)->wait();
+            break;
+          case Collective::AllGather:
+            pg->allgather(many, a)->wait();
+            break;
+          case Collective::ReduceScatter:
+            pg->reduce_scatter(b, many)->wait();
+            break;
           case Collective::SendRecv: {
             auto ws = pg->send(a, (rv.rank + 1) % W, 0);
             auto wr = pg->recv(b, (rv.rank + W - 1) % W, 0);
@@ -283,12 +311,14 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
           r.status = "unsupported";
           r.reason = fmt::format("{} {}", opt.backend, first_line(m));
         } else {
-          fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W, first_line(m));
+          fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W,
+               first_line(m));
         }
       } catch (const Error&) {
         throw;
       } catch (const std::exception& err) {  // gloo transport errors (a peer died, a timeout)
-        fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W, first_line(err.what()));
+        fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W,
+             first_line(err.what()));
       }
       results.push_back(std::move(r));
       if (results.back().status == "unsupported") break;  // the other sizes would fail alike

@@ -22,4 +22,5 @@ class Conv2dPatchBench : public LeafBench {
 }  // namespace
 }  // namespace scaledl::layerbench
 
-SCALEDL_REGISTER_LAYER_BENCH(conv2d_patch, scaledl::LayerType::Conv2dPatch, scaledl::layerbench::Conv2dPatchBench);
+SCALEDL_REGISTER_LAYER_BENCH(conv2d_patch, scaledl::LayerType::Conv2dPatch,
+                             scaledl::layerbench::Conv2dPatchBench);

@@ -14,7 +14,9 @@ class LinearBench : public LeafBench {
       leaves_.push_back(b_);
     }
   }
-  torch::Tensor forward() override { return b_.defined() ? torch::linear(x_, w_, b_) : torch::linear(x_, w_); }
+  torch::Tensor forward() override {
+    return b_.defined() ? torch::linear(x_, w_, b_) : torch::linear(x_, w_);
+  }
 
  private:
   torch::Tensor x_, w_, b_;

@@ -12,8 +12,14 @@ class OptimizerBench : public LayerBench {
     p_ = torch::randn({d[0]}, opts(dt, dev)).mul_(0.02).requires_grad_(true);
     p_.mutable_grad() = torch::randn({d[0]}, opts(dt, dev)).mul_(1e-3);
     switch (d[1]) {
-      case 0: opt_ = std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{p_}, torch::optim::SGDOptions(1e-3)); break;
-      case 1: opt_ = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{p_}, torch::optim::AdamOptions(1e-4)); break;
+      case 0:
+        opt_ = std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{p_},
+                                                   torch::optim::SGDOptions(1e-3));
+        break;
+      case 1:
+        opt_ = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{p_},
+                                                    torch::optim::AdamOptions(1e-4));
+        break;
       default:
         opt_ = std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{p_},
                                                      torch::optim::AdamWOptions(1e-4).weight_decay(0.01));

@@ -4,15 +4,17 @@
 #include <map>
 #include <mutex>
 
+#include "bench/memory_meter.hpp"
 #include "scaledl/bench/bench.hpp"
 #include "scaledl/core/error.hpp"
-#include "bench/memory_meter.hpp"
 
 // One anchor per layer file (SCALEDL_REGISTER_LAYER_BENCH). Referencing them
 // here keeps the linker from dropping those files from the static library.
-#define SCALEDL_LAYER_ANCHORS(X)                                                                       \
-  X(embedding) X(layernorm) X(rmsnorm) X(linear) X(bmm) X(attention) X(softmax) X(dropout) X(gelu) \
-  X(relu) X(silu) X(add) X(mul) X(conv2d_patch) X(cross_entropy) X(optimizer)
+// clang-format off
+#define SCALEDL_LAYER_ANCHORS(X) \
+  X(embedding) X(layernorm) X(rmsnorm) X(linear) X(bmm) X(attention) X(softmax) X(dropout) \
+  X(gelu) X(relu) X(silu) X(add) X(mul) X(conv2d_patch) X(cross_entropy) X(optimizer)
+// clang-format on
 #define SCALEDL_DECLARE_ANCHOR(n) extern int scaledl_layer_bench_##n;
 SCALEDL_LAYER_ANCHORS(SCALEDL_DECLARE_ANCHOR)
 

@@ -53,8 +53,8 @@ class CountingCpuAllocator final : public c10::Allocator {
     if (n == 0) return {nullptr, nullptr, &count_free, c10::Device(c10::DeviceType::CPU)};
     void* base = c10::alloc_cpu(n + kHeader);  // throws c10::Error when out of memory
     std::memcpy(base, &n, sizeof n);
-    const int64_t now = g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) +
-                        static_cast<int64_t>(n);
+    const int64_t now =
+        g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
     int64_t peak = g_peak.load(std::memory_order_relaxed);
     while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
@@ -63,7 +63,9 @@ class CountingCpuAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &count_free; }
 #ifdef SCALEDL_ALLOCATOR_COPY_DATA
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
 #endif
 };
 

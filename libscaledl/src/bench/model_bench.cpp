@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <memory>
 
-#include "scaledl/bench/bench.hpp"
-#include "scaledl/core/error.hpp"
 #include "bench/memory_meter.hpp"
 #include "bench/zoo.hpp"
+#include "scaledl/bench/bench.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 
@@ -21,7 +21,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind k, std::ve
     case OptimizerKind::Adam:
       return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-4));
     case OptimizerKind::AdamW:
-      return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+      return std::make_unique<torch::optim::AdamW>(params,
+                                                   torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
   }
   fail("optimizer id {} is unknown", static_cast<int>(k));
 }
@@ -40,7 +41,9 @@ void check_options(const ModelBenchOptions& o) {
   SCALEDL_CHECK(o.max_seconds > 0, "max_seconds={} must be > 0", o.max_seconds);
 }
 
-std::string family_name(const ModelSpec& m) { return to_string(m.family); }
+std::string family_name(const ModelSpec& m) {
+  return to_string(m.family);
+}
 
 TimingOptions timing_options(const ModelBenchOptions& opt) {
   TimingOptions t;
@@ -145,8 +148,8 @@ ModelMeasurement bench_model(const ModelSpec& m, const TrainSettings& s, const t
     }
     if (!with.stable() || !without.stable()) {
       r.status = "unstable";
-      r.reason = fmt::format("iter cv={:.3f} ({}), iter_noopt cv={:.3f} ({}), threshold {:.2f}", with.stats.cv,
-                             with.warm ? "warm" : "warm-up did not settle", without.stats.cv,
+      r.reason = fmt::format("iter cv={:.3f} ({}), iter_noopt cv={:.3f} ({}), threshold {:.2f}",
+                             with.stats.cv, with.warm ? "warm" : "warm-up did not settle", without.stats.cv,
                              without.warm ? "warm" : "warm-up did not settle", opt.unstable_cv);
     }
   } catch (...) {
@@ -175,7 +178,8 @@ ModelCampaignSummary run_model_campaign(const std::vector<ModelConfig>& plan, St
   SCALEDL_CHECK(!opt.campaign.empty(), "--campaign must not be empty");
   if (!store.device(device.key())) store.put_device(device);
   TimingOptions timing = timing_options(opt.bench);
-  nlohmann::json env_json = bench_environment(dev, plan.empty() ? DType::FP32 : plan[0].settings.dtype, timing);
+  nlohmann::json env_json =
+      bench_environment(dev, plan.empty() ? DType::FP32 : plan[0].settings.dtype, timing);
   env_json["tool"] = "scaledl bench models";
   env_json["probe_repeats"] = opt.bench.probe_repeats;
   const int64_t env = store.put_environment(env_json);
@@ -201,8 +205,8 @@ ModelCampaignSummary run_model_campaign(const std::vector<ModelConfig>& plan, St
       r.model = e.model.to_json();
       r.settings = e.settings.to_json();
       r.status = "oom";
-      r.reason = fmt::format("not run: estimated training memory {:.3g} GB exceeds the device's {:.3g} GB", need / 1e9,
-                             have / 1e9);
+      r.reason = fmt::format("not run: estimated training memory {:.3g} GB exceeds the device's {:.3g} GB",
+                             need / 1e9, have / 1e9);
     } else {
       r = bench_model(e.model, e.settings, dev, opt.bench);
     }
@@ -211,9 +215,12 @@ ModelCampaignSummary run_model_campaign(const std::vector<ModelConfig>& plan, St
     r.env_id = env;
     store.put_model(r);
     done.insert(key);
-    if (r.status == "ok") ++sum.ok;
-    else if (r.status == "unstable") ++sum.unstable;
-    else ++sum.failed;
+    if (r.status == "ok")
+      ++sum.ok;
+    else if (r.status == "unstable")
+      ++sum.unstable;
+    else
+      ++sum.failed;
     if (progress) progress(i + 1, plan.size(), key, r.status);
   }
   return sum;

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <set>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "bench/probe_cuda.hpp"
@@ -29,9 +29,8 @@ torch::Device parse_device(const std::string& s, const std::string& key) {
     return torch::Device(torch::kCPU);
   }
   int idx = m[2].matched ? std::stoi(m[3]) : 0;
-  SCALEDL_CHECK(torch::cuda::is_available(),
-                "{}=\"{}\" but LibTorch {} sees no CUDA GPU (use --device cpu)", key, s,
-                libtorch_version());
+  SCALEDL_CHECK(torch::cuda::is_available(), "{}=\"{}\" but LibTorch {} sees no CUDA GPU (use --device cpu)",
+                key, s, libtorch_version());
   int n = static_cast<int>(torch::cuda::device_count());
   SCALEDL_CHECK(idx < n, "{}=\"{}\" but only {} GPU(s) are visible (cuda:0..cuda:{})", key, s, n, n - 1);
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(idx));
@@ -157,11 +156,11 @@ DeviceRecord describe_cpu() {
   // Hosts sold under one marketing name ("AMD EPYC" on a VM) differ in
   // generation: family/model/stepping and the ISA level are part of the name,
   // hence of the store key. A BLAS pool that differs from LibTorch's is too.
-  std::string ident = fmt::format("{} {}/{}/{} {}", vendor.empty() ? "unknown" : vendor,
-                                  family.empty() ? "?" : family, cpu_model.empty() ? "?" : cpu_model,
-                                  stepping.empty() ? "?" : stepping, isa);
+  std::string ident =
+      fmt::format("{} {}/{}/{} {}", vendor.empty() ? "unknown" : vendor, family.empty() ? "?" : family,
+                  cpu_model.empty() ? "?" : cpu_model, stepping.empty() ? "?" : stepping, isa);
   std::string thr = blas > 0 && blas != threads ? fmt::format("{} threads, BLAS {}", threads, blas)
-                                                 : fmt::format("{} threads", threads);
+                                                : fmt::format("{} threads", threads);
   // The kernel set OpenBLAS picks follows from the CPU (in the key already);
   // one forced with OPENBLAS_CORETYPE changes the speed, so it joins the key.
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
@@ -171,7 +170,7 @@ DeviceRecord describe_cpu() {
   d.cores = threads;
   d.clock_mhz = leading_number(proc_field(info, "cpu MHz"));
   d.mem_gb = leading_number(proc_field("/proc/meminfo", "MemTotal")) * 1024 / 1e9;  // kB
-  d.l2_mb = leading_number(proc_field(info, "cache size")) / 1024;                 // KB, last level
+  d.l2_mb = leading_number(proc_field(info, "cache size")) / 1024;                  // KB, last level
   d.extra = {{"online_cpus", static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN))},
              {"vendor", vendor},
              {"cpu_family", family},
@@ -259,7 +258,8 @@ double measure_copy_gbs(const torch::Device& dev, int64_t bytes, int repeats) {
 double measure_fma_kernel_gflops(int index) {
   double g = 0;
   char err[512] = {0};
-  SCALEDL_CHECK(cudaprobe::fma_gflops(index, &g, err, sizeof(err)) == 0, "FMA kernel on cuda:{}: {}", index, err);
+  SCALEDL_CHECK(cudaprobe::fma_gflops(index, &g, err, sizeof(err)) == 0, "FMA kernel on cuda:{}: {}", index,
+                err);
   return g;
 }
 
@@ -289,8 +289,9 @@ DeviceRecord probe_device(const torch::Device& dev, const ProbeOptions& opt) {
   };
   d.measured_gflops = median(gflops);
   d.measured_bw_gbs = median(gbs);
-  d.extra["measured"] = {{"matmul_n", n},         {"copy_mib", mb},  {"repeats", opt.repeats},
-                         {"threads", at::get_num_threads()}, {"passes", kPasses}, {"pass_gflops", gflops},
+  d.extra["measured"] = {{"matmul_n", n},          {"copy_mib", mb},
+                         {"repeats", opt.repeats}, {"threads", at::get_num_threads()},
+                         {"passes", kPasses},      {"pass_gflops", gflops},
                          {"pass_gbs", gbs}};
   if (gpu) {
     try {

@@ -17,8 +17,8 @@ int report(cudaError_t e, const char* what, char* err, int err_len) {
   return 1;
 }
 
-constexpr int kChains = 8;   // independent FMA chains per thread (hide FMA latency)
-constexpr int kIters = 4096; // FMA rounds per chain
+constexpr int kChains = 8;    // independent FMA chains per thread (hide FMA latency)
+constexpr int kIters = 4096;  // FMA rounds per chain
 
 // Each thread runs kChains independent a = a * b + c chains for kIters rounds:
 // 2 * kChains * kIters FLOP per thread. The sum is stored so nothing is elided.
@@ -52,14 +52,16 @@ int get_props(int index, Props* p, char* err, int err_len) {
   p->cc_major = prop.major;
   p->cc_minor = prop.minor;
   int v = 0;
-  if (report(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, index), "SM count", err, err_len)) return 1;
+  if (report(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, index), "SM count", err, err_len))
+    return 1;
   p->sms = v;
   if (report(cudaDeviceGetAttribute(&v, cudaDevAttrClockRate, index), "clock rate", err, err_len)) return 1;
   p->clock_mhz = v / 1000.0;  // kHz -> MHz
   if (report(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, index), "L2 size", err, err_len)) return 1;
   p->l2_mb = v / (1024.0 * 1024.0);
   p->mem_clock_mhz = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, index) == cudaSuccess) p->mem_clock_mhz = v / 1000.0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, index) == cudaSuccess)
+    p->mem_clock_mhz = v / 1000.0;
   p->driver_version = 0;
   if (cudaDriverGetVersion(&v) == cudaSuccess) p->driver_version = v;
   return 0;

@@ -8,9 +8,9 @@ namespace scaledl::cudaprobe {
 struct Props {
   char name[256];
   int sms;
-  double clock_mhz;     ///< max SM clock
-  double mem_gb;        ///< total global memory, GB (1e9 bytes)
-  double l2_mb;         ///< L2 size, MB (2^20 bytes)
+  double clock_mhz;  ///< max SM clock
+  double mem_gb;     ///< total global memory, GB (1e9 bytes)
+  double l2_mb;      ///< L2 size, MB (2^20 bytes)
   int cc_major, cc_minor;
   double mem_clock_mhz;  ///< max memory clock
   int driver_version;    ///< cudaDriverGetVersion (e.g. 13000), 0 = unknown

@@ -11,6 +11,10 @@ int no_cuda(char* err, int err_len) {
   return 1;
 }
 }  // namespace
-int get_props(int, Props*, char* err, int err_len) { return no_cuda(err, err_len); }
-int fma_gflops(int, double*, char* err, int err_len) { return no_cuda(err, err_len); }
+int get_props(int, Props*, char* err, int err_len) {
+  return no_cuda(err, err_len);
+}
+int fma_gflops(int, double*, char* err, int err_len) {
+  return no_cuda(err, err_len);
+}
 }  // namespace scaledl::cudaprobe

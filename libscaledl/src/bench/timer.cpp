@@ -24,9 +24,12 @@ void synchronize(const torch::Device& dev) {
 torch::ScalarType torch_dtype(DType d) {
   switch (d) {
     case DType::FP32:
-    case DType::TF32: return torch::kFloat;
-    case DType::BF16: return torch::kBFloat16;
-    case DType::FP16: return torch::kHalf;
+    case DType::TF32:
+      return torch::kFloat;
+    case DType::BF16:
+      return torch::kBFloat16;
+    case DType::FP16:
+      return torch::kHalf;
   }
   return torch::kFloat;
 }

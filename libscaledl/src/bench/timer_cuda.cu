@@ -6,7 +6,9 @@
 
 namespace scaledl::cudart {
 
-bool built_with_cuda() { return true; }
+bool built_with_cuda() {
+  return true;
+}
 
 int runtime_version() {
   int v = 0;
@@ -26,7 +28,9 @@ void event_destroy(void* ev) {
   if (ev) cudaEventDestroy(static_cast<cudaEvent_t>(ev));
 }
 
-void event_record(void* ev) { cudaEventRecord(static_cast<cudaEvent_t>(ev), 0); }
+void event_record(void* ev) {
+  cudaEventRecord(static_cast<cudaEvent_t>(ev), 0);
+}
 
 double event_elapsed_ms(void* start, void* stop) {
   auto e1 = static_cast<cudaEvent_t>(stop);

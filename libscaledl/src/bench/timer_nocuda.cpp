@@ -3,10 +3,18 @@
 #include "bench/timer_cuda.hpp"
 
 namespace scaledl::cudart {
-bool built_with_cuda() { return false; }
-int runtime_version() { return 0; }
-void* event_create() { return nullptr; }
+bool built_with_cuda() {
+  return false;
+}
+int runtime_version() {
+  return 0;
+}
+void* event_create() {
+  return nullptr;
+}
 void event_destroy(void*) {}
 void event_record(void*) {}
-double event_elapsed_ms(void*, void*) { return -1; }
+double event_elapsed_ms(void*, void*) {
+  return -1;
+}
 }  // namespace scaledl::cudart

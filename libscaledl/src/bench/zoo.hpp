@@ -25,8 +25,8 @@
 #include <torch/torch.h>
 
 #include "scaledl/bench/bench.hpp"
-#include "scaledl/ir/model_spec.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 
@@ -75,12 +75,12 @@ class NodeProbe {
   int64_t id_of(const std::string& name);
   void add_ms(const std::string& name, double ms);  ///< caller holds mu_
   torch::Device device_;
-  std::vector<std::string> names_;                   ///< node id -> forward name
+  std::vector<std::string> names_;  ///< node id -> forward name
   std::map<std::string, int64_t> ids_;
   std::map<std::string, std::vector<double>> samples_;  ///< name -> per-iteration ms
-  std::vector<std::string> order_;                   ///< first-seen order of sample names
-  std::map<std::string, double> iter_ms_;            ///< this iteration's sums (a node may run twice)
-  std::vector<std::string> iter_order_;              ///< first-seen order within the iteration
+  std::vector<std::string> order_;                      ///< first-seen order of sample names
+  std::map<std::string, double> iter_ms_;               ///< this iteration's sums (a node may run twice)
+  std::vector<std::string> iter_order_;                 ///< first-seen order within the iteration
   std::vector<std::pair<int64_t, Clock::time_point>> events_;
   Clock::time_point bwd_begin_;
   int iterations_ = 0;

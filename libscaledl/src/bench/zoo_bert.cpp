@@ -12,7 +12,8 @@ class Bert : public ZooModel {
  public:
   explicit Bert(const ModelSpec& m) : ZooModel(m) {
     word = register_module("word", torch::nn::Embedding(m.vocab_size, m.hidden));
-    if (m.max_positions > 0) position = register_module("position", torch::nn::Embedding(m.max_positions, m.hidden));
+    if (m.max_positions > 0)
+      position = register_module("position", torch::nn::Embedding(m.max_positions, m.hidden));
     if (m.type_vocab_size > 0)
       token_type = register_module("token_type", torch::nn::Embedding(m.type_vocab_size, m.hidden));
     embed_norm = register_module("embed_norm", Norm(m.hidden, NormKind::LayerNorm, 1e-12));
@@ -21,7 +22,8 @@ class Bert : public ZooModel {
       lm_transform = register_module("lm_transform", torch::nn::Linear(m.hidden, m.hidden));
       lm_norm = register_module("lm_norm", Norm(m.hidden, NormKind::LayerNorm, 1e-12));
       if (!m.tie_word_embeddings)
-        lm_decoder = register_module("lm_decoder", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.vocab_size).bias(false)));
+        lm_decoder = register_module(
+            "lm_decoder", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.vocab_size).bias(false)));
       lm_bias = register_parameter("lm_bias", torch::zeros({m.vocab_size}));
     } else if (m.num_labels > 0) {
       classifier = register_module("classifier", torch::nn::Linear(m.hidden, m.num_labels));
@@ -83,6 +85,8 @@ class Bert : public ZooModel {
 
 }  // namespace
 
-std::shared_ptr<ZooModel> build_bert(const ModelSpec& m, const TrainSettings&) { return std::make_shared<Bert>(m); }
+std::shared_ptr<ZooModel> build_bert(const ModelSpec& m, const TrainSettings&) {
+  return std::make_shared<Bert>(m);
+}
 
 }  // namespace scaledl::zoo_detail

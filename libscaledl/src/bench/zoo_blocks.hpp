@@ -10,8 +10,8 @@
 
 #include <torch/torch.h>
 
-#include "scaledl/ir/model_spec.hpp"
 #include "bench/zoo.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl::zoo_detail {
 
@@ -52,27 +52,28 @@ struct Rope {
   Tensor cos, sin;
   bool defined() const { return cos.defined(); }
 };
-Rope make_rope(int64_t seq, int64_t head_dim, torch::Device device, torch::Dtype dtype, double theta = 10000.0);
+Rope make_rope(int64_t seq, int64_t head_dim, torch::Device device, torch::Dtype dtype,
+               double theta = 10000.0);
 /// Applies RoPE to [batch, seq, heads*head_dim] (rotate-half form).
 Tensor apply_rope(const Tensor& x, const Rope& rope, int64_t head_dim);
 
 struct AttnOptions {
   int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  bool fused_qkv = false;  ///< GPT-2 c_attn, Phi-3 qkv_proj: one projection, node "qkv" (RoPE inside it)
-  bool qkv_bias = true;    ///< biases on q/k/v (or qkv)
-  bool out_bias = true;    ///< bias on o
-  bool scale = true;       ///< scores / sqrt(head_dim) (T5: no scaling)
-  bool causal = false;     ///< mask future positions (decoders)
+  bool fused_qkv = false;     ///< GPT-2 c_attn, Phi-3 qkv_proj: one projection, node "qkv" (RoPE inside it)
+  bool qkv_bias = true;       ///< biases on q/k/v (or qkv)
+  bool out_bias = true;       ///< bias on o
+  bool scale = true;          ///< scores / sqrt(head_dim) (T5: no scaling)
+  bool causal = false;        ///< mask future positions (decoders)
   bool padding_mask = false;  ///< add an additive padding mask [B, 1, 1, Sk] (BERT, as HF builds one)
-  bool qk_norm = false;    ///< Qwen3: RMSNorm over each head of q and k (nodes q_norm, k_norm)
-  double softcap = 0;      ///< Gemma 2: scores = cap x tanh(scores / cap) (nodes softcap_div, _tanh, _mul)
-  double dropout = 0;      ///< attention-probability dropout
+  bool qk_norm = false;       ///< Qwen3: RMSNorm over each head of q and k (nodes q_norm, k_norm)
+  double softcap = 0;         ///< Gemma 2: scores = cap x tanh(scores / cap) (nodes softcap_div, _tanh, _mul)
+  double dropout = 0;         ///< attention-probability dropout
   // DeepSeek's multi-head latent attention (kv_lora_rank > 0): head_dim = qk_nope + qk_rope.
   int64_t kv_lora_rank = 0;  ///< nodes kv_a, kv_a_norm, kv_b, q_cat, k_cat
   int64_t q_lora_rank = 0;   ///< nodes q_a, q_a_norm, q_b (0: q)
   int64_t rope_dim = 0;      ///< rotary part of each q/k head
   int64_t v_head_dim = 0;    ///< per-head size of v; 0 = head_dim
-  bool sinks = false;        ///< gpt-oss: a learned sink logit per head (nodes sinks_cat, sinks_max, sinks_sub)
+  bool sinks = false;  ///< gpt-oss: a learned sink logit per head (nodes sinks_cat, sinks_max, sinks_sub)
 };
 
 /// Multi-head attention (self or cross) with grouped-query K/V, or DeepSeek's latent attention.
@@ -87,12 +88,12 @@ struct AttentionImpl : torch::nn::Module {
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, qkv{nullptr}, o{nullptr};
   Norm q_norm{nullptr}, k_norm{nullptr};  ///< qk_norm: RMSNorm of head_dim
   torch::nn::Linear q_a{nullptr}, q_b{nullptr}, kv_a{nullptr}, kv_b{nullptr};  ///< MLA
-  Norm q_a_norm{nullptr}, kv_a_norm{nullptr};                               ///< MLA
-  Tensor sinks;                                                              ///< gpt-oss: [heads]
+  Norm q_a_norm{nullptr}, kv_a_norm{nullptr};                                  ///< MLA
+  Tensor sinks;                                                                ///< gpt-oss: [heads]
  private:
   /// MLA: q [B, H, Sq, hd], k [B, H, Sk, hd], v [B, H, Sk, v_head_dim].
-  void latent_qkv(const Tensor& x, const Tensor& src, const std::string& pre, NodeProbe* probe, const Rope& rope,
-                  Tensor& q4, Tensor& k4, Tensor& v4);
+  void latent_qkv(const Tensor& x, const Tensor& src, const std::string& pre, NodeProbe* probe,
+                  const Rope& rope, Tensor& q4, Tensor& k4, Tensor& v4);
 };
 TORCH_MODULE(Attention);
 
@@ -123,30 +124,34 @@ struct SparseFfnImpl : torch::nn::Module {
   double act_dropout;
   ModelSpec spec;  ///< capacity rule (expert_capacity_per_sample)
   torch::nn::Linear router{nullptr};
-  Tensor wi, wo;   ///< [E, h, f], [E, f, h]
-  Tensor wg;       ///< gated experts (Mixtral): [E, h, f]; undefined otherwise (gpt-oss: wi is the fused [E, h, 2f])
-  Tensor bi, bo;   ///< gpt-oss's expert biases: [E, 2f], [E, h]; undefined otherwise
-  Ffn shared{nullptr};                          ///< the shared expert (Qwen2-MoE, DeepSeek; nodes "shared.*")
-  torch::nn::Linear shared_router{nullptr};     ///< Qwen2-MoE: its sigmoid gate Linear(h, 1), node "shared.router"
+  Tensor wi, wo;  ///< [E, h, f], [E, f, h]
+  Tensor
+      wg;  ///< gated experts (Mixtral): [E, h, f]; undefined otherwise (gpt-oss: wi is the fused [E, h, 2f])
+  Tensor bi, bo;        ///< gpt-oss's expert biases: [E, 2f], [E, h]; undefined otherwise
+  Ffn shared{nullptr};  ///< the shared expert (Qwen2-MoE, DeepSeek; nodes "shared.*")
+  torch::nn::Linear shared_router{
+      nullptr};  ///< Qwen2-MoE: its sigmoid gate Linear(h, 1), node "shared.router"
 };
 TORCH_MODULE(SparseFfn);
 
 struct BlockOptions {
   AttnOptions self;
-  AttnOptions cross;           ///< used when has_cross
-  bool has_cross = false;      ///< T5 decoder: cross-attention sub-layer
+  AttnOptions cross;       ///< used when has_cross
+  bool has_cross = false;  ///< T5 decoder: cross-attention sub-layer
   int64_t ffn_dim = 0;
   bool gated = false;
   bool fused_gate_up = false;  ///< Phi-3: gate and up as one projection
   bool ffn_bias = true;
-  double act_dropout = 0;      ///< dropout after the FFN activation (T5, OPT), node "ffn.act_dropout"
+  double act_dropout = 0;  ///< dropout after the FFN activation (T5, OPT), node "ffn.act_dropout"
   Activation act = Activation::GELU;
   NormKind norm = NormKind::LayerNorm;
   double norm_eps = 1e-5;
-  bool pre_norm = true;        ///< false: BERT post-norm (norm after the residual add)
-  bool sandwich_norm = false;  ///< Gemma 2 / 3: also a norm after attention and after the FFN (node "post_norm")
-  bool parallel_residual = false;  ///< GPT-NeoX: the FFN's norm reads the block input, not the attention's sum
-  double dropout = 0;          ///< hidden dropout after attention and FFN
+  bool pre_norm = true;  ///< false: BERT post-norm (norm after the residual add)
+  bool sandwich_norm =
+      false;  ///< Gemma 2 / 3: also a norm after attention and after the FFN (node "post_norm")
+  bool parallel_residual =
+      false;           ///< GPT-NeoX: the FFN's norm reads the block input, not the attention's sum
+  double dropout = 0;  ///< hidden dropout after attention and FFN
   const ModelSpec* moe = nullptr;  ///< set: this block's FFN is a mixture of experts (Switch)
 };
 
@@ -186,7 +191,8 @@ struct EncoderStack {
   /// Blocks then final norm: nodes encoder.<i>.* and head.norm. x [B, T, d].
   Tensor forward(Tensor x, NodeProbe* probe) {
     for (size_t i = 0; i < blocks.size(); ++i)
-      x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), Rope{});
+      x = blocks[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(),
+                             Rope{});
     if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
     return x;
   }

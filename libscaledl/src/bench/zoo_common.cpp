@@ -5,10 +5,10 @@
 #include <limits>
 #include <set>
 
-#include "bench/zoo_blocks.hpp"
-#include "scaledl/core/error.hpp"
-#include "core/stats.hpp"
 #include "bench/zoo.hpp"
+#include "bench/zoo_blocks.hpp"
+#include "core/stats.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl {
 
@@ -41,7 +41,9 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 
 NodeProbe::NodeProbe(torch::Device device) : device_(device) {}
 
-void NodeProbe::sync() const { synchronize(device_); }
+void NodeProbe::sync() const {
+  synchronize(device_);
+}
 
 int64_t NodeProbe::id_of(const std::string& name) {
   auto it = ids_.find(name);
@@ -159,17 +161,23 @@ void NodeProbe::end_iteration() {
 namespace scaledl::zoo_detail {
 
 Tensor dropout_node(NodeProbe* probe, const std::string& name, const Tensor& x, double p, bool training) {
-  if (p <= 0 || !training) return x;  // eval mode: the identity, and no node (as in the inference layer graph)
+  if (p <= 0 || !training)
+    return x;  // eval mode: the identity, and no node (as in the inference layer graph)
   return node(probe, name, [&] { return torch::dropout(x, p, training); });
 }
 
 Tensor activate(const Tensor& x, Activation a) {
   switch (a) {
-    case Activation::GELU: return torch::gelu(x);
-    case Activation::GELUTanh: return torch::gelu(x, "tanh");
-    case Activation::ReLU: return torch::relu(x);
-    case Activation::SiLU: return torch::silu(x);
-    case Activation::GELUNew: return torch::gelu(x, "tanh");  // the same function; activation_node runs it eagerly
+    case Activation::GELU:
+      return torch::gelu(x);
+    case Activation::GELUTanh:
+      return torch::gelu(x, "tanh");
+    case Activation::ReLU:
+      return torch::relu(x);
+    case Activation::SiLU:
+      return torch::silu(x);
+    case Activation::GELUNew:
+      return torch::gelu(x, "tanh");  // the same function; activation_node runs it eagerly
   }
   return x;
 }
@@ -208,7 +216,7 @@ Rope make_rope(int64_t seq, int64_t head_dim, torch::Device device, torch::Dtype
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   auto inv = torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / static_cast<double>(head_dim));
   auto freqs = torch::outer(torch::arange(seq, opts), inv);  // [seq, head_dim/2]
-  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);     // [seq, 1, head_dim]
+  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);    // [seq, 1, head_dim]
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }
 
@@ -224,7 +232,8 @@ AttentionImpl::AttentionImpl(const AttnOptions& o) : opt(o) {
   using torch::nn::LinearOptions;
   const int64_t qd = o.heads * o.head_dim, kvd = o.kv_heads * o.head_dim;
   const int64_t vd = o.v_head_dim > 0 ? o.v_head_dim : o.head_dim;
-  if (o.kv_lora_rank > 0) {  // DeepseekV2/V3Attention: q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa, ...
+  if (o.kv_lora_rank >
+      0) {  // DeepseekV2/V3Attention: q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa, ...
     const int64_t ql = o.q_lora_rank, kl = o.kv_lora_rank, nope = o.head_dim - o.rope_dim;
     if (ql > 0) {
       q_a = register_module("q_a", torch::nn::Linear(LinearOptions(o.hidden, ql).bias(o.qkv_bias)));
@@ -233,7 +242,8 @@ AttentionImpl::AttentionImpl(const AttnOptions& o) : opt(o) {
     } else {
       q = register_module("q", torch::nn::Linear(LinearOptions(o.hidden, qd).bias(false)));
     }
-    kv_a = register_module("kv_a", torch::nn::Linear(LinearOptions(o.hidden, kl + o.rope_dim).bias(o.qkv_bias)));
+    kv_a =
+        register_module("kv_a", torch::nn::Linear(LinearOptions(o.hidden, kl + o.rope_dim).bias(o.qkv_bias)));
     kv_a_norm = register_module("kv_a_norm", Norm(kl, NormKind::RMSNorm, 1e-6));
     kv_b = register_module("kv_b", torch::nn::Linear(LinearOptions(kl, o.heads * (nope + vd)).bias(false)));
   } else if (o.fused_qkv) {
@@ -272,13 +282,13 @@ void AttentionImpl::latent_qkv(const Tensor& x, const Tensor& src, const std::st
     return apply_rope(t.reshape({B, S, heads * rd}), rope, rd).view({B, S, heads, rd});
   };
   q4 = node(probe, pre + "q_cat", [&] {
-    auto t = qf.view({B, Sq, H, hd});
-    return torch::cat({t.narrow(-1, 0, nope), rotate(t.narrow(-1, nope, rd), Sq, H)}, -1);
-  }).transpose(1, 2);  // [B, H, Sq, hd]
+         auto t = qf.view({B, Sq, H, hd});
+         return torch::cat({t.narrow(-1, 0, nope), rotate(t.narrow(-1, nope, rd), Sq, H)}, -1);
+       }).transpose(1, 2);  // [B, H, Sq, hd]
   k4 = node(probe, pre + "k_cat", [&] {
-    auto kr = rotate(kva.narrow(-1, opt.kv_lora_rank, rd).unsqueeze(2), Sk, 1).expand({B, Sk, H, rd});
-    return torch::cat({kvb.narrow(-1, 0, nope), kr}, -1);
-  }).transpose(1, 2);  // [B, H, Sk, hd]
+         auto kr = rotate(kva.narrow(-1, opt.kv_lora_rank, rd).unsqueeze(2), Sk, 1).expand({B, Sk, H, rd});
+         return torch::cat({kvb.narrow(-1, 0, nope), kr}, -1);
+       }).transpose(1, 2);                        // [B, H, Sk, hd]
   v4 = kvb.narrow(-1, nope, vd).transpose(1, 2);  // [B, H, Sk, vd]
 }
 
@@ -296,7 +306,8 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
     std::vector<Tensor> parts;
     vt = node(probe, pre + "qkv", [&] {  // Phi-3: the rotary embedding of q and k inside this node
       parts = qkv(x).split_with_sizes({H * hd, KV * hd, KV * hd}, -1);
-      if (rope.defined()) parts[0] = apply_rope(parts[0], rope, hd), parts[1] = apply_rope(parts[1], rope, hd);
+      if (rope.defined())
+        parts[0] = apply_rope(parts[0], rope, hd), parts[1] = apply_rope(parts[1], rope, hd);
       return parts[2];
     });
     qt = parts[0], kt = parts[1];
@@ -325,22 +336,28 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
     v4 = v4.repeat_interleave(H / KV, 1);
   }
   // The elementwise kernels on the scores are layer nodes of their own (layer_graph.cpp).
-  auto scores = node(probe, pre + "qk", [&] { return torch::matmul(q4, k4.transpose(-2, -1)); });  // [B, H, Sq, Sk]
+  auto scores =
+      node(probe, pre + "qk", [&] { return torch::matmul(q4, k4.transpose(-2, -1)); });  // [B, H, Sq, Sk]
   if (opt.scale)
     scores = node(probe, pre + "scale", [&] { return scores * (1.0 / std::sqrt(static_cast<double>(hd))); });
   if (opt.softcap > 0) scores = softcap_node(probe, pre + "softcap", scores, opt.softcap);  // Gemma 2
   if (bias.defined()) scores = node(probe, pre + "bias", [&] { return scores + bias; });
   if (opt.causal) {
     scores = node(probe, pre + "mask", [&] {
-      auto mask = torch::ones({Sq, Sk}, torch::TensorOptions().dtype(torch::kBool).device(scores.device())).triu(1);
+      auto mask =
+          torch::ones({Sq, Sk}, torch::TensorOptions().dtype(torch::kBool).device(scores.device())).triu(1);
       return scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
     });
   } else if (opt.padding_mask) {  // no padding in a benchmark batch: all zeros, as HF's extended mask is then
-    scores = node(probe, pre + "mask", [&] { return scores + torch::zeros({B, 1, 1, Sk}, scores.options()); });
+    scores = node(probe, pre + "mask", [&] {
+      return scores + torch::zeros({B, 1, 1, Sk}, scores.options());
+    });
   }
-  if (opt.sinks) {  // GptOssAttention: cat the sink logits, less each row's maximum, softmax, drop the sink column
+  if (opt.sinks) {  // GptOssAttention: cat the sink logits, less each row's maximum, softmax, drop the sink
+                    // column
     scores = node(probe, pre + "sinks_cat", [&] {
-      return torch::cat({scores, sinks.view({1, H, 1, 1}).expand({B, H, Sq, 1}).to(scores.scalar_type())}, -1);
+      return torch::cat({scores, sinks.view({1, H, 1, 1}).expand({B, H, Sq, 1}).to(scores.scalar_type())},
+                        -1);
     });
     auto mx = node(probe, pre + "sinks_max", [&] { return std::get<0>(scores.max(-1, true)); });
     scores = node(probe, pre + "sinks_sub", [&] { return scores - mx; });
@@ -354,8 +371,8 @@ Tensor AttentionImpl::forward(const Tensor& x, const Tensor& kv_src, const std::
   return node(probe, pre + "o", [&] { return o(ctx); });
 }
 
-FfnImpl::FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated_, bool bias, Activation act_, double act_dropout_,
-                 bool fused_gate_up)
+FfnImpl::FfnImpl(int64_t hidden, int64_t ffn_dim, bool gated_, bool bias, Activation act_,
+                 double act_dropout_, bool fused_gate_up)
     : gated(gated_), fused(gated_ && fused_gate_up), act(act_), act_dropout(act_dropout_) {
   using torch::nn::LinearOptions;
   if (fused) {
@@ -399,10 +416,11 @@ BlockImpl::BlockImpl(const BlockOptions& o) : opt(o) {
     attn_post_norm = register_module("attn_post_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
     ffn_post_norm = register_module("ffn_post_norm", Norm(o.self.hidden, o.norm, o.norm_eps));
   }
-  if (o.moe) moe = register_module("moe", SparseFfn(o.self.hidden, o.ffn_dim, *o.moe, o.act, o.act_dropout));
+  if (o.moe)
+    moe = register_module("moe", SparseFfn(o.self.hidden, o.ffn_dim, *o.moe, o.act, o.act_dropout));
   else
-    ffn = register_module("ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout,
-                                     o.fused_gate_up));
+    ffn = register_module(
+        "ffn", Ffn(o.self.hidden, o.ffn_dim, o.gated, o.ffn_bias, o.act, o.act_dropout, o.fused_gate_up));
   opt.moe = nullptr;  // the spec pointer is needed only while building
 }
 
@@ -411,7 +429,8 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
   const bool train = is_training();
   Tensor x = x0;
   // post: Gemma 2 / 3's norm after the sub-layer (null or empty: none).
-  auto sublayer = [&](const std::string& p, Norm& norm, Norm* post, const std::function<Tensor(const Tensor&)>& body) {
+  auto sublayer = [&](const std::string& p, Norm& norm, Norm* post,
+                      const std::function<Tensor(const Tensor&)>& body) {
     if (opt.pre_norm) {  // x + drop(body(norm(x))); with post: x + post(drop(body(norm(x))))
       auto h = node(probe, p + "norm", [&] { return norm(x); });
       auto y = dropout_node(probe, p + "out_dropout", body(h), opt.dropout, train);
@@ -430,7 +449,9 @@ Tensor BlockImpl::forward(const Tensor& x0, const Tensor& enc_out, const std::st
              [&](const Tensor& h) { return cross(h, enc_out, pre + "cross.", probe, cross_bias, Rope{}); });
   // The FFN's own dropout is "ffn.dropout" (after ffn.down), not "ffn.out_dropout".
   auto ffn_pre = pre + "ffn.";
-  auto body = [&](const Tensor& h) { return moe.is_empty() ? ffn(h, ffn_pre, probe) : moe(h, ffn_pre, probe); };
+  auto body = [&](const Tensor& h) {
+    return moe.is_empty() ? ffn(h, ffn_pre, probe) : moe(h, ffn_pre, probe);
+  };
   if (opt.pre_norm) {
     auto h = node(probe, ffn_pre + "norm", [&] { return ffn_norm(opt.parallel_residual ? x0 : x); });
     auto y = dropout_node(probe, ffn_pre + "dropout", body(h), opt.dropout, train);
@@ -478,11 +499,11 @@ BlockOptions block_options(const ModelSpec& m) {
 }
 
 Tensor loss_node(NodeProbe* probe, const Tensor& logits, const Tensor& labels) {
-  // Inference (no-grad): no loss is computed, as the layer graph has no head.loss then; the logits are the output.
+  // Inference (no-grad): no loss is computed, as the layer graph has no head.loss then; the logits are the
+  // output.
   if (!torch::GradMode::is_enabled()) return logits;
-  return node(probe, "head.loss", [&] {
-    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
-  });
+  return node(probe, "head.loss",
+              [&] { return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels); });
 }
 
 }  // namespace scaledl::zoo_detail
@@ -493,28 +514,39 @@ namespace scaledl {
 
 std::shared_ptr<ZooModel> build_zoo_model(const ModelSpec& m, const TrainSettings& s, torch::Device device) {
   SCALEDL_CHECK(m.hidden > 0 && m.num_heads > 0 && m.num_layers > 0,
-                "model {}: hidden={}, num_heads={}, num_layers={} must all be > 0", m.name, m.hidden, m.num_heads,
-                m.num_layers);
+                "model {}: hidden={}, num_heads={}, num_layers={} must all be > 0", m.name, m.hidden,
+                m.num_heads, m.num_layers);
   SCALEDL_CHECK(m.ffn_dim > 0, "model {}: ffn_dim={} must be > 0", m.name, m.ffn_dim);
   const int64_t kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
-  SCALEDL_CHECK(m.num_heads % kv == 0, "model {}: num_key_value_heads={} does not divide num_attention_heads={}",
-                m.name, kv, m.num_heads);
+  SCALEDL_CHECK(m.num_heads % kv == 0,
+                "model {}: num_key_value_heads={} does not divide num_attention_heads={}", m.name, kv,
+                m.num_heads);
   SCALEDL_CHECK(m.head_dim > 0 || m.hidden % m.num_heads == 0,
-                "model {}: num_attention_heads={} does not divide hidden_size={}", m.name, m.num_heads, m.hidden);
+                "model {}: num_attention_heads={} does not divide hidden_size={}", m.name, m.num_heads,
+                m.hidden);
   std::shared_ptr<ZooModel> model;
   try {
     switch (m.family) {
-      case Family::Bert: model = zoo_detail::build_bert(m, s); break;
+      case Family::Bert:
+        model = zoo_detail::build_bert(m, s);
+        break;
       case Family::Gpt2:
       case Family::GptNeo:
       case Family::Opt:
-      case Family::Llama: model = zoo_detail::build_decoder(m, s); break;
+      case Family::Llama:
+        model = zoo_detail::build_decoder(m, s);
+        break;
       case Family::T5:
-      case Family::Switch: model = zoo_detail::build_t5(m, s); break;
+      case Family::Switch:
+        model = zoo_detail::build_t5(m, s);
+        break;
       case Family::ViT:
-      case Family::DeiT: model = zoo_detail::build_vit(m, s); break;
+      case Family::DeiT:
+        model = zoo_detail::build_vit(m, s);
+        break;
     }
-    SCALEDL_CHECK(model != nullptr, "model {}: family id {} is not in the zoo", m.name, static_cast<int>(m.family));
+    SCALEDL_CHECK(model != nullptr, "model {}: family id {} is not in the zoo", m.name,
+                  static_cast<int>(m.family));
     // Hugging Face initialisation (initializer_range 0.02): weight matrices and
     // tables ~ N(0, 0.02), biases 0, norm scales 1. Keeps logits O(1), so FP16
     // losses stay finite; the iteration's cost does not depend on the values.
@@ -522,8 +554,10 @@ std::shared_ptr<ZooModel> build_zoo_model(const ModelSpec& m, const TrainSetting
       torch::NoGradGuard no_grad;
       for (auto& p : model->named_parameters(/*recurse=*/true)) {
         auto& t = p.value();
-        if (t.dim() >= 2) t.normal_(0.0, 0.02);
-        else if (p.key().find("norm") == std::string::npos) t.zero_();
+        if (t.dim() >= 2)
+          t.normal_(0.0, 0.02);
+        else if (p.key().find("norm") == std::string::npos)
+          t.zero_();
       }
     }
     model->to(device, torch_dtype(s.dtype));
@@ -548,13 +582,17 @@ ZooBatch make_zoo_batch(const ModelSpec& m, const TrainSettings& s, torch::Devic
     b.labels = torch::randint(std::max<int64_t>(m.num_labels, 1), {s.batch}, gen, ids).to(device);
     return b;
   }
-  SCALEDL_CHECK(m.vocab_size > 0, "model {}: vocab_size={} must be > 0 for a text model", m.name, m.vocab_size);
+  SCALEDL_CHECK(m.vocab_size > 0, "model {}: vocab_size={} must be > 0 for a text model", m.name,
+                m.vocab_size);
   b.input = torch::randint(m.vocab_size, {s.batch, s.seq_len}, gen, ids).to(device);
   if (m.arch == Arch::EncoderDecoder)
-    b.decoder_input = torch::randint(m.vocab_size, {s.batch, decoder_tokens_per_sample(m, s)}, gen, ids).to(device);
+    b.decoder_input =
+        torch::randint(m.vocab_size, {s.batch, decoder_tokens_per_sample(m, s)}, gen, ids).to(device);
   if (m.lm_head)  // LM labels cover the tokens the head sees: decoder tokens for T5
-    b.labels = torch::randint(m.vocab_size, {s.batch, b.decoder_input.defined() ? b.decoder_input.size(1) : s.seq_len},
-                              gen, ids).to(device);
+    b.labels =
+        torch::randint(m.vocab_size,
+                       {s.batch, b.decoder_input.defined() ? b.decoder_input.size(1) : s.seq_len}, gen, ids)
+            .to(device);
   else
     b.labels = torch::randint(std::max<int64_t>(m.num_labels, 1), {s.batch}, gen, ids).to(device);
   return b;

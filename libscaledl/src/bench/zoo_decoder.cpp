@@ -17,24 +17,28 @@ class Decoder : public ZooModel {
     const int64_t ed = m.embed_dim > 0 ? m.embed_dim : m.hidden;
     word = register_module("word", torch::nn::Embedding(m.vocab_size, ed));
     if (m.max_positions > 0)
-      position = register_module("position", torch::nn::Embedding(m.max_positions + m.position_offset, m.hidden));
+      position =
+          register_module("position", torch::nn::Embedding(m.max_positions + m.position_offset, m.hidden));
     if (ed != m.hidden) {  // OPT-350m: project_in / project_out, no bias
-      proj_in = register_module("proj_in", torch::nn::Linear(torch::nn::LinearOptions(ed, m.hidden).bias(false)));
-      proj_out = register_module("proj_out", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, ed).bias(false)));
+      proj_in =
+          register_module("proj_in", torch::nn::Linear(torch::nn::LinearOptions(ed, m.hidden).bias(false)));
+      proj_out =
+          register_module("proj_out", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, ed).bias(false)));
     }
     auto bo = block_options(m);
     bo.self.causal = true;
     bo.self.fused_qkv = m.qkv_fused();
     for (int64_t i = 0; i < m.num_layers; ++i) {
       bo.moe = is_sparse_layer(m, false, i) ? &m : nullptr;  // Mixtral: every FFN (encoder_sparse_step 1)
-      bo.ffn_dim = bo.moe ? m.ffn_dim : m.dense_ffn();        // DeepSeek's dense first layers: intermediate_size
+      bo.ffn_dim = bo.moe ? m.ffn_dim : m.dense_ffn();  // DeepSeek's dense first layers: intermediate_size
       blocks.push_back(register_module("block" + std::to_string(i), Block(bo)));
     }
     if (m.final_norm) final_norm = register_module("final_norm", Norm(m.hidden, m.norm, bo.norm_eps));
     if (m.lm_head && !m.tie_word_embeddings)
       lm = register_module("lm", torch::nn::Linear(torch::nn::LinearOptions(ed, m.vocab_size).bias(false)));
     if (!m.lm_head && m.num_labels > 0)
-      classifier = register_module("classifier", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.num_labels)));
+      classifier =
+          register_module("classifier", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.num_labels)));
     head_dim = m.mla() ? m.qk_rope_dim : bo.self.head_dim;  // the rotary table's width (MLA: the rotary part)
   }
 
@@ -52,17 +56,18 @@ class Decoder : public ZooModel {
     }
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, is_training());
     Rope rope;
-    if (m.family == Family::Llama && head_dim > 0)
-      rope = make_rope(S, head_dim, x.device(), x.scalar_type());
+    if (m.family == Family::Llama && head_dim > 0) rope = make_rope(S, head_dim, x.device(), x.scalar_type());
     for (size_t i = 0; i < blocks.size(); ++i)
-      x = blocks[i]->forward(x, Tensor(), "decoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(), rope);
+      x = blocks[i]->forward(x, Tensor(), "decoder." + std::to_string(i) + ".", probe, Tensor(), Tensor(),
+                             rope);
     if (!final_norm.is_empty()) x = node(probe, "head.norm", [&] { return final_norm(x); });
     if (m.lm_head) {
       if (!proj_out.is_empty()) x = node(probe, "head.project_out", [&] { return proj_out(x); });
       auto logits = node(probe, "head.lm", [&] {
         return lm.is_empty() ? torch::nn::functional::linear(x, word->weight) : lm(x);  // [B, S, vocab]
       });
-      if (m.final_softcap > 0) logits = softcap_node(probe, "head.softcap", logits, m.final_softcap);  // Gemma 2
+      if (m.final_softcap > 0)
+        logits = softcap_node(probe, "head.softcap", logits, m.final_softcap);  // Gemma 2
       return loss_node(probe, logits.reshape({-1, m.vocab_size}), b.labels.reshape({-1}));
     }
     if (!classifier.is_empty()) {  // sequence classification on the last token

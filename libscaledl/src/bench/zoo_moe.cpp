@@ -1,14 +1,12 @@
 // Mixture-of-experts FFN of Switch Transformers (Fedus et al. 2021), Mixtral
-// (Jiang et al. 2024), Qwen-MoE and DeepSeek-V2/V3 (shared experts), as the layer graph models it (src/ir/layer_graph.cpp,
-// Forward::moe): a router Linear(hidden, experts), a float32 softmax with the
-// top-k choice (k = 1 for Switch; Mixtral renormalises its k weights) and a
-// capacity of C = batch x capacity-per-sample slots per expert, dispatch of the
-// kept (token, expert) pairs into per-expert buffers, the experts as batched
-// matmuls over weights [E, h, f] and [E, f, h] (gated experts also [E, h, f] for
-// the gate), and the combine. Switch: tokens beyond an expert's capacity skip it
-// and pass through, scaled by their router probability, as in Hugging Face's
-// SwitchTransformersSparseMLP. Mixtral: the capacity is the experts' mean load,
-// k x tokens / experts, and a pair beyond it adds nothing (Hugging Face's
+// (Jiang et al. 2024), Qwen-MoE and DeepSeek-V2/V3 (shared experts), as the layer graph models it
+// (src/ir/layer_graph.cpp, Forward::moe): a router Linear(hidden, experts), a float32 softmax with the top-k
+// choice (k = 1 for Switch; Mixtral renormalises its k weights) and a capacity of C = batch x
+// capacity-per-sample slots per expert, dispatch of the kept (token, expert) pairs into per-expert buffers,
+// the experts as batched matmuls over weights [E, h, f] and [E, f, h] (gated experts also [E, h, f] for the
+// gate), and the combine. Switch: tokens beyond an expert's capacity skip it and pass through, scaled by
+// their router probability, as in Hugging Face's SwitchTransformersSparseMLP. Mixtral: the capacity is the
+// experts' mean load, k x tokens / experts, and a pair beyond it adds nothing (Hugging Face's
 // MixtralSparseMoeBlock is dropless: each expert takes what it is routed). Both
 // run their experts one by one in a Python loop; here they run as one bmm, the
 // form fast implementations use.
@@ -28,7 +26,8 @@ SparseFfnImpl::SparseFfnImpl(int64_t hidden, int64_t ffn_dim, const ModelSpec& m
     bi = register_parameter("bi", torch::zeros({experts, wi.size(2)}));
     bo = register_parameter("bo", torch::zeros({experts, hidden}));
   }
-  if (m.shared_expert_ffn > 0) {  // Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate; DeepSeek: shared_experts
+  if (m.shared_expert_ffn >
+      0) {  // Qwen2MoeSparseMoeBlock: shared_expert, shared_expert_gate; DeepSeek: shared_experts
     shared = register_module("shared", Ffn(hidden, m.shared_expert_ffn, m.gated_ffn, m.linear_bias, act_,
                                            act_dropout_, m.fused_gate_up));  // the model's FFN, its own width
     if (!m.plain_shared_expert)
@@ -52,9 +51,9 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
     // top-1 as max (Switch's kernels, as before top-k existed), else topk
     auto top = K == 1 ? p.max(-1, true) : p.topk(K, -1);
     auto w = std::get<0>(top);
-    if (K > 1) w = w / w.sum(-1, true);                        // Mixtral renormalises its k weights
-    auto idx = std::get<1>(top).reshape({B, S * K});           // pairs in token order
-    auto onehot = torch::one_hot(idx, E);                      // [B, S*K, E]
+    if (K > 1) w = w / w.sum(-1, true);               // Mixtral renormalises its k weights
+    auto idx = std::get<1>(top).reshape({B, S * K});  // pairs in token order
+    auto onehot = torch::one_hot(idx, E);             // [B, S*K, E]
     auto prio = onehot.cumsum(1).gather(2, idx.unsqueeze(-1)).squeeze(-1);  // 1-based place in its expert
     auto keep = (prio <= cap).reshape({B * S * K});
     auto sample = torch::arange(B, idx.options()).unsqueeze(1);
@@ -63,17 +62,21 @@ Tensor SparseFfnImpl::forward(const Tensor& x, const std::string& pre, NodeProbe
     dst = slot.index_select(0, rows);
     tok = K > 1 ? torch::floor_divide(rows, K) : rows;
     if (every)  // every expert's weight of every token: the chosen k's, 0 elsewhere
-      weight = torch::zeros({B * S, E}, w.options()).scatter(1, std::get<1>(top).reshape({B * S, K}),
-                                                             w.reshape({B * S, K}));
-    else if (K == 1) pmax = w.reshape({B * S});
-    else weight = w.reshape({B * S * K}).index_select(0, rows);
+      weight = torch::zeros({B * S, E}, w.options())
+                   .scatter(1, std::get<1>(top).reshape({B * S, K}), w.reshape({B * S, K}));
+    else if (K == 1)
+      pmax = w.reshape({B * S});
+    else
+      weight = w.reshape({B * S * K}).index_select(0, rows);
     return p;
   });
   (void)probs;
   auto flat = x.reshape({B * S, h});
   auto buf = node(probe, pre + "dispatch", [&] {
     if (every) return flat.repeat({E, 1}).view({E, C, h});
-    return torch::zeros({E * C, h}, x.options()).index_copy(0, dst, flat.index_select(0, tok)).view({E, C, h});
+    return torch::zeros({E * C, h}, x.options())
+        .index_copy(0, dst, flat.index_select(0, tok))
+        .view({E, C, h});
   });
   Tensor a;
   if (spec.gated_ffn && spec.fused_gate_up) {  // gpt-oss: gate, up interleaved in gate_up_proj's columns

@@ -33,9 +33,10 @@ Tensor relative_buckets(int64_t q_len, int64_t k_len, bool bidirectional, int64_
   }
   const int64_t max_exact = num_buckets / 2;
   auto is_small = rel < max_exact;
-  auto large = max_exact + (torch::log(rel.to(torch::kFloat32) / max_exact) /
-                            std::log(static_cast<double>(max_distance) / max_exact) * (num_buckets - max_exact))
-                               .to(torch::kInt64);
+  auto large =
+      max_exact + (torch::log(rel.to(torch::kFloat32) / max_exact) /
+                   std::log(static_cast<double>(max_distance) / max_exact) * (num_buckets - max_exact))
+                      .to(torch::kInt64);
   large = torch::clamp_max(large, num_buckets - 1);
   return buckets + torch::where(is_small, rel, large);
 }
@@ -65,7 +66,8 @@ class T5 : public ZooModel {
       dec_rel = register_module("dec_rel", torch::nn::Embedding(m.rel_attn_buckets, m.num_heads));
     }
     if (!m.tie_word_embeddings)
-      lm = register_module("lm", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.vocab_size).bias(false)));
+      lm = register_module("lm",
+                           torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.vocab_size).bias(false)));
   }
 
   /// Position bias [1, heads, q, k] of a stack (node "<stack>.0.attn.rel_bias").
@@ -73,8 +75,9 @@ class T5 : public ZooModel {
                        bool bidirectional, torch::Device device) {
     if (table.is_empty()) return Tensor();
     auto buckets = relative_buckets(len, len, bidirectional, spec_.rel_attn_buckets, 128, device);
-    return node(probe, stack + ".0.attn.rel_bias",
-                [&] { return table(buckets).permute({2, 0, 1}).unsqueeze(0); });
+    return node(probe, stack + ".0.attn.rel_bias", [&] {
+      return table(buckets).permute({2, 0, 1}).unsqueeze(0);
+    });
   }
 
   Tensor loss(const ZooBatch& b, NodeProbe* probe) override {
@@ -85,11 +88,14 @@ class T5 : public ZooModel {
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, train);
     const int64_t B = x.size(0), S = x.size(1), H = m.num_heads;
     auto enc_bias = position_bias(probe, "encoder", enc_rel, S, true, x.device());
-    if (enc_bias.defined())  // + the extended padding mask [B, 1, 1, S]: zeros, no padding in a benchmark batch
-      enc_bias = node(probe, "encoder.0.attn.position_bias",
-                      [&] { return enc_bias + torch::zeros({B, 1, 1, S}, enc_bias.options()); });
+    if (enc_bias
+            .defined())  // + the extended padding mask [B, 1, 1, S]: zeros, no padding in a benchmark batch
+      enc_bias = node(probe, "encoder.0.attn.position_bias", [&] {
+        return enc_bias + torch::zeros({B, 1, 1, S}, enc_bias.options());
+      });
     for (size_t i = 0; i < enc.size(); ++i)
-      x = enc[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, enc_bias, Tensor(), Rope{});
+      x = enc[i]->forward(x, Tensor(), "encoder." + std::to_string(i) + ".", probe, enc_bias, Tensor(),
+                          Rope{});
     x = node(probe, "encoder.final_norm", [&] { return enc_norm(x); });
     auto enc_out = dropout_node(probe, "encoder.final_dropout", x, m.dropout, train);
     // Decoder over decoder ids [B, T], cross-attending to enc_out.
@@ -99,7 +105,8 @@ class T5 : public ZooModel {
     auto dec_bias = position_bias(probe, "decoder", dec_rel, T, false, y.device());
     if (dec_bias.defined())  // + the causal mask [B, 1, T, T]: -inf above the diagonal
       dec_bias = node(probe, "decoder.0.attn.position_bias", [&] {
-        auto future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(y.device())).triu(1);
+        auto future =
+            torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(y.device())).triu(1);
         auto causal = torch::zeros({B, 1, T, T}, dec_bias.options())
                           .masked_fill(future, -std::numeric_limits<float>::infinity());
         return dec_bias + causal;
@@ -109,12 +116,14 @@ class T5 : public ZooModel {
       return torch::zeros({1, H, T, S}, o) + torch::zeros({B, 1, 1, S}, o);
     });
     for (size_t i = 0; i < dec.size(); ++i)
-      y = dec[i]->forward(y, enc_out, "decoder." + std::to_string(i) + ".", probe, dec_bias, cross_bias, Rope{});
+      y = dec[i]->forward(y, enc_out, "decoder." + std::to_string(i) + ".", probe, dec_bias, cross_bias,
+                          Rope{});
     if (!dec_norm.is_empty()) y = node(probe, "head.norm", [&] { return dec_norm(y); });
     y = dropout_node(probe, "head.dropout", y, m.dropout, train);
     auto logits = node(probe, "head.lm", [&] {
       if (!lm.is_empty()) return lm(y);
-      return torch::nn::functional::linear(y * (1.0 / std::sqrt(static_cast<double>(m.hidden))), shared->weight);
+      return torch::nn::functional::linear(y * (1.0 / std::sqrt(static_cast<double>(m.hidden))),
+                                           shared->weight);
     });
     return loss_node(probe, logits.reshape({-1, m.vocab_size}), b.labels.reshape({-1}));
   }
@@ -127,6 +136,8 @@ class T5 : public ZooModel {
 
 }  // namespace
 
-std::shared_ptr<ZooModel> build_t5(const ModelSpec& m, const TrainSettings&) { return std::make_shared<T5>(m); }
+std::shared_ptr<ZooModel> build_t5(const ModelSpec& m, const TrainSettings&) {
+  return std::make_shared<T5>(m);
+}
 
 }  // namespace scaledl::zoo_detail

@@ -19,15 +19,17 @@ class ViT : public ZooModel {
     SCALEDL_CHECK(m.image_size % m.patch_size == 0, "model {}: patch_size={} does not divide image_size={}",
                   m.name, m.patch_size, m.image_size);
     specials = std::max<int64_t>(m.num_special_tokens, 1);
-    patch = register_module("patch", torch::nn::Conv2d(torch::nn::Conv2dOptions(m.num_channels, m.hidden, m.patch_size)
-                                                           .stride(m.patch_size)));
+    patch = register_module(
+        "patch", torch::nn::Conv2d(
+                     torch::nn::Conv2dOptions(m.num_channels, m.hidden, m.patch_size).stride(m.patch_size)));
     tokens = register_parameter("tokens", torch::zeros({1, specials, m.hidden}));
     const int64_t grid = m.image_size / m.patch_size;
     position = register_parameter("position", torch::zeros({1, grid * grid + specials, m.hidden}));
     enc.build(*this, m);
     if (m.num_labels > 0) {
       classifier = register_module("classifier", torch::nn::Linear(m.hidden, m.num_labels));
-      if (m.dist_head) dist_classifier = register_module("dist_classifier", torch::nn::Linear(m.hidden, m.num_labels));
+      if (m.dist_head)
+        dist_classifier = register_module("dist_classifier", torch::nn::Linear(m.hidden, m.num_labels));
     }
     (void)s;
   }
@@ -38,11 +40,13 @@ class ViT : public ZooModel {
       return patch(b.input).flatten(2).transpose(1, 2);  // [B, N, d]
     });
     const int64_t B = x.size(0), N = x.size(1);
-    SCALEDL_CHECK(N + specials == position.size(1),
-                  "model {}: input gives {} patches but the position table has {} rows (image_size must equal "
-                  "the config's image_size={})", m.name, N, position.size(1) - specials, m.image_size);
+    SCALEDL_CHECK(
+        N + specials == position.size(1),
+        "model {}: input gives {} patches but the position table has {} rows (image_size must equal "
+        "the config's image_size={})",
+        m.name, N, position.size(1) - specials, m.image_size);
     auto cls = node(probe, "embed.cls", [&] { return tokens.expand({B, specials, m.hidden}); });  // [B, S, d]
-    auto pos = node(probe, "embed.position", [&] { return position * 1.0; });               // [1, N+S, d]
+    auto pos = node(probe, "embed.position", [&] { return position * 1.0; });     // [1, N+S, d]
     x = node(probe, "embed.add", [&] { return torch::cat({cls, x}, 1) + pos; });  // concat + add
     x = dropout_node(probe, "embed.dropout", x, m.embed_dropout, is_training());
     x = enc.forward(x, probe);
@@ -67,6 +71,8 @@ class ViT : public ZooModel {
 
 }  // namespace
 
-std::shared_ptr<ZooModel> build_vit(const ModelSpec& m, const TrainSettings& s) { return std::make_shared<ViT>(m, s); }
+std::shared_ptr<ZooModel> build_vit(const ModelSpec& m, const TrainSettings& s) {
+  return std::make_shared<ViT>(m, s);
+}
 
 }  // namespace scaledl::zoo_detail

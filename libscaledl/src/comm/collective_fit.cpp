@@ -20,15 +20,16 @@ namespace scaledl {
 
 namespace {
 
-using GroupKey = std::tuple<std::string, std::string, std::string, std::string, std::string, int64_t, int64_t>;
+using GroupKey =
+    std::tuple<std::string, std::string, std::string, std::string, std::string, int64_t, int64_t>;
 
 GroupKey key_of(const CollectiveMeasurement& m) {
   return {m.campaign, m.device, m.collective, m.backend, m.level, m.nodes, m.world};
 }
 
 bool usable(const CollectiveMeasurement& m) {
-  return m.status == "ok" && m.world >= 2 && std::isfinite(m.time_s) && m.time_s > 0 && std::isfinite(m.bytes) &&
-         m.bytes > 0;
+  return m.status == "ok" && m.world >= 2 && std::isfinite(m.time_s) && m.time_s > 0 &&
+         std::isfinite(m.bytes) && m.bytes > 0;
 }
 
 nlohmann::json fit_json(const CommFit& f) {
@@ -42,7 +43,8 @@ nlohmann::json fit_json(const CommFit& f) {
 /// File-name-safe: letters, digits, '.', '_' and '-' kept, the rest '_'.
 std::string safe_stem(const std::string& s) {
   std::string o;
-  for (char ch : s) o += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_') ? ch : '_';
+  for (char ch : s)
+    o += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_') ? ch : '_';
   return o;
 }
 
@@ -56,9 +58,9 @@ std::string CollectiveGroupFit::best() const {
 }
 
 nlohmann::json CollectiveGroupFit::to_json() const {
-  nlohmann::json j = {{"campaign", campaign}, {"device", device},   {"collective", collective},
-                      {"backend", backend},   {"level", level},     {"world", world},
-                      {"worlds", worlds},     {"nodes", nodes},     {"sizes", sizes},
+  nlohmann::json j = {{"campaign", campaign},   {"device", device},      {"collective", collective},
+                      {"backend", backend},     {"level", level},        {"world", world},
+                      {"worlds", worlds},       {"nodes", nodes},        {"sizes", sizes},
                       {"min_bytes", min_bytes}, {"max_bytes", max_bytes}};
   if (!skipped.empty()) {
     j["skipped"] = skipped;
@@ -118,7 +120,8 @@ std::vector<CollectiveGroupFit> fit_collectives(const std::vector<CollectiveMeas
   using Family = std::tuple<std::string, std::string, std::string, std::string, std::string, int64_t>;
   std::map<Family, std::map<int64_t, std::vector<const CollectiveMeasurement*>>> families;
   for (const auto& m : rows)
-    if (usable(m)) families[{m.campaign, m.device, m.collective, m.backend, m.level, m.nodes}][m.world].push_back(&m);
+    if (usable(m))
+      families[{m.campaign, m.device, m.collective, m.backend, m.level, m.nodes}][m.world].push_back(&m);
   std::vector<CollectiveGroupFit> out;
   for (const auto& [fam, by_world] : families) {
     CollectiveGroupFit base;
@@ -150,15 +153,21 @@ nlohmann::json comm_fit_json(const std::vector<CollectiveGroupFit>& fits) {
   const CollectiveGroupFit* top = nullptr;
   for (const auto& f : fits) {
     if (f.collective != "allreduce" || !f.ring || f.world == 0) continue;
-    if (!top || f.world > top->world || (f.world == top->world && f.ring->samples > top->ring->samples)) top = &f;
+    if (!top || f.world > top->world || (f.world == top->world && f.ring->samples > top->ring->samples))
+      top = &f;
   }
   if (top) {
     // The top-level keys are what load_comm_model reads: eq. 15 (ring) constants.
     j["bandwidth_Bps"] = top->ring->model.bandwidth_Bps;
     j["gamma_s"] = top->ring->model.gamma_s;
-    j["nodes"] = top->nodes;  // measured on how many nodes (predict/scale warn across more: issue #39 case 27)
-    j["source"] = {{"campaign", top->campaign}, {"device", top->device}, {"backend", top->backend},
-                   {"level", top->level},       {"world", top->world},   {"nodes", top->nodes},
+    j["nodes"] =
+        top->nodes;  // measured on how many nodes (predict/scale warn across more: issue #39 case 27)
+    j["source"] = {{"campaign", top->campaign},
+                   {"device", top->device},
+                   {"backend", top->backend},
+                   {"level", top->level},
+                   {"world", top->world},
+                   {"nodes", top->nodes},
                    {"form", "ring (ScaleDL eq. 15)"}};
   }
   j["fits"] = nlohmann::json::array();
@@ -167,7 +176,8 @@ nlohmann::json comm_fit_json(const std::vector<CollectiveGroupFit>& fits) {
 }
 
 std::vector<std::string> plot_collective_fits(const std::vector<CollectiveMeasurement>& rows,
-                                              const std::vector<CollectiveGroupFit>& fits, const std::string& dir) {
+                                              const std::vector<CollectiveGroupFit>& fits,
+                                              const std::string& dir) {
   fs::create_directories(dir);
   std::map<GroupKey, std::vector<const CollectiveMeasurement*>> groups;
   for (const auto& m : rows)
@@ -213,26 +223,30 @@ std::vector<std::string> plot_collective_fits(const std::vector<CollectiveMeasur
       if (levels.size() > 1) label += ", " + f->level;
       if (backends.size() > 1) label += ", " + f->backend;
       if (devices.size() > 1) label += ", " + (f->device.empty() ? std::string("?") : f->device);
-      label += fmt::format(": B {:.1f} GB/s, gamma {:.2f} us, MRE {:.1f} %", f->ring->model.bandwidth_Bps / 1e9,
-                           f->ring->model.gamma_s * 1e6, 100 * f->ring->mre);
-      plot += fmt::format("{}'{}.dat' index {} using 1:2 with points pt 7 ps 0.45 {} title {}, "
-                          "'{}.dat' index {} using 1:2 with lines lw 1.5 {} notitle",
-                          idx ? ", " : "", stem, 2 * idx, gp_colour(idx), gp_quote(label), stem, 2 * idx + 1,
-                          gp_colour(idx));
+      label +=
+          fmt::format(": B {:.1f} GB/s, gamma {:.2f} us, MRE {:.1f} %", f->ring->model.bandwidth_Bps / 1e9,
+                      f->ring->model.gamma_s * 1e6, 100 * f->ring->mre);
+      plot += fmt::format(
+          "{}'{}.dat' index {} using 1:2 with points pt 7 ps 0.45 {} title {}, "
+          "'{}.dat' index {} using 1:2 with lines lw 1.5 {} notitle",
+          idx ? ", " : "", stem, 2 * idx, gp_colour(idx), gp_quote(label), stem, 2 * idx + 1, gp_colour(idx));
       ++idx;
     }
     write_text_file_atomic((fs::path(dir) / (stem + ".dat")).string(), dat);
-    const std::string device = devices.size() == 1 && !devices.begin()->empty() ? ", " + *devices.begin() : "";
-    run_gnuplot(dir, stem,
-                fmt::format("cd {}\nset title {}\nset logscale xy\nset format x '%.0s%cB'\nset format y '%.0s%cs'\n"
-                            "set xlabel 'message size S (bytes, nccl-tests size)'\nset ylabel 'time of one {} (s)'\n"
-                            "set key left top\nset grid\n"
-                            "plot {}, NaN with lines lw 1.5 lc 'black' title 'lines: T = a(N) S/B + c(N) gamma, ring "
-                            "form, fitted per N'\n",
-                            gp_quote(dir), gp_quote(fmt::format("{}, campaign {}{}: measured (points) vs fitted model",
-                                                                 collective, campaign, device)),
-                            collective, plot),
-                {"svg"}, /*keep_script=*/true);
+    const std::string device =
+        devices.size() == 1 && !devices.begin()->empty() ? ", " + *devices.begin() : "";
+    run_gnuplot(
+        dir, stem,
+        fmt::format("cd {}\nset title {}\nset logscale xy\nset format x '%.0s%cB'\nset format y '%.0s%cs'\n"
+                    "set xlabel 'message size S (bytes, nccl-tests size)'\nset ylabel 'time of one {} (s)'\n"
+                    "set key left top\nset grid\n"
+                    "plot {}, NaN with lines lw 1.5 lc 'black' title 'lines: T = a(N) S/B + c(N) gamma, ring "
+                    "form, fitted per N'\n",
+                    gp_quote(dir),
+                    gp_quote(fmt::format("{}, campaign {}{}: measured (points) vs fitted model", collective,
+                                         campaign, device)),
+                    collective, plot),
+        {"svg"}, /*keep_script=*/true);
     written.push_back((fs::path(dir) / (stem + ".svg")).string());
   }
   return written;

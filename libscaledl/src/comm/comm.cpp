@@ -41,32 +41,39 @@ CommModel CommModel::from_json(const nlohmann::json& j, const std::string& ctx) 
 }
 
 void check_comm_plausible(const CommModel& m, const std::string& ctx) {
-  SCALEDL_CHECK(std::isfinite(m.bandwidth_Bps) && m.bandwidth_Bps >= kCommMinBandwidthBps &&
-                    m.bandwidth_Bps <= kCommMaxBandwidthBps,
-                "{}: bandwidth_Bps={:g} is outside the plausible [{:g}, {:g}] B/s (a unit slip or absurd samples, not "
-                "a network)",
-                ctx, m.bandwidth_Bps, kCommMinBandwidthBps, kCommMaxBandwidthBps);
-  SCALEDL_CHECK(std::isfinite(m.gamma_s) && m.gamma_s >= 0 && m.gamma_s <= kCommMaxGammaS,
-                "{}: gamma_s={:g} is outside the plausible [0, {:g}] s per step (a unit slip or absurd samples, not "
-                "a network)",
-                ctx, m.gamma_s, kCommMaxGammaS);
+  SCALEDL_CHECK(
+      std::isfinite(m.bandwidth_Bps) && m.bandwidth_Bps >= kCommMinBandwidthBps &&
+          m.bandwidth_Bps <= kCommMaxBandwidthBps,
+      "{}: bandwidth_Bps={:g} is outside the plausible [{:g}, {:g}] B/s (a unit slip or absurd samples, not "
+      "a network)",
+      ctx, m.bandwidth_Bps, kCommMinBandwidthBps, kCommMaxBandwidthBps);
+  SCALEDL_CHECK(
+      std::isfinite(m.gamma_s) && m.gamma_s >= 0 && m.gamma_s <= kCommMaxGammaS,
+      "{}: gamma_s={:g} is outside the plausible [0, {:g}] s per step (a unit slip or absurd samples, not "
+      "a network)",
+      ctx, m.gamma_s, kCommMaxGammaS);
 }
 
 std::string cross_node_comm_warning(const CommModel& m, int64_t nodes) {
   if (nodes <= 1 || m.nodes > 1) return "";
-  const std::string what = fmt::format("bandwidth {:.4g} GB/s, gamma {:.3g} us", m.bandwidth_Bps / 1e9, m.gamma_s * 1e6);
+  const std::string what =
+      fmt::format("bandwidth {:.4g} GB/s, gamma {:.3g} us", m.bandwidth_Bps / 1e9, m.gamma_s * 1e6);
   if (m.nodes == 1)
-    return fmt::format("the collective calibration was fitted on 1 node ({}) but prices the collectives across "
-                       "--nodes={}: inter-node links are usually slower than intra-node ones (NVLink); calibrate "
-                       "across {} nodes (`scaledl comm fit` of an inter-node nccl-tests run)",
-                       what, nodes, nodes);
-  return fmt::format("the collective calibration ({}) does not record how many nodes it was measured on, and prices "
-                     "the collectives across --nodes={}: if it was fitted within one node (NVLink), inter-node ones "
-                     "are slower; calibrate across {} nodes (`scaledl comm fit` of an inter-node nccl-tests run)",
-                     what, nodes, nodes);
+    return fmt::format(
+        "the collective calibration was fitted on 1 node ({}) but prices the collectives across "
+        "--nodes={}: inter-node links are usually slower than intra-node ones (NVLink); calibrate "
+        "across {} nodes (`scaledl comm fit` of an inter-node nccl-tests run)",
+        what, nodes, nodes);
+  return fmt::format(
+      "the collective calibration ({}) does not record how many nodes it was measured on, and prices "
+      "the collectives across --nodes={}: if it was fitted within one node (NVLink), inter-node ones "
+      "are slower; calibrate across {} nodes (`scaledl comm fit` of an inter-node nccl-tests run)",
+      what, nodes, nodes);
 }
 
-const char* to_string(CommForm f) { return f == CommForm::Tree ? "tree" : "ring"; }
+const char* to_string(CommForm f) {
+  return f == CommForm::Tree ? "tree" : "ring";
+}
 
 CommFactors comm_factors(const std::string& collective, CommForm form, int64_t devices) {
   SCALEDL_CHECK(devices >= 1, "{}: devices={} must be >= 1", collective, devices);
@@ -75,7 +82,8 @@ CommFactors comm_factors(const std::string& collective, CommForm form, int64_t d
     if (form == CommForm::Tree) return {2.0 * (n - 1.0) / n, 2.0 * std::ceil(std::log2(n))};
     return {2.0 * (n - 1.0) / n, 2.0 * (n - 1.0)};
   }
-  SCALEDL_CHECK(form == CommForm::Ring, "the tree form is an all-reduce form; {} has the ring form only", collective);
+  SCALEDL_CHECK(form == CommForm::Ring, "the tree form is an all-reduce form; {} has the ring form only",
+                collective);
   if (collective == "allgather" || collective == "reducescatter") return {(n - 1.0) / n, n - 1.0};
   if (collective == "sendrecv") return {1.0, 1.0};
   fail("collective={} is not allreduce, allgather, reducescatter or sendrecv", collective);
@@ -90,7 +98,8 @@ CommFit fit_comm(const std::vector<AllReduceSample>& samples, const std::string&
   std::vector<CommFactors> f(samples.size());
   for (size_t k = 0; k < samples.size(); ++k) {
     const auto& s = samples[k];
-    SCALEDL_CHECK(std::isfinite(s.bytes) && s.bytes > 0, "{} sample[{}].bytes={} must be > 0", what, k, s.bytes);
+    SCALEDL_CHECK(std::isfinite(s.bytes) && s.bytes > 0, "{} sample[{}].bytes={} must be > 0", what, k,
+                  s.bytes);
     SCALEDL_CHECK(s.devices >= 2, "{} sample[{}].devices={} must be >= 2", what, k, s.devices);
     SCALEDL_CHECK(std::isfinite(s.seconds) && s.seconds > 0, "{} sample[{}].seconds={} must be > 0", what, k,
                   s.seconds);
@@ -145,7 +154,8 @@ double gradient_bytes(double params, int bytes_per_element) {
 CommModel load_comm_model(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
   if (j.is_object() && j.contains("allreduce")) {
-    SCALEDL_CHECK(j["allreduce"].is_array(), "{}: allreduce must be an array of {{bytes, devices, seconds}}", path);
+    SCALEDL_CHECK(j["allreduce"].is_array(), "{}: allreduce must be an array of {{bytes, devices, seconds}}",
+                  path);
     std::vector<AllReduceSample> s;
     int64_t nodes = 0;
     bool all_say_nodes = true;

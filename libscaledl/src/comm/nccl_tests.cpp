@@ -62,7 +62,9 @@ bool is_utf8(const std::string& s) {
 }
 
 /// A field for an error message: at most 40 characters (a garbage line can be long).
-std::string clip(const std::string& s) { return s.size() <= 40 ? s : s.substr(0, 37) + "..."; }
+std::string clip(const std::string& s) {
+  return s.size() <= 40 ? s : s.substr(0, 37) + "...";
+}
 
 std::vector<std::string> words(const std::string& s) {
   std::istringstream in(s);
@@ -88,9 +90,10 @@ bool parse_f64(const std::string& t, double* v) {
 /// nccl-tests' type names -> the store's dtype names (bench: fp32, fp16, bf16).
 bool map_dtype(const std::string& t, std::string* out) {
   static const std::map<std::string, std::string> m = {
-      {"float", "fp32"},  {"half", "fp16"},   {"bfloat16", "bf16"}, {"double", "fp64"},  {"int8", "int8"},
-      {"uint8", "uint8"}, {"int32", "int32"}, {"uint32", "uint32"}, {"int64", "int64"},  {"uint64", "uint64"},
-      {"f8e4m3", "fp8e4m3"}, {"f8e5m2", "fp8e5m2"}, {"fp32", "fp32"}, {"fp16", "fp16"}, {"bf16", "bf16"}};
+      {"float", "fp32"},  {"half", "fp16"},     {"bfloat16", "bf16"},  {"double", "fp64"},
+      {"int8", "int8"},   {"uint8", "uint8"},   {"int32", "int32"},    {"uint32", "uint32"},
+      {"int64", "int64"}, {"uint64", "uint64"}, {"f8e4m3", "fp8e4m3"}, {"f8e5m2", "fp8e5m2"},
+      {"fp32", "fp32"},   {"fp16", "fp16"},     {"bf16", "bf16"}};
   auto it = m.find(t);
   if (it == m.end()) return false;
   *out = it->second;
@@ -103,7 +106,8 @@ std::string collective_from_name(const std::string& path) {
   if (b.rfind("ar_gpu", 0) == 0 || b.find("all_reduce") != std::string::npos ||
       b.find("allreduce") != std::string::npos)
     return "allreduce";
-  if (b.find("all_gather") != std::string::npos || b.find("allgather") != std::string::npos) return "allgather";
+  if (b.find("all_gather") != std::string::npos || b.find("allgather") != std::string::npos)
+    return "allgather";
   if (b.find("reduce_scatter") != std::string::npos || b.find("reducescatter") != std::string::npos)
     return "reducescatter";
   if (b.find("sendrecv") != std::string::npos || b.find("send_recv") != std::string::npos) return "sendrecv";
@@ -121,11 +125,11 @@ int64_t world_from_name(const std::string& path) {
 
 /// What the header lines of a file said.
 struct Header {
-  std::string banner;          ///< collective of "# Collective test starting: X" ("" = none)
+  std::string banner;  ///< collective of "# Collective test starting: X" ("" = none)
   size_t banner_line = 0;
-  std::set<int64_t> ranks;     ///< from "#  Rank  r ..." lines
+  std::set<int64_t> ranks;  ///< from "#  Rank  r ..." lines
   std::set<std::string> hosts;
-  std::string rank0_gpu;       ///< GPU name on rank 0's line
+  std::string rank0_gpu;  ///< GPU name on rank 0's line
   size_t rank0_line = 0;
   int64_t threads_x_gpus = 0;  ///< nThread x nGpus (ranks of one process)
   int repeats = 0;             ///< "iters: K" (not warmup or agg iters)
@@ -163,11 +167,13 @@ void read_header_line(const std::string& line, size_t lineno, Header* h) {
       if (w[i] == "nThread") parse_i64(w[i + 1], &threads);
       if (w[i] == "nGpus") parse_i64(w[i + 1], &gpus);
       int64_t k = 0;
-      if (w[i] == "iters:" && (i == 0 || (w[i - 1] != "warmup" && w[i - 1] != "agg")) && parse_i64(w[i + 1], &k))
+      if (w[i] == "iters:" && (i == 0 || (w[i - 1] != "warmup" && w[i - 1] != "agg")) &&
+          parse_i64(w[i + 1], &k))
         h->repeats = static_cast<int>(k);
     }
     // Each at most 2^20 (a product that cannot overflow; --world's own range).
-    if (threads > 0 && gpus > 0 && threads <= (1 << 20) && gpus <= (1 << 20)) h->threads_x_gpus = threads * gpus;
+    if (threads > 0 && gpus > 0 && threads <= (1 << 20) && gpus <= (1 << 20))
+      h->threads_x_gpus = threads * gpus;
   }
 }
 
@@ -214,12 +220,14 @@ void parse_size_count_type(const LineError& bad, const std::string& size, const 
   r->bytes = static_cast<double>(v);
   if (!parse_i64(count, &v) || v < 0) bad("count=\"{}\" is not an element count ({})", clip(count), what);
   if (!map_dtype(type, &r->dtype))
-    bad("type=\"{}\" is not an nccl-tests type (float, half, bfloat16, double, int8, uint8, int32, uint32, int64, "
+    bad("type=\"{}\" is not an nccl-tests type (float, half, bfloat16, double, int8, uint8, int32, uint32, "
+        "int64, "
         "uint64, f8e4m3, f8e5m2)",
         clip(type));
 }
 
-double parse_time(const LineError& bad, const std::string& t, const char* field, double unit_s, const char* what) {
+double parse_time(const LineError& bad, const std::string& t, const char* field, double unit_s,
+                  const char* what) {
   double v = 0;
   if (!parse_f64(t, &v) || v <= 0) bad("{}=\"{}\" is not a positive time ({})", field, clip(t), what);
   return v * unit_s;
@@ -256,7 +264,8 @@ Row parse_text_row(const LineError& bad, const std::vector<std::string>& w, size
   size_t i = 4;
   if (w.size() == 13) {
     int64_t root = 0;
-    if (!parse_i64(w[4], &root) || root < -1) bad("root=\"{}\" is not a rank or -1 ({})", clip(w[4]), kTextRow);
+    if (!parse_i64(w[4], &root) || root < -1)
+      bad("root=\"{}\" is not a rank or -1 ({})", clip(w[4]), kTextRow);
     i = 5;
   }
   const char* names[2][4] = {{"time", "algbw", "busbw", "#wrong"},
@@ -326,7 +335,8 @@ void NcclTestsImportOptions::validate() const {
 }
 
 std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text, const std::string& name,
-                                                         const NcclTestsImportOptions& o, NcclTestsRefused* refused) {
+                                                         const NcclTestsImportOptions& o,
+                                                         NcclTestsRefused* refused) {
   o.validate();
   Header h;
   std::vector<Row> rows;
@@ -342,8 +352,8 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
     if (first) {
       first = false;
       if (line.rfind("size(B)", 0) == 0) {
-        SCALEDL_CHECK(line == kCsvHeader, "{}:{}: header \"{}\" is not vTrain's \"{}\"", name, lineno, clip(line),
-                      kCsvHeader);
+        SCALEDL_CHECK(line == kCsvHeader, "{}:{}: header \"{}\" is not vTrain's \"{}\"", name, lineno,
+                      clip(line), kCsvHeader);
         csv = true;
         continue;
       }
@@ -357,7 +367,8 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
         continue;
       }
       // NCCL's own log lines (NCCL_DEBUG=INFO / WARN) interleave with the table.
-      if (line.find("NCCL INFO") != std::string::npos || line.find("NCCL WARN") != std::string::npos) continue;
+      if (line.find("NCCL INFO") != std::string::npos || line.find("NCCL WARN") != std::string::npos)
+        continue;
       r = parse_text_row(bad, words(line), lineno);
     }
     if (r.bytes == 0) {  // nccl-tests -b 0: a latency-only row the store cannot key by size
@@ -366,9 +377,10 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
     }
     rows.push_back(std::move(r));
   }
-  SCALEDL_CHECK(!rows.empty(), "{}: no data rows ({}{})", name,
-                csv ? "a vTrain table with a header only" : "is it the output of an nccl-tests *_perf binary?",
-                skipped_zero ? fmt::format(", {} rows of size 0 skipped", skipped_zero) : std::string());
+  SCALEDL_CHECK(
+      !rows.empty(), "{}: no data rows ({}{})", name,
+      csv ? "a vTrain table with a header only" : "is it the output of an nccl-tests *_perf binary?",
+      skipped_zero ? fmt::format(", {} rows of size 0 skipped", skipped_zero) : std::string());
 
   // Collective: the banner, then the file name; --collective must agree with them.
   std::string from_file, said_by;
@@ -382,14 +394,15 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
   const bool collective_said_by_file = !from_file.empty();
   if (!o.collective.empty()) {
     const std::string c = canonical_collective(o.collective, "--collective");
-    SCALEDL_CHECK(from_file.empty() || c == from_file, "--collective={} but {} is {} output (from {})", c, name,
-                  from_file, said_by);
+    SCALEDL_CHECK(from_file.empty() || c == from_file, "--collective={} but {} is {} output (from {})", c,
+                  name, from_file, said_by);
     collective = c;
   }
-  SCALEDL_CHECK(!collective.empty(),
-                "{}: cannot tell the collective (no '# Collective test starting' line, and the file name has none of "
-                "all_reduce, all_gather, reduce_scatter, sendrecv): pass --collective",
-                name);
+  SCALEDL_CHECK(
+      !collective.empty(),
+      "{}: cannot tell the collective (no '# Collective test starting' line, and the file name has none of "
+      "all_reduce, all_gather, reduce_scatter, sendrecv): pass --collective",
+      name);
 
   // World: the "#  Rank" lines, vTrain's AR_GPU<N>, --world, nThread x nGpus.
   const int64_t listed = !h.ranks.empty() ? static_cast<int64_t>(h.ranks.size()) : world_from_name(name);
@@ -403,23 +416,26 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
   } else if (h.threads_x_gpus > 0) {
     world = h.threads_x_gpus;  // one process: its threads x GPUs (under MPI pass --world)
   }
-  SCALEDL_CHECK(world != 0, "{}: the file does not give the world size (no '#  Rank' lines, no nThread/nGpus line): "
-                "pass --world N", name);
-  SCALEDL_CHECK(world >= 2, "{}: world={}: a collective over one rank is not a measurement of communication", name,
-                world);
+  SCALEDL_CHECK(world != 0,
+                "{}: the file does not give the world size (no '#  Rank' lines, no nThread/nGpus line): "
+                "pass --world N",
+                name);
+  SCALEDL_CHECK(world >= 2, "{}: world={}: a collective over one rank is not a measurement of communication",
+                name, world);
   const bool world_said_by_file = listed > 0;
 
   const int64_t hosts = static_cast<int64_t>(h.hosts.size());
   int64_t nodes = o.nodes > 0 ? o.nodes : (hosts > 0 ? hosts : 1);
-  SCALEDL_CHECK(o.nodes == 0 || hosts == 0 || hosts == o.nodes, "--nodes={} but the ranks of {} sit on {} hosts",
-                o.nodes, name, hosts);
+  SCALEDL_CHECK(o.nodes == 0 || hosts == 0 || hosts == o.nodes,
+                "--nodes={} but the ranks of {} sit on {} hosts", o.nodes, name, hosts);
   SCALEDL_CHECK(nodes <= world, "{}: nodes={} must be <= world={}", name, nodes, world);
   const std::string level = !o.level.empty() ? o.level : (nodes > 1 ? "inter-node" : "intra-node");
-  SCALEDL_CHECK(!(level == "intra-node" && nodes > 1), "--level=intra-node but the ranks of {} sit on {} nodes", name,
-                nodes);
-  SCALEDL_CHECK(!o.device.empty() || is_utf8(h.rank0_gpu), "{}:{}: the GPU name of rank 0 is not UTF-8 text", name,
-                h.rank0_line);
-  const std::string device = !o.device.empty() ? o.device : (h.rank0_gpu.empty() ? "" : "cuda:" + h.rank0_gpu);
+  SCALEDL_CHECK(!(level == "intra-node" && nodes > 1),
+                "--level=intra-node but the ranks of {} sit on {} nodes", name, nodes);
+  SCALEDL_CHECK(!o.device.empty() || is_utf8(h.rank0_gpu), "{}:{}: the GPU name of rank 0 is not UTF-8 text",
+                name, h.rank0_line);
+  const std::string device =
+      !o.device.empty() ? o.device : (h.rank0_gpu.empty() ? "" : "cuda:" + h.rank0_gpu);
 
   // Issue #39 case 10: each half's time against the file's own bandwidth
   // columns (nccl-tests: algbw = size / time, busbw = algbw x the collective's
@@ -437,13 +453,15 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
     const double alg = r.bytes / x.time_s / 1e9;  // GB/s
     const char* io = half == 0 ? "" : "in-place ";
     if (!std::isnan(x.algbw) && !agrees(alg, x.algbw))
-      return fmt::format("line {}: {}time={:g} {} of size {:.0f} gives algbw {:.4g} GB/s but the file says {:g}",
-                         r.line, io, x.time_s / time_unit_s, time_unit, r.bytes, alg, x.algbw);
+      return fmt::format(
+          "line {}: {}time={:g} {} of size {:.0f} gives algbw {:.4g} GB/s but the file says {:g}", r.line, io,
+          x.time_s / time_unit_s, time_unit, r.bytes, alg, x.algbw);
     if (check_busbw && !agrees(alg * factor, x.busbw))
-      return fmt::format("line {}: {}time={:g} {} of size {:.0f} gives busbw {:.4g} GB/s ({} over {} ranks: x{:g}) but "
-                         "the file says {:g}",
-                         r.line, io, x.time_s / time_unit_s, time_unit, r.bytes, alg * factor, collective, world,
-                         factor, x.busbw);
+      return fmt::format(
+          "line {}: {}time={:g} {} of size {:.0f} gives busbw {:.4g} GB/s ({} over {} ranks: x{:g}) but "
+          "the file says {:g}",
+          r.line, io, x.time_s / time_unit_s, time_unit, r.bytes, alg * factor, collective, world, factor,
+          x.busbw);
     return "";
   };
 
@@ -477,25 +495,28 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
       out.push_back(std::move(m));
     }
   }
-  SCALEDL_CHECK(!out.empty(),
-                "{}: all {} rows (out-of-place + in-place) contradict the file's own bandwidth columns, e.g. {}: "
-                "refusing the file",
-                name, n_halves, first_refused);
+  SCALEDL_CHECK(
+      !out.empty(),
+      "{}: all {} rows (out-of-place + in-place) contradict the file's own bandwidth columns, e.g. {}: "
+      "refusing the file",
+      name, n_halves, first_refused);
   if (refused && n_refused) {
     refused->rows += n_refused;
-    refused->notes.push_back(fmt::format("{}: {} of {} rows (out-of-place + in-place) refused: their time contradicts "
-                                         "the file's own bandwidth columns, e.g. {}",
-                                         name, n_refused, n_halves, first_refused));
+    refused->notes.push_back(
+        fmt::format("{}: {} of {} rows (out-of-place + in-place) refused: their time contradicts "
+                    "the file's own bandwidth columns, e.g. {}",
+                    name, n_refused, n_halves, first_refused));
   }
   return out;
 }
 
-std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path, const NcclTestsImportOptions& o,
+std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path,
+                                                         const NcclTestsImportOptions& o,
                                                          NcclTestsRefused* refused) {
   std::error_code ec;
   SCALEDL_CHECK(std::filesystem::exists(path, ec), "{}: no such file", path);
-  SCALEDL_CHECK(!std::filesystem::is_directory(path, ec), "{}: is a directory, expected an nccl-tests output file",
-                path);
+  SCALEDL_CHECK(!std::filesystem::is_directory(path, ec),
+                "{}: is a directory, expected an nccl-tests output file", path);
   std::ifstream f(path, std::ios::binary);
   SCALEDL_CHECK(f.good(), "{}: cannot open", path);
   std::ostringstream ss;
@@ -504,12 +525,13 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path
 }
 
 nlohmann::json CollectiveImportSummary::to_json() const {
-  return {{"files", files},       {"rows", rows},           {"inserted", inserted},
-          {"duplicates", rows - inserted}, {"refused", refused.rows}, {"notes", refused.notes}};
+  return {{"files", files},          {"rows", rows},
+          {"inserted", inserted},    {"duplicates", rows - inserted},
+          {"refused", refused.rows}, {"notes", refused.notes}};
 }
 
-CollectiveImportSummary import_nccl_tests(const std::vector<std::string>& files, const NcclTestsImportOptions& o,
-                                          const std::string& db) {
+CollectiveImportSummary import_nccl_tests(const std::vector<std::string>& files,
+                                          const NcclTestsImportOptions& o, const std::string& db) {
   o.validate();
   SCALEDL_CHECK(!files.empty(), "no files to import: name nccl-tests output files");
   std::vector<CollectiveMeasurement> all;

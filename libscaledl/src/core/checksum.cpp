@@ -15,7 +15,8 @@ namespace {
 struct Digest {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx{EVP_MD_CTX_new(), EVP_MD_CTX_free};
   Digest() {
-    SCALEDL_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1, "SHA-256: OpenSSL init failed");
+    SCALEDL_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1,
+                  "SHA-256: OpenSSL init failed");
   }
   void update(const char* p, size_t n) {
     SCALEDL_CHECK(EVP_DigestUpdate(ctx.get(), p, n) == 1, "SHA-256: OpenSSL update failed");

@@ -130,14 +130,21 @@ void unregister_temp_path(const std::string& path) {
 std::string file_kind(const std::string& p) {
   std::error_code ec;
   switch (fs::status(p, ec).type()) {
-    case fs::file_type::not_found: return "missing";
-    case fs::file_type::regular: return "a regular file";
-    case fs::file_type::directory: return "a directory";
-    case fs::file_type::fifo: return "a FIFO";
-    case fs::file_type::socket: return "a socket";
+    case fs::file_type::not_found:
+      return "missing";
+    case fs::file_type::regular:
+      return "a regular file";
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
     case fs::file_type::block:
-    case fs::file_type::character: return "a device";
-    default: return "not a file";
+    case fs::file_type::character:
+      return "a device";
+    default:
+      return "not a file";
   }
 }
 
@@ -230,11 +237,13 @@ StagingDir::StagingDir(const std::string& out, const OwnedFiles& owned, const st
              e.what());
       }
       const std::vector<std::string> foreign = foreign_entries(dest.string(), files);
-      SCALEDL_CHECK(foreign.empty(),
-                    "{}={} is {} but also holds {} (not written by scaledl); it would be replaced: move {} out or "
-                    "choose a new directory",
-                    flag, out, kind, fmt::join(foreign.begin(), foreign.begin() + std::min<size_t>(3, foreign.size()), ", "),
-                    foreign.size() == 1 ? "it" : "them");
+      SCALEDL_CHECK(
+          foreign.empty(),
+          "{}={} is {} but also holds {} (not written by scaledl); it would be replaced: move {} out or "
+          "choose a new directory",
+          flag, out, kind,
+          fmt::join(foreign.begin(), foreign.begin() + std::min<size_t>(3, foreign.size()), ", "),
+          foreign.size() == 1 ? "it" : "them");
     }
   }
   std::string base = dest.string();
@@ -283,9 +292,10 @@ void check_output_is_not_input(const std::string& out, const std::string& out_fl
   if (!fs::exists(out, ec)) return;
   for (const auto& [flag, in] : inputs) {
     if (in.empty() || !fs::exists(in, ec)) continue;
-    SCALEDL_CHECK(!fs::equivalent(out, in, ec),
-                  "{}={} is also an input ({}={}, the same file); it would be overwritten: write to another file",
-                  out_flag, out, flag, in);
+    SCALEDL_CHECK(
+        !fs::equivalent(out, in, ec),
+        "{}={} is also an input ({}={}, the same file); it would be overwritten: write to another file",
+        out_flag, out, flag, in);
   }
 }
 

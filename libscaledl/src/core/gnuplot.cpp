@@ -42,9 +42,8 @@ void run_gnuplot(const std::string& dir_, const std::string& stem, const std::st
                                                     gp_quote((dir / (stem + "." + ext)).string()), body));
     const std::string cmd = fmt::format("gnuplot {} 2>{}", gp_quote(gp.string()), gp_quote(log.string()));
     const int rc = std::system(cmd.c_str());
-    SCALEDL_CHECK(rc == 0,
-                  "gnuplot failed on {} (exit {}; see {}; is gnuplot-nox installed?)",
-                  gp.string(), rc, log.string());
+    SCALEDL_CHECK(rc == 0, "gnuplot failed on {} (exit {}; see {}; is gnuplot-nox installed?)", gp.string(),
+                  rc, log.string());
     if (!keep_script) fs::remove(gp);
     fs::remove(log);
   }

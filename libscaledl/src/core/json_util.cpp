@@ -48,7 +48,8 @@ json parse_json_text(const std::string& text, const std::string& ctx) {
     auto a = w.find('\''), b = w.rfind('\'');
     if (e.id == 406 && a != std::string::npos && b > a) {
       std::string num = w.substr(a + 1, b - a - 1);
-      if (last_key.empty()) fail("{}: malformed JSON: number {} is out of range (beyond +-1.8e308)", ctx, num);
+      if (last_key.empty())
+        fail("{}: malformed JSON: number {} is out of range (beyond +-1.8e308)", ctx, num);
       fail("{}: malformed JSON: {}={} is out of range (beyond +-1.8e308)", ctx, last_key, num);
     }
     fail("{}: malformed JSON: {}", ctx, w);
@@ -65,12 +66,12 @@ std::string read_text_file(const std::string& path) {
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::file_type t = fs::status(path, ec).type();
-    const char* kind = t == fs::file_type::directory ? "a directory"
-                       : t == fs::file_type::fifo    ? "a FIFO"
-                       : t == fs::file_type::socket  ? "a socket"
+    const char* kind = t == fs::file_type::directory                                ? "a directory"
+                       : t == fs::file_type::fifo                                   ? "a FIFO"
+                       : t == fs::file_type::socket                                 ? "a socket"
                        : t == fs::file_type::block || t == fs::file_type::character ? "a device"
-                       : t == fs::file_type::unknown ? "of an unknown kind"
-                                                     : nullptr;
+                       : t == fs::file_type::unknown                                ? "of an unknown kind"
+                                                                                    : nullptr;
     if (kind) fail("{}: not a regular file ({})", path, kind);
   }
   std::ifstream in(path, std::ios::binary);
@@ -80,7 +81,9 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-json read_json_file(const std::string& path) { return parse_json_text(read_text_file(path), path); }
+json read_json_file(const std::string& path) {
+  return parse_json_text(read_text_file(path), path);
+}
 
 void write_text_file_atomic(const std::string& path, const std::string& text) {
   // The temporary file is removed when anything fails (a full disk) and on SIGINT/SIGTERM,
@@ -133,14 +136,13 @@ static const json& must(const json& j, const std::string& key, const std::string
   return *it;
 }
 
-int64_t get_int(const json& j, const std::string& key, const std::string& ctx, int64_t lo,
-                int64_t hi) {
+int64_t get_int(const json& j, const std::string& key, const std::string& ctx, int64_t lo, int64_t hi) {
   const json& v = must(j, key, ctx);
   int64_t x = 0;
   if (v.is_number_unsigned()) {
     // nlohmann keeps integers above INT64_MAX as uint64: do not let them wrap negative.
-    SCALEDL_CHECK(hi >= 0 && v.get<uint64_t>() <= static_cast<uint64_t>(hi), "{}.{}={} is out of range [{}, {}]", ctx, key,
-                  show(v), lo, hi);
+    SCALEDL_CHECK(hi >= 0 && v.get<uint64_t>() <= static_cast<uint64_t>(hi),
+                  "{}.{}={} is out of range [{}, {}]", ctx, key, show(v), lo, hi);
     x = static_cast<int64_t>(v.get<uint64_t>());
   } else if (v.is_number_integer()) {
     x = v.get<int64_t>();
@@ -156,20 +158,20 @@ int64_t get_int(const json& j, const std::string& key, const std::string& ctx, i
   return x;
 }
 
-int64_t get_int_or(const json& j, const std::string& key, const std::string& ctx, int64_t lo,
-                   int64_t hi, int64_t def) {
+int64_t get_int_or(const json& j, const std::string& key, const std::string& ctx, int64_t lo, int64_t hi,
+                   int64_t def) {
   if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return def;
   return get_int(j, key, ctx, lo, hi);
 }
 
-double get_num_or(const json& j, const std::string& key, const std::string& ctx, double lo,
-                  double hi, double def) {
+double get_num_or(const json& j, const std::string& key, const std::string& ctx, double lo, double hi,
+                  double def) {
   if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return def;
   const json& v = j.at(key);
   SCALEDL_CHECK(v.is_number(), "{}.{}={} is not a number", ctx, key, show(v));
   double d = v.get<double>();
-  SCALEDL_CHECK(std::isfinite(d) && d >= lo && d <= hi, "{}.{}={} is out of range [{}, {}]", ctx,
-                key, show(v), lo, hi);
+  SCALEDL_CHECK(std::isfinite(d) && d >= lo && d <= hi, "{}.{}={} is out of range [{}, {}]", ctx, key,
+                show(v), lo, hi);
   return d;
 }
 

@@ -61,7 +61,8 @@ class Parser {
   /// Sets n->depth from its children; Error when the tree gets too deep.
   std::unique_ptr<Node> sized(std::unique_ptr<Node> n) {
     for (auto& k : n->kids) n->depth = std::max(n->depth, k->depth + 1);
-    if (n->depth > kMaxTreeDepth) err("expression is nested deeper than " + std::to_string(kMaxTreeDepth) + " operations");
+    if (n->depth > kMaxTreeDepth)
+      err("expression is nested deeper than " + std::to_string(kMaxTreeDepth) + " operations");
     return n;
   }
   std::unique_ptr<Node> bin(Node::Op op, std::unique_ptr<Node> a, std::unique_ptr<Node> b) {
@@ -75,7 +76,8 @@ class Parser {
   struct Nest {
     explicit Nest(Parser& p) : p_(p) {
       if (++p_.nest_ > kMaxNesting)
-        p_.err("parentheses, function calls and unary operators nested deeper than " + std::to_string(kMaxNesting));
+        p_.err("parentheses, function calls and unary operators nested deeper than " +
+               std::to_string(kMaxNesting));
     }
     ~Nest() { --p_.nest_; }
     Parser& p_;

@@ -8,8 +8,8 @@
 #include "design/space_detail.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/ir/model_spec.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 

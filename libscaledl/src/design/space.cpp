@@ -7,12 +7,12 @@
 #include <unordered_set>
 
 #include "design/space_detail.hpp"
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/io/device.hpp"
 #include "scaledl/ir/layer_graph.hpp"
-#include "scaledl/memory/memory.hpp"
 #include "scaledl/ir/model_spec.hpp"
+#include "scaledl/memory/memory.hpp"
 
 namespace scaledl {
 
@@ -95,11 +95,12 @@ Compiled::Compiled(const DesignSpace& s) : sp(&s) {
     for (int u : derived.back().slots()) {
       const int j = u - static_cast<int>(s.params.size());
       if (j < 0 || j >= static_cast<int>(s.derived.size())) continue;
-      SCALEDL_CHECK(j < static_cast<int>(i),
-                    "{} (\"{}\" = {}) uses derived value \"{}\" defined {}: a derived value may use parameters, "
-                    "fixed keys and earlier derived values only (reorder them; a cycle cannot be ordered)",
-                    ctx, s.derived[i].first, s.derived[i].second, s.derived[j].first,
-                    j == static_cast<int>(i) ? "by itself" : fmt::format("after it (derived[{}])", j));
+      SCALEDL_CHECK(
+          j < static_cast<int>(i),
+          "{} (\"{}\" = {}) uses derived value \"{}\" defined {}: a derived value may use parameters, "
+          "fixed keys and earlier derived values only (reorder them; a cycle cannot be ordered)",
+          ctx, s.derived[i].first, s.derived[i].second, s.derived[j].first,
+          j == static_cast<int>(i) ? "by itself" : fmt::format("after it (derived[{}])", j));
     }
   }
   for (size_t i = 0; i < s.constraints.size(); ++i)

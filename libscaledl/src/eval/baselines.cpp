@@ -8,16 +8,20 @@
 #include <numeric>
 #include <random>
 
-#include "scaledl/core/error.hpp"
 #include "learn/xgb.hpp"
+#include "scaledl/core/error.hpp"
 
 namespace scaledl::eval_detail {
 
 namespace {
-float lg(double v) { return static_cast<float>(std::log(std::max(v, 0.0) + 1.0)); }
+float lg(double v) {
+  return static_cast<float>(std::log(std::max(v, 0.0) + 1.0));
+}
 }  // namespace
 
-size_t hp_feature_count() { return 18 + kFamilyCount + 4; }
+size_t hp_feature_count() {
+  return 18 + kFamilyCount + 4;
+}
 
 std::vector<float> hp_features(const EvalRun& r, const DeviceRecord& dev) {
   const ModelSpec& m = r.spec;
@@ -96,7 +100,8 @@ namespace {
 
 struct BiRnnImpl : torch::nn::Module {
   BiRnnImpl(int64_t f, int64_t h)
-      : lstm(register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(f, h).bidirectional(true).batch_first(true)))),
+      : lstm(register_module(
+            "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(f, h).bidirectional(true).batch_first(true)))),
         head(register_module("head", torch::nn::Sequential(torch::nn::Linear(2 * h, 32), torch::nn::ReLU(),
                                                            torch::nn::Linear(32, 1)))) {
     offset = register_buffer("offset", torch::zeros({1}));
@@ -107,7 +112,7 @@ struct BiRnnImpl : torch::nn::Module {
                                                               /*enforce_sorted=*/false);
     auto out = lstm->forward_with_packed_input(packed);
     torch::Tensor hn = std::get<0>(std::get<1>(out));  // [2, B, H]
-    torch::Tensor h = torch::cat({hn[0], hn[1]}, 1);    // [B, 2H]
+    torch::Tensor h = torch::cat({hn[0], hn[1]}, 1);   // [B, 2H]
     return head->forward(h).squeeze(1) + offset;
   }
   torch::nn::LSTM lstm;

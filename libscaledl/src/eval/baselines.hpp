@@ -5,8 +5,8 @@
 #include <map>
 #include <vector>
 
-#include "scaledl/io/device.hpp"
 #include "scaledl/eval/eval.hpp"
+#include "scaledl/io/device.hpp"
 
 namespace scaledl::eval_detail {
 

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "scaledl/core/error.hpp"
-#include "scaledl/eval/eval.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/eval/eval.hpp"
 
 namespace scaledl {
 
@@ -70,9 +70,9 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
     analytic[i] = estimate_memory(samples[i].graph, mo).peak;
   }
   nlohmann::json report = {{"stores", o.dbs},
-                            {"runs", samples.size()},
-                            {"train_only_families", untested},
-                            {"protocols", nlohmann::json::object()}};
+                           {"runs", samples.size()},
+                           {"train_only_families", untested},
+                           {"protocols", nlohmann::json::object()}};
   std::ostringstream csv;
   csv << "protocol,seed,method,model,family,mode,measured_bytes,predicted_bytes,ape\n";
   const std::vector<std::string> methods = {"analytic", "corrected", "dnnperf"};
@@ -100,8 +100,7 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
             fam[m][s.family].add(ape);
             mode[m][md].add(ape);
             csv << fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.5f}\n", protocol, seed, m,
-                               csv_quote(s.graph.model.name),
-                               s.family, md, s.measured_bytes, p, ape);
+                               csv_quote(s.graph.model.name), s.family, md, s.measured_bytes, p, ape);
           }
         }
       }
@@ -122,9 +121,10 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
     write_text_file_atomic(o.out + "/report.json", report.dump(1) + "\n");
     std::ostringstream md;
     md << "# Peak memory: measured vs predicted\n\n"
-       << fmt::format("{} runs with an allocator-exact peak from {}. Mean relative error |predicted / measured - 1| "
-                      "in %, (worst case), test runs.\n\n",
-                      samples.size(), fmt::join(o.dbs, ", "));
+       << fmt::format(
+              "{} runs with an allocator-exact peak from {}. Mean relative error |predicted / measured - 1| "
+              "in %, (worst case), test runs.\n\n",
+              samples.size(), fmt::join(o.dbs, ", "));
     if (!untested.empty()) {
       md << "Families with fewer than 5 runs train every split and are not tested:";
       for (auto& [f, n] : untested.items()) md << fmt::format(" {} ({} runs)", f, n.get<size_t>());
@@ -138,17 +138,19 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
                           a["max"].get<double>(), a["runs"].get<size_t>());
       }
     for (const auto& protocol : o.protocols) {
-      md << fmt::format("\n## {}: per family (MRE %)\n\n| family | analytic | corrected | dnnperf | runs |\n"
-                        "|---|---|---|---|---|\n",
-                        protocol);
+      md << fmt::format(
+          "\n## {}: per family (MRE %)\n\n| family | analytic | corrected | dnnperf | runs |\n"
+          "|---|---|---|---|---|\n",
+          protocol);
       for (const auto& [f, a] : report["protocols"][protocol]["analytic"]["per_family"].items())
         md << fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", f, a["mre"].get<double>(),
                           report["protocols"][protocol]["corrected"]["per_family"][f]["mre"].get<double>(),
                           report["protocols"][protocol]["dnnperf"]["per_family"][f]["mre"].get<double>(),
                           a["runs"].get<size_t>());
-      md << fmt::format("\n## {}: per mode (MRE %)\n\n| mode | analytic | corrected | dnnperf | runs |\n"
-                        "|---|---|---|---|---|\n",
-                        protocol);
+      md << fmt::format(
+          "\n## {}: per mode (MRE %)\n\n| mode | analytic | corrected | dnnperf | runs |\n"
+          "|---|---|---|---|---|\n",
+          protocol);
       for (const auto& [f, a] : report["protocols"][protocol]["analytic"]["per_mode"].items())
         md << fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", f, a["mre"].get<double>(),
                           report["protocols"][protocol]["corrected"]["per_mode"][f]["mre"].get<double>(),

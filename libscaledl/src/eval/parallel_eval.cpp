@@ -11,14 +11,14 @@
 #include <set>
 #include <sstream>
 
-#include <Eigen/Dense>
 #include <fmt/ranges.h>
+#include <Eigen/Dense>
 
-#include "scaledl/predict/bundle.hpp"
 #include "scaledl/comm/comm.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/ir/model_spec.hpp"
+#include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "scaledl/predict/physics.hpp"
 
@@ -127,8 +127,8 @@ std::pair<double, double> fit_ab(const std::vector<Scored>& s, const std::vector
 
 /// The host's cost per graph node d, ms, fitted on the runs `idx` (physics.hpp,
 /// fit_host_node_ms: slots x max(GPU slot, nodes x d) + the rest); 0 when none beats no term.
-double fit_host(const std::vector<ParallelPrediction>& p, const std::vector<double>& y, const std::vector<size_t>& idx,
-                const std::string& device) {
+double fit_host(const std::vector<ParallelPrediction>& p, const std::vector<double>& y,
+                const std::vector<size_t>& idx, const std::string& device) {
   std::vector<HostRun> hr;
   for (size_t i : idx) hr.push_back(p[i].host_run(device, y[i]));
   const auto d = fit_host_node_ms(hr);
@@ -157,9 +157,10 @@ std::vector<ParallelRun> load_parallel_runs(const std::string& path) {
     if (trim(line).empty()) continue;
     if (!header) {
       auto h = split(line);
-      SCALEDL_CHECK(h.size() >= 11 && h[0].find("GPUs") != std::string::npos,
-                    "{}:{}: expected vTrain's header (# GPUs, global batch, ..., iteration time (ms)), got \"{}\"",
-                    path, ln, line.substr(0, 80));
+      SCALEDL_CHECK(
+          h.size() >= 11 && h[0].find("GPUs") != std::string::npos,
+          "{}:{}: expected vTrain's header (# GPUs, global batch, ..., iteration time (ms)), got \"{}\"",
+          path, ln, line.substr(0, 80));
       extra.assign(h.begin() + 11, h.end());
       for (const auto& c : extra)
         SCALEDL_CHECK(c == "dtype" || c == "recompute" || c == "vocab" || c == "label",
@@ -170,9 +171,9 @@ std::vector<ParallelRun> load_parallel_runs(const std::string& path) {
     auto v = split(line);
     SCALEDL_CHECK(v.size() == 11 + extra.size(), "{}:{}: {} fields, expected {}", path, ln, v.size(),
                   11 + extra.size());
-    static const char* names[] = {"# GPUs", "global batch", "micro batch", "hidden size", "attention heads",
-                                  "# layers", "sequence length", "tensor parallelism", "data parallelism",
-                                  "pipeline parallelism"};
+    static const char* names[] = {
+        "# GPUs",   "global batch",    "micro batch",        "hidden size",      "attention heads",
+        "# layers", "sequence length", "tensor parallelism", "data parallelism", "pipeline parallelism"};
     int64_t x[10];
     for (int i = 0; i < 10; ++i) {
       size_t pos = 0;
@@ -182,26 +183,27 @@ std::vector<ParallelRun> load_parallel_runs(const std::string& path) {
       } catch (const std::exception&) {
         pos = 0;
       }
-      SCALEDL_CHECK(pos == v[i].size() && n >= 1 && n <= (1LL << 30), "{}:{}: {}=\"{}\" is not a positive integer",
-                    path, ln, names[i], v[i]);
+      SCALEDL_CHECK(pos == v[i].size() && n >= 1 && n <= (1LL << 30),
+                    "{}:{}: {}=\"{}\" is not a positive integer", path, ln, names[i], v[i]);
       x[i] = n;
     }
     ParallelRun r;
-    r.gpus = x[0], r.global_batch = x[1], r.micro_batch = x[2], r.hidden = x[3], r.heads = x[4], r.layers = x[5];
+    r.gpus = x[0], r.global_batch = x[1], r.micro_batch = x[2], r.hidden = x[3], r.heads = x[4],
+    r.layers = x[5];
     r.seq = x[6], r.tp = x[7], r.dp = x[8], r.pp = x[9];
     double ms = NAN;
     try {
       ms = std::stod(v[10]);
     } catch (const std::exception&) {
     }
-    SCALEDL_CHECK(std::isfinite(ms) && ms > 0, "{}:{}: iteration time (ms)=\"{}\" is not a positive number", path, ln,
-                  v[10]);
+    SCALEDL_CHECK(std::isfinite(ms) && ms > 0, "{}:{}: iteration time (ms)=\"{}\" is not a positive number",
+                  path, ln, v[10]);
     r.measured_ms = ms;
-    SCALEDL_CHECK(r.gpus == r.tp * r.dp * r.pp, "{}:{}: # GPUs={} is not tp x dp x pp = {} x {} x {}", path, ln,
-                  r.gpus, r.tp, r.dp, r.pp);
+    SCALEDL_CHECK(r.gpus == r.tp * r.dp * r.pp, "{}:{}: # GPUs={} is not tp x dp x pp = {} x {} x {}", path,
+                  ln, r.gpus, r.tp, r.dp, r.pp);
     SCALEDL_CHECK(r.global_batch % (r.micro_batch * r.dp) == 0,
-                  "{}:{}: global batch={} is not a multiple of micro batch x dp = {} x {}", path, ln, r.global_batch,
-                  r.micro_batch, r.dp);
+                  "{}:{}: global batch={} is not a multiple of micro batch x dp = {} x {}", path, ln,
+                  r.global_batch, r.micro_batch, r.dp);
     for (size_t i = 0; i < extra.size(); ++i) {
       const std::string& c = extra[i];
       const std::string& val = v[11 + i];
@@ -211,8 +213,9 @@ std::vector<ParallelRun> load_parallel_runs(const std::string& path) {
         r.recompute = val == "1";
       }
       if (c == "vocab") {
-        SCALEDL_CHECK(!val.empty() && val.find_first_not_of("0123456789") == std::string::npos && val.size() < 10,
-                      "{}:{}: vocab=\"{}\" is not a positive integer", path, ln, val);
+        SCALEDL_CHECK(
+            !val.empty() && val.find_first_not_of("0123456789") == std::string::npos && val.size() < 10,
+            "{}:{}: vocab=\"{}\" is not a positive integer", path, ln, val);
         r.vocab = std::stoll(val);
       }
       if (c == "label") r.label = val;
@@ -229,9 +232,12 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
   const Bundle b = load_bundle(o.bundle);
   const DeviceRecord dev = load_device_spec(o.device_spec);
   CommModel comm;
-  if (!o.comm.empty()) comm = load_comm_model(o.comm);
-  else if (b.comm) comm = *b.comm;
-  SCALEDL_CHECK(comm.bandwidth_Bps > 0, "no collective calibration: give --comm FILE (or a bundle trained with --comm)");
+  if (!o.comm.empty())
+    comm = load_comm_model(o.comm);
+  else if (b.comm)
+    comm = *b.comm;
+  SCALEDL_CHECK(comm.bandwidth_Bps > 0,
+                "no collective calibration: give --comm FILE (or a bundle trained with --comm)");
   auto score = [&](const std::vector<ParallelRun>& rs, std::vector<Scored>& sc, std::vector<double>& y,
                    std::vector<ParallelPrediction>& preds) {
     sc.assign(rs.size(), Scored{});
@@ -278,7 +284,8 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     by_scheme[runs[i].scheme()].push_back(i);
     by_scheme["all"].push_back(i);
   }
-  nlohmann::json raw = nlohmann::json::object(), raw_bias = nlohmann::json::object(), counts = nlohmann::json::object();
+  nlohmann::json raw = nlohmann::json::object(), raw_bias = nlohmann::json::object(),
+                 counts = nlohmann::json::object();
   for (const auto& [k, idx] : by_scheme) {
     double e = 0, bias = 0;
     for (size_t i : idx) {
@@ -336,8 +343,9 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
   // seen — a smaller node predicting the full one, one width predicting the other.
   nlohmann::json extrap = nlohmann::json::array();
   {
-    const int64_t max_gpus =
-        std::max_element(runs.begin(), runs.end(), [](const auto& a, const auto& b2) { return a.gpus < b2.gpus; })->gpus;
+    const int64_t max_gpus = std::max_element(runs.begin(), runs.end(), [](const auto& a, const auto& b2) {
+                               return a.gpus < b2.gpus;
+                             })->gpus;
     std::set<int64_t> widths;
     for (const auto& r : runs) widths.insert(r.hidden);
     std::vector<std::pair<std::string, std::function<bool(const ParallelRun&)>>> splits;
@@ -388,21 +396,16 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     return j;
   };
   const nlohmann::json calj = summarize(cal), corrj = summarize(corr), hostj = summarize(host);
-  auto mean_of = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
-  nlohmann::json rep = {{"runs", runs.size()},
-                        {"device", dev.key()},
-                        {"comm", comm.to_json()},
-                        {"count", counts},
-                        {"raw_mre", raw},
-                        {"raw_bias", raw_bias},
-                        {"calibrated_mre", calj},
-                        {"corrected_mre", corrj},
-                        {"host_mre", hostj},
-                        {"host_node_ms", mean_of(host_d)},
-                        {"alpha", mean_of(alphas)},
-                        {"beta", mean_of(betas)},
-                        {"seeds", o.seeds},
-                        {"extrapolation", extrap}};
+  auto mean_of = [](const std::vector<double>& v) {
+    return std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  };
+  nlohmann::json rep = {{"runs", runs.size()},      {"device", dev.key()},
+                        {"comm", comm.to_json()},   {"count", counts},
+                        {"raw_mre", raw},           {"raw_bias", raw_bias},
+                        {"calibrated_mre", calj},   {"corrected_mre", corrj},
+                        {"host_mre", hostj},        {"host_node_ms", mean_of(host_d)},
+                        {"alpha", mean_of(alphas)}, {"beta", mean_of(betas)},
+                        {"seeds", o.seeds},         {"extrapolation", extrap}};
   if (!o.test_runs.empty()) {
     // Fitted on every run of --runs, applied to runs of another source.
     std::vector<size_t> all(runs.size());
@@ -435,65 +438,78 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
   }
   if (!o.out.empty()) {
     std::ostringstream csv;
-    csv << "label,gpus,tp,dp,pp,global_batch,micro_batch,seq,dtype,recompute,measured_ms,raw_ms,compute_ms,comm_ms,"
-           "corrected_ms,host_term_ms,t_fwd_ms,t_bwd_ms,t_recompute_ms,t_tp_ms,t_p2p_ms,t_dp_ms,t_opt_ms,bubble_fraction,"
+    csv << "label,gpus,tp,dp,pp,global_batch,micro_batch,seq,dtype,recompute,measured_ms,raw_ms,compute_ms,"
+           "comm_ms,"
+           "corrected_ms,host_term_ms,t_fwd_ms,t_bwd_ms,t_recompute_ms,t_tp_ms,t_p2p_ms,t_dp_ms,t_opt_ms,"
+           "bubble_fraction,"
            "slot_nodes\n";
     for (size_t i = 0; i < runs.size(); ++i) {
       const auto& r = runs[i];
       const auto& p = preds[i];
-      csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.3f},"
-                         "{:.3f},{:.3f},{:.3f},{:.4f},{:.0f}\n",
-                         r.label, r.gpus, r.tp, r.dp, r.pp, r.global_batch, r.micro_batch, r.seq, to_string(r.dtype),
-                         r.recompute ? 1 : 0, r.measured_ms, sc[i].raw_ms, sc[i].compute_ms, sc[i].comm_ms,
-                         cal_pred_n[i] ? fmt::format("{:.3f}", cal_pred_sum[i] / cal_pred_n[i]) : std::string(""),
-                         cal_pred_n[i] ? fmt::format("{:.3f}", host_pred_sum[i] / cal_pred_n[i]) : std::string(""),
-                         p.t_fwd_ms, p.t_bwd_ms, p.t_recompute_ms, p.t_tp_ms, p.t_p2p_ms, p.t_dp_ms, p.t_opt_ms,
-                         p.plan.bubble_fraction, p.slot_nodes);
+      csv << fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.3f},"
+          "{:.3f},{:.3f},{:.3f},{:.4f},{:.0f}\n",
+          r.label, r.gpus, r.tp, r.dp, r.pp, r.global_batch, r.micro_batch, r.seq, to_string(r.dtype),
+          r.recompute ? 1 : 0, r.measured_ms, sc[i].raw_ms, sc[i].compute_ms, sc[i].comm_ms,
+          cal_pred_n[i] ? fmt::format("{:.3f}", cal_pred_sum[i] / cal_pred_n[i]) : std::string(""),
+          cal_pred_n[i] ? fmt::format("{:.3f}", host_pred_sum[i] / cal_pred_n[i]) : std::string(""),
+          p.t_fwd_ms, p.t_bwd_ms, p.t_recompute_ms, p.t_tp_ms, p.t_p2p_ms, p.t_dp_ms, p.t_opt_ms,
+          p.plan.bubble_fraction, p.slot_nodes);
     }
     write_text_file_atomic(o.out + "/predictions.csv", csv.str());
     std::ostringstream md;
-    md << fmt::format("# Parallel composition vs measured iterations\n\n{} runs on {}; collective model B = {:.1f} GB/s, "
-                      "gamma = {:.2f} us. raw: `predict --gpus` as it is; calibrated: T = alpha x compute + beta x "
-                      "communication fitted on a random half, scored on the other half ({} seeds; alpha {:.3f}, beta "
-                      "{:.3f}); corrected: raw x exp(w . z), a ridge fit of log(measured / raw) on the micro-batch "
-                      "tokens, tp, pp, dp, width, depth, micro-batch count, bubble and communication share (with second-order terms of "
-                      "tokens, width and tp), on the same halves; host term: each slot max(the GPU's slot, its nodes x "
-                      "d), the host's cost per graph node d fitted on the same halves (mean d {:.1f} us; `predict "
-                      "--host-node-us`).\n\n"
-                      "| scheme | runs | raw MRE % (bias %) | calibrated MRE % (sd) | corrected MRE % (sd) | host term MRE % (sd) |\n"
-                      "|---|---|---|---|---|---|\n",
-                      runs.size(), dev.key(), comm.bandwidth_Bps / 1e9, comm.gamma_s * 1e6, o.seeds, mean_of(alphas),
-                      mean_of(betas), 1e3 * mean_of(host_d));
+    md << fmt::format(
+        "# Parallel composition vs measured iterations\n\n{} runs on {}; collective model B = {:.1f} GB/s, "
+        "gamma = {:.2f} us. raw: `predict --gpus` as it is; calibrated: T = alpha x compute + beta x "
+        "communication fitted on a random half, scored on the other half ({} seeds; alpha {:.3f}, beta "
+        "{:.3f}); corrected: raw x exp(w . z), a ridge fit of log(measured / raw) on the micro-batch "
+        "tokens, tp, pp, dp, width, depth, micro-batch count, bubble and communication share (with "
+        "second-order terms of "
+        "tokens, width and tp), on the same halves; host term: each slot max(the GPU's slot, its nodes x "
+        "d), the host's cost per graph node d fitted on the same halves (mean d {:.1f} us; `predict "
+        "--host-node-us`).\n\n"
+        "| scheme | runs | raw MRE % (bias %) | calibrated MRE % (sd) | corrected MRE % (sd) | host term MRE "
+        "% (sd) |\n"
+        "|---|---|---|---|---|---|\n",
+        runs.size(), dev.key(), comm.bandwidth_Bps / 1e9, comm.gamma_s * 1e6, o.seeds, mean_of(alphas),
+        mean_of(betas), 1e3 * mean_of(host_d));
     auto cell = [](const nlohmann::json& j, const std::string& k) {
-      return j.contains(k) ? fmt::format("{:.1f} ({:.1f})", j[k]["mre"].get<double>(), j[k]["sd"].get<double>())
-                           : std::string("–");
+      return j.contains(k)
+                 ? fmt::format("{:.1f} ({:.1f})", j[k]["mre"].get<double>(), j[k]["sd"].get<double>())
+                 : std::string("–");
     };
     for (const auto& [k, idx] : by_scheme)
-      md << fmt::format("| {} | {} | {:.1f} ({:+.1f}) | {} | {} | {} |\n", k, idx.size(), raw[k].get<double>(),
-                        raw_bias[k].get<double>(), cell(calj, k), cell(corrj, k), cell(hostj, k));
+      md << fmt::format("| {} | {} | {:.1f} ({:+.1f}) | {} | {} | {} |\n", k, idx.size(),
+                        raw[k].get<double>(), raw_bias[k].get<double>(), cell(calj, k), cell(corrj, k),
+                        cell(hostj, k));
     if (!extrap.empty()) {
-      md << "\nExtrapolation: alpha, beta, the correction and d fitted on one part of the runs, scored on the rest:\n\n"
-            "| split | fit runs | test runs | raw MRE % | calibrated MRE % | corrected MRE % | host term MRE % (d, us) |\n"
+      md << "\nExtrapolation: alpha, beta, the correction and d fitted on one part of the runs, scored on "
+            "the rest:\n\n"
+            "| split | fit runs | test runs | raw MRE % | calibrated MRE % | corrected MRE % | host term MRE "
+            "% (d, us) |\n"
             "|---|---|---|---|---|---|---|\n";
       for (const auto& e : extrap)
-        md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} ({:.1f}) |\n", e["split"].get<std::string>(),
-                          e["fit_runs"].get<size_t>(), e["test_runs"].get<size_t>(), e["raw_mre"].get<double>(),
+        md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} ({:.1f}) |\n",
+                          e["split"].get<std::string>(), e["fit_runs"].get<size_t>(),
+                          e["test_runs"].get<size_t>(), e["raw_mre"].get<double>(),
                           e["calibrated_mre"].get<double>(), e["corrected_mre"].get<double>(),
                           e["host_mre"].get<double>(), 1e3 * e["host_node_ms"].get<double>());
     }
     if (rep.contains("test_runs")) {
-      md << fmt::format("\nOther runs, with alpha, beta, the correction and d ({:.1f} us) fitted on all of the runs "
-                        "above:\n\n"
-                        "| run | measured ms | raw ms (APE %) | alpha-beta ms (APE %) | corrected ms (APE %) | host term "
-                        "ms (APE %) |\n"
-                        "|---|---|---|---|---|---|\n",
-                        1e3 * rep["test_runs_host_node_ms"].get<double>());
+      md << fmt::format(
+          "\nOther runs, with alpha, beta, the correction and d ({:.1f} us) fitted on all of the runs "
+          "above:\n\n"
+          "| run | measured ms | raw ms (APE %) | alpha-beta ms (APE %) | corrected ms (APE %) | host term "
+          "ms (APE %) |\n"
+          "|---|---|---|---|---|---|\n",
+          1e3 * rep["test_runs_host_node_ms"].get<double>());
       for (const auto& t : rep["test_runs"])
-        md << fmt::format("| {} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) |\n",
-                          t["label"].get<std::string>(), t["measured_ms"].get<double>(), t["raw_ms"].get<double>(),
-                          t["raw_ape"].get<double>(), t["alpha_beta_ms"].get<double>(),
-                          t["alpha_beta_ape"].get<double>(), t["corrected_ms"].get<double>(),
-                          t["corrected_ape"].get<double>(), t["host_ms"].get<double>(), t["host_ape"].get<double>());
+        md << fmt::format(
+            "| {} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) |\n",
+            t["label"].get<std::string>(), t["measured_ms"].get<double>(), t["raw_ms"].get<double>(),
+            t["raw_ape"].get<double>(), t["alpha_beta_ms"].get<double>(), t["alpha_beta_ape"].get<double>(),
+            t["corrected_ms"].get<double>(), t["corrected_ape"].get<double>(), t["host_ms"].get<double>(),
+            t["host_ape"].get<double>());
     }
     write_text_file_atomic(o.out + "/report.md", md.str());
     write_text_file_atomic(o.out + "/report.json", rep.dump(1) + "\n");

@@ -7,24 +7,27 @@
 
 #include <fmt/format.h>
 
+#include "core/stats.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/eval/eval.hpp"
-#include "core/stats.hpp"
 
 namespace scaledl {
 
 const std::vector<std::string>& all_eval_methods() {
-  static const std::vector<std::string> m = {"sum",     "scaledl-tc", "scaledl-anee", "scaledl-nomlp", "dnnperf",
-                                             "rf-hp",   "mlp-acc",    "prenet",       "birnn"};
+  static const std::vector<std::string> m = {
+      "sum", "scaledl-tc", "scaledl-anee", "scaledl-nomlp", "dnnperf", "rf-hp", "mlp-acc", "prenet", "birnn"};
   return m;
 }
 
 namespace {
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 }  // namespace
 
 ErrorStats ErrorStats::of(const std::vector<double>& pred, const std::vector<double>& truth) {
-  SCALEDL_CHECK(pred.size() == truth.size(), "internal: {} predictions for {} runs", pred.size(), truth.size());
+  SCALEDL_CHECK(pred.size() == truth.size(), "internal: {} predictions for {} runs", pred.size(),
+                truth.size());
   ErrorStats s;
   s.n = static_cast<int64_t>(pred.size());
   if (pred.empty()) return s;
@@ -46,11 +49,16 @@ ErrorStats ErrorStats::of(const std::vector<double>& pred, const std::vector<dou
 }
 
 nlohmann::json ErrorStats::to_json() const {
-  return {{"n", n},           {"mre_pct", num(mre_pct)}, {"rmse_ms", num(rmse_ms)},
-          {"p50_pct", num(p50_pct)}, {"p90_pct", num(p90_pct)}, {"bias_pct", num(bias_pct)}};
+  return {{"n", n},
+          {"mre_pct", num(mre_pct)},
+          {"rmse_ms", num(rmse_ms)},
+          {"p50_pct", num(p50_pct)},
+          {"p90_pct", num(p90_pct)},
+          {"bias_pct", num(bias_pct)}};
 }
 
-std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::string& protocol, uint64_t seed) {
+std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::string& protocol,
+                                   uint64_t seed) {
   std::map<std::string, std::vector<size_t>> by_family;  // training-store runs, no sweep
   std::vector<size_t> test_store;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -70,13 +78,15 @@ std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::
                     idx.size());
       std::vector<size_t> p = idx;
       std::shuffle(p.begin(), p.end(), rng);
-      const size_t ntest = std::max<size_t>(1, static_cast<size_t>(std::round(0.2 * static_cast<double>(p.size()))));
+      const size_t ntest =
+          std::max<size_t>(1, static_cast<size_t>(std::round(0.2 * static_cast<double>(p.size()))));
       s.test.insert(s.test.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(ntest));
       s.train.insert(s.train.end(), p.begin() + static_cast<std::ptrdiff_t>(ntest), p.end());
     }
     out.push_back(std::move(s));
   } else if (protocol == "ood-family") {
-    SCALEDL_CHECK(by_family.size() >= 2, "--protocol=ood-family needs runs of >= 2 families, the store has {} ({})",
+    SCALEDL_CHECK(by_family.size() >= 2,
+                  "--protocol=ood-family needs runs of >= 2 families, the store has {} ({})",
                   by_family.size(), by_family.begin()->first);
     for (auto& [fam, idx] : by_family) {
       EvalSplit s{"ood-family:" + fam, {}, idx, ""};
@@ -87,8 +97,9 @@ std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::
   } else if (protocol == "ood-size") {
     EvalSplit s{"ood-size", {}, {}, ""};
     for (auto& [fam, idx] : by_family) {
-      SCALEDL_CHECK(idx.size() >= 4, "--protocol=ood-size: family {} has {} runs; a 70/30 split by size needs >= 4",
-                    fam, idx.size());
+      SCALEDL_CHECK(idx.size() >= 4,
+                    "--protocol=ood-size: family {} has {} runs; a 70/30 split by size needs >= 4", fam,
+                    idx.size());
       std::vector<size_t> p = idx;
       std::stable_sort(p.begin(), p.end(), [&](size_t a, size_t b) { return runs[a].flops < runs[b].flops; });
       const size_t ntrain = static_cast<size_t>(std::round(0.7 * static_cast<double>(p.size())));

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "scaledl/core/error.hpp"
-#include "scaledl/eval/eval.hpp"
 #include "scaledl/core/gnuplot.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/eval/eval.hpp"
 
 namespace fs = std::filesystem;
 
@@ -25,8 +25,9 @@ namespace {
 std::string fmt_pm(const nlohmann::json& row, const char* m, const char* s, int prec = 1) {
   if (!row[m].is_number()) return "–";
   const double sd = row[s].is_number() ? row[s].get<double>() : 0;
-  return row["seeds"].get<int64_t>() > 1 ? fmt::format("{:.{}f} ± {:.{}f}", row[m].get<double>(), prec, sd, prec)
-                                         : fmt::format("{:.{}f}", row[m].get<double>(), prec);
+  return row["seeds"].get<int64_t>() > 1
+             ? fmt::format("{:.{}f} ± {:.{}f}", row[m].get<double>(), prec, sd, prec)
+             : fmt::format("{:.{}f}", row[m].get<double>(), prec);
 }
 
 void write_file(const fs::path& p, const std::string& text) {
@@ -46,16 +47,18 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
 
   // predictions.csv
   {
-    std::string csv = "seed,split,method,model,family,device,sweep,flops,batch,seq_len,measured_ms,predicted_ms,ape_pct,"
-                      "lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance,mode,nodes\n";
+    std::string csv =
+        "seed,split,method,model,family,device,sweep,flops,batch,seq_len,measured_ms,predicted_ms,ape_pct,"
+        "lo80_ms,hi80_ms,lo95_ms,hi95_ms,ood_distance,mode,nodes\n";
     auto opt = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
     for (const auto& p : r.predictions) {
       const EvalRun& run = r.runs[p.run];
-      csv += fmt::format("{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.4f},{},{},{},{},{},{},{}\n", p.seed, p.split, p.method,
-                         csv_quote(run.label), run.family, csv_quote(run.device), run.sweep ? 1 : 0, run.flops, run.settings.batch,
-                         tokens_per_sample(run.spec, run.settings), run.target_ms, p.pred_ms,
-                         100 * std::abs(p.pred_ms - run.target_ms) / run.target_ms, opt(p.lo80), opt(p.hi80), opt(p.lo95),
-                         opt(p.hi95), opt(p.ood_distance), to_string(run_mode(run.settings)), run.graph.num_nodes);
+      csv += fmt::format(
+          "{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.4f},{},{},{},{},{},{},{}\n", p.seed, p.split,
+          p.method, csv_quote(run.label), run.family, csv_quote(run.device), run.sweep ? 1 : 0, run.flops,
+          run.settings.batch, tokens_per_sample(run.spec, run.settings), run.target_ms, p.pred_ms,
+          100 * std::abs(p.pred_ms - run.target_ms) / run.target_ms, opt(p.lo80), opt(p.hi80), opt(p.lo95),
+          opt(p.hi95), opt(p.ood_distance), to_string(run_mode(run.settings)), run.graph.num_nodes);
     }
     write_file(dir / "predictions.csv", csv);
   }
@@ -69,19 +72,23 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
   std::string md = fmt::format("# scaledl eval: protocol `{}`\n\n", rep["protocol"].get<std::string>());
   md += fmt::format("Training store(s): {}", fmt::join(rep["stores"].get<std::vector<std::string>>(), ", "));
   if (!rep["test_stores"].empty())
-    md += fmt::format("; test store(s): {}", fmt::join(rep["test_stores"].get<std::vector<std::string>>(), ", "));
-  md += fmt::format(". {} runs, {} layer rows; splits: {}; {} seed(s); labels: status ok, or unstable with iter CV ≤ {}.\n\n",
-                    rep["runs"].get<int64_t>(), rep["layer_rows"].get<int64_t>(),
-                    fmt::join(rep["splits"].get<std::vector<std::string>>(), ", "), rep["seeds"].get<int>(),
-                    rep["max_cv"].get<double>());
+    md += fmt::format("; test store(s): {}",
+                      fmt::join(rep["test_stores"].get<std::vector<std::string>>(), ", "));
+  md += fmt::format(
+      ". {} runs, {} layer rows; splits: {}; {} seed(s); labels: status ok, or unstable with iter CV ≤ "
+      "{}.\n\n",
+      rep["runs"].get<int64_t>(), rep["layer_rows"].get<int64_t>(),
+      fmt::join(rep["splits"].get<std::vector<std::string>>(), ", "), rep["seeds"].get<int>(),
+      rep["max_cv"].get<double>());
   md += "Errors over the test runs (APE = |predicted − measured| / measured; mean ± sd over seeds).\n\n";
   md += "| method | n | MRE % | RMSE ms | p50 APE % | p90 APE % | bias % |\n|---|---|---|---|---|---|---|\n";
   for (const auto& m : methods)
     for (const auto& row : rep["summary"])
       if (row["method"] == m && row["family"] == "all")
-        md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", m, row["n"].get<int64_t>(), fmt_pm(row, "mre_pct", "mre_sd"),
-                          fmt_pm(row, "rmse_ms", "rmse_sd", 2), fmt_pm(row, "p50_pct", "p50_sd"),
-                          fmt_pm(row, "p90_pct", "p90_sd"), fmt_pm(row, "bias_pct", "bias_sd"));
+        md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", m, row["n"].get<int64_t>(),
+                          fmt_pm(row, "mre_pct", "mre_sd"), fmt_pm(row, "rmse_ms", "rmse_sd", 2),
+                          fmt_pm(row, "p50_pct", "p50_sd"), fmt_pm(row, "p90_pct", "p90_sd"),
+                          fmt_pm(row, "bias_pct", "bias_sd"));
   md += "\nMRE % per family:\n\n| method |";
   for (const auto& f : families) md += " " + f + " |";
   md += "\n|---|";
@@ -98,36 +105,44 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
     md += "\n";
   }
   if (rep.contains("intervals")) {
-    md += "\nPrediction intervals (split-conformal in log space, widened out of domain; docs/eval.md): share of "
-          "the test runs whose measured T_iter lies inside; factor = median half-width of the 95 % interval "
-          "(hi/lo)^(1/2); out of domain = test runs with global features outside the training range.\n\n"
-          "| method | n | coverage 80 % | coverage 95 % | factor 95 % | out of domain % |\n|---|---|---|---|---|---|\n";
+    md +=
+        "\nPrediction intervals (split-conformal in log space, widened out of domain; docs/eval.md): share "
+        "of "
+        "the test runs whose measured T_iter lies inside; factor = median half-width of the 95 % interval "
+        "(hi/lo)^(1/2); out of domain = test runs with global features outside the training range.\n\n"
+        "| method | n | coverage 80 % | coverage 95 % | factor 95 % | out of domain % "
+        "|\n|---|---|---|---|---|---|\n";
     for (const auto& row : rep["intervals"])
-      md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", row["method"].get<std::string>(), row["n"].get<int64_t>(),
-                        fmt_pm(row, "coverage80_pct", "coverage80_pct_sd"), fmt_pm(row, "coverage95_pct", "coverage95_pct_sd"),
+      md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", row["method"].get<std::string>(),
+                        row["n"].get<int64_t>(), fmt_pm(row, "coverage80_pct", "coverage80_pct_sd"),
+                        fmt_pm(row, "coverage95_pct", "coverage95_pct_sd"),
                         fmt_pm(row, "median_factor95", "median_factor95_sd", 3),
                         fmt_pm(row, "out_of_domain_pct", "out_of_domain_pct_sd"));
   }
   if (rep.contains("layer_times"))
-    md += fmt::format("\nLayer times: {}. ScaleDL methods: alpha, beta bound {}, out-of-domain shrinkage tau {}.\n",
-                      rep["layer_times"].get<std::string>(), rep["scaledl_config"]["alpha_bound"].get<double>(),
-                      rep["scaledl_config"]["ood_tau"].get<double>());
+    md += fmt::format(
+        "\nLayer times: {}. ScaleDL methods: alpha, beta bound {}, out-of-domain shrinkage tau {}.\n",
+        rep["layer_times"].get<std::string>(), rep["scaledl_config"]["alpha_bound"].get<double>(),
+        rep["scaledl_config"]["ood_tau"].get<double>());
   if (rep.contains("learning_curve")) {
-    md += "\nError vs number of training runs (scaledl-tc, random subsets of the id training split):\n\n"
-          "| seed | fraction | training runs | MRE % | p90 APE % |\n|---|---|---|---|---|\n";
+    md +=
+        "\nError vs number of training runs (scaledl-tc, random subsets of the id training split):\n\n"
+        "| seed | fraction | training runs | MRE % | p90 APE % |\n|---|---|---|---|---|\n";
     for (const auto& row : rep["learning_curve"])
-      md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} |\n", row["seed"].get<int>(), row["fraction"].get<double>(),
-                        row["train_runs"].get<int64_t>(), row["stats"]["mre_pct"].get<double>(),
-                        row["stats"]["p90_pct"].get<double>());
+      md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} |\n", row["seed"].get<int>(),
+                        row["fraction"].get<double>(), row["train_runs"].get<int64_t>(),
+                        row["stats"]["mre_pct"].get<double>(), row["stats"]["p90_pct"].get<double>());
   }
   if (rep.contains("doptimal_vs_random")) {
-    md += "\nD-optimal vs random choice of the training runs at equal budget (scaledl-tc; Fedorov exchange on the "
-          "hyperparameter vector, chosen among the measured id training runs):\n\n"
-          "| seed | choice | training runs | MRE % | p90 APE % |\n|---|---|---|---|---|\n";
+    md +=
+        "\nD-optimal vs random choice of the training runs at equal budget (scaledl-tc; Fedorov exchange on "
+        "the "
+        "hyperparameter vector, chosen among the measured id training runs):\n\n"
+        "| seed | choice | training runs | MRE % | p90 APE % |\n|---|---|---|---|---|\n";
     for (const auto& row : rep["doptimal_vs_random"])
-      md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} |\n", row["seed"].get<int>(), row["choice"].get<std::string>(),
-                        row["train_runs"].get<int64_t>(), row["stats"]["mre_pct"].get<double>(),
-                        row["stats"]["p90_pct"].get<double>());
+      md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} |\n", row["seed"].get<int>(),
+                        row["choice"].get<std::string>(), row["train_runs"].get<int64_t>(),
+                        row["stats"]["mre_pct"].get<double>(), row["stats"]["p90_pct"].get<double>());
   }
   md += fmt::format("\nMethods: see docs/eval.md. Wall time {:.0f} s.\n", rep["seconds"].get<double>());
 
@@ -147,12 +162,14 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
       for (auto& [t, pr] : v) ape.push_back(100 * std::abs(pr - t) / t);
       std::sort(ape.begin(), ape.end());
       for (size_t i = 0; i < ape.size(); ++i)
-        cdf += fmt::format("{:.6g} {:.6g}\n", std::max(ape[i], 1e-3), static_cast<double>(i + 1) / static_cast<double>(ape.size()));
+        cdf += fmt::format("{:.6g} {:.6g}\n", std::max(ape[i], 1e-3),
+                           static_cast<double>(i + 1) / static_cast<double>(ape.size()));
       cdf += "\n\n";
-      plot_pv += fmt::format("{}'pred_vs_measured.dat' index {} using 1:2 with points pt 7 ps 0.5 {} title {}",
-                             idx ? ", " : "", idx, gp_colour(idx), gp_quote(m));
-      plot_cdf += fmt::format("{}'ape_cdf.dat' index {} using 1:2 with lines lw 2 {} title {}", idx ? ", " : "", idx,
-                              gp_colour(idx), gp_quote(m));
+      plot_pv +=
+          fmt::format("{}'pred_vs_measured.dat' index {} using 1:2 with points pt 7 ps 0.5 {} title {}",
+                      idx ? ", " : "", idx, gp_colour(idx), gp_quote(m));
+      plot_cdf += fmt::format("{}'ape_cdf.dat' index {} using 1:2 with lines lw 2 {} title {}",
+                              idx ? ", " : "", idx, gp_colour(idx), gp_quote(m));
       ++idx;
     }
     write_file(dir / "pred_vs_measured.dat", dat);
@@ -162,20 +179,23 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
                 fmt::format("cd {}\nset title {}\nset logscale xy\nset xlabel 'measured T_iter (ms)'\n"
                             "set ylabel 'predicted T_iter (ms)'\nset key left top\nset grid\n"
                             "plot {}, x with lines lc 'black' dt 2 title 'y = x'\n",
-                            gp_quote(dir.string()), gp_quote("predicted vs measured, protocol " + title + ", seed 0"),
-                            plot_pv));
-    run_gnuplot(dir.string(), "ape_cdf",
-                fmt::format("cd {}\nset title {}\nset logscale x\nset xlabel 'absolute percentage error (%)'\n"
-                            "set ylabel 'fraction of test runs'\nset key right bottom\nset grid\nset yrange [0:1]\n"
-                            "plot {}\n",
-                            gp_quote(dir.string()), gp_quote("CDF of APE, protocol " + title + ", seed 0"), plot_cdf));
+                            gp_quote(dir.string()),
+                            gp_quote("predicted vs measured, protocol " + title + ", seed 0"), plot_pv));
+    run_gnuplot(
+        dir.string(), "ape_cdf",
+        fmt::format("cd {}\nset title {}\nset logscale x\nset xlabel 'absolute percentage error (%)'\n"
+                    "set ylabel 'fraction of test runs'\nset key right bottom\nset grid\nset yrange [0:1]\n"
+                    "plot {}\n",
+                    gp_quote(dir.string()), gp_quote("CDF of APE, protocol " + title + ", seed 0"),
+                    plot_cdf));
 
     // Fig. 4: epoch time vs batch and vs sequence length of the sweep runs.
     std::vector<size_t> sweep;
     for (size_t i = 0; i < r.runs.size(); ++i)
       if (r.runs[i].sweep) sweep.push_back(i);
     if (!sweep.empty()) {
-      // The split whose models predict the sweep: the first of seed 0 (ood-family: the one holding out its family).
+      // The split whose models predict the sweep: the first of seed 0 (ood-family: the one holding out its
+      // family).
       std::string split;
       for (const auto& p : r.predictions)
         if (p.seed == 0 && r.runs[p.run].sweep) {
@@ -188,7 +208,8 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
         batch_count[r.runs[i].settings.batch]++;
       }
       auto mode = [](const std::map<int64_t, int>& m) {
-        return std::max_element(m.begin(), m.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+        return std::max_element(m.begin(), m.end(), [](auto& a, auto& b) { return a.second < b.second; })
+            ->first;
       };
       const int64_t seq0 = mode(seq_count), batch0 = mode(batch_count);
       constexpr double kSamples = 100000;  // samples per epoch of the curves
@@ -221,15 +242,16 @@ void write_eval_report(const EvalResult& r, const std::string& out, bool plots) 
         }
         write_file(dir / (stem + ".dat"), d);
         const EvalRun& any = r.runs[sweep.front()];
-        run_gnuplot(dir.string(), stem,
-                    fmt::format("cd {}\nset title {}\nset logscale xy 2\nset xlabel {}\nset ylabel 'epoch time (s), "
-                                "100,000 samples'\nset key outside right\nset grid\nplot {}\n",
-                                gp_quote(dir.string()),
-                                gp_quote(fmt::format("{} ({} layers, hidden {}), {}; models of split {}", any.family,
-                                                     any.spec.num_layers, any.spec.hidden,
-                                                     vs_batch ? fmt::format("seq {}", seq0) : fmt::format("batch {}", batch0),
-                                                     split)),
-                                gp_quote(vs_batch ? "batch size" : "sequence length (tokens per sample)"), plot));
+        run_gnuplot(
+            dir.string(), stem,
+            fmt::format("cd {}\nset title {}\nset logscale xy 2\nset xlabel {}\nset ylabel 'epoch time (s), "
+                        "100,000 samples'\nset key outside right\nset grid\nplot {}\n",
+                        gp_quote(dir.string()),
+                        gp_quote(fmt::format(
+                            "{} ({} layers, hidden {}), {}; models of split {}", any.family,
+                            any.spec.num_layers, any.spec.hidden,
+                            vs_batch ? fmt::format("seq {}", seq0) : fmt::format("batch {}", batch0), split)),
+                        gp_quote(vs_batch ? "batch size" : "sequence length (tokens per sample)"), plot));
         md += fmt::format("\n![{}]({}.png)\n", stem, stem);
       }
     } else {

@@ -13,18 +13,18 @@
 #include <fmt/format.h>
 
 #include "eval/baselines.hpp"
-#include "scaledl/learn/calibration.hpp"
-#include "scaledl/design/design.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/design/design.hpp"
 #include "scaledl/eval/eval.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
 #include "scaledl/predict/device_intervals.hpp"
 #include "scaledl/predict/graph_cv.hpp"
-#include "scaledl/learn/in_model_samples.hpp"
 #include "scaledl/predict/intervals.hpp"
-#include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "scaledl/predict/physics.hpp"
-#include "scaledl/io/store.hpp"
 
 namespace scaledl {
 
@@ -32,7 +32,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double secs_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 GnnConfig method_config(const std::string& m, const EvalOptions& o) {
   GnnConfig c;
@@ -71,9 +73,9 @@ struct MethodOut {
 /// Predictions of `method` trained on `train` for `test` runs. `G[i]` is run i's
 /// graph for this split (layer times of the split's layer models).
 MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::vector<size_t>& train,
-                           const std::vector<size_t>& test, uint64_t seed, const std::vector<const GraphFeatures*>& G,
-                           bool intervals = false, const DeviceSpread* unseen = nullptr, int anchors = 0,
-                           size_t n_scored = 0) {
+                           const std::vector<size_t>& test, uint64_t seed,
+                           const std::vector<const GraphFeatures*>& G, bool intervals = false,
+                           const DeviceSpread* unseen = nullptr, int anchors = 0, size_t n_scored = 0) {
   std::vector<const EvalRun*> tr, te;
   for (size_t i : train) tr.push_back(&c.runs[i]);
   for (size_t i : test) te.push_back(&c.runs[i]);
@@ -148,7 +150,8 @@ MethodOut fit_predict_runs(const Ctx& c, const std::string& method, const std::v
   } else {
     fail("--methods: \"{}\" is not a method ({})", method, fmt::join(all_eval_methods(), ", "));
   }
-  SCALEDL_CHECK(out.size() == te.size(), "internal: {} predicted {} of {} runs", method, out.size(), te.size());
+  SCALEDL_CHECK(out.size() == te.size(), "internal: {} predicted {} of {} runs", method, out.size(),
+                te.size());
   for (auto* v : {&mo.lo80, &mo.hi80, &mo.lo95, &mo.hi95, &mo.ood}) v->resize(out.size(), NAN);
   return mo;
 }
@@ -162,7 +165,9 @@ std::pair<double, double> mean_sd(const std::vector<double>& v) {
   return {m, v.size() > 1 ? std::sqrt(s / static_cast<double>(v.size() - 1)) : 0.0};
 }
 
-nlohmann::json jnum(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json jnum(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 
 /// D-optimal (Fedorov) choice of k runs from `pool` on linear terms of the
 /// hyperparameter vector (intercept + columns that vary in the pool).
@@ -179,7 +184,8 @@ std::vector<size_t> doptimal_subset(const Ctx& c, const std::vector<size_t>& poo
   FeatureMatrix F(static_cast<Eigen::Index>(pool.size()), static_cast<Eigen::Index>(cols.size() + 1));
   for (size_t i = 0; i < pool.size(); ++i) {
     F(static_cast<Eigen::Index>(i), 0) = 1;
-    for (size_t j = 0; j < cols.size(); ++j) F(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j + 1)) = x[i][cols[j]];
+    for (size_t j = 0; j < cols.size(); ++j)
+      F(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j + 1)) = x[i][cols[j]];
   }
   // Standardise columns so that the ridge and tolerances mean the same everywhere.
   for (Eigen::Index j = 1; j < F.cols(); ++j) {
@@ -224,32 +230,37 @@ EvalResult run_eval(const EvalOptions& o) {
   SCALEDL_CHECK(o.protocol == "cross-device" || o.test_dbs.empty(),
                 "--test-db={} is only for --protocol=cross-device (got --protocol={})",
                 o.test_dbs.empty() ? "" : o.test_dbs.front(), o.protocol);
-  SCALEDL_CHECK(o.protocol != "cross-device" || !o.test_dbs.empty(), "--protocol=cross-device needs --test-db STORE");
+  SCALEDL_CHECK(o.protocol != "cross-device" || !o.test_dbs.empty(),
+                "--protocol=cross-device needs --test-db STORE");
   SCALEDL_CHECK(o.max_cv >= 0 && o.max_cv < 1, "--max-cv={} must be in [0, 1)", o.max_cv);
-  SCALEDL_CHECK(!o.probe_bandwidth || o.layers.sustained_bw,
-                "--probe-bandwidth needs --sustained-bw (the layer models' rooflines at sustained bandwidths)");
+  SCALEDL_CHECK(
+      !o.probe_bandwidth || o.layers.sustained_bw,
+      "--probe-bandwidth needs --sustained-bw (the layer models' rooflines at sustained bandwidths)");
   const std::vector<std::string> methods = o.methods.empty() ? all_eval_methods() : o.methods;
   for (const auto& m : methods)
-    SCALEDL_CHECK(std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
-                  "--methods: \"{}\" is not a method ({})", m, fmt::join(all_eval_methods(), ", "));
+    SCALEDL_CHECK(
+        std::find(all_eval_methods().begin(), all_eval_methods().end(), m) != all_eval_methods().end(),
+        "--methods: \"{}\" is not a method ({})", m, fmt::join(all_eval_methods(), ", "));
   SCALEDL_CHECK(o.anchors >= 0 && o.anchors <= 100, "--anchors={} must be in [0, 100]", o.anchors);
   host_node_ms_of_us(o.host_node_ms * 1e3);  // an Error naming --host-node-us
-  SCALEDL_CHECK(o.anchors == 0 || (o.protocol == "leave-one-device-out" && o.intervals && o.device_intervals &&
-                                   std::find(methods.begin(), methods.end(), "scaledl-tc") != methods.end()),
-                "--anchors={} needs --protocol=leave-one-device-out, the method scaledl-tc and its intervals (no "
-                "--no-intervals or --no-device-intervals)",
-                o.anchors);
+  SCALEDL_CHECK(
+      o.anchors == 0 || (o.protocol == "leave-one-device-out" && o.intervals && o.device_intervals &&
+                         std::find(methods.begin(), methods.end(), "scaledl-tc") != methods.end()),
+      "--anchors={} needs --protocol=leave-one-device-out, the method scaledl-tc and its intervals (no "
+      "--no-intervals or --no-device-intervals)",
+      o.anchors);
   SCALEDL_CHECK(!o.device_crossfit || o.protocol == "leave-one-device-out",
                 "--device-crossfit needs --protocol=leave-one-device-out (protocol={})", o.protocol);
-  SCALEDL_CHECK(o.calibrate_rows >= 0 && o.calibrate_rows <= 100000, "--calibrate-rows={} must be in [0, 100000]",
-                o.calibrate_rows);
+  SCALEDL_CHECK(o.calibrate_rows >= 0 && o.calibrate_rows <= 100000,
+                "--calibrate-rows={} must be in [0, 100000]", o.calibrate_rows);
   SCALEDL_CHECK(o.calibrate_rows == 0 || o.protocol == "leave-one-device-out" || o.protocol == "cross-device",
                 "--calibrate-rows={} needs --protocol=leave-one-device-out or cross-device (protocol={})",
                 o.calibrate_rows, o.protocol);
-  SCALEDL_CHECK(o.calibrate_rows == 0 || !o.test_layers,
-                "--calibrate-rows={} calibrates with the test device's layer rows: not with --test-layers, which "
-                "trains on them",
-                o.calibrate_rows);
+  SCALEDL_CHECK(
+      o.calibrate_rows == 0 || !o.test_layers,
+      "--calibrate-rows={} calibrates with the test device's layer rows: not with --test-layers, which "
+      "trains on them",
+      o.calibrate_rows);
   SCALEDL_CHECK(!o.test_layers || o.protocol == "cross-device",
                 "--test-layers is only for --protocol=cross-device (got --protocol={})", o.protocol);
   EvalResult res;
@@ -264,14 +275,15 @@ EvalResult run_eval(const EvalOptions& o) {
       size_t ok = 0;
       for (auto& row : t.rows) {
         if (data.devices.count(row.device) && !test_layer_devices.count(row.device))
-          fail("--test-layers: --test-db={} holds layer rows of device '{}', which is also a training device", db,
-               row.device);
+          fail("--test-layers: --test-db={} holds layer rows of device '{}', which is also a training device",
+               db, row.device);
         ok += row.status == "ok";
         test_layer_devices.insert(row.device);
         data.rows.push_back(std::move(row));
       }
-      SCALEDL_CHECK(ok > 0, "--test-layers: --test-db={} holds no ok layer rows (measure them with scaledl bench layers)",
-                    db);
+      SCALEDL_CHECK(
+          ok > 0,
+          "--test-layers: --test-db={} holds no ok layer rows (measure them with scaledl bench layers)", db);
       for (auto& [k, d] : t.devices)
         if (test_layer_devices.count(k)) data.devices[k] = d;
     }
@@ -296,18 +308,21 @@ EvalResult run_eval(const EvalOptions& o) {
       for (const auto& d : store.devices()) devs[d.key()] = d;
       for (auto& m : store.models("", /*ok_only=*/false)) {
         if (!usable_model_label(m, o.max_cv)) continue;
-        SCALEDL_CHECK(devs.count(m.device), "{}: model run '{}' was measured on device '{}', whose record is not in "
-                                            "the store (probe it into the store: scaledl probe --db {})",
+        SCALEDL_CHECK(devs.count(m.device),
+                      "{}: model run '{}' was measured on device '{}', whose record is not in "
+                      "the store (probe it into the store: scaledl probe --db {})",
                       db, m.model_name, m.device, db);
         if (test)
-          SCALEDL_CHECK(!data.devices.count(m.device) || test_layer_devices.count(m.device),
-                        "--test-db={}: device '{}' is also a training device: cross-device needs other hardware", db,
-                        m.device);
+          SCALEDL_CHECK(
+              !data.devices.count(m.device) || test_layer_devices.count(m.device),
+              "--test-db={}: device '{}' is also a training device: cross-device needs other hardware", db,
+              m.device);
         else
-          SCALEDL_CHECK(!test_layer_devices.count(m.device),
-                        "--db={}: model run '{}' is on device '{}', the --test-db device: cross-device needs other "
-                        "hardware",
-                        db, m.model_name, m.device);
+          SCALEDL_CHECK(
+              !test_layer_devices.count(m.device),
+              "--db={}: model run '{}' is on device '{}', the --test-db device: cross-device needs other "
+              "hardware",
+              db, m.model_name, m.device);
         devices[m.device] = devs[m.device];
         EvalRun r;
         r.label = m.model_name;
@@ -325,7 +340,8 @@ EvalResult run_eval(const EvalOptions& o) {
         ++n;
       }
     }
-    SCALEDL_CHECK(n > 0, "{}={}: the store(s) hold no usable model runs (status ok, or unstable with iter CV <= {})",
+    SCALEDL_CHECK(n > 0,
+                  "{}={}: the store(s) hold no usable model runs (status ok, or unstable with iter CV <= {})",
                   test ? "--test-db" : "--db", fmt::join(dbs, ","), o.max_cv);
   };
   load_runs(o.dbs, false);
@@ -336,9 +352,10 @@ EvalResult run_eval(const EvalOptions& o) {
         devices, o.layers.kernel_time ? kernel_time_samples(layer_samples, data.devices) : layer_samples);
     log(fmt::format("--probe-bandwidth: {} GPUs' sustained bandwidth from their own layer rows", n));
   }
-  log(fmt::format("{} runs ({} test-store), {} layer rows, {} devices", res.runs.size(),
-                  std::count_if(res.runs.begin(), res.runs.end(), [](const EvalRun& r) { return r.test_store; }),
-                  data.rows.size(), devices.size()));
+  log(fmt::format(
+      "{} runs ({} test-store), {} layer rows, {} devices", res.runs.size(),
+      std::count_if(res.runs.begin(), res.runs.end(), [](const EvalRun& r) { return r.test_store; }),
+      data.rows.size(), devices.size()));
 
   // An unknown protocol, or a split that would be empty or too small, fails
   // now, before any training.
@@ -418,8 +435,10 @@ EvalResult run_eval(const EvalOptions& o) {
   }
   std::map<std::vector<size_t>, std::vector<GraphFeatures>> split_cache;
   std::map<std::string, std::vector<GraphFeatures>> device_cache;  // leave-one-device-out: by held-out device
-  std::map<std::string, std::vector<char>> crossfit_ok;  // --device-crossfit: runs with a device-out sum, by held-out device
-  std::map<std::string, std::vector<GraphFeatures>> device_out_cache;  // --device-crossfit: by held-out device
+  std::map<std::string, std::vector<char>>
+      crossfit_ok;  // --device-crossfit: runs with a device-out sum, by held-out device
+  std::map<std::string, std::vector<GraphFeatures>>
+      device_out_cache;  // --device-crossfit: by held-out device
   // Run i's graph features with the layer times of `lp`.
   // `cal` (non-null): the calibration of the held-out device, for its runs.
   auto featurize_run = [&](size_t i, const LayerPredictor& lp, const LayerCalibration* cal = nullptr) {
@@ -443,13 +462,14 @@ EvalResult run_eval(const EvalOptions& o) {
     if (o.host_term) {
       std::vector<HostRun> hr;
       for (size_t i : sp.train)
-        hr.push_back({res.runs[i].device, static_cast<double>(G[i]->num_nodes), G[i]->t_sum_ms + G[i]->t_comm_ms,
-                      res.runs[i].target_ms});
+        hr.push_back({res.runs[i].device, static_cast<double>(G[i]->num_nodes),
+                      G[i]->t_sum_ms + G[i]->t_comm_ms, res.runs[i].target_ms});
       d = fit_host_node_ms(hr, devices);
     }
     for (size_t i = 0; i < G.size(); ++i) {
       auto it = d.find(res.runs[i].device);
-      const double di = it != d.end() ? it->second : (devices.at(res.runs[i].device).kind == "cpu" ? 0 : o.host_node_ms);
+      const double di =
+          it != d.end() ? it->second : (devices.at(res.runs[i].device).kind == "cpu" ? 0 : o.host_node_ms);
       if (di <= 0) continue;
       host_copies.push_back(*G[i]);
       apply_host_term(host_copies.back(), di);
@@ -497,8 +517,8 @@ EvalResult run_eval(const EvalOptions& o) {
           for (size_t i : sp.train) {
             const std::string& dev = res.runs[i].device;
             if (dev == sp.held_out_device) continue;
-            const auto m = model_without_device(f.samples, f.devices, dev, o.layers, &spread_models,
-                                                sp.held_out_device);
+            const auto m =
+                model_without_device(f.samples, f.devices, dev, o.layers, &spread_models, sp.held_out_device);
             if (!fold_covers(irs[i], lp, *m)) {
               ok[i] = 0;
               ++kept;
@@ -508,15 +528,17 @@ EvalResult run_eval(const EvalOptions& o) {
             ++swapped;
           }
           device_out_cache.emplace(sp.held_out_device, std::move(dout));
-          log(fmt::format("device cross-fit without {}: {} training runs from models without their device, {} "
-                          "left out of the graph methods' training (a layer model only their device has)",
-                          sp.held_out_device, swapped, kept));
+          log(fmt::format(
+              "device cross-fit without {}: {} training runs from models without their device, {} "
+              "left out of the graph methods' training (a layer model only their device has)",
+              sp.held_out_device, swapped, kept));
         }
         it = device_cache.emplace(sp.held_out_device, std::move(own)).first;
-        log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device, f.samples.size(),
-                        layer_samples.size(), secs_since(tl)));
+        log(fmt::format("layer models without {} ({} of {} layer samples, {:.1f} s)", sp.held_out_device,
+                        f.samples.size(), layer_samples.size(), secs_since(tl)));
       }
-      const std::vector<GraphFeatures>& src = device_out ? device_out_cache.at(sp.held_out_device) : it->second;
+      const std::vector<GraphFeatures>& src =
+          device_out ? device_out_cache.at(sp.held_out_device) : it->second;
       for (size_t i = 0; i < G.size(); ++i) G[i] = &src[i];
       return G;
     }
@@ -549,15 +571,18 @@ EvalResult run_eval(const EvalOptions& o) {
       for_each_crossfit_model(tg, o.crossfit_folds, 0, smp, data.devices, lo,
                               [&](size_t j, const LayerPredictor& m) { feat(train[j], m); });
       it = split_cache.emplace(train, std::move(own)).first;
-      log(fmt::format("layer models with in-model rows of {} training runs ({} samples), cross-fitted over {} folds "
-                      "({:.1f} s)",
-                      train.size(), smp.size(), o.crossfit_folds, secs_since(tl)));
+      log(fmt::format(
+          "layer models with in-model rows of {} training runs ({} samples), cross-fitted over {} folds "
+          "({:.1f} s)",
+          train.size(), smp.size(), o.crossfit_folds, secs_since(tl)));
     }
     for (size_t i = 0; i < G.size(); ++i) G[i] = &it->second[i];
     return G;
   };
   std::deque<GraphFeatures> host_copies;
-  auto graphs_for = [&](const EvalSplit& sp) { return with_host_term(sp, graphs_for_layers(sp, false), host_copies); };
+  auto graphs_for = [&](const EvalSplit& sp) {
+    return with_host_term(sp, graphs_for_layers(sp, false), host_copies);
+  };
 
   // Leave-one-device-out: the interval width for the held-out device, from its
   // split's training devices only (device_intervals.hpp), once per split.
@@ -570,11 +595,14 @@ EvalResult run_eval(const EvalOptions& o) {
       const DeviceFold f = leave_device_out(layer_samples, data.devices, sp.held_out_device);
       std::vector<DeviceOutRun> dor;
       for (size_t i : sp.train) dor.push_back({&irs[i], res.runs[i].device, res.runs[i].target_ms});
-      it = spread_cache.emplace(sp.held_out_device, device_out_spread(dor, f.samples, f.devices, o.layers,
-                                                                      &spread_models, sp.held_out_device)).first;
-      log(fmt::format("device-out interval width without {}: 80 % {:.3f}, 95 % {:.3f} ({} devices, {} runs, {:.1f} s)",
-                      sp.held_out_device, it->second.q80, it->second.q95, it->second.devices, it->second.runs,
-                      secs_since(tl)));
+      it = spread_cache
+               .emplace(sp.held_out_device, device_out_spread(dor, f.samples, f.devices, o.layers,
+                                                              &spread_models, sp.held_out_device))
+               .first;
+      log(fmt::format(
+          "device-out interval width without {}: 80 % {:.3f}, 95 % {:.3f} ({} devices, {} runs, {:.1f} s)",
+          sp.held_out_device, it->second.q80, it->second.q95, it->second.devices, it->second.runs,
+          secs_since(tl)));
     }
     return &it->second;
   };
@@ -617,8 +645,8 @@ EvalResult run_eval(const EvalOptions& o) {
     std::vector<size_t> sweep;
     for (size_t i = 0; i < res.runs.size(); ++i)
       if (res.runs[i].sweep) sweep.push_back(i);
-    std::map<std::string, std::vector<double>> pred_all, truth_all;                       // method -> over splits
-    std::map<std::string, std::vector<double>> cover80, cover95, width95, ood_d;          // methods with intervals
+    std::map<std::string, std::vector<double>> pred_all, truth_all;               // method -> over splits
+    std::map<std::string, std::vector<double>> cover80, cover95, width95, ood_d;  // methods with intervals
     std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>> fam;
     for (const auto& sp : splits) {
       if (seed == 0) split_names.push_back(sp.name);
@@ -634,9 +662,10 @@ EvalResult run_eval(const EvalOptions& o) {
         const bool device_out = o.device_crossfit && is_graph_method(m);
         if (device_out) {
           const std::vector<char>& ok = crossfit_ok.at(sp.held_out_device);
-          train.erase(std::remove_if(train.begin(), train.end(), [&](size_t i) { return !ok[i]; }), train.end());
-          SCALEDL_CHECK(!train.empty(), "--device-crossfit: no training run of split {} has a device-out layer sum",
-                        sp.name);
+          train.erase(std::remove_if(train.begin(), train.end(), [&](size_t i) { return !ok[i]; }),
+                      train.end());
+          SCALEDL_CHECK(!train.empty(),
+                        "--device-crossfit: no training run of split {} has a device-out layer sum", sp.name);
         }
         const DeviceSpread* spread = with_iv ? spread_for(sp) : nullptr;
         MethodOut mo = fit_predict_runs(c, m, train, test, sd, device_out ? Gout : G, with_iv, spread,
@@ -645,7 +674,8 @@ EvalResult run_eval(const EvalOptions& o) {
         // (docs/unseen-gpu.md: anchoring measured better with it).
         std::vector<double> anchored_ood = mo.ood;
         if (device_out && with_iv && o.anchors > 0) {
-          MethodOut ma = fit_predict_runs(c, m, sp.train, test, sd, G, with_iv, spread, o.anchors, sp.test.size());
+          MethodOut ma =
+              fit_predict_runs(c, m, sp.train, test, sd, G, with_iv, spread, o.anchors, sp.test.size());
           mo.apred = std::move(ma.apred);
           mo.alo80 = std::move(ma.alo80);
           mo.ahi80 = std::move(ma.ahi80);
@@ -654,9 +684,10 @@ EvalResult run_eval(const EvalOptions& o) {
           anchored_ood = std::move(ma.ood);
         }
         // Records method `name`'s predictions p (and intervals, when `iv`) of the split.
-        auto record = [&](const std::string& name, const std::vector<double>& p, const std::vector<double>& lo80,
-                          const std::vector<double>& hi80, const std::vector<double>& lo95,
-                          const std::vector<double>& hi95, bool iv, const std::vector<double>& ood) {
+        auto record = [&](const std::string& name, const std::vector<double>& p,
+                          const std::vector<double>& lo80, const std::vector<double>& hi80,
+                          const std::vector<double>& lo95, const std::vector<double>& hi95, bool iv,
+                          const std::vector<double>& ood) {
           for (size_t j = 0; j < test.size(); ++j) {
             EvalPrediction ep{seed, sp.name, name, test[j], p[j]};
             ep.lo80 = lo80[j];
@@ -678,8 +709,9 @@ EvalResult run_eval(const EvalOptions& o) {
             fam[name][r.family].first.push_back(p[j]);
             fam[name][r.family].second.push_back(r.target_ms);
             if (lodo) {  // also per held-out device and per device and mode (the unseen-GPU tables)
-              for (const std::string& k : {"device " + r.device, "device " + r.device + " " + to_string(run_mode(r.settings)),
-                                           "mode " + std::string(to_string(run_mode(r.settings)))}) {
+              for (const std::string& k :
+                   {"device " + r.device, "device " + r.device + " " + to_string(run_mode(r.settings)),
+                    "mode " + std::string(to_string(run_mode(r.settings)))}) {
                 fam[name][k].first.push_back(p[j]);
                 fam[name][k].second.push_back(r.target_ms);
               }
@@ -708,13 +740,15 @@ EvalResult run_eval(const EvalOptions& o) {
       const double n = static_cast<double>(cv.size());
       std::vector<double> w = width95[m];
       std::sort(w.begin(), w.end());
-      const double ood_share =
-          static_cast<double>(std::count_if(ood_d[m].begin(), ood_d[m].end(), [](double d) { return d > 0; })) / n;
-      const nlohmann::json ij = {{"n", cv.size()},
-                                 {"coverage80_pct", 100 * std::accumulate(cv.begin(), cv.end(), 0.0) / n},
-                                 {"coverage95_pct", 100 * std::accumulate(cover95[m].begin(), cover95[m].end(), 0.0) / n},
-                                 {"median_factor95", w[w.size() / 2]},
-                                 {"out_of_domain_pct", 100 * ood_share}};
+      const double ood_share = static_cast<double>(std::count_if(ood_d[m].begin(), ood_d[m].end(),
+                                                                 [](double d) { return d > 0; })) /
+                               n;
+      const nlohmann::json ij = {
+          {"n", cv.size()},
+          {"coverage80_pct", 100 * std::accumulate(cv.begin(), cv.end(), 0.0) / n},
+          {"coverage95_pct", 100 * std::accumulate(cover95[m].begin(), cover95[m].end(), 0.0) / n},
+          {"median_factor95", w[w.size() / 2]},
+          {"out_of_domain_pct", 100 * ood_share}};
       sj["intervals"][m] = ij;
       interval_rows[m].push_back(ij);
     }
@@ -730,19 +764,28 @@ EvalResult run_eval(const EvalOptions& o) {
       std::vector<size_t> shuffled = sp.train;
       std::shuffle(shuffled.begin(), shuffled.end(), rng);
       for (double frac : {0.1, 0.25, 0.5, 1.0}) {
-        const size_t k = std::max<size_t>(8, static_cast<size_t>(std::round(frac * static_cast<double>(sp.train.size()))));
-        std::vector<size_t> sub(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(std::min(k, shuffled.size())));
+        const size_t k =
+            std::max<size_t>(8, static_cast<size_t>(std::round(frac * static_cast<double>(sp.train.size()))));
+        std::vector<size_t> sub(shuffled.begin(),
+                                shuffled.begin() + static_cast<std::ptrdiff_t>(std::min(k, shuffled.size())));
         ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd, G).pred, truth);
-        curve_rows.push_back({{"seed", seed}, {"fraction", frac}, {"train_runs", sub.size()}, {"method", "scaledl-tc"},
+        curve_rows.push_back({{"seed", seed},
+                              {"fraction", frac},
+                              {"train_runs", sub.size()},
+                              {"method", "scaledl-tc"},
                               {"stats", e.to_json()}});
         log(fmt::format("seed {} learning curve: {} runs -> MRE {:.2f} %", seed, sub.size(), e.mre_pct));
       }
       const size_t k = std::max<size_t>(eval_detail::hp_feature_count() + 1, sp.train.size() / 4);
       std::vector<size_t> rnd(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(k));
       std::vector<size_t> dopt = doptimal_subset(c, sp.train, k, sd);
-      for (const auto& [name, sub] : {std::make_pair(std::string("random"), rnd), std::make_pair(std::string("d-optimal"), dopt)}) {
+      for (const auto& [name, sub] :
+           {std::make_pair(std::string("random"), rnd), std::make_pair(std::string("d-optimal"), dopt)}) {
         ErrorStats e = ErrorStats::of(fit_predict_runs(c, "scaledl-tc", sub, sp.test, sd, G).pred, truth);
-        dopt_rows.push_back({{"seed", seed}, {"choice", name}, {"train_runs", sub.size()}, {"method", "scaledl-tc"},
+        dopt_rows.push_back({{"seed", seed},
+                             {"choice", name},
+                             {"train_runs", sub.size()},
+                             {"method", "scaledl-tc"},
                              {"stats", e.to_json()}});
         log(fmt::format("seed {} {} choice of {} runs -> MRE {:.2f} %", seed, name, sub.size(), e.mre_pct));
       }
@@ -766,11 +809,20 @@ EvalResult run_eval(const EvalOptions& o) {
       auto [pm, ps] = mean_sd(p50);
       auto [qm, qs] = mean_sd(p90);
       auto [bm, bs] = mean_sd(bias);
-      summary.push_back({{"method", m},        {"family", f},          {"n", v.front().n},
-                         {"mre_pct", jnum(mm)}, {"mre_sd", jnum(ms)},   {"rmse_ms", jnum(rm)},
-                         {"rmse_sd", jnum(rs)}, {"p50_pct", jnum(pm)},  {"p50_sd", jnum(ps)},
-                         {"p90_pct", jnum(qm)}, {"p90_sd", jnum(qs)},   {"bias_pct", jnum(bm)},
-                         {"bias_sd", jnum(bs)}, {"seeds", v.size()}});
+      summary.push_back({{"method", m},
+                         {"family", f},
+                         {"n", v.front().n},
+                         {"mre_pct", jnum(mm)},
+                         {"mre_sd", jnum(ms)},
+                         {"rmse_ms", jnum(rm)},
+                         {"rmse_sd", jnum(rs)},
+                         {"p50_pct", jnum(pm)},
+                         {"p50_sd", jnum(ps)},
+                         {"p90_pct", jnum(qm)},
+                         {"p90_sd", jnum(qs)},
+                         {"bias_pct", jnum(bm)},
+                         {"bias_sd", jnum(bs)},
+                         {"seeds", v.size()}});
     }
   std::map<std::string, int64_t> fam_count, fam_count_test;
   for (const auto& r : res.runs) (r.test_store ? fam_count_test : fam_count)[r.family]++;
@@ -789,13 +841,18 @@ EvalResult run_eval(const EvalOptions& o) {
                 {"runs_per_family", fam_count},
                 {"test_store_runs_per_family", fam_count_test},
                 {"layer_rows", data.rows.size()},
-                {"devices", [&] {
+                {"devices",
+                 [&] {
                    nlohmann::json d = nlohmann::json::array();
                    for (auto& [k, v] : devices) d.push_back(v.to_json());
                    return d;
                  }()},
-                {"gnn", {{"epochs", o.gnn.epochs}, {"patience", o.gnn.patience}, {"lr", o.gnn.lr},
-                         {"val_fraction", o.gnn.val_fraction}, {"loss", o.gnn.loss}}},
+                {"gnn",
+                 {{"epochs", o.gnn.epochs},
+                  {"patience", o.gnn.patience},
+                  {"lr", o.gnn.lr},
+                  {"val_fraction", o.gnn.val_fraction},
+                  {"loss", o.gnn.loss}}},
                 {"birnn_epochs", o.birnn_epochs},
                 {"mlp_epochs", o.mlp_epochs},
                 {"summary", summary},
@@ -813,24 +870,29 @@ EvalResult run_eval(const EvalOptions& o) {
     }
     res.report["intervals"].push_back(agg);
   }
-  res.report["layer_times"] = o.in_model ? fmt::format("isolated rows + in-model rows of the training runs, "
-                                                       "cross-fitted over {} folds", o.crossfit_folds)
+  res.report["layer_times"] = o.in_model ? fmt::format(
+                                               "isolated rows + in-model rows of the training runs, "
+                                               "cross-fitted over {} folds",
+                                               o.crossfit_folds)
                                          : std::string("isolated layer rows");
   if (o.host_term)
-    res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
-                                "; T_sum = max(their sum, nodes x d), d per GPU fitted on the split's training runs";
+    res.report["layer_times"] =
+        res.report["layer_times"].get<std::string>() +
+        "; T_sum = max(their sum, nodes x d), d per GPU fitted on the split's training runs";
   if (o.host_node_ms > 0)
-    res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
-                                fmt::format("; a GPU without a fitted d: d = {:.1f} us (--host-node-us)",
-                                            o.host_node_ms * 1e3);
+    res.report["layer_times"] =
+        res.report["layer_times"].get<std::string>() +
+        fmt::format("; a GPU without a fitted d: d = {:.1f} us (--host-node-us)", o.host_node_ms * 1e3);
   if (o.device_crossfit)
-    res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
-                                "; training runs' from layer models without their own device (--device-crossfit)";
+    res.report["layer_times"] =
+        res.report["layer_times"].get<std::string>() +
+        "; training runs' from layer models without their own device (--device-crossfit)";
   if (o.calibrate_rows > 0) {
     res.report["layer_times"] = res.report["layer_times"].get<std::string>() +
-                                fmt::format("; the {} device's calibrated by {} of its own rows per kind "
-                                            "(--calibrate-rows)",
-                                            lodo ? "held-out" : "test", o.calibrate_rows);
+                                fmt::format(
+                                    "; the {} device's calibrated by {} of its own rows per kind "
+                                    "(--calibrate-rows)",
+                                    lodo ? "held-out" : "test", o.calibrate_rows);
     res.report["calibrations"] = calibrations;
   }
   res.report["scaledl_config"] = {{"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}};

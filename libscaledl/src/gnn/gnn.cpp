@@ -1,7 +1,6 @@
 // Graph refinement model, training, prediction and the weights file (see gnn.hpp).
-#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/gnn/gnn.hpp"
-
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +11,9 @@
 #include <tuple>
 #include <type_traits>
 
+#include "gnn/safetensors.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "gnn/safetensors.hpp"
 
 namespace scaledl {
 namespace {
@@ -47,7 +46,8 @@ struct TransformerConvEncoderImpl : GraphEncoderImpl {
   TransformerConvEncoderImpl(int64_t F, int64_t Fe, const GnnConfig& c) {
     lin_in = register_module("lin_in", torch::nn::Linear(F, c.hidden));
     for (int64_t l = 0; l < c.layers; ++l)
-      convs.push_back(register_module("conv" + std::to_string(l), TransformerConv(c.hidden, c.hidden, c.heads, Fe)));
+      convs.push_back(
+          register_module("conv" + std::to_string(l), TransformerConv(c.hidden, c.hidden, c.heads, Fe)));
   }
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& ei, const torch::Tensor& ea) override {
     torch::Tensor h = torch::elu(lin_in(x));
@@ -77,10 +77,10 @@ struct AneeEncoderImpl : GraphEncoderImpl {
     torch::Tensor e = lin_e(ea);
     last.clear();
     for (int64_t r = 0; r < rounds; ++r) {
-      torch::Tensor hb = torch::leaky_relu(wu(h), 0.01);                                     // [N, H]
-      torch::Tensor att = gather_rows(a_src(hb), src) + gather_rows(a_dst(hb), dst);        // [E, 1] = a.(hs||hd)
-      e = torch::sigmoid(att * we(e));                                                      // [E, He]
-      torch::Tensor w = segment_softmax(wm(e), dst, N);                                     // [E, 1]
+      torch::Tensor hb = torch::leaky_relu(wu(h), 0.01);                              // [N, H]
+      torch::Tensor att = gather_rows(a_src(hb), src) + gather_rows(a_dst(hb), dst);  // [E, 1] = a.(hs||hd)
+      e = torch::sigmoid(att * we(e));                                                // [E, He]
+      torch::Tensor w = segment_softmax(wm(e), dst, N);                               // [E, 1]
       last.push_back(w.detach());
       torch::Tensor agg = scatter_sum(w * gather_rows(hb, src), dst, N);
       h = torch::leaky_relu(hb + agg, 0.01);
@@ -107,9 +107,17 @@ void check_choice(const std::string& v, std::initializer_list<const char*> ok, c
 // ---- config -------------------------------------------------------------------
 
 nlohmann::json GnnConfig::to_json() const {
-  return {{"encoder", encoder}, {"target", target},     {"readout", readout},       {"hidden", hidden},
-          {"layers", layers},   {"heads", heads},       {"z_hidden", z_hidden},     {"mlp_hidden", mlp_hidden},
-          {"global_branch", global_branch}, {"alpha_bound", alpha_bound}, {"ood_tau", ood_tau},
+  return {{"encoder", encoder},
+          {"target", target},
+          {"readout", readout},
+          {"hidden", hidden},
+          {"layers", layers},
+          {"heads", heads},
+          {"z_hidden", z_hidden},
+          {"mlp_hidden", mlp_hidden},
+          {"global_branch", global_branch},
+          {"alpha_bound", alpha_bound},
+          {"ood_tau", ood_tau},
           {"device_memory_feature", device_memory_feature}};
 }
 
@@ -131,7 +139,8 @@ GnnConfig GnnConfig::from_json(const nlohmann::json& j, const std::string& ctx) 
   }
   c.alpha_bound = get_num_or(j, "alpha_bound", ctx, 1.0 + 1e-9, 1e6, c.alpha_bound);
   c.ood_tau = get_num_or(j, "ood_tau", ctx, 0.0, 1e9, c.ood_tau);
-  c.device_memory_feature = get_bool_or(j, "device_memory_feature", ctx, true);  // absent: from before 2026-11-26
+  c.device_memory_feature =
+      get_bool_or(j, "device_memory_feature", ctx, true);  // absent: from before 2026-11-26
   c.validate(ctx);
   return c;
 }
@@ -144,7 +153,8 @@ void GnnConfig::validate(const std::string& ctx) const {
   SCALEDL_CHECK(layers >= 1 && layers <= 64, "{}.layers={} must be in [1, 64]", ctx, layers);
   SCALEDL_CHECK(heads >= 1 && heads <= 64, "{}.heads={} must be in [1, 64]", ctx, heads);
   SCALEDL_CHECK(z_hidden >= 1 && z_hidden <= 4096, "{}.z_hidden={} must be in [1, 4096]", ctx, z_hidden);
-  SCALEDL_CHECK(mlp_hidden >= 1 && mlp_hidden <= 4096, "{}.mlp_hidden={} must be in [1, 4096]", ctx, mlp_hidden);
+  SCALEDL_CHECK(mlp_hidden >= 1 && mlp_hidden <= 4096, "{}.mlp_hidden={} must be in [1, 4096]", ctx,
+                mlp_hidden);
   SCALEDL_CHECK(std::isfinite(alpha_bound) && alpha_bound > 1 && alpha_bound <= 1e6,
                 "{}.alpha_bound={} must be in (1, 1e6]", ctx, alpha_bound);
   SCALEDL_CHECK(std::isfinite(ood_tau) && ood_tau >= 0, "{}.ood_tau={} must be >= 0 (0 = off)", ctx, ood_tau);
@@ -220,8 +230,9 @@ torch::Tensor TransformerConvImpl::forward(const torch::Tensor& x, const torch::
   // i = destination (the node being updated), j = source (its in-neighbour).
   torch::Tensor q = gather_rows(qkvr[0], dst).view({E, heads, dk});
   torch::Tensor k = gather_rows(qkvr[1], src).view({E, heads, dk});
-  torch::Tensor eps = (q * k).sum(-1) / std::sqrt(static_cast<double>(dk)) + torch::relu(wedge(edge_attr));  // (11)
-  torch::Tensor w = segment_softmax(eps, dst, N);                                                           // (12)
+  torch::Tensor eps =
+      (q * k).sum(-1) / std::sqrt(static_cast<double>(dk)) + torch::relu(wedge(edge_attr));  // (11)
+  torch::Tensor w = segment_softmax(eps, dst, N);                                            // (12)
   last_attention = w.detach();
   torch::Tensor msg = w.unsqueeze(-1) * gather_rows(qkvr[2], src).view({E, heads, out});  // [E, L, out]
   torch::Tensor agg = scatter_sum(msg.view({E, hv}), dst, N);
@@ -240,13 +251,14 @@ GnnModelImpl::GnnModelImpl(const GnnConfig& c) : cfg(c) {
   else
     encoder = register_module("encoder", std::make_shared<TransformerConvEncoderImpl>(F, Fe, cfg));
   if (cfg.global_branch)
-    z_mlp = register_module("z_mlp", torch::nn::Sequential(torch::nn::Linear(Fz, cfg.z_hidden), torch::nn::ReLU(),
-                                                           torch::nn::Linear(cfg.z_hidden, cfg.z_hidden),
-                                                           torch::nn::ReLU()));
+    z_mlp = register_module(
+        "z_mlp", torch::nn::Sequential(torch::nn::Linear(Fz, cfg.z_hidden), torch::nn::ReLU(),
+                                       torch::nn::Linear(cfg.z_hidden, cfg.z_hidden), torch::nn::ReLU()));
   const int64_t nout = cfg.target == "alpha-beta" ? 2 : 1;
   const int64_t head_in = cfg.hidden + (cfg.global_branch ? cfg.z_hidden : 0);
-  head = register_module("head", torch::nn::Sequential(torch::nn::Linear(head_in, cfg.mlp_hidden),
-                                                       torch::nn::ReLU(), torch::nn::Linear(cfg.mlp_hidden, nout)));
+  head = register_module("head",
+                         torch::nn::Sequential(torch::nn::Linear(head_in, cfg.mlp_hidden), torch::nn::ReLU(),
+                                               torch::nn::Linear(cfg.mlp_hidden, nout)));
   log_t_offset = register_buffer("log_t_offset", torch::zeros({1}));
 }
 
@@ -273,23 +285,34 @@ GnnOutput GnnModelImpl::forward(const GraphBatch& b) {
 // ---- training -----------------------------------------------------------------
 
 nlohmann::json GnnTrainOptions::to_json() const {
-  return {{"epochs", epochs},         {"lr", lr},       {"batch_size", batch_size},
-          {"val_fraction", val_fraction}, {"patience", patience}, {"loss", loss},
-          {"normalization", normalization}, {"seed", seed}};
+  return {{"epochs", epochs},
+          {"lr", lr},
+          {"batch_size", batch_size},
+          {"val_fraction", val_fraction},
+          {"patience", patience},
+          {"loss", loss},
+          {"normalization", normalization},
+          {"seed", seed}};
 }
 
 nlohmann::json GnnTrainReport::to_json() const {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  return {{"train_graphs", train_graphs},     {"val_graphs", val_graphs},
-          {"epochs_run", epochs_run},         {"best_epoch", best_epoch},
-          {"train_mre_before", num(train_mre_before)}, {"val_mre_before", num(val_mre_before)},
-          {"train_mre", num(train_mre)},      {"val_mre", num(val_mre)},
-          {"mean_alpha", num(mean_alpha)},    {"mean_beta", num(mean_beta)},
+  return {{"train_graphs", train_graphs},
+          {"val_graphs", val_graphs},
+          {"epochs_run", epochs_run},
+          {"best_epoch", best_epoch},
+          {"train_mre_before", num(train_mre_before)},
+          {"val_mre_before", num(val_mre_before)},
+          {"train_mre", num(train_mre)},
+          {"val_mre", num(val_mre)},
+          {"mean_alpha", num(mean_alpha)},
+          {"mean_beta", num(mean_beta)},
           {"seconds", seconds}};
 }
 
 double mean_relative_error(const std::vector<double>& pred, const std::vector<double>& y) {
-  SCALEDL_CHECK(pred.size() == y.size(), "mean_relative_error: {} predictions for {} labels", pred.size(), y.size());
+  SCALEDL_CHECK(pred.size() == y.size(), "mean_relative_error: {} predictions for {} labels", pred.size(),
+                y.size());
   if (y.empty()) return NAN;
   double s = 0;
   for (size_t i = 0; i < y.size(); ++i) s += std::fabs(pred[i] - y[i]) / y[i];
@@ -431,8 +454,8 @@ GraphPredictor GraphPredictor::train(const std::vector<GraphFeatures>& graphs, c
   }
   // A diverged run is an error, never a model: callers write nothing then.
   SCALEDL_CHECK(std::isfinite(best_mre),
-                "graph training diverged: the {} loss was never finite in {} epochs (lr={}); lower --lr", opt.loss,
-                std::min(epoch, opt.epochs), opt.lr);
+                "graph training diverged: the {} loss was never finite in {} epochs (lr={}); lower --lr",
+                opt.loss, std::min(epoch, opt.epochs), opt.lr);
   for (const auto& kv : m->named_parameters())
     SCALEDL_CHECK(torch::isfinite(kv.value()).all().item<bool>(),
                   "graph training diverged: parameter '{}' is NaN/Inf (lr={}); lower --lr", kv.key(), opt.lr);
@@ -557,9 +580,13 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
 nlohmann::json GnnCvReport::to_json() const {
   nlohmann::json per = nlohmann::json::array();
   for (size_t i = 0; i < labels.size(); ++i)
-    per.push_back({{"label", labels[i]}, {"fold", fold[i]}, {"target_ms", target_ms[i]},
-                   {"before_ms", before_ms[i]}, {"pred_ms", pred_ms[i]}, {"alpha", alpha[i]}});
-  return {{"folds", folds}, {"graphs", graphs},   {"mre_before", mre_before}, {"mre", mre},
+    per.push_back({{"label", labels[i]},
+                   {"fold", fold[i]},
+                   {"target_ms", target_ms[i]},
+                   {"before_ms", before_ms[i]},
+                   {"pred_ms", pred_ms[i]},
+                   {"alpha", alpha[i]}});
+  return {{"folds", folds},       {"graphs", graphs},   {"mre_before", mre_before}, {"mre", mre},
           {"fold_mre", fold_mre}, {"seconds", seconds}, {"per_graph", per}};
 }
 
@@ -591,7 +618,8 @@ GnnCvReport cross_validate_graphs(const std::vector<int64_t>& fold, int64_t fold
   r.alpha.assign(n, NAN);
   for (int64_t k = 0; k < folds; ++k) {
     std::vector<GraphFeatures> all = graphs_of_fold(k);
-    SCALEDL_CHECK(all.size() == n, "cross-validation fold {}: {} graphs for {} fold entries", k, all.size(), n);
+    SCALEDL_CHECK(all.size() == n, "cross-validation fold {}: {} graphs for {} fold entries", k, all.size(),
+                  n);
     std::vector<GraphFeatures> train, test;
     std::vector<size_t> test_ids;
     for (size_t i = 0; i < n; ++i) {
@@ -631,15 +659,17 @@ GnnCvReport cross_validate_graphs(const std::vector<GraphFeatures>& graphs, cons
 namespace {
 
 torch::Tensor vec_tensor(const std::vector<float>& v) {
-  return torch::from_blob(const_cast<float*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kFloat32).clone();
+  return torch::from_blob(const_cast<float*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kFloat32)
+      .clone();
 }
 
-std::vector<float> tensor_vec(const SafeTensors& st, const std::string& name, size_t n, const std::string& path) {
+std::vector<float> tensor_vec(const SafeTensors& st, const std::string& name, size_t n,
+                              const std::string& path) {
   auto it = st.tensors.find(name);
   SCALEDL_CHECK(it != st.tensors.end(), "{}: tensor '{}' is missing", path, name);
   torch::Tensor t = it->second.to(torch::kFloat32).contiguous();
-  SCALEDL_CHECK(t.dim() == 1 && static_cast<size_t>(t.numel()) == n, "{}: tensor '{}' has {} values, expected {}",
-                path, name, t.numel(), n);
+  SCALEDL_CHECK(t.dim() == 1 && static_cast<size_t>(t.numel()) == n,
+                "{}: tensor '{}' has {} values, expected {}", path, name, t.numel(), n);
   std::vector<float> v(t.data_ptr<float>(), t.data_ptr<float>() + n);
   for (size_t i = 0; i < n; ++i)
     SCALEDL_CHECK(std::isfinite(v[i]) && (name.find("scale") == std::string::npos || v[i] > 0),
@@ -651,17 +681,19 @@ std::vector<float> tensor_vec(const SafeTensors& st, const std::string& name, si
 template <typename N>  // Normalizer or const Normalizer
 auto norm_tensors(N& n) {
   using V = std::conditional_t<std::is_const_v<N>, const std::vector<float>, std::vector<float>>;
-  const size_t F = node_feature_names().size(), Fe = edge_feature_names().size(), Fz = global_feature_names().size();
+  const size_t F = node_feature_names().size(), Fe = edge_feature_names().size(),
+               Fz = global_feature_names().size();
   return std::vector<std::tuple<std::string, V*, size_t>>{
-      {"x_offset", &n.x_offset, F}, {"x_scale", &n.x_scale, F}, {"e_offset", &n.e_offset, Fe},
+      {"x_offset", &n.x_offset, F}, {"x_scale", &n.x_scale, F},    {"e_offset", &n.e_offset, Fe},
       {"e_scale", &n.e_scale, Fe},  {"z_offset", &n.z_offset, Fz}, {"z_scale", &n.z_scale, Fz},
-      {"x_lo", &n.x_lo, F},         {"x_hi", &n.x_hi, F},         {"e_lo", &n.e_lo, Fe},
-      {"e_hi", &n.e_hi, Fe},        {"z_lo", &n.z_lo, Fz},        {"z_hi", &n.z_hi, Fz}};
+      {"x_lo", &n.x_lo, F},         {"x_hi", &n.x_hi, F},          {"e_lo", &n.e_lo, Fe},
+      {"e_hi", &n.e_hi, Fe},        {"z_lo", &n.z_lo, Fz},         {"z_hi", &n.z_hi, Fz}};
 }
 
 const std::string& meta_field(const SafeTensors& st, const std::string& key, const std::string& path) {
   auto it = st.metadata.find(key);
-  SCALEDL_CHECK(it != st.metadata.end(), "{}: __metadata__.{} is missing (not a ScaleDL graph model?)", path, key);
+  SCALEDL_CHECK(it != st.metadata.end(), "{}: __metadata__.{} is missing (not a ScaleDL graph model?)", path,
+                key);
   return it->second;
 }
 
@@ -675,7 +707,6 @@ nlohmann::json meta_json(const SafeTensors& st, const std::string& key, const st
 }
 
 }  // namespace
-
 
 void GraphPredictor::save(const std::string& path, const nlohmann::json& extra) const {
   SCALEDL_CHECK(model_, "save: the graph model is not trained or loaded");
@@ -706,19 +737,23 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
     const fs::file_type t = fs::status(path, ec).type();
     SCALEDL_CHECK(t == fs::file_type::regular || t == fs::file_type::not_found || t == fs::file_type::none,
                   "{}: not a regular file ({}): a graph model is a safetensors file", path,
-                  t == fs::file_type::directory ? "a directory" : t == fs::file_type::fifo ? "a FIFO" : "a device or socket");
+                  t == fs::file_type::directory ? "a directory"
+                  : t == fs::file_type::fifo    ? "a FIFO"
+                                                : "a device or socket");
   }
   SafeTensors st = load_safetensors(path);
   const std::string& fmt_name = meta_field(st, "format", path);
   SCALEDL_CHECK(fmt_name == "scaledl-gnn", "{}: __metadata__.format={} is not scaledl-gnn", path, fmt_name);
   const std::string& ver = meta_field(st, "format_version", path);
   SCALEDL_CHECK(ver == std::to_string(kFormatVersion),
-                "{}: __metadata__.format_version={} is not supported (this build reads version {})", path, ver,
-                kFormatVersion);
-  SCALEDL_CHECK(st.metadata.count("content_sha256") && st.metadata.at("content_sha256") == safetensors_content_sha256(st),
-                "{}: __metadata__.content_sha256 does not match the weights and metadata: the file was altered or "
-                "damaged (retrain it with this build)",
-                path);
+                "{}: __metadata__.format_version={} is not supported (this build reads version {})", path,
+                ver, kFormatVersion);
+  SCALEDL_CHECK(
+      st.metadata.count("content_sha256") &&
+          st.metadata.at("content_sha256") == safetensors_content_sha256(st),
+      "{}: __metadata__.content_sha256 does not match the weights and metadata: the file was altered or "
+      "damaged (retrain it with this build)",
+      path);
   const std::pair<const char*, const std::vector<std::string>*> feats[] = {
       {"node_features", &node_feature_names()},
       {"edge_features", &edge_feature_names()},
@@ -726,7 +761,8 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
   for (const auto& [key, names] : feats) {
     nlohmann::json j = meta_json(st, key, path);
     SCALEDL_CHECK(j == nlohmann::json(*names),
-                  "{}: __metadata__.{} differs from this build's features (retrain the graph model)", path, key);
+                  "{}: __metadata__.{} differs from this build's features (retrain the graph model)", path,
+                  key);
   }
   GnnConfig cfg = GnnConfig::from_json(meta_json(st, "config", path), path + ": __metadata__.config");
   Normalizer norm;
@@ -736,27 +772,29 @@ GraphPredictor GraphPredictor::load(const std::string& path) {
     *v = tensor_vec(st, "norm." + name, n, path);
     ++used;
   }
-  for (auto [lo, hi, what] : {std::make_tuple(&norm.x_lo, &norm.x_hi, "x"), std::make_tuple(&norm.e_lo, &norm.e_hi, "e"),
-                              std::make_tuple(&norm.z_lo, &norm.z_hi, "z")})
+  for (auto [lo, hi, what] :
+       {std::make_tuple(&norm.x_lo, &norm.x_hi, "x"), std::make_tuple(&norm.e_lo, &norm.e_hi, "e"),
+        std::make_tuple(&norm.z_lo, &norm.z_hi, "z")})
     for (size_t i = 0; i < lo->size(); ++i)
-      SCALEDL_CHECK((*lo)[i] <= (*hi)[i], "{}: tensor 'norm.{}_lo'[{}]={} exceeds 'norm.{}_hi'[{}]={}", path, what, i,
-                    (*lo)[i], what, i, (*hi)[i]);
+      SCALEDL_CHECK((*lo)[i] <= (*hi)[i], "{}: tensor 'norm.{}_lo'[{}]={} exceeds 'norm.{}_hi'[{}]={}", path,
+                    what, i, (*lo)[i], what, i, (*hi)[i]);
   GraphPredictor p(cfg, norm);
   torch::NoGradGuard ng;
   auto assign = [&](const std::string& name, torch::Tensor& dst) {
     auto it = st.tensors.find("model." + name);
     SCALEDL_CHECK(it != st.tensors.end(), "{}: tensor 'model.{}' is missing", path, name);
-    SCALEDL_CHECK(it->second.sizes() == dst.sizes(), "{}: tensor 'model.{}' has shape {}, expected {}", path, name,
-                  fmt::join(it->second.sizes().vec(), "x"), fmt::join(dst.sizes().vec(), "x"));
-    SCALEDL_CHECK(torch::isfinite(it->second).all().item<bool>(), "{}: tensor 'model.{}' has NaN/Inf values", path,
-                  name);
+    SCALEDL_CHECK(it->second.sizes() == dst.sizes(), "{}: tensor 'model.{}' has shape {}, expected {}", path,
+                  name, fmt::join(it->second.sizes().vec(), "x"), fmt::join(dst.sizes().vec(), "x"));
+    SCALEDL_CHECK(torch::isfinite(it->second).all().item<bool>(), "{}: tensor 'model.{}' has NaN/Inf values",
+                  path, name);
     dst.copy_(it->second);
     ++used;
   };
   for (auto& kv : p.model_->named_parameters()) assign(kv.key(), kv.value());
   for (auto& kv : p.model_->named_buffers()) assign(kv.key(), kv.value());
-  SCALEDL_CHECK(used == st.tensors.size(), "{}: {} tensors in the file but the model uses {} (config mismatch)",
-                path, st.tensors.size(), used);
+  SCALEDL_CHECK(used == st.tensors.size(),
+                "{}: {} tensors in the file but the model uses {} (config mismatch)", path, st.tensors.size(),
+                used);
   p.model_->eval();
   for (const auto& [k, v] : st.metadata) {
     try {

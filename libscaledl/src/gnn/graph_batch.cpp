@@ -13,26 +13,33 @@ namespace {
 
 constexpr int kMaxDims = 5;  // most dims of any layer type (attention, conv2d_patch)
 
-float lg(double v) { return static_cast<float>(std::log1p(std::max(0.0, v))); }
+float lg(double v) {
+  return static_cast<float>(std::log1p(std::max(0.0, v)));
+}
 
 // Kind of layer for the share_* global features.
 int layer_kind(LayerType t) {
   switch (t) {
     case LayerType::Linear:
     case LayerType::BMM:
-    case LayerType::Conv2dPatch: return 0;  // gemm
+    case LayerType::Conv2dPatch:
+      return 0;  // gemm
     case LayerType::Attention:
-    case LayerType::Softmax: return 1;      // attention
+    case LayerType::Softmax:
+      return 1;  // attention
     case LayerType::LayerNorm:
-    case LayerType::RMSNorm: return 2;      // norm
+    case LayerType::RMSNorm:
+      return 2;  // norm
     case LayerType::Dropout:
     case LayerType::GELU:
     case LayerType::ReLU:
     case LayerType::SiLU:
     case LayerType::Add:
     case LayerType::Mul:
-    case LayerType::Pointwise: return 3;    // elementwise
-    default: return 4;                      // embedding, loss, optimizer
+    case LayerType::Pointwise:
+      return 3;  // elementwise
+    default:
+      return 4;  // embedding, loss, optimizer
   }
 }
 
@@ -44,10 +51,11 @@ const std::vector<std::string>& node_feature_names() {
     for (const auto& info : all_layer_infos()) v.push_back(std::string("type_") + info.name);  // one-hot
     v.insert(v.end(), {"dir_forward", "dir_backward", "dir_update"});                          // one-hot
     for (int i = 0; i < kMaxDims; ++i) v.push_back("log1p_dim" + std::to_string(i));  // h^struct, 0 = absent
-    v.insert(v.end(), {"log1p_flops", "log1p_params", "log1p_in_bytes", "log1p_out_bytes", "log1p_weight_bytes",
-                       "log1p_temp_bytes",  // h^cm of the node's direction
-                       "log1p_t_us",        // predicted layer time t_l, microseconds
-                       "t_share"});         // t_l / T_sum
+    v.insert(v.end(),
+             {"log1p_flops", "log1p_params", "log1p_in_bytes", "log1p_out_bytes", "log1p_weight_bytes",
+              "log1p_temp_bytes",  // h^cm of the node's direction
+              "log1p_t_us",        // predicted layer time t_l, microseconds
+              "t_share"});         // t_l / T_sum
     return v;
   }();
   return n;
@@ -60,9 +68,9 @@ const std::vector<std::string>& edge_feature_names() {
 
 const std::vector<std::string>& global_feature_names() {
   static const std::vector<std::string> n = [] {
-    std::vector<std::string> v = {"log_batch", "log_seq_len", "log1p_image_size", "dtype_fp32", "dtype_tf32",
-                                  "dtype_bf16", "dtype_fp16", "opt_sgd", "opt_adam", "opt_adamw",
-                                  "optimizer_step"};
+    std::vector<std::string> v = {"log_batch",  "log_seq_len", "log1p_image_size", "dtype_fp32",
+                                  "dtype_tf32", "dtype_bf16",  "dtype_fp16",       "opt_sgd",
+                                  "opt_adam",   "opt_adamw",   "optimizer_step"};
     for (const auto& d : DeviceRecord::feature_names()) v.push_back("log1p_" + d);
     v.insert(v.end(), {"log_num_devices", "log1p_comm_bw_gbs", "log1p_comm_gamma_us", "log1p_t_sum_ms",
                        "log1p_t_comm_ms", "log1p_params", "log_num_nodes"});
@@ -70,8 +78,8 @@ const std::vector<std::string>& global_feature_names() {
     // communication, and T_sum against the device's roofline time. They stay in
     // range when a model is bigger than every training model.
     v.insert(v.end(), {"share_forward", "share_backward", "share_update", "share_gemm", "share_attention",
-                       "share_norm", "share_elementwise", "share_other", "comm_share", "log_t_sum_over_roofline",
-                       "log_flop_per_byte"});
+                       "share_norm", "share_elementwise", "share_other", "comm_share",
+                       "log_t_sum_over_roofline", "log_flop_per_byte"});
     return v;
   }();
   return n;
@@ -88,7 +96,8 @@ namespace {
 
 /// The forward nodes of `g` (and the edges between them) as an inference graph with
 /// their layer times; null when `g` has no other nodes, or no forward node takes time.
-std::shared_ptr<const GraphFeatures> forward_part_features(const LayerGraph& g, const std::vector<double>& t_l_ms,
+std::shared_ptr<const GraphFeatures> forward_part_features(const LayerGraph& g,
+                                                           const std::vector<double>& t_l_ms,
                                                            const GraphContext& ctx) {
   LayerGraph f;
   f.model = g.model;
@@ -123,16 +132,16 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   const auto& nf = node_feature_names();
   const size_t F = nf.size(), Fe = edge_feature_names().size();
   SCALEDL_CHECK(!g.nodes.empty(), "graph of model '{}' has no nodes", g.model.name);
-  SCALEDL_CHECK(t_l_ms.size() == g.nodes.size(), "graph of model '{}': {} layer times for {} nodes", g.model.name,
-                t_l_ms.size(), g.nodes.size());
+  SCALEDL_CHECK(t_l_ms.size() == g.nodes.size(), "graph of model '{}': {} layer times for {} nodes",
+                g.model.name, t_l_ms.size(), g.nodes.size());
   GraphFeatures out;
   out.label = g.model.name;
   out.num_nodes = static_cast<int64_t>(g.nodes.size());
   out.num_edges = static_cast<int64_t>(g.edges.size());
   double t_sum = 0;
   for (size_t i = 0; i < t_l_ms.size(); ++i) {
-    SCALEDL_CHECK(std::isfinite(t_l_ms[i]) && t_l_ms[i] >= 0, "layer time of node '{}' is {} ms (must be >= 0)",
-                  g.nodes[i].name, t_l_ms[i]);
+    SCALEDL_CHECK(std::isfinite(t_l_ms[i]) && t_l_ms[i] >= 0,
+                  "layer time of node '{}' is {} ms (must be >= 0)", g.nodes[i].name, t_l_ms[i]);
     t_sum += t_l_ms[i];
   }
   SCALEDL_CHECK(t_sum > 0, "graph of model '{}': T_sum = 0 (all layer times are zero)", g.model.name);
@@ -147,7 +156,8 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
     SCALEDL_CHECK(t >= 0 && t < ntypes, "node '{}' has invalid layer type {}", n.name, t);
     r[t] = 1.f;
     r[ntypes + static_cast<int>(n.dir)] = 1.f;
-    SCALEDL_CHECK(n.dims.size() <= kMaxDims, "node '{}' has {} dims (at most {})", n.name, n.dims.size(), kMaxDims);
+    SCALEDL_CHECK(n.dims.size() <= kMaxDims, "node '{}' has {} dims (at most {})", n.name, n.dims.size(),
+                  kMaxDims);
     for (size_t d = 0; d < n.dims.size(); ++d) r[ntypes + 3 + d] = lg(static_cast<double>(n.dims[d]));
     float* c = r + ntypes + 3 + kMaxDims;
     c[0] = lg(n.flops());
@@ -178,7 +188,8 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   const TrainSettings& s = g.settings;
   const double params = g.total_params();
   double t_comm_s = 0;
-  if (s.num_devices > 1) t_comm_s = ctx.comm.time_s(gradient_bytes(params, dtype_bytes(s.dtype)), s.num_devices);
+  if (s.num_devices > 1)
+    t_comm_s = ctx.comm.time_s(gradient_bytes(params, dtype_bytes(s.dtype)), s.num_devices);
   out.t_comm_ms = t_comm_s * 1e3;
   out.target_ms = ctx.target_ms;
   out.z = {static_cast<float>(std::log(static_cast<double>(s.batch))),
@@ -334,8 +345,8 @@ namespace {
 // Fits offset/scale of each of `cols` columns over rows drawn from all graphs.
 template <typename RowsOf>
 void fit_columns(const std::vector<const GraphFeatures*>& graphs, size_t cols, const std::string& kind,
-                 RowsOf rows_of, std::vector<float>& offset, std::vector<float>& scale, std::vector<float>& lo_out,
-                 std::vector<float>& hi_out) {
+                 RowsOf rows_of, std::vector<float>& offset, std::vector<float>& scale,
+                 std::vector<float>& lo_out, std::vector<float>& hi_out) {
   std::vector<double> lo(cols, INFINITY), hi(cols, -INFINITY), sum(cols, 0), sq(cols, 0);
   double count = 0;
   for (const GraphFeatures* g : graphs) {
@@ -377,14 +388,18 @@ Normalizer Normalizer::fit(const std::vector<const GraphFeatures*>& graphs, cons
   SCALEDL_CHECK(!graphs.empty(), "cannot fit normalization statistics on an empty training set");
   Normalizer n;
   n.kind = kind;
-  fit_columns(graphs, node_feature_names().size(), kind,
-              [](const GraphFeatures& g) { return std::make_pair(g.x.data(), static_cast<size_t>(g.num_nodes)); },
-              n.x_offset, n.x_scale, n.x_lo, n.x_hi);
-  fit_columns(graphs, edge_feature_names().size(), kind,
-              [](const GraphFeatures& g) { return std::make_pair(g.e.data(), static_cast<size_t>(g.num_edges)); },
-              n.e_offset, n.e_scale, n.e_lo, n.e_hi);
-  fit_columns(graphs, global_feature_names().size(), kind,
-              [](const GraphFeatures& g) { return std::make_pair(g.z.data(), size_t{1}); }, n.z_offset, n.z_scale, n.z_lo, n.z_hi);
+  fit_columns(
+      graphs, node_feature_names().size(), kind,
+      [](const GraphFeatures& g) { return std::make_pair(g.x.data(), static_cast<size_t>(g.num_nodes)); },
+      n.x_offset, n.x_scale, n.x_lo, n.x_hi);
+  fit_columns(
+      graphs, edge_feature_names().size(), kind,
+      [](const GraphFeatures& g) { return std::make_pair(g.e.data(), static_cast<size_t>(g.num_edges)); },
+      n.e_offset, n.e_scale, n.e_lo, n.e_hi);
+  fit_columns(
+      graphs, global_feature_names().size(), kind,
+      [](const GraphFeatures& g) { return std::make_pair(g.z.data(), size_t{1}); }, n.z_offset, n.z_scale,
+      n.z_lo, n.z_hi);
   return n;
 }
 
@@ -401,7 +416,9 @@ std::pair<int, double> Normalizer::ood_column(const std::vector<float>& z) const
   return worst;
 }
 
-double Normalizer::ood_distance(const std::vector<float>& z) const { return ood_column(z).second; }
+double Normalizer::ood_distance(const std::vector<float>& z) const {
+  return ood_column(z).second;
+}
 
 void Normalizer::ignore_global(const std::string& name) {
   const size_t c = global_feature_index(name);
@@ -421,15 +438,16 @@ GraphBatch GraphBatch::to(torch::Device device) const {
   return b;
 }
 
-GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normalizer& norm, torch::Dtype dtype) {
+GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normalizer& norm,
+                   torch::Dtype dtype) {
   SCALEDL_CHECK(!graphs.empty(), "collate: no graphs");
   const size_t F = node_feature_names().size(), Fe = edge_feature_names().size(),
                Fz = global_feature_names().size();
   SCALEDL_CHECK(norm.x_offset.size() == F && norm.e_offset.size() == Fe && norm.z_offset.size() == Fz &&
                     norm.x_lo.size() == F && norm.x_hi.size() == F && norm.e_lo.size() == Fe &&
                     norm.e_hi.size() == Fe && norm.z_lo.size() == Fz && norm.z_hi.size() == Fz,
-                "normalization statistics have {}/{}/{} columns, features have {}/{}/{}", norm.x_offset.size(),
-                norm.e_offset.size(), norm.z_offset.size(), F, Fe, Fz);
+                "normalization statistics have {}/{}/{} columns, features have {}/{}/{}",
+                norm.x_offset.size(), norm.e_offset.size(), norm.z_offset.size(), F, Fe, Fz);
   int64_t N = 0, E = 0;
   for (const GraphFeatures* g : graphs) {
     SCALEDL_CHECK(g->x.size() == g->num_nodes * F && g->e.size() == g->num_edges * Fe && g->z.size() == Fz &&
@@ -467,7 +485,8 @@ GraphBatch collate(const std::vector<const GraphFeatures*>& graphs, const Normal
     std::vector<float> inv(cols);
     for (size_t c = 0; c < cols; ++c) inv[c] = 1.f / sc[c];
     for (size_t r = 0; r < in.size(); r += cols)
-      for (size_t c = 0; c < cols; ++c) out[r + c] = (std::min(std::max(in[r + c], lo[c]), hi[c]) - off[c]) * inv[c];
+      for (size_t c = 0; c < cols; ++c)
+        out[r + c] = (std::min(std::max(in[r + c], lo[c]), hi[c]) - off[c]) * inv[c];
   };
   for (int64_t k = 0; k < G; ++k) {
     const GraphFeatures& g = *graphs[k];

@@ -21,10 +21,14 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assume
 
 const char* st_dtype(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return "F32";
-    case torch::kFloat64: return "F64";
-    case torch::kInt64: return "I64";
-    default: return nullptr;
+    case torch::kFloat32:
+      return "F32";
+    case torch::kFloat64:
+      return "F64";
+    case torch::kInt64:
+      return "I64";
+    default:
+      return nullptr;
   }
 }
 
@@ -66,12 +70,13 @@ SafeTensors load_safetensors(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string buf = ss.str();
-  SCALEDL_CHECK(buf.size() >= 8, "{}: truncated weights file ({} bytes, header length needs 8)", path, buf.size());
+  SCALEDL_CHECK(buf.size() >= 8, "{}: truncated weights file ({} bytes, header length needs 8)", path,
+                buf.size());
   uint64_t hl = 0;
   std::memcpy(&hl, buf.data(), 8);
   SCALEDL_CHECK(hl >= 2 && hl <= buf.size() - 8,
-                "{}: header_length={} does not fit the file of {} bytes (truncated or not safetensors)", path, hl,
-                buf.size());
+                "{}: header_length={} does not fit the file of {} bytes (truncated or not safetensors)", path,
+                hl, buf.size());
   nlohmann::json header;
   try {
     header = parse_json_text(buf.substr(8, hl), "header");  // depth-limited
@@ -109,26 +114,29 @@ SafeTensors load_safetensors(const std::string& path) {
     }
     SCALEDL_CHECK(v["shape"].is_array(), "{}: {}.shape must be an array", path, name);
     std::vector<int64_t> shape;
-    int64_t numel = 1, nonzero = 1;  // the product of the non-zero entries bounds the strides, also of an empty tensor
+    int64_t numel = 1,
+            nonzero = 1;  // the product of the non-zero entries bounds the strides, also of an empty tensor
     for (const auto& d : v["shape"]) {
       SCALEDL_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() < (int64_t(1) << 40),
                     "{}: {}.shape has invalid entry {}", path, name, show(d));
       shape.push_back(d.get<int64_t>());
       // checked before multiplying: two entries below 2^40 can overflow int64
-      SCALEDL_CHECK(shape.back() == 0 || nonzero < (int64_t(1) << 40) / shape.back(), "{}: {}.shape is too large",
-                    path, name);
+      SCALEDL_CHECK(shape.back() == 0 || nonzero < (int64_t(1) << 40) / shape.back(),
+                    "{}: {}.shape is too large", path, name);
       if (shape.back() > 0) nonzero *= shape.back();
       numel *= shape.back();
     }
     const auto& off = v["data_offsets"];
-    SCALEDL_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
-                  "{}: {}.data_offsets must be [begin, end]", path, name);
+    SCALEDL_CHECK(
+        off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+        "{}: {}.data_offsets must be [begin, end]", path, name);
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     SCALEDL_CHECK(b <= e && e <= data_size,
-                  "{}: {}.data_offsets=[{}, {}] outside the data block of {} bytes (truncated file?)", path, name, b,
-                  e, data_size);
+                  "{}: {}.data_offsets=[{}, {}] outside the data block of {} bytes (truncated file?)", path,
+                  name, b, e, data_size);
     SCALEDL_CHECK(e - b == static_cast<uint64_t>(numel * esize),
-                  "{}: {}.data_offsets span {} bytes but shape x dtype needs {}", path, name, e - b, numel * esize);
+                  "{}: {}.data_offsets span {} bytes but shape x dtype needs {}", path, name, e - b,
+                  numel * esize);
     torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type));
     if (numel > 0) std::memcpy(t.data_ptr(), data + b, e - b);
     st.tensors[name] = t;
@@ -144,7 +152,9 @@ std::string safetensors_content_sha256(const SafeTensors& st) {
     const torch::Tensor t = t0.contiguous();
     buf += name;
     buf += nlohmann::json(t.sizes().vec()).dump();
-    buf += std::string(t.scalar_type() == torch::kFloat ? "f32" : t.scalar_type() == torch::kDouble ? "f64" : "i64");
+    buf += std::string(t.scalar_type() == torch::kFloat    ? "f32"
+                       : t.scalar_type() == torch::kDouble ? "f64"
+                                                           : "i64");
     buf.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
   }
   return sha256_hex(buf);

@@ -9,20 +9,21 @@ namespace scaledl {
 
 nlohmann::json DeviceRecord::to_json() const {
   nlohmann::json j = {{"name", name},
-          {"kind", kind},
-          {"cores", cores},
-          {"clock_mhz", clock_mhz},
-          {"mem_gb", mem_gb},
-          {"l2_mb", l2_mb},
-          {"peak_fp32_gflops", peak_fp32_gflops},
-          {"peak_tf32_gflops", peak_tf32_gflops},
-          {"peak_bf16_gflops", peak_bf16_gflops},
-          {"peak_mem_bw_gbs", peak_mem_bw_gbs},
-          {"measured_gflops", measured_gflops},
-          {"measured_bw_gbs", measured_bw_gbs},
-          {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
-  if (sustained_clock_mhz > 0) j["sustained_clock_mhz"] = sustained_clock_mhz;  // only then: earlier records unchanged
-  if (!memory_type.empty()) j["memory_type"] = memory_type;                        // likewise
+                      {"kind", kind},
+                      {"cores", cores},
+                      {"clock_mhz", clock_mhz},
+                      {"mem_gb", mem_gb},
+                      {"l2_mb", l2_mb},
+                      {"peak_fp32_gflops", peak_fp32_gflops},
+                      {"peak_tf32_gflops", peak_tf32_gflops},
+                      {"peak_bf16_gflops", peak_bf16_gflops},
+                      {"peak_mem_bw_gbs", peak_mem_bw_gbs},
+                      {"measured_gflops", measured_gflops},
+                      {"measured_bw_gbs", measured_bw_gbs},
+                      {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
+  if (sustained_clock_mhz > 0)
+    j["sustained_clock_mhz"] = sustained_clock_mhz;          // only then: earlier records unchanged
+  if (!memory_type.empty()) j["memory_type"] = memory_type;  // likewise
   return j;
 }
 
@@ -37,8 +38,8 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
   constexpr double kMinGbs = 0.01, kMaxGbs = 1e6;        // 10 MB/s .. 1 PB/s
   auto rate = [&](const char* key, double lo, double hi, const char* unit) {
     const double v = get_num_or(j, key, ctx, 0, hi, 0);
-    SCALEDL_CHECK(v == 0 || v >= lo, "{}.{}={} {} is implausible: give 0 (unknown) or a value in [{}, {}]", ctx, key, v,
-                  unit, lo, hi);
+    SCALEDL_CHECK(v == 0 || v >= lo, "{}.{}={} {} is implausible: give 0 (unknown) or a value in [{}, {}]",
+                  ctx, key, v, unit, lo, hi);
     return v;
   };
   if (j.contains("Device")) {  // NeuSight device_configs format (spec sheet)
@@ -77,8 +78,9 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
                 "{}.sustained_clock_mhz={} must be at most clock_mhz={} (the boost clock) and needs it", ctx,
                 d.sustained_clock_mhz, d.clock_mhz);
   d.memory_type = get_str_or(j, "memory_type", ctx, "");
-  SCALEDL_CHECK(d.memory_type.empty() || d.memory_type.rfind("HBM", 0) == 0 || d.memory_type.rfind("GDDR", 0) == 0 ||
-                    d.memory_type.rfind("LPDDR", 0) == 0 || d.memory_type.rfind("DDR", 0) == 0,
+  SCALEDL_CHECK(d.memory_type.empty() || d.memory_type.rfind("HBM", 0) == 0 ||
+                    d.memory_type.rfind("GDDR", 0) == 0 || d.memory_type.rfind("LPDDR", 0) == 0 ||
+                    d.memory_type.rfind("DDR", 0) == 0,
                 "{}.memory_type=\"{}\" is not a memory technology (HBM..., GDDR..., LPDDR... or DDR...)", ctx,
                 d.memory_type);
   SCALEDL_CHECK(d.compute_gflops() > 0, "{}: neither measured_gflops nor peak_fp32_gflops is set", ctx);
@@ -112,7 +114,7 @@ double DeviceRecord::bandwidth_gbs() const {
 }
 
 const std::vector<std::string>& DeviceRecord::feature_names() {
-  static const std::vector<std::string> n = {"dev_gflops", "dev_bw_gbs", "dev_cores",
+  static const std::vector<std::string> n = {"dev_gflops",    "dev_bw_gbs", "dev_cores",
                                              "dev_clock_mhz", "dev_mem_gb", "dev_l2_mb"};
   return n;
 }

@@ -1,6 +1,6 @@
 // Loading and validating benchmark plans (plan.hpp).
-#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/design/plan.hpp"
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 
 #include <charconv>
 #include <filesystem>
@@ -14,7 +14,9 @@ namespace scaledl {
 
 namespace fs = std::filesystem;
 
-std::string LayerConfig::key() const { return layer_key(type, dims, dtype); }
+std::string LayerConfig::key() const {
+  return layer_key(type, dims, dtype);
+}
 
 nlohmann::json LayerConfig::to_json() const {
   nlohmann::json d = nlohmann::json::object();
@@ -47,8 +49,8 @@ LayerConfig parse_layer_config(const nlohmann::json& j, const std::string& ctx) 
     for (const auto& n : names) {
       SCALEDL_CHECK(d.contains(n), "{}.{} is missing (a {} needs {})", dctx, n, to_string(c.type),
                     fmt::join(names, ", "));
-      c.dims.push_back(get_int(d, n, dctx, std::numeric_limits<int64_t>::min(),
-                               std::numeric_limits<int64_t>::max()));
+      c.dims.push_back(
+          get_int(d, n, dctx, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
     }
   } else if (d.is_array()) {
     SCALEDL_CHECK(d.size() == names.size(), "{} has {} values but a {} needs {} ({})", dctx, d.size(),
@@ -89,9 +91,11 @@ ModelConfig parse_model_entry(const nlohmann::json& j, const std::string& ctx, c
     std::string p = m.get<std::string>();
     SCALEDL_CHECK(!p.empty(), "{}.model is an empty path", ctx);
     fs::path path(p);
-    if (path.is_relative() && !base_dir.empty() && fs::exists(fs::path(base_dir) / path)) path = fs::path(base_dir) / path;
-    SCALEDL_CHECK(fs::exists(path), "{}.model=\"{}\": file not found (looked in {} and the current directory)",
-                  ctx, p, base_dir.empty() ? "." : base_dir);
+    if (path.is_relative() && !base_dir.empty() && fs::exists(fs::path(base_dir) / path))
+      path = fs::path(base_dir) / path;
+    SCALEDL_CHECK(fs::exists(path),
+                  "{}.model=\"{}\": file not found (looked in {} and the current directory)", ctx, p,
+                  base_dir.empty() ? "." : base_dir);
     mc.config = read_json_file(path.string());
     mc.source = path.string();
     name = path.stem().string();
@@ -122,8 +126,8 @@ Plan parse_plan(const nlohmann::json& j, const std::string& ctx, const std::stri
   Plan p;
   SCALEDL_CHECK(j.contains("kind"), "{}.kind is missing (\"layers\" or \"models\")", ctx);
   p.kind = get_str_or(j, "kind", ctx, "");
-  SCALEDL_CHECK(p.kind == "layers" || p.kind == "models", "{}.kind=\"{}\" is not a plan kind (layers or models)",
-                ctx, p.kind);
+  SCALEDL_CHECK(p.kind == "layers" || p.kind == "models",
+                "{}.kind=\"{}\" is not a plan kind (layers or models)", ctx, p.kind);
   SCALEDL_CHECK(j.contains("configs") && j["configs"].is_array(), "{}.configs must be an array", ctx);
   const auto& cs = j["configs"];
   SCALEDL_CHECK(!cs.empty(), "{}.configs is empty: nothing to measure", ctx);
@@ -162,13 +166,14 @@ Shard parse_shard(const std::string& text, const std::string& what) {
   Shard s;
   const bool syntax = slash != std::string::npos && whole_int(text.substr(0, slash), s.index) &&
                       whole_int(text.substr(slash + 1), s.count);
-  SCALEDL_CHECK(syntax, "{}={} is not i/n (shard i of n, two integers with 0 <= i < n, e.g. {} 0/4)", what, text,
-                what);
+  SCALEDL_CHECK(syntax, "{}={} is not i/n (shard i of n, two integers with 0 <= i < n, e.g. {} 0/4)", what,
+                text, what);
   SCALEDL_CHECK(s.count >= 1, "{}={}: the number of shards n={} must be >= 1", what, text, s.count);
-  SCALEDL_CHECK(s.index >= 0 && s.index < s.count,
-                "{}={}: the shard index i={} must be in 0..{} (0-based; a SLURM job array runs --array=0-{} with "
-                "{} $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)",
-                what, text, s.index, s.count - 1, s.count - 1, what);
+  SCALEDL_CHECK(
+      s.index >= 0 && s.index < s.count,
+      "{}={}: the shard index i={} must be in 0..{} (0-based; a SLURM job array runs --array=0-{} with "
+      "{} $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)",
+      what, text, s.index, s.count - 1, s.count - 1, what);
   return s;
 }
 

@@ -1,5 +1,5 @@
-#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/io/store.hpp"
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 
 #include <sqlite3.h>
 
@@ -8,10 +8,10 @@
 #include <map>
 #include <numeric>
 
-#include "scaledl/core/error.hpp"
-#include "scaledl/core/json_util.hpp"
 #include "core/stats.hpp"
 #include "io/sqlite_stmt.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 
@@ -134,7 +134,6 @@ CREATE TABLE IF NOT EXISTS pipeline (
   UNIQUE (campaign, host, kind, data, sample_size, workers));
 )SQL";
 
-
 void bind_stats(Stmt& s, int first, const TimingStats& t) {
   s.bind(first, t.median_ms).bind(first + 1, t.p10_ms).bind(first + 2, t.p90_ms).bind(first + 3, t.cv);
   s.bind(first + 4, t.n);
@@ -223,7 +222,8 @@ std::string model_key(const ModelMeasurement& m) {
 
 Store::Store(const std::string& path, bool read_only) : path_(path) {
   std::error_code ec;
-  SCALEDL_CHECK(!read_only || std::filesystem::exists(path, ec), "{}: no such store (the file does not exist)", path);
+  SCALEDL_CHECK(!read_only || std::filesystem::exists(path, ec),
+                "{}: no such store (the file does not exist)", path);
   int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -260,15 +260,17 @@ Store::Store(const std::string& path, bool read_only) : path_(path) {
       while (t.step()) tables.push_back(t.text(0));
     }
     const bool fresh = tables.empty();
-    SCALEDL_CHECK(fresh || has_table("meta"),
-                  "{}: not a ScaleDL store (no meta table; it holds table(s) {}): refusing to {} it", path_,
-                  fmt::join(tables.size() > 5 ? std::vector<std::string>(tables.begin(), tables.begin() + 5) : tables,
-                            ", "),
-                  read_only ? "read" : "write to");
+    SCALEDL_CHECK(
+        fresh || has_table("meta"),
+        "{}: not a ScaleDL store (no meta table; it holds table(s) {}): refusing to {} it", path_,
+        fmt::join(tables.size() > 5 ? std::vector<std::string>(tables.begin(), tables.begin() + 5) : tables,
+                  ", "),
+        read_only ? "read" : "write to");
     SCALEDL_CHECK(!(fresh && read_only), "{}: not a ScaleDL store (an empty database)", path_);
     if (!fresh) {
       Stmt v(db_, "SELECT value FROM meta WHERE key='schema_version'", path_);
-      SCALEDL_CHECK(v.step(), "{}: not a ScaleDL store (its meta table has no schema_version): refusing to {} it",
+      SCALEDL_CHECK(v.step(),
+                    "{}: not a ScaleDL store (its meta table has no schema_version): refusing to {} it",
                     path_, read_only ? "read" : "write to");
       check_version(v.text(0));  // a newer store is refused before anything is written
     }
@@ -410,10 +412,11 @@ static const char* kInsertMemory =
 static void insert_memory(sqlite3* db, const std::string& path, const char* kind, const std::string& campaign,
                           const std::string& key, const std::string& device, const PeakMemory& mem) {
   if (!mem.measured()) return;
-  SCALEDL_CHECK(std::isfinite(mem.peak_bytes) && std::isfinite(mem.base_bytes) && std::isfinite(mem.saved_bytes) &&
-                    mem.base_bytes >= 0 && mem.saved_bytes >= 0 && mem.peak_bytes >= mem.base_bytes,
-                "{}: {} row {}: memory peak_bytes={} base_bytes={} saved_bytes={} are not 0 <= base <= peak", path,
-                kind, key, mem.peak_bytes, mem.base_bytes, mem.saved_bytes);
+  SCALEDL_CHECK(std::isfinite(mem.peak_bytes) && std::isfinite(mem.base_bytes) &&
+                    std::isfinite(mem.saved_bytes) && mem.base_bytes >= 0 && mem.saved_bytes >= 0 &&
+                    mem.peak_bytes >= mem.base_bytes,
+                "{}: {} row {}: memory peak_bytes={} base_bytes={} saved_bytes={} are not 0 <= base <= peak",
+                path, kind, key, mem.peak_bytes, mem.base_bytes, mem.saved_bytes);
   Stmt s(db, kInsertMemory, path);
   s.bind(1, std::string(kind)).bind(2, campaign).bind(3, key).bind(4, device);
   s.bind(5, mem.peak_bytes).bind(6, mem.base_bytes).bind(7, mem.saved_bytes).bind(8, mem.method);
@@ -426,7 +429,8 @@ bool Store::put_layer(const LayerMeasurement& m) {
   {
     Stmt s(db_, kInsertLayer, path_);
     added = insert_layer(s, m, db_);
-    if (added) insert_memory(db_, path_, "layer", m.campaign, layer_key(m.type, m.dims, m.dtype), m.device, m.memory);
+    if (added)
+      insert_memory(db_, path_, "layer", m.campaign, layer_key(m.type, m.dims, m.dtype), m.device, m.memory);
   }
   tx.commit();
   return added;
@@ -464,8 +468,8 @@ void Store::Transaction::commit() {
 
 Store::Transaction::~Transaction() {
   if (done_) return;
-  const std::string sql = savepoint_.empty() ? std::string("ROLLBACK")
-                                             : "ROLLBACK TO " + savepoint_ + "; RELEASE " + savepoint_;
+  const std::string sql =
+      savepoint_.empty() ? std::string("ROLLBACK") : "ROLLBACK TO " + savepoint_ + "; RELEASE " + savepoint_;
   sqlite3_exec(s_.db_, sql.c_str(), nullptr, nullptr, nullptr);
 }
 
@@ -546,15 +550,17 @@ std::vector<LayerMeasurement> Store::layers(std::optional<LayerType> type, const
 
 bool Store::put_model(const ModelMeasurement& m) {
   Transaction tx(*this);
-  Stmt s(db_,
-         "INSERT INTO models(campaign, config_key, device, model_name, family, model, settings, status, reason,"
-         " iter_median_ms, iter_p10_ms, iter_p90_ms, iter_cv, iter_n,"
-         " noopt_median_ms, noopt_p10_ms, noopt_p90_ms, noopt_cv, noopt_n, node_times, source, env_id)"
-         " VALUES (?,?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?,?)"
-         " ON CONFLICT(campaign, config_key, device) DO NOTHING",
-         path_);
+  Stmt s(
+      db_,
+      "INSERT INTO models(campaign, config_key, device, model_name, family, model, settings, status, reason,"
+      " iter_median_ms, iter_p10_ms, iter_p90_ms, iter_cv, iter_n,"
+      " noopt_median_ms, noopt_p10_ms, noopt_p90_ms, noopt_cv, noopt_n, node_times, source, env_id)"
+      " VALUES (?,?,?,?,?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?,?)"
+      " ON CONFLICT(campaign, config_key, device) DO NOTHING",
+      path_);
   nlohmann::json nt = nlohmann::json::array();
-  for (const auto& t : m.node_times) nt.push_back({t.node, std::isnan(t.ms) ? nlohmann::json() : nlohmann::json(t.ms)});
+  for (const auto& t : m.node_times)
+    nt.push_back({t.node, std::isnan(t.ms) ? nlohmann::json() : nlohmann::json(t.ms)});
   s.bind(1, m.campaign).bind(2, model_key(m)).bind(3, m.device).bind(4, m.model_name).bind(5, m.family);
   s.bind(6, m.model.dump()).bind(7, m.settings.dump()).bind(8, m.status).bind(9, m.reason);
   bind_stats(s, 10, m.iter);
@@ -629,10 +635,11 @@ std::map<std::tuple<std::string, std::string, std::string>, PeakMemory> Store::m
     p.base_bytes = s.real(4);
     p.saved_bytes = s.real(5);
     p.method = s.text(6);
-    SCALEDL_CHECK(std::isfinite(p.peak_bytes) && p.peak_bytes > 0 && p.base_bytes >= 0 && p.saved_bytes >= 0 &&
-                      p.base_bytes <= p.peak_bytes,
-                  "{}: memory row {}: peak_bytes={} base_bytes={} saved_bytes={} are not 0 <= base <= peak, peak > 0",
-                  path_, s.i64(7), p.peak_bytes, p.base_bytes, p.saved_bytes);
+    SCALEDL_CHECK(
+        std::isfinite(p.peak_bytes) && p.peak_bytes > 0 && p.base_bytes >= 0 && p.saved_bytes >= 0 &&
+            p.base_bytes <= p.peak_bytes,
+        "{}: memory row {}: peak_bytes={} base_bytes={} saved_bytes={} are not 0 <= base <= peak, peak > 0",
+        path_, s.i64(7), p.peak_bytes, p.base_bytes, p.saved_bytes);
     out[{s.text(0), s.text(1), s.text(2)}] = p;
   }
   return out;
@@ -665,7 +672,9 @@ nlohmann::json Store::counts() const {
   return j;
 }
 
-bool Store::has_collectives_table() const { return has_table("collectives"); }
+bool Store::has_collectives_table() const {
+  return has_table("collectives");
+}
 
 bool Store::has_table(const std::string& name) const {
   Stmt t(db_, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", path_);
@@ -679,19 +688,20 @@ size_t Store::put_collectives(const std::vector<CollectiveMeasurement>& rows) {
     const std::string where = fmt::format("collective row {}", i);
     SCALEDL_CHECK(!m.campaign.empty() && !m.collective.empty() && !m.backend.empty(),
                   "{}: campaign, collective and backend must be set", where);
-    SCALEDL_CHECK(m.level == "intra-node" || m.level == "inter-node", "{}: level={} is not intra-node or inter-node",
-                  where, m.level);
-    SCALEDL_CHECK(m.world >= 1 && m.nodes >= 1 && m.nodes <= m.world, "{}: world={} nodes={} are impossible", where,
-                  m.world, m.nodes);
+    SCALEDL_CHECK(m.level == "intra-node" || m.level == "inter-node",
+                  "{}: level={} is not intra-node or inter-node", where, m.level);
+    SCALEDL_CHECK(m.world >= 1 && m.nodes >= 1 && m.nodes <= m.world, "{}: world={} nodes={} are impossible",
+                  where, m.world, m.nodes);
     SCALEDL_CHECK(std::isfinite(m.bytes) && m.bytes > 0, "{}: bytes={} must be > 0", where, m.bytes);
-    SCALEDL_CHECK(m.status != "ok" || (std::isfinite(m.time_s) && m.time_s > 0), "{}: time_s={} must be > 0", where,
-                  m.time_s);
+    SCALEDL_CHECK(m.status != "ok" || (std::isfinite(m.time_s) && m.time_s > 0), "{}: time_s={} must be > 0",
+                  where, m.time_s);
   }
   Transaction tx(*this);
   size_t n = 0;
   {
     Stmt s(db_,
-           "INSERT OR IGNORE INTO collectives (campaign, collective, backend, device, level, dtype, world, nodes, "
+           "INSERT OR IGNORE INTO collectives (campaign, collective, backend, device, level, dtype, world, "
+           "nodes, "
            "bytes, in_place, time_s, busbw_gbs, cv, repeats, status, source) "
            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
            path_);
@@ -709,8 +719,8 @@ size_t Store::put_collectives(const std::vector<CollectiveMeasurement>& rows) {
   return n;
 }
 
-std::vector<CollectiveMeasurement> Store::collectives(const std::string& campaign, const std::string& collective,
-                                                      bool ok_only) const {
+std::vector<CollectiveMeasurement> Store::collectives(const std::string& campaign,
+                                                      const std::string& collective, bool ok_only) const {
   std::vector<CollectiveMeasurement> out;
   if (!has_collectives_table()) return out;
   Stmt s(db_,
@@ -740,9 +750,10 @@ std::vector<CollectiveMeasurement> Store::collectives(const std::string& campaig
     m.source = s.text(15);
     const std::string where = fmt::format("{}: collectives row ({}, {} B)", path_, m.collective, m.bytes);
     SCALEDL_CHECK(std::isfinite(m.bytes) && m.bytes > 0, "{}: bytes must be > 0", where);
-    SCALEDL_CHECK(m.status != "ok" || (std::isfinite(m.time_s) && m.time_s > 0), "{}: time_s={} must be > 0", where,
-                  m.time_s);
-    SCALEDL_CHECK(m.world >= 1 && m.nodes >= 1, "{}: world={} nodes={} are impossible", where, m.world, m.nodes);
+    SCALEDL_CHECK(m.status != "ok" || (std::isfinite(m.time_s) && m.time_s > 0), "{}: time_s={} must be > 0",
+                  where, m.time_s);
+    SCALEDL_CHECK(m.world >= 1 && m.nodes >= 1, "{}: world={} nodes={} are impossible", where, m.world,
+                  m.nodes);
     out.push_back(std::move(m));
   }
   return out;
@@ -768,7 +779,8 @@ nlohmann::json Store::info() const {
   };
   j["layer_groups"] = nlohmann::json::array();
   {
-    Stmt s(db_, "SELECT campaign, device, status, fwd_cv, bwd_cv FROM layers ORDER BY campaign, device, status",
+    Stmt s(db_,
+           "SELECT campaign, device, status, fwd_cv, bwd_cv FROM layers ORDER BY campaign, device, status",
            path_);
     std::string cur;
     nlohmann::json g;
@@ -818,10 +830,17 @@ static nlohmann::json table_json(sqlite3* db, const std::string& table, const st
     nlohmann::json r;
     for (int c = 0; c < s.cols(); ++c) {
       switch (s.type(c)) {
-        case SQLITE_INTEGER: r[s.name(c)] = s.i64(c); break;
-        case SQLITE_FLOAT: r[s.name(c)] = s.real(c); break;
-        case SQLITE_NULL: r[s.name(c)] = nullptr; break;
-        default: r[s.name(c)] = s.text(c);
+        case SQLITE_INTEGER:
+          r[s.name(c)] = s.i64(c);
+          break;
+        case SQLITE_FLOAT:
+          r[s.name(c)] = s.real(c);
+          break;
+        case SQLITE_NULL:
+          r[s.name(c)] = nullptr;
+          break;
+        default:
+          r[s.name(c)] = s.text(c);
       }
     }
     rows.push_back(std::move(r));
@@ -839,13 +858,14 @@ nlohmann::json Store::export_json() const {
 }
 
 void Store::export_csv(const std::string& table, std::ostream& out) const {
-  SCALEDL_CHECK(table == "layers" || table == "models" || table == "devices" || table == "environments" ||
-                    (table == "collectives" && has_collectives_table()) || (table == "memory" && has_table("memory")) ||
-                    (table == "pipeline" && has_table("pipeline")) ||
-                    (table == "layer_passes" && has_table("layer_passes")),
-                "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline, "
-                "layer_passes)",
-                table);
+  SCALEDL_CHECK(
+      table == "layers" || table == "models" || table == "devices" || table == "environments" ||
+          (table == "collectives" && has_collectives_table()) || (table == "memory" && has_table("memory")) ||
+          (table == "pipeline" && has_table("pipeline")) ||
+          (table == "layer_passes" && has_table("layer_passes")),
+      "--table={} is not a table (layers, models, devices, environments, collectives, memory, pipeline, "
+      "layer_passes)",
+      table);
   Stmt s(db_, "SELECT * FROM " + table + " ORDER BY rowid", path_);
   bool header = false;
   while (s.step()) {
@@ -881,10 +901,17 @@ std::vector<std::string> table_columns(sqlite3* db, const std::string& table, co
 /// keeping its SQLite type (NULL stays NULL).
 void bind_column(Stmt& to, int i, const Stmt& from, int c) {
   switch (from.type(c)) {
-    case SQLITE_INTEGER: to.bind(i, from.i64(c)); break;
-    case SQLITE_FLOAT: to.bind(i, from.real(c)); break;
-    case SQLITE_NULL: to.bind(i, static_cast<double>(NAN)); break;  // NaN binds NULL
-    default: to.bind(i, from.text(c));
+    case SQLITE_INTEGER:
+      to.bind(i, from.i64(c));
+      break;
+    case SQLITE_FLOAT:
+      to.bind(i, from.real(c));
+      break;
+    case SQLITE_NULL:
+      to.bind(i, static_cast<double>(NAN));
+      break;  // NaN binds NULL
+    default:
+      to.bind(i, from.text(c));
   }
 }
 
@@ -921,7 +948,8 @@ MergeSummary Store::merge_from(const Store& other) {
             if (!b.contains(it.key()) || b[it.key()] != it.value()) diff.push_back(it.key());
           for (auto it = b.begin(); it != b.end(); ++it)
             if (!a.contains(it.key())) diff.push_back(it.key());
-          sum.device_conflicts.push_back(fmt::format("{} (fields that differ: {})", key, fmt::join(diff, ", ")));
+          sum.device_conflicts.push_back(
+              fmt::format("{} (fields that differ: {})", key, fmt::join(diff, ", ")));
         }
         continue;
       }
@@ -964,8 +992,8 @@ MergeSummary Store::merge_from(const Store& other) {
             other.path_);
     std::vector<std::string> marks(cols.size(), "?");
     Stmt ins(db_,
-             fmt::format("INSERT INTO {}({}) VALUES ({}) ON CONFLICT DO NOTHING", table, fmt::join(cols, ", "),
-                         fmt::join(marks, ",")),
+             fmt::format("INSERT INTO {}({}) VALUES ({}) ON CONFLICT DO NOTHING", table,
+                         fmt::join(cols, ", "), fmt::join(marks, ",")),
              path_);
     while (in.step()) {
       ins.reset();
@@ -988,7 +1016,8 @@ MergeSummary Store::merge_from(const Store& other) {
   };
   copy_table("layers", sum.layers_added, sum.layers_skipped);
   copy_table("models", sum.models_added, sum.models_skipped);
-  if (other.has_collectives_table()) copy_table("collectives", sum.collectives_added, sum.collectives_skipped);
+  if (other.has_collectives_table())
+    copy_table("collectives", sum.collectives_added, sum.collectives_skipped);
   if (other.has_table("memory")) copy_table("memory", sum.memory_added, sum.memory_skipped);
   tx.commit();
   return sum;

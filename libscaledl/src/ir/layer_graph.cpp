@@ -96,9 +96,12 @@ LayerType norm_type(const ModelSpec& m) {
 }
 LayerType act_type(const ModelSpec& m) {
   switch (m.activation) {
-    case Activation::ReLU: return LayerType::ReLU;
-    case Activation::SiLU: return LayerType::SiLU;
-    default: return LayerType::GELU;  // erf and tanh forms share one kernel cost model
+    case Activation::ReLU:
+      return LayerType::ReLU;
+    case Activation::SiLU:
+      return LayerType::SiLU;
+    default:
+      return LayerType::GELU;  // erf and tanh forms share one kernel cost model
   }
 }
 
@@ -167,15 +170,16 @@ class Forward {
     if (m_.mla()) {
       latent_qkv(p, xq, sq, xkv, skv, block, q, k, v);
     } else if (fused) {  // GPT-2 Conv1D c_attn, Phi-3 qkv_proj: one [h, (H + 2 KV) hd] projection
-      q = k = v = B_.add(p + ".qkv", LayerType::Linear, {tq, h, qo + 2 * kvo, m_.qkv_bias}, {b_, sq, qo + 2 * kvo},
-                         {xq}, block);
+      q = k = v = B_.add(p + ".qkv", LayerType::Linear, {tq, h, qo + 2 * kvo, m_.qkv_bias},
+                         {b_, sq, qo + 2 * kvo}, {xq}, block);
     } else {
       q = B_.add(p + ".q", LayerType::Linear, {tq, h, qo, m_.qkv_bias}, {b_, sq, qo}, {xq}, block);
       k = B_.add(p + ".k", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
       v = B_.add(p + ".v", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
       if (m_.qk_norm) {  // Qwen3: RMSNorm over each head of q and k
         q = B_.add(p + ".q_norm", LayerType::RMSNorm, {tq * H, hd}, {b_, sq, qo}, {q}, block);
-        k = B_.add(p + ".k_norm", LayerType::RMSNorm, {tkv * m_.num_kv_heads, hd}, {b_, skv, kvo}, {k}, block);
+        k = B_.add(p + ".k_norm", LayerType::RMSNorm, {tkv * m_.num_kv_heads, hd}, {b_, skv, kvo}, {k},
+                   block);
       }
     }
     // GQA: k/v heads are repeated to H heads (repeat_kv), so the BMMs run over b*H.
@@ -228,11 +232,12 @@ class Forward {
     } else {
       q = B_.add(p + ".q", LayerType::Linear, {tq, h, H * hd, 0}, {b_, sq, H * hd}, {xq}, block);
     }
-    int kva = B_.add(p + ".kv_a", LayerType::Linear, {tkv, h, kl + rope, m_.qkv_bias}, {b_, skv, kl + rope}, {xkv},
+    int kva = B_.add(p + ".kv_a", LayerType::Linear, {tkv, h, kl + rope, m_.qkv_bias}, {b_, skv, kl + rope},
+                     {xkv}, block);
+    int lat = B_.add(p + ".kv_a_norm", LayerType::RMSNorm, {tkv, kl}, {b_, skv, kl}, {In(kva, {b_, skv, kl})},
                      block);
-    int lat = B_.add(p + ".kv_a_norm", LayerType::RMSNorm, {tkv, kl}, {b_, skv, kl}, {In(kva, {b_, skv, kl})}, block);
-    v = B_.add(p + ".kv_b", LayerType::Linear, {tkv, kl, H * (nope + vd), 0}, {b_, skv, H * (nope + vd)}, {lat},
-               block);
+    v = B_.add(p + ".kv_b", LayerType::Linear, {tkv, kl, H * (nope + vd), 0}, {b_, skv, H * (nope + vd)},
+               {lat}, block);
     q = B_.add(p + ".q_cat", LayerType::Pointwise, {tq * H * hd, 0}, {b_, sq, H * hd}, {q}, block);
     k = B_.add(p + ".k_cat", LayerType::Pointwise, {tkv * H * hd, 0}, {b_, skv, H * hd},
                {In(v, {b_, skv, H * nope}), In(kva, {b_, skv, rope})}, block);
@@ -246,7 +251,8 @@ class Forward {
     const Shape hs = {b_, s, h}, fs = {b_, s, f};
     int inner;
     if (m_.gated_ffn && m_.fused_gate_up) {  // Phi-3: gate_up_proj [h, 2f], chunked; the act reads one half
-      int gu = B_.add(p + ".gate_up", LayerType::Linear, {t, h, 2 * f, m_.linear_bias}, {b_, s, 2 * f}, {x}, block);
+      int gu = B_.add(p + ".gate_up", LayerType::Linear, {t, h, 2 * f, m_.linear_bias}, {b_, s, 2 * f}, {x},
+                      block);
       int act = activation(p + ".act", gu, t * f, fs, block);
       inner = B_.add(p + ".mul", LayerType::Mul, {t * f}, fs, {act, gu}, block);
     } else if (m_.gated_ffn) {  // Llama: down(act(gate(x)) * up(x)); T5 v1.1: wo(act(wi_0 x) * wi_1 x)
@@ -294,7 +300,8 @@ class Forward {
         gu = B_.add(p + ".expert.gate_up_bias", LayerType::Pointwise, {2 * n, 0}, {E, C, 2 * f}, {gu}, block);
         B_.own_weight(gu, static_cast<double>(E * 2 * f));
       }
-      if (m_.clamped_glu) {  // (up.clamp(-l, l) + 1) * g * sigmoid(1.702 g), g = gate.clamp(max l): seven kernels
+      if (m_.clamped_glu) {  // (up.clamp(-l, l) + 1) * g * sigmoid(1.702 g), g = gate.clamp(max l): seven
+                             // kernels
         const auto P = LayerType::Pointwise;
         int g = B_.add(p + ".expert.gate_clamp", P, {n, 1}, es, {gu}, block);
         int u = B_.add(p + ".expert.up_clamp", P, {n, 1}, es, {gu}, block);
@@ -327,7 +334,8 @@ class Forward {
       B_.own_weight(down, static_cast<double>(E * h));
     }
     int c = B_.add(p + ".combine", LayerType::Mul, {(every ? E : k) * t * h}, hs, {down, pr, x}, block);
-    if (m_.shared_expert_ffn > 0) {  // Qwen2-MoE: + sigmoid(shared_gate(x)) * shared_expert(x); DeepSeek: + shared(x)
+    if (m_.shared_expert_ffn >
+        0) {  // Qwen2-MoE: + sigmoid(shared_gate(x)) * shared_expert(x); DeepSeek: + shared(x)
       int sd = ffn(p + ".shared", x, s, block, m_.shared_expert_ffn);  // the model's gated FFN, its own width
       if (!m_.plain_shared_expert) {
         int sgt = B_.add(p + ".shared.router", LayerType::Linear, {t, h, 1, 0}, {b_, s, 1}, {x}, block);
@@ -342,7 +350,8 @@ class Forward {
   /// The FFN of layer i of `stack`: a mixture of experts where the model says so.
   int any_ffn(const std::string& stack, int i, const std::string& p, int x, int64_t s, int block) {
     // The num_layers stack (encoder, or a decoder-only model's) follows encoder_sparse_step.
-    if (is_sparse_layer(m_, stack == "decoder" && m_.arch == Arch::EncoderDecoder, i)) return moe(p, x, s, block);
+    if (is_sparse_layer(m_, stack == "decoder" && m_.arch == Arch::EncoderDecoder, i))
+      return moe(p, x, s, block);
     return ffn(p, x, s, block, m_.dense_ffn());  // DeepSeek's dense first layers: intermediate_size
   }
 
@@ -397,7 +406,8 @@ class Forward {
       cur = B_.add("head.norm", LayerType::LayerNorm, {t, h}, {b_, s, h}, {cur});
     }
     if (m_.embed_dim != h)  // OPT project_out
-      cur = B_.add("head.project_out", LayerType::Linear, {t, h, m_.embed_dim, 0}, {b_, s, m_.embed_dim}, {cur});
+      cur = B_.add("head.project_out", LayerType::Linear, {t, h, m_.embed_dim, 0}, {b_, s, m_.embed_dim},
+                   {cur});
     const bool bias = m_.family == Family::Bert;  // BERT's decoder has a vocab bias
     int lm = B_.add("head.lm", LayerType::Linear, {t, m_.embed_dim, V, bias}, {b_, s, V}, {cur});
     if (m_.tie_word_embeddings) B_.share_weight(lm, bias ? double(V) : 0.0);
@@ -421,17 +431,20 @@ class Forward {
     if (parts.size() > 1) {
       // k summed embeddings = k-1 elementwise adds over [t, h].
       int64_t adds = static_cast<int64_t>(parts.size()) - 1;
-      x = B_.add("embed.add", LayerType::Add, {adds * t * h}, hs, std::vector<In>(parts.begin(), parts.end()));
+      x = B_.add("embed.add", LayerType::Add, {adds * t * h}, hs,
+                 std::vector<In>(parts.begin(), parts.end()));
     }
     if (m_.family == Family::Bert) x = B_.add("embed.norm", LayerType::LayerNorm, {t, h}, hs, {x});
     x = dropout("embed.dropout", m_.embed_dropout, x, t * h, hs, -1);
-    for (int i = 0; i < m_.num_layers; ++i) x = block(m_.arch == Arch::EncoderOnly ? "encoder" : "decoder", i, i, x, s, -1);
+    for (int i = 0; i < m_.num_layers; ++i)
+      x = block(m_.arch == Arch::EncoderOnly ? "encoder" : "decoder", i, i, x, s, -1);
     if (m_.final_norm) x = B_.add("head.norm", norm_type(m_), {t, h}, hs, {x});
     if (m_.lm_head) return lm_loss(x, s);
     // BERT classifier: pooler (dense + tanh, tanh folded in) on [CLS], dropout, classifier.
     int pooled = B_.add("head.pooler", LayerType::Linear, {b_, h, h, 1}, {b_, h}, {In(x, {b_, h})});
     pooled = dropout("head.dropout", m_.dropout, pooled, b_ * h, {b_, h}, -1);
-    int c = B_.add("head.classifier", LayerType::Linear, {b_, h, m_.num_labels, 1}, {b_, m_.num_labels}, {pooled});
+    int c = B_.add("head.classifier", LayerType::Linear, {b_, h, m_.num_labels, 1}, {b_, m_.num_labels},
+                   {pooled});
     return loss({b_, m_.num_labels}, {c});
   }
 
@@ -498,9 +511,12 @@ class Forward {
 /// Bytes the backward of forward node n reads from its own forward pass.
 double saved_bytes(const LayerNode& n) {
   switch (n.type) {
-    case LayerType::Add: return 0;  // gradient passes through
-    case LayerType::Pointwise: return n.dims[1] ? n.cost.in_bytes : 0;  // x / c, x + mask: nothing saved
-    default: return n.cost.in_bytes + n.cost.temp_bytes;
+    case LayerType::Add:
+      return 0;  // gradient passes through
+    case LayerType::Pointwise:
+      return n.dims[1] ? n.cost.in_bytes : 0;  // x / c, x + mask: nothing saved
+    default:
+      return n.cost.in_bytes + n.cost.temp_bytes;
   }
 }
 
@@ -515,7 +531,8 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   // Room for the forward part (a few dozen nodes per block) before it is built, so that the
   // vectors of nodes and edges do not grow by copies (BM_LayerGraphLarge in bench/bench_predict.cpp:
   // 2,411 -> 2,309 us, AMD VM family 26 model 2; the rest is mostly each node's own allocations).
-  const size_t blocks = static_cast<size_t>(std::max<int64_t>(0, m.num_layers) + std::max<int64_t>(0, m.num_decoder_layers));
+  const size_t blocks =
+      static_cast<size_t>(std::max<int64_t>(0, m.num_layers) + std::max<int64_t>(0, m.num_decoder_layers));
   g.nodes.reserve(32 * blocks + 16);
   g.edges.reserve(48 * blocks + 16);
   Forward(g).build();
@@ -665,15 +682,19 @@ std::string LayerGraph::to_dot() const {
   std::ostringstream o;
   o << "digraph \"" << model.name << "\" {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
   for (const auto& n : nodes) {
-    const char* color = n.dir == Direction::Forward ? "lightblue" : n.dir == Direction::Backward ? "mistyrose"
-                                                                                                 : "palegreen";
-    o << "  n" << n.id << " [label=\"" << n.name << "\\n" << to_string(n.type)
-      << fmt::format("\\n{:.3g} FLOP", n.flops()) << "\", style=filled, fillcolor=" << color << "];\n";
+    const char* color = n.dir == Direction::Forward    ? "lightblue"
+                        : n.dir == Direction::Backward ? "mistyrose"
+                                                       : "palegreen";
+    o << "  n" << n.id << " [label=\"" << n.name << "\\n"
+      << to_string(n.type) << fmt::format("\\n{:.3g} FLOP", n.flops())
+      << "\", style=filled, fillcolor=" << color << "];\n";
   }
   for (const auto& e : edges) {
     o << "  n" << e.src << " -> n" << e.dst;
-    if (e.saved) o << " [style=dotted]";
-    else if (e.backward) o << " [style=dashed, color=red]";
+    if (e.saved)
+      o << " [style=dotted]";
+    else if (e.backward)
+      o << " [style=dashed, color=red]";
     o << ";\n";
   }
   o << "}\n";

@@ -4,8 +4,8 @@
 // a straightforward kernel performs per element (documented per type below).
 // Byte counts are per forward pass in the activation dtype; optimizer state is
 // FP32 as in PyTorch's optimizers.
-#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/ir/layer_types.hpp"
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 
 #include <array>
 #include <cstdio>
@@ -17,9 +17,11 @@ namespace scaledl {
 int dtype_bytes(DType d) {
   switch (d) {
     case DType::FP32:
-    case DType::TF32: return 4;
+    case DType::TF32:
+      return 4;
     case DType::BF16:
-    case DType::FP16: return 2;
+    case DType::FP16:
+      return 2;
   }
   return 4;
 }
@@ -78,7 +80,9 @@ const LayerInfo& layer_info(LayerType t) {
   return all_layer_infos()[i];
 }
 
-const char* to_string(LayerType t) { return layer_info(t).name; }
+const char* to_string(LayerType t) {
+  return layer_info(t).name;
+}
 
 LayerType parse_layer_type(const std::string& s, const std::string& key) {
   for (const auto& info : all_layer_infos())
@@ -268,7 +272,7 @@ LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
       static const std::array<double, 3> state_per = {0, 2, 2};  // fp32 moments
       c.flops_fwd = flops_per[kind] * p;
       c.flops_bwd = 0;
-      c.params = 0;  // updates parameters it does not own
+      c.params = 0;        // updates parameters it does not own
       c.in_bytes = p * e;  // gradients read
       c.out_bytes = 0;
       c.weight_bytes = p * e + state_per[kind] * p * 4;  // parameters + optimizer state
@@ -282,7 +286,8 @@ LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
       c.out_bytes = n * e;
       break;
     }
-    case LayerType::Count: fail("layer type Count is not a layer");
+    case LayerType::Count:
+      fail("layer type Count is not a layer");
   }
   return c;
 }

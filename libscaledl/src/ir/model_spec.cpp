@@ -9,13 +9,13 @@
 // Phi3Config, Qwen2MoeConfig, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig,
 // DeepseekV2Config, DeepseekV3Config, GptOssConfig)
 // with their defaults; docs/ir.md lists them.
-#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/ir/model_spec.hpp"
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <filesystem>
+#include <limits>
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
@@ -26,17 +26,17 @@ namespace {
 
 // Upper bounds that no real model reaches; they keep every product of sizes in
 // int64 and catch typos such as vocab_size = 10^12.
-constexpr int64_t kMaxHidden = int64_t(1) << 20;    // d_model
-constexpr int64_t kMaxFfn = int64_t(1) << 22;       // FFN inner size
-constexpr int64_t kMaxVocab = int64_t(1) << 24;     // 16.7M tokens (largest real ~256k)
+constexpr int64_t kMaxHidden = int64_t(1) << 20;  // d_model
+constexpr int64_t kMaxFfn = int64_t(1) << 22;     // FFN inner size
+constexpr int64_t kMaxVocab = int64_t(1) << 24;   // 16.7M tokens (largest real ~256k)
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 4096;
 constexpr int64_t kMaxPositions = int64_t(1) << 24;
-constexpr int64_t kMaxImage = int64_t(1) << 16;     // pixels per side
+constexpr int64_t kMaxImage = int64_t(1) << 16;  // pixels per side
 constexpr int64_t kMaxLabels = int64_t(1) << 24;
 constexpr int64_t kMaxBatch = int64_t(1) << 24;
-constexpr int64_t kMaxTokens = int64_t(1) << 32;    // batch * tokens per iteration
-constexpr int64_t kMaxScores = int64_t(1) << 40;    // batch * heads * seq_q * seq_k
+constexpr int64_t kMaxTokens = int64_t(1) << 32;  // batch * tokens per iteration
+constexpr int64_t kMaxScores = int64_t(1) << 40;  // batch * heads * seq_q * seq_k
 
 const char* kTypes =
     "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, "
@@ -51,15 +51,15 @@ std::string first_key(const json& j, std::initializer_list<const char*> keys) {
 }
 
 /// Required integer under any of `keys` (aliases, first wins).
-int64_t req(const json& j, std::initializer_list<const char*> keys, const std::string& ctx,
-            int64_t lo, int64_t hi) {
+int64_t req(const json& j, std::initializer_list<const char*> keys, const std::string& ctx, int64_t lo,
+            int64_t hi) {
   std::string k = first_key(j, keys);
   if (k.empty()) fail("{}.{} is missing", ctx, *keys.begin());
   return get_int(j, k, ctx, lo, hi);
 }
 
-int64_t opt(const json& j, std::initializer_list<const char*> keys, const std::string& ctx,
-            int64_t lo, int64_t hi, int64_t def) {
+int64_t opt(const json& j, std::initializer_list<const char*> keys, const std::string& ctx, int64_t lo,
+            int64_t hi, int64_t def) {
   std::string k = first_key(j, keys);
   return k.empty() ? def : get_int(j, k, ctx, lo, hi);
 }
@@ -77,8 +77,8 @@ Activation parse_act(const json& j, const char* key, const std::string& ctx, con
   if (a == "gelu_fast" || a == "gelu_pytorch_tanh" || a == "gelu_accurate") return Activation::GELUTanh;
   if (a == "relu") return Activation::ReLU;
   if (a == "silu" || a == "swish") return Activation::SiLU;
-  fail("{}.{}=\"{}\" is not a supported activation (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)",
-       ctx, key, a);
+  fail("{}.{}=\"{}\" is not a supported activation (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)", ctx, key,
+       a);
 }
 
 /// Classifier outputs: num_labels, else the size of id2label, else `def`.
@@ -106,7 +106,9 @@ void read_sizes(const json& j, const std::string& ctx, ModelSpec& m, const char*
   check_divides(m.num_heads, heads_key, m.hidden, "hidden_size", ctx);
 }
 
-bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
 
 /// A decoder of the Llama family: hidden_size, num_hidden_layers and num_attention_heads (the
 /// head size need not divide hidden_size), and num_key_value_heads (default `kv`, 0 = the heads;
@@ -121,8 +123,8 @@ void read_decoder(const json& j, const std::string& ctx, ModelSpec& m, int64_t k
   if (kv < 0) return;
   m.num_kv_heads = opt(j, {"num_key_value_heads"}, ctx, 1, kMaxHeads, kv > 0 ? kv : m.num_heads);
   SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0,
-                "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx, m.num_kv_heads, ctx,
-                m.num_heads);
+                "{}.num_key_value_heads={} does not divide {}.num_attention_heads={}", ctx, m.num_kv_heads,
+                ctx, m.num_heads);
 }
 
 /// Every FFN of the num_layers stack a dropless mixture, costed at the experts' mean load
@@ -147,7 +149,7 @@ void parse_bert(const json& j, const std::string& ctx, ModelSpec& m) {
   m.dropout = prob(j, "hidden_dropout_prob", ctx, 0.1);
   m.embed_dropout = m.dropout;
   m.attn_dropout = prob(j, "attention_probs_dropout_prob", ctx, 0.1);
-  m.pre_norm = false;   // post-norm: LayerNorm after each residual add
+  m.pre_norm = false;  // post-norm: LayerNorm after each residual add
   m.final_norm = false;
   // Head: BertModel / BertForSequenceClassification keep the pooler and train a
   // classifier on [CLS]; every other class (BertForMaskedLM, BertLMHeadModel,
@@ -300,15 +302,20 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
     SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
                   "{}.num_experts_per_tok={} must be in [1, {}={}]", ctx, m.moe_top_k, ek, m.num_experts);
     if (qwen_moe) {
-      m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, qwen2_moe ? 1408 : 768);  // experts' width
+      m.ffn_dim =
+          opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, qwen2_moe ? 1408 : 768);  // experts' width
       if (qwen2_moe) m.shared_expert_ffn = opt(j, {"shared_expert_intermediate_size"}, ctx, 0, kMaxFfn, 5632);
       const int64_t step = opt(j, {"decoder_sparse_step"}, ctx, 1, kMaxLayers, 1);
-      SCALEDL_CHECK(step == 1, "{}.decoder_sparse_step={}: dense FFN layers in a {} model are not "
-                    "supported (every FFN must be sparse)", ctx, step, type);
+      SCALEDL_CHECK(step == 1,
+                    "{}.decoder_sparse_step={}: dense FFN layers in a {} model are not "
+                    "supported (every FFN must be sparse)",
+                    ctx, step, type);
       if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
         const json& l = j.at("mlp_only_layers");
-        SCALEDL_CHECK(l.is_array() && l.empty(), "{}.mlp_only_layers={}: dense FFN layers in a {} model "
-                      "are not supported (every FFN must be sparse)", ctx, show(l), type);
+        SCALEDL_CHECK(l.is_array() && l.empty(),
+                      "{}.mlp_only_layers={}: dense FFN layers in a {} model "
+                      "are not supported (every FFN must be sparse)",
+                      ctx, show(l), type);
       }
     }
     dropless_experts(m, false);
@@ -359,7 +366,8 @@ void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const s
   read_decoder(j, ctx, m, -1);  // MLA: kv_b makes k and v for every head (num_key_value_heads is not read)
   const int64_t nope = opt(j, {"qk_nope_head_dim"}, ctx, 0, 1 << 15, 128);
   m.qk_rope_dim = opt(j, {"qk_rope_head_dim"}, ctx, 0, 1 << 15, 64);
-  SCALEDL_CHECK(m.qk_rope_dim % 2 == 0, "{}.qk_rope_head_dim={} must be even (rotary pairs)", ctx, m.qk_rope_dim);
+  SCALEDL_CHECK(m.qk_rope_dim % 2 == 0, "{}.qk_rope_head_dim={} must be even (rotary pairs)", ctx,
+                m.qk_rope_dim);
   m.head_dim = nope + m.qk_rope_dim;
   SCALEDL_CHECK(m.head_dim >= 1, "{}.qk_nope_head_dim={} + qk_rope_head_dim={} must be >= 1", ctx, nope,
                 m.qk_rope_dim);
@@ -367,7 +375,8 @@ void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const s
   m.kv_lora_rank = opt(j, {"kv_lora_rank"}, ctx, 1, kMaxHidden, 512);
   // q_lora_rank null: one q_proj (DeepSeek-V2-Lite); absent: the class default, 1536.
   m.q_lora_rank = j.contains("q_lora_rank") && j.at("q_lora_rank").is_null()
-                      ? 0 : opt(j, {"q_lora_rank"}, ctx, 1, kMaxHidden, 1536);
+                      ? 0
+                      : opt(j, {"q_lora_rank"}, ctx, 1, kMaxHidden, 1536);
   const int64_t dense = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = 0;
@@ -390,17 +399,21 @@ void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const s
   m.moe_top_k = v3 ? opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, 8)
                    : req(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts);
   SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
-                "{}.num_experts_per_tok={} must be in [1, n_routed_experts={}]", ctx, m.moe_top_k, m.num_experts);
+                "{}.num_experts_per_tok={} must be in [1, n_routed_experts={}]", ctx, m.moe_top_k,
+                m.num_experts);
   m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, v3 ? 2048 : 1407);  // the experts' width
   m.dense_ffn_dim = dense;
   const int64_t shared = j.contains("n_shared_experts") && j.at("n_shared_experts").is_null()
-                             ? 0 : opt(j, {"n_shared_experts"}, ctx, 0, 1 << 10, v3 ? 1 : 2);
+                             ? 0
+                             : opt(j, {"n_shared_experts"}, ctx, 0, 1 << 10, v3 ? 1 : 2);
   m.shared_expert_ffn = shared * m.ffn_dim;
   m.plain_shared_expert = shared > 0;
   m.first_dense_layers = opt(j, {"first_k_dense_replace"}, ctx, 0, m.num_layers, v3 ? 3 : 0);
   const int64_t freq = opt(j, {"moe_layer_freq"}, ctx, 1, kMaxLayers, 1);
-  SCALEDL_CHECK(freq == 1, "{}.moe_layer_freq={}: dense FFNs between sparse ones are not supported (only the "
-                "first first_k_dense_replace FFNs may be dense)", ctx, freq);
+  SCALEDL_CHECK(freq == 1,
+                "{}.moe_layer_freq={}: dense FFNs between sparse ones are not supported (only the "
+                "first first_k_dense_replace FFNs may be dense)",
+                ctx, freq);
   dropless_experts(m, false);
 }
 
@@ -434,11 +447,13 @@ void parse_gpt_oss(const json& j, const std::string& ctx, ModelSpec& m) {
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
   m.num_experts = opt(j, {"num_local_experts"}, ctx, 0, kMaxExperts, 128);
   SCALEDL_CHECK(m.num_experts >= 1, "{}.num_local_experts={} must be >= 1", ctx, m.num_experts);
-  const char* kk = first_key(j, {"num_experts_per_tok"}).empty() && !first_key(j, {"experts_per_token"}).empty()
-                       ? "experts_per_token" : "num_experts_per_tok";
+  const char* kk =
+      first_key(j, {"num_experts_per_tok"}).empty() && !first_key(j, {"experts_per_token"}).empty()
+          ? "experts_per_token"
+          : "num_experts_per_tok";
   m.moe_top_k = opt(j, {kk}, ctx, 0, kMaxExperts, 4);
-  SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts, "{}.{}={} must be in [1, num_local_experts={}]",
-                ctx, kk, m.moe_top_k, m.num_experts);
+  SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
+                "{}.{}={} must be in [1, num_local_experts={}]", ctx, kk, m.moe_top_k, m.num_experts);
   dropless_experts(m, true);
   m.dense_expert_inference = true;
 }
@@ -510,8 +525,9 @@ void parse_switch(const json& j, const std::string& ctx, ModelSpec& m) {
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, true);
   // Experts. 0 experts is not a Switch model (use model_type t5 for the dense one).
   m.num_experts = opt(j, {"num_experts"}, ctx, 0, kMaxExperts, 8);
-  SCALEDL_CHECK(m.num_experts >= 1, "{}.num_experts={} must be >= 1 (a dense encoder-decoder is model_type \"t5\")",
-                ctx, m.num_experts);
+  SCALEDL_CHECK(m.num_experts >= 1,
+                "{}.num_experts={} must be >= 1 (a dense encoder-decoder is model_type \"t5\")", ctx,
+                m.num_experts);
   auto step = [&](const char* step_key, const char* count_key, int64_t layers) -> int64_t {
     if (!first_key(j, {step_key}).empty()) return get_int(j, step_key, ctx, 0, layers);
     const int64_t n = opt(j, {count_key}, ctx, 0, layers, 3);
@@ -536,8 +552,8 @@ void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit
   m.image_size = opt(j, {"image_size"}, ctx, 1, kMaxImage, 224);
   m.patch_size = opt(j, {"patch_size"}, ctx, 1, kMaxImage, 16);
   m.num_channels = opt(j, {"num_channels"}, ctx, 1, 64, 3);
-  SCALEDL_CHECK(m.image_size % m.patch_size == 0, "{}.patch_size={} does not divide {}.image_size={}",
-                ctx, m.patch_size, ctx, m.image_size);
+  SCALEDL_CHECK(m.image_size % m.patch_size == 0, "{}.patch_size={} does not divide {}.image_size={}", ctx,
+                m.patch_size, ctx, m.image_size);
   m.activation = parse_act(j, "hidden_act", ctx, "gelu");
   m.dropout = prob(j, "hidden_dropout_prob", ctx, 0.0);
   m.embed_dropout = m.dropout;
@@ -553,7 +569,8 @@ void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit
 }  // namespace
 
 const char* to_string(Family f) {
-  static const char* n[] = {"bert", "gpt2", "t5", "vit", "deit", "gpt_neo", "opt", "llama", "switch_transformers"};
+  static const char* n[] = {
+      "bert", "gpt2", "t5", "vit", "deit", "gpt_neo", "opt", "llama", "switch_transformers"};
   return n[static_cast<int>(f)];
 }
 const char* to_string(Arch a) {
@@ -568,7 +585,9 @@ const char* to_string(NormKind k) {
   static const char* n[] = {"layernorm", "rmsnorm"};
   return n[static_cast<int>(k)];
 }
-const char* supported_model_types() { return kTypes; }
+const char* supported_model_types() {
+  return kTypes;
+}
 
 namespace {
 /// Whether another value of `key` changes the model read from `config` (or is refused).
@@ -615,9 +634,10 @@ void check_config_key_used(const json& config, const std::string& key, const std
         break;
       }
   }
-  const std::string type = config.is_object() && config.contains("model_type") && config["model_type"].is_string()
-                               ? config["model_type"].get<std::string>()
-                               : "?";
+  const std::string type =
+      config.is_object() && config.contains("model_type") && config["model_type"].is_string()
+          ? config["model_type"].get<std::string>()
+          : "?";
   fail("{}: config.{} is not a key that model_type {} reads: it would change nothing{}", ctx, key, type,
        instead.empty() ? std::string() : fmt::format("; give config.{} instead", instead));
 }
@@ -636,22 +656,34 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
                   "{}.architectures={} must be a list of class names", ctx, show(a));
     if (!a.empty()) m.hf_class = a[0].get<std::string>();
   }
-  if (type == "bert") parse_bert(j, ctx, m);
-  else if (type == "gpt2") parse_gpt2(j, ctx, m);
-  else if (type == "gpt_neo") parse_gpt_neo(j, ctx, m);
-  else if (type == "opt") parse_opt(j, ctx, m);
+  if (type == "bert")
+    parse_bert(j, ctx, m);
+  else if (type == "gpt2")
+    parse_gpt2(j, ctx, m);
+  else if (type == "gpt_neo")
+    parse_gpt_neo(j, ctx, m);
+  else if (type == "opt")
+    parse_opt(j, ctx, m);
   else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma" ||
-           type == "gemma2" || type == "gemma3_text" || type == "mixtral" || type == "phi3" || type == "qwen3_moe" ||
-           type == "qwen2_moe")
+           type == "gemma2" || type == "gemma3_text" || type == "mixtral" || type == "phi3" ||
+           type == "qwen3_moe" || type == "qwen2_moe")
     parse_llama(j, ctx, m, type);
-  else if (type == "gpt_neox") parse_gpt_neox(j, ctx, m);
-  else if (type == "deepseek_v2" || type == "deepseek_v3") parse_deepseek(j, ctx, m, type);
-  else if (type == "gpt_oss") parse_gpt_oss(j, ctx, m);
-  else if (type == "t5") parse_t5(j, ctx, m);
-  else if (type == "switch_transformers") parse_switch(j, ctx, m);
-  else if (type == "vit") parse_vision(j, ctx, m, false);
-  else if (type == "deit") parse_vision(j, ctx, m, true);
-  else fail("{}.model_type=\"{}\" is not supported (one of {})", ctx, type, kTypes);
+  else if (type == "gpt_neox")
+    parse_gpt_neox(j, ctx, m);
+  else if (type == "deepseek_v2" || type == "deepseek_v3")
+    parse_deepseek(j, ctx, m, type);
+  else if (type == "gpt_oss")
+    parse_gpt_oss(j, ctx, m);
+  else if (type == "t5")
+    parse_t5(j, ctx, m);
+  else if (type == "switch_transformers")
+    parse_switch(j, ctx, m);
+  else if (type == "vit")
+    parse_vision(j, ctx, m, false);
+  else if (type == "deit")
+    parse_vision(j, ctx, m, true);
+  else
+    fail("{}.model_type=\"{}\" is not supported (one of {})", ctx, type, kTypes);
   if (m.num_kv_heads == 0) m.num_kv_heads = m.num_heads;
   if (m.head_dim == 0) m.head_dim = m.hidden / m.num_heads;
   if (m.embed_dim == 0) m.embed_dim = m.hidden;
@@ -678,8 +710,8 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   in(m.head_dim, "head_dim", 1, 1 << 16);
   in(m.ffn_dim, "ffn_dim", 1, kMaxFfn);
   in(m.embed_dim, "embed_dim", 1, kMaxHidden);
-  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0, "{}.num_kv_heads={} does not divide {}.num_heads={}",
-                ctx, m.num_kv_heads, ctx, m.num_heads);
+  SCALEDL_CHECK(m.num_heads % m.num_kv_heads == 0, "{}.num_kv_heads={} does not divide {}.num_heads={}", ctx,
+                m.num_kv_heads, ctx, m.num_heads);
   if (m.arch == Arch::EncoderDecoder) in(m.num_decoder_layers, "num_decoder_layers", 1, kMaxLayers);
   if (m.arch == Arch::VisionEncoder) {
     in(m.image_size, "image_size", 1, kMaxImage);
@@ -687,8 +719,8 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
     in(m.num_channels, "num_channels", 1, 64);
     in(m.num_labels, "num_labels", 1, kMaxLabels);
     in(m.num_special_tokens, "num_special_tokens", 1, 2);
-    SCALEDL_CHECK(m.image_size % m.patch_size == 0, "{}.patch_size={} does not divide {}.image_size={}",
-                  ctx, m.patch_size, ctx, m.image_size);
+    SCALEDL_CHECK(m.image_size % m.patch_size == 0, "{}.patch_size={} does not divide {}.image_size={}", ctx,
+                  m.patch_size, ctx, m.image_size);
   } else {
     in(m.vocab_size, "vocab_size", 1, kMaxVocab);
     if (!m.lm_head) in(m.num_labels, "num_labels", 1, kMaxLabels);  // classifier head instead
@@ -706,8 +738,9 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
     SCALEDL_CHECK(m.expert_capacity > 0 || (std::isfinite(m.capacity_factor) && m.capacity_factor > 0),
                   "{}.capacity_factor={} must be > 0 when expert_capacity is 0", ctx, m.capacity_factor);
   } else {
-    SCALEDL_CHECK(m.num_experts == 0, "{}.num_experts={}: experts exist only in switch_transformers and the llama family",
-                  ctx, m.num_experts);
+    SCALEDL_CHECK(m.num_experts == 0,
+                  "{}.num_experts={}: experts exist only in switch_transformers and the llama family", ctx,
+                  m.num_experts);
   }
   in(m.kv_lora_rank, "kv_lora_rank", 0, kMaxHidden);
   in(m.q_lora_rank, "q_lora_rank", 0, kMaxHidden);
@@ -715,19 +748,26 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   in(m.dense_ffn_dim, "dense_ffn_dim", 0, kMaxFfn);
   in(m.first_dense_layers, "first_dense_layers", 0, m.num_experts > 0 ? m.num_layers : 0);
   in(m.expert_shards, "expert_shards", 1, std::max<int64_t>(1, m.num_experts));
-  SCALEDL_CHECK(!m.clamped_glu || (m.num_experts > 0 && m.gated_ffn && m.fused_gate_up),
-                "{}.clamped_glu: gpt-oss's clamped GLU is an expert activation (a mixture of fused gated experts)", ctx);
-  SCALEDL_CHECK(m.num_experts == 0 || !m.linear_bias || m.fused_gate_up,
-                "{}: biased experts are modelled for fused gate_up experts only (gpt-oss), not for mlp_bias in a {} "
-                "mixture of experts", ctx, m.hf_class.empty() ? std::string("llama-family") : m.hf_class);
-  SCALEDL_CHECK(!m.attn_sinks || m.family == Family::Llama, "{}.attn_sinks: attention sinks are a llama-family "
-                "decoder's (gpt-oss)", ctx);
+  SCALEDL_CHECK(
+      !m.clamped_glu || (m.num_experts > 0 && m.gated_ffn && m.fused_gate_up),
+      "{}.clamped_glu: gpt-oss's clamped GLU is an expert activation (a mixture of fused gated experts)",
+      ctx);
+  SCALEDL_CHECK(
+      m.num_experts == 0 || !m.linear_bias || m.fused_gate_up,
+      "{}: biased experts are modelled for fused gate_up experts only (gpt-oss), not for mlp_bias in a {} "
+      "mixture of experts",
+      ctx, m.hf_class.empty() ? std::string("llama-family") : m.hf_class);
+  SCALEDL_CHECK(!m.attn_sinks || m.family == Family::Llama,
+                "{}.attn_sinks: attention sinks are a llama-family "
+                "decoder's (gpt-oss)",
+                ctx);
   SCALEDL_CHECK(m.num_experts == 0 || m.num_experts % m.expert_shards == 0,
                 "{}.expert_shards={} does not divide num_experts={}", ctx, m.expert_shards, m.num_experts);
   if (m.mla()) {
-    SCALEDL_CHECK(m.family == Family::Llama && m.num_kv_heads == m.num_heads,
-                  "{}.kv_lora_rank={}: latent attention is a decoder of the llama family with num_kv_heads = num_heads",
-                  ctx, m.kv_lora_rank);
+    SCALEDL_CHECK(
+        m.family == Family::Llama && m.num_kv_heads == m.num_heads,
+        "{}.kv_lora_rank={}: latent attention is a decoder of the llama family with num_kv_heads = num_heads",
+        ctx, m.kv_lora_rank);
     in(m.qk_rope_dim, "qk_rope_dim", 0, m.head_dim);
     SCALEDL_CHECK(m.qk_rope_dim % 2 == 0, "{}.qk_rope_dim={} must be even", ctx, m.qk_rope_dim);
   } else {
@@ -737,18 +777,21 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
   }
   for (auto [c, key] : {std::pair{m.attn_softcap, "attn_softcap"}, {m.final_softcap, "final_softcap"}})
     SCALEDL_CHECK(std::isfinite(c) && c >= 0, "{}.{}={} must be >= 0 (0: no soft-capping)", ctx, key, c);
-  for (auto [p, key] : {std::pair{m.dropout, "dropout"}, {m.attn_dropout, "attn_dropout"},
-                        {m.embed_dropout, "embed_dropout"}, {m.act_dropout, "act_dropout"}})
-    SCALEDL_CHECK(std::isfinite(p) && p >= 0 && p < 1, "{}.{}={} must be a probability in [0, 1)", ctx,
-                  key, p);
+  for (auto [p, key] : {std::pair{m.dropout, "dropout"},
+                        {m.attn_dropout, "attn_dropout"},
+                        {m.embed_dropout, "embed_dropout"},
+                        {m.act_dropout, "act_dropout"}})
+    SCALEDL_CHECK(std::isfinite(p) && p >= 0 && p < 1, "{}.{}={} must be a probability in [0, 1)", ctx, key,
+                  p);
 }
 
 TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
-  static const char* known[] = {"batch",          "seq_len",     "image_size", "dtype", "optimizer",
-                                "optimizer_step", "num_devices", "tgt_len", "backward", "mode", "fused_kernels"};
+  static const char* known[] = {"batch",     "seq_len",        "image_size",   "dtype",
+                                "optimizer", "optimizer_step", "num_devices",  "tgt_len",
+                                "backward",  "mode",           "fused_kernels"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -764,7 +807,8 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   s.backward = get_bool_or(j, "backward", ctx, s.backward);
   s.fused_kernels = get_bool_or(j, "fused_kernels", ctx, s.fused_kernels);
   SCALEDL_CHECK(s.backward || !s.optimizer_step,
-                "{}: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients", ctx);
+                "{}: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients",
+                ctx);
   if (j.contains("mode")) {
     SCALEDL_CHECK(!j.contains("backward") && !j.contains("optimizer_step"),
                   "{}: give either mode or backward/optimizer_step, not both", ctx);
@@ -776,9 +820,12 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
 
 const char* to_string(RunMode m) {
   switch (m) {
-    case RunMode::Train: return "train";
-    case RunMode::FwdBwd: return "fwd-bwd";
-    case RunMode::Inference: return "inference";
+    case RunMode::Train:
+      return "train";
+    case RunMode::FwdBwd:
+      return "fwd-bwd";
+    case RunMode::Inference:
+      return "inference";
   }
   return "?";
 }
@@ -826,8 +873,9 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
   SCALEDL_CHECK(s.tgt_len >= 0 && s.tgt_len <= kMaxPositions, "settings.tgt_len={} is out of range [0, {}]",
                 s.tgt_len, kMaxPositions);
   SCALEDL_CHECK(s.num_devices >= 1, "settings.num_devices={} must be >= 1", s.num_devices);
-  SCALEDL_CHECK(s.backward || !s.optimizer_step,
-                "settings: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients");
+  SCALEDL_CHECK(
+      s.backward || !s.optimizer_step,
+      "settings: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients");
   if (m.arch == Arch::VisionEncoder) {
     int64_t img = s.image_size > 0 ? s.image_size : m.image_size;
     SCALEDL_CHECK(img >= m.patch_size && img <= kMaxImage && img % m.patch_size == 0,
@@ -843,7 +891,8 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
   int64_t sd = decoder_tokens_per_sample(m, s);
   int64_t longest = std::max(sq, sd);
   SCALEDL_CHECK(s.batch * longest <= kMaxTokens,
-                "settings.batch={} x {} tokens per sample exceeds 2^32 tokens per iteration", s.batch, longest);
+                "settings.batch={} x {} tokens per sample exceeds 2^32 tokens per iteration", s.batch,
+                longest);
   double scores = double(s.batch) * double(m.num_heads) * double(longest) * double(longest);
   SCALEDL_CHECK(scores < double(kMaxScores),
                 "settings.batch={} with seq_len={} gives {:.3g} attention scores (limit 2^40); "
@@ -867,7 +916,9 @@ int64_t parameter_count(const ModelSpec& m) {
            linear(m.num_heads * vd, h, m.out_bias);
   }
   if (m.attn_sinks) attn += m.num_heads;  // gpt-oss: one sink logit per head
-  auto ffn_of = [&](int64_t w) { return linear(h, w, m.linear_bias) * (m.gated_ffn ? 2 : 1) + linear(w, h, m.linear_bias); };
+  auto ffn_of = [&](int64_t w) {
+    return linear(h, w, m.linear_bias) * (m.gated_ffn ? 2 : 1) + linear(w, h, m.linear_bias);
+  };
   const int64_t ffn = ffn_of(f), dense_ffn = ffn_of(m.dense_ffn());
   int64_t p = 0;
   if (m.arch == Arch::VisionEncoder) {
@@ -876,12 +927,12 @@ int64_t parameter_count(const ModelSpec& m) {
     p += m.num_special_tokens * h;                                       // [CLS] (+ distillation)
     p += (side * side + m.num_special_tokens) * h;                       // position table
   } else {
-    p += m.vocab_size * m.embed_dim;                                     // token embedding
+    p += m.vocab_size * m.embed_dim;  // token embedding
     p += (m.max_positions > 0 ? m.max_positions + m.position_offset : 0) * h;
     p += m.type_vocab_size * h;
-    if (m.embed_dim != h) p += 2 * linear(m.embed_dim, h, false);        // OPT project_in / project_out
+    if (m.embed_dim != h) p += 2 * linear(m.embed_dim, h, false);  // OPT project_in / project_out
   }
-  if (m.family == Family::Bert) p += 2 * h;                              // embeddings LayerNorm
+  if (m.family == Family::Bert) p += 2 * h;  // embeddings LayerNorm
   p += m.num_layers * ((m.sandwich_norm ? 4 : 2) * norm + attn + dense_ffn);
   if (m.num_experts > 0) {  // a sparse FFN: num_experts FFNs + the router instead of one FFN
     // The shared expert: a gated FFN of shared_expert_ffn, with (Qwen2-MoE) its sigmoid gate Linear(h, 1).
@@ -892,9 +943,9 @@ int64_t parameter_count(const ModelSpec& m) {
     p += sparse_layer_count(m, false) * (moe - dense_ffn) + sparse_layer_count(m, true) * (moe - ffn);
   }
   if (m.arch == Arch::EncoderDecoder) {
-    p += m.num_decoder_layers * (3 * norm + 2 * attn + ffn);             // self + cross attention
-    p += 2 * m.rel_attn_buckets * m.num_heads;                           // relative bias per stack
-    p += norm;                                                           // encoder final norm
+    p += m.num_decoder_layers * (3 * norm + 2 * attn + ffn);  // self + cross attention
+    p += 2 * m.rel_attn_buckets * m.num_heads;                // relative bias per stack
+    p += norm;                                                // encoder final norm
   }
   if (m.final_norm) p += norm;
   if (m.pooler) p += linear(h, h, true);
@@ -930,45 +981,45 @@ int64_t expert_parameter_count(const ModelSpec& m) {
 
 nlohmann::json ModelSpec::to_json() const {
   nlohmann::json j = {{"name", name},
-          {"family", to_string(family)},
-          {"arch", to_string(arch)},
-          {"hf_class", hf_class},
-          {"hidden", hidden},
-          {"num_layers", num_layers},
-          {"num_decoder_layers", num_decoder_layers},
-          {"num_heads", num_heads},
-          {"num_kv_heads", num_kv_heads},
-          {"head_dim", head_dim},
-          {"ffn_dim", ffn_dim},
-          {"vocab_size", vocab_size},
-          {"embed_dim", embed_dim},
-          {"max_positions", max_positions},
-          {"position_offset", position_offset},
-          {"context_len", context_len},
-          {"type_vocab_size", type_vocab_size},
-          {"rel_attn_buckets", rel_attn_buckets},
-          {"image_size", image_size},
-          {"patch_size", patch_size},
-          {"num_channels", num_channels},
-          {"num_labels", num_labels},
-          {"num_special_tokens", num_special_tokens},
-          {"activation", to_string(activation)},
-          {"norm", to_string(norm)},
-          {"gated_ffn", gated_ffn},
-          {"linear_bias", linear_bias},
-          {"qkv_bias", qkv_bias},
-          {"out_bias", out_bias},
-          {"tie_word_embeddings", tie_word_embeddings},
-          {"pooler", pooler},
-          {"pre_norm", pre_norm},
-          {"final_norm", final_norm},
-          {"lm_head", lm_head},
-          {"dist_head", dist_head},
-          {"dropout", dropout},
-          {"attn_dropout", attn_dropout},
-          {"embed_dropout", embed_dropout},
-          {"act_dropout", act_dropout},
-          {"params", parameter_count(*this)}};
+                      {"family", to_string(family)},
+                      {"arch", to_string(arch)},
+                      {"hf_class", hf_class},
+                      {"hidden", hidden},
+                      {"num_layers", num_layers},
+                      {"num_decoder_layers", num_decoder_layers},
+                      {"num_heads", num_heads},
+                      {"num_kv_heads", num_kv_heads},
+                      {"head_dim", head_dim},
+                      {"ffn_dim", ffn_dim},
+                      {"vocab_size", vocab_size},
+                      {"embed_dim", embed_dim},
+                      {"max_positions", max_positions},
+                      {"position_offset", position_offset},
+                      {"context_len", context_len},
+                      {"type_vocab_size", type_vocab_size},
+                      {"rel_attn_buckets", rel_attn_buckets},
+                      {"image_size", image_size},
+                      {"patch_size", patch_size},
+                      {"num_channels", num_channels},
+                      {"num_labels", num_labels},
+                      {"num_special_tokens", num_special_tokens},
+                      {"activation", to_string(activation)},
+                      {"norm", to_string(norm)},
+                      {"gated_ffn", gated_ffn},
+                      {"linear_bias", linear_bias},
+                      {"qkv_bias", qkv_bias},
+                      {"out_bias", out_bias},
+                      {"tie_word_embeddings", tie_word_embeddings},
+                      {"pooler", pooler},
+                      {"pre_norm", pre_norm},
+                      {"final_norm", final_norm},
+                      {"lm_head", lm_head},
+                      {"dist_head", dist_head},
+                      {"dropout", dropout},
+                      {"attn_dropout", attn_dropout},
+                      {"embed_dropout", embed_dropout},
+                      {"act_dropout", act_dropout},
+                      {"params", parameter_count(*this)}};
   // Only MoE models carry the expert fields, so dense models' stored JSON (and run keys) are unchanged.
   if (num_experts > 0) {
     j["num_experts"] = num_experts;
@@ -1027,7 +1078,9 @@ int64_t expert_capacity_per_sample(const ModelSpec& m, int64_t seq) {
   return std::max<int64_t>(1, std::min<int64_t>(seq, static_cast<int64_t>(c)));
 }
 
-bool every_expert_runs(const ModelSpec& m, bool inference) { return m.dense_expert_inference && inference; }
+bool every_expert_runs(const ModelSpec& m, bool inference) {
+  return m.dense_expert_inference && inference;
+}
 
 int64_t expert_slots_per_sample(const ModelSpec& m, int64_t seq, bool inference) {
   return every_expert_runs(m, inference) ? seq : expert_capacity_per_sample(m, seq);

@@ -91,12 +91,16 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   if (j.contains("sandwich_norm")) m.sandwich_norm = req_bool(j, "sandwich_norm", ctx);
   if (j.contains("parallel_residual")) m.parallel_residual = req_bool(j, "parallel_residual", ctx);
   for (auto [key, field] : {std::pair<const char*, int64_t*>{"kv_lora_rank", &m.kv_lora_rank},
-                            {"q_lora_rank", &m.q_lora_rank}, {"qk_rope_dim", &m.qk_rope_dim},
-                            {"v_head_dim", &m.v_head_dim}, {"first_dense_layers", &m.first_dense_layers},
-                            {"dense_ffn_dim", &m.dense_ffn_dim}, {"expert_shards", &m.expert_shards}})
+                            {"q_lora_rank", &m.q_lora_rank},
+                            {"qk_rope_dim", &m.qk_rope_dim},
+                            {"v_head_dim", &m.v_head_dim},
+                            {"first_dense_layers", &m.first_dense_layers},
+                            {"dense_ffn_dim", &m.dense_ffn_dim},
+                            {"expert_shards", &m.expert_shards}})
     if (j.contains(key)) *field = req_int(j, key, ctx);
   for (auto [key, field] : {std::pair<const char*, bool*>{"plain_shared_expert", &m.plain_shared_expert},
-                            {"attn_sinks", &m.attn_sinks}, {"clamped_glu", &m.clamped_glu},
+                            {"attn_sinks", &m.attn_sinks},
+                            {"clamped_glu", &m.clamped_glu},
                             {"dense_expert_inference", &m.dense_expert_inference}})
     if (j.contains(key)) *field = req_bool(j, key, ctx);
   m.attn_softcap = get_num_or(j, "attn_softcap", ctx, 0, 1e6, 0.0);

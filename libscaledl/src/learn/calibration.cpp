@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/stats.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/learn/layer_features.hpp"
-#include "core/stats.hpp"
 
 namespace scaledl {
 
@@ -23,7 +23,8 @@ using Key = std::tuple<LayerType, Direction, DType>;
 constexpr double kLowPowerW = 75;
 
 std::string key_name(const Key& k) {
-  return fmt::format("{}.{}.{}", to_string(std::get<0>(k)), to_string(std::get<1>(k)), to_string(std::get<2>(k)));
+  return fmt::format("{}.{}.{}", to_string(std::get<0>(k)), to_string(std::get<1>(k)),
+                     to_string(std::get<2>(k)));
 }
 
 /// Whether a GEMM row has every dimension a multiple of `align` (other types: true).
@@ -66,7 +67,10 @@ int64_t LayerCalibration::rows_used() const {
 nlohmann::json LayerCalibration::to_json() const {
   nlohmann::json f = nlohmann::json::object();
   for (const auto& [k, v] : factors) f[key_name(k)] = {{"factor", std::exp(v.log_factor)}, {"rows", v.rows}};
-  nlohmann::json j = {{"device", device}, {"source", source}, {"rows_in", rows_in}, {"rows_used", rows_used()},
+  nlohmann::json j = {{"device", device},
+                      {"source", source},
+                      {"rows_in", rows_in},
+                      {"rows_used", rows_used()},
                       {"factors", f}};
   if (!caution.empty()) j["caution"] = caution;
   return j;
@@ -81,15 +85,17 @@ double tdp_watts(const DeviceRecord& dev) {
 std::string clock_note(const DeviceRecord& dev) {
   if (dev.kind == "cpu" || dev.clock_mhz <= 0) return "";
   if (dev.sustained_clock_mhz > 0)
-    return fmt::format("{:g} MHz sustained of the {:g} MHz boost clock (the record's sustained_clock_mhz): compute "
-                       "rooflines at {:.3f} x the FP32 peak",
-                       dev.sustained_clock_mhz, dev.clock_mhz, dev.sustained_clock_mhz / dev.clock_mhz);
+    return fmt::format(
+        "{:g} MHz sustained of the {:g} MHz boost clock (the record's sustained_clock_mhz): compute "
+        "rooflines at {:.3f} x the FP32 peak",
+        dev.sustained_clock_mhz, dev.clock_mhz, dev.sustained_clock_mhz / dev.clock_mhz);
   const double tdp = tdp_watts(dev);
   if (tdp <= 0 || tdp > kLowPowerW) return "";
-  return fmt::format("the {:g} MHz boost clock is assumed held, which a {:g} W card does not do under load (a T4, "
-                     "70 W, is reported at ~900 MHz): where compute binds the prediction may be too fast; give the "
-                     "spec a measured sustained_clock_mhz (models/devices/README.md)",
-                     dev.clock_mhz, tdp);
+  return fmt::format(
+      "the {:g} MHz boost clock is assumed held, which a {:g} W card does not do under load (a T4, "
+      "70 W, is reported at ~900 MHz): where compute binds the prediction may be too fast; give the "
+      "spec a measured sustained_clock_mhz (models/devices/README.md)",
+      dev.clock_mhz, tdp);
 }
 
 LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<LayerSample>& rows,
@@ -100,7 +106,8 @@ LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<La
   for (const auto& s : rows) {
     const size_t colon = s.device.find(':');
     const std::string name = colon == std::string::npos ? s.device : s.device.substr(colon + 1);
-    SCALEDL_CHECK(name == dev.name, "calibration of {}: a row of device {} (another device)", dev.key(), s.device);
+    SCALEDL_CHECK(name == dev.name, "calibration of {}: a row of device {} (another device)", dev.key(),
+                  s.device);
     devices.emplace(s.device, dev);
   }
   // The times the layer models predict: kernel times when they learnt those, each row less
@@ -126,7 +133,8 @@ LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<La
   if (tdp > 0 && tdp <= kLowPowerW)
     c.caution = fmt::format(
         "a {:g} W card: operators timed alone may run at a clock it does not hold through a long run; in "
-        "leave-one-GPU-out the two cards of <= {:g} W (P4, T4) were further off calibrated (29 %, 15 %) than from "
+        "leave-one-GPU-out the two cards of <= {:g} W (P4, T4) were further off calibrated (29 %, 15 %) than "
+        "from "
         "their spec sheets (16 %, 9 %)",
         tdp, kLowPowerW);
   std::mt19937_64 rng(o.seed);
@@ -137,18 +145,21 @@ LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<La
     }
     if (static_cast<int64_t>(v.size()) < o.min_rows) continue;
     std::vector<double> r;
-    for (const LayerSample* s : v) r.push_back(std::log(s->ms / lp.predict_ms(s->type, s->dims, s->dtype, s->dir, dev)));
+    for (const LayerSample* s : v)
+      r.push_back(std::log(s->ms / lp.predict_ms(s->type, s->dims, s->dtype, s->dir, dev)));
     c.factors[k] = {median(r), static_cast<int64_t>(r.size())};
   }
-  SCALEDL_CHECK(!c.factors.empty(),
-                "calibration of {}: none of its {} rows' kinds (type, direction, dtype) has {} usable rows (GEMMs "
-                "with M, N and K multiples of {}, {} ms or slower)",
-                dev.key(), rows.size(), o.min_rows, o.align, o.min_ms);
+  SCALEDL_CHECK(
+      !c.factors.empty(),
+      "calibration of {}: none of its {} rows' kinds (type, direction, dtype) has {} usable rows (GEMMs "
+      "with M, N and K multiples of {}, {} ms or slower)",
+      dev.key(), rows.size(), o.min_rows, o.align, o.min_ms);
   return c;
 }
 
-LayerCalibration calibrate_from_store(const LayerPredictor& lp, const std::string& db, const DeviceRecord& dev,
-                                      const CalibrationOptions& o, const std::string& what) {
+LayerCalibration calibrate_from_store(const LayerPredictor& lp, const std::string& db,
+                                      const DeviceRecord& dev, const CalibrationOptions& o,
+                                      const std::string& what) {
   SCALEDL_CHECK(std::filesystem::exists(db), "{}={}: no such file", what, db);
   const TrainingData data = load_training_data({db});
   std::map<std::string, DeviceRecord> devices;
@@ -160,8 +171,8 @@ LayerCalibration calibrate_from_store(const LayerPredictor& lp, const std::strin
   std::vector<LayerMeasurement> rows;
   for (const auto& r : data.rows)
     if (devices.count(r.device)) rows.push_back(r);
-  SCALEDL_CHECK(!rows.empty(), "{}={}: no layer rows of a device named \"{}\" (its devices: {})", what, db, dev.name,
-                names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+  SCALEDL_CHECK(!rows.empty(), "{}={}: no layer rows of a device named \"{}\" (its devices: {})", what, db,
+                dev.name, names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
   std::vector<LayerSample> samples = samples_from_measurements(rows, devices);
   try {
     LayerCalibration c = calibrate_layers(lp, samples, dev, o);

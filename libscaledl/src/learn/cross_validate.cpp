@@ -28,7 +28,8 @@ const DeviceRecord& dev_at(const std::map<std::string, DeviceRecord>& devices, c
 
 /// Paleo-like baseline: per (type, direction) least squares t = a + b*CT + c*CM,
 /// CT and CM in ms (layer_features.hpp). Types absent from `train`: roofline.
-std::vector<double> linear_fit_predict(const std::vector<LayerSample>& train, const std::vector<LayerSample>& test,
+std::vector<double> linear_fit_predict(const std::vector<LayerSample>& train,
+                                       const std::vector<LayerSample>& test,
                                        const std::map<std::string, DeviceRecord>& devices) {
   auto ct_cm = [&](const LayerSample& s) {
     const DeviceRecord& d = dev_at(devices, s.device);
@@ -78,7 +79,8 @@ std::vector<double> fit_predict(const std::string& method, const std::vector<Lay
                                 const std::map<std::string, DeviceRecord>& devices, const CvOptions& o) {
   if (method == "linear") return linear_fit_predict(train, test, devices);
   if (method == "mlp")
-    return detail::mlp_fit_predict(train, test, devices, o.mlp_epochs, o.torch_device, o.seed, o.mlp_roofline);
+    return detail::mlp_fit_predict(train, test, devices, o.mlp_epochs, o.torch_device, o.seed,
+                                   o.mlp_roofline);
   SCALEDL_CHECK(method == "xgboost" || method == "forest",
                 "method=\"{}\" is not a regressor (xgboost, linear, forest, mlp)", method);
   TrainOptions to = o.train;
@@ -96,7 +98,8 @@ std::vector<double> fit_predict(const std::string& method, const std::vector<Lay
     std::vector<int64_t> dims;
     dims.reserve(idx.size() * nd);
     for (size_t i : idx) {
-      SCALEDL_CHECK(test[i].dims.size() == nd, "{}: {} dims, expected {}", to_string(t), test[i].dims.size(), nd);
+      SCALEDL_CHECK(test[i].dims.size() == nd, "{}: {} dims, expected {}", to_string(t), test[i].dims.size(),
+                    nd);
       dims.insert(dims.end(), test[i].dims.begin(), test[i].dims.end());
     }
     std::vector<double> ms(idx.size());
@@ -107,14 +110,16 @@ std::vector<double> fit_predict(const std::string& method, const std::vector<Lay
   return out;
 }
 
-std::map<std::string, int> model_run_folds(const std::vector<LayerSample>& samples, int folds, uint64_t seed) {
+std::map<std::string, int> model_run_folds(const std::vector<LayerSample>& samples, int folds,
+                                           uint64_t seed) {
   SCALEDL_CHECK(folds >= 2, "folds={} must be >= 2", folds);
   std::set<std::string> g;
   for (const auto& s : samples)
     if (!s.group.empty()) g.insert(s.group);
   std::vector<std::string> groups(g.begin(), g.end());
   SCALEDL_CHECK(groups.size() >= static_cast<size_t>(folds),
-                "holdout=model-runs: folds={} exceeds the {} model runs with in-model samples", folds, groups.size());
+                "holdout=model-runs: folds={} exceeds the {} model runs with in-model samples", folds,
+                groups.size());
   std::mt19937_64 rng(seed);
   std::shuffle(groups.begin(), groups.end(), rng);
   std::map<std::string, int> out;
@@ -148,7 +153,8 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
     // Group k-fold over the runs of the in-model samples; isolated rows (fold -1)
     // are in every training set and in no test set.
     const std::map<std::string, int> gfold = model_run_folds(samples, o.folds, o.seed);
-    for (size_t i = 0; i < samples.size(); ++i) fold[i] = samples[i].group.empty() ? -1 : gfold.at(samples[i].group);
+    for (size_t i = 0; i < samples.size(); ++i)
+      fold[i] = samples[i].group.empty() ? -1 : gfold.at(samples[i].group);
     for (int k = 0; k < o.folds; ++k) fold_names.push_back("all");
   } else {
     SCALEDL_CHECK(o.holdout == "rows", "holdout=\"{}\" must be rows or model-runs", o.holdout);
@@ -187,8 +193,8 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
       std::vector<double> p = fit_predict(method, tr, te, fold_devices.empty() ? devices : fold_devices, o);
       for (size_t i = 0; i < te.size(); ++i) {
         if (rows)
-          rows->push_back({method, fold_names[k], te[i].device, te[i].type, te[i].dims, te[i].dtype, te[i].dir,
-                           te[i].ms, p[i]});
+          rows->push_back({method, fold_names[k], te[i].device, te[i].type, te[i].dims, te[i].dtype,
+                           te[i].dir, te[i].ms, p[i]});
         const std::string type = to_string(te[i].type);
         const std::string dir = to_string(te[i].dir);
         for (const std::string& ty : {type, std::string("all")})
@@ -199,7 +205,8 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
           }
       }
       if (o.train.verbose)
-        std::cerr << fmt::format("cv: fold {}/{} ({}) {} done\n", k + 1, fold_names.size(), fold_names[k], method);
+        std::cerr << fmt::format("cv: fold {}/{} ({}) {} done\n", k + 1, fold_names.size(), fold_names[k],
+                                 method);
     }
   }
   std::vector<CvResult> out;
@@ -216,8 +223,8 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
 }
 
 std::string format_cv_table(const std::vector<CvResult>& rows) {
-  std::string out = fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12} {:>8}\n", "method", "type", "dir", "device",
-                                "n", "RMSE_ms", "MRE_%");
+  std::string out = fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12} {:>8}\n", "method", "type", "dir",
+                                "device", "n", "RMSE_ms", "MRE_%");
   for (const auto& r : rows)
     out += fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12.4f} {:>8.2f}\n", r.method, r.type, r.direction,
                        r.device, r.n, r.rmse_ms, r.mre_pct);
@@ -229,9 +236,9 @@ std::string cv_rows_csv(const std::vector<CvRowPrediction>& rows) {
   for (const auto& r : rows) {
     std::string dims;
     for (size_t i = 0; i < r.dims.size(); ++i) dims += (i ? "x" : "") + std::to_string(r.dims[i]);
-    out += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.9g}\n", r.method, csv_field(r.fold), csv_field(r.device),
-                       to_string(r.type), dims,
-                       to_string(r.dtype), to_string(r.dir), r.measured_ms, r.predicted_ms);
+    out += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.9g}\n", r.method, csv_field(r.fold),
+                       csv_field(r.device), to_string(r.type), dims, to_string(r.dtype), to_string(r.dir),
+                       r.measured_ms, r.predicted_ms);
   }
   return out;
 }
@@ -250,8 +257,8 @@ nlohmann::json cv_to_json(const std::vector<CvResult>& rows) {
   return a;
 }
 
-TrainingData load_training_data(const std::vector<std::string>& dbs, const std::vector<std::string>& device_specs,
-                                double layer_max_cv) {
+TrainingData load_training_data(const std::vector<std::string>& dbs,
+                                const std::vector<std::string>& device_specs, double layer_max_cv) {
   SCALEDL_CHECK(!dbs.empty(), "--db: at least one results store is needed");
   SCALEDL_CHECK(std::isfinite(layer_max_cv) && layer_max_cv >= 0 && layer_max_cv <= 10,
                 "--layer-max-cv={} must be in [0, 10] (0 = ok layer rows only)", layer_max_cv);
@@ -263,12 +270,15 @@ TrainingData load_training_data(const std::vector<std::string>& dbs, const std::
     auto rows = s.layers(std::nullopt, "", /*ok_only=*/layer_max_cv <= 0);
     if (layer_max_cv > 0) {
       // A timing not taken (n = 0) does not count against a row; one taken must be within.
-      auto within = [&](const TimingStats& t) { return t.n == 0 || (std::isfinite(t.cv) && t.cv <= layer_max_cv); };
+      auto within = [&](const TimingStats& t) {
+        return t.n == 0 || (std::isfinite(t.cv) && t.cv <= layer_max_cv);
+      };
       auto usable = [&](const LayerMeasurement& m) {
         return m.status == "ok" || (m.status == "unstable" && m.fwd.n > 0 && within(m.fwd) && within(m.bwd));
       };
-      rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const LayerMeasurement& m) { return !usable(m); }),
-                 rows.end());
+      rows.erase(
+          std::remove_if(rows.begin(), rows.end(), [&](const LayerMeasurement& m) { return !usable(m); }),
+          rows.end());
     }
     d.rows.insert(d.rows.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
   }

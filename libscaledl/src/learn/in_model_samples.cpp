@@ -9,9 +9,9 @@
 #include <set>
 #include <tuple>
 
+#include "core/stats.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/ir/layer_graph.hpp"
-#include "core/stats.hpp"
 #include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
@@ -30,7 +30,7 @@ std::string in_model_group(const std::string& ctx, const ModelMeasurement& run) 
 }
 
 nlohmann::json RunSumCv::to_json() const {
-  return {{"runs", runs},       {"iter_ms", iter_ms},   {"node_sum_ms", node_sum_ms},
+  return {{"runs", runs},         {"iter_ms", iter_ms},   {"node_sum_ms", node_sum_ms},
           {"t_sum_ms", t_sum_ms}, {"mre_iter", mre_iter}, {"mre_node_sum", mre_node_sum}};
 }
 
@@ -75,8 +75,8 @@ std::vector<LayerSample> samples_from_model_runs(const std::vector<ModelMeasurem
       ++st.node_times;
       SCALEDL_CHECK(seen.insert(nt.node).second, "{}: node_times lists node '{}' twice", rctx, nt.node);
       const int id = g.find(nt.node);
-      SCALEDL_CHECK(id >= 0, "{}: node_times name '{}' is not a node of the model's layer graph ({} nodes)", rctx,
-                    nt.node, g.nodes.size());
+      SCALEDL_CHECK(id >= 0, "{}: node_times name '{}' is not a node of the model's layer graph ({} nodes)",
+                    rctx, nt.node, g.nodes.size());
       if (!std::isfinite(nt.ms) || nt.ms <= 0) {
         ++st.skipped_missing;
         continue;
@@ -161,7 +161,8 @@ RunSumCv cross_validate_run_sums(const std::vector<LayerSample>& samples, const 
       r.mre_node_sum += std::abs(t_sum - node_sum) / node_sum;
     }
   }
-  SCALEDL_CHECK(!r.runs.empty(), "run-sum cross-validation: none of the {} runs has in-model samples", runs.size());
+  SCALEDL_CHECK(!r.runs.empty(), "run-sum cross-validation: none of the {} runs has in-model samples",
+                runs.size());
   r.mre_iter /= r.runs.size();
   r.mre_node_sum /= r.runs.size();
   return r;

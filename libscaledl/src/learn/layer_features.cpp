@@ -14,7 +14,7 @@ const std::vector<std::string> kCommon = {"dtype_bytes", "direction"};
 const std::vector<std::string> kCost = {"flops",        "params",     "in_bytes",     "out_bytes",
                                         "weight_bytes", "temp_bytes", "traffic_bytes"};
 const std::vector<std::string> kRoofline = {"ct_ms", "cm_ms", "roofline_ms", "arith_intensity"};
-const std::vector<std::string> kTransfer = {"tiles_128", "waves_128",  "wave_eff_128", "tiles_64",
+const std::vector<std::string> kTransfer = {"tiles_128", "waves_128",   "wave_eff_128", "tiles_64",
                                             "waves_64",  "wave_eff_64", "ws_over_l2",   "ai_over_ridge"};
 const std::vector<std::string> kArch = {"fp32_lanes_per_sm"};
 const std::vector<std::string> kAlign = {"gemm_align", "pre_volta"};
@@ -38,8 +38,12 @@ void waves(double batch, double m, double n, double t, double slots, float*& p) 
 
 bool gemm_shape(LayerType t, const int64_t* d, double& batch, double& m, double& n, double& k) {
   switch (t) {
-    case LayerType::Linear: batch = 1, m = double(d[0]), n = double(d[2]), k = double(d[1]); return true;
-    case LayerType::BMM: batch = double(d[0]), m = double(d[1]), n = double(d[3]), k = double(d[2]); return true;
+    case LayerType::Linear:
+      batch = 1, m = double(d[0]), n = double(d[2]), k = double(d[1]);
+      return true;
+    case LayerType::BMM:
+      batch = double(d[0]), m = double(d[1]), n = double(d[3]), k = double(d[2]);
+      return true;
     case LayerType::Attention:
       batch = double(d[0]) * double(d[1]), m = double(d[2]), n = double(d[3]), k = double(d[4]);
       return true;
@@ -48,7 +52,8 @@ bool gemm_shape(LayerType t, const int64_t* d, double& batch, double& m, double&
       batch = 1, m = double(d[0]) * g * g, n = double(d[2]), k = double(d[1]) * double(d[4]) * double(d[4]);
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -64,9 +69,12 @@ double pre_volta(const DeviceRecord& dev) {
 
 double traffic_bytes(const LayerCost& c, Direction dir) {
   switch (dir) {
-    case Direction::Forward: return c.in_bytes + c.out_bytes + c.weight_bytes + c.temp_bytes;
-    case Direction::Backward: return 2 * c.in_bytes + c.out_bytes + 2 * c.weight_bytes + c.temp_bytes;
-    case Direction::Update: return 2 * c.weight_bytes + c.in_bytes;
+    case Direction::Forward:
+      return c.in_bytes + c.out_bytes + c.weight_bytes + c.temp_bytes;
+    case Direction::Backward:
+      return 2 * c.in_bytes + c.out_bytes + 2 * c.weight_bytes + c.temp_bytes;
+    case Direction::Update:
+      return 2 * c.weight_bytes + c.in_bytes;
   }
   return 0;
 }
@@ -88,10 +96,15 @@ double rate_gflops(const DeviceRecord& dev, DType dtype, bool dtype_rates) {
   if (!dtype_rates || dev.peak_fp32_gflops <= 0) return fp32;
   double peak = 0;
   switch (dtype) {
-    case DType::FP32: return fp32;
-    case DType::TF32: peak = dev.peak_tf32_gflops; break;
+    case DType::FP32:
+      return fp32;
+    case DType::TF32:
+      peak = dev.peak_tf32_gflops;
+      break;
     case DType::BF16:
-    case DType::FP16: peak = dev.peak_bf16_gflops; break;
+    case DType::FP16:
+      peak = dev.peak_bf16_gflops;
+      break;
   }
   return peak > 0 ? peak * fp32 / dev.peak_fp32_gflops : fp32;
 }
@@ -123,9 +136,8 @@ std::vector<std::string> feature_names(LayerType t, const FeatureOptions& o) {
 
 size_t feature_count(LayerType t, const FeatureOptions& o) {
   return layer_info(t).dims.size() + kCommon.size() + (o.device ? DeviceRecord::feature_names().size() : 0) +
-         kCost.size() +
-         (o.roofline ? kRoofline.size() : 0) + (o.transfer ? kTransfer.size() : 0) + (o.arch ? kArch.size() : 0) +
-         (o.alignment ? kAlign.size() : 0);
+         kCost.size() + (o.roofline ? kRoofline.size() : 0) + (o.transfer ? kTransfer.size() : 0) +
+         (o.arch ? kArch.size() : 0) + (o.alignment ? kAlign.size() : 0);
 }
 
 void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, Direction dir,
@@ -140,9 +152,9 @@ void layer_features(LayerType t, const std::vector<int64_t>& dims, DType dtype, 
 
 namespace {
 /// The columns from a precomputed cost and h^dev (`devf` = DeviceRecord::features()).
-void write_features(LayerType t, const int64_t* dims, size_t nd, DType dtype, Direction dir, const LayerCost& c,
-                    const double* devf, double gflops, double bw, double lanes, double pre_volta,
-                    const FeatureOptions& o, float* out) {
+void write_features(LayerType t, const int64_t* dims, size_t nd, DType dtype, Direction dir,
+                    const LayerCost& c, const double* devf, double gflops, double bw, double lanes,
+                    double pre_volta, const FeatureOptions& o, float* out) {
   float* p = out;
   for (size_t i = 0; i < nd; ++i) *p++ = static_cast<float>(dims[i]);
   *p++ = static_cast<float>(dtype_bytes(dtype));
@@ -200,8 +212,15 @@ void layer_features_unchecked(LayerType t, const int64_t* dims, DType dtype, Dir
 
 FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const DeviceRecord& dev,
                              const FeatureOptions& o)
-    : t_(t), dtype_(dtype), dir_(dir), o_(o), count_(feature_count(t, o)), dev_(dev.features()),
-      lanes_(fp32_lanes_per_sm(dev)), pre_volta_(pre_volta(dev)), d_(layer_info(t).dims.size()) {
+    : t_(t),
+      dtype_(dtype),
+      dir_(dir),
+      o_(o),
+      count_(feature_count(t, o)),
+      dev_(dev.features()),
+      lanes_(fp32_lanes_per_sm(dev)),
+      pre_volta_(pre_volta(dev)),
+      d_(layer_info(t).dims.size()) {
   check_direction(t, dir);
   SCALEDL_CHECK(dev.compute_gflops() > 0 && dev.bandwidth_gbs() > 0,
                 "device \"{}\" has no compute rate or bandwidth (set peak_fp32_gflops and peak_mem_bw_gbs)",
@@ -209,10 +228,16 @@ FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const Devi
   gflops_ = rate_gflops(dev, dtype, o.dtype_rates);
   bw_ = dev.bandwidth_gbs();
   switch (dtype) {  // the boost-clock peak: an upper bound on any clock
-    case DType::FP32: peak_ = dev.peak_fp32_gflops; break;
-    case DType::TF32: peak_ = dev.peak_tf32_gflops > 0 ? dev.peak_tf32_gflops : dev.peak_fp32_gflops; break;
+    case DType::FP32:
+      peak_ = dev.peak_fp32_gflops;
+      break;
+    case DType::TF32:
+      peak_ = dev.peak_tf32_gflops > 0 ? dev.peak_tf32_gflops : dev.peak_fp32_gflops;
+      break;
     case DType::BF16:
-    case DType::FP16: peak_ = dev.peak_bf16_gflops; break;
+    case DType::FP16:
+      peak_ = dev.peak_bf16_gflops;
+      break;
   }
 }
 
@@ -220,7 +245,9 @@ double FeatureWriter::write(const int64_t* dims, float* out) {
   std::copy(dims, dims + d_.size(), d_.begin());
   validate_dims(t_, d_);
   const LayerCost c = layer_cost(t_, d_, dtype_);
-  if (out) write_features(t_, dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, lanes_, pre_volta_, o_, out);
+  if (out)
+    write_features(t_, dims, d_.size(), dtype_, dir_, c, dev_.data(), gflops_, bw_, lanes_, pre_volta_, o_,
+                   out);
   peak_floor_ms_ = peak_ > 0 ? direction_flops(c, dir_) / (peak_ * 1e6) : 0;
   const double memory_ms = traffic_bytes(c, dir_) / (bw_ * 1e6);
   const double roof = std::max(direction_flops(c, dir_) / (gflops_ * 1e6), memory_ms);

@@ -6,22 +6,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
 
-#include "scaledl/core/error.hpp"
-#include "scaledl/core/fs_util.hpp"
 #include "core/checksum.hpp"
-#include "scaledl/core/json_util.hpp"
 #include "core/stats.hpp"
-#include "scaledl/core/strided_threads.hpp"
 #include "learn/tree_forest.hpp"
 #include "learn/xgb.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/core/json_util.hpp"
+#include "scaledl/core/strided_threads.hpp"
 
 namespace scaledl {
 
@@ -40,7 +40,9 @@ constexpr size_t kBlock = size_t(1) << 16;
 constexpr size_t kParallelRows = 16384;
 /// A model's training rows by direction and dtype, as its manifest spells them ("fwd fp32").
 using DirDtype = std::pair<Direction, DType>;
-std::string dir_dtype_key(const DirDtype& k) { return std::string(to_string(k.first)) + " " + to_string(k.second); }
+std::string dir_dtype_key(const DirDtype& k) {
+  return std::string(to_string(k.first)) + " " + to_string(k.second);
+}
 /// The inverse; throws naming `ctx` for anything else.
 DirDtype parse_dir_dtype(const std::string& s, const std::string& ctx) {
   for (Direction d : {Direction::Forward, Direction::Backward, Direction::Update})
@@ -63,8 +65,6 @@ std::string printable(const std::string& s) {
   for (const unsigned char c : s) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
   return plain ? s : quoted(s);
 }
-
-
 
 FeatureOptions feature_options(const TrainOptions& o) {
   FeatureOptions f;
@@ -90,20 +90,32 @@ Target target_kind(const std::string& target) {
 }
 float to_target(Target target, double ms, double roof, double floor) {
   switch (target) {
-    case Target::Raw: return static_cast<float>(ms);
-    case Target::Log: return static_cast<float>(std::log(ms));
-    case Target::LogRoofline: return static_cast<float>(std::log(ms / roof));
-    case Target::LogRooflineFloor: return static_cast<float>(std::log(ms / (roof + floor)));
+    case Target::Raw:
+      return static_cast<float>(ms);
+    case Target::Log:
+      return static_cast<float>(std::log(ms));
+    case Target::LogRoofline:
+      return static_cast<float>(std::log(ms / roof));
+    case Target::LogRooflineFloor:
+      return static_cast<float>(std::log(ms / (roof + floor)));
   }
   return 0;
 }
 double from_target(Target target, double y, double roof, double floor) {
   double ms = 0;
   switch (target) {
-    case Target::Raw: ms = y; break;
-    case Target::Log: ms = std::exp(y); break;
-    case Target::LogRoofline: ms = std::exp(y) * roof; break;
-    case Target::LogRooflineFloor: ms = std::exp(y) * (roof + floor); break;
+    case Target::Raw:
+      ms = y;
+      break;
+    case Target::Log:
+      ms = std::exp(y);
+      break;
+    case Target::LogRoofline:
+      ms = std::exp(y) * roof;
+      break;
+    case Target::LogRooflineFloor:
+      ms = std::exp(y) * (roof + floor);
+      break;
   }
   return std::max(ms, kMinMs);
 }
@@ -124,22 +136,24 @@ const DeviceRecord& device_of(const std::map<std::string, DeviceRecord>& devices
 
 nlohmann::json TrainOptions::to_json() const {
   nlohmann::json j = {{"rounds", rounds},
-          {"max_depth", max_depth},
-          {"eta", eta},
-          {"subsample", subsample},
-          {"colsample", colsample},
-          {"min_child_weight", min_child_weight},
-          {"target", target},
-          {"roofline_features", roofline_features},
-          {"transfer_features", transfer_features},
-          {"device_features", device_features},
-          {"arch_features", arch_features},
-          {"rates", dtype_rates ? "dtype_peak" : spec_rates ? "spec_peak" : "measured"},
-          {"kernel_time", kernel_time},
-          {"split_direction", split_direction},
-          {"forest", forest},
-          {"min_rows", min_rows},
-          {"seed", seed}};
+                      {"max_depth", max_depth},
+                      {"eta", eta},
+                      {"subsample", subsample},
+                      {"colsample", colsample},
+                      {"min_child_weight", min_child_weight},
+                      {"target", target},
+                      {"roofline_features", roofline_features},
+                      {"transfer_features", transfer_features},
+                      {"device_features", device_features},
+                      {"arch_features", arch_features},
+                      {"rates", dtype_rates  ? "dtype_peak"
+                                : spec_rates ? "spec_peak"
+                                             : "measured"},
+                      {"kernel_time", kernel_time},
+                      {"split_direction", split_direction},
+                      {"forest", forest},
+                      {"min_rows", min_rows},
+                      {"seed", seed}};
   if (sustained_bw) j["sustained_bw"] = true;  // only then: models from before keep their manifests
   if (alignment_features) j["alignment_features"] = true;  // the same
   return j;
@@ -156,16 +170,17 @@ TrainOptions TrainOptions::from_json(const nlohmann::json& j, const std::string&
   o.min_child_weight = get_num_or(j, "min_child_weight", ctx, 0, 1e9, o.min_child_weight);
   o.target = get_str_or(j, "target", ctx, o.target);
   o.roofline_features = get_bool_or(j, "roofline_features", ctx, o.roofline_features);
-  o.transfer_features = get_bool_or(j, "transfer_features", ctx, false);  // absent: a model from before they existed
+  o.transfer_features =
+      get_bool_or(j, "transfer_features", ctx, false);  // absent: a model from before they existed
   o.device_features = get_bool_or(j, "device_features", ctx, true);
   o.arch_features = get_bool_or(j, "arch_features", ctx, false);  // absent: a model from before it existed
   o.alignment_features = get_bool_or(j, "alignment_features", ctx, false);  // the same
-  const std::string rates = get_str_or(j, "rates", ctx, "measured");  // absent: from before 2026-11-26
+  const std::string rates = get_str_or(j, "rates", ctx, "measured");        // absent: from before 2026-11-26
   SCALEDL_CHECK(rates == "dtype_peak" || rates == "spec_peak" || rates == "measured",
                 "{}: rates=\"{}\" is not dtype_peak, spec_peak or measured", ctx, rates);
   o.spec_rates = rates != "measured";
   o.dtype_rates = rates == "dtype_peak";
-  o.kernel_time = get_bool_or(j, "kernel_time", ctx, false);  // absent: a model from before it existed
+  o.kernel_time = get_bool_or(j, "kernel_time", ctx, false);    // absent: a model from before it existed
   o.sustained_bw = get_bool_or(j, "sustained_bw", ctx, false);  // absent: a model from before it existed
   o.split_direction = get_bool_or(j, "split_direction", ctx, o.split_direction);
   o.forest = get_bool_or(j, "forest", ctx, o.forest);
@@ -182,7 +197,8 @@ void TrainOptions::validate() const {
   SCALEDL_CHECK(subsample > 0 && subsample <= 1, "subsample={} must be in (0, 1]", subsample);
   SCALEDL_CHECK(colsample > 0 && colsample <= 1, "colsample={} must be in (0, 1]", colsample);
   SCALEDL_CHECK(min_child_weight >= 0, "min_child_weight={} must be >= 0", min_child_weight);
-  SCALEDL_CHECK(kTargets.count(target), "target=\"{}\" is not a target transform (log, raw, log_roofline, log_roofline_floor)",
+  SCALEDL_CHECK(kTargets.count(target),
+                "target=\"{}\" is not a target transform (log, raw, log_roofline, log_roofline_floor)",
                 target);
   SCALEDL_CHECK(min_rows >= 1, "min_rows={} must be >= 1", min_rows);
   SCALEDL_CHECK(nthread >= 0, "nthread={} must be >= 0", nthread);
@@ -233,8 +249,8 @@ struct LayerPredictor::Model {
   /// mutable: predict_batch switches XGBoost's nthread by batch size (below); a
   /// model loaded from a bundle whose trees compiled gets it on first use (xgb()).
   mutable xgb::Booster booster;
-  mutable std::string text;           ///< the model file's JSON while `booster` is not loaded from it
-  std::string source;                 ///< the model file (errors)
+  mutable std::string text;  ///< the model file's JSON while `booster` is not loaded from it
+  std::string source;        ///< the model file (errors)
   mutable std::once_flag booster_once;
   /// The booster, loaded from `text` the first time it is needed (XGBoost's own
   /// predictor, or save()): a prediction by the compiled trees never parses the
@@ -253,7 +269,8 @@ struct LayerPredictor::Model {
   /// written before 2026-11-26)
   std::set<DirDtype> trained_on;
   bool has_dtype(DType d) const {
-    return std::any_of(trained_on.begin(), trained_on.end(), [d](const DirDtype& k) { return k.second == d; });
+    return std::any_of(trained_on.begin(), trained_on.end(),
+                       [d](const DirDtype& k) { return k.second == d; });
   }
   std::vector<std::string> trained_on_keys() const {
     std::vector<std::string> out;
@@ -269,7 +286,8 @@ struct LayerPredictor::Model {
   void compile() {
     forest = TreeForest::compile(booster.to_json_string(), &forest_refused);
     if (forest && forest->num_features() != features.size()) {
-      forest_refused = fmt::format("compiled {} features, model has {}", forest->num_features(), features.size());
+      forest_refused =
+          fmt::format("compiled {} features, model has {}", forest->num_features(), features.size());
       forest.reset();
     }
   }
@@ -287,7 +305,8 @@ LayerPredictor::LayerPredictor(LayerPredictor&&) noexcept = default;
 LayerPredictor& LayerPredictor::operator=(LayerPredictor&&) noexcept = default;
 
 LayerPredictor LayerPredictor::train(const std::vector<LayerMeasurement>& rows,
-                                     const std::map<std::string, DeviceRecord>& devices, const TrainOptions& o) {
+                                     const std::map<std::string, DeviceRecord>& devices,
+                                     const TrainOptions& o) {
   return train_samples(samples_from_measurements(rows, devices), devices, o);
 }
 
@@ -295,7 +314,8 @@ std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samp
                                             const std::map<std::string, DeviceRecord>& devices) {
   std::map<std::string, double> f;
   for (const auto& s : samples) {
-    if (device_of(devices, s.device).kind == "cpu") continue;  // a CPU runs an operator alone as it does in a model
+    if (device_of(devices, s.device).kind == "cpu")
+      continue;  // a CPU runs an operator alone as it does in a model
     auto [it, added] = f.emplace(s.device, s.ms);
     if (!added) it->second = std::min(it->second, s.ms);
   }
@@ -350,7 +370,8 @@ std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample
   return out;
 }
 
-size_t set_probe_bandwidths(std::map<std::string, DeviceRecord>& devices, const std::vector<LayerSample>& samples) {
+size_t set_probe_bandwidths(std::map<std::string, DeviceRecord>& devices,
+                            const std::vector<LayerSample>& samples) {
   size_t n = 0;
   for (const auto& [key, gbs] : sustained_bandwidths(samples, devices)) {
     auto it = devices.find(key);
@@ -368,10 +389,13 @@ std::pair<double, std::string> LayerPredictor::sustained_bw_of(const DeviceRecor
   const std::string fam = memory_family(dev);
   const bool by_family = bw_share_by_family_.count(fam) > 0;
   const double share = sustained_bw_share(fam);
-  return {share > 0 ? dev.peak_mem_bw_gbs * share : dev.peak_mem_bw_gbs, by_family ? fam + " share" : "share"};
+  return {share > 0 ? dev.peak_mem_bw_gbs * share : dev.peak_mem_bw_gbs,
+          by_family ? fam + " share" : "share"};
 }
 
-double LayerPredictor::roofline_bandwidth_gbs(const DeviceRecord& dev) const { return sustained_bw_of(dev).first; }
+double LayerPredictor::roofline_bandwidth_gbs(const DeviceRecord& dev) const {
+  return sustained_bw_of(dev).first;
+}
 
 std::string LayerPredictor::roofline_bandwidth_source(const DeviceRecord& dev) const {
   return sustained_bw_of(dev).second;
@@ -394,7 +418,8 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
                                              const TrainOptions& o) {
   o.validate();
   for (const auto& s : samples) {  // before kernel_time changes any time: an error names the measured one
-    SCALEDL_CHECK(std::isfinite(s.ms) && s.ms > 0, "training sample {} ({}) on {}: ms={} must be > 0 and finite",
+    SCALEDL_CHECK(std::isfinite(s.ms) && s.ms > 0,
+                  "training sample {} ({}) on {}: ms={} must be > 0 and finite",
                   layer_key(s.type, s.dims, s.dtype), to_string(s.dir), s.device, s.ms);
     check_direction(s.type, s.dir);
   }
@@ -424,14 +449,15 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     for (const auto& [fam, v] : by_family) p.bw_share_by_family_[fam] = median(v);
   }
   for (const auto& s : samples)
-    if (!feature_devices.count(s.device)) feature_devices.emplace(s.device, p.feature_device(device_of(devices, s.device)));
+    if (!feature_devices.count(s.device))
+      feature_devices.emplace(s.device, p.feature_device(device_of(devices, s.device)));
   std::map<std::string, std::vector<const LayerSample*>> groups;
   for (const auto& s : samples) groups[model_name(s.type, s.dir, o.split_direction)].push_back(&s);
   for (const auto& [name, rows] : groups) {
     if (rows.size() < static_cast<size_t>(o.min_rows)) {
       if (o.verbose)
-        std::cerr << fmt::format("learn: {} has {} rows < min_rows={}: roofline fallback\n", name, rows.size(),
-                                 o.min_rows);
+        std::cerr << fmt::format("learn: {} has {} rows < min_rows={}: roofline fallback\n", name,
+                                 rows.size(), o.min_rows);
       continue;
     }
     const LayerType t = rows.front()->type;
@@ -463,7 +489,9 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     // other core busy its spinning barrier made a 5-fold `train layers` of the
     // 144-row CPU campaign run for minutes instead of seconds.
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    const int train_threads = o.nthread > 0 ? o.nthread : rows.size() >= kParallelRows ? static_cast<int>(hw) : 1;
+    const int train_threads = o.nthread > 0                  ? o.nthread
+                              : rows.size() >= kParallelRows ? static_cast<int>(hw)
+                                                             : 1;
     m->booster.set_param("nthread", std::to_string(train_threads));
     m->booster.set_params({{"objective", "reg:squarederror"},
                            {"tree_method", "hist"},
@@ -472,10 +500,8 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
                            {"seed", std::to_string(o.seed)}});
     int rounds = o.rounds;
     if (o.forest) {
-      m->booster.set_params({{"num_parallel_tree", "100"},
-                             {"subsample", "0.632"},
-                             {"colsample_bynode", "0.6"},
-                             {"eta", "1"}});
+      m->booster.set_params(
+          {{"num_parallel_tree", "100"}, {"subsample", "0.632"}, {"colsample_bynode", "0.6"}, {"eta", "1"}});
       rounds = 1;
     } else {
       m->booster.set_params({{"eta", fmt::format("{}", o.eta)},
@@ -485,9 +511,8 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
     m->booster.train(dm, rounds);
     m->compile();
     if (o.verbose)
-      std::cerr << fmt::format(
-          "learn: {:<16} {:>7} rows {:>3} features {:>7.2f} s\n", name, rows.size(), nf,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::cerr << fmt::format("learn: {:<16} {:>7} rows {:>3} features {:>7.2f} s\n", name, rows.size(), nf,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     p.models_[name] = std::move(m);
   }
   return p;
@@ -498,7 +523,9 @@ const LayerPredictor::Model* LayerPredictor::find(LayerType t, Direction dir) co
   return it == models_.end() ? nullptr : it->second.get();
 }
 
-bool LayerPredictor::has_model(LayerType t, Direction dir) const { return find(t, dir) != nullptr; }
+bool LayerPredictor::has_model(LayerType t, Direction dir) const {
+  return find(t, dir) != nullptr;
+}
 
 std::optional<bool> LayerPredictor::trained_on(LayerType t, Direction dir, DType dtype) const {
   const Model* m = find(t, dir);
@@ -519,8 +546,8 @@ bool LayerPredictor::predict_batch(LayerType t, const int64_t* dims, size_t rows
   return predict_batch_as(t, dims, rows, dtype, dir, feature_device(dev), out_ms);
 }
 
-bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
-                                      const DeviceRecord& dev, double* out_ms) const {
+bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t rows, DType dtype,
+                                      Direction dir, const DeviceRecord& dev, double* out_ms) const {
   const size_t nd = layer_info(t).dims.size();
   const FeatureOptions fo = feature_options(opts_);
   FeatureWriter writer(t, dtype, dir, dev, fo);  // checks direction and device
@@ -572,7 +599,8 @@ bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t r
   const size_t nf = writer.size();
   const Target tk = target_kind(opts_.target);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = rows >= kParallelRows ? static_cast<size_t>(opts_.nthread > 0 ? opts_.nthread : hw) : 1;
+  const size_t threads =
+      rows >= kParallelRows ? static_cast<size_t>(opts_.nthread > 0 ? opts_.nthread : hw) : 1;
   if (m->forest && compiled_trees_) {
     // Compiled trees: the rows are split into one contiguous range per thread;
     // each computes its features and walks the trees. The first failing range's
@@ -588,7 +616,8 @@ bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t r
           peak[i] = w.peak_floor_ms();
         }
         m->forest->predict(x.data(), n, y.data());
-        for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = std::max(from_target(tk, y[i], roof[i], m->floor_ms), peak[i]);
+        for (size_t i = 0; i < n; ++i)
+          out_ms[b0 + i] = std::max(from_target(tk, y[i], roof[i], m->floor_ms), peak[i]);
       }
     };
     if (threads <= 1) {
@@ -630,7 +659,8 @@ bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t r
       peak[i] = writer.peak_floor_ms();
     }
     m->xgb().predict_dense(x.data(), n, nf, y.data());
-    for (size_t i = 0; i < n; ++i) out_ms[b0 + i] = std::max(from_target(tk, y[i], roof[i], m->floor_ms), peak[i]);
+    for (size_t i = 0; i < n; ++i)
+      out_ms[b0 + i] = std::max(from_target(tk, y[i], roof[i], m->floor_ms), peak[i]);
   }
   return false;
 }
@@ -714,21 +744,14 @@ void LayerPredictor::save(const std::string& dir) const {
     const std::string file = name + ".json";
     const std::string text = m->xgb().to_json_string();
     write_text_file_atomic((fs::path(dir) / file).string(), text);
-    models[name] = {{"file", file},
-                    {"type", to_string(m->type)},
-                    {"rows", m->rows},
-                    {"bytes", text.size()},
-                    {"sha256", sha256_hex(text)},
-                    {"floor_ms", m->floor_ms},
+    models[name] = {{"file", file},           {"type", to_string(m->type)}, {"rows", m->rows},
+                    {"bytes", text.size()},   {"sha256", sha256_hex(text)}, {"floor_ms", m->floor_ms},
                     {"features", m->features}};
     if (!m->trained_on.empty()) models[name]["trained_on"] = m->trained_on_keys();
   }
-  nlohmann::json man = {{"format", kFormatName},
-                        {"version", kFormatVersion},
-                        {"xgboost_version", xgb::version()},
-                        {"target", opts_.target},
-                        {"options", opts_.to_json()},
-                        {"models", models}};
+  nlohmann::json man = {
+      {"format", kFormatName},  {"version", kFormatVersion},  {"xgboost_version", xgb::version()},
+      {"target", opts_.target}, {"options", opts_.to_json()}, {"models", models}};
   if (opts_.sustained_bw)
     man["sustained_bw"] = {{"share", bw_share_}, {"share_by_memory", bw_share_by_family_}, {"gbs", bw_}};
   man["manifest_sha256"] = sha256_hex(man.dump());
@@ -745,22 +768,23 @@ OwnedFiles LayerPredictor::output_files() {
 
 LayerPredictor LayerPredictor::load(const std::string& dir) {
   const std::string mpath = (fs::path(dir) / "manifest.json").string();
-  SCALEDL_CHECK(fs::exists(mpath), "{}: no manifest.json; is this a directory written by `scaledl train layers`?",
-                mpath);
+  SCALEDL_CHECK(fs::exists(mpath),
+                "{}: no manifest.json; is this a directory written by `scaledl train layers`?", mpath);
   const nlohmann::json man = read_json_file(mpath);
   SCALEDL_CHECK(man.is_object() && get_str_or(man, "format", mpath, "") == kFormatName,
                 "{}: format is not \"{}\"", mpath, kFormatName);
   const int64_t ver = get_int(man, "version", mpath, 0, 1000);
-  SCALEDL_CHECK(ver == kFormatVersion, "{}: version={} is not supported (expected {}; retrain with this build)",
-                mpath, ver, kFormatVersion);
+  SCALEDL_CHECK(ver == kFormatVersion,
+                "{}: version={} is not supported (expected {}; retrain with this build)", mpath, ver,
+                kFormatVersion);
   {
     // The manifest's own checksum covers every other key (floor_ms, options, ...).
     nlohmann::json rest = man;
     const std::string want = get_str_or(man, "manifest_sha256", mpath, "");
     rest.erase("manifest_sha256");
-    SCALEDL_CHECK(!want.empty() && sha256_hex(rest.dump()) == want,
-                  "{}: manifest_sha256 does not match the manifest's contents: the file was altered or damaged",
-                  mpath);
+    SCALEDL_CHECK(
+        !want.empty() && sha256_hex(rest.dump()) == want,
+        "{}: manifest_sha256 does not match the manifest's contents: the file was altered or damaged", mpath);
   }
   SCALEDL_CHECK(man.contains("options"), "{}: key 'options' is missing", mpath);
   LayerPredictor p;
@@ -773,19 +797,23 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
     const nlohmann::json& b = man.at("sustained_bw");
     SCALEDL_CHECK(b.contains("share"), "{}: key 'share' is missing", ctx);
     p.bw_share_ = get_num_or(b, "share", ctx, 0, 1.5, 0);
-    SCALEDL_CHECK(b.contains("gbs") && b.at("gbs").is_object(), "{}.gbs: expected an object of GB/s by device", ctx);
+    SCALEDL_CHECK(b.contains("gbs") && b.at("gbs").is_object(),
+                  "{}.gbs: expected an object of GB/s by device", ctx);
     if (b.contains("share_by_memory")) {  // absent: a model from before memory families
-      SCALEDL_CHECK(b.at("share_by_memory").is_object(), "{}.share_by_memory: expected an object of shares", ctx);
+      SCALEDL_CHECK(b.at("share_by_memory").is_object(), "{}.share_by_memory: expected an object of shares",
+                    ctx);
       for (const auto& [fam, v] : b.at("share_by_memory").items()) {
-        SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1.5,
-                      "{}.share_by_memory[{}]={} must be a number in (0, 1.5]", ctx, quoted(fam), show(v));
+        SCALEDL_CHECK(
+            v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1.5,
+            "{}.share_by_memory[{}]={} must be a number in (0, 1.5]", ctx, quoted(fam), show(v));
         p.bw_share_by_family_[fam] = v.get<double>();
       }
     }
     for (const auto& [key, v] : b.at("gbs").items()) {
       // The range of a device's rates (device.cpp): a sustained bandwidth beyond 1e6 GB/s is no device.
-      SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1e6,
-                    "{}.gbs[{}]={} must be a number > 0 and at most 1e6 (GB/s)", ctx, quoted(key), show(v));
+      SCALEDL_CHECK(
+          v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1e6,
+          "{}.gbs[{}]={} must be a number > 0 and at most 1e6 (GB/s)", ctx, quoted(key), show(v));
       p.bw_[key] = v.get<double>();
     }
   }
@@ -808,7 +836,8 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
       m->rows = static_cast<size_t>(get_int(e, "rows", ctx, 0, INT64_MAX));
       m->floor_ms = get_num_or(e, "floor_ms", ctx, 0, 1e5, 0);  // a layer type's fastest time: under 100 s
       if (e.contains("trained_on")) {
-        SCALEDL_CHECK(e.at("trained_on").is_array(), "{}.trained_on: expected an array of \"<dir> <dtype>\"", ctx);
+        SCALEDL_CHECK(e.at("trained_on").is_array(), "{}.trained_on: expected an array of \"<dir> <dtype>\"",
+                      ctx);
         for (const auto& k : e.at("trained_on")) {
           SCALEDL_CHECK(k.is_string(), "{}.trained_on: {} is not a string", ctx, k.dump());
           m->trained_on.insert(parse_dir_dtype(k.get<std::string>(), ctx + ".trained_on"));
@@ -829,11 +858,12 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
       const std::string file = (fs::path(dir) / rel).string();
       const std::string kind = file_kind(file);
       SCALEDL_CHECK(kind != "missing", "{}: model file is missing (listed in {})", file, mpath);
-      SCALEDL_CHECK(kind == "a regular file", "{}: model file is {}, not a regular file (listed in {})", file, kind, mpath);
+      SCALEDL_CHECK(kind == "a regular file", "{}: model file is {}, not a regular file (listed in {})", file,
+                    kind, mpath);
       const auto bytes = static_cast<int64_t>(fs::file_size(file));
       const int64_t want = get_int(e, "bytes", ctx, 1, INT64_MAX);
-      SCALEDL_CHECK(bytes == want, "{}: {} bytes, manifest says {}: the file is truncated or was replaced", file,
-                    bytes, want);
+      SCALEDL_CHECK(bytes == want, "{}: {} bytes, manifest says {}: the file is truncated or was replaced",
+                    file, bytes, want);
       const std::string sha = get_str_or(e, "sha256", ctx, "");
       SCALEDL_CHECK(sha256_file(file) == sha,
                     "{}: SHA-256 differs from {}.sha256: the model file was altered or damaged", file, ctx);

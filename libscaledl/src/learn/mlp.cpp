@@ -41,7 +41,8 @@ torch::Device parse_device(const std::string& s) {
 }
 }  // namespace
 
-std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const std::vector<LayerSample>& test,
+std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train,
+                                    const std::vector<LayerSample>& test,
                                     const std::map<std::string, DeviceRecord>& devices, int epochs,
                                     const std::string& torch_device, uint64_t seed, bool roofline) {
   FeatureOptions fo;
@@ -67,7 +68,8 @@ std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const
       }
       const size_t nf = feature_count(t, fo);
       const auto& trows = it->second;
-      std::vector<float> xtr = features_of(trows, t, devices, nf, fo), xte = features_of(rows, t, devices, nf, fo);
+      std::vector<float> xtr = features_of(trows, t, devices, nf, fo),
+                         xte = features_of(rows, t, devices, nf, fo);
       std::vector<float> ytr(trows.size());
       for (size_t i = 0; i < trows.size(); ++i) ytr[i] = static_cast<float>(std::log(trows[i]->ms));
       torch::manual_seed(seed);
@@ -80,8 +82,8 @@ std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const
       auto ymu = Y.mean(), ysd = Y.std().clamp_min(1e-6);
       X = ((X - mu) / sd).to(dev);
       Y = ((Y - ymu) / ysd).to(dev);
-      torch::nn::Sequential net(torch::nn::Linear(int64_t(nf), 64), torch::nn::ReLU(), torch::nn::Linear(64, 64),
-                                torch::nn::ReLU(), torch::nn::Linear(64, 1));
+      torch::nn::Sequential net(torch::nn::Linear(int64_t(nf), 64), torch::nn::ReLU(),
+                                torch::nn::Linear(64, 64), torch::nn::ReLU(), torch::nn::Linear(64, 1));
       net->to(dev);
       torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(1e-3));
       const int64_t n = X.size(0), bs = 256;
@@ -103,7 +105,11 @@ std::vector<double> mlp_fit_predict(const std::vector<LayerSample>& train, const
       // otherwise decide a whole model's sum.
       const double lo = Y.min().item<double>() * ysd.item<double>() + ymu.item<double>() - std::log(100.0);
       const double hi = Y.max().item<double>() * ysd.item<double>() + ymu.item<double>() + std::log(100.0);
-      auto P = (net->forward(Xt) * ysd.to(dev) + ymu.to(dev)).clamp(lo, hi).exp().to(torch::kCPU).to(torch::kDouble);
+      auto P = (net->forward(Xt) * ysd.to(dev) + ymu.to(dev))
+                   .clamp(lo, hi)
+                   .exp()
+                   .to(torch::kCPU)
+                   .to(torch::kDouble);
       auto acc = P.accessor<double, 2>();
       for (size_t j = 0; j < rows.size(); ++j) out[te_idx[tid][j]] = std::max(acc[j][0], 1e-6);
     }

@@ -1,6 +1,6 @@
 // NeuSight artifact importer (see neusight.hpp for the shape mapping).
-#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 #include "scaledl/learn/neusight.hpp"
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
 
 #include <algorithm>
 #include <chrono>
@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/io/device.hpp"
 
 namespace scaledl {
 
@@ -57,7 +57,8 @@ double parse_double(const std::string& s, const std::string& where, const char* 
 
 int64_t parse_dim(const std::string& s, const std::string& where, const char* col) {
   double v = parse_double(s, where, col);  // "1024" or "1024.0"
-  SCALEDL_CHECK(v >= 1 && v < 1e12 && v == std::floor(v), "{}: {}={} must be a positive integer", where, col, s);
+  SCALEDL_CHECK(v >= 1 && v < 1e12 && v == std::floor(v), "{}: {}={} must be a positive integer", where, col,
+                s);
   return static_cast<int64_t>(v);
 }
 
@@ -68,18 +69,21 @@ std::string compact_trace(const std::string& path) {
   const auto recs = parse_csv(read_text_file(path), path);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file", path);
   const auto& h = recs[0];
-  const int c_name = csv_column(h, "Name"), c_op = csv_column(h, "op"), c_t = csv_column(h, "target"), c_meta = csv_column(h, "meta"),
-            c_in = csv_column(h, "input_shapes"), c_out = csv_column(h, "output_shape"), c_fw = csv_column(h, "fw_latency"),
+  const int c_name = csv_column(h, "Name"), c_op = csv_column(h, "op"), c_t = csv_column(h, "target"),
+            c_meta = csv_column(h, "meta"), c_in = csv_column(h, "input_shapes"),
+            c_out = csv_column(h, "output_shape"), c_fw = csv_column(h, "fw_latency"),
             c_bw = csv_column(h, "bw_latency");
-  SCALEDL_CHECK(c_name >= 0 && c_op >= 0 && c_t >= 0 && c_meta >= 0 && c_in >= 0 && c_out >= 0 && c_fw >= 0 &&
-                    c_bw >= 0,
-                "{}:1: header lacks a column of the NeuSight trace format (Name, op, target, meta, input_shapes, "
-                "output_shape, fw_latency, bw_latency)",
-                path);
+  SCALEDL_CHECK(
+      c_name >= 0 && c_op >= 0 && c_t >= 0 && c_meta >= 0 && c_in >= 0 && c_out >= 0 && c_fw >= 0 &&
+          c_bw >= 0,
+      "{}:1: header lacks a column of the NeuSight trace format (Name, op, target, meta, input_shapes, "
+      "output_shape, fw_latency, bw_latency)",
+      path);
   std::string text = "Name,op,kernel,input_shapes,output_shape,fw_latency,bw_latency\n";
   for (size_t r = 1; r < recs.size(); ++r) {
     const auto& f = recs[r];
-    SCALEDL_CHECK(f.size() == h.size(), "{}: record {} has {} fields, header {}", path, r, f.size(), h.size());
+    SCALEDL_CHECK(f.size() == h.size(), "{}: record {} has {} fields, header {}", path, r, f.size(),
+                  h.size());
     const double fw = f[c_fw].empty() ? 0 : parse_double(f[c_fw], path, "fw_latency");
     const double bw = f[c_bw].empty() ? 0 : parse_double(f[c_bw], path, "bw_latency");
     if (!(fw > 0 || bw > 0)) continue;
@@ -93,9 +97,17 @@ std::string compact_trace(const std::string& path) {
 }  // namespace
 
 nlohmann::json NeusightImportSummary::to_json() const {
-  return {{"files", files},     {"rows", rows},         {"mapped", mapped},   {"inserted", inserted},
-          {"duplicates", mapped - inserted},             {"devices", devices}, {"per_type", per_type},
-          {"skipped", skipped}, {"labels", labels.to_json()}, {"traces", traces.to_json()}, {"seconds", seconds}};
+  return {{"files", files},
+          {"rows", rows},
+          {"mapped", mapped},
+          {"inserted", inserted},
+          {"duplicates", mapped - inserted},
+          {"devices", devices},
+          {"per_type", per_type},
+          {"skipped", skipped},
+          {"labels", labels.to_json()},
+          {"traces", traces.to_json()},
+          {"seconds", seconds}};
 }
 
 int csv_column(const std::vector<std::string>& header, const std::string& name) {
@@ -171,8 +183,8 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
   const int c_op = csv_column(h, "OPName"), c_lat = csv_column(h, "Latency"), c_dev = csv_column(h, "Device");
   SCALEDL_CHECK(c_op >= 0 && c_lat >= 0 && c_dev >= 0,
                 "{}:1: header lacks OPName, Latency or Device: not a NeuSight ops CSV", path);
-  const int cB = csv_column(h, "B"), cM = csv_column(h, "M"), cN = csv_column(h, "N"), cK = csv_column(h, "K"),
-            cH = csv_column(h, "H");
+  const int cB = csv_column(h, "B"), cM = csv_column(h, "M"), cN = csv_column(h, "N"),
+            cK = csv_column(h, "K"), cH = csv_column(h, "H");
   // Optional columns of our own measurements (scripts/neusight_ops_bench.py --dtype/--backward):
   // the dtype (default fp32, the artifact's) and the backward time of the same op, ms.
   const int c_dtype = csv_column(h, "DType"), c_bwd = csv_column(h, "BwdLatency");
@@ -206,10 +218,14 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
       m.type = op == "ln" ? LayerType::LayerNorm : LayerType::Softmax;
       m.dims = {need(cB, "B"), need(cH, "H")};
     } else if (op == "add" || op == "mul" || op == "relu" || op == "gelu") {
-      m.type = op == "add" ? LayerType::Add : op == "mul" ? LayerType::Mul : op == "relu" ? LayerType::ReLU : LayerType::GELU;
+      m.type = op == "add"    ? LayerType::Add
+               : op == "mul"  ? LayerType::Mul
+               : op == "relu" ? LayerType::ReLU
+                              : LayerType::GELU;
       m.dims = {product(cB, "B", cH, "H")};
     } else if (op == "addu" || op == "mulu" || op == "divu" || op == "powu" || op == "tanh") {
-      m.type = LayerType::Pointwise;  // one tensor and a scalar; pow and tanh save a tensor for their backward
+      m.type =
+          LayerType::Pointwise;  // one tensor and a scalar; pow and tanh save a tensor for their backward
       m.dims = {product(cB, "B", cH, "H"), op == "powu" || op == "tanh" ? 1 : 0};
     } else {
       SCALEDL_CHECK(!op.empty(), "{}: OPName is empty", where);
@@ -241,7 +257,8 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
     m.fwd.n = 5;  // mean of the fastest 5 of 25 runs (artifact README)
     if (c_bwd >= 0 && !f[c_bwd].empty()) {
       const double bwd = parse_double(f[c_bwd], where, "BwdLatency");
-      SCALEDL_CHECK(std::isfinite(bwd) && bwd > 0, "{}: BwdLatency={} must be > 0 ms (or empty)", where, f[c_bwd]);
+      SCALEDL_CHECK(std::isfinite(bwd) && bwd > 0, "{}: BwdLatency={} must be > 0 ms (or empty)", where,
+                    f[c_bwd]);
       m.bwd.median_ms = bwd;
       m.bwd.n = 5;
     }
@@ -269,31 +286,37 @@ void apply_device_facts(const fs::path& path, std::vector<DeviceRecord>& devices
   SCALEDL_CHECK(facts.is_object() && facts.contains("devices") && facts.at("devices").is_object(),
                 "{}: expected {{\"devices\": {{\"<Device>\": {{...}}}}}}", ctx);
   for (const auto& [key, v] : facts.items())
-    SCALEDL_CHECK(key == "about" || key == "devices", "{}.{} is not a key of device facts (about, devices)", ctx, key);
+    SCALEDL_CHECK(key == "about" || key == "devices", "{}.{} is not a key of device facts (about, devices)",
+                  ctx, key);
   for (const auto& item : facts.at("devices").items()) {
-    const std::string name = item.key();  // a plain variable: C++17 lambdas cannot capture structured bindings
+    const std::string name =
+        item.key();  // a plain variable: C++17 lambdas cannot capture structured bindings
     const json& f = item.value();
     const std::string where = fmt::format("{}: devices.\"{}\"", ctx, name);
-    auto d = std::find_if(devices.begin(), devices.end(), [&](const DeviceRecord& r) { return r.name == name; });
+    auto d =
+        std::find_if(devices.begin(), devices.end(), [&](const DeviceRecord& r) { return r.name == name; });
     SCALEDL_CHECK(d != devices.end(), "{} has no device_configs/*.json entry", where);
     SCALEDL_CHECK(f.is_object(), "{}: expected an object", where);
     for (const auto& [key, v] : f.items())
-      SCALEDL_CHECK(key == "compute_capability" || key == "sustained_clock_mhz" || key == "sustained_clock_source",
-                    "{}.{} is not a device fact (known: compute_capability, sustained_clock_mhz, "
-                    "sustained_clock_source)",
-                    where, key);
+      SCALEDL_CHECK(
+          key == "compute_capability" || key == "sustained_clock_mhz" || key == "sustained_clock_source",
+          "{}.{} is not a device fact (known: compute_capability, sustained_clock_mhz, "
+          "sustained_clock_source)",
+          where, key);
     if (f.contains("compute_capability")) {
       const std::string cc = get_str_or(f, "compute_capability", where, "");
-      SCALEDL_CHECK(compute_capability_of(cc) > 0, "{}.compute_capability=\"{}\" is not MAJOR.MINOR", where, cc);
+      SCALEDL_CHECK(compute_capability_of(cc) > 0, "{}.compute_capability=\"{}\" is not MAJOR.MINOR", where,
+                    cc);
       d->extra["compute_capability"] = cc;
     }
     const double mhz = get_num_or(f, "sustained_clock_mhz", where, 1, 1e5, 0);
     if (mhz > 0) {
       const std::string source = get_str_or(f, "sustained_clock_source", where, "");
-      SCALEDL_CHECK(!source.empty(), "{}.sustained_clock_source is missing: say where the clock comes from", where);
+      SCALEDL_CHECK(!source.empty(), "{}.sustained_clock_source is missing: say where the clock comes from",
+                    where);
       SCALEDL_CHECK(d->clock_mhz > 0 && mhz <= d->clock_mhz,
-                    "{}.sustained_clock_mhz={} must be at most the spec sheet's boost clock ({} MHz)", where, mhz,
-                    d->clock_mhz);
+                    "{}.sustained_clock_mhz={} must be at most the spec sheet's boost clock ({} MHz)", where,
+                    mhz, d->clock_mhz);
       d->sustained_clock_mhz = mhz;
       d->extra["sustained_clock"] = source;
     }
@@ -333,9 +356,11 @@ NeusightImportSummary import_neusight(const NeusightImportOptions& o, Store& sto
         const auto lab = parse_neusight_label_name(fs::path(f).stem().string());
         if (!lab || !lab->suffix.empty()) continue;
         auto dn = names.find(dev_name);
-        SCALEDL_CHECK(dn != names.end(), "{}: device \"{}\" (from the folder name) has no device_configs/*.json entry",
-                      f, dev_name);
-        s.traces.inserted += store.put_layers(read_neusight_trace(f, o.campaign + "-traces", dn->second, s.traces));
+        SCALEDL_CHECK(dn != names.end(),
+                      "{}: device \"{}\" (from the folder name) has no device_configs/*.json entry", f,
+                      dev_name);
+        s.traces.inserted +=
+            store.put_layers(read_neusight_trace(f, o.campaign + "-traces", dn->second, s.traces));
       }
     }
   }
@@ -409,7 +434,8 @@ size_t write_neusight_subset(const std::string& root, const std::string& out_dir
                     fs::copy_options::overwrite_existing);
   }
   if (fs::exists(fs::path(root) / "LICENSE"))
-    fs::copy_file(fs::path(root) / "LICENSE", fs::path(out_dir) / "LICENSE", fs::copy_options::overwrite_existing);
+    fs::copy_file(fs::path(root) / "LICENSE", fs::path(out_dir) / "LICENSE",
+                  fs::copy_options::overwrite_existing);
   return written;
 }
 

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/io/device.hpp"
 #include "scaledl/ir/model_spec.hpp"
 #include "scaledl/learn/neusight.hpp"
 
@@ -52,7 +52,8 @@ std::vector<std::pair<std::string, std::string>> neusight_label_folders(const st
   return out;
 }
 
-NeusightLabelSummary import_neusight_labels(const std::string& root, const std::string& campaign, Store& store,
+NeusightLabelSummary import_neusight_labels(const std::string& root, const std::string& campaign,
+                                            Store& store,
                                             const std::map<std::string, std::string>& device_keys) {
   NeusightLabelSummary s;
   for (const auto& [dir_name, dev_name] : neusight_label_folders(root)) {
@@ -65,20 +66,23 @@ NeusightLabelSummary import_neusight_labels(const std::string& root, const std::
       const std::string where = f.string();
       ++s.files;
       auto lab = parse_neusight_label_name(f.stem().string());
-      SCALEDL_CHECK(lab.has_value(), "{}: file name is not <model>-<inf|train>-<seq>-<batch>[-suffix].json", where);
+      SCALEDL_CHECK(lab.has_value(), "{}: file name is not <model>-<inf|train>-<seq>-<batch>[-suffix].json",
+                    where);
       if (!lab->suffix.empty()) {  // torch.compile fusion and multi-GPU Megatron runs: not single-GPU eager
-        ++s.skipped[lab->suffix.rfind("fusion", 0) == 0 ? "fusion (torch.compile)" : "multi-GPU (" + lab->suffix + ")"];
+        ++s.skipped[lab->suffix.rfind("fusion", 0) == 0 ? "fusion (torch.compile)"
+                                                        : "multi-GPU (" + lab->suffix + ")"];
         continue;
       }
       auto dk = device_keys.find(dev_name);
-      SCALEDL_CHECK(dk != device_keys.end(), "{}: device \"{}\" (from the folder name) has no device_configs/*.json entry",
-                    where, dev_name);
+      SCALEDL_CHECK(dk != device_keys.end(),
+                    "{}: device \"{}\" (from the folder name) has no device_configs/*.json entry", where,
+                    dev_name);
       const nlohmann::json j = read_json_file(where);
       SCALEDL_CHECK(j.is_object() && j.contains("e2e_latency") && j["e2e_latency"].is_number(),
                     "{}: e2e_latency is missing or not a number", where);
       const double ms = j["e2e_latency"].get<double>();
-      SCALEDL_CHECK(std::isfinite(ms) && ms > 0 && ms < 1e8, "{}: e2e_latency={} must be a positive time in ms", where,
-                    ms);
+      SCALEDL_CHECK(std::isfinite(ms) && ms > 0 && ms < 1e8,
+                    "{}: e2e_latency={} must be a positive time in ms", where, ms);
       const fs::path cfg = fs::path(root) / "model_configs" / (lab->model + ".json");
       SCALEDL_CHECK(fs::is_regular_file(cfg), "{}: model config {} is missing", where, cfg.string());
       ModelSpec m;

@@ -19,7 +19,8 @@ namespace {
 /// "[[8, 512, 1024], [1, 512, 1024]]" -> {{8, 512, 1024}, {1, 512, 1024}}; "(8, 512)" -> {{8, 512}}.
 /// Scalars and non-tensor arguments are not listed by the tracer. A malformed
 /// number => Error naming `where` and `col`.
-std::vector<std::vector<int64_t>> parse_shapes(const std::string& text, const std::string& where, const char* col) {
+std::vector<std::vector<int64_t>> parse_shapes(const std::string& text, const std::string& where,
+                                               const char* col) {
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> cur;
   int depth = 0;
@@ -28,8 +29,8 @@ std::vector<std::vector<int64_t>> parse_shapes(const std::string& text, const st
     if (num.empty()) return;
     char* end = nullptr;
     const long long v = std::strtoll(num.c_str(), &end, 10);
-    SCALEDL_CHECK(end && *end == '\0' && v >= 0 && v < (1LL << 40), "{}: {}: \"{}\" is not a dimension", where, col,
-                  num);
+    SCALEDL_CHECK(end && *end == '\0' && v >= 0 && v < (1LL << 40), "{}: {}: \"{}\" is not a dimension",
+                  where, col, num);
     cur.push_back(v);
     num.clear();
   };
@@ -74,10 +75,12 @@ std::optional<Mapped> map_node(const std::string& kernel, const std::vector<std:
   if (outv.empty()) return std::nullopt;
   const int64_t n_out = prod(outv, 0, outv.size());
   // Dropout is a kernel in training only (the identity in eval mode, as inference labels run).
-  if ((kernel == "Dropout" || kernel == "dropout") && training && in.size() == 1) return Mapped{LayerType::Dropout, {n_out}};
+  if ((kernel == "Dropout" || kernel == "dropout") && training && in.size() == 1)
+    return Mapped{LayerType::Dropout, {n_out}};
   if (kernel == "Linear" && in.size() == 1 && !in[0].empty())
     return Mapped{LayerType::Linear, {prod(in[0], 0, in[0].size() - 1), in[0].back(), outv.back(), 1}};
-  if (kernel == "addmm" && in.size() == 3 && in[1].size() == 2 && in[2].size() == 2)  // bias, x [t, din], w [din, dout]
+  if (kernel == "addmm" && in.size() == 3 && in[1].size() == 2 &&
+      in[2].size() == 2)  // bias, x [t, din], w [din, dout]
     return Mapped{LayerType::Linear, {in[1][0], in[1][1], in[2][1], 1}};
   if ((kernel == "matmul" || kernel == "bmm") && in.size() == 2 && in[0].size() == in[1].size() &&
       (in[0].size() == 3 || in[0].size() == 4)) {
@@ -107,8 +110,8 @@ double parse_ms(const std::string& s, const std::string& where, const char* col)
   if (s.empty()) return 0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  SCALEDL_CHECK(end && *end == '\0' && std::isfinite(v) && v >= 0 && v < 1e8, "{}: {}=\"{}\" is not a time in ms",
-                where, col, s);
+  SCALEDL_CHECK(end && *end == '\0' && std::isfinite(v) && v >= 0 && v < 1e8,
+                "{}: {}=\"{}\" is not a time in ms", where, col, s);
   return v;
 }
 
@@ -129,28 +132,32 @@ std::string neusight_trace_kernel(const std::string& op, const std::string& targ
 }
 
 nlohmann::json NeusightTraceSummary::to_json() const {
-  return {{"files", files},       {"nodes", nodes}, {"mapped", mapped},     {"below_floor", below_floor},
-          {"rows", rows},         {"inserted", inserted}, {"skipped", skipped}};
+  return {{"files", files}, {"nodes", nodes},       {"mapped", mapped},  {"below_floor", below_floor},
+          {"rows", rows},   {"inserted", inserted}, {"skipped", skipped}};
 }
 
 std::vector<LayerMeasurement> read_neusight_trace(const std::string& path, const std::string& campaign,
-                                                  const std::string& device_key, NeusightTraceSummary& summary) {
+                                                  const std::string& device_key,
+                                                  NeusightTraceSummary& summary) {
   std::vector<size_t> lines;
   const auto recs = parse_csv(read_text_file(path), path, &lines);
   SCALEDL_CHECK(!recs.empty(), "{}: empty file (expected a header line)", path);
   const auto& h = recs[0];
-  const int c_op = csv_column(h, "op"), c_in = csv_column(h, "input_shapes"), c_out = csv_column(h, "output_shape"),
-            c_fw = csv_column(h, "fw_latency"), c_bw = csv_column(h, "bw_latency"), c_k = csv_column(h, "kernel"),
-            c_t = csv_column(h, "target"), c_meta = csv_column(h, "meta");
-  SCALEDL_CHECK(c_op >= 0 && c_in >= 0 && c_out >= 0 && c_fw >= 0 && c_bw >= 0 && (c_k >= 0 || c_t >= 0),
-                "{}:1: header lacks op, input_shapes, output_shape, fw_latency, bw_latency or kernel/target: not a "
-                "NeuSight trace",
-                path);
+  const int c_op = csv_column(h, "op"), c_in = csv_column(h, "input_shapes"),
+            c_out = csv_column(h, "output_shape"), c_fw = csv_column(h, "fw_latency"),
+            c_bw = csv_column(h, "bw_latency"), c_k = csv_column(h, "kernel"), c_t = csv_column(h, "target"),
+            c_meta = csv_column(h, "meta");
+  SCALEDL_CHECK(
+      c_op >= 0 && c_in >= 0 && c_out >= 0 && c_fw >= 0 && c_bw >= 0 && (c_k >= 0 || c_t >= 0),
+      "{}:1: header lacks op, input_shapes, output_shape, fw_latency, bw_latency or kernel/target: not a "
+      "NeuSight trace",
+      path);
   ++summary.files;
   const auto label = parse_neusight_label_name(std::filesystem::path(path).stem().string());
   const bool training = label && label->mode != RunMode::Inference;
   // (type, dims) -> the node times of that shape, forward and backward
-  std::map<std::pair<LayerType, std::vector<int64_t>>, std::pair<std::vector<double>, std::vector<double>>> by_shape;
+  std::map<std::pair<LayerType, std::vector<int64_t>>, std::pair<std::vector<double>, std::vector<double>>>
+      by_shape;
   for (size_t r = 1; r < recs.size(); ++r) {
     const auto& f = recs[r];
     const std::string where = fmt::format("{}:{}", path, lines[r]);
@@ -160,12 +167,13 @@ std::vector<LayerMeasurement> read_neusight_trace(const std::string& path, const
     ++summary.nodes;
     const std::string kernel =
         c_k >= 0 ? f[c_k] : neusight_trace_kernel(f[c_op], f[c_t], c_meta >= 0 ? f[c_meta] : std::string());
-    const auto mapped = map_node(kernel, parse_shapes(f[c_in], where, "input_shapes"),
-                                 [&] {
-                                   auto o = parse_shapes(f[c_out], where, "output_shape");
-                                   return o.size() == 1 ? o[0] : std::vector<int64_t>{};
-                                 }(),
-                                 training);
+    const auto mapped = map_node(
+        kernel, parse_shapes(f[c_in], where, "input_shapes"),
+        [&] {
+          auto o = parse_shapes(f[c_out], where, "output_shape");
+          return o.size() == 1 ? o[0] : std::vector<int64_t>{};
+        }(),
+        training);
     if (!mapped) {
       ++summary.skipped[kernel.empty() ? f[c_op] : kernel];
       continue;

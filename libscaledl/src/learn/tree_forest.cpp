@@ -79,7 +79,8 @@ SrcTree read_tree(const nlohmann::json& t, size_t num_features) {
     if (!leaf) {
       if (s.left[i] <= 0 || s.right[i] <= 0 || size_t(s.left[i]) >= n || size_t(s.right[i]) >= n)
         throw Refused{"child index out of range"};
-      if (s.feature[i] < 0 || size_t(s.feature[i]) >= num_features) throw Refused{"split feature out of range"};
+      if (s.feature[i] < 0 || size_t(s.feature[i]) >= num_features)
+        throw Refused{"split feature out of range"};
     }
   }
   return s;
@@ -90,7 +91,8 @@ SrcTree read_tree(const nlohmann::json& t, size_t num_features) {
 int depth_of(const SrcTree& s, int64_t node, int level, int limit) {
   if (level > limit) throw Refused{"tree deeper than " + std::to_string(limit) + " (or cyclic)"};
   if (s.left[node] == -1) return 0;
-  return 1 + std::max(depth_of(s, s.left[node], level + 1, limit), depth_of(s, s.right[node], level + 1, limit));
+  return 1 +
+         std::max(depth_of(s, s.left[node], level + 1, limit), depth_of(s, s.right[node], level + 1, limit));
 }
 
 }  // namespace
@@ -110,8 +112,10 @@ std::optional<TreeForest> TreeForest::compile_document(const nlohmann::json& j, 
   try {
     if (!j.is_object() || !j.contains("learner")) throw Refused{"not XGBoost JSON"};
     const auto& learner = j.at("learner");
-    const std::string objective = learner.value(nlohmann::json::json_pointer("/objective/name"), std::string());
-    if (objective != "reg:squarederror") throw Refused{"objective '" + objective + "' is not reg:squarederror"};
+    const std::string objective =
+        learner.value(nlohmann::json::json_pointer("/objective/name"), std::string());
+    if (objective != "reg:squarederror")
+      throw Refused{"objective '" + objective + "' is not reg:squarederror"};
     const auto& mp = learner.value("learner_model_param", nlohmann::json::object());
     if (param_int(mp, "num_class", 0) > 1 || param_int(mp, "num_target", 1) > 1)
       throw Refused{"several classes or targets"};
@@ -248,19 +252,45 @@ void TreeForest::predict(const float* x, size_t rows, float* out) const {
     for (size_t k = n; k < padded; ++k) xr[k] = xr[n - 1];
     std::fill_n(acc, padded, base_);
     switch (depth_) {
-      case 0: predict_fast<0>(xr, padded, acc); break;
-      case 1: predict_fast<1>(xr, padded, acc); break;
-      case 2: predict_fast<2>(xr, padded, acc); break;
-      case 3: predict_fast<3>(xr, padded, acc); break;
-      case 4: predict_fast<4>(xr, padded, acc); break;
-      case 5: predict_fast<5>(xr, padded, acc); break;
-      case 6: predict_fast<6>(xr, padded, acc); break;
-      case 7: predict_fast<7>(xr, padded, acc); break;
-      case 8: predict_fast<8>(xr, padded, acc); break;
-      case 9: predict_fast<9>(xr, padded, acc); break;
-      case 10: predict_fast<10>(xr, padded, acc); break;
-      case 11: predict_fast<11>(xr, padded, acc); break;
-      default: predict_fast<12>(xr, padded, acc); break;
+      case 0:
+        predict_fast<0>(xr, padded, acc);
+        break;
+      case 1:
+        predict_fast<1>(xr, padded, acc);
+        break;
+      case 2:
+        predict_fast<2>(xr, padded, acc);
+        break;
+      case 3:
+        predict_fast<3>(xr, padded, acc);
+        break;
+      case 4:
+        predict_fast<4>(xr, padded, acc);
+        break;
+      case 5:
+        predict_fast<5>(xr, padded, acc);
+        break;
+      case 6:
+        predict_fast<6>(xr, padded, acc);
+        break;
+      case 7:
+        predict_fast<7>(xr, padded, acc);
+        break;
+      case 8:
+        predict_fast<8>(xr, padded, acc);
+        break;
+      case 9:
+        predict_fast<9>(xr, padded, acc);
+        break;
+      case 10:
+        predict_fast<10>(xr, padded, acc);
+        break;
+      case 11:
+        predict_fast<11>(xr, padded, acc);
+        break;
+      default:
+        predict_fast<12>(xr, padded, acc);
+        break;
     }
     for (size_t k = 0; k < n; ++k) out[fast[k]] = acc[k];
   }

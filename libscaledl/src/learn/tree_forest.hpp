@@ -32,7 +32,8 @@ class TreeForest {
   /// (see above); malformed JSON of a model XGBoost accepted is also nullopt.
   static std::optional<TreeForest> compile(const std::string& xgboost_json, std::string* why = nullptr);
   /// The same from the parsed document (a bundle's model file, parsed once at load).
-  static std::optional<TreeForest> compile_document(const nlohmann::json& xgboost_model, std::string* why = nullptr);
+  static std::optional<TreeForest> compile_document(const nlohmann::json& xgboost_model,
+                                                    std::string* why = nullptr);
 
   /// `rows` x num_features() row-major floats -> `rows` predictions in `out`.
   void predict(const float* x, size_t rows, float* out) const;
@@ -52,11 +53,11 @@ class TreeForest {
   size_t features_ = 0;
   size_t trees_ = 0;
   int depth_ = 0;
-  size_t inner_ = 0;                 ///< 2^depth - 1 split nodes per tree
-  float base_ = 0;                   ///< base_score
-  std::vector<Node> node_;            ///< [trees * inner_] splits in heap order
-  std::vector<uint8_t> default_left_; ///< [trees * inner_] side of a missing value
-  std::vector<float> leaf_;          ///< [trees * 2^depth] leaf values
+  size_t inner_ = 0;                   ///< 2^depth - 1 split nodes per tree
+  float base_ = 0;                     ///< base_score
+  std::vector<Node> node_;             ///< [trees * inner_] splits in heap order
+  std::vector<uint8_t> default_left_;  ///< [trees * inner_] side of a missing value
+  std::vector<float> leaf_;            ///< [trees * 2^depth] leaf values
 };
 
 }  // namespace scaledl

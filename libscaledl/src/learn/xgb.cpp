@@ -4,8 +4,8 @@
 
 #include <cmath>
 #include <fstream>
-#include <limits>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -48,7 +48,8 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
                     learner.at("gradient_booster").is_object(),
                 "{}: learner.gradient_booster is missing", ctx);
   const nlohmann::json& gb = learner.at("gradient_booster");
-  SCALEDL_CHECK(gb.value("name", nlohmann::json()) == "gbtree", "{}: gradient_booster.name={} is not \"gbtree\"", ctx,
+  SCALEDL_CHECK(gb.value("name", nlohmann::json()) == "gbtree",
+                "{}: gradient_booster.name={} is not \"gbtree\"", ctx,
                 show(gb.value("name", nlohmann::json())));
   const nlohmann::json mp = learner.value("learner_model_param", nlohmann::json::object());
   SCALEDL_CHECK(param_int(mp, "num_class") <= 1 && param_int(mp, "num_target") <= 1,
@@ -62,20 +63,21 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
   const nlohmann::json& trees = model->at("trees");
   SCALEDL_CHECK(trees.is_array(), "{}: gradient_booster trees is not an array", ctx);
   const int64_t nf = param_int(learner.value("learner_model_param", nlohmann::json::object()), "num_feature");
-  SCALEDL_CHECK(nf >= 1 && nf <= (int64_t(1) << 24), "{}: learner_model_param.num_feature is missing or invalid", ctx);
+  SCALEDL_CHECK(nf >= 1 && nf <= (int64_t(1) << 24),
+                "{}: learner_model_param.num_feature is missing or invalid", ctx);
   const nlohmann::json gp = model->value("gbtree_model_param", nlohmann::json::object());
   const int64_t nt = param_int(gp, "num_trees"), npt = param_int(gp, "num_parallel_tree");
-  SCALEDL_CHECK(nt == static_cast<int64_t>(trees.size()), "{}: gbtree_model_param.num_trees={} but {} trees", ctx, nt,
-                trees.size());
-  SCALEDL_CHECK(npt >= 1 && nt % npt == 0, "{}: gbtree_model_param.num_parallel_tree={} does not divide {} trees", ctx,
-                npt, nt);
+  SCALEDL_CHECK(nt == static_cast<int64_t>(trees.size()), "{}: gbtree_model_param.num_trees={} but {} trees",
+                ctx, nt, trees.size());
+  SCALEDL_CHECK(npt >= 1 && nt % npt == 0,
+                "{}: gbtree_model_param.num_parallel_tree={} does not divide {} trees", ctx, npt, nt);
   SCALEDL_CHECK(model->contains("tree_info") && model->at("tree_info").is_array() &&
                     model->at("tree_info").size() == trees.size(),
                 "{}: tree_info does not list one group per tree", ctx);
   // One output (regression): every tree in group 0, scalar leaves.
   for (const auto& g : model->at("tree_info"))
-    SCALEDL_CHECK(g.is_number_integer() && g.get<int64_t>() == 0, "{}: tree_info holds {}: one output group only",
-                  ctx, show(g));
+    SCALEDL_CHECK(g.is_number_integer() && g.get<int64_t>() == 0,
+                  "{}: tree_info holds {}: one output group only", ctx, show(g));
   SCALEDL_CHECK(param_int(gp, "size_leaf_vector") <= 0, "{}: vector leaves are not supported", ctx);
   for (size_t ti = 0; ti < trees.size(); ++ti) {
     const nlohmann::json& t = trees[ti];
@@ -96,8 +98,8 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
     const std::vector<int64_t> left = ints("left_children"), right = ints("right_children"),
                                feat = ints("split_indices"), parent = ints("parents");
     const int64_t n = static_cast<int64_t>(left.size());
-    SCALEDL_CHECK(n >= 1 && static_cast<int64_t>(right.size()) == n && static_cast<int64_t>(feat.size()) == n &&
-                      static_cast<int64_t>(parent.size()) == n,
+    SCALEDL_CHECK(n >= 1 && static_cast<int64_t>(right.size()) == n &&
+                      static_cast<int64_t>(feat.size()) == n && static_cast<int64_t>(parent.size()) == n,
                   "{}: node arrays differ in length", tc);
     SCALEDL_CHECK(param_int(t.value("tree_param", nlohmann::json::object()), "num_nodes") == n,
                   "{}.tree_param.num_nodes differs from the {} nodes", tc, n);
@@ -105,11 +107,14 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
     for (const char* key : {"split_conditions", "base_weights", "loss_changes", "sum_hessian"}) {
       SCALEDL_CHECK(t.contains(key) && t.at(key).is_array() && static_cast<int64_t>(t.at(key).size()) == n,
                     "{}.{} does not have {} entries", tc, key, n);
-      for (const auto& x : t.at(key)) SCALEDL_CHECK(x.is_number(), "{}.{} holds {}, not a number", tc, key, show(x));
+      for (const auto& x : t.at(key))
+        SCALEDL_CHECK(x.is_number(), "{}.{} holds {}, not a number", tc, key, show(x));
     }
     for (const char* key : {"default_left", "split_type"})
-      SCALEDL_CHECK(static_cast<int64_t>(ints(key).size()) == n, "{}.{} does not have {} entries", tc, key, n);
-    for (int64_t x : ints("split_type")) SCALEDL_CHECK(x == 0, "{}: categorical splits are not supported", tc);
+      SCALEDL_CHECK(static_cast<int64_t>(ints(key).size()) == n, "{}.{} does not have {} entries", tc, key,
+                    n);
+    for (int64_t x : ints("split_type"))
+      SCALEDL_CHECK(x == 0, "{}: categorical splits are not supported", tc);
     for (const char* key : {"categories", "categories_nodes", "categories_segments", "categories_sizes"})
       SCALEDL_CHECK(ints(key).empty(), "{}.{}: categorical splits are not supported", tc, key);
     for (int64_t i = 0; i < n; ++i) {
@@ -118,11 +123,12 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
       if (!leaf) {
         SCALEDL_CHECK(left[i] > 0 && left[i] < n && right[i] > 0 && right[i] < n,
                       "{}: node {} has a child index out of range", tc, i);
-        SCALEDL_CHECK(parent[left[i]] == i && parent[right[i]] == i, "{}: node {}'s children name another parent",
-                      tc, i);
+        SCALEDL_CHECK(parent[left[i]] == i && parent[right[i]] == i,
+                      "{}: node {}'s children name another parent", tc, i);
       }
     }
-    SCALEDL_CHECK(parent[0] == 2147483647, "{}: the root has a parent ({})", tc, parent[0]);  // as XGBoost writes it
+    SCALEDL_CHECK(parent[0] == 2147483647, "{}: the root has a parent ({})", tc,
+                  parent[0]);  // as XGBoost writes it
     // Every node reachable from the root exactly once: no cycle, no shared subtree.
     std::vector<char> seen(static_cast<size_t>(n), 0);
     std::vector<int64_t> stack = {0};
@@ -132,7 +138,8 @@ void check_trees(const nlohmann::json& learner, const std::string& ctx) {
       SCALEDL_CHECK(!seen[i], "{}: node {} is reached twice (cyclic tree)", tc, i);
       seen[i] = 1;
       if (left[i] == -1) continue;
-      SCALEDL_CHECK(feat[i] >= 0 && feat[i] < nf, "{}: node {} splits on feature {} of {}", tc, i, feat[i], nf);
+      SCALEDL_CHECK(feat[i] >= 0 && feat[i] < nf, "{}: node {} splits on feature {} of {}", tc, i, feat[i],
+                    nf);
       stack.push_back(left[i]);
       stack.push_back(right[i]);
     }
@@ -173,7 +180,9 @@ DMatrix::DMatrix(const float* data, size_t rows, size_t cols, const std::vector<
 DMatrix::~DMatrix() {
   if (h_) XGDMatrixFree(h_);
 }
-DMatrix::DMatrix(DMatrix&& o) noexcept : h_(o.h_), rows_(o.rows_), cols_(o.cols_) { o.h_ = nullptr; }
+DMatrix::DMatrix(DMatrix&& o) noexcept : h_(o.h_), rows_(o.rows_), cols_(o.cols_) {
+  o.h_ = nullptr;
+}
 DMatrix& DMatrix::operator=(DMatrix&& o) noexcept {
   if (this != &o) {
     if (h_) XGDMatrixFree(h_);
@@ -205,7 +214,9 @@ void Booster::create(void* const* dmats, size_t n) {
 Booster::~Booster() {
   if (h_) XGBoosterFree(h_);
 }
-Booster::Booster(Booster&& o) noexcept : h_(o.h_), params_(std::move(o.params_)) { o.h_ = nullptr; }
+Booster::Booster(Booster&& o) noexcept : h_(o.h_), params_(std::move(o.params_)) {
+  o.h_ = nullptr;
+}
 Booster& Booster::operator=(Booster&& o) noexcept {
   if (this != &o) {
     if (h_) XGBoosterFree(h_);
@@ -246,7 +257,8 @@ void Booster::train(const DMatrix& train, int rounds, const DMatrix* eval, bool 
 
 std::vector<float> Booster::predict(const DMatrix& m) const {
   SCALEDL_CHECK(h_, "XGBoost booster is not trained or loaded");
-  const char* cfg = R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false})";
+  const char* cfg =
+      R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false})";
   const bst_ulong* shape = nullptr;
   bst_ulong dim = 0;
   const float* res = nullptr;
@@ -257,9 +269,9 @@ std::vector<float> Booster::predict(const DMatrix& m) const {
 void Booster::predict_dense(const float* data, size_t rows, size_t cols, float* out) const {
   if (rows == 0) return;
   SCALEDL_CHECK(h_, "XGBoost booster is not trained or loaded");
-  std::string iface = fmt::format(
-      R"({{"data": [{}, true], "shape": [{}, {}], "typestr": "<f4", "version": 3}})",
-      reinterpret_cast<uintptr_t>(data), rows, cols);
+  std::string iface =
+      fmt::format(R"({{"data": [{}, true], "shape": [{}, {}], "typestr": "<f4", "version": 3}})",
+                  reinterpret_cast<uintptr_t>(data), rows, cols);
   const char* cfg =
       R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "cache_id": 0, "missing": NaN})";
   const bst_ulong* shape = nullptr;
@@ -315,7 +327,9 @@ Booster Booster::from_checked_buffer(const std::string& bytes, const std::string
   return b;
 }
 
-void Booster::save(const std::string& path) const { write_text_file_atomic(path, to_json_string()); }
+void Booster::save(const std::string& path) const {
+  write_text_file_atomic(path, to_json_string());
+}
 
 Booster Booster::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

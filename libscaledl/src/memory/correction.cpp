@@ -2,31 +2,39 @@
 // regression it is compared with), memory.hpp.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
-#include <map>
 
+#include "core/stats.hpp"
+#include "learn/xgb.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/memory/memory.hpp"
-#include "core/stats.hpp"
 #include "scaledl/io/store.hpp"
-#include "learn/xgb.hpp"
+#include "scaledl/memory/memory.hpp"
 
 namespace scaledl {
 
 namespace {
 
-double lg(double x) { return std::log(std::max(1.0, x)); }
+double lg(double x) {
+  return std::log(std::max(1.0, x));
+}
 
 std::map<std::string, std::string> xgb_params(uint64_t seed) {
-  return {{"objective", "reg:squarederror"}, {"max_depth", "3"},      {"eta", "0.08"},
-          {"min_child_weight", "2"},         {"subsample", "0.9"},    {"lambda", "1.0"},
-          {"nthread", "1"},                  {"seed", std::to_string(seed)}};
+  return {{"objective", "reg:squarederror"},
+          {"max_depth", "3"},
+          {"eta", "0.08"},
+          {"min_child_weight", "2"},
+          {"subsample", "0.9"},
+          {"lambda", "1.0"},
+          {"nthread", "1"},
+          {"seed", std::to_string(seed)}};
 }
 constexpr int kRounds = 200;
 
-xgb::Booster fit(const std::vector<float>& x, size_t rows, size_t cols, const std::vector<float>& y, uint64_t seed) {
+xgb::Booster fit(const std::vector<float>& x, size_t rows, size_t cols, const std::vector<float>& y,
+                 uint64_t seed) {
   xgb::DMatrix d(x.data(), rows, cols, y);
   xgb::Booster b;
   b.set_params(xgb_params(seed));
@@ -61,9 +69,9 @@ std::vector<MemorySample> load_memory_samples(const std::vector<std::string>& st
 
 const std::vector<std::string>& memory_feature_names() {
   static const std::vector<std::string> n = {
-      "log_analytic_peak", "log_base",        "log_saved",      "saved_fraction", "weights_fraction",
-      "log_tokens",        "log_hidden",      "layers",         "mode",           "dtype_bytes",
-      "log_vocab",         "cuda",            "log_params",     "heads",          "log_ffn"};
+      "log_analytic_peak", "log_base",   "log_saved",  "saved_fraction", "weights_fraction",
+      "log_tokens",        "log_hidden", "layers",     "mode",           "dtype_bytes",
+      "log_vocab",         "cuda",       "log_params", "heads",          "log_ffn"};
   return n;
 }
 
@@ -93,7 +101,8 @@ std::vector<float> memory_features(const LayerGraph& g, const MemoryEstimate& a,
           static_cast<float>(lg(static_cast<double>(m.ffn_dim)))};
 }
 
-MemoryCorrection MemoryCorrection::train(const std::vector<MemorySample>& samples, bool direct, uint64_t seed) {
+MemoryCorrection MemoryCorrection::train(const std::vector<MemorySample>& samples, bool direct,
+                                         uint64_t seed) {
   SCALEDL_CHECK(samples.size() >= 10, "memory model: {} runs with a measured peak; training needs >= 10",
                 samples.size());
   const size_t n = samples.size(), cols = memory_feature_names().size();
@@ -112,7 +121,8 @@ MemoryCorrection MemoryCorrection::train(const std::vector<MemorySample>& sample
     analytic[i] = a.peak;
     auto f = memory_features(s.graph, a, s.device_kind);
     x.insert(x.end(), f.begin(), f.end());
-    y.push_back(static_cast<float>(direct ? std::log(s.measured_bytes) : std::log(s.measured_bytes / a.peak)));
+    y.push_back(
+        static_cast<float>(direct ? std::log(s.measured_bytes) : std::log(s.measured_bytes / a.peak)));
   }
   // Out-of-fold residuals (5 folds, seeded) for the intervals and the reported error.
   std::vector<size_t> order(n);
@@ -144,7 +154,8 @@ MemoryCorrection MemoryCorrection::train(const std::vector<MemorySample>& sample
   c.direct_ = direct;
   c.n_ = n;
   for (const auto& s : samples)
-    if (std::find(c.kinds_.begin(), c.kinds_.end(), s.device_kind) == c.kinds_.end()) c.kinds_.push_back(s.device_kind);
+    if (std::find(c.kinds_.begin(), c.kinds_.end(), s.device_kind) == c.kinds_.end())
+      c.kinds_.push_back(s.device_kind);
   std::sort(c.kinds_.begin(), c.kinds_.end());
   std::vector<double> absres;
   double mre = 0;
@@ -160,14 +171,16 @@ MemoryCorrection MemoryCorrection::train(const std::vector<MemorySample>& sample
 }
 
 std::vector<double> MemoryCorrection::predict_interval(const LayerGraph& g, const std::string& kind) const {
-  if (!booster_) booster_ = std::make_shared<xgb::Booster>(xgb::Booster::from_buffer(model_json_, "memory model"));
+  if (!booster_)
+    booster_ = std::make_shared<xgb::Booster>(xgb::Booster::from_buffer(model_json_, "memory model"));
   MemoryOptions o;
   o.device_kind = kind;
   const MemoryEstimate a = estimate_memory(g, o);
   const auto f = memory_features(g, a, kind);
   float out = 0;
   static_cast<xgb::Booster*>(booster_.get())->predict_dense(f.data(), 1, f.size(), &out);
-  const double peak = direct_ ? std::exp(static_cast<double>(out)) : a.peak * std::exp(static_cast<double>(out));
+  const double peak =
+      direct_ ? std::exp(static_cast<double>(out)) : a.peak * std::exp(static_cast<double>(out));
   return {peak, peak * std::exp(-q80_), peak * std::exp(q80_), peak * std::exp(-q95_), peak * std::exp(q95_)};
 }
 
@@ -198,15 +211,17 @@ MemoryCorrection MemoryCorrection::from_json(const nlohmann::json& j, const std:
   SCALEDL_CHECK(j.is_object() && j.contains("format") && j["format"] == "scaledl-memory-model",
                 "{}: format is not \"scaledl-memory-model\"", ctx);
   SCALEDL_CHECK(j.contains("version") && j["version"].is_number_integer() && j["version"] == 1,
-                "{}: version={} but this scaledl reads 1", ctx, j.contains("version") ? show(j["version"]) : "(none)");
+                "{}: version={} but this scaledl reads 1", ctx,
+                j.contains("version") ? show(j["version"]) : "(none)");
   SCALEDL_CHECK(j.contains("features") && j["features"] == nlohmann::json(memory_feature_names()),
                 "{}: features differ from this build's memory features", ctx);
   // A number at `k` in [lo, hi]; `what` says what it is.
   auto num = [&](const char* k, double lo, double hi, const char* what) {
     SCALEDL_CHECK(j.contains(k), "{}: {} is missing", ctx, k);
     const nlohmann::json& v = j[k];
-    SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= lo && v.get<double>() <= hi,
-                  "{}: {}={} must be a number in [{}, {}] ({})", ctx, k, show(v), lo, hi, what);
+    SCALEDL_CHECK(
+        v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= lo && v.get<double>() <= hi,
+        "{}: {}={} must be a number in [{}, {}] ({})", ctx, k, show(v), lo, hi, what);
     return v.get<double>();
   };
   const double samples = num("samples", 0, 1e9, "training runs");
@@ -228,8 +243,8 @@ MemoryCorrection MemoryCorrection::from_json(const nlohmann::json& j, const std:
   SCALEDL_CHECK(j.contains("device_kinds") && j["device_kinds"].is_array() && !j["device_kinds"].empty(),
                 "{}: device_kinds is missing or empty", ctx);
   for (const auto& k : j["device_kinds"]) {
-    SCALEDL_CHECK(k.is_string() && (k == "cpu" || k == "cuda"), "{}: device_kinds has {}: not cpu or cuda", ctx,
-                  k.dump());
+    SCALEDL_CHECK(k.is_string() && (k == "cpu" || k == "cuda"), "{}: device_kinds has {}: not cpu or cuda",
+                  ctx, k.dump());
     c.kinds_.push_back(k.get<std::string>());
   }
   // Parse now: a corrupt tree is an error at load time, not at the first prediction.
@@ -240,15 +255,17 @@ MemoryCorrection MemoryCorrection::from_json(const nlohmann::json& j, const std:
 // ---- parallel ---------------------------------------------------------------
 
 nlohmann::json ParallelMemory::to_json() const {
-  return {{"weights_bytes", weights},         {"grads_bytes", grads},        {"optimizer_bytes", optimizer},
-          {"activations_bytes", activations}, {"transient_bytes", transient}, {"peak_bytes", peak},
+  return {{"weights_bytes", weights},           {"grads_bytes", grads},
+          {"optimizer_bytes", optimizer},       {"activations_bytes", activations},
+          {"transient_bytes", transient},       {"peak_bytes", peak},
           {"in_flight_microbatches", in_flight}};
 }
 
-ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t microbatches, int64_t dp, int zero,
-                                        bool recompute, OptimizerKind opt, const std::string& kind) {
-  SCALEDL_CHECK(pp >= 1 && microbatches >= 1 && dp >= 1, "parallel memory: pp={} microbatches={} dp={} must be >= 1",
-                pp, microbatches, dp);
+ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t microbatches, int64_t dp,
+                                        int zero, bool recompute, OptimizerKind opt,
+                                        const std::string& kind) {
+  SCALEDL_CHECK(pp >= 1 && microbatches >= 1 && dp >= 1,
+                "parallel memory: pp={} microbatches={} dp={} must be >= 1", pp, microbatches, dp);
   MemoryOptions o;
   o.device_kind = kind;
   const MemoryEstimate a = estimate_memory(g, o);  // one micro-batch, weights + grads, no optimizer state

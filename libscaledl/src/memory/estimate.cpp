@@ -30,8 +30,8 @@ struct Buffer {
 class Replay {
  public:
   Replay(const LayerGraph& g, const MemoryOptions& o) : g_(g), e_(dtype_bytes(g.settings.dtype)) {
-    SCALEDL_CHECK(o.device_kind == "cuda" || o.device_kind == "cpu", "memory device kind '{}' is not cuda or cpu",
-                  o.device_kind);
+    SCALEDL_CHECK(o.device_kind == "cuda" || o.device_kind == "cpu",
+                  "memory device kind '{}' is not cuda or cpu", o.device_kind);
     round_ = o.round_bytes >= 0 ? o.round_bytes : (o.device_kind == "cuda" ? 512.0 : 1.0);
     mask_bytes_ = o.device_kind == "cuda" ? 1.0 : e_;
     cpu_ = o.device_kind == "cpu";
@@ -98,10 +98,10 @@ class Replay {
   int nf_ = 0;
   std::vector<std::vector<Input>> inputs_;
   std::vector<int> consumers_;
-  std::map<int, Buffer> out_;       ///< forward outputs by node id
-  std::vector<double> extra_;       ///< per node: bytes of its own saved temporaries
+  std::map<int, Buffer> out_;                 ///< forward outputs by node id
+  std::vector<double> extra_;                 ///< per node: bytes of its own saved temporaries
   std::vector<std::vector<int>> saved_refs_;  ///< per node: producer ids whose output it keeps for backward
-  std::map<int, Buffer> grad_;      ///< gradient of node u's output
+  std::map<int, Buffer> grad_;                ///< gradient of node u's output
   double persistent_ = 0, cur_ = 0, peak_ = 0, grads_ = 0, credit_ = 0;
   std::string peak_at_;
 
@@ -168,7 +168,8 @@ class Replay {
           break;
         case LayerType::LayerNorm:
           if (!in.empty()) keep.push_back(in[0].src);
-          extra_[u] = 2 * rnd(numel(n.out_shape) / std::max<double>(1, n.out_shape.back()) * 4);  // mean, rstd
+          extra_[u] =
+              2 * rnd(numel(n.out_shape) / std::max<double>(1, n.out_shape.back()) * 4);  // mean, rstd
           break;
         case LayerType::RMSNorm: {
           // x * rsqrt(mean(x^2) + eps) * w: keeps x, rsqrt [tokens] and x * rsqrt; x^2 is momentary.
@@ -185,7 +186,8 @@ class Replay {
         case LayerType::Mul:
           for (const auto& i : in) keep.push_back(i.src);
           break;
-        case LayerType::Pointwise:  // saves = 1: pow / tanh keep a tensor of this size; x / c, x + mask keep none
+        case LayerType::Pointwise:  // saves = 1: pow / tanh keep a tensor of this size; x / c, x + mask keep
+                                    // none
           if (n.dims[1] && !in.empty()) keep.push_back(in[0].src);
           break;
         case LayerType::BMM: {
@@ -208,11 +210,12 @@ class Replay {
           break;
         case LayerType::CrossEntropy: {
           const double tv = in.empty() ? 0 : in[0].bytes / e_;  // tokens x vocab
-          extra_[u] = rnd(tv * 4);                               // log-softmax in FP32
-          transient = e_ == 4 ? 0 : tv * 4;                      // the FP32 copy of the logits
+          extra_[u] = rnd(tv * 4);                              // log-softmax in FP32
+          transient = e_ == 4 ? 0 : tv * 4;                     // the FP32 copy of the logits
           break;
         }
-        default: break;  // Embedding, Add, Conv2dPatch: nothing kept beyond weights and the batch
+        default:
+          break;  // Embedding, Add, Conv2dPatch: nothing kept beyond weights and the batch
       }
       if (!training) {
         keep.clear();
@@ -314,7 +317,8 @@ class Replay {
         case LayerType::RMSNorm:
           transient = 2 * out_bytes(u);
           break;
-        default: break;
+        default:
+          break;
       }
       touch(transient, where);
       if (n.type == LayerType::Add && has_grad(u)) {
@@ -354,12 +358,15 @@ class Replay {
 }  // namespace
 
 nlohmann::json MemoryEstimate::to_json() const {
-  return {{"weights_bytes", weights}, {"optimizer_bytes", optimizer}, {"batch_bytes", batch},
-          {"grads_bytes", grads},     {"saved_bytes", saved},         {"base_bytes", base},
+  return {{"weights_bytes", weights}, {"optimizer_bytes", optimizer},
+          {"batch_bytes", batch},     {"grads_bytes", grads},
+          {"saved_bytes", saved},     {"base_bytes", base},
           {"peak_bytes", peak},       {"peak_at", peak_at}};
 }
 
-MemoryEstimate estimate_memory(const LayerGraph& g, const MemoryOptions& o) { return Replay(g, o).run(); }
+MemoryEstimate estimate_memory(const LayerGraph& g, const MemoryOptions& o) {
+  return Replay(g, o).run();
+}
 
 std::string memory_device_kind(const std::string& s) {
   return s.rfind("cpu", 0) == 0 ? "cpu" : "cuda";  // "cuda", "spec" (a GPU spec sheet), "cuda:0", GPU names
@@ -370,8 +377,8 @@ std::string memory_device_kind(const std::string& s) {
 namespace scaledl {
 
 void check_headroom(double h) {
-  SCALEDL_CHECK(std::isfinite(h) && h >= 0 && h < 1, "--headroom={} must be in [0, 1) (a fraction of the device memory)",
-                h);
+  SCALEDL_CHECK(std::isfinite(h) && h >= 0 && h < 1,
+                "--headroom={} must be in [0, 1) (a fraction of the device memory)", h);
 }
 
 std::string memory_verdict(double peak, double hi80, double cap, double headroom) {

@@ -20,10 +20,10 @@
 #include <numeric>
 #include <thread>
 
+#include "core/stats.hpp"
 #include "pipeline/worker_pool.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/pipeline/pipeline.hpp"
-#include "core/stats.hpp"
 
 namespace scaledl {
 

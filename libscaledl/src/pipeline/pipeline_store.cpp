@@ -9,17 +9,16 @@
 #include <set>
 #include <tuple>
 
-#include "scaledl/core/error.hpp"
-#include "scaledl/pipeline/pipeline.hpp"
-#include "scaledl/io/store.hpp"
 #include "io/sqlite_stmt.hpp"
+#include "scaledl/core/error.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
 
 namespace scaledl {
 
 namespace {
 
 using detail::Stmt;
-
 
 const char* kInsert =
     "INSERT INTO pipeline (campaign, host, vcpus, kind, data, sample_size, workers, samples_per_s, cv, "

@@ -7,8 +7,8 @@
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/pipeline/pipeline.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/pipeline/pipeline.hpp"
 
 namespace scaledl {
 

@@ -15,16 +15,16 @@
 
 #include <fmt/format.h>
 
-#include "scaledl/core/build_info.hpp"
 #include "core/checksum.hpp"
-#include "scaledl/core/fs_util.hpp"
-#include "scaledl/predict/physics.hpp"
+#include "scaledl/core/build_info.hpp"
 #include "scaledl/core/error.hpp"
-#include "scaledl/predict/graph_cv.hpp"
-#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
-#include "scaledl/io/store.hpp"
 #include "scaledl/core/strided_threads.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/learn/in_model_samples.hpp"
+#include "scaledl/predict/graph_cv.hpp"
+#include "scaledl/predict/physics.hpp"
 
 namespace fs = std::filesystem;
 
@@ -88,7 +88,9 @@ void raise_to(IterationPrediction& p, double floor_ms, const MemoValue* from, co
   p.t_iter_ms = floor_ms;
   p.adjusted = why;
   if (std::isfinite(p.lo80_ms)) {
-    auto pick = [&](double own, double theirs) { return std::max(own, from && std::isfinite(theirs) ? theirs : floor_ms); };
+    auto pick = [&](double own, double theirs) {
+      return std::max(own, from && std::isfinite(theirs) ? theirs : floor_ms);
+    };
     p.lo80_ms = pick(p.lo80_ms, from ? from->lo80_ms : NAN);
     p.hi80_ms = pick(p.hi80_ms, from ? from->hi80_ms : NAN);
     p.lo95_ms = pick(p.lo95_ms, from ? from->lo95_ms : NAN);
@@ -123,8 +125,9 @@ void Bundle::apply_anchor(IterationPrediction& p, const AnchorFit& a) const {
   // terms, than the one the prediction had without them.
   const double before = p.t_iter_ms;
   const bool had = std::isfinite(p.lo80_ms) && std::isfinite(p.hi95_ms) && before > 0;
-  const double w[4] = {had ? std::log(before / p.lo80_ms) : INFINITY, had ? std::log(p.hi80_ms / before) : INFINITY,
-                       had ? std::log(before / p.lo95_ms) : INFINITY, had ? std::log(p.hi95_ms / before) : INFINITY};
+  const double w[4] = {
+      had ? std::log(before / p.lo80_ms) : INFINITY, had ? std::log(p.hi80_ms / before) : INFINITY,
+      had ? std::log(before / p.lo95_ms) : INFINITY, had ? std::log(p.hi95_ms / before) : INFINITY};
   p.t_iter_ms *= a.factor();
   const Interval i80 = anchored_interval(iv, a, p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms),
                  i95 = anchored_interval(iv, a, p.t_iter_ms, p.ood_distance, 0.95, p.t_sum_ms);
@@ -147,8 +150,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   // that neither an input nor the memo already holds.
   std::vector<const LayerGraph*> all = gs;
   std::vector<std::unique_ptr<LayerGraph>> owned;
-  std::vector<std::string> keys;              // memo key of all[k]
-  std::vector<MemoValue> known;               // memo hits
+  std::vector<std::string> keys;  // memo key of all[k]
+  std::vector<MemoValue> known;   // memo hits
   // Ladder of input k: (index in all, label) for points predicted here, and
   // (index in known, label) for memo hits.
   std::vector<std::vector<std::pair<size_t, std::string>>> ladder(gs.size());
@@ -156,7 +159,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   if (physics) {
     // The whole record (two specs may share a name) and the host term predictions use.
     const LayerCalibration* cal = calibration_for(dev.key());
-    const std::string dev_key = dev.to_json().dump() + fmt::format("\nhost {}\n", host_node_ms_for(dev.key())) +
+    const std::string dev_key = dev.to_json().dump() +
+                                fmt::format("\nhost {}\n", host_node_ms_for(dev.key())) +
                                 (cal ? cal->to_json().dump() + "\n" : std::string());
     std::map<std::string, size_t> index;  // memo key -> index in all
     std::vector<std::string> model_json(gs.size());
@@ -204,7 +208,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
     std::vector<std::unique_ptr<LayerGraph>> built(pending.size());
     for_each_strided(pending.size(), strided_thread_count(pending.size()), [&](size_t i) {
       try {
-        built[i] = std::make_unique<LayerGraph>(build_layer_graph(gs[pending[i].input]->model, pending[i].settings));
+        built[i] =
+            std::make_unique<LayerGraph>(build_layer_graph(gs[pending[i].input]->model, pending[i].settings));
       } catch (const Error&) {
         // not a valid configuration of this model (no bound from it)
       }
@@ -225,7 +230,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
       }
   }
   const double host_ms_per_node = host_node_ms_for(dev.key());
-  const bool unseen = without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
+  const bool unseen =
+      without_layer_rows(dev.key());  // no layer timing of this device trained the layer models
   const bool device_out = uses_device_out(dev.key());
   const IntervalModel* iv = intervals_for(dev.key());
   std::vector<IterationPrediction> out;
@@ -245,8 +251,9 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
     for (int multi : {0, 1}) {
       if (part[multi].empty()) continue;
       const CommModel c = multi ? *comm_given : comm ? *comm : CommModel{};
-      std::vector<IterationPrediction> got = predict_iterations(part[multi], dev, layers, graph_for(dev.key()), c, 256,
-                                                                host_ms_per_node, calibration_for(dev.key()));
+      std::vector<IterationPrediction> got =
+          predict_iterations(part[multi], dev, layers, graph_for(dev.key()), c, 256, host_ms_per_node,
+                             calibration_for(dev.key()));
       for (size_t i = 0; i < got.size(); ++i) out[at[multi][i]] = std::move(got[i]);
     }
   }
@@ -254,9 +261,11 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
     p.device_out_refinement = device_out && p.refined;
     if (!iv || !p.refined) continue;
     if (unseen && dev.kind == "cpu") {
-      p.no_interval = "no calibrated interval for a CPU whose layer timings are not in the bundle: held out, such "
-                      "CPUs fell outside the 95 % interval (docs/predict.md, \"Intervals and the out-of-domain flag\"); time its layers "
-                      "(`bench layers`) and train with them, or anchor on measured runs (--anchor)";
+      p.no_interval =
+          "no calibrated interval for a CPU whose layer timings are not in the bundle: held out, such "
+          "CPUs fell outside the 95 % interval (docs/predict.md, \"Intervals and the out-of-domain flag\"); "
+          "time its layers "
+          "(`bench layers`) and train with them, or anchor on measured runs (--anchor)";
       continue;
     }
     const Interval a = iv->at(p.t_iter_ms, p.ood_distance, 0.80, p.t_sum_ms, unseen);
@@ -317,7 +326,8 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
         for (size_t k : ks) {
           if (axis(best) < axis(k)) {
             const MemoValue v = memo_value(out[best]);
-            raise_to(out[k], v.t_iter_ms, &v, fmt::format("monotone: {} {}", batch_axis ? "batch" : "seq", axis(best)));
+            raise_to(out[k], v.t_iter_ms, &v,
+                     fmt::format("monotone: {} {}", batch_axis ? "batch" : "seq", axis(best)));
           }
           if (out[k].t_iter_ms >= out[best].t_iter_ms) best = k;
         }
@@ -336,7 +346,8 @@ std::vector<std::string> Bundle::out_of_range(const IterationPrediction& p) cons
     if (it == global_ranges.end()) continue;
     const double v = p.global_features[i], lo = it->second.first, hi = it->second.second;
     const double tol = 1e-6 * std::max(1.0, std::abs(hi - lo));
-    if (v < lo - tol || v > hi + tol) out.push_back(fmt::format("{}={:.4g} outside [{:.4g}, {:.4g}]", names[i], v, lo, hi));
+    if (v < lo - tol || v > hi + tol)
+      out.push_back(fmt::format("{}={:.4g} outside [{:.4g}, {:.4g}]", names[i], v, lo, hi));
   }
   return out;
 }
@@ -351,14 +362,15 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
 
   // Layer models: the stores' isolated layer rows (+ in-model node times).
   TrainingData data = load_training_data(o.dbs, {}, o.layer_max_cv);
-  SCALEDL_CHECK(!data.rows.empty(), "--db={}: the store(s) hold no ok layer rows to train the layer models on",
-                o.dbs.front());
+  SCALEDL_CHECK(!data.rows.empty(),
+                "--db={}: the store(s) hold no ok layer rows to train the layer models on", o.dbs.front());
   std::vector<LayerSample> samples = samples_from_measurements(data.rows, data.devices);
   std::map<std::string, int64_t> layer_row_devices;  // isolated layer samples per device
   for (const auto& smp : samples) ++layer_row_devices[smp.device];
   SCALEDL_CHECK(!o.device_crossfit || o.graph, "--device-crossfit trains a refinement: drop --no-graph");
   SCALEDL_CHECK(!o.device_crossfit || layer_row_devices.size() >= 3,
-                "--device-crossfit needs layer rows of >= 3 devices (the stores have {})", layer_row_devices.size());
+                "--device-crossfit needs layer rows of >= 3 devices (the stores have {})",
+                layer_row_devices.size());
   if (!o.in_model_dbs.empty()) {
     SCALEDL_CHECK(o.crossfit_folds >= 2, "--crossfit-folds={} must be >= 2", o.crossfit_folds);
     auto im = load_in_model_samples(o.in_model_dbs, data.devices);
@@ -407,10 +419,11 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
       if (it != host.end()) apply_host_term(graphs[i], it->second);
     }
   }
-  SCALEDL_CHECK(!o.graph || !graphs.empty(),
-                "--db={}: the store(s) hold no ok model runs to train the graph refinement on (use --no-graph for "
-                "layer models alone)",
-                o.dbs.front());
+  SCALEDL_CHECK(
+      !o.graph || !graphs.empty(),
+      "--db={}: the store(s) hold no ok model runs to train the graph refinement on (use --no-graph for "
+      "layer models alone)",
+      o.dbs.front());
 
   // Write into a temporary sibling; rename at the end (fs_util.hpp).
   const fs::path tmp = stage.path();
@@ -440,21 +453,23 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
       tmin = std::min(tmin, g.target_ms);
       tmax = std::max(tmax, g.target_ms);
     }
-    manifest["training"] = {{"stores", o.dbs},
-                            {"in_model_stores", o.in_model_dbs},
-                            {"layer_rows", data.rows.size()},
-                            {"layer_samples", samples.size()},
-                            {"model_runs", graphs.size()},
-                            {"layer_times", o.in_model_dbs.empty() ? "isolated layer rows"
-                                                                   : fmt::format("cross-fitted over {} folds of the runs",
-                                                                                 o.crossfit_folds)},
-                            {"max_cv", o.max_cv},
-                            {"runs_per_family", per_family},
-                            {"run_devices", std::vector<std::string>(run_devices.begin(), run_devices.end())},
-                            {"layer_row_devices", layer_row_devices},
-                            {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
-                            {"global_feature_ranges", rj}};
-    if (o.layer_max_cv > 0) manifest["training"]["layer_max_cv"] = o.layer_max_cv;  // absent: ok layer rows only
+    manifest["training"] = {
+        {"stores", o.dbs},
+        {"in_model_stores", o.in_model_dbs},
+        {"layer_rows", data.rows.size()},
+        {"layer_samples", samples.size()},
+        {"model_runs", graphs.size()},
+        {"layer_times", o.in_model_dbs.empty()
+                            ? "isolated layer rows"
+                            : fmt::format("cross-fitted over {} folds of the runs", o.crossfit_folds)},
+        {"max_cv", o.max_cv},
+        {"runs_per_family", per_family},
+        {"run_devices", std::vector<std::string>(run_devices.begin(), run_devices.end())},
+        {"layer_row_devices", layer_row_devices},
+        {"t_iter_ms_range", graphs.empty() ? nlohmann::json() : nlohmann::json({tmin, tmax})},
+        {"global_feature_ranges", rj}};
+    if (o.layer_max_cv > 0)
+      manifest["training"]["layer_max_cv"] = o.layer_max_cv;  // absent: ok layer rows only
     if (o.host_term) {
       nlohmann::json hj = nlohmann::json::object();
       for (const auto& [k, d] : host) {
@@ -480,7 +495,8 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
         lgs.reserve(runs.size());
         std::vector<DeviceOutRun> dor;
         for (const auto& r : runs) lgs.push_back(run_layer_graph(r));
-        for (size_t i = 0; i < runs.size(); ++i) dor.push_back({&lgs[i], runs[i].run.device, runs[i].run.iter.median_ms});
+        for (size_t i = 0; i < runs.size(); ++i)
+          dor.push_back({&lgs[i], runs[i].run.device, runs[i].run.iter.median_ms});
         ds = device_out_spread(dor, samples, data.devices, o.layers, &fold_models);
       }
       auto with_spread = [&](IntervalModel& m) {
@@ -510,37 +526,46 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
           gdo.push_back(run_graph_features(runs[i], *m, data.devices, comm));
           ++from_fold;
         }
-        SCALEDL_CHECK(gdo.size() >= 2,
-                      "--device-crossfit: {} of {} runs have layer times from models without their device (a layer "
-                      "model only their own device's rows give leaves the rest out); it needs >= 2",
-                      gdo.size(), runs.size());
+        SCALEDL_CHECK(
+            gdo.size() >= 2,
+            "--device-crossfit: {} of {} runs have layer times from models without their device (a layer "
+            "model only their own device's rows give leaves the rest out); it needs >= 2",
+            gdo.size(), runs.size());
         GnnTrainReport rdo;
         GraphPredictor gpdo = GraphPredictor::train(gdo, o.gnn, o.gnn_train, &rdo);
         IntervalModel ivdo = calibrate_intervals(gdo, o.gnn, o.gnn_train, rdo);
         with_spread(ivdo);
         nlohmann::json rj = rdo.to_json();
         if (o.reproducible) rj.erase("seconds");
-        nlohmann::json gj = {{"file", kGraphDeviceOutFile},
-                             {"report", rj},
-                             {"runs", {{"device_out", from_fold}, {"device_without_layer_rows", no_rows},
-                                       {"left_out", left_out}}},
-                             {"note", "trained on layer times from models without the run's own device: predicts "
-                                      "the devices without layer timings in this bundle (docs/unseen-gpu.md)"}};
+        nlohmann::json gj = {
+            {"file", kGraphDeviceOutFile},
+            {"report", rj},
+            {"runs",
+             {{"device_out", from_fold}, {"device_without_layer_rows", no_rows}, {"left_out", left_out}}},
+            {"note",
+             "trained on layer times from models without the run's own device: predicts "
+             "the devices without layer timings in this bundle (docs/unseen-gpu.md)"}};
         if (ivdo.valid()) gj["intervals"] = ivdo.to_json();
         gpdo.save((tmp / kGraphDeviceOutFile).string(), {{"bundle", true}});
         manifest["graph_device_out"] = gj;
       }
       nlohmann::json grep = rep.to_json();
       if (o.reproducible) grep.erase("seconds");
-      nlohmann::json g = {{"file", kGraphFile}, {"config", o.gnn.to_json()}, {"report", grep},
+      nlohmann::json g = {{"file", kGraphFile},
+                          {"config", o.gnn.to_json()},
+                          {"report", grep},
                           {"train_options", o.gnn_train.to_json()}};
       if (iv.valid()) g["intervals"] = iv.to_json();
       if (o.folds > 0) {
-        SCALEDL_CHECK(static_cast<size_t>(o.folds) <= graphs.size(), "--folds={} but there are only {} model runs",
-                      o.folds, graphs.size());
+        SCALEDL_CHECK(static_cast<size_t>(o.folds) <= graphs.size(),
+                      "--folds={} but there are only {} model runs", o.folds, graphs.size());
         GnnCvReport cv = cross_validate_graphs(graphs, o.gnn, o.gnn_train, o.folds);
-        g["cv"] = {{"folds", cv.folds}, {"mre_before", cv.mre_before}, {"mre", cv.mre}, {"fold_mre", cv.fold_mre},
-                   {"note", "k-fold over the training runs: inside the training distribution (see scaledl eval)"}};
+        g["cv"] = {
+            {"folds", cv.folds},
+            {"mre_before", cv.mre_before},
+            {"mre", cv.mre},
+            {"fold_mre", cv.fold_mre},
+            {"note", "k-fold over the training runs: inside the training distribution (see scaledl eval)"}};
       }
       gp.save((tmp / kGraphFile).string(), {{"bundle", true}});
       manifest["graph"] = g;
@@ -551,15 +576,17 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
       if (ms.size() >= 10) {
         const MemoryCorrection mc = MemoryCorrection::train(ms, /*direct=*/false, o.gnn_train.seed);
         write_json_file((tmp / kMemoryFile).string(), mc.to_json());
-        manifest["memory"] = {{"file", kMemoryFile},
-                              {"runs", ms.size()},
-                              {"stores", o.memory_dbs.empty() ? o.dbs : o.memory_dbs},
-                              {"device_kinds", mc.device_kinds()},
-                              {"oof_mre", mc.oof_mre()},
-                              {"note", "5-fold out-of-fold error on the training runs (see scaledl eval memory)"}};
+        manifest["memory"] = {
+            {"file", kMemoryFile},
+            {"runs", ms.size()},
+            {"stores", o.memory_dbs.empty() ? o.dbs : o.memory_dbs},
+            {"device_kinds", mc.device_kinds()},
+            {"oof_mre", mc.oof_mre()},
+            {"note", "5-fold out-of-fold error on the training runs (see scaledl eval memory)"}};
       } else {
-        manifest["memory"] = {{"runs", ms.size()},
-                              {"note", "fewer than 10 runs with a measured peak: predict uses the analytic estimate"}};
+        manifest["memory"] = {
+            {"runs", ms.size()},
+            {"note", "fewer than 10 runs with a measured peak: predict uses the analytic estimate"}};
       }
     }
     if (!o.comm.empty()) {
@@ -594,8 +621,6 @@ std::string printable(const std::string& s) {
   for (const unsigned char c : s) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
   return plain ? s : nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
-
-
 
 /// The one checked reader of a bundle manifest (issue #39): every field load_bundle reads
 /// goes through it, and every message names the file and the key path, e.g.
@@ -635,7 +660,8 @@ class Field {
   /// The members of an object, in the manifest's order.
   std::vector<Field> members() const {
     std::vector<Field> out;
-    for (auto it = object().begin(); it != object().end(); ++it) out.emplace_back(*it, *file_, child(it.key()), it.key());
+    for (auto it = object().begin(); it != object().end(); ++it)
+      out.emplace_back(*it, *file_, child(it.key()), it.key());
     return out;
   }
   /// Element i of an array of exactly n elements.
@@ -651,7 +677,8 @@ class Field {
   double num(double lo, double hi, const std::string& unit = "") const {
     if (!v_->is_number()) bad("is not a number");
     const double d = v_->get<double>();
-    if (!(std::isfinite(d) && d >= lo && d <= hi)) bad(fmt::format("is out of range [{}, {}]{}", lo, hi, unit));
+    if (!(std::isfinite(d) && d >= lo && d <= hi))
+      bad(fmt::format("is out of range [{}, {}]{}", lo, hi, unit));
     return d;
   }
   int64_t integer(int64_t lo, int64_t hi) const {
@@ -691,7 +718,8 @@ class Field {
 /// manifest, which checksums the folder's model files). Returns root / path.
 fs::path bundle_path(const Field& f, const fs::path& root, const std::set<std::string>& listed, bool folder) {
   const std::string rel = f.str();
-  if (const std::string why = path_outside(root, rel, "the bundle"); !why.empty()) f.bad(why + ": a bundle's files stay inside it");
+  if (const std::string why = path_outside(root, rel, "the bundle"); !why.empty())
+    f.bad(why + ": a bundle's files stay inside it");
   const fs::path norm = fs::path(rel).lexically_normal();
   const std::string want = (folder ? (norm / "manifest.json").lexically_normal() : norm).generic_string();
   if (!listed.count(want))
@@ -709,20 +737,22 @@ Bundle load_bundle(const std::string& dir) {
   {
     const std::string kind = file_kind(mp);
     SCALEDL_CHECK(kind != "missing", "--bundle={}: manifest.json is missing", dir);
-    SCALEDL_CHECK(kind == "a regular file", "--bundle={}: manifest.json is {}, not a regular file", dir, kind);
+    SCALEDL_CHECK(kind == "a regular file", "--bundle={}: manifest.json is {}, not a regular file", dir,
+                  kind);
   }
   Bundle b;
   b.manifest = read_json_file(mpath);
   const Field m(b.manifest, mpath, "");
-  SCALEDL_CHECK(b.manifest.is_object(), "{}: {} is not a bundle manifest (a JSON object)", mpath, show(b.manifest));
+  SCALEDL_CHECK(b.manifest.is_object(), "{}: {} is not a bundle manifest (a JSON object)", mpath,
+                show(b.manifest));
   {
     const std::optional<Field> f = m.find("format");
     SCALEDL_CHECK(f && f->json() == kBundleFormat, "{}: format={} is not \"{}\"", mpath,
                   f ? show(f->json()) : "(none)", kBundleFormat);
     const std::optional<Field> v = m.find("format_version");
     SCALEDL_CHECK(v && v->json().is_number_integer() && v->json() == kBundleFormatVersion,
-                  "{}: format_version={} but this scaledl reads version {}", mpath, v ? show(v->json()) : "(none)",
-                  kBundleFormatVersion);
+                  "{}: format_version={} but this scaledl reads version {}", mpath,
+                  v ? show(v->json()) : "(none)", kBundleFormatVersion);
   }
 
   // Every field first (cheap), then the checksums, then the models.
@@ -758,7 +788,8 @@ Bundle load_bundle(const std::string& dir) {
     if (const std::optional<Field> iv = g->find("intervals"))
       b.intervals_device_out = IntervalModel::from_json(iv->json(), mpath + ": graph_device_out.intervals");
   }
-  if (const std::optional<Field> c = m.find("comm")) comm_file = bundle_path(c->at("file"), root, listed, false);
+  if (const std::optional<Field> c = m.find("comm"))
+    comm_file = bundle_path(c->at("file"), root, listed, false);
   if (const std::optional<Field> mem = m.find("memory"))
     if (const std::optional<Field> f = mem->find("file")) memory_file = bundle_path(*f, root, listed, false);
   if (const std::optional<Field> host = m.find("host")) {
@@ -766,10 +797,11 @@ Bundle load_bundle(const std::string& dir) {
     for (const Field& d : host->members()) {
       const nlohmann::json& v = d.at("node_ms").json();
       const double ms = v.is_number() ? v.get<double>() : NAN;
-      SCALEDL_CHECK(std::isfinite(ms) && ms > 0 && ms <= 1e3,
-                    "{}: host.{}.node_ms={} must be a number > 0 and at most 1000 ms (the host's cost per graph node; "
-                    "--host-node-us allows 1e6 us)",
-                    mpath, d.name(), show(v));
+      SCALEDL_CHECK(
+          std::isfinite(ms) && ms > 0 && ms <= 1e3,
+          "{}: host.{}.node_ms={} must be a number > 0 and at most 1000 ms (the host's cost per graph node; "
+          "--host-node-us allows 1e6 us)",
+          mpath, d.name(), show(v));
       b.host_node_ms[d.name()] = ms;
     }
   }
@@ -781,7 +813,8 @@ Bundle load_bundle(const std::string& dir) {
         if (std::find(names.begin(), names.end(), f.name()) == names.end())
           f.bad("is the range of no global feature of this build (retrain the bundle)");
         // The features are logarithms, shares and flags: |x| <= 1e3 holds every real one.
-        const double lo = f.item(0, 2, "[lo, hi]").num(-1e3, 1e3), hi = f.item(1, 2, "[lo, hi]").num(-1e3, 1e3);
+        const double lo = f.item(0, 2, "[lo, hi]").num(-1e3, 1e3),
+                     hi = f.item(1, 2, "[lo, hi]").num(-1e3, 1e3);
         if (lo > hi) f.bad("is not [lo, hi] with lo <= hi");
         b.global_ranges[f.name()] = {lo, hi};
       }
@@ -795,22 +828,26 @@ Bundle load_bundle(const std::string& dir) {
     const fs::path p = root / rel;
     const std::string kind = file_kind(p);
     SCALEDL_CHECK(kind != "missing", "--bundle={}: file {} is missing", dir, printable(rel));
-    SCALEDL_CHECK(kind == "a regular file", "--bundle={}: file {} is {}, not a regular file", dir, printable(rel), kind);
+    SCALEDL_CHECK(kind == "a regular file", "--bundle={}: file {} is {}, not a regular file", dir,
+                  printable(rel), kind);
     const std::string got = sha256_file(p.string());
-    SCALEDL_CHECK(got == sha, "--bundle={}: file {} has SHA-256 {} but the manifest says {} (altered or truncated)",
-                  dir, printable(rel), got.substr(0, 16), sha.substr(0, 16));
+    SCALEDL_CHECK(got == sha,
+                  "--bundle={}: file {} has SHA-256 {} but the manifest says {} (altered or truncated)", dir,
+                  printable(rel), got.substr(0, 16), sha.substr(0, 16));
   }
 
   b.layers = LayerPredictor::load(layers_dir.string());
   if (graph_file) b.graph = GraphPredictor::load(graph_file->string());
   if (graph_device_out_file) b.graph_device_out = GraphPredictor::load(graph_device_out_file->string());
   if (comm_file) b.comm = load_comm_model(comm_file->string());
-  if (memory_file) b.memory = MemoryCorrection::from_json(read_json_file(memory_file->string()), memory_file->string());
+  if (memory_file)
+    b.memory = MemoryCorrection::from_json(read_json_file(memory_file->string()), memory_file->string());
   return b;
 }
 
 std::optional<int64_t> Bundle::layer_rows_of(const std::string& device_key) const {
-  if (!manifest.contains("training") || !manifest["training"].contains("layer_row_devices")) return std::nullopt;
+  if (!manifest.contains("training") || !manifest["training"].contains("layer_row_devices"))
+    return std::nullopt;
   const auto& m = manifest["training"]["layer_row_devices"];
   if (!m.is_object()) return std::nullopt;
   auto it = m.find(device_key);

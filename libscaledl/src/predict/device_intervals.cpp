@@ -15,7 +15,9 @@ namespace scaledl {
 
 namespace {
 using TypeDir = std::pair<int, int>;
-TypeDir type_dir(LayerType t, Direction d) { return {static_cast<int>(t), static_cast<int>(d)}; }
+TypeDir type_dir(LayerType t, Direction d) {
+  return {static_cast<int>(t), static_cast<int>(d)};
+}
 }  // namespace
 
 double group_weighted_quantile(const std::map<std::string, std::vector<double>>& values, double level) {
@@ -49,7 +51,8 @@ nlohmann::json DeviceSpread::to_json() const {
     per[dev] = {{"runs", r.size()}, {"mre_pct", 100 * ape / n}, {"bias_pct", 100 * bias / n}};
   }
   return {{"method",
-           "leave-one-device-out: |log(measured / T_sum)| of each device's runs with layer models trained without its "
+           "leave-one-device-out: |log(measured / T_sum)| of each device's runs with layer models trained "
+           "without its "
            "samples; devices weighted equally"},
           {"q80", std::isfinite(q80) ? nlohmann::json(q80) : nlohmann::json()},
           {"q95", std::isfinite(q95) ? nlohmann::json(q95) : nlohmann::json()},
@@ -65,13 +68,18 @@ double AnchorFit::half_width(double level) const {
 }
 
 nlohmann::json AnchorFit::to_json() const {
-  return {{"runs", n},         {"log_bias", log_bias}, {"factor", factor()}, {"sd_post", sd_post},
-          {"prior_sd", prior_sd}, {"run_sd", run_sd},
+  return {{"runs", n},
+          {"log_bias", log_bias},
+          {"factor", factor()},
+          {"sd_post", sd_post},
+          {"prior_sd", prior_sd},
+          {"run_sd", run_sd},
           {"method", "normal-normal posterior of the device's log bias (device_intervals.hpp)"}};
 }
 
 AnchorFit fit_anchor(const std::vector<double>& log_residuals, double prior_sd, double run_sd) {
-  SCALEDL_CHECK(std::isfinite(prior_sd) && prior_sd > 0, "anchor: prior sd {} must be > 0 and finite", prior_sd);
+  SCALEDL_CHECK(std::isfinite(prior_sd) && prior_sd > 0, "anchor: prior sd {} must be > 0 and finite",
+                prior_sd);
   SCALEDL_CHECK(std::isfinite(run_sd) && run_sd > 0, "anchor: run sd {} must be > 0 and finite", run_sd);
   AnchorFit a;
   a.prior_sd = prior_sd;
@@ -93,8 +101,8 @@ std::pair<double, double> anchor_sds(const IntervalModel& iv, bool unseen_device
   return {unseen_device && iv.has_unseen() ? iv.unseen_q80 / kZ80 : run_sd, run_sd};
 }
 
-Interval anchored_interval(const IntervalModel& iv, const AnchorFit& a, double pred_ms, double d, double level,
-                           double t_sum_ms) {
+Interval anchored_interval(const IntervalModel& iv, const AnchorFit& a, double pred_ms, double d,
+                           double level, double t_sum_ms) {
   const Interval in = iv.at(pred_ms, d, level, t_sum_ms, /*unseen_device=*/false);
   const double q = std::max(std::log(in.hi / pred_ms), a.half_width(level));
   return {pred_ms * std::exp(-q), pred_ms * std::exp(q)};
@@ -113,7 +121,8 @@ DeviceFold leave_device_out(const std::vector<LayerSample>& samples,
 std::shared_ptr<const LayerPredictor> model_without_device(const std::vector<LayerSample>& samples,
                                                            const std::map<std::string, DeviceRecord>& devices,
                                                            const std::string& device,
-                                                           const TrainOptions& layer_options, LayerModelCache* cache,
+                                                           const TrainOptions& layer_options,
+                                                           LayerModelCache* cache,
                                                            const std::string& cache_key) {
   const std::string key = cache_key + "\n" + device;
   if (cache) {
@@ -135,8 +144,9 @@ bool fold_covers(const LayerGraph& g, const LayerPredictor& full, const LayerPre
 }
 
 DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
-                               const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
-                               LayerModelCache* cache, const std::string& cache_key) {
+                               const std::map<std::string, DeviceRecord>& devices,
+                               const TrainOptions& layer_options, LayerModelCache* cache,
+                               const std::string& cache_key) {
   DeviceSpread out;
   std::map<std::string, std::set<TypeDir>> kinds;  // device -> (type, direction) of its samples
   for (const auto& s : samples) kinds[s.device].insert(type_dir(s.type, s.dir));

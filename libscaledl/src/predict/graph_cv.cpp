@@ -11,7 +11,9 @@
 namespace scaledl {
 
 namespace {
-std::string run_ctx(const InModelRun& r) { return fmt::format("{}: model run '{}'", r.ctx, model_key(r.run)); }
+std::string run_ctx(const InModelRun& r) {
+  return fmt::format("{}: model run '{}'", r.ctx, model_key(r.run));
+}
 }  // namespace
 
 LayerGraph run_layer_graph(const InModelRun& r) {
@@ -42,7 +44,8 @@ GraphFeatures run_graph_features(const InModelRun& r, const LayerPredictor& lp,
 
 void for_each_crossfit_model(const std::vector<std::string>& item_groups, int64_t folds, uint64_t seed,
                              const std::vector<LayerSample>& samples,
-                             const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
+                             const std::map<std::string, DeviceRecord>& devices,
+                             const TrainOptions& layer_options,
                              const std::function<void(size_t, const LayerPredictor&)>& use) {
   const std::vector<int64_t> fold = graph_cv_folds(item_groups.size(), folds, seed);
   std::map<std::string, int64_t> group_fold;

@@ -29,7 +29,8 @@ double IntervalModel::width_scale(double t_sum_ms) const {
   return std::max(s, std::exp(scale_c0 + scale_c1 * std::clamp(u_floor, u_lo, u_hi)));
 }
 
-Interval IntervalModel::at(double pred_ms, double d, double level, double t_sum_ms, bool unseen_device) const {
+Interval IntervalModel::at(double pred_ms, double d, double level, double t_sum_ms,
+                           bool unseen_device) const {
   SCALEDL_CHECK(level == 0.80 || level == 0.95, "interval level {} is not 0.80 or 0.95", level);
   const double widen = 1.0 + (level == 0.80 ? kappa80 : kappa) * std::clamp(d, 0.0, d_max);
   double q = (level == 0.80 ? q80 : q95) * width_scale(t_sum_ms) * widen;
@@ -38,20 +39,21 @@ Interval IntervalModel::at(double pred_ms, double d, double level, double t_sum_
 }
 
 nlohmann::json IntervalModel::to_json() const {
-  nlohmann::json j = {{"method", "split-conformal, |log(measured/predicted)|"},
-          {"n_cal", n_cal},
-          {"q80", q80},
-          {"q95", q95},
-          {"scale_c0", scale_c0},
-          {"scale_c1", scale_c1},
-          {"log_t_sum_range", {u_lo, u_hi}},
-          {"log_t_sum_floor", std::isfinite(u_floor) ? nlohmann::json(u_floor) : nlohmann::json()},
-          {"kappa80", kappa80},
-          {"kappa", kappa},
-          {"kappa_min", kappa_min},
-          {"n_extrapolation", n_extrapolation},
-          {"d_max", d_max},
-          {"source", source}};
+  nlohmann::json j = {
+      {"method", "split-conformal, |log(measured/predicted)|"},
+      {"n_cal", n_cal},
+      {"q80", q80},
+      {"q95", q95},
+      {"scale_c0", scale_c0},
+      {"scale_c1", scale_c1},
+      {"log_t_sum_range", {u_lo, u_hi}},
+      {"log_t_sum_floor", std::isfinite(u_floor) ? nlohmann::json(u_floor) : nlohmann::json()},
+      {"kappa80", kappa80},
+      {"kappa", kappa},
+      {"kappa_min", kappa_min},
+      {"n_extrapolation", n_extrapolation},
+      {"d_max", d_max},
+      {"source", source}};
   if (has_unseen()) {
     j["unseen_device"] = unseen_info.is_object() ? unseen_info : nlohmann::json::object();
     j["unseen_device"]["q80"] = unseen_q80;
@@ -95,21 +97,24 @@ IntervalModel IntervalModel::from_json(const nlohmann::json& j, const std::strin
     m.unseen_q80 = get_num_or(u, "q80", uctx, 0, 50, NAN);
     m.unseen_q95 = get_num_or(u, "q95", uctx, 0, 50, NAN);
     SCALEDL_CHECK(std::isfinite(m.unseen_q80) && std::isfinite(m.unseen_q95) && m.unseen_q80 <= m.unseen_q95,
-                  "{}: q80={} and q95={} must be given, finite and q80 <= q95", uctx, m.unseen_q80, m.unseen_q95);
+                  "{}: q80={} and q95={} must be given, finite and q80 <= q95", uctx, m.unseen_q80,
+                  m.unseen_q95);
     m.unseen_info = u;
   }
   // The widest interval the model gives (the largest size scale over its T_sum range, the
   // largest distance): each field in range may still combine into a width that overflows
   // (issue #39). A log half-width beyond 100 (a factor 2.7e43) is no interval.
   {
-    const double log_scale = m.scale_c0 == 0 && m.scale_c1 == 0 ? 0.0
-                                                                : m.scale_c0 + std::max(m.scale_c1 * m.u_lo, m.scale_c1 * m.u_hi);
+    const double log_scale = m.scale_c0 == 0 && m.scale_c1 == 0
+                                 ? 0.0
+                                 : m.scale_c0 + std::max(m.scale_c1 * m.u_lo, m.scale_c1 * m.u_hi);
     const double widest = std::max(m.q80 * (1 + m.kappa80 * m.d_max), m.q95 * (1 + m.kappa * m.d_max)) *
                           std::exp(std::min(log_scale, 700.0));
-    SCALEDL_CHECK(widest <= 100,
-                  "{}: q95={}, kappa={}, d_max={}, scale_c0={}, scale_c1={} give a 95 % interval of a factor e^{:.4g} "
-                  "either way; more than e^100 is no interval",
-                  ctx, m.q95, m.kappa, m.d_max, m.scale_c0, m.scale_c1, widest);
+    SCALEDL_CHECK(
+        widest <= 100,
+        "{}: q95={}, kappa={}, d_max={}, scale_c0={}, scale_c1={} give a 95 % interval of a factor e^{:.4g} "
+        "either way; more than e^100 is no interval",
+        ctx, m.q95, m.kappa, m.d_max, m.scale_c0, m.scale_c1, widest);
   }
   return m;
 }
@@ -149,7 +154,8 @@ IntervalModel calibrate_from_residuals(const std::vector<double>& res, const std
                                        double kappa_min) {
   IntervalModel m;
   m.kappa_min = m.kappa = m.kappa80 = kappa_min;
-  SCALEDL_CHECK(res.size() == tsum.size(), "calibrate_from_residuals: {} residuals, {} run sizes", res.size(), tsum.size());
+  SCALEDL_CHECK(res.size() == tsum.size(), "calibrate_from_residuals: {} residuals, {} run sizes", res.size(),
+                tsum.size());
   // Scale by size: least squares of log |r| on log T_sum (at least 10 runs and some spread).
   if (res.size() >= 10) {
     double su = 0, sy = 0, suu = 0, suy = 0, lo = INFINITY, hi = -INFINITY;
@@ -186,7 +192,8 @@ IntervalModel calibrate_from_residuals(const std::vector<double>& res, const std
 }
 
 IntervalModel calibrate_intervals(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
-                                  const GnnTrainOptions& opt, const GnnTrainReport& report, double kappa_min) {
+                                  const GnnTrainOptions& opt, const GnnTrainReport& report,
+                                  double kappa_min) {
   SCALEDL_CHECK(kappa_min >= 0 && std::isfinite(kappa_min), "kappa_min={} must be >= 0", kappa_min);
   IntervalModel m;
   m.kappa_min = kappa_min;
@@ -198,7 +205,8 @@ IntervalModel calibrate_intervals(const std::vector<GraphFeatures>& graphs, cons
     // Too few validation runs for the 95 % level: 5-fold cross-validated residuals of all runs.
     GnnTrainOptions o = opt;
     o.on_epoch = nullptr;
-    const GnnCvReport cv = cross_validate_graphs(graphs, cfg, o, std::min<int64_t>(5, static_cast<int64_t>(graphs.size())));
+    const GnnCvReport cv =
+        cross_validate_graphs(graphs, cfg, o, std::min<int64_t>(5, static_cast<int64_t>(graphs.size())));
     res.clear();
     tsum.clear();
     for (size_t i = 0; i < cv.pred_ms.size(); ++i) {
@@ -235,7 +243,8 @@ IntervalModel calibrate_intervals(const std::vector<GraphFeatures>& graphs, cons
   m.kappa = fit_kappa(r, p.ood_distance, m.q95, 0.95, kappa_min);
   m.d_max = std::max(1.0, *std::max_element(p.ood_distance.begin(), p.ood_distance.end()));
   m.n_extrapolation = static_cast<int64_t>(large.size());
-  m.source += fmt::format("; kappa from an extrapolation split (70 % smallest T_sum -> {} largest)", large.size());
+  m.source +=
+      fmt::format("; kappa from an extrapolation split (70 % smallest T_sum -> {} largest)", large.size());
   return m;
 }
 

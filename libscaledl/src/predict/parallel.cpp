@@ -5,15 +5,17 @@
 #include <algorithm>
 #include <cmath>
 
-#include "scaledl/predict/bundle.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/predict/bundle.hpp"
 
 namespace scaledl {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 /// Forward time of the graph's transformer blocks over all its forward time,
 /// by FLOP (what recomputation runs again: the blocks, not the embedding or the head).
@@ -50,8 +52,9 @@ void compose_totals(ParallelPrediction& r) {
 }  // namespace
 
 double host_node_ms_of_us(double us) {
-  SCALEDL_CHECK(std::isfinite(us) && us >= 0 && us <= 1e6,
-                "--host-node-us={} must be a number in [0, 1e6] (the host's cost per graph node, microseconds)", us);
+  SCALEDL_CHECK(
+      std::isfinite(us) && us >= 0 && us <= 1e6,
+      "--host-node-us={} must be a number in [0, 1e6] (the host's cost per graph node, microseconds)", us);
   return us / 1e3;
 }
 
@@ -62,37 +65,42 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   // Every degree is range-checked before any product of them (tp x pp of 2^32 each wraps to 0).
   SCALEDL_CHECK(c.tp >= 1 && c.tp <= c.gpus, "--tp={} must be in [1, --gpus={}]", c.tp, c.gpus);
   SCALEDL_CHECK(c.pp >= 1 && c.pp <= c.gpus, "--pp={} must be in [1, --gpus={}]", c.pp, c.gpus);
-  SCALEDL_CHECK(c.microbatches >= 1 && c.microbatches <= (int64_t{1} << 24), "--microbatches={} must be in [1, 2^24]",
-                c.microbatches);
-  SCALEDL_CHECK(c.gpus % (c.tp * c.pp) == 0, "--gpus={} is not a multiple of --tp x --pp = {} x {}", c.gpus, c.tp,
-                c.pp);
+  SCALEDL_CHECK(c.microbatches >= 1 && c.microbatches <= (int64_t{1} << 24),
+                "--microbatches={} must be in [1, 2^24]", c.microbatches);
+  SCALEDL_CHECK(c.gpus % (c.tp * c.pp) == 0, "--gpus={} is not a multiple of --tp x --pp = {} x {}", c.gpus,
+                c.tp, c.pp);
   SCALEDL_CHECK(c.zero >= 0 && c.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", c.zero);
   SCALEDL_CHECK(c.microbatches >= 1, "--microbatches={} must be >= 1", c.microbatches);
   host_node_ms_of_us(c.host_node_ms * 1e3);
   SCALEDL_CHECK(s.batch % c.microbatches == 0,
                 "--microbatches={} does not divide --batch={} (the samples of one data-parallel replica)",
                 c.microbatches, s.batch);
-  SCALEDL_CHECK(m.num_heads % c.tp == 0, "--tp={} does not divide num_attention_heads={} of {}", c.tp, m.num_heads,
-                m.name);
+  SCALEDL_CHECK(m.num_heads % c.tp == 0, "--tp={} does not divide num_attention_heads={} of {}", c.tp,
+                m.num_heads, m.name);
   SCALEDL_CHECK(m.num_kv_heads % c.tp == 0, "--tp={} does not divide num_key_value_heads={} of {}", c.tp,
                 m.num_kv_heads, m.name);
-  SCALEDL_CHECK(m.ffn_dim % c.tp == 0, "--tp={} does not divide the FFN size {} of {}", c.tp, m.ffn_dim, m.name);
+  SCALEDL_CHECK(m.ffn_dim % c.tp == 0, "--tp={} does not divide the FFN size {} of {}", c.tp, m.ffn_dim,
+                m.name);
   SCALEDL_CHECK(m.num_experts == 0 || c.tp == 1,
-                "--tp={}: tensor parallelism of mixture-of-experts layers is not modelled (use expert parallelism, --ep)",
+                "--tp={}: tensor parallelism of mixture-of-experts layers is not modelled (use expert "
+                "parallelism, --ep)",
                 c.tp);
   SCALEDL_CHECK(c.ep >= 1, "--ep={} must be >= 1", c.ep);
-  SCALEDL_CHECK(c.ep == 1 || m.num_experts > 0, "--ep={}: {} has no mixture of experts to spread", c.ep, m.name);
-  SCALEDL_CHECK(m.num_experts == 0 || m.num_experts % c.ep == 0, "--ep={} does not divide the {} experts of {}", c.ep,
-                m.num_experts, m.name);
-  SCALEDL_CHECK((c.gpus / (c.tp * c.pp)) % c.ep == 0,
-                "--ep={} does not divide the data-parallel ways {} (--gpus / (--tp x --pp)): expert-parallel ranks are "
-                "data-parallel ranks",
-                c.ep, c.gpus / (c.tp * c.pp));
+  SCALEDL_CHECK(c.ep == 1 || m.num_experts > 0, "--ep={}: {} has no mixture of experts to spread", c.ep,
+                m.name);
+  SCALEDL_CHECK(m.num_experts == 0 || m.num_experts % c.ep == 0,
+                "--ep={} does not divide the {} experts of {}", c.ep, m.num_experts, m.name);
+  SCALEDL_CHECK(
+      (c.gpus / (c.tp * c.pp)) % c.ep == 0,
+      "--ep={} does not divide the data-parallel ways {} (--gpus / (--tp x --pp)): expert-parallel ranks are "
+      "data-parallel ranks",
+      c.ep, c.gpus / (c.tp * c.pp));
   const int64_t layers = m.num_layers + m.num_decoder_layers;
   SCALEDL_CHECK(c.pp <= layers, "--pp={} is larger than the {} layers of {}", c.pp, layers, m.name);
-  SCALEDL_CHECK(c.pp == 1 || m.arch != Arch::EncoderDecoder,
-                "--pp={}: pipeline stages of encoder-decoder models are not modelled (encoder-only or decoder-only)",
-                c.pp);
+  SCALEDL_CHECK(
+      c.pp == 1 || m.arch != Arch::EncoderDecoder,
+      "--pp={}: pipeline stages of encoder-decoder models are not modelled (encoder-only or decoder-only)",
+      c.pp);
   SCALEDL_CHECK(run_mode(s) != RunMode::Inference || !c.is_parallel(),
                 "--mode=inference: parallel inference is not modelled (train or fwd-bwd)");
   ParallelPlan p;
@@ -111,7 +119,8 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   if (m.vocab_size > 0) st.vocab_size = ceil_div(m.vocab_size, c.tp);
   st.num_layers = p.layers_per_stage;
   st.expert_shards = c.ep;
-  if (m.first_dense_layers > 0)  // the slowest stage: the sparse layers' (DeepSeek's dense ones sit in the first)
+  if (m.first_dense_layers >
+      0)  // the slowest stage: the sparse layers' (DeepSeek's dense ones sit in the first)
     st.first_dense_layers = c.pp > 1 ? 0 : m.first_dense_layers;
   st.name = fmt::format("{} [1/{} tensor shard, {} layers]", m.name, c.tp, p.layers_per_stage);
   validate_model_spec(st, st.name);
@@ -167,11 +176,13 @@ nlohmann::json ParallelPlan::to_json() const {
 }
 
 nlohmann::json ParallelPrediction::to_json() const {
-  nlohmann::json j = {{"plan", plan.to_json()},        {"t_fwd_ms", t_fwd_ms},           {"t_bwd_ms", t_bwd_ms},
-                      {"t_recompute_ms", t_recompute_ms}, {"t_tp_ms", t_tp_ms},         {"t_ep_ms", t_ep_ms},
-                      {"t_p2p_ms", t_p2p_ms},
-                      {"t_pipeline_ms", t_pipeline_ms}, {"t_bubble_ms", t_bubble_ms},    {"t_dp_ms", t_dp_ms},
-                      {"t_opt_ms", t_opt_ms},           {"slot_nodes", slot_nodes},      {"t_iter_ms", t_iter_ms}};
+  nlohmann::json j = {{"plan", plan.to_json()},     {"t_fwd_ms", t_fwd_ms},
+                      {"t_bwd_ms", t_bwd_ms},       {"t_recompute_ms", t_recompute_ms},
+                      {"t_tp_ms", t_tp_ms},         {"t_ep_ms", t_ep_ms},
+                      {"t_p2p_ms", t_p2p_ms},       {"t_pipeline_ms", t_pipeline_ms},
+                      {"t_bubble_ms", t_bubble_ms}, {"t_dp_ms", t_dp_ms},
+                      {"t_opt_ms", t_opt_ms},       {"slot_nodes", slot_nodes},
+                      {"t_iter_ms", t_iter_ms}};
   if (single_gpu_ms > 0) {
     j["single_gpu_ms"] = single_gpu_ms;
     j["anchor_factor"] = anchor_factor;
@@ -195,7 +206,9 @@ HostRun ParallelPrediction::host_run(const std::string& device, double measured_
   return h;
 }
 
-double ParallelPrediction::iter_ms(double host_node_ms) const { return host_run("", 0).composed_ms(host_node_ms); }
+double ParallelPrediction::iter_ms(double host_node_ms) const {
+  return host_run("", 0).composed_ms(host_node_ms);
+}
 
 ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                     const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
@@ -205,7 +218,8 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   const ParallelPlan& p = r.plan;
   const bool multi = c.gpus > 1;
   SCALEDL_CHECK(!multi || intra.bandwidth_Bps > 0,
-                "--gpus={} needs a collective calibration (--comm FILE, or a bundle trained with --comm)", c.gpus);
+                "--gpus={} needs a collective calibration (--comm FILE, or a bundle trained with --comm)",
+                c.gpus);
   // One micro-batch of the slowest stage: the layer models' sums by direction
   // (the graph refinement was trained on whole single-GPU models, not on shards).
   const LayerGraph g = build_layer_graph(p.stage, p.micro);
@@ -220,7 +234,8 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     // B the calibrated bus bandwidth: what nccl-tests reports for all three on one NVSwitch node.
     const CommModel& ec = p.ep_inter_node ? inter : intra;
     const CommFactors f = comm_factors("allgather", CommForm::Ring, c.ep);
-    r.t_ep_ms = static_cast<double>(p.ep_alltoalls) * (f.a * p.ep_bytes / ec.bandwidth_Bps + f.c * ec.gamma_s) * 1e3;
+    r.t_ep_ms =
+        static_cast<double>(p.ep_alltoalls) * (f.a * p.ep_bytes / ec.bandwidth_Bps + f.c * ec.gamma_s) * 1e3;
   }
   if (c.pp > 1) {
     // Stages spread over nodes when one node cannot hold the tp x pp ranks of a replica.
@@ -233,12 +248,14 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   r.slot_nodes = static_cast<double>(g.nodes.size()) + static_cast<double>(p.tp_allreduces) +
                  static_cast<double>(p.ep_alltoalls) + (c.pp > 1 ? 2.0 : 0.0);
   if (c.recompute)
-    for (const LayerNode& n : g.nodes) r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
+    for (const LayerNode& n : g.nodes)
+      r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
   r.t_host_ms = r.slot_nodes * c.host_node_ms;
   if (p.dp > 1) {
     const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : intra;
-    // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the weights.
-    // Under expert parallelism the experts' gradients are all-reduced over the dp / ep replicas of each expert.
+    // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the
+    // weights. Under expert parallelism the experts' gradients are all-reduced over the dp / ep replicas of
+    // each expert.
     const double dense = p.grad_bytes - p.expert_grad_bytes;
     const double t = c.ep == 1 ? dc.time_s(p.grad_bytes, p.dp)
                                : (dense > 0 ? dc.time_s(dense, p.dp) : 0) +
@@ -257,24 +274,28 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   return r;
 }
 
-double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev) {
+double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                               const DeviceRecord& dev) {
   TrainSettings one = s;
   one.num_devices = 1;
   return b.predict(build_layer_graph(m, one), dev, /*physics=*/true).t_iter_ms;
 }
 
-SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev,
-                                  double host_node_ms) {
+SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                  const DeviceRecord& dev, double host_node_ms) {
   ParallelConfig c1;  // the same replica on one GPU: no collective is priced
   c1.host_node_ms = host_node_ms;
-  return {single_gpu_iteration_ms(b, m, s, dev), predict_parallel(b, m, s, c1, dev, CommModel{}, CommModel{})};
+  return {single_gpu_iteration_ms(b, m, s, dev),
+          predict_parallel(b, m, s, c1, dev, CommModel{}, CommModel{})};
 }
 
 ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
-                                             const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
-                                             const CommModel& inter, const SingleGpuAnchor* anchor) {
+                                             const ParallelConfig& c, const DeviceRecord& dev,
+                                             const CommModel& intra, const CommModel& inter,
+                                             const SingleGpuAnchor* anchor) {
   ParallelPrediction r = predict_parallel(b, m, s, c, dev, intra, inter);
-  const bool alone = c.gpus == 1 && c.tp == 1 && c.pp == 1 && c.ep == 1 && c.microbatches == 1 && !c.recompute;
+  const bool alone =
+      c.gpus == 1 && c.tp == 1 && c.pp == 1 && c.ep == 1 && c.microbatches == 1 && !c.recompute;
   SingleGpuAnchor own;
   if (!anchor) {
     if (alone)

@@ -24,16 +24,18 @@ double bound_gflops(const DeviceRecord& d, DType dtype) {
 
 double bound_bandwidth_gbs(const DeviceRecord& d) {
   const double r = std::max(d.peak_mem_bw_gbs, d.measured_bw_gbs);
-  SCALEDL_CHECK(r > 0, "device {} has no memory bandwidth: cannot bound predictions by the roofline", d.key());
+  SCALEDL_CHECK(r > 0, "device {} has no memory bandwidth: cannot bound predictions by the roofline",
+                d.key());
   return r;
 }
 
 std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, const std::string& kind) {
   if (host_ms > 0 || kind == "cpu" || nodes < 1 || !(gpu_ms < nodes * kEagerHostNodeMs)) return "";
-  return fmt::format("the layer sum is {:.1f} us per graph node, less than an eager framework's host needs ({:.0f} us "
-                     "per node measured for Megatron-LM, 102 for our LibTorch zoo): the host may set the time; give "
-                     "--host-node-us (docs/parallel.md)",
-                     1e3 * gpu_ms / nodes, 1e3 * kEagerHostNodeMs);
+  return fmt::format(
+      "the layer sum is {:.1f} us per graph node, less than an eager framework's host needs ({:.0f} us "
+      "per node measured for Megatron-LM, 102 for our LibTorch zoo): the host may set the time; give "
+      "--host-node-us (docs/parallel.md)",
+      1e3 * gpu_ms / nodes, 1e3 * kEagerHostNodeMs);
 }
 
 double HostRun::composed_ms(double node_ms) const {
@@ -44,12 +46,13 @@ std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
                                                const std::map<std::string, DeviceRecord>& devices) {
   std::map<std::string, std::vector<const HostRun*>> by_dev;
   for (const HostRun& r : runs) {
-    SCALEDL_CHECK(r.nodes >= 1 && r.predicted_ms > 0 && r.measured_ms > 0 && std::isfinite(r.predicted_ms) &&
-                      std::isfinite(r.measured_ms) && r.slots >= 1 && std::isfinite(r.slots) && r.rest_ms >= 0 &&
-                      std::isfinite(r.rest_ms),
-                  "host term: run on {} has nodes={} predicted_ms={} measured_ms={} slots={} rest_ms={} (must be "
-                  ">= 1, > 0, > 0, >= 1, >= 0)",
-                  r.device, r.nodes, r.predicted_ms, r.measured_ms, r.slots, r.rest_ms);
+    SCALEDL_CHECK(
+        r.nodes >= 1 && r.predicted_ms > 0 && r.measured_ms > 0 && std::isfinite(r.predicted_ms) &&
+            std::isfinite(r.measured_ms) && r.slots >= 1 && std::isfinite(r.slots) && r.rest_ms >= 0 &&
+            std::isfinite(r.rest_ms),
+        "host term: run on {} has nodes={} predicted_ms={} measured_ms={} slots={} rest_ms={} (must be "
+        ">= 1, > 0, > 0, >= 1, >= 0)",
+        r.device, r.nodes, r.predicted_ms, r.measured_ms, r.slots, r.rest_ms);
     auto d = devices.find(r.device);
     if (d == devices.end() || d->second.kind != "cpu") by_dev[r.device].push_back(&r);
   }
@@ -75,9 +78,13 @@ std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
   return out;
 }
 
-double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d) { return roofline_ms(g, d, false); }
+double iteration_roofline_ms(const LayerGraph& g, const DeviceRecord& d) {
+  return roofline_ms(g, d, false);
+}
 
-double update_roofline_ms(const LayerGraph& g, const DeviceRecord& d) { return roofline_ms(g, d, true); }
+double update_roofline_ms(const LayerGraph& g, const DeviceRecord& d) {
+  return roofline_ms(g, d, true);
+}
 
 double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only) {
   const double gflops = bound_gflops(d, g.settings.dtype);

@@ -4,12 +4,12 @@
 #include <cmath>
 #include <exception>
 
-#include "scaledl/learn/calibration.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/strided_threads.hpp"
 #include "scaledl/gnn/gnn.hpp"
 #include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/learn/calibration.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
-#include "scaledl/core/strided_threads.hpp"
 
 namespace scaledl {
 
@@ -28,19 +28,30 @@ std::string dtype_refusal(DType dtype, const DeviceRecord& dev) {
   const double cc = dev.compute_capability();
   if (cc <= 0 || cc >= 8.0) return "";
   if (dtype == DType::TF32)
-    return fmt::format("dtype=tf32 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without "
-                       "TF32 tensor cores: use --dtype fp32 (what PyTorch runs there)",
-                       dev.name, cc);
-  return fmt::format("dtype=bf16 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without BF16 "
-                     "tensor cores: use --dtype fp16 (mixed precision on its FP16 tensor cores) or fp32",
-                     dev.name, cc);
+    return fmt::format(
+        "dtype=tf32 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without "
+        "TF32 tensor cores: use --dtype fp32 (what PyTorch runs there)",
+        dev.name, cc);
+  return fmt::format(
+      "dtype=bf16 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without BF16 "
+      "tensor cores: use --dtype fp16 (mixed precision on its FP16 tensor cores) or fp32",
+      dev.name, cc);
 }
 
 nlohmann::json IterationPrediction::to_json() const {
-  nlohmann::json j = {{"t_sum_ms", t_sum_ms}, {"t_comm_ms", t_comm_ms}, {"alpha", alpha},       {"beta", beta},
-          {"t_iter_ms", t_iter_ms}, {"refined", refined},  {"fallback_nodes", fallback_nodes},
-          {"by_type_ms", by_type_ms}, {"ood_distance", ood_distance}, {"out_of_domain", ood_distance > 0},
-          {"ood_feature", ood_feature}, {"extrapolated_ms", extrapolated_ms}, {"extrapolated", extrapolated}};
+  nlohmann::json j = {{"t_sum_ms", t_sum_ms},
+                      {"t_comm_ms", t_comm_ms},
+                      {"alpha", alpha},
+                      {"beta", beta},
+                      {"t_iter_ms", t_iter_ms},
+                      {"refined", refined},
+                      {"fallback_nodes", fallback_nodes},
+                      {"by_type_ms", by_type_ms},
+                      {"ood_distance", ood_distance},
+                      {"out_of_domain", ood_distance > 0},
+                      {"ood_feature", ood_feature},
+                      {"extrapolated_ms", extrapolated_ms},
+                      {"extrapolated", extrapolated}};
   if (host_ms > 0) j["host_ms"] = host_ms;
   if (!no_interval.empty()) j["no_interval"] = no_interval;
   if (refined) j["refinement"] = device_out_refinement ? "device-out" : "in-domain";
@@ -57,13 +68,15 @@ nlohmann::json IterationPrediction::to_json() const {
   return j;
 }
 
-std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
-                                                    const LayerPredictor& layers, const GraphPredictor* graph,
-                                                    const CommModel& comm, int64_t batch, double host_node_ms,
+std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs,
+                                                    const DeviceRecord& dev, const LayerPredictor& layers,
+                                                    const GraphPredictor* graph, const CommModel& comm,
+                                                    int64_t batch, double host_node_ms,
                                                     const LayerCalibration* calibration) {
   SCALEDL_CHECK(batch >= 1, "predict_iterations: batch={} must be >= 1", batch);
-  SCALEDL_CHECK(!calibration || calibration->device == dev.key(), "a calibration of {} cannot serve device {}",
-                calibration ? calibration->device : "", dev.key());
+  SCALEDL_CHECK(!calibration || calibration->device == dev.key(),
+                "a calibration of {} cannot serve device {}", calibration ? calibration->device : "",
+                dev.key());
   for (const LayerGraph* g : gs) check_dtype_on_device(g->settings.dtype, dev);
   std::vector<IterationPrediction> out(gs.size());
   GraphContext ctx;
@@ -127,23 +140,26 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
       p.refined = true;
       p.ood_distance = r.ood_distance.at(j);
       p.alpha_from_forward = r.alpha_from_forward.at(j) != 0;
-      if (r.ood_column.at(j) >= 0) p.ood_feature = global_feature_names().at(static_cast<size_t>(r.ood_column[j]));
+      if (r.ood_column.at(j) >= 0)
+        p.ood_feature = global_feature_names().at(static_cast<size_t>(r.ood_column[j]));
     }
   }
   for (size_t k = 0; k < gs.size(); ++k)
-    SCALEDL_CHECK(std::isfinite(out[k].t_iter_ms) && out[k].t_iter_ms > 0, "prediction for {} is not finite ({} ms)",
-                  gs[k]->model.name, out[k].t_iter_ms);
+    SCALEDL_CHECK(std::isfinite(out[k].t_iter_ms) && out[k].t_iter_ms > 0,
+                  "prediction for {} is not finite ({} ms)", gs[k]->model.name, out[k].t_iter_ms);
   return out;
 }
 
-IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev, const LayerPredictor& layers,
-                                      const GraphPredictor* graph, const CommModel& comm) {
+IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev,
+                                      const LayerPredictor& layers, const GraphPredictor* graph,
+                                      const CommModel& comm) {
   return predict_iterations({&g}, dev, layers, graph, comm).at(0);
 }
 
 int64_t iterations_per_epoch(int64_t samples, const TrainSettings& s) {
   SCALEDL_CHECK(samples >= 1, "--samples={} must be >= 1", samples);
-  SCALEDL_CHECK(s.batch >= 1 && s.num_devices >= 1, "batch={} x devices={} must be >= 1", s.batch, s.num_devices);
+  SCALEDL_CHECK(s.batch >= 1 && s.num_devices >= 1, "batch={} x devices={} must be >= 1", s.batch,
+                s.num_devices);
   const int64_t global_batch = s.batch * s.num_devices;
   // ceil(samples / global_batch) without samples + global_batch - 1, which overflows near 2^63
   return samples / global_batch + (samples % global_batch != 0 ? 1 : 0);

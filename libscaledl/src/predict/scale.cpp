@@ -6,10 +6,10 @@
 #include <map>
 #include <sstream>
 
-#include "scaledl/predict/bundle.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/memory/memory.hpp"
+#include "scaledl/predict/bundle.hpp"
 
 namespace scaledl {
 
@@ -64,10 +64,11 @@ nlohmann::json ScaleResult::to_json() const {
                    {"bottleneck", p.t_input_ms > p.t_compute_ms ? "input" : "compute"},
                    {"breakdown", p.best.to_json()}});
   nlohmann::json j = {{"points", pts},
-          {"fastest", fastest >= 0 ? nlohmann::json(points[fastest].gpus) : nlohmann::json()},
-          {"best_for_target", best_for_target >= 0 ? nlohmann::json(points[best_for_target].gpus) : nlohmann::json()},
-          {"infeasible", infeasible},
-          {"single_gpu_ms", single_gpu_ms}};
+                      {"fastest", fastest >= 0 ? nlohmann::json(points[fastest].gpus) : nlohmann::json()},
+                      {"best_for_target", best_for_target >= 0 ? nlohmann::json(points[best_for_target].gpus)
+                                                               : nlohmann::json()},
+                      {"infeasible", infeasible},
+                      {"single_gpu_ms", single_gpu_ms}};
   if (!comm_warning.empty()) j["comm_warning"] = comm_warning;
   return j;
 }
@@ -80,7 +81,8 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
                 "--price-per-gpu-hour={} must be >= 0", o.price_per_gpu_hour);
   SCALEDL_CHECK(std::isfinite(o.target_epoch_s) && o.target_epoch_s >= 0, "--target-epoch-s={} must be >= 0",
                 o.target_epoch_s);
-  SCALEDL_CHECK(o.target_epoch_s == 0 || o.samples > 0, "--target-epoch-s needs --samples (the epoch's size)");
+  SCALEDL_CHECK(o.target_epoch_s == 0 || o.samples > 0,
+                "--target-epoch-s needs --samples (the epoch's size)");
   SCALEDL_CHECK(o.samples >= 0, "--samples={} must be >= 0", o.samples);
   SCALEDL_CHECK(o.zero >= 0 && o.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", o.zero);
   SCALEDL_CHECK(o.global_batch >= 0 && o.global_batch <= (int64_t{1} << 40),
@@ -136,54 +138,55 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
         const int64_t per_replica = gb / dp;
         // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
         for (int64_t ep = 1; ep <= dp; ep *= 2) {
-        if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
-        // Largest micro-batch first: without pipeline stages, accumulating gradients over several
-        // micro-batches is never faster than one pass over the batch, only smaller in memory, so
-        // there the first split that fits is taken.
-        bool fitted = false;
-        std::vector<int64_t> mbs;
-        for (int64_t mb = 1; mb <= per_replica; mb *= 2)
-          if (per_replica % mb == 0) mbs.push_back(mb);
-        if (mbs.empty() || mbs.back() != per_replica) mbs.push_back(per_replica);
-        std::reverse(mbs.begin(), mbs.end());
-        for (int64_t mb : mbs) {
-          if (fitted && pp == 1) break;
-          ParallelConfig c;
-          c.ep = ep;
-          c.gpus = n;
-          c.nodes = nodes;
-          c.tp = tp;
-          c.pp = pp;
-          c.microbatches = per_replica / mb;
-          c.zero = dp > 1 ? o.zero : 0;
-          c.recompute = o.recompute;
-          c.host_node_ms = b.host_node_ms_for(dev.key());
-          TrainSettings t = s;
-          t.batch = per_replica;
-          ParallelPrediction p;
-          try {
-            p = predict_parallel_anchored(b, m, t, c, dev, intra, inter, &anchor_of(per_replica));
-          } catch (const Error& e) {
-            why = e.what();
-            continue;
+          if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
+          // Largest micro-batch first: without pipeline stages, accumulating gradients over several
+          // micro-batches is never faster than one pass over the batch, only smaller in memory, so
+          // there the first split that fits is taken.
+          bool fitted = false;
+          std::vector<int64_t> mbs;
+          for (int64_t mb = 1; mb <= per_replica; mb *= 2)
+            if (per_replica % mb == 0) mbs.push_back(mb);
+          if (mbs.empty() || mbs.back() != per_replica) mbs.push_back(per_replica);
+          std::reverse(mbs.begin(), mbs.end());
+          for (int64_t mb : mbs) {
+            if (fitted && pp == 1) break;
+            ParallelConfig c;
+            c.ep = ep;
+            c.gpus = n;
+            c.nodes = nodes;
+            c.tp = tp;
+            c.pp = pp;
+            c.microbatches = per_replica / mb;
+            c.zero = dp > 1 ? o.zero : 0;
+            c.recompute = o.recompute;
+            c.host_node_ms = b.host_node_ms_for(dev.key());
+            TrainSettings t = s;
+            t.batch = per_replica;
+            ParallelPrediction p;
+            try {
+              p = predict_parallel_anchored(b, m, t, c, dev, intra, inter, &anchor_of(per_replica));
+            } catch (const Error& e) {
+              why = e.what();
+              continue;
+            }
+            const ParallelMemory pm =
+                estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches,
+                                         dp, c.zero, c.recompute, s.optimizer, memory_device_kind(dev.kind));
+            if (memory_verdict(pm.peak, NAN, cap, o.headroom) == "does not fit") {
+              ++pt.skipped_memory;
+              why = fmt::format(
+                  "no split fits in {:.1f} GB with {:.0f} % headroom (smallest per-GPU peak tried {:.1f} GB)",
+                  cap / 1e9, 100 * o.headroom, (min_peak = std::min(min_peak, pm.peak)) / 1e9);
+              continue;
+            }
+            ++pt.splits;
+            fitted = true;
+            if (!found || p.t_iter_ms < pt.best.t_iter_ms) {
+              pt.best = p;
+              pt.peak_bytes = pm.peak;
+              found = true;
+            }
           }
-          const ParallelMemory pm =
-              estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches, dp,
-                                       c.zero, c.recompute, s.optimizer, memory_device_kind(dev.kind));
-          if (memory_verdict(pm.peak, NAN, cap, o.headroom) == "does not fit") {
-            ++pt.skipped_memory;
-            why = fmt::format("no split fits in {:.1f} GB with {:.0f} % headroom (smallest per-GPU peak tried {:.1f} GB)",
-                              cap / 1e9, 100 * o.headroom, (min_peak = std::min(min_peak, pm.peak)) / 1e9);
-            continue;
-          }
-          ++pt.splits;
-          fitted = true;
-          if (!found || p.t_iter_ms < pt.best.t_iter_ms) {
-            pt.best = p;
-            pt.peak_bytes = pm.peak;
-            found = true;
-          }
-        }
         }  // ep
       }
     }
@@ -203,7 +206,8 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
     if (o.samples > 0) {
       const int64_t iters = (o.samples + gb - 1) / gb;
       pt.t_epoch_s = static_cast<double>(iters) * pt.best.t_iter_ms / 1e3;
-      if (o.price_per_gpu_hour > 0) pt.cost = o.price_per_gpu_hour * static_cast<double>(n) * pt.t_epoch_s / 3600.0;
+      if (o.price_per_gpu_hour > 0)
+        pt.cost = o.price_per_gpu_hour * static_cast<double>(n) * pt.t_epoch_s / 3600.0;
     }
     res.points.push_back(pt);
   }
@@ -216,7 +220,8 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
       res.fastest = static_cast<int64_t>(i);
     if (o.target_epoch_s > 0 && p.t_epoch_s <= o.target_epoch_s) {
       const auto& q = res.best_for_target >= 0 ? res.points[res.best_for_target] : p;
-      const bool better = res.best_for_target < 0 || (o.price_per_gpu_hour > 0 ? p.cost < q.cost : p.gpus < q.gpus);
+      const bool better =
+          res.best_for_target < 0 || (o.price_per_gpu_hour > 0 ? p.cost < q.cost : p.gpus < q.gpus);
       if (better) res.best_for_target = static_cast<int64_t>(i);
     }
   }

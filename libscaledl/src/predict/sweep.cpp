@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "scaledl/predict/bundle.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/learn/neusight.hpp"
+#include "scaledl/predict/bundle.hpp"
 
 namespace scaledl {
 
@@ -26,8 +26,9 @@ const std::vector<std::string>& sweep_setting_keys() {
 
 void check_sweep_key(const std::string& key, const std::string& ctx) {
   const auto& k = sweep_setting_keys();
-  SCALEDL_CHECK(std::find(k.begin(), k.end(), key) != k.end() || (key.rfind("config.", 0) == 0 && key.size() > 7),
-                "{}: unknown key \"{}\" (known: {}, config.<key of config.json>)", ctx, key, fmt::join(k, ", "));
+  SCALEDL_CHECK(
+      std::find(k.begin(), k.end(), key) != k.end() || (key.rfind("config.", 0) == 0 && key.size() > 7),
+      "{}: unknown key \"{}\" (known: {}, config.<key of config.json>)", ctx, key, fmt::join(k, ", "));
 }
 
 int64_t parse_setting_int(const std::string& v, const std::string& key, int64_t lo, int64_t hi) {
@@ -153,8 +154,9 @@ SweepSpace sweep_space(const std::string& model, const std::vector<std::string>&
 
 // ---- --csv, --anchor -------------------------------------------------------------------------
 
-std::vector<Variant> csv_variants_text(const std::string& text, const std::string& path, const std::string& opt,
-                                       const std::string& default_model, std::vector<double>* measured) {
+std::vector<Variant> csv_variants_text(const std::string& text, const std::string& path,
+                                       const std::string& opt, const std::string& default_model,
+                                       std::vector<double>* measured) {
   std::vector<size_t> line;
   const auto rows = parse_csv(text, opt + "=" + path, &line);
   SCALEDL_CHECK(rows.size() >= 2, "{}={}: needs a header and at least one configuration row", opt, path);
@@ -173,8 +175,10 @@ std::vector<Variant> csv_variants_text(const std::string& text, const std::strin
     }
     check_sweep_key(h, fmt::format("{}={}:1", opt, path));
   }
-  SCALEDL_CHECK(has_model || !default_model.empty(), "{}={}: no model column and no MODEL.json argument", opt, path);
-  SCALEDL_CHECK(!measured || has_ms, "{}={}: no measured_ms column (the measured iteration time, ms)", opt, path);
+  SCALEDL_CHECK(has_model || !default_model.empty(), "{}={}: no model column and no MODEL.json argument", opt,
+                path);
+  SCALEDL_CHECK(!measured || has_ms, "{}={}: no measured_ms column (the measured iteration time, ms)", opt,
+                path);
   std::vector<Variant> out;
   for (size_t r = 1; r < rows.size(); ++r) {
     if (rows[r].size() == 1 && rows[r][0].empty()) continue;  // blank line
@@ -209,8 +213,8 @@ std::vector<Variant> csv_variants_text(const std::string& text, const std::strin
   return out;
 }
 
-std::vector<Variant> csv_variants(const std::string& path, const std::string& opt, const std::string& default_model,
-                                  std::vector<double>* measured) {
+std::vector<Variant> csv_variants(const std::string& path, const std::string& opt,
+                                  const std::string& default_model, std::vector<double>* measured) {
   std::string text;
   try {
     text = read_text_file(path);
@@ -228,7 +232,8 @@ void SweepMonotone::apply(IterationPrediction& p, const std::string& label, cons
     TrainSettings t = s;
     (batch_axis ? t.batch : t.seq_len) = 0;
     const int64_t axis = batch_axis ? s.batch : s.seq_len;
-    auto [it, fresh] = best_[batch_axis].try_emplace(label + "\n" + device + "\n" + t.to_json().dump(), axis, p);
+    auto [it, fresh] =
+        best_[batch_axis].try_emplace(label + "\n" + device + "\n" + t.to_json().dump(), axis, p);
     if (fresh) continue;
     auto& [best_axis, best] = it->second;
     if (best_axis < axis)

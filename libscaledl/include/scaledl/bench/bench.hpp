@@ -22,9 +22,9 @@
 
 #include <torch/torch.h>
 
-#include "scaledl/ir/layer_types.hpp"
 #include "scaledl/design/plan.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/layer_types.hpp"
 
 namespace scaledl {
 
@@ -61,7 +61,7 @@ class Timer {
 
  private:
   torch::Device dev_;
-  bool events_ = false;        ///< CUDA events in use
+  bool events_ = false;               ///< CUDA events in use
   void* ev_[2] = {nullptr, nullptr};  ///< cudaEvent_t, opaque here
   std::chrono::steady_clock::time_point t0_;
 };
@@ -70,24 +70,25 @@ class Timer {
 
 /// Options of one measurement. Defaults are those documented in docs/bench.md.
 struct TimingOptions {
-  int warmup_min = 3;          ///< warm-up samples always run before timing, >= 0
-  int warmup_max = 50;         ///< give up waiting for stability after this many warm-up samples, >= warmup_min
-  double stable_tol = 0.10;    ///< warm-up is stable when 3 consecutive samples lie within +-tol of their median, > 0
-  int repeats = 10;            ///< timed samples summarised in TimingStats, >= 1
+  int warmup_min = 3;   ///< warm-up samples always run before timing, >= 0
+  int warmup_max = 50;  ///< give up waiting for stability after this many warm-up samples, >= warmup_min
+  double stable_tol =
+      0.10;          ///< warm-up is stable when 3 consecutive samples lie within +-tol of their median, > 0
+  int repeats = 10;  ///< timed samples summarised in TimingStats, >= 1
   double min_sample_ms = 1.0;  ///< launches per sample are raised until a sample lasts >= this (ms), > 0
   int max_launches = 1000;     ///< upper bound on launches per sample, >= 1
   double unstable_cv = 0.10;   ///< CV above this marks the measurement "unstable", > 0
-  double max_seconds = 60;     ///< time budget of one measurement incl. warm-up (s); repeats stop early past it
+  double max_seconds = 60;  ///< time budget of one measurement incl. warm-up (s); repeats stop early past it
 };
 
 /// Result of measure(): statistics of the per-launch time and how they were obtained.
 struct Measurement {
-  TimingStats stats;                 ///< per-launch time, ms
-  std::vector<double> samples_ms;    ///< the timed samples (per launch), ms
-  int warmup_samples = 0;            ///< warm-up samples run
-  int launches = 1;                  ///< launches per sample
-  bool warm = false;                 ///< warm-up reached the stability rule (false: hit warmup_max)
-  double unstable_cv_used = 0.10;    ///< TimingOptions::unstable_cv it was judged against
+  TimingStats stats;               ///< per-launch time, ms
+  std::vector<double> samples_ms;  ///< the timed samples (per launch), ms
+  int warmup_samples = 0;          ///< warm-up samples run
+  int launches = 1;                ///< launches per sample
+  bool warm = false;               ///< warm-up reached the stability rule (false: hit warmup_max)
+  double unstable_cv_used = 0.10;  ///< TimingOptions::unstable_cv it was judged against
   /// Trustworthy: warm-up converged and CV <= the threshold.
   bool stable() const { return warm && stats.n > 0 && stats.cv <= unstable_cv_used; }
 };
@@ -96,8 +97,7 @@ struct Measurement {
 void check_timing_options(const TimingOptions& o);
 
 /// Times `fn` on `dev` by the method above. Exceptions from fn propagate.
-Measurement measure(const std::function<void()>& fn, const torch::Device& dev,
-                    const TimingOptions& opt = {});
+Measurement measure(const std::function<void()>& fn, const torch::Device& dev, const TimingOptions& opt = {});
 
 /// How a failed run is recorded: status "oom" (allocation failed on any device)
 /// or "error" (anything else), with a one-line reason.
@@ -138,8 +138,9 @@ int register_layer_bench(LayerType t, LayerBenchFactory f);
 /// In src/bench/layer_<x>.cpp: SCALEDL_REGISTER_LAYER_BENCH(linear, LayerType::Linear, LinearBench)
 /// defines the anchor symbol scaledl_layer_bench_linear that the registry
 /// references, so the static library never drops the file at link time.
-#define SCALEDL_REGISTER_LAYER_BENCH(name, type, Class) \
-  int scaledl_layer_bench_##name = ::scaledl::register_layer_bench(type, [] { return std::unique_ptr<::scaledl::LayerBench>(new Class()); })
+#define SCALEDL_REGISTER_LAYER_BENCH(name, type, Class)             \
+  int scaledl_layer_bench_##name = ::scaledl::register_layer_bench( \
+      type, [] { return std::unique_ptr<::scaledl::LayerBench>(new Class()); })
 /// A fresh benchmark object for type t; throws when none is registered.
 std::unique_ptr<LayerBench> make_layer_bench(LayerType t);
 /// Types with a registered benchmark.
@@ -148,17 +149,17 @@ std::vector<LayerType> registered_layer_benches();
 /// Forward and backward times of one layer config (one row of the store).
 struct LayerTiming {
   Measurement fwd;
-  Measurement bwd;      ///< stats.n == 0 when the type has no backward
+  Measurement bwd;  ///< stats.n == 0 when the type has no backward
   bool has_bwd = false;
-  PeakMemory memory;    ///< one forward (+ backward) call, allocator-exact (memory_meter.hpp)
+  PeakMemory memory;  ///< one forward (+ backward) call, allocator-exact (memory_meter.hpp)
 };
 
 /// Builds the layer and times forward (with autograd recording, as in
 /// training) and backward (torch::autograd::grad of the output w.r.t.
 /// grad_inputs(), retain_graph, so nothing accumulates) separately.
 /// Exceptions (OOM, unsupported dtype) propagate to the caller.
-LayerTiming time_layer(LayerType t, const std::vector<int64_t>& dims, DType dtype,
-                       const torch::Device& dev, const TimingOptions& opt = {});
+LayerTiming time_layer(LayerType t, const std::vector<int64_t>& dims, DType dtype, const torch::Device& dev,
+                       const TimingOptions& opt = {});
 
 // ---- layer campaigns (`scaledl bench layers`) --------------------------------
 
@@ -193,11 +194,11 @@ void check_layer_campaign_options(const LayerCampaignOptions& opt);
 LayerMeasurement combine_layer_passes(const std::vector<LayerMeasurement>& passes);
 
 struct LayerCampaignSummary {
-  size_t total = 0;      ///< configs in the plan
-  size_t skipped = 0;    ///< already in the store (resumed)
+  size_t total = 0;    ///< configs in the plan
+  size_t skipped = 0;  ///< already in the store (resumed)
   size_t ok = 0, unstable = 0, oom = 0, error = 0;
-  std::string device;    ///< DeviceRecord::key() the rows were written under
-  double seconds = 0;    ///< wall time of the campaign
+  std::string device;  ///< DeviceRecord::key() the rows were written under
+  double seconds = 0;  ///< wall time of the campaign
 };
 
 /// The environment row of a campaign: LibTorch and CUDA versions, threads,

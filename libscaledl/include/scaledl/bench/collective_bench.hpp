@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "scaledl/ir/layer_types.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/layer_types.hpp"
 
 namespace scaledl {
 
@@ -64,22 +64,22 @@ std::vector<std::string> compiled_backends();
 struct CollectiveBenchOptions {
   std::string backend = "gloo";
   std::vector<Collective> collectives = {Collective::AllReduce};
-  std::vector<double> sizes = {};   ///< bytes, see the header comment
+  std::vector<double> sizes = {};  ///< bytes, see the header comment
   DType dtype = DType::FP32;
-  int warmup = 3;                   ///< untimed operations per size, >= 0
-  int repeats = 10;                 ///< timed operations per size, >= 1
-  double timeout_s = 60;            ///< rendezvous and per-operation timeout, > 0
-  double max_seconds = 30;          ///< stop repeating a size after this long (>= 1 repeat), > 0
+  int warmup = 3;           ///< untimed operations per size, >= 0
+  int repeats = 10;         ///< timed operations per size, >= 1
+  double timeout_s = 60;    ///< rendezvous and per-operation timeout, > 0
+  double max_seconds = 30;  ///< stop repeating a size after this long (>= 1 repeat), > 0
 };
 
 /// One timed (collective, size) on this job.
 struct CollectiveResult {
   Collective collective = Collective::AllReduce;
   double bytes = 0;
-  TimingStats stats;                ///< per operation, ms (max over ranks per repeat)
-  double algbw_gbs = 0;             ///< bytes / median time, GB/s (1e9)
+  TimingStats stats;     ///< per operation, ms (max over ranks per repeat)
+  double algbw_gbs = 0;  ///< bytes / median time, GB/s (1e9)
   double busbw_gbs = 0;
-  std::string status = "ok";        ///< ok | unstable | unsupported | error
+  std::string status = "ok";  ///< ok | unstable | unsupported | error
   std::string reason;
 };
 

@@ -18,24 +18,24 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
-#include "scaledl/io/device.hpp"
-#include "scaledl/ir/model_spec.hpp"
 #include "scaledl/design/plan.hpp"
+#include "scaledl/io/device.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 
 struct ModelBenchOptions {
-  int warmup = 3;              ///< warm-up iterations always run before timing, >= 0
-  int warmup_extra = 20;       ///< further warm-up iterations allowed while not yet stable, >= 0
-  int repeats = 10;            ///< timed iterations summarised by TimingStats, >= 1
-  int probe_repeats = 3;       ///< instrumented iterations for per-node times (median), >= 0; 0 = none
-  double unstable_cv = 0.10;   ///< CV above this marks the row "unstable", > 0
-  double max_seconds = 120;    ///< budget of one timed measurement incl. warm-up (s), > 0
-  uint64_t seed = 0;           ///< seed of parameters and the synthetic batch
+  int warmup = 3;             ///< warm-up iterations always run before timing, >= 0
+  int warmup_extra = 20;      ///< further warm-up iterations allowed while not yet stable, >= 0
+  int repeats = 10;           ///< timed iterations summarised by TimingStats, >= 1
+  int probe_repeats = 3;      ///< instrumented iterations for per-node times (median), >= 0; 0 = none
+  double unstable_cv = 0.10;  ///< CV above this marks the row "unstable", > 0
+  double max_seconds = 120;   ///< budget of one timed measurement incl. warm-up (s), > 0
+  uint64_t seed = 0;          ///< seed of parameters and the synthetic batch
 };
 
 /// Times one configuration (see the file comment). Never throws for a failed

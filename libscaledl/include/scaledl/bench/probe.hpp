@@ -34,11 +34,11 @@ const std::vector<GpuSpec>& gpu_spec_table();
 std::optional<GpuSpec> lookup_gpu_spec(const std::string& device_name);
 
 struct ProbeOptions {
-  bool measure = true;             ///< run the matmul/copy/kernel measurements (else describe only)
-  int64_t matmul_n = 0;            ///< square matmul size; 0 = 1024 on CPU, 8192 on GPU
-  int64_t copy_mb = 0;             ///< bytes copied per launch in MiB; 0 = 256 on CPU, 1024 on GPU
-  int repeats = 5;                 ///< timed samples per measurement, >= 1 (each rate: the median of three
-                                   ///< passes of this many, so one noisy pass does not set the record)
+  bool measure = true;   ///< run the matmul/copy/kernel measurements (else describe only)
+  int64_t matmul_n = 0;  ///< square matmul size; 0 = 1024 on CPU, 8192 on GPU
+  int64_t copy_mb = 0;   ///< bytes copied per launch in MiB; 0 = 256 on CPU, 1024 on GPU
+  int repeats = 5;       ///< timed samples per measurement, >= 1 (each rate: the median of three
+                         ///< passes of this many, so one noisy pass does not set the record)
 };
 
 /// Describes `dev` without measuring: name, kind, cores (CPU: LibTorch intra-op

@@ -31,11 +31,11 @@ std::string canonical_collective(const std::string& s, const std::string& key = 
 /// What a file does not say about its rows (scaledl import nccl-tests).
 struct NcclTestsImportOptions {
   std::string campaign = "default";  ///< campaign of the rows, non-empty
-  std::string collective;            ///< "" = from the file (test banner, then file name); else must agree with it
-  int64_t world = 0;                 ///< ranks, >= 2; 0 = from the file ("#  Rank" lines, nThread x nGpus, AR_GPU<N>)
-  int64_t nodes = 0;                 ///< nodes, >= 1; 0 = distinct hosts of the "#  Rank" lines, else 1
-  std::string level;                 ///< intra-node | inter-node; "" = inter-node when nodes > 1
-  std::string device;                ///< device of the rows; "" = "cuda:<GPU name>" of rank 0's line, else ""
+  std::string collective;  ///< "" = from the file (test banner, then file name); else must agree with it
+  int64_t world = 0;       ///< ranks, >= 2; 0 = from the file ("#  Rank" lines, nThread x nGpus, AR_GPU<N>)
+  int64_t nodes = 0;       ///< nodes, >= 1; 0 = distinct hosts of the "#  Rank" lines, else 1
+  std::string level;       ///< intra-node | inter-node; "" = inter-node when nodes > 1
+  std::string device;      ///< device of the rows; "" = "cuda:<GPU name>" of rank 0's line, else ""
   std::string backend = "nccl-tests";  ///< the tool that measured: nccl-tests (NCCL underneath)
   /// Throws naming the option and value (--world=0, --level=x, --collective=x).
   void validate() const;
@@ -44,8 +44,9 @@ struct NcclTestsImportOptions {
 /// Rows a file's own bandwidth columns contradict (issue #39 case 10): refused,
 /// not imported.
 struct NcclTestsRefused {
-  size_t rows = 0;                 ///< halves refused (out-of-place and in-place counted apart)
-  std::vector<std::string> notes;  ///< one line per file with refusals: "FILE: K of M rows refused: ..., e.g. line L: ..."
+  size_t rows = 0;  ///< halves refused (out-of-place and in-place counted apart)
+  std::vector<std::string>
+      notes;  ///< one line per file with refusals: "FILE: K of M rows refused: ..., e.g. line L: ..."
 };
 
 /// Parses one file: the text output of nccl-tests (all_reduce_perf, all_gather_perf,
@@ -61,7 +62,8 @@ struct NcclTestsRefused {
 /// naming the line and the bad field on the first malformed line, and
 /// Error("FILE: ...") when the file cannot be read, holds no data rows, or does
 /// not say what the options must then say (world, collective).
-std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path, const NcclTestsImportOptions& o,
+std::vector<CollectiveMeasurement> parse_nccl_tests_file(const std::string& path,
+                                                         const NcclTestsImportOptions& o,
                                                          NcclTestsRefused* refused = nullptr);
 /// Same on text already read; `name` is the path for messages and for what the
 /// file name says (AR_GPU<N>, all_gather_perf, ...).
@@ -71,8 +73,8 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
 
 struct CollectiveImportSummary {
   size_t files = 0;
-  size_t rows = 0;      ///< parsed (out-of-place + in-place)
-  size_t inserted = 0;  ///< new in the store (rows - inserted were there already)
+  size_t rows = 0;           ///< parsed (out-of-place + in-place)
+  size_t inserted = 0;       ///< new in the store (rows - inserted were there already)
   NcclTestsRefused refused;  ///< rows refused: their time contradicts their file's bandwidth columns
   nlohmann::json to_json() const;
 };
@@ -80,8 +82,8 @@ struct CollectiveImportSummary {
 /// Parses every file first, then opens (creating if needed) the store at `db`
 /// and inserts all rows in one transaction; rows already present are skipped.
 /// Any error: the store is not opened, or not changed.
-CollectiveImportSummary import_nccl_tests(const std::vector<std::string>& files, const NcclTestsImportOptions& o,
-                                          const std::string& db);
+CollectiveImportSummary import_nccl_tests(const std::vector<std::string>& files,
+                                          const NcclTestsImportOptions& o, const std::string& db);
 
 /// The fit of one group: rows of equal (campaign, device, collective, backend,
 /// level, nodes) and one world size N (dtype and in-place/out-of-place rows
@@ -93,9 +95,9 @@ CollectiveImportSummary import_nccl_tests(const std::vector<std::string>& files,
 /// c_ring(N) / c_tree(N). Only the joint fit over several N tells the forms apart.
 struct CollectiveGroupFit {
   std::string campaign, device, collective, backend, level;
-  int64_t world = 0;             ///< ranks N; 0 = joint fit over `worlds`
+  int64_t world = 0;  ///< ranks N; 0 = joint fit over `worlds`
   int64_t nodes = 1;
-  std::vector<int64_t> worlds;   ///< the world sizes fitted ({world} for one N)
+  std::vector<int64_t> worlds;          ///< the world sizes fitted ({world} for one N)
   double min_bytes = 0, max_bytes = 0;  ///< message sizes fitted, bytes
   size_t sizes = 0;                     ///< distinct message sizes
   std::optional<CommFit> ring;          ///< ring form (comm_factors)
@@ -115,8 +117,8 @@ struct CollectiveGroupFit {
 /// world sizes, the joint fit (world = 0) over their rows. A group with fewer
 /// than 2 distinct sizes is returned with `skipped` set instead of failing the
 /// others; a fit whose B or gamma is implausible (check_comm_plausible) is an
-/// Error naming the group and the file its rows came from. Ordered by campaign, device, collective, backend, level, nodes,
-/// world, each family's joint fit after its world sizes.
+/// Error naming the group and the file its rows came from. Ordered by campaign, device, collective, backend,
+/// level, nodes, world, each family's joint fit after its world sizes.
 std::vector<CollectiveGroupFit> fit_collectives(const std::vector<CollectiveMeasurement>& rows);
 
 /// The calibration file of `scaledl comm fit --out`: {"bandwidth_Bps", "gamma_s"}
@@ -135,6 +137,7 @@ nlohmann::json comm_fit_json(const std::vector<CollectiveGroupFit>& fits);
 /// Measured points are thinned to about 40 per decade of size. Runs gnuplot;
 /// returns the SVG paths.
 std::vector<std::string> plot_collective_fits(const std::vector<CollectiveMeasurement>& rows,
-                                              const std::vector<CollectiveGroupFit>& fits, const std::string& dir);
+                                              const std::vector<CollectiveGroupFit>& fits,
+                                              const std::string& dir);
 
 }  // namespace scaledl

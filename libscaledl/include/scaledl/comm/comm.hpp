@@ -91,9 +91,9 @@ CommFactors comm_factors(const std::string& collective, CommForm form, int64_t d
 
 /// A fitted closed form and how well it reproduces the samples it was fitted on.
 struct CommFit {
-  CommModel model;       ///< B (bus bandwidth, bytes/s) and gamma (s)
-  double mre = 0;        ///< mean |relative residual| (T_model - T) / T, dimensionless
-  double max_rel = 0;    ///< largest |relative residual|, dimensionless
+  CommModel model;     ///< B (bus bandwidth, bytes/s) and gamma (s)
+  double mre = 0;      ///< mean |relative residual| (T_model - T) / T, dimensionless
+  double max_rel = 0;  ///< largest |relative residual|, dimensionless
   size_t samples = 0;
 };
 

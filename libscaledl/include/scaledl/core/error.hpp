@@ -27,7 +27,7 @@ template <typename... Args>
 }  // namespace scaledl
 
 /// SCALEDL_CHECK(cond, "fmt {}", args...): throws scaledl::Error(fmt) when !cond.
-#define SCALEDL_CHECK(cond, ...)          \
-  do {                                    \
+#define SCALEDL_CHECK(cond, ...)               \
+  do {                                         \
     if (!(cond)) ::scaledl::fail(__VA_ARGS__); \
   } while (0)

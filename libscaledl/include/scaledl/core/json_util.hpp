@@ -37,14 +37,12 @@ void write_text_file_atomic(const std::string& path, const std::string& text);
 
 /// Integer at key `key` of object `j`; `ctx` prefixes messages ("config").
 /// Throws when missing (unless `def` given), not an integer, or outside [lo, hi].
-int64_t get_int(const json& j, const std::string& key, const std::string& ctx,
-                int64_t lo, int64_t hi);
-int64_t get_int_or(const json& j, const std::string& key, const std::string& ctx,
-                   int64_t lo, int64_t hi, int64_t def);
-double get_num_or(const json& j, const std::string& key, const std::string& ctx,
-                  double lo, double hi, double def);
-std::string get_str_or(const json& j, const std::string& key, const std::string& ctx,
-                       const std::string& def);
+int64_t get_int(const json& j, const std::string& key, const std::string& ctx, int64_t lo, int64_t hi);
+int64_t get_int_or(const json& j, const std::string& key, const std::string& ctx, int64_t lo, int64_t hi,
+                   int64_t def);
+double get_num_or(const json& j, const std::string& key, const std::string& ctx, double lo, double hi,
+                  double def);
+std::string get_str_or(const json& j, const std::string& key, const std::string& ctx, const std::string& def);
 bool get_bool_or(const json& j, const std::string& key, const std::string& ctx, bool def);
 
 /// Short rendering of a JSON value for error messages (strings quoted, cut at 40 chars).

@@ -24,7 +24,7 @@ namespace scaledl {
 /// One layer configuration (a row key of the store).
 struct LayerConfig {
   LayerType type = LayerType::Linear;
-  std::vector<int64_t> dims;     ///< in layer_info(type).dims order; validate_dims passed
+  std::vector<int64_t> dims;  ///< in layer_info(type).dims order; validate_dims passed
   DType dtype = DType::FP32;
   /// layer_key(type, dims, dtype), e.g. "linear:128x768x3072x1:fp32".
   std::string key() const;
@@ -34,14 +34,14 @@ struct LayerConfig {
 
 /// One whole-model configuration.
 struct ModelConfig {
-  ModelSpec model;               ///< parsed (overrides applied); name carries the overrides
-  TrainSettings settings;        ///< parsed and validated against the model
-  nlohmann::json config;         ///< the HF config object after overrides
-  std::string source;            ///< resolved path of the model file, or "inline"
+  ModelSpec model;         ///< parsed (overrides applied); name carries the overrides
+  TrainSettings settings;  ///< parsed and validated against the model
+  nlohmann::json config;   ///< the HF config object after overrides
+  std::string source;      ///< resolved path of the model file, or "inline"
 };
 
 struct Plan {
-  std::string kind;              ///< "layers" or "models"
+  std::string kind;  ///< "layers" or "models"
   std::vector<LayerConfig> layers;
   std::vector<ModelConfig> models;
 };

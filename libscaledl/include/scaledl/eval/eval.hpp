@@ -39,49 +39,49 @@
 #include <nlohmann/json.hpp>
 
 #include "scaledl/gnn/gnn.hpp"
-#include "scaledl/learn/layer_predictor.hpp"
 #include "scaledl/ir/model_spec.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl {
 
 /// One whole-iteration measurement as the evaluation sees it.
 struct EvalRun {
-  std::string label;         ///< model_name of the run
-  std::string key;           ///< model_key (unique within a store)
-  std::string family;        ///< ModelMeasurement::family
+  std::string label;   ///< model_name of the run
+  std::string key;     ///< model_key (unique within a store)
+  std::string family;  ///< ModelMeasurement::family
   std::string campaign;
-  std::string device;        ///< DeviceRecord::key()
-  std::string group;         ///< in_model_group of the run's in-model samples ("" for test-store runs)
-  bool test_store = false;   ///< from --test-db (cross-device)
-  bool sweep = false;        ///< from a --sweep-campaign: predicted, never trained on
+  std::string device;       ///< DeviceRecord::key()
+  std::string group;        ///< in_model_group of the run's in-model samples ("" for test-store runs)
+  bool test_store = false;  ///< from --test-db (cross-device)
+  bool sweep = false;       ///< from a --sweep-campaign: predicted, never trained on
   ModelSpec spec;
   TrainSettings settings;
-  double flops = 0;          ///< training FLOP per iteration (fwd + bwd + update)
-  double target_ms = 0;      ///< measured T_iter (median), ms
-  GraphFeatures graph;       ///< uncompressed, layer times of the XGBoost layer models
-  double sum_mlp_acc_ms = 0; ///< sum of per-layer MLP-ACC predictions (filled per seed)
-  double sum_prenet_ms = 0;  ///< sum of per-layer PreNeT predictions (filled per seed)
+  double flops = 0;           ///< training FLOP per iteration (fwd + bwd + update)
+  double target_ms = 0;       ///< measured T_iter (median), ms
+  GraphFeatures graph;        ///< uncompressed, layer times of the XGBoost layer models
+  double sum_mlp_acc_ms = 0;  ///< sum of per-layer MLP-ACC predictions (filled per seed)
+  double sum_prenet_ms = 0;   ///< sum of per-layer PreNeT predictions (filled per seed)
 };
 
 struct EvalOptions {
   std::string protocol = "id";
-  std::vector<std::string> dbs;        ///< training store(s) (layer rows + model runs)
-  std::vector<std::string> test_dbs;   ///< cross-device test store(s)
+  std::vector<std::string> dbs;       ///< training store(s) (layer rows + model runs)
+  std::vector<std::string> test_dbs;  ///< cross-device test store(s)
   /// cross-device: the test store's layer rows also train the layer models (a
   /// layer campaign on the new machine: minutes, no model run there); its model
   /// runs stay test-only and the graph methods train on the --db runs alone.
   bool test_layers = false;
-  std::string sweep_campaign;          ///< runs of this campaign: test-only (Fig. 4 curves)
-  int seeds = 3;                       ///< repetitions with different split / init seeds, >= 1
-  std::vector<std::string> methods;    ///< empty = all_eval_methods()
-  GnnTrainOptions gnn;                 ///< graph methods' training (epochs, patience, ...)
-  int birnn_epochs = 60;               ///< BiRNN passes over the training runs
-  int mlp_epochs = 60;                 ///< per-layer MLP passes
-  TrainOptions layers;                 ///< XGBoost layer models
-  bool ablations = true;               ///< learning curve + D-optimal vs random (protocol id)
-  int threads = 1;                     ///< LibTorch threads
-  double max_cv = 0.10;                ///< usable_model_label: also "unstable" runs with iter CV <= this
-  double layer_max_cv = 0;             ///< load_training_data: also "unstable" layer rows with CV <= this (0 = ok only)
+  std::string sweep_campaign;        ///< runs of this campaign: test-only (Fig. 4 curves)
+  int seeds = 3;                     ///< repetitions with different split / init seeds, >= 1
+  std::vector<std::string> methods;  ///< empty = all_eval_methods()
+  GnnTrainOptions gnn;               ///< graph methods' training (epochs, patience, ...)
+  int birnn_epochs = 60;             ///< BiRNN passes over the training runs
+  int mlp_epochs = 60;               ///< per-layer MLP passes
+  TrainOptions layers;               ///< XGBoost layer models
+  bool ablations = true;             ///< learning curve + D-optimal vs random (protocol id)
+  int threads = 1;                   ///< LibTorch threads
+  double max_cv = 0.10;              ///< usable_model_label: also "unstable" runs with iter CV <= this
+  double layer_max_cv = 0;  ///< load_training_data: also "unstable" layer rows with CV <= this (0 = ok only)
   /// Layer models also train on the per-node times of the split's TRAINING runs
   /// (never a test run's); the graph methods' training runs get layer times
   /// cross-fitted over `crossfit_folds` folds, test runs from the model of all
@@ -93,7 +93,7 @@ struct EvalOptions {
   /// `--host-node-us` in ms: the host term of every GPU no split fits one for (with
   /// `host_term`: a held-out GPU), as `predict --host-node-us` gives it; 0 = none
   double host_node_ms = 0;
-  int crossfit_folds = 3;              ///< >= 2
+  int crossfit_folds = 3;  ///< >= 2
   /// leave-one-device-out: the training runs' layer times come from layer models
   /// trained without their own device (and the held-out one), so the graph
   /// methods learn on sums of GPUs the layer models never saw, as they are tested
@@ -107,7 +107,7 @@ struct EvalOptions {
   /// from the usable ones (calibration.hpp; cross-device: the test stores' rows, which never
   /// train): what a short `bench layers` on the device and `predict --calibrate` give
   int64_t calibrate_rows = 0;
-  bool intervals = true;               ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
+  bool intervals = true;  ///< calibrate and score intervals of scaledl-tc (intervals.hpp)
   /// leave-one-device-out: the held-out device's intervals are at least the
   /// device-out spread of the split's training devices (device_intervals.hpp)
   bool device_intervals = true;
@@ -115,8 +115,8 @@ struct EvalOptions {
   /// measured runs of the held-out device (device_intervals.hpp), as method
   /// "scaledl-tc+<K>anchor"
   int anchors = 0;
-  double alpha_bound = 4.0;            ///< GnnConfig::alpha_bound of the ScaleDL methods
-  double ood_tau = 1.0;                ///< GnnConfig::ood_tau of the ScaleDL methods
+  double alpha_bound = 4.0;                     ///< GnnConfig::alpha_bound of the ScaleDL methods
+  double ood_tau = 1.0;                         ///< GnnConfig::ood_tau of the ScaleDL methods
   std::function<void(const std::string&)> log;  ///< progress lines (may be empty)
 };
 
@@ -135,18 +135,18 @@ struct ErrorStats {
 /// One prediction, for predictions.csv and the plots.
 struct EvalPrediction {
   int seed = 0;
-  std::string split;   ///< e.g. "id", "ood-family:bert"
+  std::string split;  ///< e.g. "id", "ood-family:bert"
   std::string method;
-  size_t run = 0;      ///< index into EvalResult::runs
+  size_t run = 0;  ///< index into EvalResult::runs
   double pred_ms = 0;
   double lo80 = NAN, hi80 = NAN, lo95 = NAN, hi95 = NAN;  ///< intervals (methods that have them)
-  double ood_distance = NAN;                             ///< graph methods: Normalizer::ood_distance
+  double ood_distance = NAN;                              ///< graph methods: Normalizer::ood_distance
 };
 
 struct EvalResult {
   std::vector<EvalRun> runs;
   std::vector<EvalPrediction> predictions;  ///< test runs (and sweep runs) of every split, seed, method
-  nlohmann::json report;                     ///< what report.json holds
+  nlohmann::json report;                    ///< what report.json holds
 };
 
 /// Splits of `runs` under `protocol` for `seed`: (name, train indices, test
@@ -159,7 +159,8 @@ struct EvalSplit {
   /// this split trains on; "" otherwise.
   std::string held_out_device;
 };
-std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::string& protocol, uint64_t seed);
+std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::string& protocol,
+                                   uint64_t seed);
 
 /// Loads the stores, builds every run's graph, runs every method on every split
 /// and seed. Errors: a store without model runs, an unknown protocol or method,

@@ -19,10 +19,10 @@
 namespace scaledl {
 
 struct MemoryEvalOptions {
-  std::vector<std::string> dbs;                      ///< stores with measured peaks
+  std::vector<std::string> dbs;  ///< stores with measured peaks
   std::vector<std::string> protocols = {"id", "ood-size"};
-  int seeds = 3;                                     ///< id: random splits; ood-size is deterministic (seed 0 only)
-  std::string out;                                   ///< report.md, report.json, predictions.csv ("" = none)
+  int seeds = 3;    ///< id: random splits; ood-size is deterministic (seed 0 only)
+  std::string out;  ///< report.md, report.json, predictions.csv ("" = none)
 };
 
 /// Runs every method on every split and seed; the report JSON holds, per

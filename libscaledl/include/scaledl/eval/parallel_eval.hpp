@@ -42,11 +42,11 @@ struct ParallelRun {
 std::vector<ParallelRun> load_parallel_runs(const std::string& path);
 
 struct ParallelEvalOptions {
-  std::string bundle;        ///< bundle directory
-  std::string device_spec;   ///< the GPU's spec sheet
-  std::string comm;          ///< collective calibration JSON ("" = the bundle's)
-  int seeds = 5;             ///< random half splits for the calibrated figures
-  std::string out;           ///< folder for predictions.csv and report.md/json ("" = none)
+  std::string bundle;                  ///< bundle directory
+  std::string device_spec;             ///< the GPU's spec sheet
+  std::string comm;                    ///< collective calibration JSON ("" = the bundle's)
+  int seeds = 5;                       ///< random half splits for the calibrated figures
+  std::string out;                     ///< folder for predictions.csv and report.md/json ("" = none)
   std::vector<ParallelRun> test_runs;  ///< predicted with the factors fitted on all runs (another source)
 };
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "scaledl/gnn/graph_batch.hpp"
 
@@ -88,10 +88,11 @@ struct GraphEncoderImpl : torch::nn::Module {
 /// One TransformerConv layer with edge features (eq. 11-13).
 struct TransformerConvImpl : torch::nn::Module {
   TransformerConvImpl(int64_t in, int64_t out, int64_t heads, int64_t edge_dim);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& edge_index, const torch::Tensor& edge_attr);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& edge_index,
+                        const torch::Tensor& edge_attr);
   int64_t out, heads, dk;
   torch::nn::Linear wqkvr{nullptr}, wedge{nullptr};  ///< [W_Q|W_K|W_V^(1..L)|W_root], W_edge
-  torch::Tensor last_attention;  ///< [E, heads], detached
+  torch::Tensor last_attention;                      ///< [E, heads], detached
 };
 TORCH_MODULE(TransformerConv);
 
@@ -115,14 +116,14 @@ TORCH_MODULE(GnnModel);
 
 /// Training options (the CLI flags of `scaledl train graph`).
 struct GnnTrainOptions {
-  int64_t epochs = 250;            ///< passes over the training graphs, >= 1
-  double lr = 3e-3;                ///< Adam learning rate, > 0
-  double weight_decay = 0;         ///< Adam L2 penalty, >= 0
-  int64_t batch_size = 32;         ///< graphs per optimiser step, >= 1
-  double val_fraction = 0.2;       ///< share of graphs held out for early stopping, [0, 0.9]
-  int64_t patience = 60;           ///< epochs without validation improvement before stopping, >= 1
-  uint64_t seed = 0;               ///< seeds weights (torch::manual_seed), split and shuffling
-  std::string loss = "mse-log";    ///< "mse-log": mean (log T_pred - log T)^2; "mre": mean |T_pred - T|/T
+  int64_t epochs = 250;          ///< passes over the training graphs, >= 1
+  double lr = 3e-3;              ///< Adam learning rate, > 0
+  double weight_decay = 0;       ///< Adam L2 penalty, >= 0
+  int64_t batch_size = 32;       ///< graphs per optimiser step, >= 1
+  double val_fraction = 0.2;     ///< share of graphs held out for early stopping, [0, 0.9]
+  int64_t patience = 60;         ///< epochs without validation improvement before stopping, >= 1
+  uint64_t seed = 0;             ///< seeds weights (torch::manual_seed), split and shuffling
+  std::string loss = "mse-log";  ///< "mse-log": mean (log T_pred - log T)^2; "mre": mean |T_pred - T|/T
   std::string normalization = "minmax";  ///< "minmax" | "standard"
   /// Called after each epoch with (epoch, mean train loss, validation MRE or, without a
   /// validation set, the mean train loss: the early-stopping criterion); may be empty.
@@ -209,11 +210,11 @@ class GraphPredictor {
 /// part in model selection. Folds come from a permutation seeded by opt.seed.
 struct GnnCvReport {
   int64_t folds = 0, graphs = 0;
-  std::vector<std::string> labels;        ///< per graph, in input order
+  std::vector<std::string> labels;                           ///< per graph, in input order
   std::vector<double> target_ms, before_ms, pred_ms, alpha;  ///< per graph; before = T_sum + T_comm
   std::vector<int64_t> fold;                                 ///< fold each graph was tested in
-  double mre_before = NAN, mre = NAN;     ///< over all graphs (fractions)
-  std::vector<double> fold_mre;           ///< per fold, after refinement
+  double mre_before = NAN, mre = NAN;                        ///< over all graphs (fractions)
+  std::vector<double> fold_mre;                              ///< per fold, after refinement
   double seconds = 0;
   nlohmann::json to_json() const;
 };

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "scaledl/comm/comm.hpp"
 #include "scaledl/io/device.hpp"
@@ -30,12 +30,12 @@ namespace scaledl {
 
 /// What a graph needs besides the layer graph itself.
 struct GraphContext {
-  DeviceRecord device;        ///< h^dev of the device the iteration runs on
-  CommModel comm;             ///< calibrated eq. 15 constants (ignored when settings.num_devices == 1)
+  DeviceRecord device;  ///< h^dev of the device the iteration runs on
+  CommModel comm;       ///< calibrated eq. 15 constants (ignored when settings.num_devices == 1)
   /// The host's cost per graph node, ms (physics.hpp, fit_host_node_ms): T_sum is then
   /// max(sum of the layer times, nodes x host_node_ms). 0 = none (a host no run showed).
   double host_node_ms = 0;
-  double target_ms = NAN;     ///< measured T_iter, ms (training label); NaN when predicting
+  double target_ms = NAN;  ///< measured T_iter, ms (training label); NaN when predicting
   /// Also featurize the forward part of a graph with backward nodes
   /// (GraphFeatures::forward_part); predict asks for it only when the refinement
   /// uses it (GraphPredictor::alpha_from_forward_part).
@@ -46,17 +46,17 @@ struct GraphContext {
 struct GraphFeatures {
   int64_t num_nodes = 0;
   int64_t num_edges = 0;
-  std::vector<float> x;          ///< [num_nodes * node_feature_names().size()]
-  std::vector<int64_t> src, dst; ///< [num_edges], local node ids
-  std::vector<float> e;          ///< [num_edges * edge_feature_names().size()]
-  std::vector<float> z;          ///< [global_feature_names().size()]
+  std::vector<float> x;           ///< [num_nodes * node_feature_names().size()]
+  std::vector<int64_t> src, dst;  ///< [num_edges], local node ids
+  std::vector<float> e;           ///< [num_edges * edge_feature_names().size()]
+  std::vector<float> z;           ///< [global_feature_names().size()]
   /// How many nodes of the original graph each node stands for (compress_graph);
   /// empty = 1 each. Pooling weights node embeddings by it.
   std::vector<float> node_weight;
-  double t_sum_ms = 0;           ///< T_sum = sum_l t_l (ScaleDL eq. 6), ms
-  double t_comm_ms = 0;          ///< T_comm (eq. 15), ms
-  double target_ms = NAN;        ///< measured T_iter, ms
-  std::string label;             ///< model name, for reports
+  double t_sum_ms = 0;     ///< T_sum = sum_l t_l (ScaleDL eq. 6), ms
+  double t_comm_ms = 0;    ///< T_comm (eq. 15), ms
+  double target_ms = NAN;  ///< measured T_iter, ms
+  std::string label;       ///< model name, for reports
   /// The forward nodes of a graph with backward or update nodes, featurized as an
   /// inference graph with the same layer times; null otherwise. A refinement that
   /// never trained on a run with backward nodes takes such a run's alpha from it

@@ -13,18 +13,18 @@
 namespace scaledl {
 
 struct DeviceRecord {
-  std::string name;              ///< e.g. "NVIDIA H100 80GB HBM3", "Intel Xeon ... (2 threads)"
-  std::string kind;              ///< "cpu", "cuda" or "spec" (described, not probed)
-  int64_t cores = 0;             ///< CPU threads used or GPU streaming multiprocessors
-  double clock_mhz = 0;          ///< boost/max clock, MHz; 0 = unknown
-  double mem_gb = 0;             ///< device memory capacity, GB; 0 = unknown
-  double l2_mb = 0;              ///< last-level cache, MB; 0 = unknown
-  double peak_fp32_gflops = 0;   ///< spec-sheet peak FP32, GFLOP/s; 0 = unknown
-  double peak_tf32_gflops = 0;   ///< spec-sheet dense TF32 tensor-core, GFLOP/s; 0 = unknown
-  double peak_bf16_gflops = 0;   ///< spec-sheet dense BF16/FP16 tensor-core, GFLOP/s; 0 = unknown
-  double peak_mem_bw_gbs = 0;    ///< spec-sheet memory bandwidth, GB/s; 0 = unknown
-  double measured_gflops = 0;    ///< measured FP32 matmul rate, GFLOP/s; 0 = not measured
-  double measured_bw_gbs = 0;    ///< measured copy bandwidth (read+write), GB/s; 0 = not measured
+  std::string name;             ///< e.g. "NVIDIA H100 80GB HBM3", "Intel Xeon ... (2 threads)"
+  std::string kind;             ///< "cpu", "cuda" or "spec" (described, not probed)
+  int64_t cores = 0;            ///< CPU threads used or GPU streaming multiprocessors
+  double clock_mhz = 0;         ///< boost/max clock, MHz; 0 = unknown
+  double mem_gb = 0;            ///< device memory capacity, GB; 0 = unknown
+  double l2_mb = 0;             ///< last-level cache, MB; 0 = unknown
+  double peak_fp32_gflops = 0;  ///< spec-sheet peak FP32, GFLOP/s; 0 = unknown
+  double peak_tf32_gflops = 0;  ///< spec-sheet dense TF32 tensor-core, GFLOP/s; 0 = unknown
+  double peak_bf16_gflops = 0;  ///< spec-sheet dense BF16/FP16 tensor-core, GFLOP/s; 0 = unknown
+  double peak_mem_bw_gbs = 0;   ///< spec-sheet memory bandwidth, GB/s; 0 = unknown
+  double measured_gflops = 0;   ///< measured FP32 matmul rate, GFLOP/s; 0 = not measured
+  double measured_bw_gbs = 0;   ///< measured copy bandwidth (read+write), GB/s; 0 = not measured
   /// Clock a power-limited part holds under sustained load (L4 72 W, T4 70 W), MHz;
   /// 0 = unknown (the boost clock is held). When set, a spec's FP32 peak is scaled
   /// by sustained / boost in compute_gflops(). Where the figure comes from goes in
@@ -33,7 +33,7 @@ struct DeviceRecord {
   /// Memory technology of the spec sheet ("HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR5",
   /// "GDDR6", "GDDR6X", ...); "" = not given (memory_family() then reads the name)
   std::string memory_type;
-  nlohmann::json extra;          ///< free-form details (driver, versions, source, tdp_w); not used as features
+  nlohmann::json extra;  ///< free-form details (driver, versions, source, tdp_w); not used as features
 
   nlohmann::json to_json() const;
   /// Accepts our own format or NeuSight's device_configs format; throws naming the key.

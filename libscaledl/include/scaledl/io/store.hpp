@@ -50,22 +50,22 @@ struct PeakMemory {
 
 /// status values: "ok", "unstable" (spread too wide to trust), "oom", "error".
 struct LayerMeasurement {
-  std::string campaign;             ///< free-form campaign name
+  std::string campaign;  ///< free-form campaign name
   LayerType type = LayerType::Linear;
-  std::vector<int64_t> dims;        ///< layer_info(type).dims
+  std::vector<int64_t> dims;  ///< layer_info(type).dims
   DType dtype = DType::FP32;
-  std::string device;               ///< DeviceRecord::key()
+  std::string device;  ///< DeviceRecord::key()
   std::string status = "ok";
-  std::string reason;               ///< why not ok
-  TimingStats fwd, bwd;             ///< forward / backward time
-  PeakMemory memory;                ///< peak of forward + backward (bench layers), when measured
-  std::string source = "bench";     ///< "bench" or an importer ("neusight")
-  int64_t env_id = 0;               ///< environments row, 0 = unknown
+  std::string reason;            ///< why not ok
+  TimingStats fwd, bwd;          ///< forward / backward time
+  PeakMemory memory;             ///< peak of forward + backward (bench layers), when measured
+  std::string source = "bench";  ///< "bench" or an importer ("neusight")
+  int64_t env_id = 0;            ///< environments row, 0 = unknown
 };
 
 /// Per-node time measured inside a real model (for the graph-level gap).
 struct NodeTime {
-  std::string node;                 ///< LayerNode::name
+  std::string node;  ///< LayerNode::name
   double ms = NAN;
 };
 
@@ -73,15 +73,15 @@ struct ModelMeasurement {
   std::string campaign;
   std::string model_name;
   std::string family;
-  nlohmann::json model;             ///< ModelSpec::to_json()
-  nlohmann::json settings;          ///< TrainSettings::to_json()
-  std::string device;               ///< DeviceRecord::key()
+  nlohmann::json model;     ///< ModelSpec::to_json()
+  nlohmann::json settings;  ///< TrainSettings::to_json()
+  std::string device;       ///< DeviceRecord::key()
   std::string status = "ok";
   std::string reason;
-  TimingStats iter;                 ///< full iteration incl. optimizer step (if settings say so)
-  TimingStats iter_noopt;           ///< forward + loss + backward only
-  std::vector<NodeTime> node_times; ///< per-layer times inside the model
-  PeakMemory memory;                ///< peak of one iteration as settings say (bench models), when measured
+  TimingStats iter;                  ///< full iteration incl. optimizer step (if settings say so)
+  TimingStats iter_noopt;            ///< forward + loss + backward only
+  std::vector<NodeTime> node_times;  ///< per-layer times inside the model
+  PeakMemory memory;                 ///< peak of one iteration as settings say (bench models), when measured
   std::string source = "bench";
   int64_t env_id = 0;
 };
@@ -101,29 +101,29 @@ std::string model_key(const ModelMeasurement& m);
 /// `bytes` is nccl-tests' "size" (collective_bench.hpp); time is of one operation.
 struct CollectiveMeasurement {
   std::string campaign = "default";
-  std::string collective;          ///< allreduce | allgather | reducescatter | sendrecv
-  std::string backend;             ///< gloo | nccl | mpi
-  std::string device;              ///< device key or "" (imported tables)
+  std::string collective;            ///< allreduce | allgather | reducescatter | sendrecv
+  std::string backend;               ///< gloo | nccl | mpi
+  std::string device;                ///< device key or "" (imported tables)
   std::string level = "intra-node";  ///< intra-node | inter-node
   std::string dtype = "fp32";
-  int64_t world = 2;               ///< ranks
+  int64_t world = 2;  ///< ranks
   int64_t nodes = 1;
   double bytes = 0;
   bool in_place = false;
-  double time_s = NAN;             ///< median time of one operation, seconds
-  double busbw_gbs = NAN;          ///< nccl-tests bus bandwidth, GB/s
+  double time_s = NAN;     ///< median time of one operation, seconds
+  double busbw_gbs = NAN;  ///< nccl-tests bus bandwidth, GB/s
   double cv = NAN;
   int repeats = 0;
-  std::string status = "ok";       ///< ok | unstable | unsupported | error
-  std::string source;              ///< the command or file the row came from
+  std::string status = "ok";  ///< ok | unstable | unsupported | error
+  std::string source;         ///< the command or file the row came from
 };
 
 /// What Store::merge_from did with one input store.
 struct MergeSummary {
-  size_t devices_added = 0;       ///< device keys new to this store
-  size_t environments_added = 0;  ///< environment rows new to this store (others reuse its ids)
-  size_t layers_added = 0, layers_skipped = 0;            ///< skipped: (campaign, key, device) already here
-  size_t models_added = 0, models_skipped = 0;            ///< likewise
+  size_t devices_added = 0;                     ///< device keys new to this store
+  size_t environments_added = 0;                ///< environment rows new to this store (others reuse its ids)
+  size_t layers_added = 0, layers_skipped = 0;  ///< skipped: (campaign, key, device) already here
+  size_t models_added = 0, models_skipped = 0;  ///< likewise
   size_t collectives_added = 0, collectives_skipped = 0;  ///< skipped: their natural key already here
   size_t memory_added = 0, memory_skipped = 0;            ///< memory rows (schema 3), likewise
   /// Device keys whose record in the input differs from this store's; this
@@ -179,7 +179,8 @@ class Store {
   size_t put_collectives(const std::vector<CollectiveMeasurement>& rows);
   /// Rows (empty filters match all), ordered by group then size; empty for a
   /// store written before the table existed.
-  std::vector<CollectiveMeasurement> collectives(const std::string& campaign = "", const std::string& collective = "",
+  std::vector<CollectiveMeasurement> collectives(const std::string& campaign = "",
+                                                 const std::string& collective = "",
                                                  bool ok_only = true) const;
   bool has_collectives_table() const;
   /// Whether the file has this table (older stores opened read-only lack the newer ones).
@@ -227,7 +228,8 @@ class Store {
  private:
   void exec(const std::string& sql);
   /// memory rows of one kind ("model" | "layer") by (campaign, config_key, device).
-  std::map<std::tuple<std::string, std::string, std::string>, PeakMemory> memory_rows(const std::string& kind) const;
+  std::map<std::tuple<std::string, std::string, std::string>, PeakMemory> memory_rows(
+      const std::string& kind) const;
   std::string path_;
   sqlite3* db_ = nullptr;
 };

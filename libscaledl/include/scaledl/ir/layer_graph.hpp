@@ -18,41 +18,41 @@
 namespace scaledl {
 
 struct LayerNode {
-  int id = 0;                       ///< index into LayerGraph::nodes
-  std::string name;                 ///< e.g. "encoder.3.attn.q_proj" (".bwd" suffix for backward)
+  int id = 0;        ///< index into LayerGraph::nodes
+  std::string name;  ///< e.g. "encoder.3.attn.q_proj" (".bwd" suffix for backward)
   LayerType type = LayerType::Linear;
   Direction dir = Direction::Forward;
-  std::vector<int64_t> dims;        ///< structural dims, names from layer_info(type).dims
-  LayerCost cost;                   ///< from layer_cost(type, dims, dtype)
-  int block = -1;                   ///< transformer block index, -1 outside blocks
-  int peer = -1;                    ///< backward node: id of its forward node (and vice versa)
-  std::vector<int64_t> out_shape;   ///< shape of the main output tensor
+  std::vector<int64_t> dims;       ///< structural dims, names from layer_info(type).dims
+  LayerCost cost;                  ///< from layer_cost(type, dims, dtype)
+  int block = -1;                  ///< transformer block index, -1 outside blocks
+  int peer = -1;                   ///< backward node: id of its forward node (and vice versa)
+  std::vector<int64_t> out_shape;  ///< shape of the main output tensor
   /// FLOP this node performs in its direction (fwd, bwd or update).
   double flops() const { return dir == Direction::Backward ? cost.flops_bwd : cost.flops_fwd; }
 };
 
 struct LayerEdge {
-  int src = 0, dst = 0;             ///< node ids
-  double bytes = 0;                 ///< bytes of the tensor carried
-  std::vector<int64_t> shape;       ///< its shape
-  bool backward = false;            ///< gradient tensor (true) or activation (false)
-  bool saved = false;               ///< forward node -> its own backward node: tensors saved for backward
+  int src = 0, dst = 0;        ///< node ids
+  double bytes = 0;            ///< bytes of the tensor carried
+  std::vector<int64_t> shape;  ///< its shape
+  bool backward = false;       ///< gradient tensor (true) or activation (false)
+  bool saved = false;          ///< forward node -> its own backward node: tensors saved for backward
 };
 
 struct LayerGraph {
   ModelSpec model;
   TrainSettings settings;
-  std::vector<LayerNode> nodes;     ///< topologically ordered: every edge has src < dst
+  std::vector<LayerNode> nodes;  ///< topologically ordered: every edge has src < dst
   std::vector<LayerEdge> edges;
 
-  double total_params() const;      ///< sum of params over forward nodes
+  double total_params() const;  ///< sum of params over forward nodes
   double total_flops_fwd() const;
   double total_flops_bwd() const;
-  double total_flops_update() const; ///< optimizer-step FLOP (0 without optimizer_step)
+  double total_flops_update() const;  ///< optimizer-step FLOP (0 without optimizer_step)
   /// Id of the node with this exact name, -1 when absent.
   int find(const std::string& name) const;
-  nlohmann::json to_json() const;   ///< {params, flops_fwd, flops_bwd, layers: [...], edges: [...]}
-  std::string to_dot() const;       ///< Graphviz
+  nlohmann::json to_json() const;  ///< {params, flops_fwd, flops_bwd, layers: [...], edges: [...]}
+  std::string to_dot() const;      ///< Graphviz
 };
 
 /// Decomposes one training iteration (forward, loss, backward, optional

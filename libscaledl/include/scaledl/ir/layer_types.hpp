@@ -27,12 +27,13 @@ enum class LayerType : int {
   GELU,
   ReLU,
   SiLU,
-  Add,            ///< elementwise a + b (residual)
-  Mul,            ///< elementwise a * b (SwiGLU gate)
-  Conv2dPatch,    ///< ViT/DeiT patch embedding: Conv2d(k = stride = patch)
-  CrossEntropy,   ///< softmax cross-entropy over [tokens, classes]
-  Optimizer,      ///< one optimizer step over a flat parameter tensor
-  Pointwise,      ///< one tensor with a scalar or broadcast operand (x / c, x + mask, pow, tanh): [elements, saves]
+  Add,           ///< elementwise a + b (residual)
+  Mul,           ///< elementwise a * b (SwiGLU gate)
+  Conv2dPatch,   ///< ViT/DeiT patch embedding: Conv2d(k = stride = patch)
+  CrossEntropy,  ///< softmax cross-entropy over [tokens, classes]
+  Optimizer,     ///< one optimizer step over a flat parameter tensor
+  Pointwise,     ///< one tensor with a scalar or broadcast operand (x / c, x + mask, pow, tanh): [elements,
+                 ///< saves]
   Count
 };
 
@@ -66,9 +67,9 @@ struct LayerCost {
 /// Static description of a layer type.
 struct LayerInfo {
   LayerType type;
-  const char* name;                ///< stable lower-case id used in files and the DB
-  std::vector<std::string> dims;   ///< names of the integer dims, in order
-  bool has_backward;               ///< false only for Optimizer
+  const char* name;               ///< stable lower-case id used in files and the DB
+  std::vector<std::string> dims;  ///< names of the integer dims, in order
+  bool has_backward;              ///< false only for Optimizer
 };
 
 const LayerInfo& layer_info(LayerType t);

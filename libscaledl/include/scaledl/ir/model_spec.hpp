@@ -33,26 +33,26 @@ const char* to_string(NormKind n);
 
 /// Architecture of one model. All sizes are element counts, > 0 unless noted.
 struct ModelSpec {
-  std::string name;                 ///< e.g. "bert-base" (file stem or _name_or_path)
+  std::string name;  ///< e.g. "bert-base" (file stem or _name_or_path)
   Family family = Family::Bert;
   Arch arch = Arch::EncoderOnly;
-  int64_t hidden = 0;               ///< d_model
-  int64_t num_layers = 0;           ///< encoder layers; decoder layers for decoder-only models
-  int64_t num_decoder_layers = 0;   ///< T5 decoder layers; 0 otherwise
-  int64_t num_heads = 0;            ///< attention heads (query heads)
-  int64_t num_kv_heads = 0;         ///< key/value heads (== num_heads unless GQA/MQA)
-  int64_t head_dim = 0;             ///< per-head size (hidden/num_heads, or T5 d_kv)
-  int64_t ffn_dim = 0;              ///< FFN inner size (intermediate_size, d_ff, ffn_dim)
-  int64_t vocab_size = 0;           ///< 0 for vision models
-  int64_t max_positions = 0;        ///< rows of a learned position table; 0 if none (T5 relative, RoPE)
-  int64_t position_offset = 0;      ///< extra learned position rows (OPT: 2)
-  int64_t type_vocab_size = 0;      ///< BERT token-type rows; 0 otherwise
-  int64_t rel_attn_buckets = 0;     ///< T5 relative-attention buckets; 0 otherwise
-  int64_t image_size = 0;           ///< vision: input height = width (pixels)
-  int64_t patch_size = 0;           ///< vision: patch edge (pixels)
-  int64_t num_channels = 0;         ///< vision: input channels
-  int64_t num_labels = 0;           ///< classifier outputs (vision: 1000 for ImageNet); 0 = no classifier
-  int64_t num_special_tokens = 0;   ///< vision: CLS (1) + DeiT distillation token (2 in total)
+  int64_t hidden = 0;              ///< d_model
+  int64_t num_layers = 0;          ///< encoder layers; decoder layers for decoder-only models
+  int64_t num_decoder_layers = 0;  ///< T5 decoder layers; 0 otherwise
+  int64_t num_heads = 0;           ///< attention heads (query heads)
+  int64_t num_kv_heads = 0;        ///< key/value heads (== num_heads unless GQA/MQA)
+  int64_t head_dim = 0;            ///< per-head size (hidden/num_heads, or T5 d_kv)
+  int64_t ffn_dim = 0;             ///< FFN inner size (intermediate_size, d_ff, ffn_dim)
+  int64_t vocab_size = 0;          ///< 0 for vision models
+  int64_t max_positions = 0;       ///< rows of a learned position table; 0 if none (T5 relative, RoPE)
+  int64_t position_offset = 0;     ///< extra learned position rows (OPT: 2)
+  int64_t type_vocab_size = 0;     ///< BERT token-type rows; 0 otherwise
+  int64_t rel_attn_buckets = 0;    ///< T5 relative-attention buckets; 0 otherwise
+  int64_t image_size = 0;          ///< vision: input height = width (pixels)
+  int64_t patch_size = 0;          ///< vision: patch edge (pixels)
+  int64_t num_channels = 0;        ///< vision: input channels
+  int64_t num_labels = 0;          ///< classifier outputs (vision: 1000 for ImageNet); 0 = no classifier
+  int64_t num_special_tokens = 0;  ///< vision: CLS (1) + DeiT distillation token (2 in total)
   Activation activation = Activation::GELU;
   NormKind norm = NormKind::LayerNorm;
   bool gated_ffn = false;           ///< SwiGLU / gated-GELU: up, gate and down projections
@@ -65,52 +65,56 @@ struct ModelSpec {
   double dropout = 0.1;             ///< hidden dropout probability, [0, 1)
   double attn_dropout = 0.1;        ///< attention-probability dropout, [0, 1)
   // ---- added by the IR engineer (fields above are unchanged) ----
-  double embed_dropout = 0.1;       ///< dropout after the embeddings, [0, 1)
-  double act_dropout = 0;           ///< dropout inside the FFN after the activation (T5, OPT), [0, 1)
-  bool qkv_bias = true;             ///< biases on the q/k/v projections (false: GPT-Neo, T5, Llama)
-  bool out_bias = true;             ///< bias on the attention output projection (false: T5, Llama)
-  int64_t context_len = 0;          ///< longest trained sequence (RoPE/learned positions); 0 = unbounded (T5)
-  int64_t embed_dim = 0;            ///< token-embedding width (OPT word_embed_proj_dim); == hidden otherwise
-  bool dist_head = false;           ///< DeiT with teacher: second classifier on the distillation token
-  std::string hf_class;             ///< architectures[0] of the config, "" when absent
+  double embed_dropout = 0.1;  ///< dropout after the embeddings, [0, 1)
+  double act_dropout = 0;      ///< dropout inside the FFN after the activation (T5, OPT), [0, 1)
+  bool qkv_bias = true;        ///< biases on the q/k/v projections (false: GPT-Neo, T5, Llama)
+  bool out_bias = true;        ///< bias on the attention output projection (false: T5, Llama)
+  int64_t context_len = 0;     ///< longest trained sequence (RoPE/learned positions); 0 = unbounded (T5)
+  int64_t embed_dim = 0;       ///< token-embedding width (OPT word_embed_proj_dim); == hidden otherwise
+  bool dist_head = false;      ///< DeiT with teacher: second classifier on the distillation token
+  std::string hf_class;        ///< architectures[0] of the config, "" when absent
   // ---- mixture of experts (Switch Transformers); num_experts == 0: a dense model ----
   int64_t num_experts = 0;          ///< experts of each sparse FFN (top-1 routing)
   int64_t encoder_sparse_step = 0;  ///< encoder FFN i is sparse when i % step == 1 (or step == 1); 0 = none
   int64_t decoder_sparse_step = 0;  ///< the same for the decoder stack
-  int64_t expert_capacity = 0;      ///< tokens one expert takes per sample (HF expert_capacity); 0 = capacity_factor
-  double capacity_factor = 1.0;     ///< when expert_capacity == 0: capacity = ceil(factor * seq / experts)
-  bool router_bias = false;         ///< bias on the router's classifier
-  int64_t moe_top_k = 1;            ///< experts each token goes to (Switch 1, Mixtral num_experts_per_tok)
-  int64_t shared_expert_ffn = 0;    ///< Qwen2-MoE: a gated FFN every token takes, x sigmoid(gate(x)); 0 = none
+  int64_t expert_capacity =
+      0;  ///< tokens one expert takes per sample (HF expert_capacity); 0 = capacity_factor
+  double capacity_factor = 1.0;   ///< when expert_capacity == 0: capacity = ceil(factor * seq / experts)
+  bool router_bias = false;       ///< bias on the router's classifier
+  int64_t moe_top_k = 1;          ///< experts each token goes to (Switch 1, Mixtral num_experts_per_tok)
+  int64_t shared_expert_ffn = 0;  ///< Qwen2-MoE: a gated FFN every token takes, x sigmoid(gate(x)); 0 = none
   // ---- Gemma ----
-  bool embed_scale = false;         ///< embeddings multiplied by sqrt(hidden) (a Mul node "embed.scale")
+  bool embed_scale = false;  ///< embeddings multiplied by sqrt(hidden) (a Mul node "embed.scale")
   // ---- Qwen3 ----
-  bool qk_norm = false;             ///< RMSNorm over each head of q and k (nodes "attn.q_norm", "attn.k_norm")
+  bool qk_norm = false;  ///< RMSNorm over each head of q and k (nodes "attn.q_norm", "attn.k_norm")
   // ---- Phi-3 (GPT-2's c_attn is fused too, by its family) ----
-  bool fused_qkv = false;           ///< q, k and v as one projection (node "attn.qkv")
-  bool fused_gate_up = false;       ///< gate and up as one projection [h, 2f] (node "ffn.gate_up"); gated FFNs
+  bool fused_qkv = false;      ///< q, k and v as one projection (node "attn.qkv")
+  bool fused_gate_up = false;  ///< gate and up as one projection [h, 2f] (node "ffn.gate_up"); gated FFNs
   // ---- GPT-NeoX ----
-  bool parallel_residual = false;   ///< attention and FFN both read the block input (ffn.norm of x)
+  bool parallel_residual = false;  ///< attention and FFN both read the block input (ffn.norm of x)
   // ---- Gemma 2 / 3 ----
-  bool sandwich_norm = false;       ///< a norm after attention and after the FFN too ("attn.post_norm", "ffn.post_norm")
-  double attn_softcap = 0;          ///< scores = cap x tanh(scores / cap) (three nodes "attn.softcap_*"); 0 = none
-  double final_softcap = 0;         ///< the same on the LM head's logits ("head.softcap_*"); 0 = none
+  bool sandwich_norm =
+      false;  ///< a norm after attention and after the FFN too ("attn.post_norm", "ffn.post_norm")
+  double attn_softcap = 0;   ///< scores = cap x tanh(scores / cap) (three nodes "attn.softcap_*"); 0 = none
+  double final_softcap = 0;  ///< the same on the LM head's logits ("head.softcap_*"); 0 = none
   // ---- DeepSeek-V2 / V3: multi-head latent attention (MLA), dense first FFNs, plain shared experts ----
-  int64_t kv_lora_rank = 0;         ///< MLA: k and v from a rank-r latent (kv_a, kv_a_norm, kv_b); 0 = plain attention
-  int64_t q_lora_rank = 0;          ///< MLA: q through a rank-r latent (q_a, q_a_norm, q_b); 0 = one q projection
-  int64_t qk_rope_dim = 0;          ///< MLA: rotary part of each q/k head (head_dim = qk_nope + qk_rope)
-  int64_t v_head_dim = 0;           ///< per-head size of v (MLA's v_head_dim); 0 = head_dim
-  int64_t first_dense_layers = 0;   ///< the first k FFNs of an MoE stack are dense (first_k_dense_replace)
-  int64_t dense_ffn_dim = 0;        ///< their width (intermediate_size; ffn_dim is the experts'); 0 = ffn_dim
-  bool plain_shared_expert = false; ///< the shared expert is added as it is (DeepSeek), not x sigmoid(gate(x))
+  int64_t kv_lora_rank =
+      0;  ///< MLA: k and v from a rank-r latent (kv_a, kv_a_norm, kv_b); 0 = plain attention
+  int64_t q_lora_rank = 0;  ///< MLA: q through a rank-r latent (q_a, q_a_norm, q_b); 0 = one q projection
+  int64_t qk_rope_dim = 0;  ///< MLA: rotary part of each q/k head (head_dim = qk_nope + qk_rope)
+  int64_t v_head_dim = 0;   ///< per-head size of v (MLA's v_head_dim); 0 = head_dim
+  int64_t first_dense_layers = 0;  ///< the first k FFNs of an MoE stack are dense (first_k_dense_replace)
+  int64_t dense_ffn_dim = 0;       ///< their width (intermediate_size; ffn_dim is the experts'); 0 = ffn_dim
+  bool plain_shared_expert =
+      false;  ///< the shared expert is added as it is (DeepSeek), not x sigmoid(gate(x))
   // ---- gpt-oss ----
-  bool attn_sinks = false;          ///< a learned sink logit per head joins each softmax ("attn.sinks_*")
-  bool clamped_glu = false;         ///< experts: (clamp(up) + 1) x g sigmoid(1.702 g), g = clamp(gate); biased
-                                    ///< fused gate_up and down, their bias adds as nodes of their own
+  bool attn_sinks = false;   ///< a learned sink logit per head joins each softmax ("attn.sinks_*")
+  bool clamped_glu = false;  ///< experts: (clamp(up) + 1) x g sigmoid(1.702 g), g = clamp(gate); biased
+                             ///< fused gate_up and down, their bias adds as nodes of their own
   bool dense_expert_inference = false;  ///< inference runs every expert on every token (HF's eval-mode path)
   // ---- one GPU's shard under expert parallelism (predict --ep; parallel.cpp) ----
-  int64_t expert_shards = 1;        ///< the experts of each sparse FFN are spread over this many GPUs: this one
-                                    ///< holds num_experts / expert_shards, each taking the tokens of that many GPUs
+  int64_t expert_shards = 1;  ///< the experts of each sparse FFN are spread over this many GPUs: this one
+                              ///< holds num_experts / expert_shards, each taking the tokens of that many GPUs
   /// True when q, k and v are one projection (GPT-2's c_attn, Phi-3's qkv_proj).
   bool qkv_fused() const { return fused_qkv || family == Family::Gpt2; }
   /// True for DeepSeek's multi-head latent attention.
@@ -142,15 +146,15 @@ int64_t expert_slots_per_sample(const ModelSpec& m, int64_t seq, bool inference)
 
 /// Settings of one training iteration.
 struct TrainSettings {
-  int64_t batch = 8;                ///< samples per iteration (per device), >= 1
-  int64_t seq_len = 128;            ///< tokens per sample (text models), >= 1
-  int64_t image_size = 0;           ///< vision input size; 0 = the config's image_size
+  int64_t batch = 8;       ///< samples per iteration (per device), >= 1
+  int64_t seq_len = 128;   ///< tokens per sample (text models), >= 1
+  int64_t image_size = 0;  ///< vision input size; 0 = the config's image_size
   DType dtype = DType::FP32;
   OptimizerKind optimizer = OptimizerKind::AdamW;
-  bool optimizer_step = true;       ///< iteration includes the optimizer step
-  bool backward = true;             ///< false: inference, forward only under no-grad (no optimizer step either)
-  int64_t num_devices = 1;          ///< data-parallel replicas (all-reduce of gradients)
-  int64_t tgt_len = 0;              ///< T5 decoder tokens per sample; 0 = seq_len
+  bool optimizer_step = true;  ///< iteration includes the optimizer step
+  bool backward = true;        ///< false: inference, forward only under no-grad (no optimizer step either)
+  int64_t num_devices = 1;     ///< data-parallel replicas (all-reduce of gradients)
+  int64_t tgt_len = 0;         ///< T5 decoder tokens per sample; 0 = seq_len
   /// The framework fuses the elementwise kernels around the attention softmax (scale, mask)
   /// and runs gelu_new as one kernel, as Megatron-LM does (fused scale-mask-softmax, fused
   /// bias-GELU); false = eager PyTorch / Hugging Face, each its own kernel (layer_graph.cpp).

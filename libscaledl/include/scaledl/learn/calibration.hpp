@@ -86,7 +86,8 @@ LayerCalibration calibrate_layers(const LayerPredictor& lp, const std::vector<La
 /// calibrate_layers() on the layer rows of store `db` (status ok) whose device has
 /// `dev`'s name, whatever its kind (a probe's "cuda:NAME" rows calibrate "spec:NAME").
 /// Error naming `what` (the option) and the store's devices when it has no such rows.
-LayerCalibration calibrate_from_store(const LayerPredictor& lp, const std::string& db, const DeviceRecord& dev,
-                                      const CalibrationOptions& o = {}, const std::string& what = "--calibrate");
+LayerCalibration calibrate_from_store(const LayerPredictor& lp, const std::string& db,
+                                      const DeviceRecord& dev, const CalibrationOptions& o = {},
+                                      const std::string& what = "--calibrate");
 
 }  // namespace scaledl

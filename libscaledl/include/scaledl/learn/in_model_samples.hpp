@@ -23,8 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "scaledl/io/device.hpp"
-#include "scaledl/learn/layer_predictor.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl {
 
@@ -37,7 +37,7 @@ struct InModelStats {
   /// `<p>.qk` entries of runs timed before the score kernels were nodes of their own
   /// (2026-11-25): their time includes <p>.scale / .bias / .mask, so it is no BMM time.
   size_t skipped_fused_scores = 0;
-  size_t samples = 0;          ///< samples after merging equal nodes of a run
+  size_t samples = 0;  ///< samples after merging equal nodes of a run
   nlohmann::json to_json() const;
 };
 

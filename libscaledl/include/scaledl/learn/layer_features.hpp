@@ -135,10 +135,10 @@ class FeatureWriter {
   double peak_ = 0;             ///< spec-sheet peak of dtype_, GFLOP/s; 0 = unknown
   double peak_floor_ms_ = 0;
   double dtype_roofline_ms_ = 0;
-  std::vector<double> dev_;     ///< DeviceRecord::features()
-  double lanes_ = 0;            ///< fp32_lanes_per_sm(dev)
-  double pre_volta_ = 0;        ///< pre_volta(dev)
-  std::vector<int64_t> d_;      ///< scratch dims (validate_dims and layer_cost take a vector)
+  std::vector<double> dev_;  ///< DeviceRecord::features()
+  double lanes_ = 0;         ///< fp32_lanes_per_sm(dev)
+  double pre_volta_ = 0;     ///< pre_volta(dev)
+  std::vector<int64_t> d_;   ///< scratch dims (validate_dims and layer_cost take a vector)
 };
 
 /// Checks that `dir` is a direction type `t` has; throws naming both otherwise.

@@ -24,12 +24,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/io/device.hpp"
 #include "scaledl/core/fs_util.hpp"
-#include "scaledl/learn/layer_features.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/ir/layer_types.hpp"
-#include "scaledl/io/store.hpp"
+#include "scaledl/learn/layer_features.hpp"
 
 namespace scaledl {
 
@@ -39,21 +39,21 @@ class Booster;
 
 /// Options of LayerPredictor::train; XGBoost names in brackets.
 struct TrainOptions {
-  int rounds = 100;              ///< boosting rounds, >= 1 (100: docs/learn.md, "Speed")
-  int max_depth = 8;             ///< tree depth [max_depth], 1..20
-  double eta = 0.1;              ///< learning rate [eta], (0, 1]
-  double subsample = 0.8;        ///< row subsample per tree [subsample], (0, 1]
-  double colsample = 0.8;        ///< column subsample per tree [colsample_bytree], (0, 1]
-  double min_child_weight = 1;   ///< [min_child_weight], >= 0
+  int rounds = 100;             ///< boosting rounds, >= 1 (100: docs/learn.md, "Speed")
+  int max_depth = 8;            ///< tree depth [max_depth], 1..20
+  double eta = 0.1;             ///< learning rate [eta], (0, 1]
+  double subsample = 0.8;       ///< row subsample per tree [subsample], (0, 1]
+  double colsample = 0.8;       ///< column subsample per tree [colsample_bytree], (0, 1]
+  double min_child_weight = 1;  ///< [min_child_weight], >= 0
   /// "log": ln(ms); "raw": ms; "log_roofline": ln(ms / roofline_ms) (a residual over
   /// the roofline, extrapolates to faster devices); "log_roofline_floor":
   /// ln(ms / (roofline_ms + floor_ms)), floor_ms = the fastest training time of the
   /// model's rows (saved in the manifest). Chosen by measurement: docs/learn.md.
   std::string target = "log_roofline_floor";
-  bool roofline_features = true; ///< PreNeT CT/CM columns (FeatureOptions::roofline)
-  bool transfer_features = false; ///< tiling, waves and device-relative columns (FeatureOptions::transfer)
-  bool device_features = true;   ///< h^dev columns (FeatureOptions::device)
-  bool arch_features = false;    ///< the FP32 lanes per SM (FeatureOptions::arch)
+  bool roofline_features = true;    ///< PreNeT CT/CM columns (FeatureOptions::roofline)
+  bool transfer_features = false;   ///< tiling, waves and device-relative columns (FeatureOptions::transfer)
+  bool device_features = true;      ///< h^dev columns (FeatureOptions::device)
+  bool arch_features = false;       ///< the FP32 lanes per SM (FeatureOptions::arch)
   bool alignment_features = false;  ///< gemm_align and pre_volta (FeatureOptions::alignment)
   /// true: trained with rooflines at the spec peak of probed GPUs (DeviceRecord::compute_gflops
   /// since 2026-11-26, manifest "rates": "spec_peak"); false: a model from before, whose
@@ -73,17 +73,17 @@ struct TrainOptions {
   /// sheet's: for a GPU with training rows, what its largest elementwise rows move per
   /// second (sustained_bandwidths()); for another, its probe's measured copy bandwidth
   /// (DeviceRecord::measured_bw_gbs), else its spec bandwidth times the median share the
-  /// training GPUs of its memory family (HBM, GDDR) sustain. The trees then learn one memory efficiency for every GPU
-  /// (docs/unseen-gpu.md, "Sustained bandwidth"). Manifest "sustained_bw"; absent = false.
+  /// training GPUs of its memory family (HBM, GDDR) sustain. The trees then learn one memory efficiency for
+  /// every GPU (docs/unseen-gpu.md, "Sustained bandwidth"). Manifest "sustained_bw"; absent = false.
   bool sustained_bw = false;
   bool split_direction = false;  ///< one model per (type, direction) instead of a direction feature
   /// random-forest mode (PreNeT baseline): 1 round of 100 parallel trees, subsample
   /// 0.632, colsample_bynode 0.6, eta 1; rounds/eta/subsample/colsample are ignored
   bool forest = false;
-  int min_rows = 8;              ///< a (type) with fewer rows is not trained: roofline fallback, >= 1
-  int nthread = 0;               ///< XGBoost threads, 0 = automatic (1 below 16,384 rows, else all cores)
-  uint64_t seed = 0;             ///< XGBoost seed
-  bool verbose = false;          ///< print progress to stderr
+  int min_rows = 8;      ///< a (type) with fewer rows is not trained: roofline fallback, >= 1
+  int nthread = 0;       ///< XGBoost threads, 0 = automatic (1 below 16,384 rows, else all cores)
+  uint64_t seed = 0;     ///< XGBoost seed
+  bool verbose = false;  ///< print progress to stderr
 
   nlohmann::json to_json() const;
   static TrainOptions from_json(const nlohmann::json& j, const std::string& ctx = "train_options");
@@ -135,7 +135,8 @@ std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample
 /// The devices as probes would know them (CvOptions::probe_bandwidth, eval --probe-bandwidth):
 /// each GPU of `samples` with a sustained bandwidth (sustained_bandwidths()) gets it as its
 /// measured_bw_gbs in `devices` (a GPU not in `devices` is skipped). Returns how many got one.
-size_t set_probe_bandwidths(std::map<std::string, DeviceRecord>& devices, const std::vector<LayerSample>& samples);
+size_t set_probe_bandwidths(std::map<std::string, DeviceRecord>& devices,
+                            const std::vector<LayerSample>& samples);
 
 /// Layer rows and devices of one or more stores (read-only), plus devices from
 /// spec JSON files (either DeviceRecord format). Rows of status "ok" only.
@@ -150,8 +151,9 @@ TrainingData load_training_data(const std::vector<std::string>& dbs,
                                 const std::vector<std::string>& device_specs = {}, double layer_max_cv = 0);
 
 /// A prediction, whether it came from the fallback (no model for the type: the
-/// roofline; for `pointwise`, another elementwise type's model by bytes), and whether the type's model saw no training row of this direction and
-/// dtype (say bf16 from fp32-only data): carried over by the features, not learnt.
+/// roofline; for `pointwise`, another elementwise type's model by bytes), and whether the type's model saw no
+/// training row of this direction and dtype (say bf16 from fp32-only data): carried over by the features, not
+/// learnt.
 struct LayerPrediction {
   double ms = 0;
   bool fallback = false;
@@ -241,8 +243,8 @@ class LayerPredictor {
   bool predict_batch_as(LayerType t, const int64_t* dims, size_t rows, DType dtype, Direction dir,
                         const DeviceRecord& dev, double* out_ms) const;
   TrainOptions opts_;
-  std::map<std::string, double> bw_;  ///< sustained bandwidth of the training GPUs, GB/s
-  double bw_share_ = 0;               ///< their median share of the spec bandwidth
+  std::map<std::string, double> bw_;                  ///< sustained bandwidth of the training GPUs, GB/s
+  double bw_share_ = 0;                               ///< their median share of the spec bandwidth
   std::map<std::string, double> bw_share_by_family_;  ///< the same per memory family
   bool compiled_trees_ = true;
   std::map<std::string, std::unique_ptr<Model>> models_;  ///< by model name ("linear" or "linear.bwd")
@@ -262,21 +264,21 @@ std::string model_name(LayerType t, Direction dir, bool split_direction);
 ///   mlp      LibTorch MLP per type: 2 hidden layers of 64 ReLU units on
 ///            standardised log1p features, log-time target, Adam
 struct CvOptions {
-  int folds = 5;                        ///< k of k-fold, >= 2 (ignored with leave_one_device)
-  bool leave_one_device = false;        ///< folds = devices: train on the others, test the held-out one
+  int folds = 5;                  ///< k of k-fold, >= 2 (ignored with leave_one_device)
+  bool leave_one_device = false;  ///< folds = devices: train on the others, test the held-out one
   std::vector<std::string> methods = {"xgboost", "linear", "forest", "mlp"};
-  TrainOptions train;                   ///< options of the xgboost (and forest) models
-  int mlp_epochs = 60;                  ///< MLP passes over the training rows, >= 1
-  bool mlp_roofline = true;             ///< MLP features include CT/CM (PreNeT); false = MLP-ACC's plain features
-  std::string torch_device = "cpu";     ///< LibTorch device of the MLP ("cpu", "cuda")
-  uint64_t seed = 1;                    ///< fold assignment and MLP init
+  TrainOptions train;        ///< options of the xgboost (and forest) models
+  int mlp_epochs = 60;       ///< MLP passes over the training rows, >= 1
+  bool mlp_roofline = true;  ///< MLP features include CT/CM (PreNeT); false = MLP-ACC's plain features
+  std::string torch_device = "cpu";  ///< LibTorch device of the MLP ("cpu", "cuda")
+  uint64_t seed = 1;                 ///< fold assignment and MLP init
   /// "rows": k-fold over all samples. "model-runs": group k-fold over the model
   /// runs of the in-model samples (LayerSample::group non-empty): fold k tests the
   /// in-model samples of its runs and trains on every isolated sample plus (when
   /// in_model_train) the in-model samples of the other runs, so a run's nodes are
   /// never in both. Ignored with leave_one_device.
   std::string holdout = "rows";
-  bool in_model_train = true;           ///< "model-runs": train on the other runs' in-model samples too
+  bool in_model_train = true;  ///< "model-runs": train on the other runs' in-model samples too
   /// leave_one_device: the held-out GPU is known as if probed, its measured_bw_gbs the
   /// sustained bandwidth of its own rows (sustained_bandwidths(); what `scaledl probe`
   /// measures); its other rows stay unseen. Without it, its spec sheet alone.
@@ -287,13 +289,13 @@ struct CvOptions {
 /// device, or "all").
 struct CvResult {
   std::string method;
-  std::string type;              ///< layer type name, or "all"
-  std::string direction = "all"; ///< "fwd", "bwd", "update" (only when the rows have several), or "all"
-  std::string device;            ///< held-out device key, or "all"
-  size_t n = 0;        ///< test rows
-  double rmse_ms = 0;  ///< sqrt(mean((pred - true)^2)), ms
-  double mre_pct = 0;  ///< 100 * mean(|pred - true| / true), %
-  double bias_pct = 0; ///< 100 * mean((pred - true) / true), %: the sign says too high (+) or too low (-)
+  std::string type;               ///< layer type name, or "all"
+  std::string direction = "all";  ///< "fwd", "bwd", "update" (only when the rows have several), or "all"
+  std::string device;             ///< held-out device key, or "all"
+  size_t n = 0;                   ///< test rows
+  double rmse_ms = 0;             ///< sqrt(mean((pred - true)^2)), ms
+  double mre_pct = 0;             ///< 100 * mean(|pred - true| / true), %
+  double bias_pct = 0;  ///< 100 * mean((pred - true) / true), %: the sign says too high (+) or too low (-)
 };
 
 /// One held-out row's prediction (cross_validate's `rows`): which fold held it out
@@ -322,8 +324,8 @@ nlohmann::json cv_to_json(const std::vector<CvResult>& r);
 /// Cross-validated errors of every method on the same folds.
 /// `rows` (optional) receives every held-out row's prediction.
 std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
-                                     const std::map<std::string, DeviceRecord>& devices,
-                                     const CvOptions& o, std::vector<CvRowPrediction>* rows = nullptr);
+                                     const std::map<std::string, DeviceRecord>& devices, const CvOptions& o,
+                                     std::vector<CvRowPrediction>* rows = nullptr);
 
 /// Fold of each model run (LayerSample::group) under CvOptions::holdout =
 /// "model-runs": the sorted distinct groups shuffled with `seed`, run i -> fold

@@ -29,16 +29,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/ir/model_spec.hpp"
 #include "scaledl/io/store.hpp"
+#include "scaledl/ir/model_spec.hpp"
 
 namespace scaledl {
 
 struct NeusightImportOptions {
-  std::string root;                  ///< artifact directory (holds ops/, device_configs/)
-  std::string campaign = "neusight"; ///< campaign name of the inserted rows
-  bool transformer_shapes = true;    ///< also read ops-transformer-shapes/*.csv
-  bool traces = false;               ///< also read the per-node traces beside the labels (below)
+  std::string root;                   ///< artifact directory (holds ops/, device_configs/)
+  std::string campaign = "neusight";  ///< campaign name of the inserted rows
+  bool transformer_shapes = true;     ///< also read ops-transformer-shapes/*.csv
+  bool traces = false;                ///< also read the per-node traces beside the labels (below)
 };
 
 // Per-node traces. Beside each single-GPU eager label, labels/<GPU>/<label>.csv
@@ -70,27 +70,29 @@ constexpr double kTraceMinMs = 0.05;
 std::string neusight_trace_kernel(const std::string& op, const std::string& target, const std::string& meta);
 
 struct NeusightTraceSummary {
-  size_t files = 0;                         ///< trace CSVs read
-  size_t nodes = 0;                         ///< nodes with a positive time
-  size_t mapped = 0;                        ///< nodes mapped to a layer type
-  size_t below_floor = 0;                   ///< mapped nodes faster than kTraceMinMs (skipped)
-  size_t rows = 0;                          ///< layer rows after merging nodes of one shape
-  size_t inserted = 0;                      ///< new store rows
-  std::map<std::string, size_t> skipped;    ///< unmapped nodes per kernel
+  size_t files = 0;                       ///< trace CSVs read
+  size_t nodes = 0;                       ///< nodes with a positive time
+  size_t mapped = 0;                      ///< nodes mapped to a layer type
+  size_t below_floor = 0;                 ///< mapped nodes faster than kTraceMinMs (skipped)
+  size_t rows = 0;                        ///< layer rows after merging nodes of one shape
+  size_t inserted = 0;                    ///< new store rows
+  std::map<std::string, size_t> skipped;  ///< unmapped nodes per kernel
   nlohmann::json to_json() const;
 };
 
 /// Layer rows of one trace file (either the artifact's columns or the compact
 /// ones of write_neusight_subset). Malformed => Error naming file:line.
 std::vector<LayerMeasurement> read_neusight_trace(const std::string& path, const std::string& campaign,
-                                                  const std::string& device_key, NeusightTraceSummary& summary);
+                                                  const std::string& device_key,
+                                                  NeusightTraceSummary& summary);
 
 /// What an end-to-end label's file name says: <model>-<inf|train>-<seq>-<batch>[-suffix].
 struct NeusightLabel {
-  std::string model;       ///< model_configs/<model>.json
-  RunMode mode = RunMode::Inference;  ///< inf -> inference; train -> fwd-bwd (no optimizer step in the artifact)
+  std::string model;  ///< model_configs/<model>.json
+  RunMode mode =
+      RunMode::Inference;  ///< inf -> inference; train -> fwd-bwd (no optimizer step in the artifact)
   int64_t seq = 0, batch = 0;
-  std::string suffix;      ///< "fusion", "dp4", "tp4", "pp4_1", ... ("" = single-GPU eager)
+  std::string suffix;  ///< "fusion", "dp4", "tp4", "pp4_1", ... ("" = single-GPU eager)
 };
 std::optional<NeusightLabel> parse_neusight_label_name(const std::string& stem);
 
@@ -99,10 +101,10 @@ std::optional<NeusightLabel> parse_neusight_label_name(const std::string& stem);
 std::vector<std::pair<std::string, std::string>> neusight_label_folders(const std::string& root);
 
 struct NeusightLabelSummary {
-  size_t files = 0;                           ///< label JSON files seen
-  size_t inserted = 0;                        ///< new model runs
-  std::map<std::string, size_t> skipped;      ///< reason -> files not imported
-  std::map<std::string, size_t> per_device;   ///< inserted runs per device name
+  size_t files = 0;                          ///< label JSON files seen
+  size_t inserted = 0;                       ///< new model runs
+  std::map<std::string, size_t> skipped;     ///< reason -> files not imported
+  std::map<std::string, size_t> per_device;  ///< inserted runs per device name
   nlohmann::json to_json() const;
 };
 
@@ -112,7 +114,8 @@ struct NeusightLabelSummary {
 /// (-dpN/-tpN/-ppN_M) labels and models the IR cannot parse are counted in
 /// `skipped`. `device_keys` maps device names to store keys. A malformed file is
 /// an Error naming it. No labels/ folder: nothing imported.
-NeusightLabelSummary import_neusight_labels(const std::string& root, const std::string& campaign, Store& store,
+NeusightLabelSummary import_neusight_labels(const std::string& root, const std::string& campaign,
+                                            Store& store,
                                             const std::map<std::string, std::string>& device_keys);
 
 struct NeusightImportSummary {

@@ -38,14 +38,14 @@ struct MemoryOptions {
 };
 
 struct MemoryEstimate {
-  double weights = 0;      ///< parameter bytes
-  double optimizer = 0;    ///< optimizer state bytes (after the first step)
-  double batch = 0;        ///< input ids / images and labels
-  double grads = 0;        ///< weight gradients at the end of backward
-  double saved = 0;        ///< activations alive at the end of forward (training: saved for backward)
-  double base = 0;         ///< allocated before the iteration: weights + optimizer + batch
-  double peak = 0;         ///< highest allocation during the iteration (includes base)
-  std::string peak_at;     ///< node at the peak ("<name>", "<name>.bwd" or "optim.step")
+  double weights = 0;    ///< parameter bytes
+  double optimizer = 0;  ///< optimizer state bytes (after the first step)
+  double batch = 0;      ///< input ids / images and labels
+  double grads = 0;      ///< weight gradients at the end of backward
+  double saved = 0;      ///< activations alive at the end of forward (training: saved for backward)
+  double base = 0;       ///< allocated before the iteration: weights + optimizer + batch
+  double peak = 0;       ///< highest allocation during the iteration (includes base)
+  std::string peak_at;   ///< node at the peak ("<name>", "<name>.bwd" or "optim.step")
   nlohmann::json to_json() const;
 };
 
@@ -77,7 +77,8 @@ std::vector<MemorySample> load_memory_samples(const std::vector<std::string>& st
 
 /// Features of a configuration for the memory regressors: the analytic
 /// breakdown (log bytes and fractions) and the configuration's size.
-std::vector<float> memory_features(const LayerGraph& g, const MemoryEstimate& a, const std::string& device_kind);
+std::vector<float> memory_features(const LayerGraph& g, const MemoryEstimate& a,
+                                   const std::string& device_kind);
 const std::vector<std::string>& memory_feature_names();
 
 /// analytic x exp(f(x)): gradient-boosted trees (XGBoost) on the log ratio of
@@ -89,7 +90,8 @@ class MemoryCorrection {
  public:
   /// Needs >= 10 samples; errors name the count. `direct`: DNNPerf-style
   /// baseline, the same trees regressing log(peak) itself (no analytic prior).
-  static MemoryCorrection train(const std::vector<MemorySample>& samples, bool direct = false, uint64_t seed = 0);
+  static MemoryCorrection train(const std::vector<MemorySample>& samples, bool direct = false,
+                                uint64_t seed = 0);
   /// Predicted peak bytes.
   double predict(const LayerGraph& g, const std::string& device_kind) const;
   /// Peak with its 80 % and 95 % intervals: {peak, lo80, hi80, lo95, hi95}.
@@ -126,8 +128,9 @@ struct ParallelMemory {
   int64_t in_flight = 1;
   nlohmann::json to_json() const;
 };
-ParallelMemory estimate_parallel_memory(const LayerGraph& stage_micro, int64_t pp, int64_t microbatches, int64_t dp,
-                                        int zero, bool recompute, OptimizerKind opt, const std::string& device_kind);
+ParallelMemory estimate_parallel_memory(const LayerGraph& stage_micro, int64_t pp, int64_t microbatches,
+                                        int64_t dp, int zero, bool recompute, OptimizerKind opt,
+                                        const std::string& device_kind);
 
 }  // namespace scaledl
 
@@ -144,11 +147,11 @@ void check_headroom(double headroom);
 
 struct MemoryPrediction {
   MemoryEstimate analytic;
-  double peak_bytes = 0;                ///< corrected when a correction is given, else analytic
+  double peak_bytes = 0;  ///< corrected when a correction is given, else analytic
   double lo80 = NAN, hi80 = NAN, lo95 = NAN, hi95 = NAN;  ///< bytes; NaN without a correction
   bool corrected = false;
-  std::string method;                   ///< how the peak was obtained, in words
-  double capacity_bytes = 0;            ///< mem_gb x 1e9; 0 = the device record has none
+  std::string method;         ///< how the peak was obtained, in words
+  double capacity_bytes = 0;  ///< mem_gb x 1e9; 0 = the device record has none
   double headroom = 0;
   /// "fits", "does not fit", "tight" (the point fits but the upper 80 % bound does
   /// not) or "unknown" (no capacity in the device record).
@@ -156,8 +159,8 @@ struct MemoryPrediction {
   nlohmann::json to_json() const;
 };
 
-MemoryPrediction predict_memory(const LayerGraph& g, const DeviceRecord& dev, const MemoryCorrection* correction,
-                                double headroom);
+MemoryPrediction predict_memory(const LayerGraph& g, const DeviceRecord& dev,
+                                const MemoryCorrection* correction, double headroom);
 /// The same verdict for a per-device peak computed elsewhere (parallel splits).
 std::string memory_verdict(double peak, double hi80, double capacity_bytes, double headroom);
 

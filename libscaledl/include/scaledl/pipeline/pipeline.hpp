@@ -27,8 +27,8 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -76,7 +76,8 @@ struct CropBox {
 /// [scale_lo, scale_hi] of the image and an aspect ratio log-uniform in
 /// [ratio_lo, ratio_hi]; 10 tries, then the centred crop of the clamped ratio.
 CropBox random_resized_crop_box(int width, int height, std::mt19937_64& rng, double scale_lo = 0.08,
-                                double scale_hi = 1.0, double ratio_lo = 3.0 / 4.0, double ratio_hi = 4.0 / 3.0);
+                                double scale_hi = 1.0, double ratio_lo = 3.0 / 4.0,
+                                double ratio_hi = 4.0 / 3.0);
 
 /// ImageNet's per-channel mean and standard deviation (of x / 255), RGB.
 constexpr float kImageNetMean[3] = {0.485f, 0.456f, 0.406f};
@@ -100,29 +101,29 @@ struct HostInfo {
 HostInfo host_info();
 
 struct PipelineBenchOptions {
-  std::string corpus;              ///< text: UTF-8 corpus, one line a piece of text
-  std::string tokenizer;           ///< text: SentencePiece .model
-  std::string images;              ///< image: folder of *.jpg / *.jpeg
-  int max_workers = 2;             ///< measure W = 1..max_workers worker threads, in [1, 256]
-  int64_t tokens_per_sample = 512; ///< text: token ids per sample, in [1, 1048576]
-  int64_t image_size = 224;        ///< image: output side, pixels, in [8, 4096]
-  double warmup_s = 0.2;           ///< untimed run of each W that sizes its timed runs (and, capped at
-                                   ///< repeat_s / 4, before every timed run), seconds, >= 0
-  int repeats = 5;                 ///< timed runs per W, in [1, 1000]; round r runs every W once
-  double repeat_s = 0.4;           ///< target length of one timed run, seconds, > 0
-  uint64_t seed = 0;               ///< crop and flip randomness (worker w draws from seed + w)
-  double max_cv = 0.05;            ///< samples/s CV above this marks the W "unstable"
-  double max_foreign = 0.2;        ///< other processes' CPU use above this many vCPUs marks the W "contended"
+  std::string corpus;               ///< text: UTF-8 corpus, one line a piece of text
+  std::string tokenizer;            ///< text: SentencePiece .model
+  std::string images;               ///< image: folder of *.jpg / *.jpeg
+  int max_workers = 2;              ///< measure W = 1..max_workers worker threads, in [1, 256]
+  int64_t tokens_per_sample = 512;  ///< text: token ids per sample, in [1, 1048576]
+  int64_t image_size = 224;         ///< image: output side, pixels, in [8, 4096]
+  double warmup_s = 0.2;            ///< untimed run of each W that sizes its timed runs (and, capped at
+                                    ///< repeat_s / 4, before every timed run), seconds, >= 0
+  int repeats = 5;                  ///< timed runs per W, in [1, 1000]; round r runs every W once
+  double repeat_s = 0.4;            ///< target length of one timed run, seconds, > 0
+  uint64_t seed = 0;                ///< crop and flip randomness (worker w draws from seed + w)
+  double max_cv = 0.05;             ///< samples/s CV above this marks the W "unstable"
+  double max_foreign = 0.2;  ///< other processes' CPU use above this many vCPUs marks the W "contended"
 };
 
 /// Throughput of W workers.
 struct WorkerPoint {
   int workers = 1;
-  double samples_per_s = 0;   ///< median over the repeats of (samples of all workers / wall seconds)
-  double cv = 0;              ///< coefficient of variation of the repeats' samples/s
+  double samples_per_s = 0;  ///< median over the repeats of (samples of all workers / wall seconds)
+  double cv = 0;             ///< coefficient of variation of the repeats' samples/s
   int repeats = 0;
   int64_t samples = 0;        ///< samples in the timed repeats
-  double foreign_vcpus = 0;    ///< mean vCPUs other processes kept busy during the timed runs (/proc/stat
+  double foreign_vcpus = 0;   ///< mean vCPUs other processes kept busy during the timed runs (/proc/stat
                               ///< busy time less this process's CPU time): a shared machine's interference
   std::string status = "ok";  ///< ok | unstable (cv > max_cv) | contended (foreign_vcpus > max_foreign):
                               ///< do not trust the point
@@ -132,29 +133,29 @@ struct WorkerPoint {
 /// One pipeline kind measured for W = 1..max_workers.
 struct PipelineMeasurement {
   InputKind kind = InputKind::Text;
-  int64_t sample_size = 0;        ///< tokens per sample (text) or output side in pixels (image)
-  double bytes_per_sample = 0;    ///< stored bytes one sample reads: corpus bytes per sample / mean JPEG size
-  double read_ms = 0;             ///< W = 1, per sample: reading the file (page cache); 0 for text (in memory)
-  double decode_ms = 0;           ///< W = 1, per sample: JPEG decode / SentencePiece encode (ORION tau_decode)
-  double transform_ms = 0;        ///< W = 1, per sample: crop + resize + flip + normalise / packing (ORION tau_cpu)
-  int64_t items = 0;              ///< usable images or lines in the set
-  int64_t skipped = 0;            ///< corrupt JPEGs skipped (found by the validation pass, never timed)
+  int64_t sample_size = 0;      ///< tokens per sample (text) or output side in pixels (image)
+  double bytes_per_sample = 0;  ///< stored bytes one sample reads: corpus bytes per sample / mean JPEG size
+  double read_ms = 0;           ///< W = 1, per sample: reading the file (page cache); 0 for text (in memory)
+  double decode_ms = 0;         ///< W = 1, per sample: JPEG decode / SentencePiece encode (ORION tau_decode)
+  double transform_ms = 0;  ///< W = 1, per sample: crop + resize + flip + normalise / packing (ORION tau_cpu)
+  int64_t items = 0;        ///< usable images or lines in the set
+  int64_t skipped = 0;      ///< corrupt JPEGs skipped (found by the validation pass, never timed)
   std::vector<std::string> skipped_files;  ///< "name: why"
-  std::string data;               ///< the corpus file or the image folder
-  std::vector<WorkerPoint> points;  ///< W = 1, 2, ...
+  std::string data;                        ///< the corpus file or the image folder
+  std::vector<WorkerPoint> points;         ///< W = 1, 2, ...
 };
 
 /// Sequential read rate of one file from storage.
 struct StorageMeasurement {
   std::string path;
-  double bytes = 0;             ///< bytes read per repeat (the file, at most max_bytes)
-  double read_Bps = 0;          ///< median bytes / s over the repeats
+  double bytes = 0;     ///< bytes read per repeat (the file, at most max_bytes)
+  double read_Bps = 0;  ///< median bytes / s over the repeats
   double cv = 0;
   int repeats = 0;
-  bool cache_dropped = false;   ///< posix_fadvise(POSIX_FADV_DONTNEED) succeeded before every read
-  double resident_before = 0;   ///< largest fraction of the file's pages in the page cache just before a
-                                ///< read (mincore); near 0 = a read from the device, near 1 = from memory
-  std::vector<double> runs;     ///< bytes / s of each read, in order
+  bool cache_dropped = false;  ///< posix_fadvise(POSIX_FADV_DONTNEED) succeeded before every read
+  double resident_before = 0;  ///< largest fraction of the file's pages in the page cache just before a
+                               ///< read (mincore); near 0 = a read from the device, near 1 = from memory
+  std::vector<double> runs;    ///< bytes / s of each read, in order
 };
 
 /// (The text pipeline's benchmark is in text_pipeline.hpp: SentencePiece cannot
@@ -166,20 +167,22 @@ PipelineMeasurement bench_image_pipeline(const PipelineBenchOptions& o);
 /// Reads `path` sequentially in 1 MiB blocks (at most `max_bytes`), `repeats`
 /// times, each after posix_fadvise(DONTNEED). Throws Error("<key>=<path>: ...")
 /// when it cannot be opened, is not a regular file or is empty.
-StorageMeasurement measure_storage_read(const std::string& path, int repeats = 3, double max_bytes = 1073741824.0,
-                                        const std::string& key = "--path");
+StorageMeasurement measure_storage_read(const std::string& path, int repeats = 3,
+                                        double max_bytes = 1073741824.0, const std::string& key = "--path");
 
 // ---- the throughput model (ORION §3.3) ---------------------------------------------
 
 /// Samples/s of the input pipeline against workers, vCPUs and sample size.
 struct ThroughputModel {
   InputKind kind = InputKind::Text;
-  int64_t sample_size = 0;       ///< at which it was measured (tokens or pixels)
-  double r1 = 0;                 ///< samples/s of one worker
-  double alpha = 0;              ///< USL contention, in [0, 1]
-  double beta = 0;               ///< USL coherency, >= 0 (0 unless >= 3 worker counts were measured)
-  double fixed_ms = 0;           ///< per-sample time that does not grow with the sample's output size (image: read + decode)
-  double scaled_ms = 0;          ///< per-sample time that does (image: transform, x pixels; text: all of it, x tokens)
+  int64_t sample_size = 0;  ///< at which it was measured (tokens or pixels)
+  double r1 = 0;            ///< samples/s of one worker
+  double alpha = 0;         ///< USL contention, in [0, 1]
+  double beta = 0;          ///< USL coherency, >= 0 (0 unless >= 3 worker counts were measured)
+  double fixed_ms =
+      0;  ///< per-sample time that does not grow with the sample's output size (image: read + decode)
+  double scaled_ms =
+      0;  ///< per-sample time that does (image: transform, x pixels; text: all of it, x tokens)
   double bytes_per_sample = 0;   ///< stored bytes per sample at sample_size
   double read_Bps = 0;           ///< storage read rate; 0 = not measured (no cap)
   int measured_vcpus = 1;        ///< vCPUs of the host it was measured on
@@ -190,7 +193,8 @@ struct ThroughputModel {
   /// Fits R1 (the W = 1 median), alpha and beta (least squares of the
   /// linearised USL, W R1 / R(W) - 1 = alpha (W-1) + beta W (W-1), over the
   /// W >= 2 points; alpha clamped to [0, 1], beta to >= 0). Throws without a W = 1 point.
-  static ThroughputModel fit(const PipelineMeasurement& m, const StorageMeasurement* storage, const HostInfo& host);
+  static ThroughputModel fit(const PipelineMeasurement& m, const StorageMeasurement* storage,
+                             const HostInfo& host);
   /// samples/s of the CPU side: USL at min(workers, vcpus), rescaled to `sample_size`.
   double cpu_rate(int64_t workers, int64_t vcpus, int64_t sample_size) const;
   /// samples/s storage can deliver at `sample_size` (infinity when not measured).
@@ -222,10 +226,10 @@ std::pair<double, double> input_interval_ms(double t_input_ms, double level);
 /// accelerator (prefetching), so the slower side sets the pace.
 struct IterationBound {
   double t_compute_ms = 0;
-  double t_input_ms = 0;          ///< samples_per_iter / samples_per_s
-  double samples_per_iter = 0;    ///< samples one host prepares per iteration
-  double t_iter_ms = 0;           ///< max of the two
-  std::string bottleneck;         ///< "compute" | "input"
+  double t_input_ms = 0;        ///< samples_per_iter / samples_per_s
+  double samples_per_iter = 0;  ///< samples one host prepares per iteration
+  double t_iter_ms = 0;         ///< max of the two
+  std::string bottleneck;       ///< "compute" | "input"
   nlohmann::json to_json() const;
 };
 IterationBound bound_iteration(double t_compute_ms, double samples_per_iter, const InputPrediction& in);
@@ -247,7 +251,8 @@ struct PipelineReport {
 /// The model of one kind from a `bench pipeline --out` JSON, a hand-written
 /// description of the same layout, or a store with pipeline rows (one host).
 /// Throws Error naming `key`=path when it holds no measurement of `kind`.
-ThroughputModel load_throughput_model(const std::string& path, InputKind kind, const std::string& key = "--pipeline");
+ThroughputModel load_throughput_model(const std::string& path, InputKind kind,
+                                      const std::string& key = "--pipeline");
 
 /// Writes the report's rows into the store's `pipeline` table (schema 3; one
 /// row per kind and W, one per storage file); rows whose (campaign, host, kind,

@@ -43,11 +43,11 @@ class Tokenizer {
 };
 
 struct TokenizerTrainOptions {
-  std::string corpus;          ///< UTF-8 text, one sentence a line
-  std::string out_prefix;      ///< writes <prefix>.model and <prefix>.vocab
-  int vocab = 4000;            ///< vocabulary size, in [100, 1000000]
-  std::string type = "bpe";    ///< bpe | unigram | char | word
-  int threads = 1;             ///< trainer threads (1: the same model byte for byte on every machine we tried)
+  std::string corpus;        ///< UTF-8 text, one sentence a line
+  std::string out_prefix;    ///< writes <prefix>.model and <prefix>.vocab
+  int vocab = 4000;          ///< vocabulary size, in [100, 1000000]
+  std::string type = "bpe";  ///< bpe | unigram | char | word
+  int threads = 1;           ///< trainer threads (1: the same model byte for byte on every machine we tried)
 };
 /// Trains with SentencePiece's C++ trainer (sentencepiece_trainer.h). Throws
 /// Error naming the option on a bad value or a trainer failure.

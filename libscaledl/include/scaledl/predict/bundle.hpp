@@ -37,24 +37,25 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/learn/calibration.hpp"
 #include "scaledl/comm/comm.hpp"
-#include "scaledl/io/device.hpp"
-#include "scaledl/gnn/gnn.hpp"
-#include "scaledl/predict/device_intervals.hpp"
 #include "scaledl/core/fs_util.hpp"
-#include "scaledl/predict/intervals.hpp"
+#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/io/device.hpp"
+#include "scaledl/learn/calibration.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
 #include "scaledl/memory/memory.hpp"
+#include "scaledl/predict/device_intervals.hpp"
+#include "scaledl/predict/intervals.hpp"
 #include "scaledl/predict/predict.hpp"
 
 namespace scaledl {
 
 constexpr const char* kBundleFormat = "scaledl-bundle";
-constexpr int kBundleFormatVersion = 3;  ///< 2: graph format 2, intervals, cross-fitted layer times; 3: checksummed layer and graph files
+constexpr int kBundleFormatVersion =
+    3;  ///< 2: graph format 2, intervals, cross-fitted layer times; 3: checksummed layer and graph files
 
 struct BundleTrainOptions {
-  std::vector<std::string> dbs;       ///< stores with layer rows and model runs
+  std::vector<std::string> dbs;           ///< stores with layer rows and model runs
   std::vector<std::string> in_model_dbs;  ///< also train the layer models on these runs' node times
   /// Stores whose measured peaks train the memory correction (memory.hpp); empty = `dbs`.
   std::vector<std::string> memory_dbs;
@@ -62,15 +63,15 @@ struct BundleTrainOptions {
   /// this many folds of the runs (for_each_crossfit_model), never on T_sum from a
   /// layer model that saw the run's own node times. >= 2.
   int64_t crossfit_folds = 5;
-  TrainOptions layers;                ///< layer-model options
-  bool graph = true;                  ///< train the refinement (needs model runs)
-  GnnConfig gnn;                      ///< refinement architecture
-  GnnTrainOptions gnn_train;          ///< refinement training
-  std::string comm;                   ///< all-reduce calibration JSON ("" = none)
-  int64_t folds = 0;                  ///< > 0: k-fold CV of the refinement, reported in the manifest
-  double max_cv = 0.10;               ///< usable_model_label: also "unstable" runs with iter CV <= this
-  double layer_max_cv = 0;            ///< load_training_data: also "unstable" layer rows with CV <= this (0 = ok only)
-  std::string command;                ///< the command line, recorded in the manifest
+  TrainOptions layers;        ///< layer-model options
+  bool graph = true;          ///< train the refinement (needs model runs)
+  GnnConfig gnn;              ///< refinement architecture
+  GnnTrainOptions gnn_train;  ///< refinement training
+  std::string comm;           ///< all-reduce calibration JSON ("" = none)
+  int64_t folds = 0;          ///< > 0: k-fold CV of the refinement, reported in the manifest
+  double max_cv = 0.10;       ///< usable_model_label: also "unstable" runs with iter CV <= this
+  double layer_max_cv = 0;  ///< load_training_data: also "unstable" layer rows with CV <= this (0 = ok only)
+  std::string command;      ///< the command line, recorded in the manifest
   /// Leave the creation time, training duration and build commit out of the
   /// manifest, so that the same data, options and build give a byte-identical bundle.
   bool reproducible = false;
@@ -159,8 +160,8 @@ struct Bundle {
   /// (in log terms) than the interval before anchoring; the roofline still holds
   /// (`adjusted` keeps what the bounds did before: `t_model_ms` is unanchored).
   void apply_anchor(IterationPrediction& p, const AnchorFit& a) const;
-  std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
-                                                bool physics = true) const;
+  std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs,
+                                                const DeviceRecord& dev, bool physics = true) const;
   /// Global features of a prediction (IterationPrediction::global_features) outside
   /// the training range, as "name=value outside [lo, hi]".
   std::vector<std::string> out_of_range(const IterationPrediction& p) const;

@@ -79,7 +79,8 @@ using LayerModelCache = std::map<std::string, std::shared_ptr<const LayerPredict
 std::shared_ptr<const LayerPredictor> model_without_device(const std::vector<LayerSample>& samples,
                                                            const std::map<std::string, DeviceRecord>& devices,
                                                            const std::string& device,
-                                                           const TrainOptions& layer_options, LayerModelCache* cache,
+                                                           const TrainOptions& layer_options,
+                                                           LayerModelCache* cache,
                                                            const std::string& cache_key = "");
 
 /// True when `fold` has a layer model of every (type, direction) of `g` that
@@ -93,8 +94,9 @@ bool fold_covers(const LayerGraph& g, const LayerPredictor& full, const LayerPre
 /// is not valid(). `cache_key` prefixes the cache keys (the caller's own
 /// exclusions), `cache` may be null.
 DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std::vector<LayerSample>& samples,
-                               const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
-                               LayerModelCache* cache = nullptr, const std::string& cache_key = "");
+                               const std::map<std::string, DeviceRecord>& devices,
+                               const TrainOptions& layer_options, LayerModelCache* cache = nullptr,
+                               const std::string& cache_key = "");
 
 // Anchoring. A few iterations measured on the target device (minutes on a
 // rented GPU) tell its bias. With residuals r_i = log(measured_i / predicted_i)
@@ -111,9 +113,9 @@ DeviceSpread device_out_spread(const std::vector<DeviceOutRun>& runs, const std:
 constexpr double kZ80 = 1.2815515655446004, kZ95 = 1.959963984540054;
 
 struct AnchorFit {
-  int64_t n = 0;          ///< anchor runs
-  double log_bias = 0;    ///< posterior mean of log(measured / predicted) on the device
-  double sd_post = 0;     ///< its posterior sd
+  int64_t n = 0;        ///< anchor runs
+  double log_bias = 0;  ///< posterior mean of log(measured / predicted) on the device
+  double sd_post = 0;   ///< its posterior sd
   double prior_sd = 0, run_sd = 0;
   double factor() const { return std::exp(log_bias); }
   /// Smallest half-width (log space) of a new run's interval at level 0.80 or 0.95.
@@ -134,8 +136,8 @@ std::pair<double, double> anchor_sds(const IntervalModel& iv, bool unseen_device
 /// The interval of level 0.80 or 0.95 around an anchored prediction `pred_ms`:
 /// half-width the larger of iv's in-domain one (out-of-domain distance d, T_sum
 /// t_sum_ms) and a.half_width(level).
-Interval anchored_interval(const IntervalModel& iv, const AnchorFit& a, double pred_ms, double d, double level,
-                           double t_sum_ms);
+Interval anchored_interval(const IntervalModel& iv, const AnchorFit& a, double pred_ms, double d,
+                           double level, double t_sum_ms);
 
 /// The weighted quantile used above: every group gets total weight 1 / #groups,
 /// split equally among its values; the smallest value whose cumulative weight

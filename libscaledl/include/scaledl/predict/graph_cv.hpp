@@ -25,11 +25,11 @@
 namespace scaledl {
 
 struct NestedGraphCvInput {
-  std::vector<InModelRun> runs;                  ///< one graph per run, in this order
-  std::vector<LayerSample> samples;              ///< isolated (group "") and in-model samples
-  std::map<std::string, DeviceRecord> devices;   ///< every device of runs and samples
-  TrainOptions layer_options;                    ///< of the per-fold layer models
-  CommModel comm;                                ///< for runs with num_devices > 1
+  std::vector<InModelRun> runs;                 ///< one graph per run, in this order
+  std::vector<LayerSample> samples;             ///< isolated (group "") and in-model samples
+  std::map<std::string, DeviceRecord> devices;  ///< every device of runs and samples
+  TrainOptions layer_options;                   ///< of the per-fold layer models
+  CommModel comm;                               ///< for runs with num_devices > 1
   /// false: fold k's training graphs get their layer times from fold k's layer
   /// model, which saw their own node times (in-sample T_sum, unlike the test
   /// graphs). true: cross-fitting, each training graph in fold j != k gets them
@@ -57,7 +57,8 @@ GraphFeatures run_graph_features(const InModelRun& r, const LayerPredictor& lp,
 /// Items with an empty group are only featurized (they have no in-model samples).
 void for_each_crossfit_model(const std::vector<std::string>& item_groups, int64_t folds, uint64_t seed,
                              const std::vector<LayerSample>& samples,
-                             const std::map<std::string, DeviceRecord>& devices, const TrainOptions& layer_options,
+                             const std::map<std::string, DeviceRecord>& devices,
+                             const TrainOptions& layer_options,
                              const std::function<void(size_t, const LayerPredictor&)>& use);
 
 /// K-fold CV over the runs with per-fold layer models (see the top of this file).

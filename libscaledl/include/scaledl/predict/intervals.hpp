@@ -46,7 +46,7 @@ struct Interval {
 };
 
 struct IntervalModel {
-  int64_t n_cal = 0;         ///< calibration (validation) runs
+  int64_t n_cal = 0;            ///< calibration (validation) runs
   double q80 = NAN, q95 = NAN;  ///< conformal quantiles of |log residual| / sigma at 80 % and 95 %
   /// Scale of the residuals by run size: sigma(T_sum) = exp(c0 + c1 clamp(log T_sum, u_lo, u_hi)),
   /// a least-squares fit of log |r| on log T_sum over the calibration runs (small
@@ -57,14 +57,14 @@ struct IntervalModel {
   /// are those a user extrapolates to (ood-size covered 63 % at 80 % without it).
   /// The conformal scores use the unfloored sigma. NaN: no floor (older bundles).
   double u_floor = NAN;
-  double kappa80 = 0.5;      ///< widening per unit of out-of-domain distance, 80 % level
-  double kappa = 0.5;        ///< the same, 95 % level
-  double kappa_min = 0.5;    ///< floor of kappa
+  double kappa80 = 0.5;         ///< widening per unit of out-of-domain distance, 80 % level
+  double kappa = 0.5;           ///< the same, 95 % level
+  double kappa_min = 0.5;       ///< floor of kappa
   int64_t n_extrapolation = 0;  ///< runs of the extrapolation split kappa was fitted on (0: none)
   /// Widening stops at this distance: the farthest distance kappa was fitted on
   /// (at least 1). Beyond it the interval is not calibrated (beyond_calibration()).
   double d_max = 1.0;
-  std::string source;        ///< how it was calibrated, for the manifest
+  std::string source;  ///< how it was calibrated, for the manifest
   /// Device-out spread (device_intervals.hpp) at 80 % and 95 %: the smallest
   /// half-width for a device without layer timings. NaN = none calibrated.
   double unseen_q80 = NAN, unseen_q95 = NAN;
@@ -77,7 +77,8 @@ struct IntervalModel {
   /// (1 + kappa min(d, d_max)) in log space; a non-finite t_sum takes the larger
   /// sigma of the calibration range). `unseen_device`: the device has no layer
   /// timings in the training data; the half-width is then at least unseen_q.
-  Interval at(double pred_ms, double d, double level, double t_sum_ms = NAN, bool unseen_device = false) const;
+  Interval at(double pred_ms, double d, double level, double t_sum_ms = NAN,
+              bool unseen_device = false) const;
   /// True when an unseen device's intervals use the device-out spread.
   bool has_unseen() const { return std::isfinite(unseen_q80) && std::isfinite(unseen_q95); }
   /// sigma(T_sum) of the scale model above (the conformal scores' scale).
@@ -104,8 +105,8 @@ double fit_kappa(const std::vector<double>& log_residuals, const std::vector<dou
 
 /// q80, q95 and the size scale from calibration log residuals and the runs'
 /// T_sum (ms); kappa = kappa80 = kappa_min. Too few residuals: q infinite (invalid).
-IntervalModel calibrate_from_residuals(const std::vector<double>& log_residuals, const std::vector<double>& t_sum_ms,
-                                       double kappa_min = 0.5);
+IntervalModel calibrate_from_residuals(const std::vector<double>& log_residuals,
+                                       const std::vector<double>& t_sum_ms, double kappa_min = 0.5);
 
 /// Calibrates intervals for a model trained on `graphs` with (cfg, opt), given
 /// that training's report (its validation residuals): q80/q95 from them (from
@@ -114,6 +115,7 @@ IntervalModel calibrate_from_residuals(const std::vector<double>& log_residuals,
 /// from one more model trained on the 70 % of `graphs` with the smallest T_sum
 /// and tested on the rest (skipped, kappa = kappa_min, below 20 graphs).
 IntervalModel calibrate_intervals(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
-                                  const GnnTrainOptions& opt, const GnnTrainReport& report, double kappa_min = 0.5);
+                                  const GnnTrainOptions& opt, const GnnTrainReport& report,
+                                  double kappa_min = 0.5);
 
 }  // namespace scaledl

@@ -73,21 +73,21 @@ struct ParallelPlan {
   ParallelConfig cfg;
   int64_t dp = 1;
   int64_t gpus_per_node = 1;
-  int64_t layers_per_stage = 0;    ///< the slowest stage's layers: ceil(L / pp)
-  int64_t micro_batch = 0;         ///< samples per micro-batch
-  double bubble_fraction = 0;      ///< (pp - 1) / (M + pp - 1)
-  ModelSpec stage;                 ///< one GPU's shard of the slowest stage (tp-split, ceil(L/pp) layers, with the head)
-  TrainSettings micro;             ///< one micro-batch in fwd-bwd mode
-  int64_t tp_allreduces = 0;       ///< per micro-batch on one stage
-  double tp_bytes = 0;             ///< bytes of one TP all-reduce (activations [mb, s, h])
-  double p2p_bytes = 0;            ///< bytes sent per micro-batch and direction between stages
-  int64_t ep_alltoalls = 0;        ///< expert-parallel all-to-alls per micro-batch on one stage
-  double ep_bytes = 0;             ///< bytes one GPU sends in one of them (its tokens x k x h), before (ep-1)/ep
-  bool ep_inter_node = false;      ///< the expert-parallel group spans nodes
-  double expert_grad_bytes = 0;    ///< of grad_bytes, the experts' (all-reduced over dp / ep ranks)
-  double params_per_gpu = 0;       ///< parameters of the stage shard
-  double grad_bytes = 0;           ///< gradient bytes all-reduced over dp per iteration
-  bool tp_inter_node = false;      ///< the TP group spans nodes (tp > GPUs per node)
+  int64_t layers_per_stage = 0;  ///< the slowest stage's layers: ceil(L / pp)
+  int64_t micro_batch = 0;       ///< samples per micro-batch
+  double bubble_fraction = 0;    ///< (pp - 1) / (M + pp - 1)
+  ModelSpec stage;      ///< one GPU's shard of the slowest stage (tp-split, ceil(L/pp) layers, with the head)
+  TrainSettings micro;  ///< one micro-batch in fwd-bwd mode
+  int64_t tp_allreduces = 0;   ///< per micro-batch on one stage
+  double tp_bytes = 0;         ///< bytes of one TP all-reduce (activations [mb, s, h])
+  double p2p_bytes = 0;        ///< bytes sent per micro-batch and direction between stages
+  int64_t ep_alltoalls = 0;    ///< expert-parallel all-to-alls per micro-batch on one stage
+  double ep_bytes = 0;         ///< bytes one GPU sends in one of them (its tokens x k x h), before (ep-1)/ep
+  bool ep_inter_node = false;  ///< the expert-parallel group spans nodes
+  double expert_grad_bytes = 0;  ///< of grad_bytes, the experts' (all-reduced over dp / ep ranks)
+  double params_per_gpu = 0;     ///< parameters of the stage shard
+  double grad_bytes = 0;         ///< gradient bytes all-reduced over dp per iteration
+  bool tp_inter_node = false;    ///< the TP group spans nodes (tp > GPUs per node)
   nlohmann::json to_json() const;
 };
 
@@ -104,17 +104,17 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
 struct ParallelPrediction {
   ParallelPlan plan;
   double t_fwd_ms = 0, t_bwd_ms = 0, t_recompute_ms = 0;  ///< one micro-batch on the slowest stage
-  double t_tp_ms = 0;              ///< TP all-reduces of one micro-batch
-  double t_ep_ms = 0;              ///< expert-parallel all-to-alls of one micro-batch
-  double t_p2p_ms = 0;             ///< pipeline sends of one micro-batch (both directions)
-  double t_pipeline_ms = 0;        ///< (M + pp - 1) x the slot
-  double t_bubble_ms = 0;          ///< the part of t_pipeline that is bubble
-  double t_dp_ms = 0;              ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
-  double t_opt_ms = 0;             ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
-  double slot_nodes = 0;           ///< nodes the stage's host issues per micro-batch (see the top of this file)
-  double t_slot_gpu_ms = 0;        ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p
-  double t_host_ms = 0;            ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
-  bool host_bound = false;         ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
+  double t_tp_ms = 0;                                     ///< TP all-reduces of one micro-batch
+  double t_ep_ms = 0;                                     ///< expert-parallel all-to-alls of one micro-batch
+  double t_p2p_ms = 0;       ///< pipeline sends of one micro-batch (both directions)
+  double t_pipeline_ms = 0;  ///< (M + pp - 1) x the slot
+  double t_bubble_ms = 0;    ///< the part of t_pipeline that is bubble
+  double t_dp_ms = 0;        ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
+  double t_opt_ms = 0;       ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
+  double slot_nodes = 0;     ///< nodes the stage's host issues per micro-batch (see the top of this file)
+  double t_slot_gpu_ms = 0;  ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p
+  double t_host_ms = 0;      ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
+  bool host_bound = false;   ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;
   /// predict_parallel_anchored: what `predict` prints for one replica's batch on one GPU, and the
   /// factor the GPU's compute terms (fwd, bwd, recompute, optimizer) were scaled by to meet it
@@ -138,7 +138,8 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
 
 /// What `scaledl predict` prints for `s` (one replica's batch) on one GPU: the refined, bounded
 /// T_iter of Bundle::predict, in ms.
-double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev);
+double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                               const DeviceRecord& dev);
 
 /// predict_parallel with one answer per job (what `predict --gpus` and `scale` print): the
 /// composition's GPU compute terms (fwd, bwd, recompute, optimizer step) are scaled by
@@ -152,10 +153,11 @@ struct SingleGpuAnchor {
   double single_ms = 0;    ///< single_gpu_iteration_ms of the replica's batch
   ParallelPrediction raw;  ///< predict_parallel of that batch on one GPU (tp = pp = M = 1, no recompute)
 };
-SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const DeviceRecord& dev,
-                                  double host_node_ms);
+SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                  const DeviceRecord& dev, double host_node_ms);
 ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
-                                             const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
-                                             const CommModel& inter, const SingleGpuAnchor* anchor = nullptr);
+                                             const ParallelConfig& c, const DeviceRecord& dev,
+                                             const CommModel& intra, const CommModel& inter,
+                                             const SingleGpuAnchor* anchor = nullptr);
 
 }  // namespace scaledl

@@ -33,21 +33,21 @@ class GraphPredictor;
 std::string dtype_refusal(DType dtype, const DeviceRecord& dev);
 
 struct IterationPrediction {
-  double t_sum_ms = 0;           ///< T_sum, ms (eq. 6); with a host term, max(sum of the layer times, host_ms)
+  double t_sum_ms = 0;  ///< T_sum, ms (eq. 6); with a host term, max(sum of the layer times, host_ms)
   /// nodes x the host's cost per node, ms, when the bundle has one for this device
   /// (fit_host_node_ms); 0 otherwise
   double host_ms = 0;
-  double t_comm_ms = 0;          ///< T_comm, ms (eq. 15); 0 on one device
-  double alpha = 1, beta = 1;    ///< refinement factors (1, 1 without a graph model)
-  double t_iter_ms = 0;          ///< T_iter = alpha*T_sum + beta*T_comm, ms (eq. 2)
-  bool refined = false;          ///< a graph model produced alpha and beta
+  double t_comm_ms = 0;        ///< T_comm, ms (eq. 15); 0 on one device
+  double alpha = 1, beta = 1;  ///< refinement factors (1, 1 without a graph model)
+  double t_iter_ms = 0;        ///< T_iter = alpha*T_sum + beta*T_comm, ms (eq. 2)
+  bool refined = false;        ///< a graph model produced alpha and beta
   /// The bundle's device-out refinement produced them (a device without layer
   /// timings in a bundle trained with --device-crossfit; bundle.hpp)
   bool device_out_refinement = false;
   /// alpha is that of the iteration's forward part: the refinement trained on no
   /// run with backward nodes (GnnPrediction::alpha_from_forward)
   bool alpha_from_forward = false;
-  int64_t fallback_nodes = 0;    ///< nodes without a layer model of their type (LayerPrediction::fallback)
+  int64_t fallback_nodes = 0;  ///< nodes without a layer model of their type (LayerPrediction::fallback)
   /// Part of T_sum from nodes whose layer model had no training row of their
   /// direction and dtype (LayerPrediction::extrapolated), ms, and those kinds
   /// ("linear.fwd bf16"), sorted.
@@ -58,7 +58,7 @@ struct IterationPrediction {
   /// Distance of Z outside the graph model's training range (Normalizer::ood_distance);
   /// 0 without a graph model. > 0 means out of domain.
   double ood_distance = 0;
-  std::string ood_feature;         ///< the global feature farthest outside ("" when in domain)
+  std::string ood_feature;  ///< the global feature farthest outside ("" when in domain)
   /// T_iter intervals (ms) when the bundle has an interval model (intervals.hpp); NaN otherwise.
   double lo80_ms = NAN, hi80_ms = NAN, lo95_ms = NAN, hi95_ms = NAN;
   /// The device has no layer timings in the bundle and the intervals are at least
@@ -80,17 +80,18 @@ struct IterationPrediction {
 };
 
 /// Predicts one iteration of `g` on `dev`. `graph` may be null (no refinement).
-IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev, const LayerPredictor& layers,
-                                      const GraphPredictor* graph, const CommModel& comm);
+IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev,
+                                      const LayerPredictor& layers, const GraphPredictor* graph,
+                                      const CommModel& comm);
 
 /// Many configurations on one device: the layer part graph by graph, the
 /// refinement in batches of `batch` graphs (what sweeps and CSV input use).
 /// `host_node_ms` > 0: T_sum = max(sum of the layer times, nodes x host_node_ms).
 /// `calibration` (non-null, of `dev`): each layer time times its factor (calibration.hpp).
-std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs, const DeviceRecord& dev,
-                                                    const LayerPredictor& layers, const GraphPredictor* graph,
-                                                    const CommModel& comm, int64_t batch = 256,
-                                                    double host_node_ms = 0,
+std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs,
+                                                    const DeviceRecord& dev, const LayerPredictor& layers,
+                                                    const GraphPredictor* graph, const CommModel& comm,
+                                                    int64_t batch = 256, double host_node_ms = 0,
                                                     const LayerCalibration* calibration = nullptr);
 
 /// Iterations per epoch I for `samples` training samples: ceil(samples / (batch * num_devices)).

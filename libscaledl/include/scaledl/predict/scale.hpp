@@ -25,15 +25,15 @@ namespace scaledl {
 class Bundle;
 
 struct ScaleOptions {
-  std::vector<int64_t> gpus;        ///< GPU counts to evaluate (e.g. 1, 2, 4, ... 1024)
-  int64_t gpus_per_node = 8;        ///< node size: TP stays inside a node
-  bool weak = false;                ///< fixed per-GPU batch (else a fixed global batch)
-  int64_t global_batch = 0;         ///< strong: samples per iteration (0 = settings.batch)
-  int64_t per_gpu_batch = 0;        ///< weak: samples per GPU (0 = settings.batch)
-  int64_t samples = 0;              ///< samples per epoch (0 = no epoch time)
-  double price_per_gpu_hour = 0;    ///< for the cost of an epoch (0 = not given)
-  double target_epoch_s = 0;        ///< the cheapest N meeting this epoch time (0 = none)
-  int zero = 1;                     ///< ZeRO stage of every split
+  std::vector<int64_t> gpus;      ///< GPU counts to evaluate (e.g. 1, 2, 4, ... 1024)
+  int64_t gpus_per_node = 8;      ///< node size: TP stays inside a node
+  bool weak = false;              ///< fixed per-GPU batch (else a fixed global batch)
+  int64_t global_batch = 0;       ///< strong: samples per iteration (0 = settings.batch)
+  int64_t per_gpu_batch = 0;      ///< weak: samples per GPU (0 = settings.batch)
+  int64_t samples = 0;            ///< samples per epoch (0 = no epoch time)
+  double price_per_gpu_hour = 0;  ///< for the cost of an epoch (0 = not given)
+  double target_epoch_s = 0;      ///< the cheapest N meeting this epoch time (0 = none)
+  int zero = 1;                   ///< ZeRO stage of every split
   bool recompute = false;
   /// Splits whose predicted per-GPU peak (memory.hpp, estimate_parallel_memory)
   /// exceeds (1 - headroom) x the device memory are skipped; a device record
@@ -47,23 +47,23 @@ struct ScaleOptions {
 
 struct ScalePoint {
   int64_t gpus = 1;
-  ParallelPrediction best;          ///< the fastest feasible split at this N
+  ParallelPrediction best;  ///< the fastest feasible split at this N
   int64_t global_batch = 0;
-  int64_t splits = 0;               ///< feasible (tp, pp, dp, micro-batch) combinations tried
-  int64_t skipped_memory = 0;       ///< splits left out because they do not fit in device memory
-  double peak_bytes = 0;            ///< predicted per-GPU peak memory of the best split
-  double t_epoch_s = 0;             ///< 0 without samples
-  double t_compute_ms = 0;          ///< the best split's T_iter before the input bound (issue #15)
-  double t_input_ms = 0;            ///< host input pipeline time per iteration; 0 = not modelled
-  double speedup = 1;               ///< strong: T(1) / T(N); weak: N x T(1) / T(N) (throughput ratio)
-  double efficiency = 1;            ///< speedup / N
-  double cost = 0;                  ///< price x N x epoch hours (0 without a price or samples)
+  int64_t splits = 0;          ///< feasible (tp, pp, dp, micro-batch) combinations tried
+  int64_t skipped_memory = 0;  ///< splits left out because they do not fit in device memory
+  double peak_bytes = 0;       ///< predicted per-GPU peak memory of the best split
+  double t_epoch_s = 0;        ///< 0 without samples
+  double t_compute_ms = 0;     ///< the best split's T_iter before the input bound (issue #15)
+  double t_input_ms = 0;       ///< host input pipeline time per iteration; 0 = not modelled
+  double speedup = 1;          ///< strong: T(1) / T(N); weak: N x T(1) / T(N) (throughput ratio)
+  double efficiency = 1;       ///< speedup / N
+  double cost = 0;             ///< price x N x epoch hours (0 without a price or samples)
 };
 
 struct ScaleResult {
-  std::vector<ScalePoint> points;   ///< one per feasible N, in the order of ScaleOptions::gpus
-  int64_t fastest = -1;             ///< index of the shortest iteration time
-  int64_t best_for_target = -1;     ///< cheapest (else smallest N) meeting target_epoch_s; -1 if none
+  std::vector<ScalePoint> points;       ///< one per feasible N, in the order of ScaleOptions::gpus
+  int64_t fastest = -1;                 ///< index of the shortest iteration time
+  int64_t best_for_target = -1;         ///< cheapest (else smallest N) meeting target_epoch_s; -1 if none
   std::vector<std::string> infeasible;  ///< "N: why" for counts with no feasible split
   /// What `predict` prints for one GPU running the batch speedups are against (the global
   /// batch; weak scaling: the per-GPU batch), ms: speedup = (this / that batch) / (T_iter / global batch).

@@ -60,11 +60,12 @@ SweepSpace sweep_space(const std::string& model, const std::vector<std::string>&
 /// relative model or device_spec is relative to the CSV's folder; `default_model` is used where a
 /// row has none. With `measured`, a column measured_ms is required (each row's measured
 /// iteration time, ms, > 0). A UTF-8 BOM is skipped; a repeated column is an error.
-std::vector<Variant> csv_variants_text(const std::string& text, const std::string& path, const std::string& opt,
-                                       const std::string& default_model, std::vector<double>* measured = nullptr);
+std::vector<Variant> csv_variants_text(const std::string& text, const std::string& path,
+                                       const std::string& opt, const std::string& default_model,
+                                       std::vector<double>* measured = nullptr);
 /// csv_variants_text of the file `path`.
-std::vector<Variant> csv_variants(const std::string& path, const std::string& opt, const std::string& default_model,
-                                  std::vector<double>* measured = nullptr);
+std::vector<Variant> csv_variants(const std::string& path, const std::string& opt,
+                                  const std::string& default_model, std::vector<double>* measured = nullptr);
 
 /// The running maximum along batch and along seq among the configurations of one call, across
 /// the chunks it is predicted in (Bundle::predict_many keeps it inside one chunk): per group of
@@ -72,7 +73,8 @@ std::vector<Variant> csv_variants(const std::string& path, const std::string& op
 /// raised to the largest one met so far at a smaller value, in the order given.
 class SweepMonotone {
  public:
-  void apply(IterationPrediction& p, const std::string& label, const std::string& device, const TrainSettings& s);
+  void apply(IterationPrediction& p, const std::string& label, const std::string& device,
+             const TrainSettings& s);
 
  private:
   std::map<std::string, std::pair<int64_t, IterationPrediction>> best_[2];
