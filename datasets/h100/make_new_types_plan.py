@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The model plan datasets/h100/new-types-plan.json, for the next lent GPU (scripts/gpu_campaign.sh,
+"""The model plan datasets/h100/new-types-plan.json, for the next lent GPU (scripts/gpu/gpu_campaign.sh,
 NEW_TYPES_S): the model_types no GPU has run (Mixtral, Qwen3-MoE, DeepSeek-V2-Lite / V3, gpt-oss,
 Qwen3, Gemma 2) beside llama-style, at three sizes each, BF16 training with AdamW, as the zoo runs
 them (experts as batched matmuls at their mean load). Not yet run: no GPU was lent since.

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The cluster checks of issue #14 on committed data only, into docs/results/parallel/:
+#   1. vTrain's A100 all-reduce tables (datasets/vtrain-allreduce/a100) -> store -> fit of B, gamma
+#   2. the parallel composition (predict --gpus/--tp/--pp) of the default bundle, with that fit, against
+#      vTrain's 720 single-node A100 runs and NeuSight's three 4-GPU GPT-2 large cases
+#   3. a speedup curve of GPT-2 large on A100s (scaledl scale) with its plot
+#   scripts/reproduce/parallel_check.sh            (~15 s on the 2-core VM)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${SCALEDL_BIN:-build/tools/scaledl}
+OUT=docs/results/parallel
+WORK=out/parallel
+mkdir -p "$OUT" "$WORK"
+rm -f "$WORK/ar.sqlite"*
+"$BIN" import nccl-tests datasets/vtrain-allreduce/a100/AR_GPU* --db "$WORK/ar.sqlite" --campaign vtrain-a100 \
+  > "$OUT/import.txt"
+"$BIN" comm fit --db "$WORK/ar.sqlite" --out "$OUT/comm-a100.json" > "$OUT/comm-fit.txt"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+"$BIN" eval parallel --runs datasets/vtrain/single_node_train.csv \
+  --test-runs datasets/parallel/neusight-a100-4gpu.csv --bundle models/bundles/default \
+  --device-spec models/devices/a100-sxm4-40gb.json --comm "$OUT/comm-a100.json" --seeds 5 --out "$OUT" \
+  > "$OUT/eval.txt"
+"$BIN" scale models/gpt2-large.json --bundle models/bundles/default \
+  --device-spec models/devices/a100-sxm4-40gb.json --comm "$OUT/comm-a100.json" --gpus 1..64 \
+  --batch 64 --seq 1024 --dtype fp16 --recompute --samples 1000000 --price-per-gpu-hour 2 \
+  --target-epoch-s 3600 --plot "$OUT/scale-gpt2-large" > "$OUT/scale-gpt2-large.txt"
+echo "wrote $OUT"
