@@ -60,7 +60,7 @@ std::string temp_db(const std::string& name) {
 
 TEST(LayerBench, EveryLayerTypeIsRegistered) {
   auto reg = registered_layer_benches();
-  EXPECT_EQ(reg.size(), static_cast<size_t>(LayerType::Count));
+  EXPECT_EQ(reg.size(), static_cast<size_t>(kLayerTypeCount));
   for (const auto& info : all_layer_infos()) {
     EXPECT_NO_THROW(make_layer_bench(info.type)) << info.name;
     EXPECT_TRUE(tiny().count(info.type)) << "no tiny dims for " << info.name;

@@ -734,3 +734,36 @@ TEST(LayerGraph, GptOssSinksAndExpertsInTrainingAndInference) {
   EXPECT_DOUBLE_EQ(node(gi, "decoder.0.ffn.expert.down").cost.flops_fwd,
                    8 * node(g, "decoder.0.ffn.expert.down").cost.flops_fwd);
 }
+
+TEST(LayerTypes, EveryRowRoundTripsAndKeepsItsKind) {
+  ASSERT_EQ(all_layer_infos().size(), static_cast<size_t>(kLayerTypeCount));
+  for (int i = 0; i < kLayerTypeCount; ++i) {
+    const auto t = static_cast<LayerType>(i);
+    EXPECT_EQ(layer_info(t).type, t);
+    EXPECT_EQ(parse_layer_type(to_string(t)), t) << to_string(t);
+    EXPECT_EQ(layer_info(t).has_backward, t != LayerType::Optimizer) << to_string(t);
+  }
+  // The kinds the graph network counts shares of time by (its share_* features).
+  const std::map<LayerType, LayerKind> kinds = {{LayerType::Embedding, LayerKind::Other},
+                                                {LayerType::LayerNorm, LayerKind::Norm},
+                                                {LayerType::RMSNorm, LayerKind::Norm},
+                                                {LayerType::Linear, LayerKind::Gemm},
+                                                {LayerType::BMM, LayerKind::Gemm},
+                                                {LayerType::Attention, LayerKind::Attention},
+                                                {LayerType::Softmax, LayerKind::Attention},
+                                                {LayerType::Dropout, LayerKind::Elementwise},
+                                                {LayerType::GELU, LayerKind::Elementwise},
+                                                {LayerType::ReLU, LayerKind::Elementwise},
+                                                {LayerType::SiLU, LayerKind::Elementwise},
+                                                {LayerType::Add, LayerKind::Elementwise},
+                                                {LayerType::Mul, LayerKind::Elementwise},
+                                                {LayerType::Conv2dPatch, LayerKind::Gemm},
+                                                {LayerType::CrossEntropy, LayerKind::Other},
+                                                {LayerType::Optimizer, LayerKind::Other},
+                                                {LayerType::Pointwise, LayerKind::Elementwise}};
+  ASSERT_EQ(kinds.size(), static_cast<size_t>(kLayerTypeCount));
+  for (const auto& [t, k] : kinds) EXPECT_EQ(layer_info(t).kind, k) << to_string(t);
+  EXPECT_EQ(to_string(LayerType::Conv2dPatch), std::string("conv2d_patch"));
+  EXPECT_EQ(layer_info(LayerType::Attention).dims,
+            (std::vector<std::string>{"batch", "heads", "seq_q", "seq_k", "head_dim"}));
+}

@@ -638,3 +638,36 @@ TEST(ModelSpec, GptOssSinksBiasedExpertsAndItsClampedGlu) {
             std::string::npos)
       << parse_error(q);
 }
+
+TEST(ModelType, EveryRowRoundTripsAndTheListKeepsItsOrder) {
+  for (int i = 0; i < kModelTypeCount; ++i) {
+    const auto t = static_cast<ModelType>(i);
+    EXPECT_EQ(parse_model_type(to_string(t)), t) << to_string(t);
+  }
+  // The list in messages, in the rows' order (it was a hand-kept string before the table).
+  EXPECT_STREQ(supported_model_types(),
+               "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, "
+               "qwen3_moe, gemma, gemma2, gemma3_text, mixtral, phi3, deepseek_v2, deepseek_v3, gpt_oss, "
+               "switch_transformers");
+  EXPECT_EQ(model_type_family(ModelType::GptNeoX), Family::Llama);
+  EXPECT_EQ(model_type_family(ModelType::SwitchTransformers), Family::Switch);
+  EXPECT_EQ(kFamilyCount, 9);
+  EXPECT_STREQ(to_string(Family::Switch), "switch_transformers");
+  try {
+    parse_model_type("resnet", "x.model_type");
+    FAIL() << "resnet parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("x.model_type=\"resnet\" is not supported (one of bert, gpt2,", 0),
+              0u)
+        << e.what();
+  }
+}
+
+TEST(ModelType, EachConfigIsReadIntoTheFamilyOfItsRow) {
+  const std::pair<const char*, Family> cases[] = {
+      {"bert-base", Family::Bert},         {"gpt2", Family::Gpt2},         {"t5-small", Family::T5},
+      {"vit-base", Family::ViT},           {"deit-tiny", Family::DeiT},    {"gpt-neo-125m", Family::GptNeo},
+      {"opt-125m", Family::Opt},           {"pythia-160m", Family::Llama}, {"mistral-7b", Family::Llama},
+      {"deepseek-v2-lite", Family::Llama}, {"gpt-oss-20b", Family::Llama}, {"switch-base-8", Family::Switch}};
+  for (const auto& [name, fam] : cases) EXPECT_EQ(load_model_config(model_path(name)).family, fam) << name;
+}

@@ -8,15 +8,12 @@
 #include "scaledl/bench/bench.hpp"
 #include "scaledl/core/error.hpp"
 
-// One anchor per layer file (SCALEDL_REGISTER_LAYER_BENCH). Referencing them
-// here keeps the linker from dropping those files from the static library.
-// clang-format off
-#define SCALEDL_LAYER_ANCHORS(X) \
-  X(embedding) X(layernorm) X(rmsnorm) X(linear) X(bmm) X(attention) X(softmax) X(dropout) \
-  X(gelu) X(relu) X(silu) X(add) X(mul) X(conv2d_patch) X(cross_entropy) X(optimizer)
-// clang-format on
-#define SCALEDL_DECLARE_ANCHOR(n) extern int scaledl_layer_bench_##n;
-SCALEDL_LAYER_ANCHORS(SCALEDL_DECLARE_ANCHOR)
+// One anchor per layer type (SCALEDL_REGISTER_LAYER_BENCH(<name>, ...) in src/bench/layer_*.cpp),
+// from the rows of layer_types.hpp. Referencing them here keeps the linker from dropping those
+// files from the static library, and a type without a microbenchmark fails to link.
+#define SCALEDL_DECLARE_ANCHOR(E, name, ...) extern int scaledl_layer_bench_##name;
+SCALEDL_LAYER_TYPES(SCALEDL_DECLARE_ANCHOR)
+#undef SCALEDL_DECLARE_ANCHOR
 
 namespace scaledl {
 
@@ -30,9 +27,10 @@ std::mutex& registry_mutex() {
   return m;
 }
 void touch_anchors() {
-#define SCALEDL_USE_ANCHOR(n) sum += scaledl_layer_bench_##n;
+#define SCALEDL_USE_ANCHOR(E, name, ...) sum += scaledl_layer_bench_##name;
   volatile int sum = 0;
-  SCALEDL_LAYER_ANCHORS(SCALEDL_USE_ANCHOR)
+  SCALEDL_LAYER_TYPES(SCALEDL_USE_ANCHOR)
+#undef SCALEDL_USE_ANCHOR
   (void)sum;
 }
 }  // namespace

@@ -17,30 +17,10 @@ float lg(double v) {
   return static_cast<float>(std::log1p(std::max(0.0, v)));
 }
 
-// Kind of layer for the share_* global features.
+// Kind of layer for the share_* global features: gemm 0, attention 1, norm 2, elementwise 3,
+// other 4 (embedding, loss, optimizer); a column of the layer type's row (layer_types.hpp).
 int layer_kind(LayerType t) {
-  switch (t) {
-    case LayerType::Linear:
-    case LayerType::BMM:
-    case LayerType::Conv2dPatch:
-      return 0;  // gemm
-    case LayerType::Attention:
-    case LayerType::Softmax:
-      return 1;  // attention
-    case LayerType::LayerNorm:
-    case LayerType::RMSNorm:
-      return 2;  // norm
-    case LayerType::Dropout:
-    case LayerType::GELU:
-    case LayerType::ReLU:
-    case LayerType::SiLU:
-    case LayerType::Add:
-    case LayerType::Mul:
-    case LayerType::Pointwise:
-      return 3;  // elementwise
-    default:
-      return 4;  // embedding, loss, optimizer
-  }
+  return static_cast<int>(layer_info(t).kind);
 }
 
 }  // namespace

@@ -100,9 +100,12 @@ LayerType act_type(const ModelSpec& m) {
       return LayerType::ReLU;
     case Activation::SiLU:
       return LayerType::SiLU;
-    default:
+    case Activation::GELU:
+    case Activation::GELUTanh:
+    case Activation::GELUNew:
       return LayerType::GELU;  // erf and tanh forms share one kernel cost model
   }
+  fail("activation id {} is unknown", static_cast<int>(m.activation));
 }
 
 /// Forward graph construction for every family.
@@ -515,9 +518,24 @@ double saved_bytes(const LayerNode& n) {
       return 0;  // gradient passes through
     case LayerType::Pointwise:
       return n.dims[1] ? n.cost.in_bytes : 0;  // x / c, x + mask: nothing saved
-    default:
-      return n.cost.in_bytes + n.cost.temp_bytes;
+    case LayerType::Embedding:
+    case LayerType::LayerNorm:
+    case LayerType::RMSNorm:
+    case LayerType::Linear:
+    case LayerType::BMM:
+    case LayerType::Attention:
+    case LayerType::Softmax:
+    case LayerType::Dropout:
+    case LayerType::GELU:
+    case LayerType::ReLU:
+    case LayerType::SiLU:
+    case LayerType::Mul:
+    case LayerType::Conv2dPatch:
+    case LayerType::CrossEntropy:
+    case LayerType::Optimizer:
+      return n.cost.in_bytes + n.cost.temp_bytes;  // its inputs and its temporaries
   }
+  fail("layer type id {} is unknown", static_cast<int>(n.type));
 }
 
 }  // namespace

@@ -52,31 +52,16 @@ OptimizerKind parse_optimizer(const std::string& s, const std::string& key) {
 }
 
 const std::vector<LayerInfo>& all_layer_infos() {
-  static const std::vector<LayerInfo> infos = {
-      {LayerType::Embedding, "embedding", {"tokens", "vocab", "hidden"}, true},
-      {LayerType::LayerNorm, "layernorm", {"tokens", "hidden"}, true},
-      {LayerType::RMSNorm, "rmsnorm", {"tokens", "hidden"}, true},
-      {LayerType::Linear, "linear", {"tokens", "d_in", "d_out", "bias"}, true},
-      {LayerType::BMM, "bmm", {"batch", "m", "n", "k"}, true},
-      {LayerType::Attention, "attention", {"batch", "heads", "seq_q", "seq_k", "head_dim"}, true},
-      {LayerType::Softmax, "softmax", {"rows", "cols"}, true},
-      {LayerType::Dropout, "dropout", {"elements"}, true},
-      {LayerType::GELU, "gelu", {"elements"}, true},
-      {LayerType::ReLU, "relu", {"elements"}, true},
-      {LayerType::SiLU, "silu", {"elements"}, true},
-      {LayerType::Add, "add", {"elements"}, true},
-      {LayerType::Mul, "mul", {"elements"}, true},
-      {LayerType::Conv2dPatch, "conv2d_patch", {"batch", "channels", "hidden", "image", "patch"}, true},
-      {LayerType::CrossEntropy, "cross_entropy", {"tokens", "classes"}, true},
-      {LayerType::Optimizer, "optimizer", {"params", "kind"}, false},
-      {LayerType::Pointwise, "pointwise", {"elements", "saves"}, true},
-  };
+#define SCALEDL_LAYER_INFO(E, name, kind, bwd, ...) \
+  {LayerType::E, #name, {__VA_ARGS__}, bwd, LayerKind::kind},
+  static const std::vector<LayerInfo> infos = {SCALEDL_LAYER_TYPES(SCALEDL_LAYER_INFO)};
+#undef SCALEDL_LAYER_INFO
   return infos;
 }
 
 const LayerInfo& layer_info(LayerType t) {
   int i = static_cast<int>(t);
-  SCALEDL_CHECK(i >= 0 && i < static_cast<int>(LayerType::Count), "layer type id {} is unknown", i);
+  SCALEDL_CHECK(i >= 0 && i < kLayerTypeCount, "layer type id {} is unknown", i);
   return all_layer_infos()[i];
 }
 
@@ -122,174 +107,266 @@ void validate_dims(LayerType t, const std::vector<int64_t>& dims) {
   }
 }
 
-LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
-  const double e = dtype_bytes(dtype);
+namespace {
+
+// One function per layer type: its FLOP and byte model. d = the dims, e = bytes per element.
+using Dims = std::vector<int64_t>;
+
+LayerCost cost_embedding(const Dims& d, double e) {  // tokens, vocab, hidden: gather fwd, scatter-add bwd
   LayerCost c;
   auto D = [&](int i) { return static_cast<double>(d[i]); };
-  switch (t) {
-    case LayerType::Embedding: {  // tokens, vocab, hidden: gather fwd, scatter-add bwd
-      double n = D(0) * D(2);
-      c.flops_fwd = 0;
-      c.flops_bwd = n;
-      c.params = D(1) * D(2);
-      c.in_bytes = D(0) * 8;  // int64 token ids
-      c.out_bytes = n * e;
-      c.weight_bytes = c.params * e;
-      break;
-    }
-    case LayerType::LayerNorm: {  // mean, var, normalise, scale, shift ~ 8/elem; bwd ~ 2x
-      double n = D(0) * D(1);
-      c.flops_fwd = 8 * n;
-      c.flops_bwd = 16 * n;
-      c.params = 2 * D(1);
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      c.weight_bytes = c.params * e;
-      c.temp_bytes = 2 * D(0) * 4;  // saved mean and rstd (fp32)
-      break;
-    }
-    case LayerType::RMSNorm: {  // square, mean, rsqrt, scale, weight ~ 5/elem
-      double n = D(0) * D(1);
-      c.flops_fwd = 5 * n;
-      c.flops_bwd = 10 * n;
-      c.params = D(1);
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      c.weight_bytes = c.params * e;
-      c.temp_bytes = D(0) * 4;
-      break;
-    }
-    case LayerType::Linear: {  // tokens b, d_in, d_out, bias: ScaleDL eq. 9-10
-      double b = D(0), din = D(1), dout = D(2), bias = D(3);
-      c.flops_fwd = 2 * b * din * dout + bias * b * dout;
-      c.flops_bwd = 4 * b * din * dout + bias * b * dout;  // dX = dY W, dW = dY^T X, db = sum dY
-      c.params = din * dout + bias * dout;
-      c.in_bytes = b * din * e;
-      c.out_bytes = b * dout * e;
-      c.weight_bytes = c.params * e;
-      break;
-    }
-    case LayerType::BMM: {  // [B,m,n] x [B,n,k]
-      double B = D(0), m = D(1), n = D(2), k = D(3);
-      c.flops_fwd = 2 * B * m * n * k;
-      c.flops_bwd = 4 * B * m * n * k;
-      c.in_bytes = B * (m * n + n * k) * e;
-      c.out_bytes = B * m * k * e;
-      break;
-    }
-    case LayerType::Attention: {  // batch, heads, seq_q, seq_k, head_dim
-      double bh = D(0) * D(1), sq = D(2), sk = D(3), hd = D(4);
-      double scores = bh * sq * sk;
-      c.flops_fwd = 4 * bh * sq * sk * hd + 7 * scores;  // QK^T + AV, scale + softmax(5) + dropout
-      c.flops_bwd = 8 * bh * sq * sk * hd + 6 * scores;
-      c.in_bytes = bh * (sq + 2 * sk) * hd * e;
-      c.out_bytes = bh * sq * hd * e;
-      c.temp_bytes = scores * (e + 1);  // attention probabilities + dropout mask
-      break;
-    }
-    case LayerType::Softmax: {  // max, subtract, exp, sum, divide ~ 5/elem; bwd ~ 4/elem
-      double n = D(0) * D(1);
-      c.flops_fwd = 5 * n;
-      c.flops_bwd = 4 * n;
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      break;
-    }
-    case LayerType::Dropout: {  // compare + scale; bwd mask multiply
-      double n = D(0);
-      c.flops_fwd = 2 * n;
-      c.flops_bwd = n;
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      c.temp_bytes = n;  // bool mask
-      break;
-    }
-    case LayerType::GELU: {  // erf form ~ 8/elem, bwd ~ 12/elem
-      double n = D(0);
-      c.flops_fwd = 8 * n;
-      c.flops_bwd = 12 * n;
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      break;
-    }
-    case LayerType::ReLU: {
-      double n = D(0);
-      c.flops_fwd = n;
-      c.flops_bwd = n;
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      break;
-    }
-    case LayerType::SiLU: {  // x * sigmoid(x) ~ 4/elem, bwd ~ 6/elem
-      double n = D(0);
-      c.flops_fwd = 4 * n;
-      c.flops_bwd = 6 * n;
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      break;
-    }
-    case LayerType::Add: {  // gradient passes through: no arithmetic backward
-      double n = D(0);
-      c.flops_fwd = n;
-      c.flops_bwd = 0;
-      c.in_bytes = 2 * n * e;
-      c.out_bytes = n * e;
-      break;
-    }
-    case LayerType::Mul: {  // da = g*b, db = g*a
-      double n = D(0);
-      c.flops_fwd = n;
-      c.flops_bwd = 2 * n;
-      c.in_bytes = 2 * n * e;
-      c.out_bytes = n * e;
-      break;
-    }
-    case LayerType::Conv2dPatch: {  // batch, channels, hidden, image, patch: a Linear over patches
-      double B = D(0), C = D(1), H = D(2), p = D(4);
-      double np = (D(3) / p) * (D(3) / p);
-      double kin = C * p * p;
-      c.flops_fwd = 2 * B * np * kin * H + B * np * H;
-      c.flops_bwd = 4 * B * np * kin * H + B * np * H;
-      c.params = kin * H + H;
-      c.in_bytes = B * C * D(3) * D(3) * e;
-      c.out_bytes = B * np * H * e;
-      c.weight_bytes = c.params * e;
-      break;
-    }
-    case LayerType::CrossEntropy: {  // log-softmax (5/elem) + gather; bwd softmax - onehot
-      double n = D(0) * D(1);
-      c.flops_fwd = 5 * n + D(0);
-      c.flops_bwd = 2 * n;
-      c.in_bytes = n * e + D(0) * 8;
-      c.out_bytes = 4;
-      c.temp_bytes = n * e;  // saved log-probabilities
-      break;
-    }
-    case LayerType::Optimizer: {  // params p, kind: SGD p -= lr*g (2/elem); Adam(W) ~ 12/13 per elem
-      double p = D(0);
-      int kind = static_cast<int>(d[1]);
-      static const std::array<double, 3> flops_per = {2, 12, 13};
-      static const std::array<double, 3> state_per = {0, 2, 2};  // fp32 moments
-      c.flops_fwd = flops_per[kind] * p;
-      c.flops_bwd = 0;
-      c.params = 0;        // updates parameters it does not own
-      c.in_bytes = p * e;  // gradients read
-      c.out_bytes = 0;
-      c.weight_bytes = p * e + state_per[kind] * p * 4;  // parameters + optimizer state
-      break;
-    }
-    case LayerType::Pointwise: {  // x op c (or a broadcast operand): 1/elem; bwd g * c or g * f'(saved)
-      double n = D(0);
-      c.flops_fwd = n;
-      c.flops_bwd = d[1] ? 2 * n : n;
-      c.in_bytes = n * e;
-      c.out_bytes = n * e;
-      break;
-    }
-    case LayerType::Count:
-      fail("layer type Count is not a layer");
-  }
+  double n = D(0) * D(2);
+  c.flops_fwd = 0;
+  c.flops_bwd = n;
+  c.params = D(1) * D(2);
+  c.in_bytes = D(0) * 8;  // int64 token ids
+  c.out_bytes = n * e;
+  c.weight_bytes = c.params * e;
   return c;
+}
+
+LayerCost cost_layernorm(const Dims& d, double e) {  // mean, var, normalise, scale, shift ~ 8/elem; bwd ~ 2x
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0) * D(1);
+  c.flops_fwd = 8 * n;
+  c.flops_bwd = 16 * n;
+  c.params = 2 * D(1);
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  c.weight_bytes = c.params * e;
+  c.temp_bytes = 2 * D(0) * 4;  // saved mean and rstd (fp32)
+  return c;
+}
+
+LayerCost cost_rmsnorm(const Dims& d, double e) {  // square, mean, rsqrt, scale, weight ~ 5/elem
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0) * D(1);
+  c.flops_fwd = 5 * n;
+  c.flops_bwd = 10 * n;
+  c.params = D(1);
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  c.weight_bytes = c.params * e;
+  c.temp_bytes = D(0) * 4;
+  return c;
+}
+
+LayerCost cost_linear(const Dims& d, double e) {  // tokens b, d_in, d_out, bias: ScaleDL eq. 9-10
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double b = D(0), din = D(1), dout = D(2), bias = D(3);
+  c.flops_fwd = 2 * b * din * dout + bias * b * dout;
+  c.flops_bwd = 4 * b * din * dout + bias * b * dout;  // dX = dY W, dW = dY^T X, db = sum dY
+  c.params = din * dout + bias * dout;
+  c.in_bytes = b * din * e;
+  c.out_bytes = b * dout * e;
+  c.weight_bytes = c.params * e;
+  return c;
+}
+
+LayerCost cost_bmm(const Dims& d, double e) {  // [B,m,n] x [B,n,k]
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double B = D(0), m = D(1), n = D(2), k = D(3);
+  c.flops_fwd = 2 * B * m * n * k;
+  c.flops_bwd = 4 * B * m * n * k;
+  c.in_bytes = B * (m * n + n * k) * e;
+  c.out_bytes = B * m * k * e;
+  return c;
+}
+
+LayerCost cost_attention(const Dims& d, double e) {  // batch, heads, seq_q, seq_k, head_dim
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double bh = D(0) * D(1), sq = D(2), sk = D(3), hd = D(4);
+  double scores = bh * sq * sk;
+  c.flops_fwd = 4 * bh * sq * sk * hd + 7 * scores;  // QK^T + AV, scale + softmax(5) + dropout
+  c.flops_bwd = 8 * bh * sq * sk * hd + 6 * scores;
+  c.in_bytes = bh * (sq + 2 * sk) * hd * e;
+  c.out_bytes = bh * sq * hd * e;
+  c.temp_bytes = scores * (e + 1);  // attention probabilities + dropout mask
+  return c;
+}
+
+LayerCost cost_softmax(const Dims& d, double e) {  // max, subtract, exp, sum, divide ~ 5/elem; bwd ~ 4/elem
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0) * D(1);
+  c.flops_fwd = 5 * n;
+  c.flops_bwd = 4 * n;
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  return c;
+}
+
+LayerCost cost_dropout(const Dims& d, double e) {  // compare + scale; bwd mask multiply
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0);
+  c.flops_fwd = 2 * n;
+  c.flops_bwd = n;
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  c.temp_bytes = n;  // bool mask
+  return c;
+}
+
+LayerCost cost_gelu(const Dims& d, double e) {  // erf form ~ 8/elem, bwd ~ 12/elem
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0);
+  c.flops_fwd = 8 * n;
+  c.flops_bwd = 12 * n;
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  return c;
+}
+
+LayerCost cost_relu(const Dims& d, double e) {
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0);
+  c.flops_fwd = n;
+  c.flops_bwd = n;
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  return c;
+}
+
+LayerCost cost_silu(const Dims& d, double e) {  // x * sigmoid(x) ~ 4/elem, bwd ~ 6/elem
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0);
+  c.flops_fwd = 4 * n;
+  c.flops_bwd = 6 * n;
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  return c;
+}
+
+LayerCost cost_add(const Dims& d, double e) {  // gradient passes through: no arithmetic backward
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0);
+  c.flops_fwd = n;
+  c.flops_bwd = 0;
+  c.in_bytes = 2 * n * e;
+  c.out_bytes = n * e;
+  return c;
+}
+
+LayerCost cost_mul(const Dims& d, double e) {  // da = g*b, db = g*a
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0);
+  c.flops_fwd = n;
+  c.flops_bwd = 2 * n;
+  c.in_bytes = 2 * n * e;
+  c.out_bytes = n * e;
+  return c;
+}
+
+LayerCost cost_conv2d_patch(const Dims& d,
+                            double e) {  // batch, channels, hidden, image, patch: a Linear over patches
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double B = D(0), C = D(1), H = D(2), p = D(4);
+  double np = (D(3) / p) * (D(3) / p);
+  double kin = C * p * p;
+  c.flops_fwd = 2 * B * np * kin * H + B * np * H;
+  c.flops_bwd = 4 * B * np * kin * H + B * np * H;
+  c.params = kin * H + H;
+  c.in_bytes = B * C * D(3) * D(3) * e;
+  c.out_bytes = B * np * H * e;
+  c.weight_bytes = c.params * e;
+  return c;
+}
+
+LayerCost cost_cross_entropy(const Dims& d,
+                             double e) {  // log-softmax (5/elem) + gather; bwd softmax - onehot
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0) * D(1);
+  c.flops_fwd = 5 * n + D(0);
+  c.flops_bwd = 2 * n;
+  c.in_bytes = n * e + D(0) * 8;
+  c.out_bytes = 4;
+  c.temp_bytes = n * e;  // saved log-probabilities
+  return c;
+}
+
+LayerCost cost_optimizer(const Dims& d,
+                         double e) {  // params p, kind: SGD p -= lr*g (2/elem); Adam(W) ~ 12/13 per elem
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double p = D(0);
+  int kind = static_cast<int>(d[1]);
+  static const std::array<double, 3> flops_per = {2, 12, 13};
+  static const std::array<double, 3> state_per = {0, 2, 2};  // fp32 moments
+  c.flops_fwd = flops_per[kind] * p;
+  c.flops_bwd = 0;
+  c.params = 0;        // updates parameters it does not own
+  c.in_bytes = p * e;  // gradients read
+  c.out_bytes = 0;
+  c.weight_bytes = p * e + state_per[kind] * p * 4;  // parameters + optimizer state
+  return c;
+}
+
+LayerCost cost_pointwise(const Dims& d,
+                         double e) {  // x op c (or a broadcast operand): 1/elem; bwd g * c or g * f'(saved)
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  double n = D(0);
+  c.flops_fwd = n;
+  c.flops_bwd = d[1] ? 2 * n : n;
+  c.in_bytes = n * e;
+  c.out_bytes = n * e;
+  return c;
+}
+
+}  // namespace
+
+LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
+  const double e = dtype_bytes(dtype);
+  switch (t) {
+    case LayerType::Embedding:
+      return cost_embedding(d, e);
+    case LayerType::LayerNorm:
+      return cost_layernorm(d, e);
+    case LayerType::RMSNorm:
+      return cost_rmsnorm(d, e);
+    case LayerType::Linear:
+      return cost_linear(d, e);
+    case LayerType::BMM:
+      return cost_bmm(d, e);
+    case LayerType::Attention:
+      return cost_attention(d, e);
+    case LayerType::Softmax:
+      return cost_softmax(d, e);
+    case LayerType::Dropout:
+      return cost_dropout(d, e);
+    case LayerType::GELU:
+      return cost_gelu(d, e);
+    case LayerType::ReLU:
+      return cost_relu(d, e);
+    case LayerType::SiLU:
+      return cost_silu(d, e);
+    case LayerType::Add:
+      return cost_add(d, e);
+    case LayerType::Mul:
+      return cost_mul(d, e);
+    case LayerType::Conv2dPatch:
+      return cost_conv2d_patch(d, e);
+    case LayerType::CrossEntropy:
+      return cost_cross_entropy(d, e);
+    case LayerType::Optimizer:
+      return cost_optimizer(d, e);
+    case LayerType::Pointwise:
+      return cost_pointwise(d, e);
+  }
+  fail("layer type id {} is unknown", static_cast<int>(t));
 }
 
 }  // namespace scaledl

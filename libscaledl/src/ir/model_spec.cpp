@@ -38,9 +38,6 @@ constexpr int64_t kMaxBatch = int64_t(1) << 24;
 constexpr int64_t kMaxTokens = int64_t(1) << 32;  // batch * tokens per iteration
 constexpr int64_t kMaxScores = int64_t(1) << 40;  // batch * heads * seq_q * seq_k
 
-const char* kTypes =
-    "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, "
-    "gemma, gemma2, gemma3_text, mixtral, phi3, deepseek_v2, deepseek_v3, gpt_oss, switch_transformers";
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
 
 /// First of `keys` present (non-null) in `j`, or "" when none is.
@@ -114,7 +111,6 @@ bool contains(const std::string& s, const char* part) {
 /// head size need not divide hidden_size), and num_key_value_heads (default `kv`, 0 = the heads;
 /// -1: not read, one k/v head per head, as DeepSeek's latent attention) dividing the heads.
 void read_decoder(const json& j, const std::string& ctx, ModelSpec& m, int64_t kv) {
-  m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
   m.hidden = req(j, {"hidden_size"}, ctx, 1, kMaxHidden);
   m.num_layers = req(j, {"num_hidden_layers"}, ctx, 1, kMaxLayers);
@@ -137,7 +133,6 @@ void dropless_experts(ModelSpec& m, bool router_bias) {
 }
 
 void parse_bert(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::Bert;
   m.arch = Arch::EncoderOnly;
   read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
@@ -166,7 +161,6 @@ void parse_bert(const json& j, const std::string& ctx, ModelSpec& m) {
 }
 
 void parse_gpt2(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::Gpt2;
   m.arch = Arch::DecoderOnly;
   m.hidden = req(j, {"n_embd", "hidden_size"}, ctx, 1, kMaxHidden);
   m.num_layers = req(j, {"n_layer", "num_hidden_layers"}, ctx, 1, kMaxLayers);
@@ -185,7 +179,6 @@ void parse_gpt2(const json& j, const std::string& ctx, ModelSpec& m) {
 }
 
 void parse_gpt_neo(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::GptNeo;
   m.arch = Arch::DecoderOnly;
   read_sizes(j, ctx, m, "num_layers", "num_heads");
   m.ffn_dim = opt(j, {"intermediate_size"}, ctx, 1, kMaxFfn, 4 * m.hidden);
@@ -202,7 +195,6 @@ void parse_gpt_neo(const json& j, const std::string& ctx, ModelSpec& m) {
 }
 
 void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::Opt;
   m.arch = Arch::DecoderOnly;
   read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = req(j, {"ffn_dim"}, ctx, 1, kMaxFfn);
@@ -248,10 +240,10 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 ///   takes, scaled by sigmoid(shared_expert_gate(x))). Dense layers are refused as in qwen3_moe.
 /// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
 ///   routed to its num_experts_per_tok best (top-k, weights renormalised).
-void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
-  const bool gemma2 = type == "gemma2", gemma3 = type == "gemma3_text";
-  const bool gemma = type == "gemma" || gemma2 || gemma3, mixtral = type == "mixtral";
-  const bool qwen2_moe = type == "qwen2_moe", qwen_moe = type == "qwen3_moe" || qwen2_moe;
+void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType type) {
+  const bool gemma2 = type == ModelType::Gemma2, gemma3 = type == ModelType::Gemma3Text;
+  const bool gemma = type == ModelType::Gemma || gemma2 || gemma3, mixtral = type == ModelType::Mixtral;
+  const bool qwen2_moe = type == ModelType::Qwen2Moe, qwen_moe = type == ModelType::Qwen3Moe || qwen2_moe;
   read_decoder(j, ctx, m, 0);
   if (first_key(j, {"head_dim"}).empty() && !gemma) {
     check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
@@ -270,8 +262,9 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.norm = NormKind::RMSNorm;
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
-  if (type == "qwen2" || qwen2_moe) m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased
-  m.qk_norm = type == "qwen3" || type == "qwen3_moe" || gemma3;
+  if (type == ModelType::Qwen2 || qwen2_moe)
+    m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased
+  m.qk_norm = type == ModelType::Qwen3 || type == ModelType::Qwen3Moe || gemma3;
   if (gemma2 || gemma3) {
     m.sandwich_norm = true;
     auto cap = [&](const char* key, double def) {
@@ -284,7 +277,7 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
   m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
   m.dropout = 0;
   m.embed_dropout = 0;
-  if (type == "phi3") {  // after the Llama defaults above, which would undo it
+  if (type == ModelType::Phi3) {  // after the Llama defaults above, which would undo it
     m.fused_qkv = m.fused_gate_up = true;
     m.dropout = prob(j, "resid_pdrop", ctx, 0.0);  // Phi3DecoderLayer's resid_attn/mlp_dropout
     m.embed_dropout = prob(j, "embd_pdrop", ctx, 0.0);
@@ -309,13 +302,13 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
       SCALEDL_CHECK(step == 1,
                     "{}.decoder_sparse_step={}: dense FFN layers in a {} model are not "
                     "supported (every FFN must be sparse)",
-                    ctx, step, type);
+                    ctx, step, to_string(type));
       if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
         const json& l = j.at("mlp_only_layers");
         SCALEDL_CHECK(l.is_array() && l.empty(),
                       "{}.mlp_only_layers={}: dense FFN layers in a {} model "
                       "are not supported (every FFN must be sparse)",
-                      ctx, show(l), type);
+                      ctx, show(l), to_string(type));
       }
     }
     dropless_experts(m, false);
@@ -328,7 +321,6 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, const std:
 /// default), attention and MLP both read the block's input: x + attn(ln1(x)) + mlp(ln2(x)).
 /// Read into the Llama family (the zoo's decoder with rotary embeddings).
 void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::Llama;
   m.arch = Arch::DecoderOnly;
   read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = opt(j, {"intermediate_size"}, ctx, 1, kMaxFfn, 4 * m.hidden);
@@ -361,8 +353,8 @@ void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
 /// The router's scoring (softmax or sigmoid, group-limited top-k, V3's correction bias, a
 /// buffer and not a parameter) and routed_scaling_factor change no shape. V3's multi-token
 /// prediction layers (num_nextn_predict_layers) are not built by transformers and not here.
-void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, const std::string& type) {
-  const bool v3 = type == "deepseek_v3";
+void parse_deepseek(const json& j, const std::string& ctx, ModelSpec& m, ModelType type) {
+  const bool v3 = type == ModelType::DeepseekV3;
   read_decoder(j, ctx, m, -1);  // MLA: kv_b makes k and v for every head (num_key_value_heads is not read)
   const int64_t nope = opt(j, {"qk_nope_head_dim"}, ctx, 0, 1 << 15, 128);
   m.qk_rope_dim = opt(j, {"qk_rope_head_dim"}, ctx, 0, 1 << 15, 64);
@@ -459,7 +451,6 @@ void parse_gpt_oss(const json& j, const std::string& ctx, ModelSpec& m) {
 }
 
 void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::T5;
   m.arch = Arch::EncoderDecoder;
   m.hidden = req(j, {"d_model"}, ctx, 1, kMaxHidden);
   m.num_layers = req(j, {"num_layers"}, ctx, 1, kMaxLayers);
@@ -496,7 +487,6 @@ void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
 /// mixture of num_experts ReLU FFNs (wi, wo; no bias) behind a router
 /// Linear(d_model, num_experts) with expert_capacity tokens per expert and sample.
 void parse_switch(const json& j, const std::string& ctx, ModelSpec& m) {
-  m.family = Family::Switch;
   m.arch = Arch::EncoderDecoder;
   m.hidden = opt(j, {"d_model"}, ctx, 1, kMaxHidden, 768);
   m.num_layers = opt(j, {"num_layers"}, ctx, 1, kMaxLayers, 12);
@@ -545,7 +535,6 @@ void parse_switch(const json& j, const std::string& ctx, ModelSpec& m) {
 }
 
 void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit) {
-  m.family = deit ? Family::DeiT : Family::ViT;
   m.arch = Arch::VisionEncoder;
   read_sizes(j, ctx, m, "num_hidden_layers", "num_attention_heads");
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
@@ -569,9 +558,27 @@ void parse_vision(const json& j, const std::string& ctx, ModelSpec& m, bool deit
 }  // namespace
 
 const char* to_string(Family f) {
-  static const char* n[] = {
-      "bert", "gpt2", "t5", "vit", "deit", "gpt_neo", "opt", "llama", "switch_transformers"};
+#define SCALEDL_FAMILY_NAME(E, name) #name,
+  static const char* n[] = {SCALEDL_MODEL_FAMILIES(SCALEDL_FAMILY_NAME)};
+#undef SCALEDL_FAMILY_NAME
   return n[static_cast<int>(f)];
+}
+const char* to_string(ModelType t) {
+#define SCALEDL_MODEL_TYPE_NAME(E, name, family) #name,
+  static const char* n[] = {SCALEDL_MODEL_TYPES(SCALEDL_MODEL_TYPE_NAME)};
+#undef SCALEDL_MODEL_TYPE_NAME
+  return n[static_cast<int>(t)];
+}
+Family model_type_family(ModelType t) {
+#define SCALEDL_MODEL_TYPE_FAMILY(E, name, family) Family::family,
+  static const Family f[] = {SCALEDL_MODEL_TYPES(SCALEDL_MODEL_TYPE_FAMILY)};
+#undef SCALEDL_MODEL_TYPE_FAMILY
+  return f[static_cast<int>(t)];
+}
+ModelType parse_model_type(const std::string& s, const std::string& key) {
+  for (int i = 0; i < kModelTypeCount; ++i)
+    if (s == to_string(static_cast<ModelType>(i))) return static_cast<ModelType>(i);
+  fail("{}=\"{}\" is not supported (one of {})", key, s, supported_model_types());
 }
 const char* to_string(Arch a) {
   static const char* n[] = {"encoder_only", "decoder_only", "encoder_decoder", "vision_encoder"};
@@ -586,7 +593,13 @@ const char* to_string(NormKind k) {
   return n[static_cast<int>(k)];
 }
 const char* supported_model_types() {
-  return kTypes;
+  static const std::string list = [] {
+    std::string l;
+    for (int i = 0; i < kModelTypeCount; ++i)
+      l += (i ? ", " : "") + std::string(to_string(static_cast<ModelType>(i)));
+    return l;
+  }();
+  return list.c_str();
 }
 
 namespace {
@@ -646,7 +659,7 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object (a Hugging Face config.json), got {}", ctx,
                 show(j));
   SCALEDL_CHECK(j.contains("model_type") && !j.at("model_type").is_null(),
-                "{}.model_type is missing (one of {})", ctx, kTypes);
+                "{}.model_type is missing (one of {})", ctx, supported_model_types());
   std::string type = get_str_or(j, "model_type", ctx, "");
   ModelSpec m;
   m.name = get_str_or(j, "_name_or_path", ctx, "");
@@ -656,34 +669,57 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
                   "{}.architectures={} must be a list of class names", ctx, show(a));
     if (!a.empty()) m.hf_class = a[0].get<std::string>();
   }
-  if (type == "bert")
-    parse_bert(j, ctx, m);
-  else if (type == "gpt2")
-    parse_gpt2(j, ctx, m);
-  else if (type == "gpt_neo")
-    parse_gpt_neo(j, ctx, m);
-  else if (type == "opt")
-    parse_opt(j, ctx, m);
-  else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma" ||
-           type == "gemma2" || type == "gemma3_text" || type == "mixtral" || type == "phi3" ||
-           type == "qwen3_moe" || type == "qwen2_moe")
-    parse_llama(j, ctx, m, type);
-  else if (type == "gpt_neox")
-    parse_gpt_neox(j, ctx, m);
-  else if (type == "deepseek_v2" || type == "deepseek_v3")
-    parse_deepseek(j, ctx, m, type);
-  else if (type == "gpt_oss")
-    parse_gpt_oss(j, ctx, m);
-  else if (type == "t5")
-    parse_t5(j, ctx, m);
-  else if (type == "switch_transformers")
-    parse_switch(j, ctx, m);
-  else if (type == "vit")
-    parse_vision(j, ctx, m, false);
-  else if (type == "deit")
-    parse_vision(j, ctx, m, true);
-  else
-    fail("{}.model_type=\"{}\" is not supported (one of {})", ctx, type, kTypes);
+  const ModelType t = parse_model_type(type, ctx + ".model_type");
+  m.family = model_type_family(t);
+  switch (t) {  // the reader of each model type
+    case ModelType::Bert:
+      parse_bert(j, ctx, m);
+      break;
+    case ModelType::Gpt2:
+      parse_gpt2(j, ctx, m);
+      break;
+    case ModelType::GptNeo:
+      parse_gpt_neo(j, ctx, m);
+      break;
+    case ModelType::Opt:
+      parse_opt(j, ctx, m);
+      break;
+    case ModelType::Llama:
+    case ModelType::Mistral:
+    case ModelType::Qwen2:
+    case ModelType::Qwen3:
+    case ModelType::Gemma:
+    case ModelType::Gemma2:
+    case ModelType::Gemma3Text:
+    case ModelType::Mixtral:
+    case ModelType::Phi3:
+    case ModelType::Qwen3Moe:
+    case ModelType::Qwen2Moe:
+      parse_llama(j, ctx, m, t);
+      break;
+    case ModelType::GptNeoX:
+      parse_gpt_neox(j, ctx, m);
+      break;
+    case ModelType::DeepseekV2:
+    case ModelType::DeepseekV3:
+      parse_deepseek(j, ctx, m, t);
+      break;
+    case ModelType::GptOss:
+      parse_gpt_oss(j, ctx, m);
+      break;
+    case ModelType::T5:
+      parse_t5(j, ctx, m);
+      break;
+    case ModelType::SwitchTransformers:
+      parse_switch(j, ctx, m);
+      break;
+    case ModelType::ViT:
+      parse_vision(j, ctx, m, false);
+      break;
+    case ModelType::DeiT:
+      parse_vision(j, ctx, m, true);
+      break;
+  }
   if (m.num_kv_heads == 0) m.num_kv_heads = m.num_heads;
   if (m.head_dim == 0) m.head_dim = m.hidden / m.num_heads;
   if (m.embed_dim == 0) m.embed_dim = m.hidden;

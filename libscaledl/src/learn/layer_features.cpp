@@ -52,9 +52,22 @@ bool gemm_shape(LayerType t, const int64_t* d, double& batch, double& m, double&
       batch = 1, m = double(d[0]) * g * g, n = double(d[2]), k = double(d[1]) * double(d[4]) * double(d[4]);
       return true;
     }
-    default:
-      return false;
+    case LayerType::Embedding:
+    case LayerType::LayerNorm:
+    case LayerType::RMSNorm:
+    case LayerType::Softmax:
+    case LayerType::Dropout:
+    case LayerType::GELU:
+    case LayerType::ReLU:
+    case LayerType::SiLU:
+    case LayerType::Add:
+    case LayerType::Mul:
+    case LayerType::CrossEntropy:
+    case LayerType::Optimizer:
+    case LayerType::Pointwise:
+      return false;  // not a matrix product
   }
+  return false;
 }
 
 double fp32_lanes_per_sm(const DeviceRecord& dev) {

@@ -130,6 +130,33 @@ const DeviceRecord& device_of(const std::map<std::string, DeviceRecord>& devices
   }
   return it->second;
 }
+
+/// Whether a type's forward rows measure a device's sustained bandwidth: a plain
+/// elementwise kernel that moves its bytes once (sustained_bandwidths).
+bool streams_memory(LayerType t) {
+  switch (t) {
+    case LayerType::Add:
+    case LayerType::Mul:
+    case LayerType::ReLU:
+    case LayerType::GELU:
+    case LayerType::SiLU:
+      return true;
+    case LayerType::Embedding:
+    case LayerType::LayerNorm:
+    case LayerType::RMSNorm:
+    case LayerType::Linear:
+    case LayerType::BMM:
+    case LayerType::Attention:
+    case LayerType::Softmax:
+    case LayerType::Dropout:
+    case LayerType::Conv2dPatch:
+    case LayerType::CrossEntropy:
+    case LayerType::Optimizer:
+    case LayerType::Pointwise:
+      return false;
+  }
+  return false;
+}
 }  // namespace
 
 // ---- options ----------------------------------------------------------------
@@ -341,9 +368,7 @@ std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample
   std::map<std::string, std::vector<Row>> by_dev;
   for (const auto& s : samples) {
     if (s.dir != Direction::Forward) continue;
-    if (s.type != LayerType::Add && s.type != LayerType::Mul && s.type != LayerType::ReLU &&
-        s.type != LayerType::GELU && s.type != LayerType::SiLU)
-      continue;
+    if (!streams_memory(s.type)) continue;
     const DeviceRecord& d = device_of(devices, s.device);
     if (d.kind == "cpu" || d.peak_mem_bw_gbs <= 0) continue;
     const double bytes = traffic_bytes(layer_cost(s.type, s.dims, s.dtype), s.dir);

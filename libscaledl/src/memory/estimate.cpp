@@ -214,8 +214,12 @@ class Replay {
           transient = e_ == 4 ? 0 : tv * 4;                     // the FP32 copy of the logits
           break;
         }
-        default:
-          break;  // Embedding, Add, Conv2dPatch: nothing kept beyond weights and the batch
+        case LayerType::Embedding:
+        case LayerType::Add:
+        case LayerType::Conv2dPatch:
+        case LayerType::Attention:  // not a graph node (attention is BMM, Softmax and Dropout nodes)
+        case LayerType::Optimizer:  // not a forward node
+          break;                    // nothing kept beyond weights and the batch
       }
       if (!training) {
         keep.clear();
@@ -317,8 +321,19 @@ class Replay {
         case LayerType::RMSNorm:
           transient = 2 * out_bytes(u);
           break;
-        default:
-          break;
+        case LayerType::LayerNorm:
+        case LayerType::Linear:
+        case LayerType::Attention:
+        case LayerType::Softmax:
+        case LayerType::Dropout:
+        case LayerType::GELU:
+        case LayerType::ReLU:
+        case LayerType::SiLU:
+        case LayerType::Add:
+        case LayerType::Mul:
+        case LayerType::Optimizer:
+        case LayerType::Pointwise:
+          break;  // no momentary buffer beyond the gradients
       }
       touch(transient, where);
       if (n.type == LayerType::Add && has_grad(u)) {

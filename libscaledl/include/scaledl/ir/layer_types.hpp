@@ -15,27 +15,63 @@
 
 namespace scaledl {
 
-enum class LayerType : int {
-  Embedding = 0,  ///< token/position embedding lookup [tokens] -> [tokens, hidden]
-  LayerNorm,      ///< [tokens, hidden], affine (weight + bias)
-  RMSNorm,        ///< [tokens, hidden], weight only (Llama, T5)
-  Linear,         ///< [tokens, d_in] x [d_in, d_out] (+ bias)
-  BMM,            ///< batched matmul [batch, m, n] x [batch, n, k] (n is reduced)
-  Attention,      ///< attention core QK^T, scale, softmax, dropout, AV as one unit
-  Softmax,        ///< softmax over the last dim of [rows, cols]
-  Dropout,        ///< elementwise mask on [elements]
-  GELU,
-  ReLU,
-  SiLU,
-  Add,           ///< elementwise a + b (residual)
-  Mul,           ///< elementwise a * b (SwiGLU gate)
-  Conv2dPatch,   ///< ViT/DeiT patch embedding: Conv2d(k = stride = patch)
-  CrossEntropy,  ///< softmax cross-entropy over [tokens, classes]
-  Optimizer,     ///< one optimizer step over a flat parameter tensor
-  Pointwise,     ///< one tensor with a scalar or broadcast operand (x / c, x + mask, pow, tanh): [elements,
-                 ///< saves]
-  Count
-};
+/// Kind of layer, as the graph network counts shares of time (graph_batch.cpp's share_* features).
+enum class LayerKind : int { Gemm = 0, Attention, Norm, Elementwise, Other };
+
+// The layer types, one row each: everything a type is declared by.
+//   X(Enumerator, name, kind, has_backward, dim names...)
+// - name: the stable lower-case id of files, the DB and the command line, and the anchor
+//   scaledl_layer_bench_<name> that the type's microbenchmark defines (src/bench/layer_*.cpp,
+//   SCALEDL_REGISTER_LAYER_BENCH): a type without one fails to link.
+// - kind: LayerKind above; has_backward: false only for Optimizer.
+// - dims: the names of the integer dims of a configuration, in order.
+// The enum, the name table, layer_info() and the bench registry are generated from these rows;
+// what differs per type in code is a switch over LayerType without `default:` (layer_cost,
+// the memory rules, saved_bytes, the GEMM view of features), so that -Werror=switch names
+// every place a new row must be handled. docs/extending.md lists them.
+// Rows are in id order: the id is stored (GNN one-hot, trained bundles); append new types.
+// clang-format off
+#define SCALEDL_LAYER_TYPES(X)                                                                     \
+  /* token/position embedding lookup [tokens] -> [tokens, hidden] */                               \
+  X(Embedding, embedding, Other, true, "tokens", "vocab", "hidden")                                 \
+  /* [tokens, hidden], affine (weight + bias) */                                                    \
+  X(LayerNorm, layernorm, Norm, true, "tokens", "hidden")                                           \
+  /* [tokens, hidden], weight only (Llama, T5) */                                                   \
+  X(RMSNorm, rmsnorm, Norm, true, "tokens", "hidden")                                               \
+  /* [tokens, d_in] x [d_in, d_out] (+ bias) */                                                     \
+  X(Linear, linear, Gemm, true, "tokens", "d_in", "d_out", "bias")                                  \
+  /* batched matmul [batch, m, n] x [batch, n, k] (n is reduced) */                                 \
+  X(BMM, bmm, Gemm, true, "batch", "m", "n", "k")                                                   \
+  /* attention core QK^T, scale, softmax, dropout, AV as one unit */                                \
+  X(Attention, attention, Attention, true, "batch", "heads", "seq_q", "seq_k", "head_dim")          \
+  /* softmax over the last dim of [rows, cols] */                                                   \
+  X(Softmax, softmax, Attention, true, "rows", "cols")                                              \
+  /* elementwise mask on [elements] */                                                              \
+  X(Dropout, dropout, Elementwise, true, "elements")                                                \
+  X(GELU, gelu, Elementwise, true, "elements")                                                      \
+  X(ReLU, relu, Elementwise, true, "elements")                                                      \
+  X(SiLU, silu, Elementwise, true, "elements")                                                      \
+  /* elementwise a + b (residual) */                                                                \
+  X(Add, add, Elementwise, true, "elements")                                                        \
+  /* elementwise a * b (SwiGLU gate) */                                                             \
+  X(Mul, mul, Elementwise, true, "elements")                                                        \
+  /* ViT/DeiT patch embedding: Conv2d(k = stride = patch) */                                        \
+  X(Conv2dPatch, conv2d_patch, Gemm, true, "batch", "channels", "hidden", "image", "patch")         \
+  /* softmax cross-entropy over [tokens, classes] */                                                \
+  X(CrossEntropy, cross_entropy, Other, true, "tokens", "classes")                                  \
+  /* one optimizer step over a flat parameter tensor */                                             \
+  X(Optimizer, optimizer, Other, false, "params", "kind")                                           \
+  /* one tensor with a scalar or broadcast operand (x / c, x + mask, pow, tanh) */                  \
+  X(Pointwise, pointwise, Elementwise, true, "elements", "saves")
+// clang-format on
+
+#define SCALEDL_LAYER_ENUMERATOR(E, ...) E,
+enum class LayerType : int { SCALEDL_LAYER_TYPES(SCALEDL_LAYER_ENUMERATOR) };
+#undef SCALEDL_LAYER_ENUMERATOR
+#define SCALEDL_LAYER_ONE(...) +1
+/// Number of layer types (ids 0 .. kLayerTypeCount - 1).
+inline constexpr int kLayerTypeCount = 0 SCALEDL_LAYER_TYPES(SCALEDL_LAYER_ONE);
+#undef SCALEDL_LAYER_ONE
 
 enum class DType : int { FP32 = 0, TF32, BF16, FP16 };
 enum class OptimizerKind : int { SGD = 0, Adam, AdamW };
@@ -70,6 +106,7 @@ struct LayerInfo {
   const char* name;               ///< stable lower-case id used in files and the DB
   std::vector<std::string> dims;  ///< names of the integer dims, in order
   bool has_backward;              ///< false only for Optimizer
+  LayerKind kind;                 ///< what the graph network counts its time as
 };
 
 const LayerInfo& layer_info(LayerType t);

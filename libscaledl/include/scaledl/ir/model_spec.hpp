@@ -17,9 +17,43 @@
 
 namespace scaledl {
 
-enum class Family : int { Bert = 0, Gpt2, T5, ViT, DeiT, GptNeo, Opt, Llama, Switch };
+// The model families, one row each: X(Enumerator, name). The family decides how the zoo builds
+// the model (zoo_common.cpp's switch) and is stored (the name in ModelSpec::to_json, the id in
+// saved specs and one-hot widths): append new families.
+// clang-format off
+#define SCALEDL_MODEL_FAMILIES(X) \
+  X(Bert, bert) X(Gpt2, gpt2) X(T5, t5) X(ViT, vit) X(DeiT, deit) X(GptNeo, gpt_neo) X(Opt, opt) \
+  X(Llama, llama) X(Switch, switch_transformers)
+// clang-format on
+#define SCALEDL_FAMILY_ENUMERATOR(E, name) E,
+enum class Family : int { SCALEDL_MODEL_FAMILIES(SCALEDL_FAMILY_ENUMERATOR) };
+#undef SCALEDL_FAMILY_ENUMERATOR
+#define SCALEDL_FAMILY_ONE(E, name) +1
 /// Number of Family values (one-hot widths).
-inline constexpr int kFamilyCount = 9;
+inline constexpr int kFamilyCount = 0 SCALEDL_MODEL_FAMILIES(SCALEDL_FAMILY_ONE);
+#undef SCALEDL_FAMILY_ONE
+
+// The model types ScaleDL reads: the "model_type" of a Hugging Face config.json, one row each:
+// X(Enumerator, model_type, Family). parse_model_config() switches over ModelType (no `default:`)
+// to the type's reader in model_spec.cpp, which fills the ModelSpec; the row's Family is set
+// before it runs. The order is that of the list in messages (supported_model_types()).
+// clang-format off
+#define SCALEDL_MODEL_TYPES(X)                                                                     \
+  X(Bert, bert, Bert) X(Gpt2, gpt2, Gpt2) X(T5, t5, T5) X(ViT, vit, ViT) X(DeiT, deit, DeiT)        \
+  X(GptNeo, gpt_neo, GptNeo) X(GptNeoX, gpt_neox, Llama) X(Opt, opt, Opt) X(Llama, llama, Llama)   \
+  X(Mistral, mistral, Llama) X(Qwen2, qwen2, Llama) X(Qwen2Moe, qwen2_moe, Llama)                  \
+  X(Qwen3, qwen3, Llama) X(Qwen3Moe, qwen3_moe, Llama) X(Gemma, gemma, Llama)                      \
+  X(Gemma2, gemma2, Llama) X(Gemma3Text, gemma3_text, Llama) X(Mixtral, mixtral, Llama)            \
+  X(Phi3, phi3, Llama) X(DeepseekV2, deepseek_v2, Llama) X(DeepseekV3, deepseek_v3, Llama)         \
+  X(GptOss, gpt_oss, Llama) X(SwitchTransformers, switch_transformers, Switch)
+// clang-format on
+#define SCALEDL_MODEL_TYPE_ENUMERATOR(E, name, family) E,
+enum class ModelType : int { SCALEDL_MODEL_TYPES(SCALEDL_MODEL_TYPE_ENUMERATOR) };
+#undef SCALEDL_MODEL_TYPE_ENUMERATOR
+#define SCALEDL_MODEL_TYPE_ONE(E, name, family) +1
+inline constexpr int kModelTypeCount = 0 SCALEDL_MODEL_TYPES(SCALEDL_MODEL_TYPE_ONE);
+#undef SCALEDL_MODEL_TYPE_ONE
+
 enum class Arch : int { EncoderOnly = 0, DecoderOnly, EncoderDecoder, VisionEncoder };
 /// GELUNew is Hugging Face's NewGELUActivation ("gelu_new": GPT-2, GPT-3, T5 v1.1): the tanh form
 /// written out in eager PyTorch, eight kernels; GELUTanh is the fused one (gelu_pytorch_tanh).
@@ -27,6 +61,12 @@ enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU, GELUNew };
 enum class NormKind : int { LayerNorm = 0, RMSNorm };
 
 const char* to_string(Family f);
+/// The model_type string of t ("gpt2", "qwen3_moe", ...).
+const char* to_string(ModelType t);
+/// The family a model type is read into (its row in SCALEDL_MODEL_TYPES).
+Family model_type_family(ModelType t);
+/// Parses a config's model_type; throws "<key>=\"<s>\" is not supported (one of ...)" otherwise.
+ModelType parse_model_type(const std::string& s, const std::string& key = "config.model_type");
 const char* to_string(Arch a);
 const char* to_string(Activation a);
 const char* to_string(NormKind n);
