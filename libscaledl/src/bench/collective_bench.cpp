@@ -162,7 +162,13 @@ std::vector<std::string> compiled_backends() {
 #endif
 }
 
-std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const CollectiveBenchOptions& opt) {
+namespace {
+
+// run_collective_bench's steps: check the options, meet the other ranks (a
+// TCP store, then a Gloo process group on it), then time each collective at
+// each size.
+
+void check_bench_options(const Rendezvous& rv, const CollectiveBenchOptions& opt) {
   SCALEDL_CHECK(opt.backend == "gloo" || opt.backend == "nccl" || opt.backend == "mpi",
                 "--backend={} is not a backend (gloo, nccl, mpi)", opt.backend);
   const auto have = compiled_backends();
@@ -181,11 +187,23 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
                 rv.world);
   SCALEDL_CHECK(opt.dtype == DType::FP32 || opt.dtype == DType::FP16 || opt.dtype == DType::BF16,
                 "--dtype={}: collectives run on fp32, fp16 or bf16 buffers", to_string(opt.dtype));
-  std::vector<CollectiveResult> results;
+}
+
 #ifdef SCALEDL_HAVE_GLOO
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
-  const std::string where = fmt::format("{}:{}", rv.master_addr, rv.port);
-  c10::intrusive_ptr<c10d::Store> store;
+
+using Gloo = c10d::ProcessGroupGloo;
+
+[[noreturn]] void rendezvous_timed_out(const std::string& where, const Rendezvous& rv,
+                                       const CollectiveBenchOptions& opt) {
+  fail(
+      "rendezvous at {} timed out after {} s: not all WORLD_SIZE={} ranks joined (every rank needs the "
+      "same MASTER_ADDR, MASTER_PORT and WORLD_SIZE and a distinct RANK)",
+      where, opt.timeout_s, rv.world);
+}
+
+/// The TCP store at MASTER_ADDR:MASTER_PORT (rank 0 serves it) once all ranks joined.
+c10::intrusive_ptr<c10d::Store> join_store(const Rendezvous& rv, const CollectiveBenchOptions& opt,
+                                           std::chrono::milliseconds timeout, const std::string& where) {
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<std::uint16_t>(rv.port);
@@ -193,7 +211,7 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
     so.numWorkers = static_cast<std::size_t>(rv.world);
     so.waitWorkers = true;
     so.timeout = timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(rv.master_addr, so);
+    return c10::make_intrusive<c10d::TCPStore>(rv.master_addr, so);
   } catch (const std::exception& e) {
     const std::string m = e.what();
     if (contains(m, "already in use") || contains(m, "EADDRINUSE"))
@@ -202,125 +220,162 @@ std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const C
           "another port",
           rv.port, rv.master_addr);
     if (contains(m, "imed out") || contains(m, "timeout") || contains(m, "Timeout"))
-      fail(
-          "rendezvous at {} timed out after {} s: not all WORLD_SIZE={} ranks joined (every rank needs the "
-          "same "
-          "MASTER_ADDR, MASTER_PORT and WORLD_SIZE and a distinct RANK)",
-          where, opt.timeout_s, rv.world);
+      rendezvous_timed_out(where, rv, opt);
     fail("rendezvous at {} failed on rank {}: {}", where, rv.rank, first_line(m));
   }
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+}
+
+/// The Gloo process group of all ranks, on GLOO_SOCKET_IFNAME, loopback or the default device.
+c10::intrusive_ptr<Gloo> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, const Rendezvous& rv,
+                                         const CollectiveBenchOptions& opt, std::chrono::milliseconds timeout,
+                                         const std::string& where) {
   try {
-    auto o = c10d::ProcessGroupGloo::Options::create(timeout);
+    auto o = Gloo::Options::create(timeout);
     o->threads = 1;  // one worker thread per rank: operations are issued one at a time
     if (const char* ifname = env("GLOO_SOCKET_IFNAME"))
-      o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      o->devices.push_back(Gloo::createDeviceForInterface(ifname));
     else if (rv.master_addr == "127.0.0.1" || rv.master_addr == "localhost")
-      o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      o->devices.push_back(Gloo::createDeviceForHostname("127.0.0.1"));
     else
-      o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rv.rank, rv.world, o);
+      o->devices.push_back(Gloo::createDefaultDevice());
+    return c10::make_intrusive<Gloo>(store, rv.rank, rv.world, o);
   } catch (const std::exception& e) {
     const std::string m = e.what();
     if (contains(m, "imeout") || contains(m, "imed out"))  // the ranks meet through the store here
-      fail(
-          "rendezvous at {} timed out after {} s: not all WORLD_SIZE={} ranks joined (every rank needs the "
-          "same "
-          "MASTER_ADDR, MASTER_PORT and WORLD_SIZE and a distinct RANK)",
-          where, opt.timeout_s, rv.world);
+      rendezvous_timed_out(where, rv, opt);
     fail("gloo process group on rank {} of {} ({}): {}", rv.rank, rv.world, where, first_line(m));
   }
+}
+
+/// Element-wise maximum of `v` over all ranks.
+std::vector<double> reduce_max(Gloo& pg, std::vector<double> v) {
+  auto t = torch::tensor(v, torch::kFloat64);
+  std::vector<at::Tensor> tv{t};
+  c10d::AllreduceOptions ao;
+  ao.reduceOp = c10d::ReduceOp::MAX;
+  pg.allreduce(tv, ao)->wait();
+  std::vector<double> out(v.size());
+  auto acc = t.accessor<double, 1>();
+  for (size_t i = 0; i < v.size(); ++i) out[i] = acc[static_cast<int64_t>(i)];
+  return out;
+}
+
+/// One collective on buffers of `part` elements (per rank, per piece for all-gather
+/// and reduce-scatter); send/recv passes to the next rank and hears from the previous one.
+struct CollectiveOp {
+  Gloo& pg;
+  Collective c;
+  int rank, world;
+  std::vector<at::Tensor> a, b;
+  std::vector<std::vector<at::Tensor>> many;
+
+  CollectiveOp(Gloo& g, Collective col, int r, int w, int64_t part, c10::ScalarType tdt)
+      : pg(g), c(col), rank(r), world(w), a{torch::ones({part}, tdt)}, b{torch::zeros({part}, tdt)}, many(1) {
+    for (int i = 0; i < w; ++i) many[0].push_back(torch::ones({part}, tdt));
+  }
+
+  void operator()() {
+    switch (c) {
+      case Collective::AllReduce:
+        pg.allreduce(a)->wait();
+        break;
+      case Collective::AllGather:
+        pg.allgather(many, a)->wait();
+        break;
+      case Collective::ReduceScatter:
+        pg.reduce_scatter(b, many)->wait();
+        break;
+      case Collective::SendRecv: {
+        auto ws = pg.send(a, (rank + 1) % world, 0);
+        auto wr = pg.recv(b, (rank + world - 1) % world, 0);
+        ws->wait();
+        wr->wait();
+        break;
+      }
+    }
+  }
+};
+
+/// Warm-up, then blocks of back-to-back operations: r's stats, bandwidths and status.
+void time_collective(Gloo& pg, CollectiveOp& op, const CollectiveBenchOptions& opt, CollectiveResult* r) {
+  using Clock = std::chrono::steady_clock;
+  // As nccl-tests: a block of `iters` back-to-back operations after a barrier,
+  // timed as a whole, per operation = block / iters (a barrier per operation
+  // would add the ranks' release skew to every sample).
+  auto timed = [&](int iters) {
+    pg.barrier()->wait();
+    auto t0 = Clock::now();
+    for (int k = 0; k < iters; ++k) op();
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / iters;
+  };
+  for (int i = 0; i < opt.warmup; ++i) op();
+  // One operation sets the block length (>= ~5 ms) and how many blocks fit in
+  // max_seconds; every rank uses the slowest rank's estimate, so all agree.
+  const double est = std::max(reduce_max(pg, {timed(1)})[0], 1e-6);
+  const int iters = std::clamp(static_cast<int>(std::ceil(5.0 / est)), 1, 1000);
+  const int n = std::clamp(static_cast<int>(opt.max_seconds * 1000 / (est * iters)), 1, opt.repeats);
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) ms.push_back(timed(iters));
+  ms = reduce_max(pg, ms);  // the slowest rank of each block
+  r->stats = TimingStats::from_samples(ms);
+  const double s = r->stats.median_ms / 1e3;
+  r->algbw_gbs = s > 0 ? r->bytes / s / 1e9 : 0;
+  r->busbw_gbs = r->algbw_gbs * busbw_factor(op.c, op.world);
+  if (r->stats.n >= 3 && r->stats.cv > 0.25) {
+    r->status = "unstable";
+    r->reason = fmt::format("cv={:.3f} over {} repeats", r->stats.cv, r->stats.n);
+  }
+}
+
+/// Collective `c` at about `size` bytes; "unsupported" when the backend lacks it.
+CollectiveResult bench_one(Gloo& pg, const Rendezvous& rv, const CollectiveBenchOptions& opt, Collective c,
+                           double size) {
   const auto tdt = opt.dtype == DType::FP16   ? torch::kFloat16
                    : opt.dtype == DType::BF16 ? torch::kBFloat16
                                               : torch::kFloat32;
   const int64_t e = dtype_bytes(opt.dtype);
   const int W = rv.world;
-  auto reduce_max = [&](std::vector<double> v) {
-    auto t = torch::tensor(v, torch::kFloat64);
-    std::vector<at::Tensor> tv{t};
-    c10d::AllreduceOptions ao;
-    ao.reduceOp = c10d::ReduceOp::MAX;
-    pg->allreduce(tv, ao)->wait();
-    std::vector<double> out(v.size());
-    auto acc = t.accessor<double, 1>();
-    for (size_t i = 0; i < v.size(); ++i) out[i] = acc[static_cast<int64_t>(i)];
-    return out;
-  };
+  CollectiveResult r;
+  r.collective = c;
+  const bool split = c == Collective::AllGather || c == Collective::ReduceScatter;
+  const int64_t part = std::max<int64_t>(1, static_cast<int64_t>(size) / e / (split ? W : 1));
+  r.bytes = static_cast<double>(part * e * (split ? W : 1));  // what actually moves (rounded to elements)
+  CollectiveOp op(pg, c, rv.rank, W, part, tdt);
+  try {
+    time_collective(pg, op, opt, &r);
+  } catch (const c10::Error& err) {
+    const std::string m = err.what_without_backtrace();
+    // A collective this backend does not implement fails the same way on every rank.
+    if (contains(m, "does not support") || contains(m, "not supported")) {
+      r.status = "unsupported";
+      r.reason = fmt::format("{} {}", opt.backend, first_line(m));
+    } else {
+      fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W, first_line(m));
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& err) {  // gloo transport errors (a peer died, a timeout)
+    fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W,
+         first_line(err.what()));
+  }
+  return r;
+}
+
+#endif  // SCALEDL_HAVE_GLOO
+
+}  // namespace
+
+std::vector<CollectiveResult> run_collective_bench(const Rendezvous& rv, const CollectiveBenchOptions& opt) {
+  check_bench_options(rv, opt);
+  std::vector<CollectiveResult> results;
+#ifdef SCALEDL_HAVE_GLOO
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
+  const std::string where = fmt::format("{}:{}", rv.master_addr, rv.port);
+  const c10::intrusive_ptr<c10d::Store> store = join_store(rv, opt, timeout, where);
+  const c10::intrusive_ptr<Gloo> pg = make_gloo_group(store, rv, opt, timeout, where);
   for (Collective c : opt.collectives) {
     for (double size : opt.sizes) {
-      CollectiveResult r;
-      r.collective = c;
-      const bool split = c == Collective::AllGather || c == Collective::ReduceScatter;
-      const int64_t part = std::max<int64_t>(1, static_cast<int64_t>(size) / e / (split ? W : 1));
-      r.bytes = static_cast<double>(part * e * (split ? W : 1));  // what actually moves (rounded to elements)
-      std::vector<at::Tensor> a{torch::ones({part}, tdt)}, b{torch::zeros({part}, tdt)};
-      std::vector<std::vector<at::Tensor>> many(1);
-      for (int i = 0; i < W; ++i) many[0].push_back(torch::ones({part}, tdt));
-      auto op = [&] {
-        switch (c) {
-          case Collective::AllReduce:
-            pg->allreduce(a)->wait();
-            break;
-          case Collective::AllGather:
-            pg->allgather(many, a)->wait();
-            break;
-          case Collective::ReduceScatter:
-            pg->reduce_scatter(b, many)->wait();
-            break;
-          case Collective::SendRecv: {
-            auto ws = pg->send(a, (rv.rank + 1) % W, 0);
-            auto wr = pg->recv(b, (rv.rank + W - 1) % W, 0);
-            ws->wait();
-            wr->wait();
-            break;
-          }
-        }
-      };
-      using Clock = std::chrono::steady_clock;
-      // As nccl-tests: a block of `iters` back-to-back operations after a barrier,
-      // timed as a whole, per operation = block / iters (a barrier per operation
-      // would add the ranks' release skew to every sample).
-      auto timed = [&](int iters) {
-        pg->barrier()->wait();
-        auto t0 = Clock::now();
-        for (int k = 0; k < iters; ++k) op();
-        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / iters;
-      };
-      try {
-        for (int i = 0; i < opt.warmup; ++i) op();
-        // One operation sets the block length (>= ~5 ms) and how many blocks fit in
-        // max_seconds; every rank uses the slowest rank's estimate, so all agree.
-        const double est = std::max(reduce_max({timed(1)})[0], 1e-6);
-        const int iters = std::clamp(static_cast<int>(std::ceil(5.0 / est)), 1, 1000);
-        const int n = std::clamp(static_cast<int>(opt.max_seconds * 1000 / (est * iters)), 1, opt.repeats);
-        std::vector<double> ms;
-        for (int i = 0; i < n; ++i) ms.push_back(timed(iters));
-        ms = reduce_max(ms);  // the slowest rank of each block
-        r.stats = TimingStats::from_samples(ms);
-        const double s = r.stats.median_ms / 1e3;
-        r.algbw_gbs = s > 0 ? r.bytes / s / 1e9 : 0;
-        r.busbw_gbs = r.algbw_gbs * busbw_factor(c, W);
-        if (r.stats.n >= 3 && r.stats.cv > 0.25) {
-          r.status = "unstable";
-          r.reason = fmt::format("cv={:.3f} over {} repeats", r.stats.cv, r.stats.n);
-        }
-      } catch (const c10::Error& err) {
-        const std::string m = err.what_without_backtrace();
-        // A collective this backend does not implement fails the same way on every rank.
-        if (contains(m, "does not support") || contains(m, "not supported")) {
-          r.status = "unsupported";
-          r.reason = fmt::format("{} {}", opt.backend, first_line(m));
-        } else {
-          fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W,
-               first_line(m));
-        }
-      } catch (const Error&) {
-        throw;
-      } catch (const std::exception& err) {  // gloo transport errors (a peer died, a timeout)
-        fail("{} of {} bytes failed on rank {} of {}: {}", to_string(c), r.bytes, rv.rank, W,
-             first_line(err.what()));
-      }
-      results.push_back(std::move(r));
+      results.push_back(bench_one(*pg, rv, opt, c, size));
       if (results.back().status == "unsupported") break;  // the other sizes would fail alike
     }
   }

@@ -334,14 +334,23 @@ void NcclTestsImportOptions::validate() const {
   SCALEDL_CHECK(is_utf8(backend), "--backend is not UTF-8 text");
 }
 
-std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text, const std::string& name,
-                                                         const NcclTestsImportOptions& o,
-                                                         NcclTestsRefused* refused) {
-  o.validate();
+namespace {
+
+// parse_nccl_tests_text's steps: read the table (header lines and rows), tell
+// the collective, the world and where the ranks ran, then turn each half of a
+// row into a measurement unless it contradicts the file's own bandwidths.
+
+/// The lines of a file: what its header said and its data rows.
+struct Table {
   Header h;
   std::vector<Row> rows;
+  bool csv = false;  ///< a vTrain table (its first line is kCsvHeader)
+};
+
+Table read_table(const std::string& text, const std::string& name) {
+  Table t;
   size_t skipped_zero = 0;
-  bool csv = false, first = true;
+  bool first = true;
   std::istringstream in(text);
   size_t lineno = 0;
   for (std::string raw; std::getline(in, raw);) {
@@ -354,16 +363,16 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
       if (line.rfind("size(B)", 0) == 0) {
         SCALEDL_CHECK(line == kCsvHeader, "{}:{}: header \"{}\" is not vTrain's \"{}\"", name, lineno,
                       clip(line), kCsvHeader);
-        csv = true;
+        t.csv = true;
         continue;
       }
     }
     Row r;
-    if (csv) {
+    if (t.csv) {
       r = parse_csv_row(bad, line, lineno);
     } else {
       if (line[0] == '#') {
-        read_header_line(line, lineno, &h);
+        read_header_line(line, lineno, &t.h);
         continue;
       }
       // NCCL's own log lines (NCCL_DEBUG=INFO / WARN) interleave with the table.
@@ -375,14 +384,19 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
       ++skipped_zero;
       continue;
     }
-    rows.push_back(std::move(r));
+    t.rows.push_back(std::move(r));
   }
   SCALEDL_CHECK(
-      !rows.empty(), "{}: no data rows ({}{})", name,
-      csv ? "a vTrain table with a header only" : "is it the output of an nccl-tests *_perf binary?",
+      !t.rows.empty(), "{}: no data rows ({}{})", name,
+      t.csv ? "a vTrain table with a header only" : "is it the output of an nccl-tests *_perf binary?",
       skipped_zero ? fmt::format(", {} rows of size 0 skipped", skipped_zero) : std::string());
+  return t;
+}
 
-  // Collective: the banner, then the file name; --collective must agree with them.
+/// Collective: the banner, then the file name; --collective must agree with them.
+/// *said_by_file: whether the file itself (banner or name) told it.
+std::string resolve_collective(const Header& h, const std::string& name, const NcclTestsImportOptions& o,
+                               bool* said_by_file) {
   std::string from_file, said_by;
   if (!h.banner.empty()) {
     from_file = canonical_collective(h.banner, fmt::format("{}:{}: collective", name, h.banner_line));
@@ -391,7 +405,7 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
     said_by = "its file name";
   }
   std::string collective = from_file;
-  const bool collective_said_by_file = !from_file.empty();
+  *said_by_file = !from_file.empty();
   if (!o.collective.empty()) {
     const std::string c = canonical_collective(o.collective, "--collective");
     SCALEDL_CHECK(from_file.empty() || c == from_file, "--collective={} but {} is {} output (from {})", c,
@@ -403,8 +417,13 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
       "{}: cannot tell the collective (no '# Collective test starting' line, and the file name has none of "
       "all_reduce, all_gather, reduce_scatter, sendrecv): pass --collective",
       name);
+  return collective;
+}
 
-  // World: the "#  Rank" lines, vTrain's AR_GPU<N>, --world, nThread x nGpus.
+/// World: the "#  Rank" lines, vTrain's AR_GPU<N>, --world, nThread x nGpus.
+/// *said_by_file: whether the file itself (rank lines or name) told it.
+int64_t resolve_world(const Header& h, const std::string& name, const NcclTestsImportOptions& o,
+                      bool* said_by_file) {
   const int64_t listed = !h.ranks.empty() ? static_cast<int64_t>(h.ranks.size()) : world_from_name(name);
   int64_t world = 0;
   if (o.world > 0) {
@@ -422,34 +441,50 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
                 name);
   SCALEDL_CHECK(world >= 2, "{}: world={}: a collective over one rank is not a measurement of communication",
                 name, world);
-  const bool world_said_by_file = listed > 0;
+  *said_by_file = listed > 0;
+  return world;
+}
 
+/// Where the ranks ran: nodes (--nodes, else the hosts of the "#  Rank" lines),
+/// level and device (--device, else rank 0's GPU).
+struct Placement {
+  int64_t nodes = 1;
+  std::string level, device;
+};
+
+Placement resolve_placement(const Header& h, const std::string& name, const NcclTestsImportOptions& o,
+                            int64_t world) {
+  Placement p;
   const int64_t hosts = static_cast<int64_t>(h.hosts.size());
-  int64_t nodes = o.nodes > 0 ? o.nodes : (hosts > 0 ? hosts : 1);
+  p.nodes = o.nodes > 0 ? o.nodes : (hosts > 0 ? hosts : 1);
   SCALEDL_CHECK(o.nodes == 0 || hosts == 0 || hosts == o.nodes,
                 "--nodes={} but the ranks of {} sit on {} hosts", o.nodes, name, hosts);
-  SCALEDL_CHECK(nodes <= world, "{}: nodes={} must be <= world={}", name, nodes, world);
-  const std::string level = !o.level.empty() ? o.level : (nodes > 1 ? "inter-node" : "intra-node");
-  SCALEDL_CHECK(!(level == "intra-node" && nodes > 1),
-                "--level=intra-node but the ranks of {} sit on {} nodes", name, nodes);
+  SCALEDL_CHECK(p.nodes <= world, "{}: nodes={} must be <= world={}", name, p.nodes, world);
+  p.level = !o.level.empty() ? o.level : (p.nodes > 1 ? "inter-node" : "intra-node");
+  SCALEDL_CHECK(!(p.level == "intra-node" && p.nodes > 1),
+                "--level=intra-node but the ranks of {} sit on {} nodes", name, p.nodes);
   SCALEDL_CHECK(!o.device.empty() || is_utf8(h.rank0_gpu), "{}:{}: the GPU name of rank 0 is not UTF-8 text",
                 name, h.rank0_line);
-  const std::string device =
-      !o.device.empty() ? o.device : (h.rank0_gpu.empty() ? "" : "cuda:" + h.rank0_gpu);
+  p.device = !o.device.empty() ? o.device : (h.rank0_gpu.empty() ? "" : "cuda:" + h.rank0_gpu);
+  return p;
+}
 
-  // Issue #39 case 10: each half's time against the file's own bandwidth
-  // columns (nccl-tests: algbw = size / time, busbw = algbw x the collective's
-  // factor a(N) of comm_factors: 2(N-1)/N all-reduce, (N-1)/N all-gather and
-  // reduce-scatter, 1 send/recv). algbw is checked wherever printed; busbw in
-  // vTrain's tables (their only bandwidth) and in text whose collective and
-  // world the file itself states (not --collective / --world).
-  const double factor = comm_factors(collective, CommForm::Ring, world).a;
-  const bool check_busbw = csv || (collective_said_by_file && world_said_by_file);
-  const double time_unit_s = csv ? 1e-9 : 1e-6;
-  const char* time_unit = csv ? "ns" : "us";
-  size_t n_refused = 0, n_halves = 0;
-  std::string first_refused;
-  auto contradiction = [&](const Row& r, const Half& x, int half) -> std::string {
+/// Issue #39 case 10: each half's time against the file's own bandwidth
+/// columns (nccl-tests: algbw = size / time, busbw = algbw x the collective's
+/// factor a(N) of comm_factors: 2(N-1)/N all-reduce, (N-1)/N all-gather and
+/// reduce-scatter, 1 send/recv). algbw is checked wherever printed; busbw in
+/// vTrain's tables (their only bandwidth) and in text whose collective and
+/// world the file itself states (not --collective / --world).
+struct BandwidthCheck {
+  std::string collective;
+  int64_t world = 0;
+  double factor = 1;
+  bool check_busbw = false;
+  double time_unit_s = 1e-6;
+  const char* time_unit = "us";
+
+  /// Why half `half` (0 out-of-place, 1 in-place) of `r` is refused; "" when it is not.
+  std::string contradiction(const Row& r, const Half& x, int half) const {
     const double alg = r.bytes / x.time_s / 1e9;  // GB/s
     const char* io = half == 0 ? "" : "in-place ";
     if (!std::isnan(x.algbw) && !agrees(alg, x.algbw))
@@ -463,15 +498,39 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
           r.line, io, x.time_s / time_unit_s, time_unit, r.bytes, alg * factor, collective, world, factor,
           x.busbw);
     return "";
-  };
+  }
+};
+
+}  // namespace
+
+std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text, const std::string& name,
+                                                         const NcclTestsImportOptions& o,
+                                                         NcclTestsRefused* refused) {
+  o.validate();
+  const Table t = read_table(text, name);
+  const Header& h = t.h;
+  bool collective_said_by_file = false, world_said_by_file = false;
+  const std::string collective = resolve_collective(h, name, o, &collective_said_by_file);
+  const int64_t world = resolve_world(h, name, o, &world_said_by_file);
+  const Placement at = resolve_placement(h, name, o, world);
+
+  BandwidthCheck check;
+  check.collective = collective;
+  check.world = world;
+  check.factor = comm_factors(collective, CommForm::Ring, world).a;
+  check.check_busbw = t.csv || (collective_said_by_file && world_said_by_file);
+  check.time_unit_s = t.csv ? 1e-9 : 1e-6;
+  check.time_unit = t.csv ? "ns" : "us";
+  size_t n_refused = 0, n_halves = 0;
+  std::string first_refused;
 
   std::vector<CollectiveMeasurement> out;
-  out.reserve(2 * rows.size());
-  for (const auto& r : rows) {
+  out.reserve(2 * t.rows.size());
+  for (const auto& r : t.rows) {
     for (int half = 0; half < 2; ++half) {
       const Half& x = half == 0 ? r.out : r.in;
       ++n_halves;
-      if (const std::string why = contradiction(r, x, half); !why.empty()) {
+      if (const std::string why = check.contradiction(r, x, half); !why.empty()) {
         if (n_refused++ == 0) first_refused = why;
         continue;
       }
@@ -479,11 +538,11 @@ std::vector<CollectiveMeasurement> parse_nccl_tests_text(const std::string& text
       m.campaign = o.campaign;
       m.collective = collective;
       m.backend = o.backend;
-      m.device = device;
-      m.level = level;
+      m.device = at.device;
+      m.level = at.level;
       m.dtype = r.dtype;
       m.world = world;
-      m.nodes = nodes;
+      m.nodes = at.nodes;
       m.bytes = r.bytes;
       m.in_place = half == 1;
       m.time_s = x.time_s;

@@ -282,13 +282,11 @@ std::vector<json> numeric_levels(const json& pj, const std::string& ctx, ParamKi
   return out;
 }
 
-}  // namespace
+// parse_space's steps, in the order it runs them: top-level keys, each
+// parameter (kind, levels, encoding range, "when"), parameters' keys, derived
+// values, constraints, then the checks of a layers or a models space.
 
-DesignSpace parse_space(const json& j, const std::string& ctx, const std::string& dir) {
-  SCALEDL_CHECK(j.is_object(), "{}: a space must be a JSON object, got {}", ctx, show(j));
-  DesignSpace sp;
-  sp.path = ctx;
-  sp.dir = dir;
+void check_space_keys(const json& j, const std::string& ctx) {
   static const std::vector<std::string> known_keys = {"kind",        "terms",      "max_candidates",
                                                       "fixed",       "parameters", "derived",
                                                       "constraints", "_comment",   "description"};
@@ -297,6 +295,239 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
                   "{}: unknown key \"{}\" (known: kind, terms, max_candidates, fixed, parameters, derived, "
                   "constraints, _comment)",
                   ctx, it.key());
+}
+
+ParamKind parse_param_kind(const json& pj, const std::string& pc) {
+  std::string kind = get_str_or(pj, "kind", pc, "");
+  if (kind == "integer") return ParamKind::Integer;
+  if (kind == "real") return ParamKind::Real;
+  if (kind == "grid") return ParamKind::Grid;
+  if (kind == "categorical") return ParamKind::Categorical;
+  fail("{}.kind=\"{}\" is not a parameter kind (integer, real, grid, categorical)", pc, kind);
+}
+
+/// integer / real: levels from min, max and step or count; log by default for
+/// integers spanning >= 4x.
+void parse_range_levels(const json& pj, const std::string& pc, SpaceParameter* p) {
+  SCALEDL_CHECK(pj.contains("min") && pj["min"].is_number() && pj.contains("max") && pj["max"].is_number(),
+                "{}: numeric \"min\" and \"max\" are required", pc);
+  double lo = pj["min"].get<double>(), hi = pj["max"].get<double>();
+  bool def_log = p->kind == ParamKind::Integer && lo >= 1 && hi >= 4 * lo;
+  p->log = get_bool_or(pj, "log", pc, def_log);
+  p->values = numeric_levels(pj, pc, p->kind, p->log);
+}
+
+/// grid: finite numbers; log by default for positive integers spanning >= 4x.
+void check_grid_levels(const json& pj, const std::string& pc, SpaceParameter* p) {
+  bool ints = true, pos = true;
+  double lo = INFINITY, hi = -INFINITY;
+  for (auto& v : p->values) {
+    SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()), "{}.values: {} is not a finite number", pc,
+                  show(v));
+    ints &= v.is_number_integer();
+    pos &= v.get<double>() > 0;
+    lo = std::min(lo, v.get<double>());
+    hi = std::max(hi, v.get<double>());
+  }
+  p->log = get_bool_or(pj, "log", pc, ints && pos && hi >= 4 * lo);
+  SCALEDL_CHECK(!p->log || pos, "{}: log scale needs positive values", pc);
+}
+
+/// categorical: a distinct label per level; {"label", "value"} levels keep the value.
+void label_categorical_levels(const std::string& pc, SpaceParameter* p) {
+  for (size_t l = 0; l < p->values.size(); ++l) {
+    p->labels.push_back(design_detail::label_of(p->values[l], l));
+    if (p->values[l].is_object() && p->values[l].contains("label") && p->values[l].contains("value"))
+      p->values[l] = p->values[l]["value"];
+  }
+  for (size_t a = 0; a < p->labels.size(); ++a)
+    for (size_t b = a + 1; b < p->labels.size(); ++b)
+      SCALEDL_CHECK(p->labels[a] != p->labels[b], "{}.values: label \"{}\" is repeated", pc, p->labels[a]);
+}
+
+/// Distinct levels only; the encoding range is over the (log) levels.
+void set_encoding_range(SpaceParameter* p) {
+  std::vector<double> xs;
+  for (auto& v : p->values) xs.push_back(v.get<double>());
+  p->lo = INFINITY;
+  p->hi = -INFINITY;
+  for (double x : xs) {
+    double t = p->log ? std::log(x) : x;
+    p->lo = std::min(p->lo, t);
+    p->hi = std::max(p->hi, t);
+  }
+}
+
+/// "when": {"gate": label or [labels]}, each gate an earlier categorical parameter.
+void parse_when(const json& pj, const std::string& pc, const std::vector<SpaceParameter>& earlier,
+                SpaceParameter* p) {
+  SCALEDL_CHECK(pj["when"].is_object(), "{}.when must be an object {{\"param\": [labels]}}", pc);
+  for (auto it = pj["when"].begin(); it != pj["when"].end(); ++it) {
+    const SpaceParameter* g = nullptr;
+    for (auto& q : earlier)
+      if (q.name == it.key()) g = &q;
+    SCALEDL_CHECK(g && !g->numeric(), "{}.when: \"{}\" is not an earlier categorical parameter", pc,
+                  it.key());
+    std::vector<std::string> labels;
+    if (it->is_string())
+      labels.push_back(it->get<std::string>());
+    else {
+      SCALEDL_CHECK(it->is_array(), "{}.when.{} must be a label or a list of labels", pc, it.key());
+      for (auto& l : *it) labels.push_back(l.is_string() ? l.get<std::string>() : l.dump());
+    }
+    for (auto& l : labels)
+      SCALEDL_CHECK(std::find(g->labels.begin(), g->labels.end(), l) != g->labels.end(),
+                    "{}.when.{}: \"{}\" is not a level of {}", pc, it.key(), l, it.key());
+    p->when.emplace_back(it.key(), labels);
+  }
+}
+
+/// parameters[i] of `sp` (whose params so far are the earlier ones).
+SpaceParameter parse_parameter(const json& pj, size_t i, const std::string& ctx, const DesignSpace& sp) {
+  std::string pc = fmt::format("{}.parameters[{}]", ctx, i);
+  SCALEDL_CHECK(pj.is_object(), "{} must be an object, got {}", pc, show(pj));
+  SpaceParameter p;
+  p.name = get_str_or(pj, "name", pc, "");
+  SCALEDL_CHECK(!p.name.empty(), "{}.name is missing or empty", pc);
+  pc += "(" + p.name + ")";
+  for (auto& q : sp.params)
+    SCALEDL_CHECK(q.name != p.name, "{}: parameter name \"{}\" is repeated", pc, p.name);
+  SCALEDL_CHECK(!sp.fixed.contains(p.name), "{}: \"{}\" is both a parameter and fixed", pc, p.name);
+  p.kind = parse_param_kind(pj, pc);
+
+  if (p.kind == ParamKind::Integer || p.kind == ParamKind::Real) {
+    parse_range_levels(pj, pc, &p);
+  } else {
+    SCALEDL_CHECK(pj.contains("values") && pj["values"].is_array() && !pj["values"].empty(),
+                  "{}.values must be a non-empty array", pc);
+    p.values = pj["values"].get<std::vector<json>>();
+    if (p.kind == ParamKind::Grid)
+      check_grid_levels(pj, pc, &p);
+    else
+      label_categorical_levels(pc, &p);
+  }
+  if (p.numeric()) set_encoding_range(&p);
+  if (pj.contains("when")) parse_when(pj, pc, sp.params, &p);
+  return p;
+}
+
+void check_parameter_keys(const json& ps, const std::string& ctx) {
+  for (auto& q : ps)
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      static const std::vector<std::string> pk = {"name",  "kind", "min",    "max",  "step",
+                                                  "count", "log",  "values", "when", "_comment"};
+      SCALEDL_CHECK(std::find(pk.begin(), pk.end(), it.key()) != pk.end(),
+                    "{}: parameter {} has unknown key \"{}\"", ctx, q.value("name", "?"), it.key());
+    }
+}
+
+void parse_derived(const json& j, const std::string& ctx, DesignSpace* sp) {
+  SCALEDL_CHECK(j["derived"].is_array(), "{}.derived must be an array", ctx);
+  for (size_t i = 0; i < j["derived"].size(); ++i) {
+    const json& d = j["derived"][i];
+    std::string dc = fmt::format("{}.derived[{}]", ctx, i);
+    SCALEDL_CHECK(d.is_object() && d.contains("name") && d["name"].is_string() && d.contains("expr") &&
+                      d["expr"].is_string(),
+                  "{} must be {{\"name\": ..., \"expr\": ...}}, got {}", dc, show(d));
+    sp->derived.emplace_back(d["name"].get<std::string>(), d["expr"].get<std::string>());
+  }
+}
+
+/// An expression string, or {"expr"}, {"max_memory_gb"} or {"device", "fraction"}.
+SpaceConstraint parse_constraint(const json& c, const std::string& cc, const std::string& dir) {
+  SpaceConstraint k;
+  k.text = c.dump();
+  if (c.is_string()) {
+    k.expr = c.get<std::string>();
+    return k;
+  }
+  SCALEDL_CHECK(c.is_object(), "{} must be an expression string or an object, got {}", cc, show(c));
+  if (c.contains("expr")) {
+    SCALEDL_CHECK(c["expr"].is_string(), "{}.expr must be a string", cc);
+    k.expr = c["expr"].get<std::string>();
+  } else if (c.contains("max_memory_gb")) {
+    k.max_memory_bytes = get_num_or(c, "max_memory_gb", cc, 1e-6, 1e9, 1) * 1e9;
+  } else if (c.contains("device")) {
+    std::string dp = get_str_or(c, "device", cc, "");
+    fs::path full = fs::path(dp).is_absolute() ? fs::path(dp) : fs::path(dir) / dp;
+    DeviceRecord dev = load_device_spec(full.string());
+    SCALEDL_CHECK(dev.mem_gb > 0, "{}.device=\"{}\": the device record has no memory size (mem_gb)", cc, dp);
+    k.max_memory_bytes = dev.mem_gb * 1e9 * get_num_or(c, "fraction", cc, 1e-3, 1, 0.9);
+  } else {
+    fail("{}: unknown constraint {} (expected \"expr\", \"max_memory_gb\" or \"device\")", cc, show(c));
+  }
+  return k;
+}
+
+void parse_constraints(const json& j, const std::string& ctx, const std::string& dir, DesignSpace* sp) {
+  SCALEDL_CHECK(j["constraints"].is_array(), "{}.constraints must be an array", ctx);
+  for (size_t i = 0; i < j["constraints"].size(); ++i)
+    sp->constraints.push_back(
+        parse_constraint(j["constraints"][i], fmt::format("{}.constraints[{}]", ctx, i), dir));
+}
+
+/// A layers space: its types are layer types, each of their dims is given, dtypes are dtypes.
+void check_layers_space(const DesignSpace& sp, const std::string& ctx) {
+  const SpaceParameter* tp = nullptr;
+  for (auto& p : sp.params)
+    if (p.name == "type") tp = &p;
+  std::vector<std::string> types;
+  if (tp) {
+    SCALEDL_CHECK(!tp->numeric(), "{}: parameter \"type\" must be categorical", ctx);
+    types = tp->labels;
+  } else {
+    SCALEDL_CHECK(sp.fixed.contains("type") && sp.fixed["type"].is_string(),
+                  "{}: a layers space needs a \"type\" parameter or fixed.type", ctx);
+    types.push_back(sp.fixed["type"].get<std::string>());
+  }
+  for (auto& t : types) {
+    LayerType lt = parse_layer_type(t, ctx + ".type");
+    for (auto& d : layer_info(lt).dims) {
+      bool have = sp.fixed.contains(d);
+      if (have) get_int(sp.fixed, d, ctx + ".fixed", INT64_MIN, INT64_MAX);  // e.g. "bias": "yes"
+      for (auto& p : sp.params) have |= p.name == d && p.numeric();
+      for (auto& [n, e] : sp.derived) have |= n == d;
+      SCALEDL_CHECK(have, "{}: layer type {} needs dim \"{}\": add a parameter, a derived value or fixed.{}",
+                    ctx, t, d, d);
+    }
+  }
+  if (sp.fixed.contains("dtype"))
+    parse_dtype(get_str_or(sp.fixed, "dtype", ctx + ".fixed", "fp32"), ctx + ".fixed.dtype");
+  for (auto& p : sp.params)
+    if (p.name == "dtype") {
+      SCALEDL_CHECK(!p.numeric(), "{}: parameter \"dtype\" must be categorical", ctx);
+      for (auto& l : p.labels) parse_dtype(l, ctx + ".dtype");
+    }
+}
+
+/// A models space: a model (parameter or fixed), and parameters it knows how to write.
+void check_models_space(const DesignSpace& sp, const std::string& ctx) {
+  bool has_model = sp.fixed.contains("model");
+  for (auto& p : sp.params) {
+    if (p.name == "model") {
+      SCALEDL_CHECK(!p.numeric(), "{}: parameter \"model\" must be categorical", ctx);
+      has_model = true;
+    } else if (p.name.rfind("settings.", 0) != 0 && p.name.rfind("overrides.", 0) != 0 &&
+               design_detail::model_aliases(p.name).empty()) {
+      fail(
+          "{}: models parameter \"{}\" is not model, settings.<key>, overrides.<key> or one of num_layers, "
+          "hidden, heads, kv_heads, ffn_dim",
+          ctx, p.name);
+    }
+    if (p.name == "settings.dtype")
+      for (auto& l : p.labels) parse_dtype(l, ctx + ".settings.dtype");
+  }
+  SCALEDL_CHECK(has_model, "{}: a models space needs a \"model\" parameter or fixed.model", ctx);
+}
+
+}  // namespace
+
+DesignSpace parse_space(const json& j, const std::string& ctx, const std::string& dir) {
+  SCALEDL_CHECK(j.is_object(), "{}: a space must be a JSON object, got {}", ctx, show(j));
+  DesignSpace sp;
+  sp.path = ctx;
+  sp.dir = dir;
+  check_space_keys(j, ctx);
   SCALEDL_CHECK(j.contains("kind"), "{}: missing \"kind\" (\"layers\" or \"models\")", ctx);
   sp.kind = get_str_or(j, "kind", ctx, "");
   SCALEDL_CHECK(sp.kind == "layers" || sp.kind == "models", "{}.kind=\"{}\" must be \"layers\" or \"models\"",
@@ -310,201 +541,14 @@ DesignSpace parse_space(const json& j, const std::string& ctx, const std::string
   SCALEDL_CHECK(j.contains("parameters") && j["parameters"].is_array() && !j["parameters"].empty(),
                 "{}.parameters must be a non-empty array (the space is empty)", ctx);
   const json& ps = j["parameters"];
-  for (size_t i = 0; i < ps.size(); ++i) {
-    const json& pj = ps[i];
-    std::string pc = fmt::format("{}.parameters[{}]", ctx, i);
-    SCALEDL_CHECK(pj.is_object(), "{} must be an object, got {}", pc, show(pj));
-    SpaceParameter p;
-    p.name = get_str_or(pj, "name", pc, "");
-    SCALEDL_CHECK(!p.name.empty(), "{}.name is missing or empty", pc);
-    pc += "(" + p.name + ")";
-    for (auto& q : sp.params)
-      SCALEDL_CHECK(q.name != p.name, "{}: parameter name \"{}\" is repeated", pc, p.name);
-    SCALEDL_CHECK(!sp.fixed.contains(p.name), "{}: \"{}\" is both a parameter and fixed", pc, p.name);
-    std::string kind = get_str_or(pj, "kind", pc, "");
-    if (kind == "integer")
-      p.kind = ParamKind::Integer;
-    else if (kind == "real")
-      p.kind = ParamKind::Real;
-    else if (kind == "grid")
-      p.kind = ParamKind::Grid;
-    else if (kind == "categorical")
-      p.kind = ParamKind::Categorical;
-    else
-      fail("{}.kind=\"{}\" is not a parameter kind (integer, real, grid, categorical)", pc, kind);
-
-    if (p.kind == ParamKind::Integer || p.kind == ParamKind::Real) {
-      SCALEDL_CHECK(
-          pj.contains("min") && pj["min"].is_number() && pj.contains("max") && pj["max"].is_number(),
-          "{}: numeric \"min\" and \"max\" are required", pc);
-      double lo = pj["min"].get<double>(), hi = pj["max"].get<double>();
-      bool def_log = p.kind == ParamKind::Integer && lo >= 1 && hi >= 4 * lo;
-      p.log = get_bool_or(pj, "log", pc, def_log);
-      p.values = numeric_levels(pj, pc, p.kind, p.log);
-    } else {
-      SCALEDL_CHECK(pj.contains("values") && pj["values"].is_array() && !pj["values"].empty(),
-                    "{}.values must be a non-empty array", pc);
-      p.values = pj["values"].get<std::vector<json>>();
-      if (p.kind == ParamKind::Grid) {
-        bool ints = true, pos = true;
-        double lo = INFINITY, hi = -INFINITY;
-        for (auto& v : p.values) {
-          SCALEDL_CHECK(v.is_number() && std::isfinite(v.get<double>()),
-                        "{}.values: {} is not a finite number", pc, show(v));
-          ints &= v.is_number_integer();
-          pos &= v.get<double>() > 0;
-          lo = std::min(lo, v.get<double>());
-          hi = std::max(hi, v.get<double>());
-        }
-        p.log = get_bool_or(pj, "log", pc, ints && pos && hi >= 4 * lo);
-        SCALEDL_CHECK(!p.log || pos, "{}: log scale needs positive values", pc);
-      } else {
-        for (size_t l = 0; l < p.values.size(); ++l) {
-          p.labels.push_back(design_detail::label_of(p.values[l], l));
-          if (p.values[l].is_object() && p.values[l].contains("label") && p.values[l].contains("value"))
-            p.values[l] = p.values[l]["value"];
-        }
-        for (size_t a = 0; a < p.labels.size(); ++a)
-          for (size_t b = a + 1; b < p.labels.size(); ++b)
-            SCALEDL_CHECK(p.labels[a] != p.labels[b], "{}.values: label \"{}\" is repeated", pc, p.labels[a]);
-      }
-    }
-    if (p.numeric()) {
-      // Distinct levels only; the encoding range is over the (log) levels.
-      std::vector<double> xs;
-      for (auto& v : p.values) xs.push_back(v.get<double>());
-      p.lo = INFINITY;
-      p.hi = -INFINITY;
-      for (double x : xs) {
-        double t = p.log ? std::log(x) : x;
-        p.lo = std::min(p.lo, t);
-        p.hi = std::max(p.hi, t);
-      }
-    }
-    if (pj.contains("when")) {
-      SCALEDL_CHECK(pj["when"].is_object(), "{}.when must be an object {{\"param\": [labels]}}", pc);
-      for (auto it = pj["when"].begin(); it != pj["when"].end(); ++it) {
-        const SpaceParameter* g = nullptr;
-        for (auto& q : sp.params)
-          if (q.name == it.key()) g = &q;
-        SCALEDL_CHECK(g && !g->numeric(), "{}.when: \"{}\" is not an earlier categorical parameter", pc,
-                      it.key());
-        std::vector<std::string> labels;
-        if (it->is_string())
-          labels.push_back(it->get<std::string>());
-        else {
-          SCALEDL_CHECK(it->is_array(), "{}.when.{} must be a label or a list of labels", pc, it.key());
-          for (auto& l : *it) labels.push_back(l.is_string() ? l.get<std::string>() : l.dump());
-        }
-        for (auto& l : labels)
-          SCALEDL_CHECK(std::find(g->labels.begin(), g->labels.end(), l) != g->labels.end(),
-                        "{}.when.{}: \"{}\" is not a level of {}", pc, it.key(), l, it.key());
-        p.when.emplace_back(it.key(), labels);
-      }
-    }
-    sp.params.push_back(std::move(p));
-  }
-  for (auto& q : ps)
-    for (auto it = q.begin(); it != q.end(); ++it) {
-      static const std::vector<std::string> pk = {"name",  "kind", "min",    "max",  "step",
-                                                  "count", "log",  "values", "when", "_comment"};
-      SCALEDL_CHECK(std::find(pk.begin(), pk.end(), it.key()) != pk.end(),
-                    "{}: parameter {} has unknown key \"{}\"", ctx, q.value("name", "?"), it.key());
-    }
-
-  if (j.contains("derived")) {
-    SCALEDL_CHECK(j["derived"].is_array(), "{}.derived must be an array", ctx);
-    for (size_t i = 0; i < j["derived"].size(); ++i) {
-      const json& d = j["derived"][i];
-      std::string dc = fmt::format("{}.derived[{}]", ctx, i);
-      SCALEDL_CHECK(d.is_object() && d.contains("name") && d["name"].is_string() && d.contains("expr") &&
-                        d["expr"].is_string(),
-                    "{} must be {{\"name\": ..., \"expr\": ...}}, got {}", dc, show(d));
-      sp.derived.emplace_back(d["name"].get<std::string>(), d["expr"].get<std::string>());
-    }
-  }
-  if (j.contains("constraints")) {
-    SCALEDL_CHECK(j["constraints"].is_array(), "{}.constraints must be an array", ctx);
-    for (size_t i = 0; i < j["constraints"].size(); ++i) {
-      const json& c = j["constraints"][i];
-      std::string cc = fmt::format("{}.constraints[{}]", ctx, i);
-      SpaceConstraint k;
-      k.text = c.dump();
-      if (c.is_string()) {
-        k.expr = c.get<std::string>();
-      } else {
-        SCALEDL_CHECK(c.is_object(), "{} must be an expression string or an object, got {}", cc, show(c));
-        if (c.contains("expr")) {
-          SCALEDL_CHECK(c["expr"].is_string(), "{}.expr must be a string", cc);
-          k.expr = c["expr"].get<std::string>();
-        } else if (c.contains("max_memory_gb")) {
-          k.max_memory_bytes = get_num_or(c, "max_memory_gb", cc, 1e-6, 1e9, 1) * 1e9;
-        } else if (c.contains("device")) {
-          std::string dp = get_str_or(c, "device", cc, "");
-          fs::path full = fs::path(dp).is_absolute() ? fs::path(dp) : fs::path(dir) / dp;
-          DeviceRecord dev = load_device_spec(full.string());
-          SCALEDL_CHECK(dev.mem_gb > 0, "{}.device=\"{}\": the device record has no memory size (mem_gb)", cc,
-                        dp);
-          k.max_memory_bytes = dev.mem_gb * 1e9 * get_num_or(c, "fraction", cc, 1e-3, 1, 0.9);
-        } else {
-          fail("{}: unknown constraint {} (expected \"expr\", \"max_memory_gb\" or \"device\")", cc, show(c));
-        }
-      }
-      sp.constraints.push_back(k);
-    }
-  }
-
-  // Kind-specific checks.
-  if (sp.kind == "layers") {
-    const SpaceParameter* tp = nullptr;
-    for (auto& p : sp.params)
-      if (p.name == "type") tp = &p;
-    std::vector<std::string> types;
-    if (tp) {
-      SCALEDL_CHECK(!tp->numeric(), "{}: parameter \"type\" must be categorical", ctx);
-      types = tp->labels;
-    } else {
-      SCALEDL_CHECK(sp.fixed.contains("type") && sp.fixed["type"].is_string(),
-                    "{}: a layers space needs a \"type\" parameter or fixed.type", ctx);
-      types.push_back(sp.fixed["type"].get<std::string>());
-    }
-    for (auto& t : types) {
-      LayerType lt = parse_layer_type(t, ctx + ".type");
-      for (auto& d : layer_info(lt).dims) {
-        bool have = sp.fixed.contains(d);
-        if (have) get_int(sp.fixed, d, ctx + ".fixed", INT64_MIN, INT64_MAX);  // e.g. "bias": "yes"
-        for (auto& p : sp.params) have |= p.name == d && p.numeric();
-        for (auto& [n, e] : sp.derived) have |= n == d;
-        SCALEDL_CHECK(have,
-                      "{}: layer type {} needs dim \"{}\": add a parameter, a derived value or fixed.{}", ctx,
-                      t, d, d);
-      }
-    }
-    if (sp.fixed.contains("dtype"))
-      parse_dtype(get_str_or(sp.fixed, "dtype", ctx + ".fixed", "fp32"), ctx + ".fixed.dtype");
-    for (auto& p : sp.params)
-      if (p.name == "dtype") {
-        SCALEDL_CHECK(!p.numeric(), "{}: parameter \"dtype\" must be categorical", ctx);
-        for (auto& l : p.labels) parse_dtype(l, ctx + ".dtype");
-      }
-  } else {
-    bool has_model = sp.fixed.contains("model");
-    for (auto& p : sp.params) {
-      if (p.name == "model") {
-        SCALEDL_CHECK(!p.numeric(), "{}: parameter \"model\" must be categorical", ctx);
-        has_model = true;
-      } else if (p.name.rfind("settings.", 0) != 0 && p.name.rfind("overrides.", 0) != 0 &&
-                 design_detail::model_aliases(p.name).empty()) {
-        fail(
-            "{}: models parameter \"{}\" is not model, settings.<key>, overrides.<key> or one of num_layers, "
-            "hidden, heads, kv_heads, ffn_dim",
-            ctx, p.name);
-      }
-      if (p.name == "settings.dtype")
-        for (auto& l : p.labels) parse_dtype(l, ctx + ".settings.dtype");
-    }
-    SCALEDL_CHECK(has_model, "{}: a models space needs a \"model\" parameter or fixed.model", ctx);
-  }
+  for (size_t i = 0; i < ps.size(); ++i) sp.params.push_back(parse_parameter(ps[i], i, ctx, sp));
+  check_parameter_keys(ps, ctx);
+  if (j.contains("derived")) parse_derived(j, ctx, &sp);
+  if (j.contains("constraints")) parse_constraints(j, ctx, dir, &sp);
+  if (sp.kind == "layers")
+    check_layers_space(sp, ctx);
+  else
+    check_models_space(sp, ctx);
   // Compile once now so that bad expressions and model paths fail at parse time.
   design_detail::Compiled check(sp);
   return sp;
