@@ -124,23 +124,15 @@ struct StartResult {
   std::vector<double> trace;
 };
 
-StartResult run_start(const FeatureMatrix& F, const FeatureMatrix& E, const FedorovOptions& o, int start) {
+// Step 2 of a start: a greedy design of k rows picked from a random subset of
+// the candidates (start 0: the subset in index order and the best first point;
+// other starts: a random first point). Updates Minv by rank-one steps and marks
+// the chosen rows in in_design.
+void greedy_start(const FeatureMatrix& F, const FedorovOptions& o, int start, std::mt19937_64& rng, Mat& Minv,
+                  std::vector<char>& in_design, StartResult& res) {
   const int64_t m = F.rows();
   const int p = static_cast<int>(F.cols());
   const int k = o.k;
-  std::mt19937_64 rng(stream_seed(o.seed, static_cast<uint64_t>(start)));
-  StartResult res;
-
-  Mat M0 = Mat::Identity(p, p) * o.ridge;
-  if (E.rows() > 0) M0.noalias() += E.transpose() * E;
-  auto inverse_of = [&](const std::vector<int64_t>& rows) -> Mat {
-    Mat M = M0 + gram(F, rows, FeatureMatrix(0, p));
-    return M.ldlt().solve(Mat::Identity(p, p));
-  };
-  Mat Minv = M0.ldlt().solve(Mat::Identity(p, p));
-  std::vector<char> in_design(m, 0);
-
-  // ---- 2. greedy start on a random subset -----------------------------------
   const int64_t s0 = std::min<int64_t>(m, std::max<int64_t>(4096, 4 * int64_t(k)));
   std::vector<int64_t> S0 = sample_distinct(rng, m, s0);
   if (start == 0) std::sort(S0.begin(), S0.end());  // start 0: plain greedy, no shuffle effect
@@ -170,78 +162,117 @@ StartResult run_start(const FeatureMatrix& F, const FeatureMatrix& E, const Fedo
     res.chosen.push_back(S0[best]);
     in_design[S0[best]] = 1;
   }
+}
+
+// The candidates of one exchange round: those not in the design, the s with the
+// largest variance d(x) (ties by index), their rows in C and variances in dC.
+void round_candidates(const FeatureMatrix& F, const Vec& d_all, const std::vector<char>& in_design, int64_t s,
+                      std::vector<int64_t>& idx, FeatureMatrix& C, Vec& dC) {
+  const int64_t m = F.rows();
+  idx.clear();
+  for (int64_t j = 0; j < m; ++j)
+    if (!in_design[j]) idx.push_back(j);
+  auto by_d = [&](int64_t a, int64_t b) { return d_all[a] > d_all[b] || (d_all[a] == d_all[b] && a < b); };
+  if (static_cast<int64_t>(idx.size()) > s) {
+    std::nth_element(idx.begin(), idx.begin() + s, idx.end(), by_d);
+    idx.resize(s);
+  }
+  C.resize(idx.size(), F.cols());
+  dC.resize(idx.size());
+  for (size_t j = 0; j < idx.size(); ++j) {
+    C.row(j) = F.row(idx[j]);
+    dC[j] = d_all[idx[j]];
+  }
+}
+
+// One pass of step 3: every design point, in random order, is exchanged for the
+// available candidate that raises log det M the most (by more than o.tol), with
+// rank-one updates of Minv and dC. Returns the number of exchanges.
+int exchange_pass(const FeatureMatrix& F, const FeatureMatrix& C, const std::vector<int64_t>& idx,
+                  const FedorovOptions& o, std::mt19937_64& rng, std::vector<int>& order, Vec& dC,
+                  std::vector<char>& avail, Mat& Minv, std::vector<char>& in_design, StartResult& res) {
+  const int k = o.k;
+  int pass_exchanges = 0;
+  std::iota(order.begin(), order.end(), 0);
+  for (int i = k - 1; i > 0; --i) std::swap(order[i], order[uniform_index(rng, i + 1)]);
+  for (int pos : order) {
+    Vec fi = F.row(res.chosen[pos]).transpose();
+    Vec v = Minv * fi;
+    const double di = fi.dot(v);
+    Vec g = C * v;  // d(x_i, x_j) for the subset
+    Eigen::Index best = -1;
+    double bdelta = o.tol;
+    for (Eigen::Index j = 0; j < dC.size(); ++j) {
+      if (!avail[j]) continue;
+      double delta = dC[j] - di - di * dC[j] + g[j] * g[j];
+      if (delta > bdelta) {
+        bdelta = delta;
+        best = j;
+      }
+    }
+    if (best < 0) continue;
+    // Add x_j: M1^-1 = M^-1 - u u^T / (1 + d_j).
+    Vec fj = C.row(best).transpose();
+    Vec u = Minv * fj;
+    double dj = fj.dot(u);
+    Minv.noalias() -= (u * u.transpose()) / (1 + dj);
+    Vec h = C * u;
+    dC.array() -= h.array().square() / (1 + dj);
+    // Remove x_i: M2^-1 = M1^-1 + w w^T / (1 - d1(x_i)).
+    Vec w = Minv * fi;
+    double di1 = fi.dot(w);
+    Minv.noalias() += (w * w.transpose()) / (1 - di1);
+    h.noalias() = C * w;
+    dC.array() += h.array().square() / (1 - di1);
+    // Bookkeeping: x_j joins, x_i leaves (x_i is not in this round's subset).
+    in_design[res.chosen[pos]] = 0;
+    in_design[idx[best]] = 1;
+    avail[best] = 0;
+    res.chosen[pos] = idx[best];
+    res.log_det += std::log1p(bdelta);
+    if (o.keep_trace) res.trace.push_back(res.log_det);
+    ++pass_exchanges;
+  }
+  return pass_exchanges;
+}
+
+StartResult run_start(const FeatureMatrix& F, const FeatureMatrix& E, const FedorovOptions& o, int start) {
+  const int64_t m = F.rows();
+  const int p = static_cast<int>(F.cols());
+  const int k = o.k;
+  std::mt19937_64 rng(stream_seed(o.seed, static_cast<uint64_t>(start)));
+  StartResult res;
+
+  Mat M0 = Mat::Identity(p, p) * o.ridge;
+  if (E.rows() > 0) M0.noalias() += E.transpose() * E;
+  auto inverse_of = [&](const std::vector<int64_t>& rows) -> Mat {
+    Mat M = M0 + gram(F, rows, FeatureMatrix(0, p));
+    return M.ldlt().solve(Mat::Identity(p, p));
+  };
+  Mat Minv = M0.ldlt().solve(Mat::Identity(p, p));
+  std::vector<char> in_design(m, 0);
+
+  // ---- 2. greedy start on a random subset -----------------------------------
+  greedy_start(F, o, start, rng, Minv, in_design, res);
   Minv = inverse_of(res.chosen);
   res.log_det = logdet_psd(M0 + gram(F, res.chosen, FeatureMatrix(0, p)));
   if (o.keep_trace) res.trace.push_back(res.log_det);
 
   // ---- 3. exchange rounds ----------------------------------------------------
   const int64_t s = std::min<int64_t>(m, o.subset > 0 ? o.subset : std::max<int64_t>(2048, 40 * int64_t(p)));
-  Vec d_all;
+  Vec d_all, dC;
+  FeatureMatrix C;
   std::vector<int64_t> idx;
   std::vector<int> order(k);
   while (res.passes < o.max_passes) {
     all_variances(F, Minv, d_all);
-    // Candidates not in the design, the s with largest d(x) (ties by index).
-    idx.clear();
-    for (int64_t j = 0; j < m; ++j)
-      if (!in_design[j]) idx.push_back(j);
-    auto by_d = [&](int64_t a, int64_t b) { return d_all[a] > d_all[b] || (d_all[a] == d_all[b] && a < b); };
-    if (static_cast<int64_t>(idx.size()) > s) {
-      std::nth_element(idx.begin(), idx.begin() + s, idx.end(), by_d);
-      idx.resize(s);
-    }
+    round_candidates(F, d_all, in_design, s, idx, C, dC);
     const bool saw_all = static_cast<int64_t>(idx.size()) + k >= m;
-    C.resize(idx.size(), p);
-    dC.resize(idx.size());
-    for (size_t j = 0; j < idx.size(); ++j) {
-      C.row(j) = F.row(idx[j]);
-      dC[j] = d_all[idx[j]];
-    }
     std::vector<char> avail(idx.size(), 1);
     int round_exchanges = 0;
     while (res.passes < o.max_passes) {
       ++res.passes;
-      int pass_exchanges = 0;
-      std::iota(order.begin(), order.end(), 0);
-      for (int i = k - 1; i > 0; --i) std::swap(order[i], order[uniform_index(rng, i + 1)]);
-      for (int pos : order) {
-        Vec fi = F.row(res.chosen[pos]).transpose();
-        Vec v = Minv * fi;
-        const double di = fi.dot(v);
-        Vec g = C * v;  // d(x_i, x_j) for the subset
-        Eigen::Index best = -1;
-        double bdelta = o.tol;
-        for (Eigen::Index j = 0; j < dC.size(); ++j) {
-          if (!avail[j]) continue;
-          double delta = dC[j] - di - di * dC[j] + g[j] * g[j];
-          if (delta > bdelta) {
-            bdelta = delta;
-            best = j;
-          }
-        }
-        if (best < 0) continue;
-        // Add x_j: M1^-1 = M^-1 - u u^T / (1 + d_j).
-        Vec fj = C.row(best).transpose();
-        Vec u = Minv * fj;
-        double dj = fj.dot(u);
-        Minv.noalias() -= (u * u.transpose()) / (1 + dj);
-        Vec h = C * u;
-        dC.array() -= h.array().square() / (1 + dj);
-        // Remove x_i: M2^-1 = M1^-1 + w w^T / (1 - d1(x_i)).
-        Vec w = Minv * fi;
-        double di1 = fi.dot(w);
-        Minv.noalias() += (w * w.transpose()) / (1 - di1);
-        h.noalias() = C * w;
-        dC.array() += h.array().square() / (1 - di1);
-        // Bookkeeping: x_j joins, x_i leaves (x_i is not in this round's subset).
-        in_design[res.chosen[pos]] = 0;
-        in_design[idx[best]] = 1;
-        avail[best] = 0;
-        res.chosen[pos] = idx[best];
-        res.log_det += std::log1p(bdelta);
-        if (o.keep_trace) res.trace.push_back(res.log_det);
-        ++pass_exchanges;
-      }
+      const int pass_exchanges = exchange_pass(F, C, idx, o, rng, order, dC, avail, Minv, in_design, res);
       res.exchanges += pass_exchanges;
       round_exchanges += pass_exchanges;
       if (pass_exchanges == 0) break;
