@@ -791,8 +791,11 @@ OwnedFiles LayerPredictor::output_files() {
   });
 }
 
-LayerPredictor LayerPredictor::load(const std::string& dir) {
-  const std::string mpath = (fs::path(dir) / "manifest.json").string();
+namespace {
+
+// The manifest of a layer-models folder: its format, version and own checksum
+// (which covers every other key: floor_ms, options, ...).
+nlohmann::json read_checked_manifest(const std::string& mpath) {
   SCALEDL_CHECK(fs::exists(mpath),
                 "{}: no manifest.json; is this a directory written by `scaledl train layers`?", mpath);
   const nlohmann::json man = read_json_file(mpath);
@@ -802,46 +805,56 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
   SCALEDL_CHECK(ver == kFormatVersion,
                 "{}: version={} is not supported (expected {}; retrain with this build)", mpath, ver,
                 kFormatVersion);
-  {
-    // The manifest's own checksum covers every other key (floor_ms, options, ...).
-    nlohmann::json rest = man;
-    const std::string want = get_str_or(man, "manifest_sha256", mpath, "");
-    rest.erase("manifest_sha256");
-    SCALEDL_CHECK(
-        !want.empty() && sha256_hex(rest.dump()) == want,
-        "{}: manifest_sha256 does not match the manifest's contents: the file was altered or damaged", mpath);
+  nlohmann::json rest = man;
+  const std::string want = get_str_or(man, "manifest_sha256", mpath, "");
+  rest.erase("manifest_sha256");
+  SCALEDL_CHECK(!want.empty() && sha256_hex(rest.dump()) == want,
+                "{}: manifest_sha256 does not match the manifest's contents: the file was altered or damaged",
+                mpath);
+  return man;
+}
+
+// The manifest's "sustained_bw": the training GPUs' median share of their spec
+// bandwidth, the same per memory family, and each one's GB/s.
+void read_sustained_bw(const nlohmann::json& man, const std::string& mpath, double& share,
+                       std::map<std::string, double>& share_by_family, std::map<std::string, double>& gbs) {
+  const std::string ctx = mpath + ".sustained_bw";
+  SCALEDL_CHECK(man.contains("sustained_bw") && man.at("sustained_bw").is_object(),
+                "{}: key 'sustained_bw' is missing (options.sustained_bw is true)", mpath);
+  const nlohmann::json& b = man.at("sustained_bw");
+  SCALEDL_CHECK(b.contains("share"), "{}: key 'share' is missing", ctx);
+  share = get_num_or(b, "share", ctx, 0, 1.5, 0);
+  SCALEDL_CHECK(b.contains("gbs") && b.at("gbs").is_object(), "{}.gbs: expected an object of GB/s by device",
+                ctx);
+  if (b.contains("share_by_memory")) {  // absent: a model from before memory families
+    SCALEDL_CHECK(b.at("share_by_memory").is_object(), "{}.share_by_memory: expected an object of shares",
+                  ctx);
+    for (const auto& [fam, v] : b.at("share_by_memory").items()) {
+      SCALEDL_CHECK(
+          v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1.5,
+          "{}.share_by_memory[{}]={} must be a number in (0, 1.5]", ctx, quoted(fam), show(v));
+      share_by_family[fam] = v.get<double>();
+    }
   }
+  for (const auto& [key, v] : b.at("gbs").items()) {
+    // The range of a device's rates (device.cpp): a sustained bandwidth beyond 1e6 GB/s is no device.
+    SCALEDL_CHECK(
+        v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1e6,
+        "{}.gbs[{}]={} must be a number > 0 and at most 1e6 (GB/s)", ctx, quoted(key), show(v));
+    gbs[key] = v.get<double>();
+  }
+}
+
+}  // namespace
+
+LayerPredictor LayerPredictor::load(const std::string& dir) {
+  const std::string mpath = (fs::path(dir) / "manifest.json").string();
+  const nlohmann::json man = read_checked_manifest(mpath);
   SCALEDL_CHECK(man.contains("options"), "{}: key 'options' is missing", mpath);
   LayerPredictor p;
   p.opts_ = TrainOptions::from_json(man.at("options"), mpath + ".options");
   SCALEDL_CHECK(man.contains("models") && man.at("models").is_object(), "{}: key 'models' is missing", mpath);
-  if (p.opts_.sustained_bw) {
-    const std::string ctx = mpath + ".sustained_bw";
-    SCALEDL_CHECK(man.contains("sustained_bw") && man.at("sustained_bw").is_object(),
-                  "{}: key 'sustained_bw' is missing (options.sustained_bw is true)", mpath);
-    const nlohmann::json& b = man.at("sustained_bw");
-    SCALEDL_CHECK(b.contains("share"), "{}: key 'share' is missing", ctx);
-    p.bw_share_ = get_num_or(b, "share", ctx, 0, 1.5, 0);
-    SCALEDL_CHECK(b.contains("gbs") && b.at("gbs").is_object(),
-                  "{}.gbs: expected an object of GB/s by device", ctx);
-    if (b.contains("share_by_memory")) {  // absent: a model from before memory families
-      SCALEDL_CHECK(b.at("share_by_memory").is_object(), "{}.share_by_memory: expected an object of shares",
-                    ctx);
-      for (const auto& [fam, v] : b.at("share_by_memory").items()) {
-        SCALEDL_CHECK(
-            v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1.5,
-            "{}.share_by_memory[{}]={} must be a number in (0, 1.5]", ctx, quoted(fam), show(v));
-        p.bw_share_by_family_[fam] = v.get<double>();
-      }
-    }
-    for (const auto& [key, v] : b.at("gbs").items()) {
-      // The range of a device's rates (device.cpp): a sustained bandwidth beyond 1e6 GB/s is no device.
-      SCALEDL_CHECK(
-          v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0 && v.get<double>() <= 1e6,
-          "{}.gbs[{}]={} must be a number > 0 and at most 1e6 (GB/s)", ctx, quoted(key), show(v));
-      p.bw_[key] = v.get<double>();
-    }
-  }
+  if (p.opts_.sustained_bw) read_sustained_bw(man, mpath, p.bw_share_, p.bw_share_by_family_, p.bw_);
   const FeatureOptions fo = feature_options(p.opts_);
   // The model files are checked, read and parsed on the hardware threads, one file each (the
   // parse is most of loading a bundle); the first error in the manifest's order is the one
