@@ -1,4 +1,5 @@
 // scaledl eval memory: peak-memory predictors against measured peaks (docs/memory.md).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -16,12 +17,16 @@ struct EvalMemoryOptions {
 
 int run(EvalMemoryOptions o) {
   using namespace scaledl;
-  if (o.protocol == "all")
-    o.e.protocols = {"id", "ood-size"};
-  else {
-    SCALEDL_CHECK(o.protocol == "id" || o.protocol == "ood-size",
+  // The protocols whose splits suit the memory runs: one of them, or all.
+  const std::vector<Protocol> memory_protocols = {Protocol::Id, Protocol::OodSize};
+  if (o.protocol == "all") {
+    o.e.protocols = memory_protocols;
+  } else {
+    const auto p = std::find_if(memory_protocols.begin(), memory_protocols.end(),
+                                [&](Protocol q) { return o.protocol == to_string(q); });
+    SCALEDL_CHECK(p != memory_protocols.end(),
                   "--protocol=\"{}\" is not a memory protocol (id, ood-size, all)", o.protocol);
-    o.e.protocols = {o.protocol};
+    o.e.protocols = {*p};
   }
   const nlohmann::json rep = eval_memory(o.e);
   if (o.json) {

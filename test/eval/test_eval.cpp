@@ -44,7 +44,7 @@ void expect_error(const std::function<void()>& fn, const std::string& what) {
 
 TEST(EvalSplits, IdIsAnEightyTwentySplitPerFamilyAndSeedDependent) {
   auto runs = runs_of({"bert", "gpt2", "vit"}, 10);
-  auto s = make_splits(runs, "id", 0);
+  auto s = make_splits(runs, Protocol::Id, 0);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].test.size(), 6u);  // 2 of 10 per family
   EXPECT_EQ(s[0].train.size(), 24u);
@@ -54,13 +54,13 @@ TEST(EvalSplits, IdIsAnEightyTwentySplitPerFamilyAndSeedDependent) {
   for (const char* f : {"bert", "gpt2", "vit"})
     EXPECT_EQ(
         std::count_if(s[0].test.begin(), s[0].test.end(), [&](size_t i) { return runs[i].family == f; }), 2);
-  EXPECT_NE(make_splits(runs, "id", 1)[0].test, s[0].test);
-  EXPECT_EQ(make_splits(runs, "id", 0)[0].test, s[0].test);
+  EXPECT_NE(make_splits(runs, Protocol::Id, 1)[0].test, s[0].test);
+  EXPECT_EQ(make_splits(runs, Protocol::Id, 0)[0].test, s[0].test);
 }
 
 TEST(EvalSplits, OodFamilyHoldsOutEachFamilyOnce) {
   auto runs = runs_of({"bert", "gpt2", "vit"}, 4);
-  auto s = make_splits(runs, "ood-family", 0);
+  auto s = make_splits(runs, Protocol::OodFamily, 0);
   ASSERT_EQ(s.size(), 3u);
   for (const auto& sp : s) {
     const std::string held = sp.name.substr(sp.name.find(':') + 1);
@@ -74,7 +74,7 @@ TEST(EvalSplits, OodFamilyHoldsOutEachFamilyOnce) {
 TEST(EvalSplits, OodSizeTestsTheLargestThirtyPercentOfEachFamily) {
   auto runs = runs_of({"bert", "t5"}, 10);
   std::reverse(runs.begin(), runs.end());  // order must not matter
-  auto s = make_splits(runs, "ood-size", 0);
+  auto s = make_splits(runs, Protocol::OodSize, 0);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].test.size(), 6u);
   for (size_t i : s[0].test) EXPECT_GE(runs[i].flops, 8);
@@ -84,20 +84,20 @@ TEST(EvalSplits, OodSizeTestsTheLargestThirtyPercentOfEachFamily) {
 TEST(EvalSplits, SweepRunsAreNeverTrainedOn) {
   auto runs = runs_of({"bert", "gpt2"}, 10);
   runs[3].sweep = true;
-  for (const char* p : {"id", "ood-family", "ood-size"})
+  for (const Protocol p : {Protocol::Id, Protocol::OodFamily, Protocol::OodSize})
     for (const auto& sp : make_splits(runs, p, 0)) {
-      EXPECT_EQ(std::count(sp.train.begin(), sp.train.end(), 3u), 0) << p;
-      EXPECT_EQ(std::count(sp.test.begin(), sp.test.end(), 3u), 0) << p;
+      EXPECT_EQ(std::count(sp.train.begin(), sp.train.end(), 3u), 0) << to_string(p);
+      EXPECT_EQ(std::count(sp.test.begin(), sp.test.end(), 3u), 0) << to_string(p);
     }
 }
 
 TEST(EvalSplits, EmptyOrTooSmallSplitsAreErrors) {
-  expect_error([] { make_splits(runs_of({"bert", "vit"}, 4), "id", 0); }, "family bert has 4 runs");
-  expect_error([] { make_splits(runs_of({"bert"}, 10), "ood-family", 0); }, ">= 2 families");
-  expect_error([] { make_splits(runs_of({"bert"}, 3), "ood-size", 0); }, "family bert has 3 runs");
-  expect_error([] { make_splits(runs_of({"bert"}, 10), "cross-device", 0); }, "--test-db");
-  expect_error([] { make_splits(runs_of({"bert"}, 10), "loo", 0); }, "--protocol=\"loo\"");
-  expect_error([] { make_splits({}, "id", 0); }, "no ok model runs");
+  expect_error([] { make_splits(runs_of({"bert", "vit"}, 4), Protocol::Id, 0); }, "family bert has 4 runs");
+  expect_error([] { make_splits(runs_of({"bert"}, 10), Protocol::OodFamily, 0); }, ">= 2 families");
+  expect_error([] { make_splits(runs_of({"bert"}, 3), Protocol::OodSize, 0); }, "family bert has 3 runs");
+  expect_error([] { make_splits(runs_of({"bert"}, 10), Protocol::CrossDevice, 0); }, "--test-db");
+  expect_error([] { make_splits(runs_of({"bert"}, 10), parse_protocol("loo"), 0); }, "--protocol=\"loo\"");
+  expect_error([] { make_splits({}, Protocol::Id, 0); }, "no ok model runs");
 }
 
 TEST(EvalStats, ErrorStatisticsAreTheDefinedOnes) {
@@ -132,7 +132,7 @@ TEST(EvalRunErrors, ATestStoreWithoutTheDeviceRecordIsRefused) {
     s.put_model(m);
   }
   EvalOptions o;
-  o.protocol = "cross-device";
+  o.protocol = Protocol::CrossDevice;
   o.dbs = {std::string(SCALEDL_SOURCE_DIR) + "/datasets/cpu/layers.sqlite",
            std::string(SCALEDL_SOURCE_DIR) + "/datasets/cpu/models.sqlite"};
   o.test_dbs = {db};
@@ -143,7 +143,7 @@ TEST(EvalSplits, LeaveOneDeviceOutHoldsOutEachDeviceOnce) {
   auto runs = runs_of({"bert", "gpt2"}, 6);
   const std::vector<std::string> devs = {"spec:A", "spec:B", "spec:C"};
   for (size_t i = 0; i < runs.size(); ++i) runs[i].device = devs[i % 3];
-  auto s = make_splits(runs, "leave-one-device-out", 0);
+  auto s = make_splits(runs, Protocol::LeaveOneDeviceOut, 0);
   ASSERT_EQ(s.size(), 3u);
   for (const auto& sp : s) {
     ASSERT_FALSE(sp.held_out_device.empty());
@@ -152,9 +152,25 @@ TEST(EvalSplits, LeaveOneDeviceOutHoldsOutEachDeviceOnce) {
     for (size_t i : sp.train) EXPECT_NE(runs[i].device, sp.held_out_device);
     EXPECT_EQ(sp.test.size() + sp.train.size(), runs.size());
   }
-  for (const auto& sp : make_splits(runs, "id", 0)) EXPECT_TRUE(sp.held_out_device.empty());
+  for (const auto& sp : make_splits(runs, Protocol::Id, 0)) EXPECT_TRUE(sp.held_out_device.empty());
   // One device only: nothing to hold out.
   auto one = runs_of({"bert"}, 4);
   for (auto& r : one) r.device = "spec:A";
-  expect_error([&] { make_splits(one, "leave-one-device-out", 0); }, ">= 2 devices");
+  expect_error([&] { make_splits(one, Protocol::LeaveOneDeviceOut, 0); }, ">= 2 devices");
+}
+
+TEST(EvalProtocols, EveryProtocolParsesFromItsNameAndTheErrorNamesThemAll) {
+  ASSERT_EQ(all_protocols().size(), 5u);
+  std::set<std::string> names;
+  for (const Protocol p : all_protocols()) {
+    EXPECT_EQ(parse_protocol(to_string(p)), p) << to_string(p);
+    EXPECT_TRUE(names.insert(to_string(p)).second) << to_string(p);
+    EXPECT_GT(std::string(protocol_description(p)).size(), 20u) << to_string(p);
+  }
+  EXPECT_EQ(to_string(Protocol::LeaveOneDeviceOut), std::string("leave-one-device-out"));
+  EXPECT_TRUE(protocol_splits_are_random(Protocol::Id));
+  EXPECT_FALSE(protocol_splits_are_random(Protocol::OodSize));
+  expect_error([] { parse_protocol("Id"); },
+               "--protocol=\"Id\" is not a protocol (id, ood-family, ood-size, cross-device, "
+               "leave-one-device-out)");
 }

@@ -128,7 +128,7 @@ TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
   int tc = 0;
   while (std::getline(csv, line)) {
     if (line.find(",scaledl-tc,") == std::string::npos) continue;
-    // The last column: the nodes of the run's layer graph (scripts/host_bound.py reads it).
+    // The last column: the nodes of the run's layer graph (scripts/studies/host_bound.py reads it).
     const size_t last = line.rfind(',');
     EXPECT_GT(std::stol(line.substr(last + 1)), 10) << line;
     line.resize(last);

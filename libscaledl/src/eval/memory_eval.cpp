@@ -31,6 +31,117 @@ struct Acc {
   }
 };
 
+const std::vector<std::string> kMethods = {"analytic", "corrected", "dnnperf"};
+
+/// The runs the protocols split (families with >= 5 runs), the sample of each, and
+/// the samples of smaller families, which train every split and are never tested.
+struct MemoryRuns {
+  std::vector<EvalRun> runs;
+  std::vector<size_t> run_sample, train_only;
+  nlohmann::json untested = nlohmann::json::object();  ///< family -> runs, of the train-only ones
+};
+
+MemoryRuns memory_runs(const std::vector<MemorySample>& samples) {
+  std::map<std::string, size_t> per_family;
+  for (const auto& s : samples) ++per_family[s.family];
+  MemoryRuns m;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (per_family[samples[i].family] < 5) {
+      m.train_only.push_back(i);
+      m.untested[samples[i].family] = per_family[samples[i].family];
+      continue;
+    }
+    const auto& g = samples[i].graph;
+    EvalRun r;
+    r.label = g.model.name;
+    r.family = samples[i].family;
+    r.flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
+    m.runs.push_back(r);
+    m.run_sample.push_back(i);
+  }
+  return m;
+}
+
+/// Every method on every split and seed of `protocol`: its report object; one CSV line per
+/// prediction into `csv`.
+nlohmann::json eval_protocol(Protocol protocol, int seeds, const std::vector<MemorySample>& samples,
+                             const MemoryRuns& mr, const std::vector<double>& analytic, std::ostream& csv) {
+  std::map<std::string, Acc> all;
+  std::map<std::string, std::map<std::string, Acc>> fam, mode;
+  for (int seed = 0; seed < seeds; ++seed) {
+    for (const auto& split : make_splits(mr.runs, protocol, static_cast<uint64_t>(seed))) {
+      std::vector<MemorySample> train;
+      for (size_t r : split.train) train.push_back(samples[mr.run_sample[r]]);
+      for (size_t i : mr.train_only) train.push_back(samples[i]);
+      const MemoryCorrection corr = MemoryCorrection::train(train, false, static_cast<uint64_t>(seed));
+      const MemoryCorrection direct = MemoryCorrection::train(train, true, static_cast<uint64_t>(seed));
+      for (size_t r : split.test) {
+        const size_t i = mr.run_sample[r];
+        const auto& s = samples[i];
+        const std::string md = to_string(run_mode(s.graph.settings));
+        for (const auto& m : kMethods) {
+          const double p = m == "analytic"    ? analytic[i]
+                           : m == "corrected" ? corr.predict(s.graph, s.device_kind)
+                                              : direct.predict(s.graph, s.device_kind);
+          const double ape = std::fabs(p / s.measured_bytes - 1);
+          all[m].add(ape);
+          fam[m][s.family].add(ape);
+          mode[m][md].add(ape);
+          csv << fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.5f}\n", to_string(protocol), seed, m,
+                             csv_quote(s.graph.model.name), s.family, md, s.measured_bytes, p, ape);
+        }
+      }
+    }
+  }
+  nlohmann::json pj = nlohmann::json::object();
+  for (const auto& m : kMethods) {
+    nlohmann::json f = nlohmann::json::object(), d = nlohmann::json::object();
+    for (auto& [k, a] : fam[m]) f[k] = a.json();
+    for (auto& [k, a] : mode[m]) d[k] = a.json();
+    pj[m] = {{"all", all[m].json()}, {"per_family", f}, {"per_mode", d}};
+  }
+  pj["seeds"] = seeds;
+  return pj;
+}
+
+/// report.md: the overall table, then per protocol the per-family and per-mode ones.
+std::string memory_report_md(const MemoryEvalOptions& o, const nlohmann::json& report, size_t samples,
+                             const nlohmann::json& untested) {
+  std::ostringstream md;
+  md << "# Peak memory: measured vs predicted\n\n"
+     << fmt::format(
+            "{} runs with an allocator-exact peak from {}. Mean relative error |predicted / measured - 1| "
+            "in %, (worst case), test runs.\n\n",
+            samples, fmt::join(o.dbs, ", "));
+  if (!untested.empty()) {
+    md << "Families with fewer than 5 runs train every split and are not tested:";
+    for (auto& [f, n] : untested.items()) md << fmt::format(" {} ({} runs)", f, n.get<size_t>());
+    md << ".\n\n";
+  }
+  md << "| protocol | method | MRE % | max % | test runs |\n|---|---|---|---|---|\n";
+  for (const Protocol protocol : o.protocols)
+    for (const auto& m : kMethods) {
+      const auto& a = report["protocols"][to_string(protocol)][m]["all"];
+      md << fmt::format("| {} | {} | {:.1f} | {:.1f} | {} |\n", to_string(protocol), m,
+                        a["mre"].get<double>(), a["max"].get<double>(), a["runs"].get<size_t>());
+    }
+  for (const Protocol protocol : o.protocols) {
+    const nlohmann::json& pj = report["protocols"][to_string(protocol)];
+    for (const char* by : {"per_family", "per_mode"}) {
+      md << fmt::format(
+          "\n## {}: {} (MRE %)\n\n| {} | analytic | corrected | dnnperf | runs |\n"
+          "|---|---|---|---|---|\n",
+          to_string(protocol), by == std::string("per_family") ? "per family" : "per mode",
+          by == std::string("per_family") ? "family" : "mode");
+      for (const auto& [f, a] : pj["analytic"][by].items())
+        md << fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", f, a["mre"].get<double>(),
+                          pj["corrected"][by][f]["mre"].get<double>(),
+                          pj["dnnperf"][by][f]["mre"].get<double>(), a["runs"].get<size_t>());
+    }
+  }
+  return md.str();
+}
+
 }  // namespace
 
 nlohmann::json eval_memory(const MemoryEvalOptions& o) {
@@ -42,27 +153,10 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
   // The protocols of `scaledl eval` over these runs (family, training FLOP).
   // A family with fewer than 5 runs cannot be split 80/20: its runs train
   // every split and are never tested; the report names it.
-  std::map<std::string, size_t> per_family;
-  for (const auto& s : samples) ++per_family[s.family];
-  std::vector<EvalRun> runs;
-  std::vector<size_t> run_sample, train_only;
-  nlohmann::json untested = nlohmann::json::object();
-  for (size_t i = 0; i < samples.size(); ++i) {
-    if (per_family[samples[i].family] < 5) {
-      train_only.push_back(i);
-      untested[samples[i].family] = per_family[samples[i].family];
-      continue;
-    }
-    const auto& g = samples[i].graph;
-    EvalRun r;
-    r.label = g.model.name;
-    r.family = samples[i].family;
-    r.flops = g.total_flops_fwd() + g.total_flops_bwd() + g.total_flops_update();
-    runs.push_back(r);
-    run_sample.push_back(i);
-  }
-  SCALEDL_CHECK(runs.size() >= 10, "--db={}: {} runs in families with >= 5 runs; the evaluation needs >= 10",
-                o.dbs.front(), runs.size());
+  const MemoryRuns mr = memory_runs(samples);
+  SCALEDL_CHECK(mr.runs.size() >= 10,
+                "--db={}: {} runs in families with >= 5 runs; the evaluation needs >= 10", o.dbs.front(),
+                mr.runs.size());
   std::vector<double> analytic(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
     MemoryOptions mo;
@@ -71,93 +165,20 @@ nlohmann::json eval_memory(const MemoryEvalOptions& o) {
   }
   nlohmann::json report = {{"stores", o.dbs},
                            {"runs", samples.size()},
-                           {"train_only_families", untested},
+                           {"train_only_families", mr.untested},
                            {"protocols", nlohmann::json::object()}};
   std::ostringstream csv;
   csv << "protocol,seed,method,model,family,mode,measured_bytes,predicted_bytes,ape\n";
-  const std::vector<std::string> methods = {"analytic", "corrected", "dnnperf"};
-  for (const auto& protocol : o.protocols) {
-    const int seeds = protocol == "id" ? o.seeds : 1;
-    std::map<std::string, Acc> all;
-    std::map<std::string, std::map<std::string, Acc>> fam, mode;
-    for (int seed = 0; seed < seeds; ++seed) {
-      for (const auto& split : make_splits(runs, protocol, static_cast<uint64_t>(seed))) {
-        std::vector<MemorySample> train;
-        for (size_t r : split.train) train.push_back(samples[run_sample[r]]);
-        for (size_t i : train_only) train.push_back(samples[i]);
-        const MemoryCorrection corr = MemoryCorrection::train(train, false, static_cast<uint64_t>(seed));
-        const MemoryCorrection direct = MemoryCorrection::train(train, true, static_cast<uint64_t>(seed));
-        for (size_t r : split.test) {
-          const size_t i = run_sample[r];
-          const auto& s = samples[i];
-          const std::string md = to_string(run_mode(s.graph.settings));
-          for (const auto& m : methods) {
-            const double p = m == "analytic"    ? analytic[i]
-                             : m == "corrected" ? corr.predict(s.graph, s.device_kind)
-                                                : direct.predict(s.graph, s.device_kind);
-            const double ape = std::fabs(p / s.measured_bytes - 1);
-            all[m].add(ape);
-            fam[m][s.family].add(ape);
-            mode[m][md].add(ape);
-            csv << fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.5f}\n", protocol, seed, m,
-                               csv_quote(s.graph.model.name), s.family, md, s.measured_bytes, p, ape);
-          }
-        }
-      }
-    }
-    nlohmann::json pj = nlohmann::json::object();
-    for (const auto& m : methods) {
-      nlohmann::json f = nlohmann::json::object(), d = nlohmann::json::object();
-      for (auto& [k, a] : fam[m]) f[k] = a.json();
-      for (auto& [k, a] : mode[m]) d[k] = a.json();
-      pj[m] = {{"all", all[m].json()}, {"per_family", f}, {"per_mode", d}};
-    }
-    pj["seeds"] = seeds;
-    report["protocols"][protocol] = pj;
+  for (const Protocol protocol : o.protocols) {
+    // Only the random split repeats with other seeds; the others are the same for every seed.
+    const int seeds = protocol_splits_are_random(protocol) ? o.seeds : 1;
+    report["protocols"][to_string(protocol)] = eval_protocol(protocol, seeds, samples, mr, analytic, csv);
   }
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     write_text_file_atomic(o.out + "/predictions.csv", csv.str());
     write_text_file_atomic(o.out + "/report.json", report.dump(1) + "\n");
-    std::ostringstream md;
-    md << "# Peak memory: measured vs predicted\n\n"
-       << fmt::format(
-              "{} runs with an allocator-exact peak from {}. Mean relative error |predicted / measured - 1| "
-              "in %, (worst case), test runs.\n\n",
-              samples.size(), fmt::join(o.dbs, ", "));
-    if (!untested.empty()) {
-      md << "Families with fewer than 5 runs train every split and are not tested:";
-      for (auto& [f, n] : untested.items()) md << fmt::format(" {} ({} runs)", f, n.get<size_t>());
-      md << ".\n\n";
-    }
-    md << "| protocol | method | MRE % | max % | test runs |\n|---|---|---|---|---|\n";
-    for (const auto& protocol : o.protocols)
-      for (const auto& m : methods) {
-        const auto& a = report["protocols"][protocol][m]["all"];
-        md << fmt::format("| {} | {} | {:.1f} | {:.1f} | {} |\n", protocol, m, a["mre"].get<double>(),
-                          a["max"].get<double>(), a["runs"].get<size_t>());
-      }
-    for (const auto& protocol : o.protocols) {
-      md << fmt::format(
-          "\n## {}: per family (MRE %)\n\n| family | analytic | corrected | dnnperf | runs |\n"
-          "|---|---|---|---|---|\n",
-          protocol);
-      for (const auto& [f, a] : report["protocols"][protocol]["analytic"]["per_family"].items())
-        md << fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", f, a["mre"].get<double>(),
-                          report["protocols"][protocol]["corrected"]["per_family"][f]["mre"].get<double>(),
-                          report["protocols"][protocol]["dnnperf"]["per_family"][f]["mre"].get<double>(),
-                          a["runs"].get<size_t>());
-      md << fmt::format(
-          "\n## {}: per mode (MRE %)\n\n| mode | analytic | corrected | dnnperf | runs |\n"
-          "|---|---|---|---|---|\n",
-          protocol);
-      for (const auto& [f, a] : report["protocols"][protocol]["analytic"]["per_mode"].items())
-        md << fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {} |\n", f, a["mre"].get<double>(),
-                          report["protocols"][protocol]["corrected"]["per_mode"][f]["mre"].get<double>(),
-                          report["protocols"][protocol]["dnnperf"]["per_mode"][f]["mre"].get<double>(),
-                          a["runs"].get<size_t>());
-    }
-    write_text_file_atomic(o.out + "/report.md", md.str());
+    write_text_file_atomic(o.out + "/report.md", memory_report_md(o, report, samples.size(), mr.untested));
   }
   return report;
 }

@@ -135,6 +135,333 @@ double fit_host(const std::vector<ParallelPrediction>& p, const std::vector<doub
   return d.count(device) ? d.at(device) : 0.0;
 }
 
+/// Every run's prediction (predict_parallel with bundle `b` on `dev`, collectives `comm`),
+/// its scored parts and its measured time.
+struct ScoredRuns {
+  std::vector<Scored> sc;
+  std::vector<double> y;  ///< measured ms
+  std::vector<ParallelPrediction> preds;
+};
+
+ScoredRuns score_runs(const std::vector<ParallelRun>& rs, const Bundle& b, const DeviceRecord& dev,
+                      const CommModel& comm) {
+  ScoredRuns out;
+  out.sc.assign(rs.size(), Scored{});
+  out.y.assign(rs.size(), 0);
+  out.preds.assign(rs.size(), ParallelPrediction{});
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const ParallelRun& r = rs[i];
+    const nlohmann::json cfg = {{"model_type", "gpt2"},
+                                {"n_embd", r.hidden},
+                                {"n_layer", r.layers},
+                                {"n_head", r.heads},
+                                {"vocab_size", padded_vocab(r.vocab, r.tp)},
+                                {"n_positions", std::max<int64_t>(r.seq, 1024)}};
+    ModelSpec m = parse_model_config(cfg, r.label);
+    m.name = r.label;
+    TrainSettings s;
+    s.batch = r.global_batch / r.dp;
+    s.seq_len = r.seq;
+    s.dtype = r.dtype;
+    s.optimizer = OptimizerKind::Adam;
+    ParallelConfig c;
+    c.gpus = r.gpus;
+    c.tp = r.tp;
+    c.pp = r.pp;
+    c.microbatches = s.batch / r.micro_batch;
+    c.recompute = r.recompute;
+    out.preds[i] = predict_parallel(b, m, s, c, dev, comm, comm);
+    const ParallelPrediction& p = out.preds[i];
+    Scored& sc = out.sc[i];
+    const double slots = static_cast<double>(c.microbatches + c.pp - 1);
+    sc.compute_ms = slots * (p.t_fwd_ms + p.t_bwd_ms + p.t_recompute_ms) + p.t_opt_ms;
+    sc.comm_ms = slots * (p.t_tp_ms + p.t_p2p_ms) + p.t_dp_ms;
+    sc.raw_ms = p.t_iter_ms;
+    sc.z = correction_features(r, p, sc.compute_ms, sc.comm_ms);
+    out.y[i] = r.measured_ms;
+  }
+  return out;
+}
+
+double ape(double pred, double meas) {
+  return 100.0 * std::fabs(pred - meas) / meas;
+}
+
+double mean_of(const std::vector<double>& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+}
+
+/// {key: {"mre": mean, "sd": sample sd}} of per-seed MREs.
+nlohmann::json summarize(const std::map<std::string, std::vector<double>>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : m) {
+    const double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+    double var = 0;
+    for (double x : v) var += (x - mean) * (x - mean);
+    j[k] = {{"mre", mean}, {"sd", v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0}};
+  }
+  return j;
+}
+
+/// The uncalibrated composition's MRE and bias per scheme ("all" included), and the counts.
+struct RawErrors {
+  std::map<std::string, std::vector<size_t>> by_scheme;  ///< scheme or "all" -> runs
+  nlohmann::json raw = nlohmann::json::object(), raw_bias = nlohmann::json::object(),
+                 counts = nlohmann::json::object();
+};
+
+RawErrors raw_errors(const std::vector<ParallelRun>& runs, const ScoredRuns& s) {
+  RawErrors out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    out.by_scheme[runs[i].scheme()].push_back(i);
+    out.by_scheme["all"].push_back(i);
+  }
+  for (const auto& [k, idx] : out.by_scheme) {
+    double e = 0, bias = 0;
+    for (size_t i : idx) {
+      e += ape(s.sc[i].raw_ms, s.y[i]);
+      bias += 100.0 * (s.sc[i].raw_ms - s.y[i]) / s.y[i];
+    }
+    out.raw[k] = e / idx.size();
+    out.raw_bias[k] = bias / idx.size();
+    out.counts[k] = idx.size();
+  }
+  return out;
+}
+
+/// Calibrated on a random half, scored on the other: per seed the MRE per scheme of
+/// alpha-beta, the correction and the host term, and their fits; per run the mean of
+/// its corrected and host-term predictions over the seeds that tested it.
+struct HalvesScores {
+  std::map<std::string, std::vector<double>> cal, corr, host;
+  std::vector<double> alphas, betas, host_d;
+  std::vector<double> cal_pred_sum, host_pred_sum;
+  std::vector<int> cal_pred_n;
+};
+
+HalvesScores score_halves(const std::vector<ParallelRun>& runs, const ScoredRuns& s,
+                          const std::string& device, int seeds) {
+  const std::vector<Scored>& sc = s.sc;
+  const std::vector<double>& y = s.y;
+  HalvesScores h;
+  h.cal_pred_sum.assign(runs.size(), 0);
+  h.host_pred_sum.assign(runs.size(), 0);
+  h.cal_pred_n.assign(runs.size(), 0);
+  for (int seed = 0; seed < seeds; ++seed) {
+    std::vector<size_t> order(runs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    std::shuffle(order.begin(), order.end(), rng);
+    const size_t half = order.size() / 2;
+    std::vector<size_t> train(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(half));
+    std::vector<bool> is_test(runs.size(), false);
+    for (size_t j = half; j < order.size(); ++j) is_test[order[j]] = true;
+    if (train.empty()) train = order;
+    const auto [a, bt] = fit_ab(sc, y, train);
+    h.alphas.push_back(a);
+    h.betas.push_back(bt);
+    const Eigen::VectorXd w = fit_correction(sc, y, train);
+    const double d = fit_host(s.preds, y, train, device);
+    h.host_d.push_back(d);
+    std::map<std::string, std::pair<double, int>> acc, acc2, acc3;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (!is_test[i]) continue;
+      const double pr = sc[i].alpha_beta_ms(a, bt);
+      const double pc = sc[i].corrected_ms(w);
+      const double ph = s.preds[i].iter_ms(d);
+      h.cal_pred_sum[i] += pc;
+      h.host_pred_sum[i] += ph;
+      ++h.cal_pred_n[i];
+      for (const std::string& k : {runs[i].scheme(), std::string("all")}) {
+        acc[k].first += ape(pr, y[i]);
+        ++acc[k].second;
+        acc2[k].first += ape(pc, y[i]);
+        ++acc2[k].second;
+        acc3[k].first += ape(ph, y[i]);
+        ++acc3[k].second;
+      }
+    }
+    for (const auto& [k, v] : acc) h.cal[k].push_back(v.first / v.second);
+    for (const auto& [k, v] : acc2) h.corr[k].push_back(v.first / v.second);
+    for (const auto& [k, v] : acc3) h.host[k].push_back(v.first / v.second);
+  }
+  return h;
+}
+
+/// Extrapolation: fitted on one part of the runs, scored on a part it has not
+/// seen — a smaller node predicting the full one, one width predicting the other.
+nlohmann::json extrapolation(const std::vector<ParallelRun>& runs, const ScoredRuns& s,
+                             const std::string& device) {
+  const std::vector<Scored>& sc = s.sc;
+  const std::vector<double>& y = s.y;
+  nlohmann::json extrap = nlohmann::json::array();
+  const int64_t max_gpus = std::max_element(runs.begin(), runs.end(), [](const auto& a, const auto& b2) {
+                             return a.gpus < b2.gpus;
+                           })->gpus;
+  std::set<int64_t> widths;
+  for (const auto& r : runs) widths.insert(r.hidden);
+  std::vector<std::pair<std::string, std::function<bool(const ParallelRun&)>>> splits;
+  if (max_gpus > 1)
+    splits.emplace_back(fmt::format("fit on < {} GPUs, test on {}", max_gpus, max_gpus),
+                        [max_gpus](const ParallelRun& r) { return r.gpus < max_gpus; });
+  if (widths.size() > 1)
+    for (int64_t h : widths) {
+      std::vector<int64_t> rest;
+      for (int64_t o : widths)
+        if (o != h) rest.push_back(o);
+      splits.emplace_back(fmt::format("fit on hidden {}, test on hidden {}", h, fmt::join(rest, "/")),
+                          [h](const ParallelRun& r) { return r.hidden == h; });
+    }
+  for (const auto& [name, in_fit] : splits) {
+    std::vector<size_t> fit, test;
+    for (size_t i = 0; i < runs.size(); ++i) (in_fit(runs[i]) ? fit : test).push_back(i);
+    if (fit.size() < sc.front().z.size() || test.empty()) continue;
+    const auto [a, bt] = fit_ab(sc, y, fit);
+    const Eigen::VectorXd w = fit_correction(sc, y, fit);
+    const double d = fit_host(s.preds, y, fit, device);
+    double er = 0, eab = 0, ec = 0, eh = 0;
+    for (size_t i : test) {
+      er += ape(sc[i].raw_ms, y[i]);
+      eab += ape(sc[i].alpha_beta_ms(a, bt), y[i]);
+      ec += ape(sc[i].corrected_ms(w), y[i]);
+      eh += ape(s.preds[i].iter_ms(d), y[i]);
+    }
+    const double n = static_cast<double>(test.size());
+    extrap.push_back({{"split", name},
+                      {"fit_runs", fit.size()},
+                      {"test_runs", test.size()},
+                      {"raw_mre", er / n},
+                      {"calibrated_mre", eab / n},
+                      {"corrected_mre", ec / n},
+                      {"host_mre", eh / n},
+                      {"host_node_ms", d}});
+  }
+  return extrap;
+}
+
+/// The runs of another source (`scored`) predicted with the factors fitted on all of
+/// --runs (`s`): rep["test_runs"] and rep["test_runs_host_node_ms"].
+void score_test_runs(const std::vector<ParallelRun>& runs, const ScoredRuns& s,
+                     const std::vector<ParallelRun>& test_runs, const ScoredRuns& t,
+                     const std::string& device, nlohmann::json& rep) {
+  std::vector<size_t> all(runs.size());
+  std::iota(all.begin(), all.end(), 0);
+  const auto [a, bt] = fit_ab(s.sc, s.y, all);
+  const Eigen::VectorXd w = fit_correction(s.sc, s.y, all);
+  const double d = fit_host(s.preds, s.y, all, device);
+  nlohmann::json arr = nlohmann::json::array();
+  for (size_t i = 0; i < t.sc.size(); ++i) {
+    const double ab = t.sc[i].alpha_beta_ms(a, bt), cor = t.sc[i].corrected_ms(w), ho = t.preds[i].iter_ms(d);
+    arr.push_back({{"label", test_runs[i].label},
+                   {"scheme", test_runs[i].scheme()},
+                   {"measured_ms", t.y[i]},
+                   {"raw_ms", t.sc[i].raw_ms},
+                   {"raw_ape", ape(t.sc[i].raw_ms, t.y[i])},
+                   {"alpha_beta_ms", ab},
+                   {"alpha_beta_ape", ape(ab, t.y[i])},
+                   {"corrected_ms", cor},
+                   {"corrected_ape", ape(cor, t.y[i])},
+                   {"host_ms", ho},
+                   {"host_ape", ape(ho, t.y[i])},
+                   {"prediction", t.preds[i].to_json()}});
+  }
+  rep["test_runs"] = arr;
+  rep["test_runs_host_node_ms"] = d;
+}
+
+/// predictions.csv: every run of --runs, its parts and its mean corrected and host-term
+/// predictions over the seeds that tested it.
+std::string predictions_csv(const std::vector<ParallelRun>& runs, const ScoredRuns& s,
+                            const HalvesScores& h) {
+  std::ostringstream csv;
+  csv << "label,gpus,tp,dp,pp,global_batch,micro_batch,seq,dtype,recompute,measured_ms,raw_ms,compute_ms,"
+         "comm_ms,"
+         "corrected_ms,host_term_ms,t_fwd_ms,t_bwd_ms,t_recompute_ms,t_tp_ms,t_p2p_ms,t_dp_ms,t_opt_ms,"
+         "bubble_fraction,"
+         "slot_nodes\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    const auto& p = s.preds[i];
+    csv << fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.3f},"
+        "{:.3f},{:.3f},{:.3f},{:.4f},{:.0f}\n",
+        r.label, r.gpus, r.tp, r.dp, r.pp, r.global_batch, r.micro_batch, r.seq, to_string(r.dtype),
+        r.recompute ? 1 : 0, r.measured_ms, s.sc[i].raw_ms, s.sc[i].compute_ms, s.sc[i].comm_ms,
+        h.cal_pred_n[i] ? fmt::format("{:.3f}", h.cal_pred_sum[i] / h.cal_pred_n[i]) : std::string(""),
+        h.cal_pred_n[i] ? fmt::format("{:.3f}", h.host_pred_sum[i] / h.cal_pred_n[i]) : std::string(""),
+        p.t_fwd_ms, p.t_bwd_ms, p.t_recompute_ms, p.t_tp_ms, p.t_p2p_ms, p.t_dp_ms, p.t_opt_ms,
+        p.plan.bubble_fraction, p.slot_nodes);
+  }
+  return csv.str();
+}
+
+/// report.md's "Extrapolation" and "Other runs" tables (rep's "extrapolation", "test_runs").
+std::string extra_tables_md(const nlohmann::json& rep) {
+  std::ostringstream md;
+  const nlohmann::json& extrap = rep["extrapolation"];
+  if (!extrap.empty()) {
+    md << "\nExtrapolation: alpha, beta, the correction and d fitted on one part of the runs, scored on "
+          "the rest:\n\n"
+          "| split | fit runs | test runs | raw MRE % | calibrated MRE % | corrected MRE % | host term MRE "
+          "% (d, us) |\n"
+          "|---|---|---|---|---|---|---|\n";
+    for (const auto& e : extrap)
+      md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} ({:.1f}) |\n",
+                        e["split"].get<std::string>(), e["fit_runs"].get<size_t>(),
+                        e["test_runs"].get<size_t>(), e["raw_mre"].get<double>(),
+                        e["calibrated_mre"].get<double>(), e["corrected_mre"].get<double>(),
+                        e["host_mre"].get<double>(), 1e3 * e["host_node_ms"].get<double>());
+  }
+  if (rep.contains("test_runs")) {
+    md << fmt::format(
+        "\nOther runs, with alpha, beta, the correction and d ({:.1f} us) fitted on all of the runs "
+        "above:\n\n"
+        "| run | measured ms | raw ms (APE %) | alpha-beta ms (APE %) | corrected ms (APE %) | host term "
+        "ms (APE %) |\n"
+        "|---|---|---|---|---|---|\n",
+        1e3 * rep["test_runs_host_node_ms"].get<double>());
+    for (const auto& t : rep["test_runs"])
+      md << fmt::format(
+          "| {} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) |\n",
+          t["label"].get<std::string>(), t["measured_ms"].get<double>(), t["raw_ms"].get<double>(),
+          t["raw_ape"].get<double>(), t["alpha_beta_ms"].get<double>(), t["alpha_beta_ape"].get<double>(),
+          t["corrected_ms"].get<double>(), t["corrected_ape"].get<double>(), t["host_ms"].get<double>(),
+          t["host_ape"].get<double>());
+  }
+  return md.str();
+}
+
+/// report.md: what each figure is, the table per scheme, then extra_tables_md.
+std::string report_md(const std::vector<ParallelRun>& runs, const ParallelEvalOptions& o,
+                      const RawErrors& raw, const HalvesScores& h, const nlohmann::json& rep,
+                      const CommModel& comm) {
+  std::ostringstream md;
+  md << fmt::format(
+      "# Parallel composition vs measured iterations\n\n{} runs on {}; collective model B = {:.1f} GB/s, "
+      "gamma = {:.2f} us. raw: `predict --gpus` as it is; calibrated: T = alpha x compute + beta x "
+      "communication fitted on a random half, scored on the other half ({} seeds; alpha {:.3f}, beta "
+      "{:.3f}); corrected: raw x exp(w . z), a ridge fit of log(measured / raw) on the micro-batch "
+      "tokens, tp, pp, dp, width, depth, micro-batch count, bubble and communication share (with "
+      "second-order terms of "
+      "tokens, width and tp), on the same halves; host term: each slot max(the GPU's slot, its nodes x "
+      "d), the host's cost per graph node d fitted on the same halves (mean d {:.1f} us; `predict "
+      "--host-node-us`).\n\n"
+      "| scheme | runs | raw MRE % (bias %) | calibrated MRE % (sd) | corrected MRE % (sd) | host term MRE "
+      "% (sd) |\n"
+      "|---|---|---|---|---|---|\n",
+      runs.size(), rep["device"].get<std::string>(), comm.bandwidth_Bps / 1e9, comm.gamma_s * 1e6, o.seeds,
+      mean_of(h.alphas), mean_of(h.betas), 1e3 * mean_of(h.host_d));
+  auto cell = [](const nlohmann::json& j, const std::string& k) {
+    return j.contains(k) ? fmt::format("{:.1f} ({:.1f})", j[k]["mre"].get<double>(), j[k]["sd"].get<double>())
+                         : std::string("–");
+  };
+  for (const auto& [k, idx] : raw.by_scheme)
+    md << fmt::format("| {} | {} | {:.1f} ({:+.1f}) | {} | {} | {} |\n", k, idx.size(),
+                      raw.raw[k].get<double>(), raw.raw_bias[k].get<double>(), cell(rep["calibrated_mre"], k),
+                      cell(rep["corrected_mre"], k), cell(rep["host_mre"], k));
+  return md.str() + extra_tables_md(rep);
+}
+
 }  // namespace
 
 std::string ParallelRun::scheme() const {
@@ -238,280 +565,30 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     comm = *b.comm;
   SCALEDL_CHECK(comm.bandwidth_Bps > 0,
                 "no collective calibration: give --comm FILE (or a bundle trained with --comm)");
-  auto score = [&](const std::vector<ParallelRun>& rs, std::vector<Scored>& sc, std::vector<double>& y,
-                   std::vector<ParallelPrediction>& preds) {
-    sc.assign(rs.size(), Scored{});
-    y.assign(rs.size(), 0);
-    preds.assign(rs.size(), ParallelPrediction{});
-    for (size_t i = 0; i < rs.size(); ++i) {
-      const ParallelRun& r = rs[i];
-      const nlohmann::json cfg = {{"model_type", "gpt2"},
-                                  {"n_embd", r.hidden},
-                                  {"n_layer", r.layers},
-                                  {"n_head", r.heads},
-                                  {"vocab_size", padded_vocab(r.vocab, r.tp)},
-                                  {"n_positions", std::max<int64_t>(r.seq, 1024)}};
-      ModelSpec m = parse_model_config(cfg, r.label);
-      m.name = r.label;
-      TrainSettings s;
-      s.batch = r.global_batch / r.dp;
-      s.seq_len = r.seq;
-      s.dtype = r.dtype;
-      s.optimizer = OptimizerKind::Adam;
-      ParallelConfig c;
-      c.gpus = r.gpus;
-      c.tp = r.tp;
-      c.pp = r.pp;
-      c.microbatches = s.batch / r.micro_batch;
-      c.recompute = r.recompute;
-      preds[i] = predict_parallel(b, m, s, c, dev, comm, comm);
-      const ParallelPrediction& p = preds[i];
-      const double slots = static_cast<double>(c.microbatches + c.pp - 1);
-      sc[i].compute_ms = slots * (p.t_fwd_ms + p.t_bwd_ms + p.t_recompute_ms) + p.t_opt_ms;
-      sc[i].comm_ms = slots * (p.t_tp_ms + p.t_p2p_ms) + p.t_dp_ms;
-      sc[i].raw_ms = p.t_iter_ms;
-      sc[i].z = correction_features(r, p, sc[i].compute_ms, sc[i].comm_ms);
-      y[i] = r.measured_ms;
-    }
-  };
-  std::vector<Scored> sc;
-  std::vector<double> y;
-  std::vector<ParallelPrediction> preds;
-  score(runs, sc, y, preds);
-  auto ape = [](double pred, double meas) { return 100.0 * std::fabs(pred - meas) / meas; };
-  std::map<std::string, std::vector<size_t>> by_scheme;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    by_scheme[runs[i].scheme()].push_back(i);
-    by_scheme["all"].push_back(i);
-  }
-  nlohmann::json raw = nlohmann::json::object(), raw_bias = nlohmann::json::object(),
-                 counts = nlohmann::json::object();
-  for (const auto& [k, idx] : by_scheme) {
-    double e = 0, bias = 0;
-    for (size_t i : idx) {
-      e += ape(sc[i].raw_ms, y[i]);
-      bias += 100.0 * (sc[i].raw_ms - y[i]) / y[i];
-    }
-    raw[k] = e / idx.size();
-    raw_bias[k] = bias / idx.size();
-    counts[k] = idx.size();
-  }
+  const ScoredRuns s = score_runs(runs, b, dev, comm);
+  const RawErrors raw = raw_errors(runs, s);
   // Calibrated: fit on a random half, score the other half; mean over seeds.
-  std::map<std::string, std::vector<double>> cal, corr, host;
-  std::vector<double> alphas, betas, host_d;
-  std::vector<double> cal_pred_sum(runs.size(), 0), host_pred_sum(runs.size(), 0);
-  std::vector<int> cal_pred_n(runs.size(), 0);
-  for (int seed = 0; seed < o.seeds; ++seed) {
-    std::vector<size_t> order(runs.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(static_cast<uint64_t>(seed));
-    std::shuffle(order.begin(), order.end(), rng);
-    const size_t half = order.size() / 2;
-    std::vector<size_t> train(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(half));
-    std::vector<bool> is_test(runs.size(), false);
-    for (size_t j = half; j < order.size(); ++j) is_test[order[j]] = true;
-    if (train.empty()) train = order;
-    const auto [a, bt] = fit_ab(sc, y, train);
-    alphas.push_back(a);
-    betas.push_back(bt);
-    const Eigen::VectorXd w = fit_correction(sc, y, train);
-    const double d = fit_host(preds, y, train, dev.key());
-    host_d.push_back(d);
-    std::map<std::string, std::pair<double, int>> acc, acc2, acc3;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (!is_test[i]) continue;
-      const double pr = sc[i].alpha_beta_ms(a, bt);
-      const double pc = sc[i].corrected_ms(w);
-      const double ph = preds[i].iter_ms(d);
-      cal_pred_sum[i] += pc;
-      host_pred_sum[i] += ph;
-      ++cal_pred_n[i];
-      for (const std::string& k : {runs[i].scheme(), std::string("all")}) {
-        acc[k].first += ape(pr, y[i]);
-        ++acc[k].second;
-        acc2[k].first += ape(pc, y[i]);
-        ++acc2[k].second;
-        acc3[k].first += ape(ph, y[i]);
-        ++acc3[k].second;
-      }
-    }
-    for (const auto& [k, v] : acc) cal[k].push_back(v.first / v.second);
-    for (const auto& [k, v] : acc2) corr[k].push_back(v.first / v.second);
-    for (const auto& [k, v] : acc3) host[k].push_back(v.first / v.second);
-  }
-  // Extrapolation: fitted on one part of the runs, scored on a part it has not
-  // seen — a smaller node predicting the full one, one width predicting the other.
-  nlohmann::json extrap = nlohmann::json::array();
-  {
-    const int64_t max_gpus = std::max_element(runs.begin(), runs.end(), [](const auto& a, const auto& b2) {
-                               return a.gpus < b2.gpus;
-                             })->gpus;
-    std::set<int64_t> widths;
-    for (const auto& r : runs) widths.insert(r.hidden);
-    std::vector<std::pair<std::string, std::function<bool(const ParallelRun&)>>> splits;
-    if (max_gpus > 1)
-      splits.emplace_back(fmt::format("fit on < {} GPUs, test on {}", max_gpus, max_gpus),
-                          [max_gpus](const ParallelRun& r) { return r.gpus < max_gpus; });
-    if (widths.size() > 1)
-      for (int64_t h : widths) {
-        std::vector<int64_t> rest;
-        for (int64_t o : widths)
-          if (o != h) rest.push_back(o);
-        splits.emplace_back(fmt::format("fit on hidden {}, test on hidden {}", h, fmt::join(rest, "/")),
-                            [h](const ParallelRun& r) { return r.hidden == h; });
-      }
-    for (const auto& [name, in_fit] : splits) {
-      std::vector<size_t> fit, test;
-      for (size_t i = 0; i < runs.size(); ++i) (in_fit(runs[i]) ? fit : test).push_back(i);
-      if (fit.size() < sc.front().z.size() || test.empty()) continue;
-      const auto [a, bt] = fit_ab(sc, y, fit);
-      const Eigen::VectorXd w = fit_correction(sc, y, fit);
-      const double d = fit_host(preds, y, fit, dev.key());
-      double er = 0, eab = 0, ec = 0, eh = 0;
-      for (size_t i : test) {
-        er += ape(sc[i].raw_ms, y[i]);
-        eab += ape(sc[i].alpha_beta_ms(a, bt), y[i]);
-        ec += ape(sc[i].corrected_ms(w), y[i]);
-        eh += ape(preds[i].iter_ms(d), y[i]);
-      }
-      const double n = static_cast<double>(test.size());
-      extrap.push_back({{"split", name},
-                        {"fit_runs", fit.size()},
-                        {"test_runs", test.size()},
-                        {"raw_mre", er / n},
-                        {"calibrated_mre", eab / n},
-                        {"corrected_mre", ec / n},
-                        {"host_mre", eh / n},
-                        {"host_node_ms", d}});
-    }
-  }
-  auto summarize = [](const std::map<std::string, std::vector<double>>& m) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& [k, v] : m) {
-      const double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
-      double var = 0;
-      for (double x : v) var += (x - mean) * (x - mean);
-      j[k] = {{"mre", mean}, {"sd", v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0}};
-    }
-    return j;
-  };
-  const nlohmann::json calj = summarize(cal), corrj = summarize(corr), hostj = summarize(host);
-  auto mean_of = [](const std::vector<double>& v) {
-    return std::accumulate(v.begin(), v.end(), 0.0) / v.size();
-  };
-  nlohmann::json rep = {{"runs", runs.size()},      {"device", dev.key()},
-                        {"comm", comm.to_json()},   {"count", counts},
-                        {"raw_mre", raw},           {"raw_bias", raw_bias},
-                        {"calibrated_mre", calj},   {"corrected_mre", corrj},
-                        {"host_mre", hostj},        {"host_node_ms", mean_of(host_d)},
-                        {"alpha", mean_of(alphas)}, {"beta", mean_of(betas)},
-                        {"seeds", o.seeds},         {"extrapolation", extrap}};
-  if (!o.test_runs.empty()) {
-    // Fitted on every run of --runs, applied to runs of another source.
-    std::vector<size_t> all(runs.size());
-    std::iota(all.begin(), all.end(), 0);
-    const auto [a, bt] = fit_ab(sc, y, all);
-    const Eigen::VectorXd w = fit_correction(sc, y, all);
-    const double d = fit_host(preds, y, all, dev.key());
-    std::vector<Scored> ts;
-    std::vector<double> ty;
-    std::vector<ParallelPrediction> tp;
-    score(o.test_runs, ts, ty, tp);
-    nlohmann::json arr = nlohmann::json::array();
-    for (size_t i = 0; i < ts.size(); ++i) {
-      const double ab = ts[i].alpha_beta_ms(a, bt), cor = ts[i].corrected_ms(w), ho = tp[i].iter_ms(d);
-      arr.push_back({{"label", o.test_runs[i].label},
-                     {"scheme", o.test_runs[i].scheme()},
-                     {"measured_ms", ty[i]},
-                     {"raw_ms", ts[i].raw_ms},
-                     {"raw_ape", ape(ts[i].raw_ms, ty[i])},
-                     {"alpha_beta_ms", ab},
-                     {"alpha_beta_ape", ape(ab, ty[i])},
-                     {"corrected_ms", cor},
-                     {"corrected_ape", ape(cor, ty[i])},
-                     {"host_ms", ho},
-                     {"host_ape", ape(ho, ty[i])},
-                     {"prediction", tp[i].to_json()}});
-    }
-    rep["test_runs"] = arr;
-    rep["test_runs_host_node_ms"] = d;
-  }
+  const HalvesScores h = score_halves(runs, s, dev.key(), o.seeds);
+  const nlohmann::json extrap = extrapolation(runs, s, dev.key());
+  nlohmann::json rep = {{"runs", runs.size()},
+                        {"device", dev.key()},
+                        {"comm", comm.to_json()},
+                        {"count", raw.counts},
+                        {"raw_mre", raw.raw},
+                        {"raw_bias", raw.raw_bias},
+                        {"calibrated_mre", summarize(h.cal)},
+                        {"corrected_mre", summarize(h.corr)},
+                        {"host_mre", summarize(h.host)},
+                        {"host_node_ms", mean_of(h.host_d)},
+                        {"alpha", mean_of(h.alphas)},
+                        {"beta", mean_of(h.betas)},
+                        {"seeds", o.seeds},
+                        {"extrapolation", extrap}};
+  if (!o.test_runs.empty())
+    score_test_runs(runs, s, o.test_runs, score_runs(o.test_runs, b, dev, comm), dev.key(), rep);
   if (!o.out.empty()) {
-    std::ostringstream csv;
-    csv << "label,gpus,tp,dp,pp,global_batch,micro_batch,seq,dtype,recompute,measured_ms,raw_ms,compute_ms,"
-           "comm_ms,"
-           "corrected_ms,host_term_ms,t_fwd_ms,t_bwd_ms,t_recompute_ms,t_tp_ms,t_p2p_ms,t_dp_ms,t_opt_ms,"
-           "bubble_fraction,"
-           "slot_nodes\n";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const auto& r = runs[i];
-      const auto& p = preds[i];
-      csv << fmt::format(
-          "{},{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{:.3f},{:.3f},{:.3f},"
-          "{:.3f},{:.3f},{:.3f},{:.4f},{:.0f}\n",
-          r.label, r.gpus, r.tp, r.dp, r.pp, r.global_batch, r.micro_batch, r.seq, to_string(r.dtype),
-          r.recompute ? 1 : 0, r.measured_ms, sc[i].raw_ms, sc[i].compute_ms, sc[i].comm_ms,
-          cal_pred_n[i] ? fmt::format("{:.3f}", cal_pred_sum[i] / cal_pred_n[i]) : std::string(""),
-          cal_pred_n[i] ? fmt::format("{:.3f}", host_pred_sum[i] / cal_pred_n[i]) : std::string(""),
-          p.t_fwd_ms, p.t_bwd_ms, p.t_recompute_ms, p.t_tp_ms, p.t_p2p_ms, p.t_dp_ms, p.t_opt_ms,
-          p.plan.bubble_fraction, p.slot_nodes);
-    }
-    write_text_file_atomic(o.out + "/predictions.csv", csv.str());
-    std::ostringstream md;
-    md << fmt::format(
-        "# Parallel composition vs measured iterations\n\n{} runs on {}; collective model B = {:.1f} GB/s, "
-        "gamma = {:.2f} us. raw: `predict --gpus` as it is; calibrated: T = alpha x compute + beta x "
-        "communication fitted on a random half, scored on the other half ({} seeds; alpha {:.3f}, beta "
-        "{:.3f}); corrected: raw x exp(w . z), a ridge fit of log(measured / raw) on the micro-batch "
-        "tokens, tp, pp, dp, width, depth, micro-batch count, bubble and communication share (with "
-        "second-order terms of "
-        "tokens, width and tp), on the same halves; host term: each slot max(the GPU's slot, its nodes x "
-        "d), the host's cost per graph node d fitted on the same halves (mean d {:.1f} us; `predict "
-        "--host-node-us`).\n\n"
-        "| scheme | runs | raw MRE % (bias %) | calibrated MRE % (sd) | corrected MRE % (sd) | host term MRE "
-        "% (sd) |\n"
-        "|---|---|---|---|---|---|\n",
-        runs.size(), dev.key(), comm.bandwidth_Bps / 1e9, comm.gamma_s * 1e6, o.seeds, mean_of(alphas),
-        mean_of(betas), 1e3 * mean_of(host_d));
-    auto cell = [](const nlohmann::json& j, const std::string& k) {
-      return j.contains(k)
-                 ? fmt::format("{:.1f} ({:.1f})", j[k]["mre"].get<double>(), j[k]["sd"].get<double>())
-                 : std::string("–");
-    };
-    for (const auto& [k, idx] : by_scheme)
-      md << fmt::format("| {} | {} | {:.1f} ({:+.1f}) | {} | {} | {} |\n", k, idx.size(),
-                        raw[k].get<double>(), raw_bias[k].get<double>(), cell(calj, k), cell(corrj, k),
-                        cell(hostj, k));
-    if (!extrap.empty()) {
-      md << "\nExtrapolation: alpha, beta, the correction and d fitted on one part of the runs, scored on "
-            "the rest:\n\n"
-            "| split | fit runs | test runs | raw MRE % | calibrated MRE % | corrected MRE % | host term MRE "
-            "% (d, us) |\n"
-            "|---|---|---|---|---|---|---|\n";
-      for (const auto& e : extrap)
-        md << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} ({:.1f}) |\n",
-                          e["split"].get<std::string>(), e["fit_runs"].get<size_t>(),
-                          e["test_runs"].get<size_t>(), e["raw_mre"].get<double>(),
-                          e["calibrated_mre"].get<double>(), e["corrected_mre"].get<double>(),
-                          e["host_mre"].get<double>(), 1e3 * e["host_node_ms"].get<double>());
-    }
-    if (rep.contains("test_runs")) {
-      md << fmt::format(
-          "\nOther runs, with alpha, beta, the correction and d ({:.1f} us) fitted on all of the runs "
-          "above:\n\n"
-          "| run | measured ms | raw ms (APE %) | alpha-beta ms (APE %) | corrected ms (APE %) | host term "
-          "ms (APE %) |\n"
-          "|---|---|---|---|---|---|\n",
-          1e3 * rep["test_runs_host_node_ms"].get<double>());
-      for (const auto& t : rep["test_runs"])
-        md << fmt::format(
-            "| {} | {:.1f} | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) |\n",
-            t["label"].get<std::string>(), t["measured_ms"].get<double>(), t["raw_ms"].get<double>(),
-            t["raw_ape"].get<double>(), t["alpha_beta_ms"].get<double>(), t["alpha_beta_ape"].get<double>(),
-            t["corrected_ms"].get<double>(), t["corrected_ape"].get<double>(), t["host_ms"].get<double>(),
-            t["host_ape"].get<double>());
-    }
-    write_text_file_atomic(o.out + "/report.md", md.str());
+    write_text_file_atomic(o.out + "/predictions.csv", predictions_csv(runs, s, h));
+    write_text_file_atomic(o.out + "/report.md", report_md(runs, o, raw, h, rep, comm));
     write_text_file_atomic(o.out + "/report.json", rep.dump(1) + "\n");
   }
   return rep;

@@ -2,18 +2,7 @@
 // Needs LibTorch: no (this header includes no LibTorch header).
 // `scaledl eval`: the accuracy of ScaleDL and its baselines on whole-iteration
 // measurements, under protocols that separate what was trained on from what is
-// predicted (docs/eval.md):
-//
-//   id            per family a random 80/20 split of the runs (ScaleDL Table I)
-//   ood-family    leave one family out: train on the others (ScaleDL Fig. 5)
-//   ood-size      per family train on the smallest 70 % by training FLOP per
-//                 iteration, test on the largest 30 %
-//   cross-device  train on --db, test on --test-db, measured on other hardware;
-//                 the test device is known only by its probe record (with
-//                 test_layers, also by its layer rows: no model run of it trains)
-//   leave-one-device-out  one split per device of the store: every model (layer
-//                 models included) trains on the other devices' rows and runs; the
-//                 held-out device is known only by its record (spec sheet)
+// predicted (docs/eval.md; the protocols: SCALEDL_EVAL_PROTOCOLS below).
 //
 // Methods, all on the same splits:
 //   sum            T_sum + T_comm of the XGBoost layer models (no run-level training)
@@ -44,6 +33,40 @@
 
 namespace scaledl {
 
+// The evaluation protocols, one row each: X(Enumerator, name, description). The name is the
+// `--protocol` value and the report's "protocol"; the order is that of the messages. Code that
+// treats protocols differently switches over Protocol without a `default:`, so -Wswitch names
+// every place a new row must touch (make_splits, run_eval's protocol_* predicates).
+// clang-format off
+#define SCALEDL_EVAL_PROTOCOLS(X)                                                                  \
+  X(Id, "id", "per family a random 80/20 split of the runs (ScaleDL Table I)")                     \
+  X(OodFamily, "ood-family", "leave one family out: train on the others (ScaleDL Fig. 5)")         \
+  X(OodSize, "ood-size",                                                                           \
+    "per family train on the smallest 70 % by training FLOP per iteration, test on the largest "   \
+    "30 %")                                                                                        \
+  X(CrossDevice, "cross-device",                                                                   \
+    "train on --db, test on --test-db, measured on other hardware; the test device is known only " \
+    "by its probe record (with test_layers, also by its layer rows: no model run of it trains)")   \
+  X(LeaveOneDeviceOut, "leave-one-device-out",                                                     \
+    "one split per device of the store: every model (layer models included) trains on the other "  \
+    "devices' rows and runs; the held-out device is known only by its record (spec sheet)")
+// clang-format on
+#define SCALEDL_EVAL_PROTOCOL_ENUMERATOR(E, name, description) E,
+enum class Protocol : int { SCALEDL_EVAL_PROTOCOLS(SCALEDL_EVAL_PROTOCOL_ENUMERATOR) };
+#undef SCALEDL_EVAL_PROTOCOL_ENUMERATOR
+
+/// The protocol's name ("id", "ood-family", ...).
+const char* to_string(Protocol p);
+/// One sentence on what the protocol trains on and tests on (its row of SCALEDL_EVAL_PROTOCOLS).
+const char* protocol_description(Protocol p);
+/// Every protocol, in the table's order.
+const std::vector<Protocol>& all_protocols();
+/// The protocol named `name`; otherwise an Error `--protocol="<name>" is not a protocol (id, ...)`.
+Protocol parse_protocol(const std::string& name);
+/// Whether the protocol's splits depend on the seed (id: a random split); the others are the
+/// same for every seed.
+bool protocol_splits_are_random(Protocol p);
+
 /// One whole-iteration measurement as the evaluation sees it.
 struct EvalRun {
   std::string label;   ///< model_name of the run
@@ -64,7 +87,7 @@ struct EvalRun {
 };
 
 struct EvalOptions {
-  std::string protocol = "id";
+  Protocol protocol = Protocol::Id;
   std::vector<std::string> dbs;       ///< training store(s) (layer rows + model runs)
   std::vector<std::string> test_dbs;  ///< cross-device test store(s)
   /// cross-device: the test store's layer rows also train the layer models (a
@@ -159,11 +182,10 @@ struct EvalSplit {
   /// this split trains on; "" otherwise.
   std::string held_out_device;
 };
-std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, const std::string& protocol,
-                                   uint64_t seed);
+std::vector<EvalSplit> make_splits(const std::vector<EvalRun>& runs, Protocol protocol, uint64_t seed);
 
 /// Loads the stores, builds every run's graph, runs every method on every split
-/// and seed. Errors: a store without model runs, an unknown protocol or method,
+/// and seed. Errors: a store without model runs, an unknown method,
 /// a split that leaves a family empty, a test store whose device record is missing.
 EvalResult run_eval(const EvalOptions& o);
 

@@ -14,13 +14,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scaledl/eval/eval.hpp"
 #include "scaledl/memory/memory.hpp"
 
 namespace scaledl {
 
 struct MemoryEvalOptions {
   std::vector<std::string> dbs;  ///< stores with measured peaks
-  std::vector<std::string> protocols = {"id", "ood-size"};
+  std::vector<Protocol> protocols = {Protocol::Id, Protocol::OodSize};
   int seeds = 3;    ///< id: random splits; ood-size is deterministic (seed 0 only)
   std::string out;  ///< report.md, report.json, predictions.csv ("" = none)
 };
