@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install + build (scripts/setup.sh), then
+# The main job on a fresh machine: install + build the `scaledl` tool only
+# (scripts/setup.sh; the tests are built by scripts/test.sh), then
 # pretrain the predictor (one bundle) on the committed H100 campaign and predict
 # the epoch time of BERT-base on that GPU. Outputs go to out/ (ignored by git).
 set -euo pipefail

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One-command setup: install every dependency from Debian packages (idempotent),
-# then configure and build ScaleDL in Release into build/.
+# then configure ScaleDL in Release into build/ and build what the main job needs:
+# the `scaledl` command-line tool (tests and benchmarks are built by scripts/test.sh).
 #
-#   scripts/setup.sh [--no-build] [--jobs N]
+#   scripts/setup.sh [--no-build] [--all] [--jobs N]
+#     --no-build  install and stop
+#     --all       build every target (tools, tests, benchmarks)
 #
 # Environment: BUILD_DIR (default build), SCALEDL_CUDA (AUTO|ON|OFF, default AUTO),
 # Torch_DIR (use another LibTorch, e.g. one from a PyTorch install).
@@ -10,12 +13,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=1
+TARGETS=(--target scaledl)
 JOBS=$(nproc)
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
+    --all) TARGETS=() ;;
     --jobs) JOBS="$2"; shift ;;
-    *) echo "setup.sh: unknown option '$1' (known: --no-build, --jobs N)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option '$1' (known: --no-build, --all, --jobs N)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -24,9 +29,10 @@ PKGS=(build-essential cmake pkg-config
       libtorch-dev libopenblas0-pthread libgloo-dev
       libxgboost-dev xgboost
       nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev libssl-dev gnuplot-nox
-      libsentencepiece-dev libturbojpeg0-dev   # issue #15: bench pipeline (tokenizer, JPEG decode)
+      libsentencepiece-dev libturbojpeg0-dev   # bench pipeline (tokenizer, JPEG decode)
       libgtest-dev libgmock-dev libbenchmark-dev
-      clang-14 clang libclang-rt-14-dev)  # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes (a Recommends only)
+      clang-14 clang libclang-rt-14-dev   # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes (a Recommends only)
+      clang-format-14)                    # scripts/format.sh --check (CI)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -49,5 +55,5 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
       -DSCALEDL_CUDA="${SCALEDL_CUDA:-AUTO}" \
       -DSCALEDL_BUILD_TESTS=ON -DSCALEDL_BUILD_BENCH=ON \
       ${Torch_DIR:+-DTorch_DIR="$Torch_DIR"}
-cmake --build "$BUILD_DIR" -j "$JOBS"
+cmake --build "$BUILD_DIR" -j "$JOBS" "${TARGETS[@]}"
 echo "setup: built $BUILD_DIR/tools/scaledl"

@@ -1,6 +1,6 @@
 // scaledl train tokenizer: a SentencePiece model from a text corpus with
 // SentencePiece's C++ trainer (issue #15: the tokenizer of `bench pipeline`,
-// datasets/pipeline/kjv-bpe4k.model; scripts/make_pipeline_data.sh). Built into
+// datasets/pipeline/kjv-bpe4k.model; datasets/pipeline/make_pipeline_data.sh). Built into
 // scaledl-pipeline, which `scaledl train tokenizer` runs (pipeline_forward.cpp).
 #include <cstdio>
 #include <memory>

@@ -799,7 +799,7 @@ TEST(Neusight, DeviceFactsGiveTheComputeCapabilityAndASourcedSustainedClock) {
 }
 
 TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
-  // scripts/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the artifact's
+  // scripts/gpu/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the artifact's
   // columns.
   fs::path root = temp_dir("nsdtype");
   write_file(

@@ -37,7 +37,7 @@ TEST(Tokenizer, CommittedModelGivesTheExpectedIds) {
   Tokenizer t(kData + "/kjv-bpe4k.model");
   EXPECT_EQ(t.vocab_size(), 4000);
   EXPECT_EQ(t.eos_id(), 2);
-  // Fixed ids of the committed BPE model (scripts/make_pipeline_data.sh); a
+  // Fixed ids of the committed BPE model (datasets/pipeline/make_pipeline_data.sh); a
   // retrained or edited model changes them.
   const std::vector<int> expect = {1062, 5, 2831, 157, 1992, 5, 780, 11, 5, 342, 3954};
   EXPECT_EQ(t.encode("In the beginning God created the heaven and the earth."), expect);

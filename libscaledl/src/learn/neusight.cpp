@@ -185,7 +185,7 @@ std::vector<LayerMeasurement> read_neusight_csv(const std::string& path, const s
                 "{}:1: header lacks OPName, Latency or Device: not a NeuSight ops CSV", path);
   const int cB = csv_column(h, "B"), cM = csv_column(h, "M"), cN = csv_column(h, "N"),
             cK = csv_column(h, "K"), cH = csv_column(h, "H");
-  // Optional columns of our own measurements (scripts/neusight_ops_bench.py --dtype/--backward):
+  // Optional columns of our own measurements (scripts/gpu/neusight_ops_bench.py --dtype/--backward):
   // the dtype (default fp32, the artifact's) and the backward time of the same op, ms.
   const int c_dtype = csv_column(h, "DType"), c_bwd = csv_column(h, "BwdLatency");
   ++summary.files;
