@@ -73,8 +73,9 @@ nlohmann::json ScaleResult::to_json() const {
   return j;
 }
 
-ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
-                        const DeviceRecord& dev, const CommModel& intra, const CommModel& inter) {
+namespace {
+
+void check_scale_options(const ScaleOptions& o) {
   SCALEDL_CHECK(!o.gpus.empty(), "--gpus gives no GPU count");
   SCALEDL_CHECK(o.gpus_per_node >= 1, "--gpus-per-node={} must be >= 1", o.gpus_per_node);
   SCALEDL_CHECK(std::isfinite(o.price_per_gpu_hour) && o.price_per_gpu_hour >= 0,
@@ -90,129 +91,151 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
   SCALEDL_CHECK(o.per_gpu_batch >= 0 && o.per_gpu_batch <= (int64_t{1} << 24),
                 "--per-gpu-batch={} must be a sample count >= 1 (0 = --batch)", o.per_gpu_batch);
   check_headroom(o.headroom);
-  const double cap = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
-  ScaleResult res;
-  // One answer per job: every split's compute is anchored to what `predict` prints for its
-  // replica's batch on one GPU (predict_parallel_anchored), memoised by that batch.
-  std::map<int64_t, SingleGpuAnchor> anchors;  // by replica batch
-  auto anchor_of = [&](int64_t batch) -> const SingleGpuAnchor& {
+}
+
+/// What every split of one scale_curve call shares: the job, and the single-GPU anchors. One answer
+/// per job: every split's compute is anchored to what `predict` prints for its replica's batch on
+/// one GPU (predict_parallel_anchored), memoised by that batch.
+struct ScaleJob {
+  const Bundle& b;
+  const ModelSpec& m;
+  const TrainSettings& s;
+  const ScaleOptions& o;
+  const DeviceRecord& dev;
+  const CommModel& intra;
+  const CommModel& inter;
+  double cap = 0;                              ///< device memory, bytes (0 = unknown)
+  std::map<int64_t, SingleGpuAnchor> anchors;  ///< by replica batch
+
+  const SingleGpuAnchor& anchor_of(int64_t batch) {
     auto it = anchors.find(batch);
     if (it != anchors.end()) return it->second;
     TrainSettings t = s;
     t.batch = batch;
     return anchors[batch] = single_gpu_anchor(b, m, t, dev, b.host_node_ms_for(dev.key()));
-  };
-  // Speedup and efficiency are against one GPU running the same batch (the global batch, or in weak
-  // scaling the per-GPU one), predicted whether or not 1 is among the counts asked (and whether
-  // or not it fits in memory there).
-  const int64_t base_batch = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch)
-                                    : (o.global_batch > 0 ? o.global_batch : s.batch);
-  res.single_gpu_ms = anchor_of(base_batch).single_ms;
-  // ms per sample on one GPU, its host's input pipeline included (issue #15) when it is modelled
-  const double t1 = std::max(res.single_gpu_ms, o.input_ms ? o.input_ms(1, 1, base_batch) : 0.0) /
-                    static_cast<double>(base_batch);
-  int64_t most_nodes = 1;  // the most nodes a feasible point spans (for the cross-node warning)
-  for (int64_t n : o.gpus) {
-    SCALEDL_CHECK(n >= 1, "--gpus: {} is not a GPU count", n);
-    const int64_t gb = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch) * n
-                              : (o.global_batch > 0 ? o.global_batch : s.batch);
-    ScalePoint pt;
-    pt.gpus = n;
-    pt.global_batch = gb;
-    bool found = false;
-    std::string why = "no split of the model fits";
-    double min_peak = INFINITY;
-    // Nodes of gpus_per_node GPUs; a count that does not fill whole nodes is costed as one node.
-    int64_t nodes = n <= o.gpus_per_node ? 1 : (n + o.gpus_per_node - 1) / o.gpus_per_node;
-    if (n % nodes) nodes = 1;
-    for (int64_t tp = 1; tp <= std::min(n, o.gpus_per_node); tp *= 2) {
-      if (m.num_heads % tp || m.num_kv_heads % tp || m.ffn_dim % tp) continue;
-      for (int64_t pp = 1; tp * pp <= n; pp *= 2) {
-        if (n % (tp * pp)) continue;
-        if (pp > m.num_layers || (pp > 1 && m.arch == Arch::EncoderDecoder)) continue;
-        const int64_t dp = n / (tp * pp);
-        if (gb % dp) {
-          why = fmt::format("global batch {} is not divisible by the data-parallel ways", gb);
-          continue;
+  }
+};
+
+/// The search over the splits of one GPU count: the fastest that fits, and why none did.
+struct SplitSearch {
+  ScalePoint pt;
+  bool found = false;
+  std::string why = "no split of the model fits";
+  double min_peak = INFINITY;
+};
+
+/// Nodes of gpus_per_node GPUs; a count that does not fill whole nodes is costed as one node.
+int64_t nodes_for(int64_t n, int64_t gpus_per_node) {
+  int64_t nodes = n <= gpus_per_node ? 1 : (n + gpus_per_node - 1) / gpus_per_node;
+  if (n % nodes) nodes = 1;
+  return nodes;
+}
+
+/// The micro-batch sizes of a replica's batch (powers of two dividing it, and itself), largest first.
+std::vector<int64_t> micro_batch_sizes(int64_t per_replica) {
+  std::vector<int64_t> mbs;
+  for (int64_t mb = 1; mb <= per_replica; mb *= 2)
+    if (per_replica % mb == 0) mbs.push_back(mb);
+  if (mbs.empty() || mbs.back() != per_replica) mbs.push_back(per_replica);
+  std::reverse(mbs.begin(), mbs.end());
+  return mbs;
+}
+
+/// One split: predicted and its per-GPU memory checked; true when it fits (then it is counted,
+/// and kept when it is the fastest so far).
+bool try_split(ScaleJob& job, const ParallelConfig& c, int64_t per_replica, int64_t dp, SplitSearch& sr) {
+  TrainSettings t = job.s;
+  t.batch = per_replica;
+  ParallelPrediction p;
+  try {
+    p = predict_parallel_anchored(job.b, job.m, t, c, job.dev, job.intra, job.inter,
+                                  &job.anchor_of(per_replica));
+  } catch (const Error& e) {
+    sr.why = e.what();
+    return false;
+  }
+  const ParallelMemory pm =
+      estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches, dp,
+                               c.zero, c.recompute, job.s.optimizer, memory_device_kind(job.dev.kind));
+  if (memory_verdict(pm.peak, NAN, job.cap, job.o.headroom) == "does not fit") {
+    ++sr.pt.skipped_memory;
+    sr.why = fmt::format(
+        "no split fits in {:.1f} GB with {:.0f} % headroom (smallest per-GPU peak tried {:.1f} GB)",
+        job.cap / 1e9, 100 * job.o.headroom, (sr.min_peak = std::min(sr.min_peak, pm.peak)) / 1e9);
+    return false;
+  }
+  ++sr.pt.splits;
+  if (!sr.found || p.t_iter_ms < sr.pt.best.t_iter_ms) {
+    sr.pt.best = p;
+    sr.pt.peak_bytes = pm.peak;
+    sr.found = true;
+  }
+  return true;
+}
+
+/// Every feasible (tp, pp, dp, ep, micro-batch) split of n GPUs on `nodes` nodes for global batch gb.
+void search_splits(ScaleJob& job, int64_t n, int64_t gb, int64_t nodes, SplitSearch& sr) {
+  const ModelSpec& m = job.m;
+  const ScaleOptions& o = job.o;
+  for (int64_t tp = 1; tp <= std::min(n, o.gpus_per_node); tp *= 2) {
+    if (m.num_heads % tp || m.num_kv_heads % tp || m.ffn_dim % tp) continue;
+    for (int64_t pp = 1; tp * pp <= n; pp *= 2) {
+      if (n % (tp * pp)) continue;
+      if (pp > m.num_layers || (pp > 1 && m.arch == Arch::EncoderDecoder)) continue;
+      const int64_t dp = n / (tp * pp);
+      if (gb % dp) {
+        sr.why = fmt::format("global batch {} is not divisible by the data-parallel ways", gb);
+        continue;
+      }
+      const int64_t per_replica = gb / dp;
+      // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
+      for (int64_t ep = 1; ep <= dp; ep *= 2) {
+        if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
+        // Largest micro-batch first: without pipeline stages, accumulating gradients over several
+        // micro-batches is never faster than one pass over the batch, only smaller in memory, so
+        // there the first split that fits is taken.
+        bool fitted = false;
+        for (int64_t mb : micro_batch_sizes(per_replica)) {
+          if (fitted && pp == 1) break;
+          ParallelConfig c;
+          c.ep = ep;
+          c.gpus = n;
+          c.nodes = nodes;
+          c.tp = tp;
+          c.pp = pp;
+          c.microbatches = per_replica / mb;
+          c.zero = dp > 1 ? o.zero : 0;
+          c.recompute = o.recompute;
+          c.host_node_ms = job.b.host_node_ms_for(job.dev.key());
+          if (try_split(job, c, per_replica, dp, sr)) fitted = true;
         }
-        const int64_t per_replica = gb / dp;
-        // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
-        for (int64_t ep = 1; ep <= dp; ep *= 2) {
-          if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
-          // Largest micro-batch first: without pipeline stages, accumulating gradients over several
-          // micro-batches is never faster than one pass over the batch, only smaller in memory, so
-          // there the first split that fits is taken.
-          bool fitted = false;
-          std::vector<int64_t> mbs;
-          for (int64_t mb = 1; mb <= per_replica; mb *= 2)
-            if (per_replica % mb == 0) mbs.push_back(mb);
-          if (mbs.empty() || mbs.back() != per_replica) mbs.push_back(per_replica);
-          std::reverse(mbs.begin(), mbs.end());
-          for (int64_t mb : mbs) {
-            if (fitted && pp == 1) break;
-            ParallelConfig c;
-            c.ep = ep;
-            c.gpus = n;
-            c.nodes = nodes;
-            c.tp = tp;
-            c.pp = pp;
-            c.microbatches = per_replica / mb;
-            c.zero = dp > 1 ? o.zero : 0;
-            c.recompute = o.recompute;
-            c.host_node_ms = b.host_node_ms_for(dev.key());
-            TrainSettings t = s;
-            t.batch = per_replica;
-            ParallelPrediction p;
-            try {
-              p = predict_parallel_anchored(b, m, t, c, dev, intra, inter, &anchor_of(per_replica));
-            } catch (const Error& e) {
-              why = e.what();
-              continue;
-            }
-            const ParallelMemory pm =
-                estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches,
-                                         dp, c.zero, c.recompute, s.optimizer, memory_device_kind(dev.kind));
-            if (memory_verdict(pm.peak, NAN, cap, o.headroom) == "does not fit") {
-              ++pt.skipped_memory;
-              why = fmt::format(
-                  "no split fits in {:.1f} GB with {:.0f} % headroom (smallest per-GPU peak tried {:.1f} GB)",
-                  cap / 1e9, 100 * o.headroom, (min_peak = std::min(min_peak, pm.peak)) / 1e9);
-              continue;
-            }
-            ++pt.splits;
-            fitted = true;
-            if (!found || p.t_iter_ms < pt.best.t_iter_ms) {
-              pt.best = p;
-              pt.peak_bytes = pm.peak;
-              found = true;
-            }
-          }
-        }  // ep
       }
     }
-    if (!found) {
-      res.infeasible.push_back(fmt::format("{}: {}", n, why));
-      continue;
-    }
-    most_nodes = std::max(most_nodes, nodes);
-    pt.t_compute_ms = pt.best.t_iter_ms;
-    if (o.input_ms) {  // issue #15: ORION's max(T_compute, T_input); the same for every split of this N
-      pt.t_input_ms = o.input_ms(n, nodes, gb);
-      pt.best.t_iter_ms = std::max(pt.t_compute_ms, pt.t_input_ms);
-    }
-    const double per_sample = pt.best.t_iter_ms / static_cast<double>(gb);
-    pt.speedup = t1 / per_sample;
-    pt.efficiency = pt.speedup / static_cast<double>(n);
-    if (o.samples > 0) {
-      const int64_t iters = (o.samples + gb - 1) / gb;
-      pt.t_epoch_s = static_cast<double>(iters) * pt.best.t_iter_ms / 1e3;
-      if (o.price_per_gpu_hour > 0)
-        pt.cost = o.price_per_gpu_hour * static_cast<double>(n) * pt.t_epoch_s / 3600.0;
-    }
-    res.points.push_back(pt);
   }
-  SCALEDL_CHECK(!res.points.empty(), "no GPU count has a feasible split ({})", res.infeasible.front());
-  res.comm_warning = cross_node_comm_warning(inter, most_nodes);
+}
+
+/// The best split's input bound (issue #15), speedup against `t1` (ms per sample on one GPU),
+/// epoch time and cost.
+void finish_point(ScalePoint& pt, const ScaleOptions& o, int64_t nodes, double t1) {
+  const int64_t n = pt.gpus, gb = pt.global_batch;
+  pt.t_compute_ms = pt.best.t_iter_ms;
+  if (o.input_ms) {  // issue #15: ORION's max(T_compute, T_input); the same for every split of this N
+    pt.t_input_ms = o.input_ms(n, nodes, gb);
+    pt.best.t_iter_ms = std::max(pt.t_compute_ms, pt.t_input_ms);
+  }
+  const double per_sample = pt.best.t_iter_ms / static_cast<double>(gb);
+  pt.speedup = t1 / per_sample;
+  pt.efficiency = pt.speedup / static_cast<double>(n);
+  if (o.samples > 0) {
+    const int64_t iters = (o.samples + gb - 1) / gb;
+    pt.t_epoch_s = static_cast<double>(iters) * pt.best.t_iter_ms / 1e3;
+    if (o.price_per_gpu_hour > 0)
+      pt.cost = o.price_per_gpu_hour * static_cast<double>(n) * pt.t_epoch_s / 3600.0;
+  }
+}
+
+/// The fastest point (per sample) and the one that best meets the epoch target.
+void pick_points(ScaleResult& res, const ScaleOptions& o) {
   for (size_t i = 0; i < res.points.size(); ++i) {
     const auto& p = res.points[i];
     if (res.fastest < 0 || p.best.t_iter_ms / p.global_batch <
@@ -225,6 +248,44 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
       if (better) res.best_for_target = static_cast<int64_t>(i);
     }
   }
+}
+
+}  // namespace
+
+ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
+                        const DeviceRecord& dev, const CommModel& intra, const CommModel& inter) {
+  check_scale_options(o);
+  ScaleJob job{b, m, s, o, dev, intra, inter, dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0, {}};
+  ScaleResult res;
+  // Speedup and efficiency are against one GPU running the same batch (the global batch, or in weak
+  // scaling the per-GPU one), predicted whether or not 1 is among the counts asked (and whether
+  // or not it fits in memory there).
+  const int64_t base_batch = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch)
+                                    : (o.global_batch > 0 ? o.global_batch : s.batch);
+  res.single_gpu_ms = job.anchor_of(base_batch).single_ms;
+  // ms per sample on one GPU, its host's input pipeline included (issue #15) when it is modelled
+  const double t1 = std::max(res.single_gpu_ms, o.input_ms ? o.input_ms(1, 1, base_batch) : 0.0) /
+                    static_cast<double>(base_batch);
+  int64_t most_nodes = 1;  // the most nodes a feasible point spans (for the cross-node warning)
+  for (int64_t n : o.gpus) {
+    SCALEDL_CHECK(n >= 1, "--gpus: {} is not a GPU count", n);
+    SplitSearch sr;
+    sr.pt.gpus = n;
+    sr.pt.global_batch = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch) * n
+                                : (o.global_batch > 0 ? o.global_batch : s.batch);
+    const int64_t nodes = nodes_for(n, o.gpus_per_node);
+    search_splits(job, n, sr.pt.global_batch, nodes, sr);
+    if (!sr.found) {
+      res.infeasible.push_back(fmt::format("{}: {}", n, sr.why));
+      continue;
+    }
+    most_nodes = std::max(most_nodes, nodes);
+    finish_point(sr.pt, o, nodes, t1);
+    res.points.push_back(sr.pt);
+  }
+  SCALEDL_CHECK(!res.points.empty(), "no GPU count has a feasible split ({})", res.infeasible.front());
+  res.comm_warning = cross_node_comm_warning(inter, most_nodes);
+  pick_points(res, o);
   return res;
 }
 

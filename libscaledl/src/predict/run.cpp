@@ -1,0 +1,163 @@
+// One request of `predict` (predict_api.hpp): its checks, its device, its bundle, and the
+// prediction of one configuration on one device or on --gpus N.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "scaledl/core/error.hpp"
+#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/io/store.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/learn/calibration.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
+#include "scaledl/predict/bundle.hpp"
+#include "scaledl/predict/physics.hpp"
+#include "scaledl/predict/predict_api.hpp"
+
+namespace scaledl {
+
+void PredictRequest::check_inputs() const {
+  SCALEDL_CHECK(sweeps.empty() || csv.empty(), "give --sweep or --csv, not both");
+  SCALEDL_CHECK(many() || !args.model.empty(), "predict: MODEL.json is required (or --csv FILE)");
+}
+
+void PredictRequest::check_ranges() const {
+  SCALEDL_CHECK(devices >= 1 && devices <= (1 << 20), "--devices={} must be in [1, 2^20]", devices);
+  SCALEDL_CHECK(threads >= 1 && threads <= 1024, "--threads={} must be in [1, 1024]", threads);
+  SCALEDL_CHECK(devices == 1 || !comm.empty(),
+                "--devices={} needs an all-reduce calibration (--comm FILE, see docs/predict.md)", devices);
+  SCALEDL_CHECK(samples == 0 || iterations == 0, "give --samples or --iterations, not both");
+  SCALEDL_CHECK(samples >= 0 && iterations >= 0, "--samples and --iterations must be >= 0");
+  check_headroom(headroom);
+}
+
+void PredictRequest::check_parallel() const {
+  SCALEDL_CHECK(!many(),
+                "--gpus/--tp/--pp/--ep/--microbatches/--zero/--recompute: one configuration at a time "
+                "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
+  SCALEDL_CHECK(devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
+  SCALEDL_CHECK(anchor.empty(), "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)",
+                anchor);
+}
+
+DeviceRecord resolve_device(const PredictRequest& o) {
+  if (!o.device_spec.empty()) {
+    SCALEDL_CHECK(o.db.empty(), "--device-spec and --db both name a device: give one");
+    return load_device_spec(o.device_spec);
+  }
+  SCALEDL_CHECK(!o.db.empty(), "no device: give --device-spec FILE or --db STORE [--device KEY]");
+  Store store(o.db, /*read_only=*/true);
+  if (!o.device.empty()) {
+    auto d = store.device(o.device);
+    SCALEDL_CHECK(d.has_value(), "--device={} is not in {} (see `scaledl db info --db {}`)", o.device, o.db,
+                  o.db);
+    return *d;
+  }
+  auto all = store.devices();
+  SCALEDL_CHECK(all.size() == 1, "--db={} holds {} devices: choose one with --device KEY", o.db, all.size());
+  return all[0];
+}
+
+std::optional<DeviceRecord> default_device(const PredictRequest& o) {
+  // --sweep/--csv may name each configuration's device (device_spec); otherwise one device for all.
+  const bool per_variant_device = o.many() && o.device_spec.empty() && o.db.empty();
+  if (per_variant_device) return std::nullopt;
+  return resolve_device(o);
+}
+
+Bundle load_predict_bundle(const PredictRequest& o, const std::optional<DeviceRecord>& dev) {
+  SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(),
+                "no models: give --bundle DIR (or --layers DIR [--graph ...])");
+  SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty()),
+                "--bundle={} already holds the layer and graph models: drop --layers/--graph", o.bundle);
+  Bundle b;
+  if (!o.bundle.empty()) {
+    b = load_bundle(o.bundle);
+    if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);  // a calibration of this cluster, for N > 1
+    if (!o.anchor.empty()) {
+      // Measured runs set the device's bias; the in-domain refinement predicts
+      // better once it is removed (docs/unseen-gpu.md, "A refinement for GPUs
+      // without layer timings").
+      b.graph_device_out.reset();
+      b.intervals_device_out.reset();
+    }
+  } else {
+    b.layers = LayerPredictor::load(o.layers);
+    if (!o.graph.empty()) {
+      std::string path = o.graph;
+      if (std::filesystem::is_directory(path)) path += "/graph_model.safetensors";
+      b.graph = GraphPredictor::load(path);
+    }
+    if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
+  }
+  if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
+  if (!o.calibrate.empty()) {
+    SCALEDL_CHECK(dev.has_value(),
+                  "--calibrate={}: one device (--device-spec or --db), not a device_spec sweep or column",
+                  o.calibrate);
+    b.calibration = calibrate_from_store(b.layers, o.calibrate, *dev);
+  }
+  return b;
+}
+
+std::string stale_rates_warning(const Bundle& b, const std::optional<DeviceRecord>& dev) {
+  // Layer models from before 2026-11-26 normalised a probed GPU's rows by its measured rates;
+  // the rooflines now run at its spec peak (DeviceRecord::compute_gflops).
+  if (!dev || b.layers.options().spec_rates || dev->measured_gflops <= 0 || dev->peak_fp32_gflops <= 0)
+    return "";
+  return fmt::format(
+      "the layer models were trained before rooflines used a probed GPU's spec peak "
+      "(manifest options.rates=measured): the predictions for {} differ from what they learned; retrain "
+      "them (scaledl train)",
+      dev->key());
+}
+
+SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const DeviceRecord& dev) {
+  SinglePrediction r;
+  auto [m, s] = o.args.load(&r.assumed);
+  s.num_devices = o.devices;
+  const LayerGraph g = build_layer_graph(m, s);
+  r.p = b.predict(g, dev, !o.raw);
+  r.anchor = request_anchor(o, b, dev);
+  if (r.anchor) b.apply_anchor(r.p, *r.anchor);
+  r.outside = b.out_of_range(r.p);
+  r.host_warning =
+      host_bound_warning(r.p.t_sum_ms, static_cast<double>(g.nodes.size()), r.p.host_ms, dev.kind);
+  r.iterations = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
+  r.memory = predict_memory(g, dev, b.memory ? &*b.memory : nullptr, o.headroom);
+  r.model = std::move(m);
+  r.settings = s;
+  r.device = dev;
+  r.nodes = g.nodes.size();
+  r.host_node_us_given = o.host_node_us.has_value();
+  return r;
+}
+
+ParallelSingle predict_parallel_single(const PredictRequest& o, const Bundle& b, const DeviceRecord& dev) {
+  o.check_parallel();
+  ParallelSingle r;
+  auto [m, s] = o.args.load(&r.assumed);
+  const CommModel comm = b.cluster_comm();
+  r.par = o.par;
+  r.par.host_node_ms = b.host_node_ms_for(dev.key());  // --host-node-us, else the bundle's term
+  r.r = predict_parallel_anchored(b, m, s, r.par, dev, comm, comm);
+  r.host_warning = host_bound_warning(r.r.t_slot_gpu_ms, r.r.slot_nodes, r.r.t_host_ms, dev.kind);
+  r.comm_warning = cross_node_comm_warning(comm, o.par.nodes);  // issue #39 case 27
+  const ParallelPlan& p = r.r.plan;
+  r.iterations =
+      o.iterations ? o.iterations : (o.samples ? (o.samples + s.batch * p.dp - 1) / (s.batch * p.dp) : 0);
+  // Per-GPU peak: the analytic replay of one micro-batch of the slowest stage's shard.
+  r.memory = estimate_parallel_memory(build_layer_graph(p.stage, p.micro), o.par.pp, o.par.microbatches, p.dp,
+                                      o.par.zero, o.par.recompute, s.optimizer, memory_device_kind(dev.kind));
+  r.capacity_bytes = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
+  r.headroom = o.headroom;
+  r.verdict = memory_verdict(r.memory.peak, NAN, r.capacity_bytes, o.headroom);
+  r.model = std::move(m);
+  r.settings = s;
+  r.device = dev;
+  return r;
+}
+
+}  // namespace scaledl
