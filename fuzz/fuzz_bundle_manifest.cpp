@@ -1,4 +1,4 @@
-// Bundle manifests (predict/bundle.cpp: load_bundle, and what it calls: the layer-model
+// Bundle manifests (predict/bundle_io.cpp: load_bundle, and what it calls: the layer-model
 // manifest, the graph model, the interval model, the comm model), as `scaledl predict
 // --bundle DIR` reads them. A bundle's manifest holds its checksums, so none of it is
 // covered by them: every field must be read defensively (issue #39).

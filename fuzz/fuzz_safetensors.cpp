@@ -1,5 +1,5 @@
 // safetensors weights files (gnn/safetensors.cpp) and the graph-model loader
-// on top of them (GraphPredictor::load in gnn/gnn.cpp: metadata JSON, config,
+// on top of them (GraphPredictor::load in gnn/gnn_io.cpp: metadata JSON, config,
 // normalisation tensors, weights), read from a file as `scaledl predict` does.
 #include "fuzz_util.hpp"
 #include "gnn/safetensors.hpp"

@@ -1,0 +1,12 @@
+#pragma once
+// Internals shared by the graph-model sources gnn_model.cpp, gnn_train.cpp and gnn_io.cpp (not a
+// public header).
+#include <initializer_list>
+#include <string>
+
+namespace scaledl::gnn_detail {
+
+/// Error "KEY=V is not one of: A, B" unless `v` is one of `ok`.
+void check_choice(const std::string& v, std::initializer_list<const char*> ok, const std::string& key);
+
+}  // namespace scaledl::gnn_detail
