@@ -799,8 +799,8 @@ TEST(Neusight, DeviceFactsGiveTheComputeCapabilityAndASourcedSustainedClock) {
 }
 
 TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
-  // scripts/gpu/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the artifact's
-  // columns.
+  // scripts/gpu/neusight_ops_bench.py --dtype bf16 --backward writes DType and BwdLatency beside the
+  // artifact's columns.
   fs::path root = temp_dir("nsdtype");
   write_file(
       root / "device_configs" / "g.json",
