@@ -69,6 +69,78 @@ nlohmann::json check_against(const scaledl::PipelineReport& r, const std::string
   return rows;
 }
 
+// The text report of a run: per pipeline its per-sample costs and the rates by
+// worker count beside the fitted model, the storage read, the --check table.
+void print_report(const BenchPipelineOptions& o, const scaledl::HostInfo& host,
+                  const scaledl::PipelineReport& r, const nlohmann::json& j, size_t stored) {
+  using namespace scaledl;
+  std::printf("bench pipeline on %s; warm-up %.2f s, %d repeats of ~%.2f s per worker count\n",
+              host.key().c_str(), o.b.warmup_s, o.b.repeats, o.b.repeat_s);
+  for (size_t i = 0; i < r.pipelines.size(); ++i) {
+    const auto& m = r.pipelines[i];
+    const auto& pj = j["pipelines"][i];
+    if (m.kind == InputKind::Text)
+      std::printf(
+          "\ntext   %s: %lld lines, samples of %lld tokens (%.0f bytes of text each)\n"
+          "       per sample, 1 worker: tokenise %.4f ms, pack %.4f ms\n",
+          m.data.c_str(), static_cast<long long>(m.items), static_cast<long long>(m.sample_size),
+          m.bytes_per_sample, m.decode_ms, m.transform_ms);
+    else
+      std::printf(
+          "\nimage  %s: %lld JPEGs (%lld corrupt, skipped), %lld x %lld output, %.0f bytes per file\n"
+          "       per sample, 1 worker: read %.4f ms, decode %.4f ms, crop+resize+flip+normalise %.4f ms\n",
+          m.data.c_str(), static_cast<long long>(m.items), static_cast<long long>(m.skipped),
+          static_cast<long long>(m.sample_size), static_cast<long long>(m.sample_size), m.bytes_per_sample,
+          m.read_ms, m.decode_ms, m.transform_ms);
+    std::printf("  %7s %12s %7s %8s %10s %10s %9s\n", "workers", "samples/s", "cv", "foreign", "status",
+                "speedup", "model");
+    const double r1 = m.points.empty() ? 0 : m.points.front().samples_per_s;
+    for (size_t k = 0; k < m.points.size(); ++k) {
+      const auto& p = m.points[k];
+      std::printf("  %7d %12.1f %7.3f %8.2f %10s %10.2f %9.1f\n", p.workers, p.samples_per_s, p.cv,
+                  p.foreign_vcpus, p.status.c_str(), r1 > 0 ? p.samples_per_s / r1 : 0.0,
+                  pj["predicted"][k]["samples_per_s"].get<double>());
+    }
+    const auto& t = pj["model"];
+    std::printf("  model: R1 %.1f samples/s, alpha %.3f, beta %.3f (USL fitted on 2 <= W <= %d vCPUs)\n",
+                t["r1_samples_per_s"].get<double>(), t["alpha"].get<double>(), t["beta"].get<double>(),
+                host.vcpus);
+  }
+  if (r.storage) {
+    const auto& s = *r.storage;
+    std::printf(
+        "\nstorage %s: %s read %d times, %.1f MB/s (cv %.3f); page cache %s (%.1f %% of the file resident "
+        "before a read)\n",
+        s.path.c_str(), mib(s.bytes).c_str(), s.repeats, s.read_Bps / 1e6, s.cv,
+        s.cache_dropped ? "dropped (posix_fadvise DONTNEED)" : "NOT dropped", 100 * s.resident_before);
+    if (s.resident_before > 0.05)
+      std::printf(
+          "warning: part of the file stayed cached: the rate is partly a memory rate, not the device's\n");
+  } else {
+    std::printf("\nstorage: not measured (give --path FILE)\n");
+  }
+  if (j.contains("check")) {
+    // A markdown table: docs/results/pipeline/ quotes it as it is.
+    std::printf("\ncheck against %s (its model's prediction vs this run's measurement, samples/s):\n\n",
+                o.check.c_str());
+    std::printf(
+        "| kind | workers | measured | cv | predicted | error %% | speedup | predicted speedup | error %% | "
+        "linear W x R1 | error %% | limit |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto& c : j["check"]["rows"])
+      std::printf("| %s | %d | %.1f | %.3f | %.1f | %+.1f | %.3f | %.3f | %+.1f | %.1f | %+.1f | %s |\n",
+                  c["kind"].get<std::string>().c_str(), c["workers"].get<int>(), c["measured"].get<double>(),
+                  c["measured_cv"].get<double>(), c["predicted"].get<double>(), c["error_pct"].get<double>(),
+                  c["speedup"].get<double>(), c["predicted_speedup"].get<double>(),
+                  c["speedup_error_pct"].get<double>(), c["linear"].get<double>(),
+                  c["linear_error_pct"].get<double>(), c["limit"].get<std::string>().c_str());
+  }
+  if (!o.db.empty())
+    std::printf("\nstore %s: %zu new pipeline rows (campaign %s)\n", o.db.c_str(), stored,
+                o.campaign.c_str());
+  if (!o.out.empty()) std::printf("wrote %s\n", o.out.c_str());
+}
+
 int run(BenchPipelineOptions o) {
   using namespace scaledl;
   check_output_is_not_input(o.out, "--out",
@@ -140,71 +212,7 @@ int run(BenchPipelineOptions o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("bench pipeline on %s; warm-up %.2f s, %d repeats of ~%.2f s per worker count\n",
-              host.key().c_str(), o.b.warmup_s, o.b.repeats, o.b.repeat_s);
-  for (size_t i = 0; i < r.pipelines.size(); ++i) {
-    const auto& m = r.pipelines[i];
-    const auto& pj = j["pipelines"][i];
-    if (m.kind == InputKind::Text)
-      std::printf(
-          "\ntext   %s: %lld lines, samples of %lld tokens (%.0f bytes of text each)\n"
-          "       per sample, 1 worker: tokenise %.4f ms, pack %.4f ms\n",
-          m.data.c_str(), static_cast<long long>(m.items), static_cast<long long>(m.sample_size),
-          m.bytes_per_sample, m.decode_ms, m.transform_ms);
-    else
-      std::printf(
-          "\nimage  %s: %lld JPEGs (%lld corrupt, skipped), %lld x %lld output, %.0f bytes per file\n"
-          "       per sample, 1 worker: read %.4f ms, decode %.4f ms, crop+resize+flip+normalise %.4f ms\n",
-          m.data.c_str(), static_cast<long long>(m.items), static_cast<long long>(m.skipped),
-          static_cast<long long>(m.sample_size), static_cast<long long>(m.sample_size), m.bytes_per_sample,
-          m.read_ms, m.decode_ms, m.transform_ms);
-    std::printf("  %7s %12s %7s %8s %10s %10s %9s\n", "workers", "samples/s", "cv", "foreign", "status",
-                "speedup", "model");
-    const double r1 = m.points.empty() ? 0 : m.points.front().samples_per_s;
-    for (size_t k = 0; k < m.points.size(); ++k) {
-      const auto& p = m.points[k];
-      std::printf("  %7d %12.1f %7.3f %8.2f %10s %10.2f %9.1f\n", p.workers, p.samples_per_s, p.cv,
-                  p.foreign_vcpus, p.status.c_str(), r1 > 0 ? p.samples_per_s / r1 : 0.0,
-                  pj["predicted"][k]["samples_per_s"].get<double>());
-    }
-    const auto& t = pj["model"];
-    std::printf("  model: R1 %.1f samples/s, alpha %.3f, beta %.3f (USL fitted on 2 <= W <= %d vCPUs)\n",
-                t["r1_samples_per_s"].get<double>(), t["alpha"].get<double>(), t["beta"].get<double>(),
-                host.vcpus);
-  }
-  if (r.storage) {
-    const auto& s = *r.storage;
-    std::printf(
-        "\nstorage %s: %s read %d times, %.1f MB/s (cv %.3f); page cache %s (%.1f %% of the file resident "
-        "before a read)\n",
-        s.path.c_str(), mib(s.bytes).c_str(), s.repeats, s.read_Bps / 1e6, s.cv,
-        s.cache_dropped ? "dropped (posix_fadvise DONTNEED)" : "NOT dropped", 100 * s.resident_before);
-    if (s.resident_before > 0.05)
-      std::printf(
-          "warning: part of the file stayed cached: the rate is partly a memory rate, not the device's\n");
-  } else {
-    std::printf("\nstorage: not measured (give --path FILE)\n");
-  }
-  if (j.contains("check")) {
-    // A markdown table: docs/results/pipeline/ quotes it as it is.
-    std::printf("\ncheck against %s (its model's prediction vs this run's measurement, samples/s):\n\n",
-                o.check.c_str());
-    std::printf(
-        "| kind | workers | measured | cv | predicted | error %% | speedup | predicted speedup | error %% | "
-        "linear W x R1 | error %% | limit |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (const auto& c : j["check"]["rows"])
-      std::printf("| %s | %d | %.1f | %.3f | %.1f | %+.1f | %.3f | %.3f | %+.1f | %.1f | %+.1f | %s |\n",
-                  c["kind"].get<std::string>().c_str(), c["workers"].get<int>(), c["measured"].get<double>(),
-                  c["measured_cv"].get<double>(), c["predicted"].get<double>(), c["error_pct"].get<double>(),
-                  c["speedup"].get<double>(), c["predicted_speedup"].get<double>(),
-                  c["speedup_error_pct"].get<double>(), c["linear"].get<double>(),
-                  c["linear_error_pct"].get<double>(), c["limit"].get<std::string>().c_str());
-  }
-  if (!o.db.empty())
-    std::printf("\nstore %s: %zu new pipeline rows (campaign %s)\n", o.db.c_str(), stored,
-                o.campaign.c_str());
-  if (!o.out.empty()) std::printf("wrote %s\n", o.out.c_str());
+  print_report(o, host, r, j, stored);
   return 0;
 }
 

@@ -22,6 +22,8 @@ struct TrainOptions {
   bool json = false;
 };
 
+// Long (~140 lines) for a reason: it is the command's list of options, one
+// add_option per flag with its help text and check; the work is in the library.
 scaledl::cli::Registrar reg(
     {"train"},
     "Train layer models + graph refinement from stores into one bundle (`train --db S --out B`); "

@@ -51,6 +51,8 @@ struct TrainGraphOptions {
   scaledl::GnnTrainOptions train;
 };
 
+// Long (~140 lines) for a reason: it is the command's list of options, one
+// add_option per flag with its help text and check; the work is in the library.
 scaledl::cli::Registrar reg(
     {"train", "graph"}, "Train the graph refinement (TransformerConv or ANEE) on whole-model runs",
     [](CLI::App& app) {
