@@ -55,15 +55,24 @@ message(STATUS "ScaleDL: LibTorch ${Torch_VERSION} from ${Torch_DIR} (CUDA: ${SC
 
 # scaledl_torch_pch(TARGET...): <torch/torch.h> as the precompiled header of
 # each C++ target given (CUDA sources are left alone), when SCALEDL_PCH is on.
+# The first target of a call builds it and the others of the same call reuse
+# that one file (REUSE_FROM), so a call must name targets compiled with the same
+# flags (a PCH of LibTorch is ~570 MB and ~1 min to build, per copy).
 function(scaledl_torch_pch)
   if(NOT SCALEDL_PCH)
     return()
   endif()
+  set(_owner "")
   foreach(t ${ARGN})
     if(TARGET ${t})
       get_target_property(_type ${t} TYPE)
       if(NOT _type STREQUAL "INTERFACE_LIBRARY")
-        target_precompile_headers(${t} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:<torch/torch.h$<ANGLE-R>>")
+        if(_owner STREQUAL "")
+          target_precompile_headers(${t} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:<torch/torch.h$<ANGLE-R>>")
+          set(_owner ${t})
+        else()
+          target_precompile_headers(${t} REUSE_FROM ${_owner})
+        endif()
       endif()
     endif()
   endforeach()
