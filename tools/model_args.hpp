@@ -11,8 +11,6 @@
 
 namespace scaledl::cli {
 
-using scaledl::check_input_size;
-
 struct ModelArgs : ModelRequest {
   void add_to(CLI::App& app, bool model_required = true) {
     auto* m = app.add_option("model", model, "Hugging Face config.json");
