@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "command.hpp"
 #include "scaledl/core/error.hpp"
@@ -30,6 +31,7 @@ struct EvalLayersOptions {
   bool ablation = false;
   bool json = false;
   double min_ms = 0;
+  std::vector<std::string> types, dtypes;
   std::string predictions;
   scaledl::CvOptions cv;
 };
@@ -45,6 +47,9 @@ scaledl::cli::Registrar reg(
       app.add_flag("--ablation", o->ablation,
                    "also run xgboost without CT/CM features (target log) and with target log");
       app.add_flag("--json", o->json, "print the results as JSON");
+      app.add_option("--types", o->types, "evaluate only these layer types (e.g. linear bmm); default all");
+      app.add_option("--dtypes", o->dtypes,
+                     "evaluate only these dtypes (fp32 tf32 bf16 fp16 fp8); default all");
       app.add_option(
              "--min-ms", o->min_ms,
              "leave out rows whose time is below this (ms), in training and test: the host's timing floor")
@@ -66,6 +71,18 @@ scaledl::cli::Registrar reg(
             "--probe-bandwidth needs --sustained-bw (the layer models' rooflines at sustained bandwidths)");
         auto data = scaledl::load_training_data(o->dbs, o->device_specs);
         auto samples = scaledl::samples_from_measurements(data.rows, data.devices);
+        // --types / --dtypes: the rows trained on and scored, as a study of one kind needs.
+        std::set<scaledl::LayerType> types;
+        std::set<scaledl::DType> dtypes;
+        for (const auto& t : o->types) types.insert(scaledl::parse_layer_type(t, "--types"));
+        for (const auto& d : o->dtypes) dtypes.insert(scaledl::parse_dtype(d, "--dtypes"));
+        samples.erase(std::remove_if(samples.begin(), samples.end(),
+                                     [&](const scaledl::LayerSample& s) {
+                                       return (!types.empty() && !types.count(s.type)) ||
+                                              (!dtypes.empty() && !dtypes.count(s.dtype));
+                                     }),
+                      samples.end());
+        SCALEDL_CHECK(!samples.empty(), "--types/--dtypes: no layer row of the store(s) is of them");
         const size_t all_rows = samples.size();
         samples.erase(std::remove_if(samples.begin(), samples.end(),
                                      [&](const scaledl::LayerSample& s) { return s.ms < o->min_ms; }),

@@ -264,7 +264,7 @@ TEST(InModelSamples, GroupFoldsTestOnlyHeldOutRunsAndInModelTrainingHelps) {
   o.train.min_rows = 2;
   auto all_row = [](const std::vector<CvResult>& r) {
     for (const auto& x : r)
-      if (x.method == "xgboost" && x.type == "all" && x.direction == "all") return x;
+      if (x.method == "xgboost" && x.type == "all" && x.direction == "all" && x.dtype == "all") return x;
     ADD_FAILURE() << "no all/all row";
     return CvResult{};
   };

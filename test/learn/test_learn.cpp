@@ -592,7 +592,8 @@ TEST(CrossValidate, AllMethodsReportFiniteErrors) {
   for (const auto& x : r) {
     methods.insert(x.method);
     EXPECT_TRUE(std::isfinite(x.rmse_ms) && std::isfinite(x.mre_pct)) << x.method << " " << x.type;
-    if (x.type == "all" && x.direction == "all") EXPECT_EQ(x.n, samples.size()) << x.method;
+    if (x.type == "all" && x.direction == "all" && x.dtype == "all")
+      EXPECT_EQ(x.n, samples.size()) << x.method;
   }
   // The synthetic rows have fwd and bwd timings: per-direction rows split the samples.
   for (const auto& x : r)
@@ -600,14 +601,15 @@ TEST(CrossValidate, AllMethodsReportFiniteErrors) {
   EXPECT_EQ(methods, (std::set<std::string>{"xgboost", "linear", "forest", "mlp"}));
   // XGBoost beats the roofline-shaped noise floor easily on this smooth law.
   for (const auto& x : r)
-    if (x.method == "xgboost" && x.type == "all" && x.direction == "all") EXPECT_LT(x.mre_pct, 25.0);
+    if (x.method == "xgboost" && x.type == "all" && x.direction == "all" && x.dtype == "all")
+      EXPECT_LT(x.mre_pct, 25.0);
 
   o.leave_one_device = true;
   o.methods = {"xgboost", "linear"};
   auto l = cross_validate(samples, devices, o);
   size_t per_dev = 0;
   for (const auto& x : l)
-    if (x.type == "all" && x.direction == "all" && x.device != "all") ++per_dev;
+    if (x.type == "all" && x.direction == "all" && x.dtype == "all" && x.device != "all") ++per_dev;
   EXPECT_EQ(per_dev, 2 * devs.size());
   o.methods = {"svm"};
   expect_error([&] { cross_validate(samples, devices, o); }, "method=\"svm\"");

@@ -30,6 +30,10 @@ torch::ScalarType torch_dtype(DType d) {
       return torch::kBFloat16;
     case DType::FP16:
       return torch::kHalf;
+    case DType::FP8:
+      fail(
+          "dtype=fp8 is not benchmarked by ScaleDL: FP8 GEMM rows come from imported tables "
+          "(scaledl import aiconfigurator)");
   }
   return torch::kFloat;
 }

@@ -22,8 +22,9 @@ nlohmann::json DeviceRecord::to_json() const {
                       {"measured_bw_gbs", measured_bw_gbs},
                       {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
   if (sustained_clock_mhz > 0)
-    j["sustained_clock_mhz"] = sustained_clock_mhz;          // only then: earlier records unchanged
-  if (!memory_type.empty()) j["memory_type"] = memory_type;  // likewise
+    j["sustained_clock_mhz"] = sustained_clock_mhz;                 // only then: earlier records unchanged
+  if (!memory_type.empty()) j["memory_type"] = memory_type;         // likewise
+  if (peak_fp8_gflops > 0) j["peak_fp8_gflops"] = peak_fp8_gflops;  // likewise
   return j;
 }
 
@@ -70,6 +71,7 @@ DeviceRecord DeviceRecord::from_json(const nlohmann::json& j, const std::string&
   d.peak_tf32_gflops = rate("peak_tf32_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
   d.peak_bf16_gflops = rate("peak_bf16_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
   d.peak_mem_bw_gbs = rate("peak_mem_bw_gbs", kMinGbs, kMaxGbs, "GB/s");
+  d.peak_fp8_gflops = rate("peak_fp8_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
   d.measured_gflops = rate("measured_gflops", kMinGflops, kMaxGflops, "GFLOP/s");
   d.measured_bw_gbs = rate("measured_bw_gbs", kMinGbs, kMaxGbs, "GB/s");
   if (j.contains("extra")) d.extra = j.at("extra");

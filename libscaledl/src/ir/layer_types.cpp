@@ -22,12 +22,14 @@ int dtype_bytes(DType d) {
     case DType::BF16:
     case DType::FP16:
       return 2;
+    case DType::FP8:
+      return 1;
   }
   return 4;
 }
 
 const char* to_string(DType d) {
-  static const char* n[] = {"fp32", "tf32", "bf16", "fp16"};
+  static const char* n[] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
   return n[static_cast<int>(d)];
 }
 const char* to_string(OptimizerKind k) {
@@ -40,9 +42,9 @@ const char* to_string(Direction d) {
 }
 
 DType parse_dtype(const std::string& s, const std::string& key) {
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kDTypeCount; ++i)
     if (s == to_string(static_cast<DType>(i))) return static_cast<DType>(i);
-  fail("{}=\"{}\" is not a dtype (expected fp32, tf32, bf16 or fp16)", key, s);
+  fail("{}=\"{}\" is not a dtype (expected fp32, tf32, bf16, fp16 or fp8)", key, s);
 }
 
 OptimizerKind parse_optimizer(const std::string& s, const std::string& key) {

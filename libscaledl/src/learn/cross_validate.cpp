@@ -127,6 +127,12 @@ std::map<std::string, int> model_run_folds(const std::vector<LayerSample>& sampl
   return out;
 }
 
+std::string device_identity(const std::string& key) {
+  for (const char* kind : {"cuda:", "spec:"})
+    if (key.rfind(kind, 0) == 0) return key.substr(5);
+  return key;
+}
+
 std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
                                      const std::map<std::string, DeviceRecord>& devices, const CvOptions& o,
                                      std::vector<CvRowPrediction>* rows) {
@@ -141,14 +147,16 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
   std::vector<int> fold(samples.size());
   std::vector<std::string> fold_names;
   if (o.leave_one_device) {
+    // One fold per GPU, whatever its records' kinds: our probed "cuda:NVIDIA H100 80GB HBM3"
+    // rows and imported "spec:NVIDIA H100 80GB HBM3" rows are one GPU, held out together.
     std::map<std::string, int> ids;
-    for (const auto& s : samples) ids.emplace(s.device, 0);
+    for (const auto& s : samples) ids.emplace(device_identity(s.device), 0);
     SCALEDL_CHECK(ids.size() >= 2, "leave-one-device-out needs rows of >= 2 devices, found {}", ids.size());
     for (auto& [k, v] : ids) {
       v = static_cast<int>(fold_names.size());
       fold_names.push_back(k);
     }
-    for (size_t i = 0; i < samples.size(); ++i) fold[i] = ids.at(samples[i].device);
+    for (size_t i = 0; i < samples.size(); ++i) fold[i] = ids.at(device_identity(samples[i].device));
   } else if (o.holdout == "model-runs") {
     // Group k-fold over the runs of the in-model samples; isolated rows (fold -1)
     // are in every training set and in no test set.
@@ -172,8 +180,12 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
   std::set<Direction> dirs;
   for (const auto& s : samples) dirs.insert(s.dir);
   const bool per_dir = dirs.size() > 1;
-  // (method, type, direction, device) -> accumulated error
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, Acc> acc;
+  // Per-dtype rows likewise (imported BF16 and FP8 GEMMs beside FP32 ones).
+  std::set<DType> dtypes;
+  for (const auto& s : samples) dtypes.insert(s.dtype);
+  const bool per_dtype = dtypes.size() > 1;
+  // (method, type, direction, dtype, device) -> accumulated error
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string>, Acc> acc;
   for (size_t k = 0; k < fold_names.size(); ++k) {
     std::vector<LayerSample> tr, te;
     const bool by_run = !o.leave_one_device && o.holdout == "model-runs";
@@ -197,12 +209,14 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
                            te[i].dir, te[i].ms, p[i]});
         const std::string type = to_string(te[i].type);
         const std::string dir = to_string(te[i].dir);
+        const std::string dt = to_string(te[i].dtype);
         for (const std::string& ty : {type, std::string("all")})
-          for (const std::string& di : {dir, std::string("all")}) {
-            if (di != "all" && !per_dir) continue;
-            acc[{method, ty, di, "all"}].add(p[i], te[i].ms);
-            if (o.leave_one_device) acc[{method, ty, di, fold_names[k]}].add(p[i], te[i].ms);
-          }
+          for (const std::string& di : {dir, std::string("all")})
+            for (const std::string& d : {dt, std::string("all")}) {
+              if ((di != "all" && !per_dir) || (d != "all" && !per_dtype)) continue;
+              acc[{method, ty, di, d, "all"}].add(p[i], te[i].ms);
+              if (o.leave_one_device) acc[{method, ty, di, d, fold_names[k]}].add(p[i], te[i].ms);
+            }
       }
       if (o.train.verbose)
         std::cerr << fmt::format("cv: fold {}/{} ({}) {} done\n", k + 1, fold_names.size(), fold_names[k],
@@ -212,7 +226,7 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
   std::vector<CvResult> out;
   for (const auto& [key, a] : acc) {
     CvResult r;
-    std::tie(r.method, r.type, r.direction, r.device) = key;
+    std::tie(r.method, r.type, r.direction, r.dtype, r.device) = key;
     r.n = a.n;
     r.rmse_ms = std::sqrt(a.se / a.n);
     r.mre_pct = 100.0 * a.re / a.n;
@@ -223,11 +237,11 @@ std::vector<CvResult> cross_validate(const std::vector<LayerSample>& samples,
 }
 
 std::string format_cv_table(const std::vector<CvResult>& rows) {
-  std::string out = fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12} {:>8}\n", "method", "type", "dir",
-                                "device", "n", "RMSE_ms", "MRE_%");
+  std::string out = fmt::format("{:<8} {:<14} {:<6} {:<5} {:<28} {:>7} {:>12} {:>8}\n", "method", "type",
+                                "dir", "dtype", "device", "n", "RMSE_ms", "MRE_%");
   for (const auto& r : rows)
-    out += fmt::format("{:<8} {:<14} {:<6} {:<28} {:>7} {:>12.4f} {:>8.2f}\n", r.method, r.type, r.direction,
-                       r.device, r.n, r.rmse_ms, r.mre_pct);
+    out += fmt::format("{:<8} {:<14} {:<6} {:<5} {:<28} {:>7} {:>12.4f} {:>8.2f}\n", r.method, r.type,
+                       r.direction, r.dtype, r.device, r.n, r.rmse_ms, r.mre_pct);
   return out;
 }
 
@@ -249,6 +263,7 @@ nlohmann::json cv_to_json(const std::vector<CvResult>& rows) {
     a.push_back({{"method", r.method},
                  {"type", r.type},
                  {"direction", r.direction},
+                 {"dtype", r.dtype},
                  {"device", r.device},
                  {"n", r.n},
                  {"rmse_ms", r.rmse_ms},

@@ -118,6 +118,9 @@ double rate_gflops(const DeviceRecord& dev, DType dtype, bool dtype_rates) {
     case DType::FP16:
       peak = dev.peak_bf16_gflops;
       break;
+    case DType::FP8:  // a part without FP8 tensor cores runs it as BF16 (Ampere, Intel B60)
+      peak = dev.peak_fp8_gflops > 0 ? dev.peak_fp8_gflops : dev.peak_bf16_gflops;
+      break;
   }
   return peak > 0 ? peak * fp32 / dev.peak_fp32_gflops : fp32;
 }
@@ -250,6 +253,9 @@ FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const Devi
     case DType::BF16:
     case DType::FP16:
       peak_ = dev.peak_bf16_gflops;
+      break;
+    case DType::FP8:
+      peak_ = dev.peak_fp8_gflops > 0 ? dev.peak_fp8_gflops : dev.peak_bf16_gflops;
       break;
   }
 }

@@ -46,7 +46,7 @@ std::string dir_dtype_key(const DirDtype& k) {
 /// The inverse; throws naming `ctx` for anything else.
 DirDtype parse_dir_dtype(const std::string& s, const std::string& ctx) {
   for (Direction d : {Direction::Forward, Direction::Backward, Direction::Update})
-    for (DType t : {DType::FP32, DType::TF32, DType::BF16, DType::FP16})
+    for (DType t : {DType::FP32, DType::TF32, DType::BF16, DType::FP16, DType::FP8})
       if (s == dir_dtype_key({d, t})) return {d, t};
   fail("{}: \"{}\" is not \"<dir> <dtype>\" (e.g. \"fwd fp32\")", ctx, s);
 }
@@ -606,7 +606,7 @@ bool LayerPredictor::predict_batch_as(LayerType t, const int64_t* dims, size_t r
     // (in this direction, as the model predicts it), as a fraction of that dtype's
     // roofline (+ floor), on this dtype's roofline (its spec peak, e.g. the tensor
     // cores', and its bytes); never under this dtype's peak bound.
-    for (DType ref : {DType::FP32, DType::TF32, DType::BF16, DType::FP16}) {
+    for (DType ref : {DType::FP32, DType::TF32, DType::BF16, DType::FP16, DType::FP8}) {
       if (ref == dtype || !m->has_dtype(ref)) continue;
       predict_batch_as(t, dims, rows, ref, dir, dev, out_ms);
       FeatureWriter from(t, ref, dir, dev, fo);

@@ -15,6 +15,7 @@ double bound_gflops(const DeviceRecord& d, DType dtype) {
   if (dtype == DType::TF32) spec = std::max(spec, d.peak_tf32_gflops);
   if (dtype == DType::BF16 || dtype == DType::FP16)
     spec = std::max({spec, d.peak_tf32_gflops, d.peak_bf16_gflops});
+  if (dtype == DType::FP8) spec = std::max({spec, d.peak_tf32_gflops, d.peak_bf16_gflops, d.peak_fp8_gflops});
   // A measured matmul reaches 60-90 % of the peak; without a spec, twice the
   // measured rate is a safe upper bound.
   const double r = std::max(spec, 2.0 * d.measured_gflops);

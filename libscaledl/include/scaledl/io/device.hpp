@@ -23,8 +23,12 @@ struct DeviceRecord {
   double peak_tf32_gflops = 0;  ///< spec-sheet dense TF32 tensor-core, GFLOP/s; 0 = unknown
   double peak_bf16_gflops = 0;  ///< spec-sheet dense BF16/FP16 tensor-core, GFLOP/s; 0 = unknown
   double peak_mem_bw_gbs = 0;   ///< spec-sheet memory bandwidth, GB/s; 0 = unknown
-  double measured_gflops = 0;   ///< measured FP32 matmul rate, GFLOP/s; 0 = not measured
-  double measured_bw_gbs = 0;   ///< measured copy bandwidth (read+write), GB/s; 0 = not measured
+  /// spec-sheet dense FP8 (E4M3) tensor-core rate, GFLOP/s; 0 = the part has none (Ampere
+  /// and older) or it is unknown. FP4 rates, where a part has them, go in extra.peak_fp4_gflops
+  /// (noted, not modelled). Not among features(): bundles' h^dev columns are unchanged.
+  double peak_fp8_gflops = 0;
+  double measured_gflops = 0;  ///< measured FP32 matmul rate, GFLOP/s; 0 = not measured
+  double measured_bw_gbs = 0;  ///< measured copy bandwidth (read+write), GB/s; 0 = not measured
   /// Clock a power-limited part holds under sustained load (L4 72 W, T4 70 W), MHz;
   /// 0 = unknown (the boost clock is held). When set, a spec's FP32 peak is scaled
   /// by sustained / boost in compute_gflops(). Where the figure comes from goes in

@@ -285,13 +285,18 @@ struct CvOptions {
   bool probe_bandwidth = false;
 };
 
+/// The GPU a device key names, for leave-one-device-out folds: the name of a "cuda:" (probed)
+/// or "spec:" (spec sheet) key, so both records of one GPU are one fold; other keys as they are.
+std::string device_identity(const std::string& key);
+
 /// Error of one method on one layer type and direction (and one held-out
 /// device, or "all").
 struct CvResult {
   std::string method;
   std::string type;               ///< layer type name, or "all"
   std::string direction = "all";  ///< "fwd", "bwd", "update" (only when the rows have several), or "all"
-  std::string device;             ///< held-out device key, or "all"
+  std::string dtype = "all";      ///< "fp32", "bf16", ... (only when the rows have several), or "all"
+  std::string device;             ///< held-out GPU (device_identity) or device key, or "all"
   size_t n = 0;                   ///< test rows
   double rmse_ms = 0;             ///< sqrt(mean((pred - true)^2)), ms
   double mre_pct = 0;             ///< 100 * mean(|pred - true| / true), %
@@ -317,7 +322,7 @@ struct CvRowPrediction {
 /// dims joined by "x"; fold and device quoted where they need it).
 std::string cv_rows_csv(const std::vector<CvRowPrediction>& rows);
 
-/// Fixed-width table of results (columns method, type, dir, device, n, RMSE_ms, MRE_%).
+/// Fixed-width table of results (columns method, type, dir, dtype, device, n, RMSE_ms, MRE_%).
 std::string format_cv_table(const std::vector<CvResult>& r);
 nlohmann::json cv_to_json(const std::vector<CvResult>& r);
 
