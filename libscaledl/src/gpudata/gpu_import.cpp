@@ -96,7 +96,9 @@ std::string implausible_layer_row(const LayerMeasurement& m, const DeviceRecord&
     if (w.peak_floor_ms() > 0 && ms * (1 + tolerance) < w.peak_floor_ms())
       return fmt::format("faster than the {} spec peak by more than {:.0f} %", to_string(m.dtype),
                          100 * tolerance);
-    const double bytes = traffic_bytes(c, dir);
+    // An embedding lookup reads the rows it gathers, not the table that traffic_bytes counts.
+    const double bytes =
+        m.type == LayerType::Embedding ? c.in_bytes + 2 * c.out_bytes : traffic_bytes(c, dir);
     const double bw = dev.peak_mem_bw_gbs > 0 ? dev.peak_mem_bw_gbs : dev.bandwidth_gbs();
     if (bw > 0 && bytes > 2 * dev.l2_mb * 1e6 && ms * (1 + tolerance) < bytes / (bw * 1e6))
       return fmt::format("faster than the spec bandwidth by more than {:.0f} %", 100 * tolerance);

@@ -134,7 +134,8 @@ std::string memory_family(const DeviceRecord& d) {
   if (d.memory_type.rfind("GDDR", 0) == 0) return "gddr";
   if (!d.memory_type.empty() || d.kind == "cpu") return "";
   // HBM names first: "A100" holds "A10", "H100" nothing of the GDDR list.
-  for (const char* n : {"A100", "A800", "A30", "H100", "H200", "H800", "H20", "B100", "B200", "V100", "P100"})
+  for (const char* n : {"A100", "A800", "A30", "H100", "H200", "H800", "H20", "B100", "B200", "B300", "GB200",
+                        "GB300", "GH200", "V100", "P100"})
     if (d.name.find(n) != std::string::npos) return "hbm";
   for (const char* n : {"T4", "P4", "P40", "L4", "L40", "A10", "A16", "A40", "RTX", "GeForce", "Quadro"})
     if (d.name.find(n) != std::string::npos) return "gddr";

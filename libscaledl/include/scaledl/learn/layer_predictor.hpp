@@ -112,8 +112,12 @@ struct LayerSample {
 std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasurement>& rows,
                                                    const std::map<std::string, DeviceRecord>& devices);
 
+/// The slowest fastest-row that timing_floors() reads as a floor, ms: launch and timing
+/// overhead is 2-20 us on the GPUs with data; a fastest row above this is a kernel.
+inline constexpr double kMaxTimingFloorMs = 0.05;
 /// The timing floor of each GPU among `samples` (TrainOptions::kernel_time): the fastest
-/// time of any of its samples, ms, by DeviceRecord::key(). Devices of kind "cpu" have none.
+/// time of any of its samples, ms, by DeviceRecord::key(), where that is at most
+/// kMaxTimingFloorMs (else none). Devices of kind "cpu" have none.
 std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samples,
                                             const std::map<std::string, DeviceRecord>& devices);
 /// `samples` as TrainOptions::kernel_time learns them: each GPU sample's time less its
