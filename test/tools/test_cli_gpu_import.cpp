@@ -1,0 +1,113 @@
+// scaledl import aiconfigurator | kernelbench | vidur | deepbench (docs/gpu-data.md): the
+// commands on the committed copies, their summaries, and the bad inputs of each: one
+// "scaledl: error:" line, exit 1, and the store as it was.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "scaledl/io/store.hpp"
+#include "test_util.hpp"
+
+using namespace scaledl::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSrc = SCALEDL_SOURCE_DIR;
+
+std::string root_of(const std::string& source) {
+  return kSrc + "/datasets/gpus/" + source;
+}
+
+std::string import_cmd(const std::string& source, const std::string& root, const std::string& db) {
+  return "import " + source + " --root " + root + " --db " + db + " --devices " + kSrc + "/models/devices";
+}
+
+}  // namespace
+
+TEST(CliGpuImport, EachSourceImportsItsCommittedCopyOnceAndSaysWhatItRefused) {
+  const std::string db = fresh_store_path("gpu-import-all.sqlite");
+  size_t layers = 0;
+  for (const char* s : {"aiconfigurator", "kernelbench", "vidur", "deepbench"}) {
+    SCOPED_TRACE(s);
+    CliResult r = run_cli(import_cmd(s, root_of(s), db) + " --json");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("source"), s);
+    EXPECT_GT(j.at("layer_rows").get<size_t>(), 100u);
+    EXPECT_EQ(j.at("layers_inserted"), j.at("layer_rows"));
+    EXPECT_GE(j.at("per_device").size(), 3u);
+    layers += j.at("layers_inserted").get<size_t>();
+    // A second import of the same copy adds nothing.
+    r = run_cli(import_cmd(s, root_of(s), db) + " --json");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("layers_inserted"), 0);
+  }
+  scaledl::Store store(db, /*read_only=*/true);
+  EXPECT_EQ(store.layers().size(), layers);
+  // Every row's device is a spec sheet's, and at least 25 GPU types have rows.
+  EXPECT_GE(store.devices().size(), 25u);
+  for (const auto& d : store.devices()) EXPECT_EQ(d.kind, "spec") << d.name;
+  // The text summary names the refusals: the Vidur copy has an H100 NVL without a spec sheet.
+  CliResult t = run_cli(import_cmd("vidur", root_of("vidur"), fresh_store_path("gpu-import-text.sqlite")));
+  ASSERT_EQ(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("refused"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("no spec sheet for NVIDIA H100 NVL"), std::string::npos) << t.out;
+}
+
+TEST(CliGpuImport, BadInputsAreOneErrorLineAndLeaveTheStoreAsItWas) {
+  const std::string db = fresh_store_path("gpu-import-bad.sqlite");
+  ASSERT_EQ(run_cli(import_cmd("deepbench", root_of("deepbench"), db)).rc, 0);
+  const size_t before = scaledl::Store(db, true).layers().size();
+  ASSERT_GT(before, 0u);
+
+  expect_one_error(import_cmd("deepbench", root_of("deepbench"), db) + " --tolerance -1", "--tolerance=-1");
+  expect_one_error(import_cmd("deepbench", root_of("deepbench"), db) + " --tolerance nan", "--tolerance");
+  expect_one_error(
+      "import deepbench --root " + root_of("deepbench") + " --db " + db + " --devices /nonexistent",
+      "/nonexistent");
+  expect_one_error(import_cmd("kernelbench", "/nonexistent/kb", db), "/nonexistent/kb");
+
+  // A copy whose GEMM table has a time that is not a number: file:line and the value.
+  const std::string bad = testing::TempDir() + "/deepbench-bad";
+  fs::remove_all(bad);
+  fs::create_directories(bad);
+  for (const auto& e : fs::directory_iterator(root_of("deepbench")))
+    if (e.is_regular_file()) fs::copy_file(e.path(), bad + "/" + e.path().filename().string());
+  std::string gemm = slurp(bad + "/gemm.csv");
+  gemm += "NVIDIA V100,Float,1024,16,1024,N,N,fast\n";
+  write(bad + "/gemm.csv", gemm);
+  expect_one_error(import_cmd("deepbench", bad, db + "2"), "gemm.csv:");
+  expect_one_error(import_cmd("deepbench", bad, db + "2"), "fast");
+  // The same into the filled store: nothing lost, nothing added.
+  expect_one_error(import_cmd("deepbench", bad, db), "fast");
+  EXPECT_EQ(scaledl::Store(db, true).layers().size(), before);
+
+  // A file that is not a store.
+  const std::string junk = testing::TempDir() + "/not-a-store.sqlite";
+  write(junk, "this is not SQLite");
+  expect_one_error(import_cmd("vidur", root_of("vidur"), junk), "not-a-store.sqlite");
+  EXPECT_EQ(slurp(junk), "this is not SQLite");
+}
+
+TEST(CliGpuImport, EvalLayersFiltersByTypeAndDtypeAndRefusesUnknownOnes) {
+  const std::string db = fresh_store_path("gpu-import-eval.sqlite");
+  ASSERT_EQ(run_cli(import_cmd("deepbench", root_of("deepbench"), db)).rc, 0);
+  expect_one_error("eval layers --db " + db + " --types lineer", "--types=\"lineer\"");
+  expect_one_error("eval layers --db " + db + " --dtypes fp9", "--dtypes=\"fp9\"");
+  expect_one_error("eval layers --db " + db + " --types bmm", "no layer row of the store(s) is of them");
+  // FP16 tensor-core GEMMs of two GPUs (V100 and T4): one fold each, rows of one dtype.
+  CliResult r = run_cli("eval layers --db " + db + " --dtypes fp16 --rounds 5 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto res = nlohmann::json::parse(r.out).at("default").at("results");
+  size_t folds = 0;
+  for (const auto& x : res) {
+    EXPECT_EQ(x.at("dtype"), "all");  // one dtype: no per-dtype rows
+    if (x.at("type") == "all" && x.at("device") != "all") ++folds;
+  }
+  EXPECT_EQ(folds, 2u);
+}
