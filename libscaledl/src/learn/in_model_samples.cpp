@@ -97,6 +97,7 @@ std::vector<LayerSample> samples_from_model_runs(const std::vector<ModelMeasurem
       smp.device = run.device;
       smp.ms = median(times);
       smp.group = group;
+      smp.harness = run.source;  // timed by our model benchmark ("bench"), as the isolated rows
       out.push_back(std::move(smp));
     }
   }

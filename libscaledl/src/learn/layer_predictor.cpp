@@ -260,9 +260,9 @@ std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasur
                   m.bwd.median_ms);
     if (!std::isnan(m.fwd.median_ms))
       out.push_back({m.type, m.dims, m.dtype, opt ? Direction::Update : Direction::Forward, m.device,
-                     m.fwd.median_ms, ""});
+                     m.fwd.median_ms, "", m.source});
     if (!std::isnan(m.bwd.median_ms))
-      out.push_back({m.type, m.dims, m.dtype, Direction::Backward, m.device, m.bwd.median_ms, ""});
+      out.push_back({m.type, m.dims, m.dtype, Direction::Backward, m.device, m.bwd.median_ms, "", m.source});
   }
   return out;
 }
@@ -337,13 +337,13 @@ LayerPredictor LayerPredictor::train(const std::vector<LayerMeasurement>& rows,
   return train_samples(samples_from_measurements(rows, devices), devices, o);
 }
 
-std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samples,
-                                            const std::map<std::string, DeviceRecord>& devices) {
-  std::map<std::string, double> f;
+std::map<std::pair<std::string, std::string>, double> timing_floors(
+    const std::vector<LayerSample>& samples, const std::map<std::string, DeviceRecord>& devices) {
+  std::map<std::pair<std::string, std::string>, double> f;
   for (const auto& s : samples) {
     if (device_of(devices, s.device).kind == "cpu")
       continue;  // a CPU runs an operator alone as it does in a model
-    auto [it, added] = f.emplace(s.device, s.ms);
+    auto [it, added] = f.emplace(std::make_pair(s.device, s.harness), s.ms);
     if (!added) it->second = std::min(it->second, s.ms);
   }
   // A GPU whose fastest row is slower than any launch-bound kernel (KernelBench's H100 PCIe
@@ -355,10 +355,10 @@ std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samp
 
 std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& samples,
                                              const std::map<std::string, DeviceRecord>& devices) {
-  const std::map<std::string, double> floors = timing_floors(samples, devices);
+  const auto floors = timing_floors(samples, devices);
   std::vector<LayerSample> out = samples;
   for (auto& s : out) {
-    auto it = floors.find(s.device);
+    auto it = floors.find({s.device, s.harness});
     if (it != floors.end()) s.ms = std::max(s.ms - it->second, 0.1 * s.ms);
   }
   return out;
@@ -376,6 +376,9 @@ std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample
     const DeviceRecord& d = device_of(devices, s.device);
     if (d.kind == "cpu" || d.peak_mem_bw_gbs <= 0) continue;
     const double bytes = traffic_bytes(layer_cost(s.type, s.dims, s.dtype), s.dir);
+    // Only rows that stream from DRAM: KernelBench's small problem set moves 2 MB, which
+    // the L2 holds and the launch dominates.
+    if (bytes < std::max(4e6 * d.l2_mb, kMinStreamBytes)) continue;
     by_dev[s.device].push_back({bytes, bytes / (s.ms * 1e6), s.ms});
   }
   std::map<std::string, double> out;

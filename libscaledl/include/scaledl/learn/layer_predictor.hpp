@@ -102,6 +102,9 @@ struct LayerSample {
   /// model (in_model_samples.hpp) the run it came from, "<db>: <model_key>"
   /// (the unit that CvOptions::holdout = "model-runs" keeps out of training).
   std::string group;
+  /// What timed the row (LayerMeasurement::source: "bench", "neusight", "aiconfigurator", ...):
+  /// each harness has its own timing floor on a GPU (kernel_time_samples()).
+  std::string harness;
 };
 
 /// Store rows -> samples: fwd (or update, for optimizer rows) and bwd timings that
@@ -115,13 +118,15 @@ std::vector<LayerSample> samples_from_measurements(const std::vector<LayerMeasur
 /// The slowest fastest-row that timing_floors() reads as a floor, ms: launch and timing
 /// overhead is 2-20 us on the GPUs with data; a fastest row above this is a kernel.
 inline constexpr double kMaxTimingFloorMs = 0.05;
-/// The timing floor of each GPU among `samples` (TrainOptions::kernel_time): the fastest
-/// time of any of its samples, ms, by DeviceRecord::key(), where that is at most
-/// kMaxTimingFloorMs (else none). Devices of kind "cpu" have none.
-std::map<std::string, double> timing_floors(const std::vector<LayerSample>& samples,
-                                            const std::map<std::string, DeviceRecord>& devices);
+/// The timing floor of each GPU and harness among `samples` (TrainOptions::kernel_time): the
+/// fastest time of any of its samples timed by that harness, ms, by (DeviceRecord::key(),
+/// LayerSample::harness), where that is at most kMaxTimingFloorMs (else none): NeuSight's
+/// eager timings of an A100 carry 25-41 us of host time, AIConfigurator's CUDA-graph
+/// replays of an H100 none. Devices of kind "cpu" have none.
+std::map<std::pair<std::string, std::string>, double> timing_floors(
+    const std::vector<LayerSample>& samples, const std::map<std::string, DeviceRecord>& devices);
 /// `samples` as TrainOptions::kernel_time learns them: each GPU sample's time less its
-/// device's timing floor (timing_floors() of `samples`), kept >= 1/10 of the time; CPU
+/// device's and harness's timing floor (timing_floors() of `samples`), kept >= 1/10 of the time; CPU
 /// samples unchanged. Training and cross-validation (every method, test rows too) use it.
 std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& samples,
                                              const std::map<std::string, DeviceRecord>& devices);
@@ -132,7 +137,9 @@ std::vector<LayerSample> kernel_time_samples(const std::vector<LayerSample>& sam
 /// floor is under a tenth, or of all when fewer than 5 are: the tenth with the most bytes,
 /// at least 5 rows). What `scaledl probe`'s 1 GiB copy measures (3,006 GB/s on our H100,
 /// 3,007 from its campaign's rows). GPUs without 5 such rows, CPUs and records without a
-/// spec bandwidth have none.
+/// spec bandwidth have none. Only rows that move at least kMinStreamBytes and 4x the L2
+/// count: smaller ones are served by the cache or bound by the launch.
+inline constexpr double kMinStreamBytes = 64e6;
 std::map<std::string, double> sustained_bandwidths(const std::vector<LayerSample>& samples,
                                                    const std::map<std::string, DeviceRecord>& devices);
 
