@@ -111,3 +111,21 @@ TEST(CliGpuImport, EvalLayersFiltersByTypeAndDtypeAndRefusesUnknownOnes) {
   }
   EXPECT_EQ(folds, 2u);
 }
+
+TEST(CliGpuImport, PredictSaysWhatAnAmdOrIntelPredictionIs) {
+  const std::string base = "predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --bundle " + kSrc +
+                           "/models/bundles/default --mode inference --device-spec " + kSrc +
+                           "/models/devices/";
+  for (const char* f : {"mi300x.json", "arc-pro-b60.json"}) {
+    CliResult r = run_cli(base + f + " --json");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j.contains("vendor")) << f;
+    EXPECT_NE(j.at("vendor").get<std::string>().find("learnt mostly from NVIDIA GPUs"), std::string::npos);
+    r = run_cli(base + f);
+    EXPECT_NE(r.out.find("\nvendor       "), std::string::npos) << r.out;
+  }
+  CliResult r = run_cli(base + "h100-sxm.json --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(nlohmann::json::parse(r.out).contains("vendor"));
+}

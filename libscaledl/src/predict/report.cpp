@@ -24,6 +24,21 @@ std::string clock_assumption(const Bundle& b, const DeviceRecord& dev) {
   return clock_note(dev);
 }
 
+/// For a GPU that is not NVIDIA's (a spec sheet's extra.vendor "AMD" or "Intel"): what the
+/// prediction is. Their libraries (rocBLAS / hipBLASLt, oneDNN) are in little of the public data
+/// (docs/gpu-data.md), so the layer models give them the share of the roofline learnt mostly from
+/// NVIDIA parts. "" for NVIDIA parts and records without a vendor (probes, CPUs).
+std::string vendor_note(const DeviceRecord& dev) {
+  if (!dev.extra.is_object() || !dev.extra.contains("vendor") || !dev.extra.at("vendor").is_string())
+    return "";
+  const std::string v = dev.extra.at("vendor").get<std::string>();
+  if (v == "NVIDIA") return "";
+  return fmt::format(
+      "{} is an {} part: its math libraries are in little or none of the training data, so this is the "
+      "share of its spec roofline learnt mostly from NVIDIA GPUs (docs/gpu-data.md)",
+      dev.name, v);
+}
+
 /// For a mixture with a fixed expert capacity (Switch Transformers' expert_capacity) that drops
 /// tokens at this length: what the graph assumes of the dispatch, and how to model the other one.
 /// Transformers 4.x counts each expert's tokens per sequence and passes those over the capacity
@@ -186,6 +201,7 @@ void write_notes(std::ostream& out, const SinglePrediction& r, const Bundle& b) 
   out << bandwidth_line(b, dev);
   if (const std::string clock = clock_assumption(b, dev); !clock.empty())
     out << "clock        " << clock << "\n";
+  if (const std::string v = vendor_note(dev); !v.empty()) out << "vendor       " << v << "\n";
   if (const std::string d = dispatch_note(r.model, r.settings); !d.empty())
     out << "dispatch     " << d << "\n";
   out << layers_line(r, b);
@@ -245,6 +261,7 @@ nlohmann::json SinglePrediction::to_json(const Bundle& b) const {
     j["sustained_bw_from"] = from;
   }
   if (const std::string clock = clock_assumption(b, device); !clock.empty()) j["clock"] = clock;
+  if (const std::string v = vendor_note(device); !v.empty()) j["vendor"] = v;
   if (const std::string d = dispatch_note(model, settings); !d.empty()) j["dispatch"] = d;
   if (anchor) j["anchor"] = anchor->to_json();
   if (const LayerCalibration* c = b.calibration_for(key)) j["calibration"] = c->to_json();
