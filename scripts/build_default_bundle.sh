@@ -4,6 +4,9 @@
 #     V100, A100-PCIe-40GB) and their single-GPU end-to-end labels (MIT, NeuSight)
 #   - datasets/h100/neusight-ops: NeuSight's operator microbenchmarks timed on our H100
 #   - datasets/h100/h100.sqlite: our own H100 campaign (layers and models)
+#   - datasets/h200/neusight-ops: NeuSight's operator microbenchmarks timed on our H200
+#   - datasets/gpus/{aiconfigurator,kernelbench,vidur,deepbench}: public operator timings of
+#     30 GPU types (docs/gpu-data.md), keyed to the spec sheets of models/devices
 # Layer models: XGBoost with the transfer columns (tiling, waves, device-relative)
 # and the FP32 lanes per SM, without h^dev columns, so that a GPU known only by its
 # spec sheet is predicted from its roofline and shape-on-device features; kernel
@@ -26,9 +29,14 @@ mkdir -p "$WORK"
 rm -f "$WORK/neusight.sqlite" "$WORK/neusight.sqlite-wal" "$WORK/neusight.sqlite-shm"
 "$BIN" import neusight --root datasets/neusight --db "$WORK/neusight.sqlite" > "$WORK/import.txt"
 "$BIN" import neusight --root datasets/h100/neusight-ops --db "$WORK/neusight.sqlite" --campaign h100-ops >> "$WORK/import.txt"
+"$BIN" import neusight --root datasets/h200/neusight-ops --db "$WORK/neusight.sqlite" --campaign h200-ops >> "$WORK/import.txt"
+rm -f "$WORK/gpus.sqlite" "$WORK/gpus.sqlite-wal" "$WORK/gpus.sqlite-shm"
+for s in aiconfigurator kernelbench vidur deepbench; do
+  "$BIN" import "$s" --root "datasets/gpus/$s" --db "$WORK/gpus.sqlite" >> "$WORK/import.txt"
+done
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-"$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --out "$OUT" \
+"$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --db "$WORK/gpus.sqlite" --out "$OUT" \
   --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --host-term --threads 1 --nthread 1 --seed 0 \
   --reproducible > "$WORK/train.txt"
 if [ "${1:-}" = "--check" ]; then
