@@ -31,7 +31,7 @@ rm -f "$WORK/neusight.sqlite" "$WORK/neusight.sqlite-wal" "$WORK/neusight.sqlite
 "$BIN" import neusight --root datasets/h100/neusight-ops --db "$WORK/neusight.sqlite" --campaign h100-ops >> "$WORK/import.txt"
 "$BIN" import neusight --root datasets/h200/neusight-ops --db "$WORK/neusight.sqlite" --campaign h200-ops >> "$WORK/import.txt"
 rm -f "$WORK/gpus.sqlite" "$WORK/gpus.sqlite-wal" "$WORK/gpus.sqlite-shm"
-for s in aiconfigurator kernelbench vidur deepbench; do
+for s in ${GPU_SOURCES:-aiconfigurator kernelbench vidur deepbench}; do
   "$BIN" import "$s" --root "datasets/gpus/$s" --db "$WORK/gpus.sqlite" >> "$WORK/import.txt"
 done
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.

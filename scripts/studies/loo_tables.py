@@ -34,11 +34,20 @@ def main():
     gpus = sorted({k[3] for k in err})
     print("| type | dir | dtype | rows | MAPE % (all rows) | median of GPUs % | GPUs |")
     print("|---|---|---|---|---|---|---|")
+    alone = []
     for g in groups:
         per = {gpu: err[g + (gpu,)] for gpu in gpus if g + (gpu,) in err}
         rows = [e for v in per.values() for e in v]
+        if len(per) < 2:  # one GPU has this kind: held out, no GPU in training has it
+            alone.append(f"{g[0]} {g[1]} {g[2]} ({next(iter(per))}: {100 * statistics.mean(rows):.0f} %)")
+            continue
         med = statistics.median(100 * statistics.mean(v) for v in per.values())
         print(f"| {g[0]} | {g[1]} | {g[2]} | {len(rows)} | {100 * statistics.mean(rows):.1f} | {med:.1f} | {len(per)} |")
+    groups = [g for g in groups if sum(g + (gpu,) in err for gpu in gpus) >= 2]
+    if alone:
+        print()
+        print("Kinds only one GPU has (held out, no training GPU has them, so an extrapolation "
+              "from other dtypes or directions): " + "; ".join(alone) + ".")
     print()
     print("Per held-out GPU (MAPE %, rows):")
     print()
