@@ -129,3 +129,15 @@ TEST(CliGpuImport, PredictSaysWhatAnAmdOrIntelPredictionIs) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_FALSE(nlohmann::json::parse(r.out).contains("vendor"));
 }
+
+TEST(CliGpuImport, Fp8IsALayerDtypeNotAWholeModelOne) {
+  // FP8 GEMM rows train the layer models; a whole model in FP8 is not modelled yet: one error line.
+  expect_one_error("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --bundle " + kSrc +
+                       "/models/bundles/default --dtype fp8 --device-spec " + kSrc +
+                       "/models/devices/h100-sxm.json",
+                   "dtype=fp8: whole-model FP8 training");
+  expect_one_error("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --bundle " + kSrc +
+                       "/models/bundles/default --dtype fp4 --device-spec " + kSrc +
+                       "/models/devices/h100-sxm.json",
+                   "--dtype=\"fp4\" is not a dtype");
+}
