@@ -113,6 +113,11 @@ int run(const ScaleCmdOptions& o) {
   if (skipped > 0)
     std::printf("memory: %lld split(s) left out: predicted per-GPU peak above %.1f GB (%.0f %% headroom)\n",
                 static_cast<long long>(skipped), dev.mem_gb * (1 - so.headroom), 100 * so.headroom);
+  for (const auto& p : r.points)
+    if (p.linear_bound)
+      std::printf(
+          "bound: %lld GPUs predicted faster than a linear speedup; T_iter raised to 1/%lld of one GPU's\n",
+          static_cast<long long>(p.gpus), static_cast<long long>(p.gpus));
   for (const auto& w : r.infeasible) std::printf("not feasible: %s\n", w.c_str());
   if (!r.comm_warning.empty()) std::printf("warning: %s\n", r.comm_warning.c_str());  // issue #39 case 27
   if (so.target_epoch_s > 0)

@@ -243,6 +243,9 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
     EXPECT_GT(p["cost"].get<double>(), 0);
   }
   EXPECT_GT(j["points"][3]["speedup"].get<double>(), 1.0);
+  // A point predicted faster than linear is raised to exactly linear and says so.
+  for (const auto& p : j["points"])
+    if (p["linear_bound"].get<bool>()) EXPECT_NEAR(p["efficiency"].get<double>(), 1.0, 1e-9);
   EXPECT_EQ(j["best_for_target"], 1);  // every count meets a loose target: one GPU is the cheapest
   EXPECT_TRUE(fs::exists(dir / "plot" / "scale.png"));
   EXPECT_TRUE(fs::exists(dir / "plot" / "scale.svg"));

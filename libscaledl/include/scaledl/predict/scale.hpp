@@ -57,7 +57,10 @@ struct ScalePoint {
   double t_input_ms = 0;       ///< host input pipeline time per iteration; 0 = not modelled
   double speedup = 1;          ///< strong: T(1) / T(N); weak: N x T(1) / T(N) (throughput ratio)
   double efficiency = 1;       ///< speedup / N
-  double cost = 0;             ///< price x N x epoch hours (0 without a price or samples)
+  /// T_iter was raised to one GPU's time x global batch / (N x its batch): the predicted split was
+  /// faster than a linear speedup, which N GPUs never reach (in to_json as "linear_bound")
+  bool linear_bound = false;
+  double cost = 0;  ///< price x N x epoch hours (0 without a price or samples)
 };
 
 struct ScaleResult {
