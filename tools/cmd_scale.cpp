@@ -116,8 +116,8 @@ int run(const ScaleCmdOptions& o) {
   for (const auto& p : r.points)
     if (p.linear_bound)
       std::printf(
-          "bound: %lld GPUs predicted faster than a linear speedup; T_iter raised to 1/%lld of one GPU's\n",
-          static_cast<long long>(p.gpus), static_cast<long long>(p.gpus));
+          "bound: %lld GPUs predicted faster than a linear speedup over one GPU; T_iter raised to it\n",
+          static_cast<long long>(p.gpus));
   for (const auto& w : r.infeasible) std::printf("not feasible: %s\n", w.c_str());
   if (!r.comm_warning.empty()) std::printf("warning: %s\n", r.comm_warning.c_str());  // issue #39 case 27
   if (so.target_epoch_s > 0)

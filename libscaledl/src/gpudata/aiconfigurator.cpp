@@ -41,6 +41,7 @@
 
 #include <fmt/format.h>
 
+#include "gpudata/csv_table.hpp"
 #include "scaledl/comm/comm.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
@@ -62,32 +63,7 @@ constexpr int kGemmTimedRuns = 6;  ///< collector/helper.py::benchmark_with_powe
 /// add_collective's reason, used here too for rows refused before duplicates are resolved.
 constexpr const char* kBadCollective = "collective: time, size or ranks not positive";
 
-/// One CSV with its header (record 0) and the line each record starts on.
-struct Table {
-  std::string path;
-  std::vector<std::vector<std::string>> recs;
-  std::vector<size_t> lines;
-
-  int col(const std::string& name) const { return csv_column(recs[0], name); }
-  int need(const std::string& name) const {
-    const int c = col(name);
-    SCALEDL_CHECK(c >= 0, "{}:{}: the header lacks the column {}", path, lines[0], name);
-    return c;
-  }
-  std::string where(size_t r) const { return fmt::format("{}:{}", path, lines[r]); }
-  size_t rows() const { return recs.size() - 1; }
-};
-
-Table read_table(const std::string& path) {
-  Table t;
-  t.path = path;
-  t.recs = parse_csv(read_text_file(path), path, &t.lines);
-  SCALEDL_CHECK(!t.recs.empty(), "{}: empty file (expected a header line)", path);
-  for (size_t r = 1; r < t.recs.size(); ++r)
-    SCALEDL_CHECK(t.recs[r].size() == t.recs[0].size(), "{}: {} fields, the header has {}", t.where(r),
-                  t.recs[r].size(), t.recs[0].size());
-  return t;
-}
+using gpudata::Table;
 
 /// A field that must be an integer (negative and zero are read: rows refuse them).
 int64_t parse_int(const std::string& s, const std::string& where, const char* col) {
@@ -120,7 +96,7 @@ struct TableInfo {
 void read_manifest(const fs::path& dir, std::map<std::string, TableInfo>& out) {
   const fs::path path = dir / "manifest.csv";
   if (!fs::exists(path)) return;
-  const Table t = read_table(path.string());
+  const Table t = Table(path.string());
   const int c_file = t.need("file"), c_dev = t.need("device_name"), c_fw = t.need("framework"),
             c_ks = t.need("kernel_source");
   int c_ver = t.col("framework_version");
@@ -208,7 +184,7 @@ class DeviceNames {
       if (e > b) out += (out.empty() ? "" : " or ") + names.substr(b, e - b);
       b = e + 1;
     }
-    return "no spec sheet for " + (out.empty() ? std::string("a GPU the table does not name") : out);
+    return GpuImport::no_spec_sheet(out.empty() ? std::string("a GPU the table does not name") : out);
   }
 
  private:
@@ -483,7 +459,7 @@ GpuImportSummary import_aiconfigurator(const GpuImportOptions& opt, Store& store
   DeviceNames devs(imp);
   for (const auto& [folder, path] : tables) {
     const std::string why = skip_reason(path);
-    const Table t = read_table(path);
+    const Table t = Table(path);
     const auto info = manifest.find(fs::path(path).lexically_normal().string());
     SCALEDL_CHECK(info != manifest.end(), "{}: no row of its folder's manifest.csv names this table", path);
     ++imp.summary().files;

@@ -31,6 +31,8 @@ struct Table {
   }
   std::string where(size_t r) const { return fmt::format("{}:{}", path, lines[r]); }
   size_t rows() const { return recs.size() - 1; }
+  /// Index of a column, -1 when the header lacks it (an optional one).
+  int col(const std::string& name) const { return csv_column(recs[0], name); }
   /// Index of a column the importer needs; Error naming the file when the header lacks it.
   int need(const std::string& name) const {
     const int c = csv_column(recs[0], name);

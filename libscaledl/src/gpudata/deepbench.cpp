@@ -125,7 +125,7 @@ void read_gemm(const std::string& path, const std::map<std::string, std::string>
     }
     const DeviceRecord* dev = imp.device(device);
     if (!dev) {
-      imp.refuse(fmt::format("no spec sheet for {}", device));
+      imp.refuse(GpuImport::no_spec_sheet(device));
       continue;
     }
     LayerMeasurement lm;
@@ -184,7 +184,7 @@ void read_allreduce(const std::string& path, const std::map<std::string, std::st
     }
     const DeviceRecord* dev = imp.device(device);
     if (!dev) {
-      imp.refuse(fmt::format("no spec sheet for {}", device));
+      imp.refuse(GpuImport::no_spec_sheet(device));
       continue;
     }
     if (nodes > world) {

@@ -158,11 +158,8 @@ bool GpuImport::add_layer(LayerMeasurement m, const DeviceRecord& dev, const Pro
     refuse(why);
     return false;
   }
-  const std::string pk = prov.to_json().dump();
-  provs_.emplace(pk, prov);
-  devices_.emplace(dev.key(), dev);
+  const std::string pk = keep(dev, prov);
   ++sum_.layer_rows;
-  ++sum_.per_device[m.device];
   ++sum_.per_kind[fmt::format("{} {}{} {}", to_string(m.type), "fwd",
                               std::isnan(m.bwd.median_ms) ? "" : "+bwd", to_string(m.dtype))];
   layers_.emplace_back(pk, std::move(m));
@@ -177,13 +174,18 @@ bool GpuImport::add_collective(CollectiveMeasurement c, const DeviceRecord& dev,
   if (c.campaign.empty() || c.campaign == "default") c.campaign = opt_.campaign;
   c.device = dev.key();
   c.source = source_;
-  const std::string pk = prov.to_json().dump();
+  keep(dev, prov);
+  ++sum_.collective_rows;
+  collectives_.push_back(std::move(c));
+  return true;
+}
+
+std::string GpuImport::keep(const DeviceRecord& dev, const Provenance& prov) {
+  std::string pk = prov.to_json().dump();
   provs_.emplace(pk, prov);
   devices_.emplace(dev.key(), dev);
-  ++sum_.collective_rows;
-  ++sum_.per_device[c.device];
-  collectives_.emplace_back(pk, std::move(c));
-  return true;
+  ++sum_.per_device[dev.key()];
+  return pk;
 }
 
 GpuImportSummary GpuImport::write(Store& store) {
@@ -198,10 +200,7 @@ GpuImportSummary GpuImport::write(Store& store) {
     ls.push_back(std::move(m));
   }
   sum_.layers_inserted = store.put_layers(ls);
-  std::vector<CollectiveMeasurement> cs;
-  cs.reserve(collectives_.size());
-  for (auto& [k, c] : collectives_) cs.push_back(std::move(c));
-  if (!cs.empty()) sum_.collectives_inserted = store.put_collectives(cs);
+  if (!collectives_.empty()) sum_.collectives_inserted = store.put_collectives(collectives_);
   tx.commit();
   layers_.clear();
   collectives_.clear();

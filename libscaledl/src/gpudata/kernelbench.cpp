@@ -54,6 +54,7 @@
 
 #include <fmt/format.h>
 
+#include "gpudata/csv_table.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/gpudata/gpudata.hpp"
@@ -129,32 +130,14 @@ const ProblemMap* find_problem(const std::string& name) {
   return nullptr;
 }
 
-/// One CSV of the folder, parsed, with the line of each record.
-struct Csv {
-  std::string path;
-  std::vector<std::vector<std::string>> recs;
-  std::vector<size_t> lines;
+using gpudata::Table;
 
-  explicit Csv(const fs::path& p) : path(p.string()) {
-    SCALEDL_CHECK(fs::is_regular_file(p), "{}: no such file (a KernelBench folder holds {}, {} and {})", path,
-                  kEagerFile, kShapesFile, kRunsFile);
-    recs = parse_csv(read_text_file(path), path, &lines);
-    SCALEDL_CHECK(!recs.empty(), "{}:1: empty file (expected a header line)", path);
-  }
-  /// Index of a column the importer needs; Error naming the file when the header lacks it.
-  int need(const char* col) const {
-    const int c = csv_column(recs[0], col);
-    SCALEDL_CHECK(c >= 0, "{}:1: the header lacks the column {}", path, col);
-    return c;
-  }
-  std::string where(size_t r) const { return fmt::format("{}:{}", path, lines[r]); }
-  /// Record r (>= 1), checked to have the header's field count.
-  const std::vector<std::string>& row(size_t r) const {
-    SCALEDL_CHECK(recs[r].size() == recs[0].size(), "{}: {} fields, the header has {}", where(r),
-                  recs[r].size(), recs[0].size());
-    return recs[r];
-  }
-};
+/// One CSV of the folder (Table checks the header and every record's field count).
+Table read_csv(const fs::path& p) {
+  SCALEDL_CHECK(fs::is_regular_file(p), "{}: no such file (a KernelBench folder holds {}, {} and {})",
+                p.string(), kEagerFile, kShapesFile, kRunsFile);
+  return Table(p.string());
+}
 
 double parse_number(const std::string& s, const std::string& where, const char* col) {
   char* end = nullptr;
@@ -178,13 +161,13 @@ struct RunInfo {
 };
 
 /// (timing_dir, first 12 hex of the commit) -> run.
-std::map<std::pair<std::string, std::string>, RunInfo> read_runs(const Csv& t) {
+std::map<std::pair<std::string, std::string>, RunInfo> read_runs(const Table& t) {
   const int c_dir = t.need("timing_dir"), c_cfg = t.need("config"), c_commit = t.need("timing_commit"),
             c_pin = t.need("torch_pin_in_requirements_at_commit"),
             c_flush = t.need("timing_code_flushes_l2_at_commit");
   std::map<std::pair<std::string, std::string>, RunInfo> runs;
   for (size_t r = 1; r < t.recs.size(); ++r) {
-    const auto& f = t.row(r);
+    const auto& f = t.recs[r];
     if (f[c_cfg] != "eager") continue;
     const std::string& commit = f[c_commit];
     SCALEDL_CHECK(commit.size() >= 12 && commit.find_first_not_of("0123456789abcdef") == std::string::npos,
@@ -205,12 +188,12 @@ struct Shape {
 };
 
 /// (problem_set_id, problem_id) -> shape.
-std::map<std::pair<std::string, int64_t>, Shape> read_shapes(const Csv& t) {
+std::map<std::pair<std::string, int64_t>, Shape> read_shapes(const Table& t) {
   const int c_ps = t.need("problem_set_id"), c_id = t.need("problem_id"), c_name = t.need("problem_name"),
             c_const = t.need("constants_json");
   std::map<std::pair<std::string, int64_t>, Shape> shapes;
   for (size_t r = 1; r < t.recs.size(); ++r) {
-    const auto& f = t.row(r);
+    const auto& f = t.recs[r];
     const std::string where = t.where(r);
     const int64_t id = parse_int(f[c_id], where, "problem_id");
     nlohmann::json c;
@@ -385,7 +368,8 @@ GpuImportSummary import_kernelbench(const GpuImportOptions& opt, Store& store) {
   const fs::path root(opt.root);
   SCALEDL_CHECK(fs::is_directory(root), "--root=\"{}\" is not a folder (expected KernelBench's, with {})",
                 opt.root, kEagerFile);
-  const Csv eager(root / kEagerFile), shapes_csv(root / kShapesFile), runs_csv(root / kRunsFile);
+  const Table eager = read_csv(root / kEagerFile), shapes_csv = read_csv(root / kShapesFile),
+              runs_csv = read_csv(root / kRunsFile);
   const auto runs = read_runs(runs_csv);
   const auto shapes = read_shapes(shapes_csv);
   imp.summary().files = 3;
@@ -394,11 +378,11 @@ GpuImportSummary import_kernelbench(const GpuImportOptions& opt, Store& store) {
             c_commit = eager.need("eager_timing_commit"), c_ps = eager.need("problem_set_id"),
             c_id = eager.need("problem_id"), c_name = eager.need("problem_name"),
             c_ms = eager.need("eager_ms"), c_sd = eager.need("eager_std_ms");
-  const int c_flag = csv_column(eager.recs[0], "flag");  // optional
+  const int c_flag = eager.col("flag");  // optional
 
   std::map<std::pair<std::string, std::string>, Group> groups;  // (device key, layer key) -> timings
   for (size_t r = 1; r < eager.recs.size(); ++r) {
-    const auto& f = eager.row(r);
+    const auto& f = eager.recs[r];
     const std::string where = eager.where(r);
     ++imp.summary().rows;
     // The file's form first: a bad number is an Error whatever the row's problem.
@@ -437,7 +421,7 @@ GpuImportSummary import_kernelbench(const GpuImportOptions& opt, Store& store) {
     }
     const DeviceRecord* dev = imp.device(gpu);
     if (!dev) {
-      imp.refuse("no spec sheet for " + gpu);
+      imp.refuse(GpuImport::no_spec_sheet(gpu));
       continue;
     }
     if (!std::isnan(sd) && !(sd >= 0)) {

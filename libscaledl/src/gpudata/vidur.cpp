@@ -185,7 +185,7 @@ void read_mlp_csv(const fs::path& file, const fs::path& compute_dir, GpuImport& 
     if (!gpu)
       row_refusal = fmt::format("unknown Vidur GPU folder compute/{}", gpu_folder);
     else if (!dev)
-      row_refusal = fmt::format("no spec sheet for {}", gpu);
+      row_refusal = GpuImport::no_spec_sheet(gpu);
     else if (!cfg)
       row_refusal = fmt::format("no Vidur model config known for {} (norm type, biases)", model);
     else if (h % a || a % tp || g % tp || h % tp || f % tp || vocab % tp)
@@ -269,7 +269,7 @@ void read_network_csv(const fs::path& file, const std::string& node, const std::
   else if (!gpu)
     refusal = fmt::format("unknown Vidur node type network/{}", node);
   else if (!dev)
-    refusal = fmt::format("no spec sheet for {}", gpu);
+    refusal = GpuImport::no_spec_sheet(gpu);
   // (world, devices per node, bytes) -> medians of its rows (ranks, repeated sizes)
   std::map<std::tuple<int64_t, int64_t, double>, std::vector<double>> groups;
   for (size_t r = 1; r < t.recs.size(); ++r) {

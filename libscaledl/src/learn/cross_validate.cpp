@@ -128,8 +128,8 @@ std::map<std::string, int> model_run_folds(const std::vector<LayerSample>& sampl
 }
 
 std::string device_identity(const std::string& key) {
-  for (const char* kind : {"cuda:", "spec:"})
-    if (key.rfind(kind, 0) == 0) return key.substr(5);
+  for (const std::string kind : {"cuda:", "spec:"})
+    if (key.rfind(kind, 0) == 0) return key.substr(kind.size());
   return key;
 }
 

@@ -104,24 +104,25 @@ void check_direction(LayerType t, Direction dir) {
                 to_string(dir), to_string(t));
 }
 
-double rate_gflops(const DeviceRecord& dev, DType dtype, bool dtype_rates) {
-  const double fp32 = dev.compute_gflops();
-  if (!dtype_rates || dev.peak_fp32_gflops <= 0) return fp32;
-  double peak = 0;
+double dtype_peak_gflops(const DeviceRecord& dev, DType dtype) {
   switch (dtype) {
     case DType::FP32:
-      return fp32;
+      return dev.peak_fp32_gflops;
     case DType::TF32:
-      peak = dev.peak_tf32_gflops;
-      break;
+      return dev.peak_tf32_gflops;
     case DType::BF16:
     case DType::FP16:
-      peak = dev.peak_bf16_gflops;
-      break;
-    case DType::FP8:  // a part without FP8 tensor cores runs it as BF16 (Ampere, Intel B60)
-      peak = dev.peak_fp8_gflops > 0 ? dev.peak_fp8_gflops : dev.peak_bf16_gflops;
-      break;
+      return dev.peak_bf16_gflops;
+    case DType::FP8:
+      return dev.peak_fp8_gflops > 0 ? dev.peak_fp8_gflops : dev.peak_bf16_gflops;
   }
+  return 0;
+}
+
+double rate_gflops(const DeviceRecord& dev, DType dtype, bool dtype_rates) {
+  const double fp32 = dev.compute_gflops();
+  if (!dtype_rates || dev.peak_fp32_gflops <= 0 || dtype == DType::FP32) return fp32;
+  const double peak = dtype_peak_gflops(dev, dtype);
   return peak > 0 ? peak * fp32 / dev.peak_fp32_gflops : fp32;
 }
 
@@ -243,21 +244,9 @@ FeatureWriter::FeatureWriter(LayerType t, DType dtype, Direction dir, const Devi
                 dev.key());
   gflops_ = rate_gflops(dev, dtype, o.dtype_rates);
   bw_ = dev.bandwidth_gbs();
-  switch (dtype) {  // the boost-clock peak: an upper bound on any clock
-    case DType::FP32:
-      peak_ = dev.peak_fp32_gflops;
-      break;
-    case DType::TF32:
-      peak_ = dev.peak_tf32_gflops > 0 ? dev.peak_tf32_gflops : dev.peak_fp32_gflops;
-      break;
-    case DType::BF16:
-    case DType::FP16:
-      peak_ = dev.peak_bf16_gflops;
-      break;
-    case DType::FP8:
-      peak_ = dev.peak_fp8_gflops > 0 ? dev.peak_fp8_gflops : dev.peak_bf16_gflops;
-      break;
-  }
+  // The boost-clock peak: an upper bound on any clock (TF32 at the FP32 peak where a record has none).
+  peak_ = dtype_peak_gflops(dev, dtype);
+  if (dtype == DType::TF32 && peak_ <= 0) peak_ = dev.peak_fp32_gflops;
 }
 
 double FeatureWriter::write(const int64_t* dims, float* out) {

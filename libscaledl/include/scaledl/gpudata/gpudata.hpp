@@ -99,8 +99,8 @@ class GpuImport {
   GpuImportSummary& summary() { return sum_; }
   const GpuImportOptions& options() const { return opt_; }
 
-  /// The spec record of a GPU as the data names it, or nullptr (the caller then calls
-  /// refuse("no spec sheet for ...")).
+  /// The spec record of a GPU as the data names it, or nullptr (the caller then refuses its
+  /// rows with no_spec_sheet(name)).
   const DeviceRecord* device(const std::string& name_in_data) const { return catalog_.find(name_in_data); }
   /// Adds a layer row of `dev` measured under `prov` (m.device, m.source and m.campaign are set
   /// here; m.campaign when empty). Checks it; returns false (and counts the reason) when refused.
@@ -109,6 +109,8 @@ class GpuImport {
   /// size is not positive and finite.
   bool add_collective(CollectiveMeasurement c, const DeviceRecord& dev, const Provenance& prov);
   void refuse(const std::string& reason) { ++sum_.refused[reason]; }
+  /// The reason a row of a GPU without a spec sheet is refused: "no spec sheet for <name>".
+  static std::string no_spec_sheet(const std::string& name) { return "no spec sheet for " + name; }
   void skip(const std::string& what) { ++sum_.skipped[what]; }
 
   /// Writes devices, environments, layer rows and collective rows in one transaction.
@@ -120,10 +122,14 @@ class GpuImport {
   GpuImportOptions opt_;
   SpecCatalog catalog_;
   GpuImportSummary sum_;
+  /// Records `dev` and `prov` for write() and counts a row of `dev`; returns the provenance key.
+  std::string keep(const DeviceRecord& dev, const Provenance& prov);
   std::map<std::string, DeviceRecord> devices_;                   ///< key -> record
   std::map<std::string, Provenance> provs_;                       ///< environment JSON dump -> provenance
   std::vector<std::pair<std::string, LayerMeasurement>> layers_;  ///< (prov key, row)
-  std::vector<std::pair<std::string, CollectiveMeasurement>> collectives_;  ///< (prov key, row)
+  /// Collective rows (the store keeps no environment of a collective row: their provenance is
+  /// stored as an environment of its own, and the row's `source` names the importer).
+  std::vector<CollectiveMeasurement> collectives_;
   double t0_ = 0;
 };
 

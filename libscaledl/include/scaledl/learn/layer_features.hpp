@@ -61,6 +61,11 @@ struct FeatureOptions {
   bool dtype_rates = false;
 };
 
+/// The spec-sheet peak of `dtype` (GFLOP/s) at the boost clock: FP32 peak_fp32_gflops, TF32
+/// peak_tf32_gflops, BF16 and FP16 peak_bf16_gflops, FP8 peak_fp8_gflops or, on a part without FP8
+/// tensor cores (Ampere, Intel B60, which run it as BF16), peak_bf16_gflops; 0 = not on the record.
+double dtype_peak_gflops(const DeviceRecord& dev, DType dtype);
+
 /// The compute rate (GFLOP/s) a roofline of `dtype` uses: the record's FP32 rate
 /// (DeviceRecord::compute_gflops), or with `dtype_rates` the spec peak of the dtype
 /// (TF32: peak_tf32_gflops; BF16 and FP16: peak_bf16_gflops, which holds the FP16
