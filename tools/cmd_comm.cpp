@@ -3,6 +3,7 @@
 // backend, level, world, nodes); write the calibration file that
 // `train --comm` / `predict --comm` read, and plots (docs/comm.md).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,7 @@
 
 #include "command.hpp"
 #include "scaledl/comm/collectives.hpp"
+#include "scaledl/comm/fabric.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
@@ -108,6 +110,78 @@ scaledl::cli::Registrar reg_fit(
                      "directory for <collective>-<campaign>.svg (gnuplot), with .dat and .gp");
       app.add_flag("--json", o->json, "print the calibration JSON instead of the table");
       return [o] { return run(*o); };
+    });
+
+// scaledl comm presets: models/fabrics/*.json from the definitions and a store of
+// imported collective rows (scripts/build_fabrics.sh), and their leave-one-GPU-out.
+struct CommPresetsOptions {
+  std::string db;
+  std::string defs;
+  std::string out;  ///< directory for <name>.json ("" = none)
+  std::string loo;  ///< CSV of the held-out rows ("" = no leave-one-out)
+  double loo_min_bytes = 64e6;
+};
+
+int run_presets(const CommPresetsOptions& o) {
+  using namespace scaledl;
+  const FabricDefinitions defs = load_fabric_definitions(o.defs);
+  check_output_is_not_input(o.loo, "--loo", {{"--db", o.db}, {"--defs", o.defs}});
+  Store store(o.db, /*read_only=*/true);
+  const auto rows = store.collectives();
+  SCALEDL_CHECK(!rows.empty(), "{}: no ok collective rows (import them first: scripts/build_fabrics.sh)",
+                o.db);
+  const std::vector<FabricPreset> presets = build_fabric_presets(defs, rows);
+  std::printf("%-24s %-11s %-8s %5s %8s | %-30s | %s\n", "fabric", "kind", "origin", "gpus", "link",
+              "all-reduce bus GB/s by ranks", "across nodes");
+  for (const FabricPreset& p : presets) {
+    std::string ar;
+    for (const FabricFit& f : p.fits)
+      if (f.collective == "allreduce")
+        ar += fmt::format("{}{}:{:.0f}", ar.empty() ? "" : " ", f.world, f.model.bandwidth_Bps / 1e9);
+    std::printf("%-24s %-11s %-8s %5lld %8.1f | %-30s | %s\n", p.name.c_str(), to_string(p.kind),
+                p.origin.c_str(), static_cast<long long>(p.gpus_per_node), p.link_gbs, ar.c_str(),
+                p.inter ? fmt::format("{:.1f} GB/s ({})", p.inter->bandwidth_Bps / 1e9,
+                                      p.inter_source.substr(0, p.inter_source.find(':')))
+                              .c_str()
+                        : "-");
+  }
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    for (const FabricPreset& p : presets) write_json_file(o.out + "/" + p.name + ".json", p.to_json());
+    std::printf("wrote %zu presets to %s\n", presets.size(), o.out.c_str());
+  }
+  if (!o.loo.empty()) {
+    const auto loo = leave_one_fabric_out(defs, rows, o.loo_min_bytes);
+    SCALEDL_CHECK(!loo.empty(),
+                  "--loo: no fabric could be held out (each is the only measured one of its kind)");
+    std::string csv = "fabric,kind,collective,world,bytes,measured_gbs,fitted_gbs,predicted_gbs\n";
+    for (const FabricLooRow& r : loo)
+      csv += fmt::format("{},{},{},{},{:.0f},{:.2f},{:.2f},{:.2f}\n", r.fabric, r.kind, r.collective, r.world,
+                         r.bytes, r.measured_gbs, r.fitted_gbs, r.predicted_gbs);
+    write_text_file_atomic(o.loo, csv);
+    std::printf("\nleave-one-GPU-out (collectives): bus bandwidth of the rows >= %.0f MB, MAPE %%\n",
+                o.loo_min_bytes / 1e6);
+    std::printf("%-44s %5s %8s %10s\n", "group", "rows", "fitted", "held out");
+    for (const FabricLooSummary& s : summarize_fabric_loo(loo))
+      std::printf("%-44s %5zu %8.1f %10.1f\n", s.group.c_str(), s.rows, s.fitted_mape, s.predicted_mape);
+    std::printf("rows: %s\n", o.loo.c_str());
+  }
+  return 0;
+}
+
+scaledl::cli::Registrar reg_presets(
+    {"comm", "presets"},
+    "Fit the fabric presets (models/fabrics) on imported collective rows, derive the unmeasured ones, and "
+    "score them leave-one-GPU-out",
+    [](CLI::App& app) {
+      auto o = std::make_shared<CommPresetsOptions>();
+      app.add_option("--db", o->db, "store with the imported collective rows")->required();
+      app.add_option("--defs", o->defs, "fabric definitions (datasets/gpus/fabrics.json)")->required();
+      app.add_option("--out", o->out, "directory for <name>.json (models/fabrics)");
+      app.add_option("--loo", o->loo, "CSV of the leave-one-GPU-out rows (and print the summary)");
+      app.add_option("--loo-min-bytes", o->loo_min_bytes, "smallest message scored, bytes (default 64e6)")
+          ->check(CLI::Range(1.0, 1e12));
+      return [o] { return run_presets(*o); };
     });
 
 }  // namespace

@@ -150,6 +150,9 @@ scaledl::cli::Registrar reg(
       par(app.add_flag("--recompute", o->req.par.recompute,
                        "activation recomputation (Megatron checkpointing)"));
       app.add_option("--comm", o->req.comm, "all-reduce calibration JSON (for N > 1)");
+      app.add_option("--fabric", o->req.fabric,
+                     "the cluster's interconnect for --gpus: a preset name (`scaledl comm presets`, "
+                     "models/fabrics) or file (default: the one the device spec names)");
       app.add_option("--samples", o->req.samples, "training samples per epoch");
       app.add_option("--iterations", o->req.iterations, "iterations per epoch");
       app.add_option("--sweep", o->req.sweeps,

@@ -15,13 +15,15 @@
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/learn/calibration.hpp"
 #include "scaledl/predict/bundle.hpp"
+#include "scaledl/predict/predict_api.hpp"
 #include "scaledl/predict/scale.hpp"
 
 namespace {
 
 struct ScaleCmdOptions {
   scaledl::cli::ModelArgs args;
-  std::string bundle, device_spec, comm, gpus = "1..64", plot;
+  std::string bundle, device_spec, comm, fabric, gpus = "1..64", plot;
+  bool gpus_per_node_given = false;
   bool json = false;
   scaledl::ScaleOptions s;
   scaledl::cli::PipelineArgs input;    ///< --pipeline, --workers, --vcpus, --input (issue #15)
@@ -42,16 +44,18 @@ int run(const ScaleCmdOptions& o) {
   if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
   const DeviceRecord dev = load_device_spec(o.device_spec);
   if (!o.calibrate.empty()) b.calibration = calibrate_from_store(b.layers, o.calibrate, dev);
-  const CommModel comm = b.cluster_comm();
+  const ClusterCommChoice cc = choose_cluster_comm(b, o.fabric, o.device_spec, dev);
+  // A preset's node is its NVLink domain (72 GPUs for an NVL72 rack) unless --gpus-per-node says.
+  if (cc.fabric && !o.gpus_per_node_given) so.gpus_per_node = cc.fabric->gpus_per_node;
   const bool multi = std::any_of(so.gpus.begin(), so.gpus.end(), [](int64_t n) { return n > 1; });
   SCALEDL_CHECK(
-      !multi || comm.bandwidth_Bps > 0,
-      "--gpus={} needs a collective calibration: --comm FILE (`scaledl comm fit`) or a bundle trained "
-      "with --comm",
+      !multi || cc.comm.intra.bandwidth_Bps > 0,
+      "--gpus={} needs a collective model: --fabric NAME (a preset of models/fabrics; the device spec "
+      "names none), --comm FILE (`scaledl comm fit`) or a bundle trained with --comm",
       o.gpus);
   const auto input = o.input.resolve(m, s);  // issue #15: the host input pipeline bounds T_iter
   if (input) so.input_ms = cli::PipelineArgs::scale_input_ms(*input);
-  const ScaleResult r = scale_curve(b, m, s, so, dev, comm, comm);
+  const ScaleResult r = scale_curve(b, m, s, so, dev, cc.comm);
   if (!o.plot.empty()) {
     std::filesystem::create_directories(o.plot);
     std::ostringstream dat;
@@ -77,6 +81,7 @@ int run(const ScaleCmdOptions& o) {
     j["model"] = m.name;
     j["device"] = dev.key();
     j["mode"] = so.weak ? "weak" : "strong";
+    if (!cc.source.empty()) j["collectives"] = cc.source;
     if (b.calibration) j["calibration"] = b.calibration->to_json();
     std::printf("%s\n", j.dump(1).c_str());
     return 0;
@@ -119,6 +124,7 @@ int run(const ScaleCmdOptions& o) {
           "bound: %lld GPUs predicted faster than a linear speedup over one GPU; T_iter raised to it\n",
           static_cast<long long>(p.gpus));
   for (const auto& w : r.infeasible) std::printf("not feasible: %s\n", w.c_str());
+  if (multi && !cc.source.empty()) std::printf("collectives: %s\n", cc.source.c_str());
   if (!r.comm_warning.empty()) std::printf("warning: %s\n", r.comm_warning.c_str());  // issue #39 case 27
   if (so.target_epoch_s > 0)
     std::printf(
@@ -143,6 +149,9 @@ scaledl::cli::Registrar reg(
       app.add_option("--device-spec", o->device_spec, "the cluster's GPU (spec sheet or probe JSON)")
           ->required();
       app.add_option("--comm", o->comm, "collective calibration (`scaledl comm fit --out`)");
+      app.add_option("--fabric", o->fabric,
+                     "the cluster's interconnect: a preset name (models/fabrics) or file (default: the one "
+                     "the device spec names)");
       app.add_option(
           "--calibrate", o->calibrate,
           "store with a few layer timings of this GPU: each layer kind scaled by their median ratio to "
@@ -154,8 +163,10 @@ scaledl::cli::Registrar reg(
           "docs/parallel.md)");
       app.add_option("--gpus", o->gpus, "GPU counts: 1..1024 (powers of two) or a list 1,2,8")
           ->capture_default_str();
-      app.add_option("--gpus-per-node", o->s.gpus_per_node, "GPUs per node (TP stays inside one)")
-          ->capture_default_str();
+      app.add_option("--gpus-per-node", o->s.gpus_per_node,
+                     "GPUs per node (TP stays inside one; default: the fabric preset's, else 8)")
+          ->capture_default_str()
+          ->each([o](const std::string&) { o->gpus_per_node_given = true; });
       app.add_flag("--weak", o->s.weak,
                    "fixed batch per GPU (--batch per GPU) instead of a fixed global batch");
       app.add_option("--global-batch", o->s.global_batch,

@@ -147,7 +147,7 @@ TEST(ParallelPrediction, CompositionFollowsTheSchemes) {
   // Without a calibration, more than one GPU is refused.
   EXPECT_NE(error_of([&] {
               predict_parallel(b, m, settings(8), dp, a100, CommModel{}, CommModel{});
-            }).find("needs a collective calibration"),
+            }).find("needs a collective model"),
             std::string::npos);
 }
 

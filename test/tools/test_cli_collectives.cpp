@@ -187,7 +187,20 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
                    "--tp=5 does not divide num_attention_heads=12");
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 16 --pp 16",
                    "--pp=16 is larger than the 12 layers");
-  expect_one_error(base + "--gpus 4", "--gpus=4 needs a collective calibration");
+  // The A100's fabric preset prices the collectives without --comm; a GPU with no preset (a T4)
+  // asks for one.
+  CliResult pre = run_cli(base + "--gpus 4");
+  ASSERT_EQ(pre.rc, 0) << pre.out;
+  EXPECT_NE(pre.out.find("collectives  fabric hgx-a100 (the preset of this GPU; measured)"),
+            std::string::npos)
+      << pre.out;
+  std::string t4 = base;
+  t4.replace(t4.find("a100-sxm4-40gb.json"), std::string("a100-sxm4-40gb.json").size(), "t4.json");
+  expect_one_error(t4 + "--gpus 4", "--gpus=4 needs a collective model: --fabric NAME");
+  expect_one_error(base + "--gpus 4 --fabric hgx-h100 --comm " + (dir / "comm.json").string(),
+                   "--fabric=hgx-h100 and --comm: give one collective model, not both");
+  expect_one_error(base + "--gpus 4 --fabric nvlink9",
+                   "--fabric=\"nvlink9\" is neither a file nor a preset name");
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 4 --zero 5",
                    "--zero=5 is not a ZeRO stage");
   // --host-node-us: every slot takes at least its nodes x d; the JSON and the text say so.
@@ -250,7 +263,9 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
   EXPECT_TRUE(fs::exists(dir / "plot" / "scale.png"));
   EXPECT_TRUE(fs::exists(dir / "plot" / "scale.svg"));
   expect_one_error(base + "--gpus 0..8", "--gpus=\"0..8\"");
-  expect_one_error(base + "--gpus 1..8", "needs a collective calibration");
+  std::string t4 = base;
+  t4.replace(t4.find("a100-sxm4-40gb.json"), std::string("a100-sxm4-40gb.json").size(), "t4.json");
+  expect_one_error(t4 + "--gpus 1..8", "needs a collective model");
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --price-per-gpu-hour -1",
                    "--price-per-gpu-hour=-1 must be >= 0");
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --target-epoch-s 10",

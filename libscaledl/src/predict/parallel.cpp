@@ -213,13 +213,23 @@ double ParallelPrediction::iter_ms(double host_node_ms) const {
 ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                     const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
                                     const CommModel& inter) {
+  return predict_parallel(b, m, s, c, dev, ClusterComm{intra, inter, {}});
+}
+
+ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                    const ParallelConfig& c, const DeviceRecord& dev,
+                                    const ClusterComm& comm) {
+  const CommModel& intra = comm.intra;
+  const CommModel& inter = comm.inter;
   ParallelPrediction r;
   r.plan = plan_parallel(m, s, c);
   const ParallelPlan& p = r.plan;
   const bool multi = c.gpus > 1;
-  SCALEDL_CHECK(!multi || intra.bandwidth_Bps > 0,
-                "--gpus={} needs a collective calibration (--comm FILE, or a bundle trained with --comm)",
-                c.gpus);
+  SCALEDL_CHECK(
+      !multi || intra.bandwidth_Bps > 0,
+      "--gpus={} needs a collective model: --fabric NAME (models/fabrics), --comm FILE, or a bundle "
+      "trained with --comm",
+      c.gpus);
   // One micro-batch of the slowest stage: the layer models' sums by direction
   // (the graph refinement was trained on whole single-GPU models, not on shards).
   const LayerGraph g = build_layer_graph(p.stage, p.micro);
@@ -227,19 +237,19 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   r.t_fwd_ms = sum_dir(one, ".fwd");
   r.t_bwd_ms = sum_dir(one, ".bwd");
   if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
-  const CommModel& tp_comm = p.tp_inter_node ? inter : intra;
+  const CommModel& tp_comm = p.tp_inter_node ? inter : comm.inside(c.tp);
   if (c.tp > 1) r.t_tp_ms = static_cast<double>(p.tp_allreduces) * tp_comm.time_s(p.tp_bytes, c.tp) * 1e3;
   if (c.ep > 1) {
     // An all-to-all (pairwise exchange) has the all-gather's ring form, (N-1)/N S/B + (N-1) gamma, with
     // B the calibrated bus bandwidth: what nccl-tests reports for all three on one NVSwitch node.
-    const CommModel& ec = p.ep_inter_node ? inter : intra;
+    const CommModel& ec = p.ep_inter_node ? inter : comm.inside(c.ep);
     const CommFactors f = comm_factors("allgather", CommForm::Ring, c.ep);
     r.t_ep_ms =
         static_cast<double>(p.ep_alltoalls) * (f.a * p.ep_bytes / ec.bandwidth_Bps + f.c * ec.gamma_s) * 1e3;
   }
   if (c.pp > 1) {
     // Stages spread over nodes when one node cannot hold the tp x pp ranks of a replica.
-    const CommModel& pc = c.tp * c.pp > p.gpus_per_node ? inter : intra;
+    const CommModel& pc = c.tp * c.pp > p.gpus_per_node ? inter : comm.inside(2);
     r.t_p2p_ms = 2 * pc.time_s(p.p2p_bytes, 2) * 1e3;  // activations forward, their gradient backward
   }
   // The nodes the stage's host issues per micro-batch: every node of the forward and
@@ -252,7 +262,7 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
       r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
   r.t_host_ms = r.slot_nodes * c.host_node_ms;
   if (p.dp > 1) {
-    const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : intra;
+    const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : comm.inside(p.dp);
     // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the
     // weights. Under expert parallelism the experts' gradients are all-reduced over the dp / ep replicas of
     // each expert.
@@ -293,7 +303,13 @@ ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m
                                              const ParallelConfig& c, const DeviceRecord& dev,
                                              const CommModel& intra, const CommModel& inter,
                                              const SingleGpuAnchor* anchor) {
-  ParallelPrediction r = predict_parallel(b, m, s, c, dev, intra, inter);
+  return predict_parallel_anchored(b, m, s, c, dev, ClusterComm{intra, inter, {}}, anchor);
+}
+
+ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                             const ParallelConfig& c, const DeviceRecord& dev,
+                                             const ClusterComm& comm, const SingleGpuAnchor* anchor) {
+  ParallelPrediction r = predict_parallel(b, m, s, c, dev, comm);
   const bool alone =
       c.gpus == 1 && c.tp == 1 && c.pp == 1 && c.ep == 1 && c.microbatches == 1 && !c.recompute;
   SingleGpuAnchor own;

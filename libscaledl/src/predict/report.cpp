@@ -297,6 +297,7 @@ nlohmann::json ParallelSingle::to_json() const {
   j["t_epoch_s"] = iterations ? nlohmann::json(iterations * r.t_iter_ms / 1e3) : nlohmann::json();
   if (!host_warning.empty()) j["host_warning"] = host_warning;
   if (!comm_warning.empty()) j["comm_warning"] = comm_warning;
+  if (!comm_source.empty()) j["collectives"] = comm_source;
   for (const auto& [k, v] : input.items()) j[k] = v;
   return j;
 }
@@ -357,6 +358,7 @@ void ParallelSingle::write_report(std::ostream& out) const {
                                  memory.weights / 1e9, memory.grads / 1e9, memory.optimizer / 1e9,
                                  memory.activations / 1e9, memory.in_flight, memory.transient / 1e9),
                      capacity_bytes, headroom, verdict);
+  if (!comm_source.empty()) out << fmt::format("collectives  {}\n", comm_source);
   if (!host_warning.empty()) out << fmt::format("warning      per slot: {}\n", host_warning);
   if (!comm_warning.empty()) out << fmt::format("warning      {}\n", comm_warning);
 }

@@ -135,16 +135,55 @@ SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const 
   return r;
 }
 
+ClusterCommChoice choose_cluster_comm(const Bundle& b, const std::string& fabric,
+                                      const std::string& spec_path, const DeviceRecord& dev) {
+  ClusterCommChoice c;
+  auto use = [&](FabricPreset p, const std::string& why) {
+    c.comm = p.cluster();
+    c.source = fmt::format("fabric {} ({}; {}): {}{}", p.name, why, p.origin, p.description,
+                           p.inter ? "" : "; no model across nodes");
+    c.fabric = std::move(p);
+  };
+  if (b.comm_given) {
+    SCALEDL_CHECK(fabric.empty(), "--fabric={} and --comm: give one collective model, not both", fabric);
+    c.comm = ClusterComm::uniform(*b.comm_given);
+    c.source = "--comm: the calibration given";
+    return c;
+  }
+  const std::vector<std::string> dirs = fabric_dirs_for_spec(spec_path);
+  if (!fabric.empty()) {
+    use(find_fabric(fabric, dirs, "--fabric"), "--fabric");
+    return c;
+  }
+  if (std::optional<FabricPreset> p = default_fabric_for(dev.name, dirs)) {
+    use(std::move(*p), "the preset of this GPU");
+    return c;
+  }
+  if (b.comm) {
+    c.comm = ClusterComm::uniform(*b.comm);
+    c.source = "the bundle's calibration (trained with --comm)";
+  }
+  return c;
+}
+
 ParallelSingle predict_parallel_single(const PredictRequest& o, const Bundle& b, const DeviceRecord& dev) {
   o.check_parallel();
   ParallelSingle r;
   auto [m, s] = o.args.load(&r.assumed);
-  const CommModel comm = b.cluster_comm();
+  const ClusterCommChoice cc = choose_cluster_comm(b, o.fabric, o.device_spec, dev);
+  if (o.par.gpus > 1) r.comm_source = cc.source;
   r.par = o.par;
   r.par.host_node_ms = b.host_node_ms_for(dev.key());  // --host-node-us, else the bundle's term
-  r.r = predict_parallel_anchored(b, m, s, r.par, dev, comm, comm);
+  // A preset's node is its NVLink / PCIe domain: more GPUs than one holds span whole nodes.
+  if (cc.fabric && r.par.nodes == 1 && r.par.gpus > cc.fabric->gpus_per_node &&
+      r.par.gpus % cc.fabric->gpus_per_node == 0) {
+    r.par.nodes = r.par.gpus / cc.fabric->gpus_per_node;
+    r.assumed.push_back(fmt::format("nodes {} of {} GPUs (the fabric's node; give --nodes)", r.par.nodes,
+                                    cc.fabric->gpus_per_node));
+  }
+  r.r = predict_parallel_anchored(b, m, s, r.par, dev, cc.comm);
   r.host_warning = host_bound_warning(r.r.t_slot_gpu_ms, r.r.slot_nodes, r.r.t_host_ms, dev.kind);
-  r.comm_warning = cross_node_comm_warning(comm, o.par.nodes);  // issue #39 case 27
+  r.comm_warning = cross_node_comm_warning(cc.comm.inter, r.par.nodes);  // issue #39 case 27
   const ParallelPlan& p = r.r.plan;
   r.iterations =
       o.iterations ? o.iterations : (o.samples ? (o.samples + s.batch * p.dp - 1) / (s.batch * p.dp) : 0);

@@ -103,8 +103,7 @@ struct ScaleJob {
   const TrainSettings& s;
   const ScaleOptions& o;
   const DeviceRecord& dev;
-  const CommModel& intra;
-  const CommModel& inter;
+  const ClusterComm& comm;
   double cap = 0;                              ///< device memory, bytes (0 = unknown)
   std::map<int64_t, SingleGpuAnchor> anchors;  ///< by replica batch
 
@@ -149,8 +148,7 @@ bool try_split(ScaleJob& job, const ParallelConfig& c, int64_t per_replica, int6
   t.batch = per_replica;
   ParallelPrediction p;
   try {
-    p = predict_parallel_anchored(job.b, job.m, t, c, job.dev, job.intra, job.inter,
-                                  &job.anchor_of(per_replica));
+    p = predict_parallel_anchored(job.b, job.m, t, c, job.dev, job.comm, &job.anchor_of(per_replica));
   } catch (const Error& e) {
     sr.why = e.what();
     return false;
@@ -261,8 +259,13 @@ void pick_points(ScaleResult& res, const ScaleOptions& o) {
 
 ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
                         const DeviceRecord& dev, const CommModel& intra, const CommModel& inter) {
+  return scale_curve(b, m, s, o, dev, ClusterComm{intra, inter, {}});
+}
+
+ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
+                        const DeviceRecord& dev, const ClusterComm& comm) {
   check_scale_options(o);
-  ScaleJob job{b, m, s, o, dev, intra, inter, dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0, {}};
+  ScaleJob job{b, m, s, o, dev, comm, dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0, {}};
   ScaleResult res;
   // Speedup and efficiency are against one GPU running the same batch (the global batch, or in weak
   // scaling the per-GPU one), predicted whether or not 1 is among the counts asked (and whether
@@ -291,7 +294,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
     res.points.push_back(sr.pt);
   }
   SCALEDL_CHECK(!res.points.empty(), "no GPU count has a feasible split ({})", res.infeasible.front());
-  res.comm_warning = cross_node_comm_warning(inter, most_nodes);
+  res.comm_warning = cross_node_comm_warning(comm.inter, most_nodes);
   pick_points(res, o);
   return res;
 }

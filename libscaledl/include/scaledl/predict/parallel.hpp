@@ -47,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scaledl/comm/comm.hpp"
+#include "scaledl/comm/fabric.hpp"
 #include "scaledl/io/device.hpp"
 #include "scaledl/ir/model_spec.hpp"
 #include "scaledl/predict/physics.hpp"
@@ -130,8 +131,13 @@ struct ParallelPrediction {
   nlohmann::json to_json() const;
 };
 
-/// Predicts one iteration. `intra` / `inter` are the collective models inside a
-/// node and across nodes (the same model twice when only one is calibrated).
+/// Predicts one iteration. `comm` holds the collective models inside a node (by the
+/// ranks of the group: a fabric preset's fits, fabric.hpp) and across nodes.
+ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                    const ParallelConfig& c, const DeviceRecord& dev,
+                                    const ClusterComm& comm);
+/// The same with one model inside a node and one across (the same model twice when only
+/// one is calibrated).
 ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                     const ParallelConfig& c, const DeviceRecord& dev, const CommModel& intra,
                                     const CommModel& inter);
@@ -155,6 +161,10 @@ struct SingleGpuAnchor {
 };
 SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                   const DeviceRecord& dev, double host_node_ms);
+ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
+                                             const ParallelConfig& c, const DeviceRecord& dev,
+                                             const ClusterComm& comm,
+                                             const SingleGpuAnchor* anchor = nullptr);
 ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                              const ParallelConfig& c, const DeviceRecord& dev,
                                              const CommModel& intra, const CommModel& inter,

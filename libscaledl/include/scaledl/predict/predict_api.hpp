@@ -45,6 +45,7 @@ struct PredictRequest {
   std::string device;       ///< device key in db (e.g. "cpu:..."); "" = its only device
   int64_t devices = 1;      ///< data-parallel devices N, >= 1
   std::string comm;         ///< all-reduce calibration JSON (needed when N > 1)
+  std::string fabric;       ///< --fabric NAME|FILE: a fabric preset (models/fabrics); "" = the spec's own
   int64_t samples = 0;      ///< training samples per epoch (0 = use iterations)
   int64_t iterations = 0;   ///< iterations per epoch I (0 = from samples)
   std::vector<std::string> sweeps;     ///< "KEY=V1,V2,...": predict the cartesian product
@@ -80,6 +81,20 @@ std::optional<DeviceRecord> default_device(const PredictRequest& req);
 /// bias; the in-domain refinement predicts better once it is removed, so the device-out one is
 /// dropped). Throws Error naming the conflicting options.
 Bundle load_predict_bundle(const PredictRequest& req, const std::optional<DeviceRecord>& dev);
+
+/// The collectives a parallel prediction prices, and where they come from.
+struct ClusterCommChoice {
+  ClusterComm comm;
+  std::string source;                  ///< one line for the report ("" = none: nothing calibrated)
+  std::optional<FabricPreset> fabric;  ///< the preset, when one was used
+};
+/// In this order: the bundle's comm_given (`--comm FILE`; with a non-empty `fabric` too, an
+/// Error: give one), the preset `fabric` names (a name in `spec_path`'s ../fabrics or
+/// models/fabrics, or a file), the preset whose `devices` name this GPU (default_fabric_for in
+/// the same directories), the bundle's own calibration, else none (comm.intra has no bandwidth:
+/// the parallel prediction then asks for one).
+ClusterCommChoice choose_cluster_comm(const Bundle& b, const std::string& fabric,
+                                      const std::string& spec_path, const DeviceRecord& dev);
 
 /// The warning for layer models trained before rooflines used a probed GPU's spec peak ("" = none).
 std::string stale_rates_warning(const Bundle& b, const std::optional<DeviceRecord>& dev);
@@ -126,6 +141,7 @@ struct ParallelSingle {
   ParallelConfig par;  ///< req.par with the device's host term
   ParallelPrediction r;
   std::string host_warning, comm_warning;
+  std::string comm_source;  ///< ClusterCommChoice::source
   int64_t iterations = 0;
   ParallelMemory memory;  ///< per GPU, analytic
   double capacity_bytes = 0, headroom = 0.10;

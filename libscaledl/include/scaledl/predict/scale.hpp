@@ -80,6 +80,8 @@ struct ScaleResult {
 /// Evaluates every GPU count. Throws on bad options (empty list, a count < 1,
 /// negative price or target, a node size < 1).
 ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
+                        const DeviceRecord& dev, const ClusterComm& comm);
+ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
                         const DeviceRecord& dev, const CommModel& intra, const CommModel& inter);
 
 /// "1..1024" (powers of two), "1,2,8" or "6": GPU counts; throws naming --gpus.
