@@ -49,6 +49,18 @@ int run(const EvalParallelOptions& o) {
           t["label"].get<std::string>().c_str(), t["measured_ms"].get<double>(), t["raw_ms"].get<double>(),
           t["raw_ape"].get<double>(), t["alpha_beta_ms"].get<double>(), t["alpha_beta_ape"].get<double>(),
           t["corrected_ms"].get<double>(), t["corrected_ape"].get<double>());
+  if (rep.contains("shipped")) {
+    std::printf("shipped path (what `predict --gpus` prints; %s):\n",
+                rep["shipped"]["collectives"].get<std::string>().c_str());
+    for (const auto& [k, v] : rep["shipped"]["mre"].items())
+      std::printf("  %-10s %5d MRE %5.1f %%  bias %+6.1f %%\n", k.c_str(), rep["count"][k].get<int>(),
+                  v.get<double>(), rep["shipped"]["bias"][k].get<double>());
+    if (rep["shipped"].contains("test_runs"))
+      for (const auto& t : rep["shipped"]["test_runs"])
+        std::printf("  test run %-22s measured %9.1f ms  shipped %9.1f (%5.1f %%)\n",
+                    t["label"].get<std::string>().c_str(), t["measured_ms"].get<double>(),
+                    t["shipped_ms"].get<double>(), t["ape"].get<double>());
+  }
   std::printf("alpha %.3f, beta %.3f (mean over %d random halves)%s\n", rep["alpha"].get<double>(),
               rep["beta"].get<double>(), rep["seeds"].get<int>(),
               o.e.out.empty() ? "" : (" -> " + o.e.out).c_str());
@@ -64,7 +76,13 @@ scaledl::cli::Registrar reg(
           ->required();
       app.add_option("--bundle", o->e.bundle, "bundle directory")->required();
       app.add_option("--device-spec", o->e.device_spec, "the GPU's spec sheet")->required();
-      app.add_option("--comm", o->e.comm, "collective calibration JSON (default: the bundle's)");
+      app.add_option("--comm", o->e.comm,
+                     "collective calibration JSON for the composition (default: the bundle's, else the GPU's "
+                     "fabric preset)");
+      app.add_flag("--shipped", o->e.shipped,
+                   "also score what `predict --gpus` prints: anchored to one GPU's prediction, collectives "
+                   "from --fabric or the GPU's preset, nothing fitted on the runs");
+      app.add_option("--fabric", o->e.fabric, "fabric preset for --shipped (default: the GPU's)");
       app.add_option("--test-runs", o->test_runs,
                      "CSV of other runs (same layout) predicted with the factors fitted on all of --runs");
       app.add_option("--seeds", o->e.seeds, "random halves for the calibrated figures")

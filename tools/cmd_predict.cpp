@@ -147,6 +147,14 @@ scaledl::cli::Registrar reg(
       par(app.add_option("--microbatches", o->req.par.microbatches,
                          "micro-batches per iteration of one replica (--batch is split)"));
       par(app.add_option("--zero", o->req.par.zero, "ZeRO stage 0, 1, 2 or 3"));
+      par(app.add_option("--cp", o->req.par.cp,
+                         "context-parallel ways: each sequence split over cp GPUs, ring attention "
+                         "(Megatron; gpus = tp x cp x pp x dp)"));
+      par(app.add_option("--vp", o->req.par.vp,
+                         "virtual pipeline stages per GPU (interleaved 1F1B: bubble (pp-1)/vp slots)"));
+      par(app.add_flag("--overlap-grad-reduce", o->req.par.overlap_grad_reduce,
+                       "the data-parallel gradient reduction overlaps the backward (Megatron "
+                       "--overlap-grad-reduce)"));
       par(app.add_flag("--recompute", o->req.par.recompute,
                        "activation recomputation (Megatron checkpointing)"));
       app.add_option("--comm", o->req.comm, "all-reduce calibration JSON (for N > 1)");

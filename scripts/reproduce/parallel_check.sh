@@ -2,9 +2,10 @@
 # The cluster checks of issue #14 on committed data only, into docs/results/parallel/:
 #   1. vTrain's A100 all-reduce tables (datasets/vtrain-allreduce/a100) -> store -> fit of B, gamma
 #   2. the parallel composition (predict --gpus/--tp/--pp) of the default bundle, with that fit, against
-#      vTrain's 720 single-node A100 runs and NeuSight's three 4-GPU GPT-2 large cases
+#      vTrain's 720 single-node A100 runs and NeuSight's three 4-GPU GPT-2 large cases, and (--shipped)
+#      what `predict --gpus` prints with the A100 fabric preset, nothing fitted on the runs
 #   3. a speedup curve of GPT-2 large on A100s (scaledl scale) with its plot
-#   scripts/reproduce/parallel_check.sh            (~15 s on the 2-core VM)
+#   scripts/reproduce/parallel_check.sh            (~25 s on the 2-core VM)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${SCALEDL_BIN:-build/tools/scaledl}
@@ -18,7 +19,7 @@ rm -f "$WORK/ar.sqlite"*
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$BIN" eval parallel --runs datasets/vtrain/single_node_train.csv \
   --test-runs datasets/parallel/neusight-a100-4gpu.csv --bundle models/bundles/default \
-  --device-spec models/devices/a100-sxm4-40gb.json --comm "$OUT/comm-a100.json" --seeds 5 --out "$OUT" \
+  --device-spec models/devices/a100-sxm4-40gb.json --comm "$OUT/comm-a100.json" --seeds 5 --shipped --out "$OUT" \
   > "$OUT/eval.txt"
 "$BIN" scale models/gpt2-large.json --bundle models/bundles/default \
   --device-spec models/devices/a100-sxm4-40gb.json --comm "$OUT/comm-a100.json" --gpus 1..64 \

@@ -79,7 +79,7 @@ TEST(ParallelPlan, ImpossibleSplitsAreOneClearError) {
   ParallelConfig c;
   c.gpus = 6;
   c.tp = 4;
-  EXPECT_NE(err(c).find("--gpus=6 is not a multiple of --tp x --pp = 4 x 1"), std::string::npos) << err(c);
+  EXPECT_NE(err(c).find("--gpus=6 is not a multiple of --tp x --cp x --pp = 4 x 1 x 1"), std::string::npos) << err(c);
   c.gpus = 3;
   c.tp = 3;
   EXPECT_NE(err(c).find("--tp=3 does not divide num_attention_heads=16"), std::string::npos) << err(c);
@@ -302,4 +302,103 @@ TEST(ParallelPrediction, ExpertParallelAddsAllToAllsAndShrinksTheOptimizerStep) 
   EXPECT_LT(ep.t_dp_ms, dp.t_dp_ms);
   EXPECT_TRUE(ep.to_json().contains("t_ep_ms"));
   EXPECT_EQ(ep.to_json().at("plan").at("ep"), 8);
+}
+
+TEST(ParallelPlan, ContextAndVirtualStagesCheckTheirSplits) {
+  ParallelConfig c;
+  c.gpus = 8;
+  c.cp = 4;
+  const ParallelPlan p = plan_parallel(gpt(), settings(8), c);
+  EXPECT_EQ(p.dp, 2);
+  EXPECT_EQ(p.micro.seq_len, 256);  // each GPU holds a quarter of the 1,024 tokens
+  EXPECT_EQ(p.cp_steps, 3);
+  // K and V of 8 samples x 256 tokens x 16 heads x 64, FP16.
+  EXPECT_DOUBLE_EQ(p.cp_kv_bytes, 8.0 * 256 * 2 * 16 * 64 * 2);
+  EXPECT_GT(p.grad_bytes, 0);
+  // Gradients are reduced over the cp ranks too: cp alone, dp 1, still has replicas.
+  c.gpus = 4;
+  EXPECT_GT(plan_parallel(gpt(), settings(8), c).grad_bytes, 0);
+  auto err = [](ParallelConfig k, int64_t seq = 1024) {
+    TrainSettings s = settings(8);
+    s.seq_len = seq;
+    return error_of([&] { plan_parallel(gpt(), s, k); });
+  };
+  ParallelConfig bad;
+  bad.gpus = 8;
+  bad.cp = 3;
+  EXPECT_NE(err(bad).find("--gpus=8 is not a multiple of --tp x --cp x --pp = 1 x 3 x 1"), std::string::npos);
+  bad.gpus = 6;
+  EXPECT_NE(err(bad, 1000).find("--cp=3: --seq=1000 is not divisible by 2 x cp = 6"), std::string::npos);
+  ParallelConfig v;
+  v.gpus = 4;
+  v.pp = 4;
+  v.vp = 2;
+  v.microbatches = 8;
+  EXPECT_NE(err(ParallelConfig{v}).find("<no error>"), std::string::npos);
+  const ParallelPlan vp = plan_parallel(gpt(), settings(8), v);
+  EXPECT_DOUBLE_EQ(vp.slots(), 8 + 3.0 / 2);
+  EXPECT_DOUBLE_EQ(vp.bubble_fraction, 1.5 / 9.5);
+  v.vp = 5;
+  EXPECT_NE(err(v).find("--vp=5: the 24 layers of gpt2 are not divisible by --pp x --vp = 4 x 5"),
+            std::string::npos)
+      << err(v);
+  v.vp = 2;
+  v.microbatches = 2;
+  EXPECT_NE(err(v).find("--microbatches=2 is not a multiple of --pp=4"), std::string::npos);
+  ParallelConfig nopp;
+  nopp.vp = 2;
+  EXPECT_NE(err(nopp).find("--vp=2: virtual pipeline stages need --pp > 1"), std::string::npos);
+}
+
+TEST(ParallelPrediction, RingAttentionVirtualStagesAndOverlappedReduction) {
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
+  const CommModel nvlink = nvlink_model();
+  const ModelSpec m = gpt();
+  // Context parallel 4: each GPU a quarter of the tokens, its queries against every key.
+  ParallelConfig one;
+  ParallelConfig cp;
+  cp.gpus = 4;
+  cp.cp = 4;
+  const ParallelPrediction base = predict_parallel(b, m, settings(8), one, a100, nvlink, nvlink);
+  const ParallelPrediction c = predict_parallel(b, m, settings(8), cp, a100, nvlink, nvlink);
+  EXPECT_LT(c.t_fwd_ms, base.t_fwd_ms);
+  // Against one GPU running a quarter of the sequence alone, ring attention adds the core's work
+  // against the other three quarters of the keys.
+  TrainSettings quarter = settings(8);
+  quarter.seq_len = 256;
+  const ParallelPrediction q = predict_parallel(b, m, quarter, one, a100, nvlink, nvlink);
+  EXPECT_GT(c.t_fwd_ms, q.t_fwd_ms);
+  EXPECT_GT(c.t_bwd_ms, q.t_bwd_ms);
+  EXPECT_GE(c.t_cp_ms, 0);
+  EXPECT_GT(c.t_dp_ms, 0);  // the cp ranks hold the same weights
+  // On a slow ring the K/V exchange is no longer hidden by the attention.
+  const CommModel slow{1e8, 1e-4};
+  const ParallelPrediction cs = predict_parallel(b, m, settings(8), cp, a100, slow, slow);
+  EXPECT_GT(cs.t_cp_ms, c.t_cp_ms);
+  EXPECT_GT(cs.t_cp_ms, 0);
+  // Virtual stages shrink the bubble and multiply the sends.
+  ParallelConfig pp;
+  pp.gpus = 4;
+  pp.pp = 4;
+  pp.microbatches = 8;
+  const ParallelPrediction p1 = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
+  pp.vp = 2;
+  const ParallelPrediction p2 = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
+  EXPECT_NEAR(p2.t_p2p_ms, 2 * p1.t_p2p_ms, 1e-9);
+  EXPECT_NEAR(p2.t_bubble_ms, 1.5 * p2.t_slot_gpu_ms, 1e-9);
+  EXPECT_NEAR(p1.t_bubble_ms, 3 * p1.t_slot_gpu_ms, 1e-9);
+  // The overlapped reduction hides what the last micro-batch's backward covers, never the last bucket.
+  ParallelConfig dp;
+  dp.gpus = 8;
+  const ParallelPrediction d0 = predict_parallel(b, m, settings(8), dp, a100, slow, slow);
+  dp.overlap_grad_reduce = true;
+  const ParallelPrediction d1 = predict_parallel(b, m, settings(8), dp, a100, slow, slow);
+  EXPECT_NEAR(d1.t_dp_ms, d0.t_dp_ms, 1e-9);
+  EXPECT_NEAR(d0.t_dp_exposed_ms, d0.t_dp_ms, 1e-12);
+  EXPECT_NEAR(d1.t_dp_exposed_ms,
+              std::max(d1.t_dp_ms - d1.t_bwd_ms, d1.t_dp_ms / static_cast<double>(d1.plan.grad_buckets)),
+              1e-9);
+  EXPECT_LT(d1.t_iter_ms, d0.t_iter_ms);
+  EXPECT_NEAR(d1.t_iter_ms, d1.t_pipeline_ms + d1.t_dp_exposed_ms + d1.t_opt_ms, 1e-9);
 }

@@ -43,6 +43,7 @@ TEST(CliFabrics, TheCommittedPresetsAreWhatTheCommittedDataGives) {
   ASSERT_EQ(r.rc, 0) << r.out;
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(kSrc + "/models/fabrics")) {
+    if (e.path().extension() != ".json") continue;  // the README
     ++files;
     const fs::path mine = out / e.path().filename();
     ASSERT_TRUE(fs::exists(mine)) << mine;
@@ -97,4 +98,25 @@ TEST(CliFabrics, PredictAcrossNodesUsesThePresetsNodeAndInterModel) {
   const CliResult single = run_cli(base + "--gpus 1");
   ASSERT_EQ(single.rc, 0) << single.out;
   EXPECT_EQ(single.out.find("collectives"), std::string::npos) << single.out;
+}
+
+TEST(CliParallelTerms, ContextParallelVirtualStagesAndTheOverlappedReduction) {
+  const std::string base = "predict --bundle " + kSrc + "/models/bundles/default " + kSrc +
+                           "/models/gpt2.json --device-spec " + kSrc +
+                           "/models/devices/h100-sxm.json --seq 1024 --batch 8 --dtype bf16 ";
+  const CliResult r = run_cli(base + "--gpus 8 --cp 2 --pp 2 --vp 2 --microbatches 4 --overlap-grad-reduce");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("split        tp 1 x cp 2 x pp 2 (2 virtual stages each) x dp 2"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("context      ring attention: 1 steps of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(4 + (2 - 1) / 2 slots;"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bucket(s), the rest under the backward"), std::string::npos) << r.out;
+  std::string seq1000 = base;
+  seq1000.replace(seq1000.find("--seq 1024"), 10, "--seq 1000");
+  expect_one_error(seq1000 + "--gpus 6 --cp 3", "--cp=3: --seq=1000 is not divisible by 2 x cp = 6");
+  expect_one_error(base + "--gpus 8 --cp 3", "--gpus=8 is not a multiple of --tp x --cp x --pp = 1 x 3 x 1");
+  expect_one_error(base + "--gpus 4 --vp 2", "--vp=2: virtual pipeline stages need --pp > 1");
+  expect_one_error(base + "--gpus 4 --pp 4 --vp 4 --microbatches 4",
+                   "--vp=4: the 12 layers of gpt2 are not divisible by --pp x --vp = 4 x 4");
+  expect_one_error(base + "--gpus 4 --cp 0", "--cp=0 must be in [1, --gpus=4]");
 }

@@ -21,6 +21,7 @@
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "scaledl/predict/physics.hpp"
+#include "scaledl/predict/predict_api.hpp"
 
 namespace scaledl {
 
@@ -143,6 +144,36 @@ struct ScoredRuns {
   std::vector<ParallelPrediction> preds;
 };
 
+/// One run as predict --gpus takes it: vTrain's GPT as a GPT-2 config (its vocabulary padded
+/// for tp), one replica's batch, the split.
+struct RunJob {
+  ModelSpec m;
+  TrainSettings s;
+  ParallelConfig c;
+};
+
+RunJob job_of(const ParallelRun& r) {
+  const nlohmann::json cfg = {{"model_type", "gpt2"},
+                              {"n_embd", r.hidden},
+                              {"n_layer", r.layers},
+                              {"n_head", r.heads},
+                              {"vocab_size", padded_vocab(r.vocab, r.tp)},
+                              {"n_positions", std::max<int64_t>(r.seq, 1024)}};
+  RunJob j;
+  j.m = parse_model_config(cfg, r.label);
+  j.m.name = r.label;
+  j.s.batch = r.global_batch / r.dp;
+  j.s.seq_len = r.seq;
+  j.s.dtype = r.dtype;
+  j.s.optimizer = OptimizerKind::Adam;
+  j.c.gpus = r.gpus;
+  j.c.tp = r.tp;
+  j.c.pp = r.pp;
+  j.c.microbatches = j.s.batch / r.micro_batch;
+  j.c.recompute = r.recompute;
+  return j;
+}
+
 ScoredRuns score_runs(const std::vector<ParallelRun>& rs, const Bundle& b, const DeviceRecord& dev,
                       const CommModel& comm) {
   ScoredRuns out;
@@ -151,25 +182,7 @@ ScoredRuns score_runs(const std::vector<ParallelRun>& rs, const Bundle& b, const
   out.preds.assign(rs.size(), ParallelPrediction{});
   for (size_t i = 0; i < rs.size(); ++i) {
     const ParallelRun& r = rs[i];
-    const nlohmann::json cfg = {{"model_type", "gpt2"},
-                                {"n_embd", r.hidden},
-                                {"n_layer", r.layers},
-                                {"n_head", r.heads},
-                                {"vocab_size", padded_vocab(r.vocab, r.tp)},
-                                {"n_positions", std::max<int64_t>(r.seq, 1024)}};
-    ModelSpec m = parse_model_config(cfg, r.label);
-    m.name = r.label;
-    TrainSettings s;
-    s.batch = r.global_batch / r.dp;
-    s.seq_len = r.seq;
-    s.dtype = r.dtype;
-    s.optimizer = OptimizerKind::Adam;
-    ParallelConfig c;
-    c.gpus = r.gpus;
-    c.tp = r.tp;
-    c.pp = r.pp;
-    c.microbatches = s.batch / r.micro_batch;
-    c.recompute = r.recompute;
+    const auto [m, s, c] = job_of(r);
     out.preds[i] = predict_parallel(b, m, s, c, dev, comm, comm);
     const ParallelPrediction& p = out.preds[i];
     Scored& sc = out.sc[i];
@@ -554,6 +567,25 @@ std::vector<ParallelRun> load_parallel_runs(const std::string& path) {
   return out;
 }
 
+/// What `predict --gpus` prints for every run (predict_parallel_anchored with `comm` and the
+/// bundle's host term for `dev`), ms; one single-GPU anchor per distinct replica.
+std::vector<double> shipped_predictions(const std::vector<ParallelRun>& rs, const Bundle& b,
+                                        const DeviceRecord& dev, const ClusterComm& comm) {
+  std::vector<double> out(rs.size(), 0);
+  std::map<std::string, SingleGpuAnchor> anchors;
+  const double host_ms = b.host_node_ms_for(dev.key());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    RunJob j = job_of(rs[i]);
+    j.c.host_node_ms = host_ms;
+    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", j.m.name, j.m.vocab_size, j.m.num_layers,
+                                        j.s.batch, j.s.seq_len, to_string(j.s.dtype));
+    auto it = anchors.find(key);
+    if (it == anchors.end()) it = anchors.emplace(key, single_gpu_anchor(b, j.m, j.s, dev, host_ms)).first;
+    out[i] = predict_parallel_anchored(b, j.m, j.s, j.c, dev, comm, &it->second).t_iter_ms;
+  }
+  return out;
+}
+
 nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const ParallelEvalOptions& o) {
   SCALEDL_CHECK(o.seeds >= 1 && o.seeds <= 1000, "--seeds={} must be in [1, 1000]", o.seeds);
   const Bundle b = load_bundle(o.bundle);
@@ -563,8 +595,12 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     comm = load_comm_model(o.comm);
   else if (b.comm)
     comm = *b.comm;
-  SCALEDL_CHECK(comm.bandwidth_Bps > 0,
-                "no collective calibration: give --comm FILE (or a bundle trained with --comm)");
+  // The shipped path's collectives: --fabric, else the GPU's preset (choose_cluster_comm).
+  const ClusterCommChoice shipped_comm = choose_cluster_comm(b, o.fabric, o.device_spec, dev);
+  if (!(comm.bandwidth_Bps > 0) && shipped_comm.fabric) comm = shipped_comm.comm.intra;
+  SCALEDL_CHECK(
+      comm.bandwidth_Bps > 0,
+      "no collective calibration: give --comm FILE or --fabric NAME (or a bundle trained with --comm)");
   const ScoredRuns s = score_runs(runs, b, dev, comm);
   const RawErrors raw = raw_errors(runs, s);
   // Calibrated: fit on a random half, score the other half; mean over seeds.
@@ -586,10 +622,37 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
                         {"extrapolation", extrap}};
   if (!o.test_runs.empty())
     score_test_runs(runs, s, o.test_runs, score_runs(o.test_runs, b, dev, comm), dev.key(), rep);
+  std::vector<double> shipped;
+  if (o.shipped) {
+    SCALEDL_CHECK(shipped_comm.comm.intra.bandwidth_Bps > 0,
+                  "--shipped: {} has no fabric preset and the bundle no calibration: give --fabric NAME",
+                  dev.key());
+    shipped = shipped_predictions(runs, b, dev, shipped_comm.comm);
+    ScoredRuns as_shipped = s;
+    for (size_t i = 0; i < runs.size(); ++i) as_shipped.sc[i].raw_ms = shipped[i];
+    const RawErrors e = raw_errors(runs, as_shipped);
+    rep["shipped"] = {{"collectives", shipped_comm.source}, {"mre", e.raw}, {"bias", e.raw_bias}};
+    if (!o.test_runs.empty()) {
+      const std::vector<double> t = shipped_predictions(o.test_runs, b, dev, shipped_comm.comm);
+      rep["shipped"]["test_runs"] = nlohmann::json::array();
+      for (size_t i = 0; i < t.size(); ++i)
+        rep["shipped"]["test_runs"].push_back({{"label", o.test_runs[i].label},
+                                               {"measured_ms", o.test_runs[i].measured_ms},
+                                               {"shipped_ms", t[i]},
+                                               {"ape", ape(t[i], o.test_runs[i].measured_ms)}});
+    }
+  }
   if (!o.out.empty()) {
     write_text_file_atomic(o.out + "/predictions.csv", predictions_csv(runs, s, h));
     write_text_file_atomic(o.out + "/report.md", report_md(runs, o, raw, h, rep, comm));
     write_text_file_atomic(o.out + "/report.json", rep.dump(1) + "\n");
+    if (!shipped.empty()) {
+      std::string csv = "label,scheme,gpus,tp,pp,dp,measured_ms,shipped_ms\n";
+      for (size_t i = 0; i < runs.size(); ++i)
+        csv += fmt::format("{},{},{},{},{},{},{:.3f},{:.3f}\n", csv_field(runs[i].label), runs[i].scheme(),
+                           runs[i].gpus, runs[i].tp, runs[i].pp, runs[i].dp, runs[i].measured_ms, shipped[i]);
+      write_text_file_atomic(o.out + "/shipped.csv", csv);
+    }
   }
   return rep;
 }

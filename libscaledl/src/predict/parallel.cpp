@@ -41,13 +41,36 @@ double sum_dir(const IterationPrediction& p, const char* suffix) {
 /// scaled): a slot is the GPU's work or the host's, whichever is longer.
 void compose_totals(ParallelPrediction& r) {
   const ParallelConfig& c = r.plan.cfg;
-  r.t_slot_gpu_ms = r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_ep_ms + r.t_p2p_ms;
+  r.t_slot_gpu_ms =
+      r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_ep_ms + r.t_p2p_ms + r.t_cp_ms;
   r.host_bound = r.t_host_ms > r.t_slot_gpu_ms;
   const double slot = std::max(r.t_slot_gpu_ms, r.t_host_ms);
-  r.t_pipeline_ms = static_cast<double>(c.microbatches + c.pp - 1) * slot;
-  r.t_bubble_ms = static_cast<double>(c.pp - 1) * slot;
-  r.t_iter_ms = r.t_pipeline_ms + r.t_dp_ms + r.t_opt_ms;
+  r.t_pipeline_ms = r.plan.slots() * slot;
+  r.t_bubble_ms = static_cast<double>(c.pp - 1) / static_cast<double>(c.vp) * slot;
+  r.t_dp_exposed_ms = r.t_dp_ms;
+  if (c.overlap_grad_reduce && r.t_dp_ms > 0) {
+    // Buckets are reduced as the last micro-batch's backward frees them (under ZeRO >= 1 the
+    // parameter all-gather runs under the first micro-batch's forward); the last bucket is
+    // always exposed.
+    const double window = r.t_bwd_ms + r.t_recompute_ms + (c.zero >= 1 ? r.t_fwd_ms : 0.0);
+    r.t_dp_exposed_ms = std::max(r.t_dp_ms - window,
+                                 r.t_dp_ms / static_cast<double>(std::max<int64_t>(1, r.plan.grad_buckets)));
+  }
+  r.t_iter_ms = r.t_pipeline_ms + r.t_dp_exposed_ms + r.t_opt_ms;
 }
+
+/// Time of the graph's attention-core kernels (the score and context BMMs and the softmax),
+/// forward or backward.
+double attention_core_ms(const IterationPrediction& p, const char* dir) {
+  const std::string d = dir;
+  double t = 0;
+  for (const auto& [k, ms] : p.by_type_ms)
+    if (k == "bmm" + d || k == "softmax" + d) t += ms;
+  return t;
+}
+
+/// Megatron's gradient bucket: max(40M, 1M x dp) elements.
+constexpr double kGradBucketElements = 40e6;
 
 }  // namespace
 
@@ -67,8 +90,10 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   SCALEDL_CHECK(c.pp >= 1 && c.pp <= c.gpus, "--pp={} must be in [1, --gpus={}]", c.pp, c.gpus);
   SCALEDL_CHECK(c.microbatches >= 1 && c.microbatches <= (int64_t{1} << 24),
                 "--microbatches={} must be in [1, 2^24]", c.microbatches);
-  SCALEDL_CHECK(c.gpus % (c.tp * c.pp) == 0, "--gpus={} is not a multiple of --tp x --pp = {} x {}", c.gpus,
-                c.tp, c.pp);
+  SCALEDL_CHECK(c.cp >= 1 && c.cp <= c.gpus, "--cp={} must be in [1, --gpus={}]", c.cp, c.gpus);
+  SCALEDL_CHECK(c.vp >= 1 && c.vp <= 1024, "--vp={} must be in [1, 1024]", c.vp);
+  SCALEDL_CHECK(c.gpus % (c.tp * c.cp * c.pp) == 0,
+                "--gpus={} is not a multiple of --tp x --cp x --pp = {} x {} x {}", c.gpus, c.tp, c.cp, c.pp);
   SCALEDL_CHECK(c.zero >= 0 && c.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", c.zero);
   SCALEDL_CHECK(c.microbatches >= 1, "--microbatches={} must be >= 1", c.microbatches);
   host_node_ms_of_us(c.host_node_ms * 1e3);
@@ -90,11 +115,11 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
                 m.name);
   SCALEDL_CHECK(m.num_experts == 0 || m.num_experts % c.ep == 0,
                 "--ep={} does not divide the {} experts of {}", c.ep, m.num_experts, m.name);
-  SCALEDL_CHECK(
-      (c.gpus / (c.tp * c.pp)) % c.ep == 0,
-      "--ep={} does not divide the data-parallel ways {} (--gpus / (--tp x --pp)): expert-parallel ranks are "
-      "data-parallel ranks",
-      c.ep, c.gpus / (c.tp * c.pp));
+  SCALEDL_CHECK((c.gpus / (c.tp * c.cp * c.pp)) % c.ep == 0,
+                "--ep={} does not divide the data-parallel ways {} (--gpus / (--tp x --cp x --pp)): "
+                "expert-parallel ranks "
+                "are data-parallel ranks",
+                c.ep, c.gpus / (c.tp * c.cp * c.pp));
   const int64_t layers = m.num_layers + m.num_decoder_layers;
   SCALEDL_CHECK(c.pp <= layers, "--pp={} is larger than the {} layers of {}", c.pp, layers, m.name);
   SCALEDL_CHECK(
@@ -103,13 +128,35 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
       c.pp);
   SCALEDL_CHECK(run_mode(s) != RunMode::Inference || !c.is_parallel(),
                 "--mode=inference: parallel inference is not modelled (train or fwd-bwd)");
+  if (c.cp > 1) {
+    SCALEDL_CHECK(m.arch != Arch::EncoderDecoder && m.arch != Arch::VisionEncoder,
+                  "--cp={}: context parallelism of {} is not modelled (a decoder or encoder over tokens)",
+                  c.cp, m.name);
+    // Megatron splits the sequence into 2 x cp chunks, two per GPU, to balance causal attention.
+    SCALEDL_CHECK(s.seq_len % (2 * c.cp) == 0,
+                  "--cp={}: --seq={} is not divisible by 2 x cp = {} (each GPU takes two chunks of the "
+                  "sequence)",
+                  c.cp, s.seq_len, 2 * c.cp);
+  }
+  if (c.vp > 1) {
+    SCALEDL_CHECK(c.pp > 1, "--vp={}: virtual pipeline stages need --pp > 1", c.vp);
+    SCALEDL_CHECK(
+        layers % (c.pp * c.vp) == 0,
+        "--vp={}: the {} layers of {} are not divisible by --pp x --vp = {} x {} (virtual stages of "
+        "equal layers)",
+        c.vp, layers, m.name, c.pp, c.vp);
+    SCALEDL_CHECK(
+        c.microbatches % c.pp == 0,
+        "--vp={}: --microbatches={} is not a multiple of --pp={} (the interleaved schedule's groups)", c.vp,
+        c.microbatches, c.pp);
+  }
   ParallelPlan p;
   p.cfg = c;
-  p.dp = c.gpus / (c.tp * c.pp);
+  p.dp = c.gpus / (c.tp * c.cp * c.pp);
   p.gpus_per_node = c.gpus / c.nodes;
   p.layers_per_stage = ceil_div(m.num_layers, c.pp);
   p.micro_batch = s.batch / c.microbatches;
-  p.bubble_fraction = static_cast<double>(c.pp - 1) / static_cast<double>(c.microbatches + c.pp - 1);
+  p.bubble_fraction = (static_cast<double>(c.pp - 1) / static_cast<double>(c.vp)) / p.slots();
   p.tp_inter_node = c.tp > p.gpus_per_node;
   // One GPU's shard of the slowest stage: heads, FFN columns and the vocabulary split tp ways.
   ModelSpec st = m;
@@ -128,12 +175,20 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   p.micro = s;
   p.micro.fused_kernels = true;  // Megatron-LM: fused scale-mask-softmax and bias-GELU kernels
   p.micro.batch = p.micro_batch;
+  p.micro.seq_len = s.seq_len / c.cp;  // one GPU's tokens of each sample
   p.micro.num_devices = 1;
   set_run_mode(p.micro, RunMode::FwdBwd);
   validate_settings(st, p.micro);
   const double e = dtype_bytes(s.dtype);
-  const double act = static_cast<double>(p.micro_batch) * static_cast<double>(tokens_per_sample(m, s)) *
+  const double act = static_cast<double>(p.micro_batch) * static_cast<double>(tokens_per_sample(m, p.micro)) *
                      static_cast<double>(m.hidden) * e;
+  if (c.cp > 1) {  // ring attention: each step passes one GPU's K and V chunk to the next
+    p.cp_steps = c.cp - 1;
+    const double head_dim = static_cast<double>(m.head_dim > 0 ? m.head_dim : m.hidden / m.num_heads);
+    p.cp_kv_bytes = static_cast<double>(p.micro_batch) * static_cast<double>(p.micro.seq_len) * 2.0 *
+                    static_cast<double>(m.num_kv_heads / c.tp) * head_dim * e;
+    p.cp_inter_node = c.tp * c.cp > p.gpus_per_node;
+  }
   if (c.tp > 1) {
     p.tp_allreduces = p.layers_per_stage * ((c.recompute ? 6 : 4) + (m.arch == Arch::EncoderDecoder ? 2 : 0));
     p.tp_bytes = act;
@@ -145,13 +200,27 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
     p.ep_inter_node = c.tp * c.ep > p.gpus_per_node;
   }
   p.params_per_gpu = static_cast<double>(parameter_count(st));
-  p.grad_bytes = p.dp > 1 ? p.params_per_gpu * e : 0;
-  p.expert_grad_bytes = p.dp > 1 ? static_cast<double>(expert_parameter_count(st)) * e : 0;
+  p.grad_bytes = p.dp * c.cp > 1 ? p.params_per_gpu * e : 0;  // replicas: dp x cp ranks hold the same weights
+  p.grad_buckets = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(
+             p.params_per_gpu / std::max(kGradBucketElements, 1e6 * static_cast<double>(p.dp * c.cp)))));
+  p.expert_grad_bytes = p.dp * c.cp > 1 ? static_cast<double>(expert_parameter_count(st)) * e : 0;
   return p;
+}
+
+double ParallelPlan::slots() const {
+  return static_cast<double>(cfg.microbatches) +
+         static_cast<double>(cfg.pp - 1) / static_cast<double>(cfg.vp);
 }
 
 nlohmann::json ParallelPlan::to_json() const {
   return {{"gpus", cfg.gpus},
+          {"cp", cfg.cp},
+          {"vp", cfg.vp},
+          {"overlap_grad_reduce", cfg.overlap_grad_reduce},
+          {"cp_kv_bytes", cp_kv_bytes},
+          {"cp_inter_node", cp_inter_node},
+          {"grad_buckets", grad_buckets},
           {"nodes", cfg.nodes},
           {"tp", cfg.tp},
           {"pp", cfg.pp},
@@ -181,6 +250,7 @@ nlohmann::json ParallelPrediction::to_json() const {
                       {"t_tp_ms", t_tp_ms},         {"t_ep_ms", t_ep_ms},
                       {"t_p2p_ms", t_p2p_ms},       {"t_pipeline_ms", t_pipeline_ms},
                       {"t_bubble_ms", t_bubble_ms}, {"t_dp_ms", t_dp_ms},
+                      {"t_cp_ms", t_cp_ms},         {"t_dp_exposed_ms", t_dp_exposed_ms},
                       {"t_opt_ms", t_opt_ms},       {"slot_nodes", slot_nodes},
                       {"t_iter_ms", t_iter_ms}};
   if (single_gpu_ms > 0) {
@@ -201,8 +271,8 @@ HostRun ParallelPrediction::host_run(const std::string& device, double measured_
   h.nodes = slot_nodes;
   h.predicted_ms = t_slot_gpu_ms;
   h.measured_ms = measured_ms;
-  h.slots = static_cast<double>(plan.cfg.microbatches + plan.cfg.pp - 1);
-  h.rest_ms = t_dp_ms + t_opt_ms;
+  h.slots = plan.slots();
+  h.rest_ms = t_dp_exposed_ms + t_opt_ms;
   return h;
 }
 
@@ -236,6 +306,15 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   const IterationPrediction one = b.predict(g, dev, /*physics=*/false);
   r.t_fwd_ms = sum_dir(one, ".fwd");
   r.t_bwd_ms = sum_dir(one, ".bwd");
+  double attn_fwd = 0, attn_bwd = 0;  // the attention core of one GPU's queries against the whole sequence
+  if (c.cp > 1) {
+    // The graph holds this GPU's s / cp queries against s / cp keys; ring attention runs them
+    // against all s keys: cp times the core's work, in cp steps.
+    attn_fwd = static_cast<double>(c.cp) * attention_core_ms(one, ".fwd");
+    attn_bwd = static_cast<double>(c.cp) * attention_core_ms(one, ".bwd");
+    r.t_fwd_ms += attn_fwd - attention_core_ms(one, ".fwd");
+    r.t_bwd_ms += attn_bwd - attention_core_ms(one, ".bwd");
+  }
   if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
   const CommModel& tp_comm = p.tp_inter_node ? inter : comm.inside(c.tp);
   if (c.tp > 1) r.t_tp_ms = static_cast<double>(p.tp_allreduces) * tp_comm.time_s(p.tp_bytes, c.tp) * 1e3;
@@ -248,9 +327,21 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
         static_cast<double>(p.ep_alltoalls) * (f.a * p.ep_bytes / ec.bandwidth_Bps + f.c * ec.gamma_s) * 1e3;
   }
   if (c.pp > 1) {
-    // Stages spread over nodes when one node cannot hold the tp x pp ranks of a replica.
-    const CommModel& pc = c.tp * c.pp > p.gpus_per_node ? inter : comm.inside(2);
-    r.t_p2p_ms = 2 * pc.time_s(p.p2p_bytes, 2) * 1e3;  // activations forward, their gradient backward
+    // Stages spread over nodes when one node cannot hold the tp x cp x pp ranks of a replica.
+    const CommModel& pc = c.tp * c.cp * c.pp > p.gpus_per_node ? inter : comm.inside(2);
+    // activations forward, their gradient backward, at each of the vp virtual stages
+    r.t_p2p_ms = 2 * static_cast<double>(c.vp) * pc.time_s(p.p2p_bytes, 2) * 1e3;
+  }
+  if (c.cp > 1) {
+    // Per layer: cp - 1 ring steps of one K/V chunk in the forward (and again when recomputed),
+    // K/V and their gradients in the backward; each step's send overlaps that step's attention.
+    const CommModel& cc = p.cp_inter_node ? inter : comm.inside(c.cp);
+    const double step_ms = cc.time_s(p.cp_kv_bytes, 2) * 1e3;
+    const double layers = static_cast<double>(p.layers_per_stage);
+    const double comm_fwd = static_cast<double>(p.cp_steps) * step_ms;
+    const double hidden_fwd = attn_fwd / layers, hidden_bwd = attn_bwd / layers;
+    r.t_cp_ms = layers * (std::max(0.0, comm_fwd - hidden_fwd) * (c.recompute ? 2 : 1) +
+                          std::max(0.0, 2 * comm_fwd - hidden_bwd));
   }
   // The nodes the stage's host issues per micro-batch: every node of the forward and
   // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
@@ -261,15 +352,16 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     for (const LayerNode& n : g.nodes)
       r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
   r.t_host_ms = r.slot_nodes * c.host_node_ms;
-  if (p.dp > 1) {
-    const CommModel& dc = c.tp * p.dp > p.gpus_per_node ? inter : comm.inside(p.dp);
+  if (p.dp * c.cp > 1) {
+    const int64_t ranks = p.dp * c.cp;  // the replicas of this GPU's weights
+    const CommModel& dc = c.tp * ranks > p.gpus_per_node ? inter : comm.inside(ranks);
     // ZeRO-1/2: reduce-scatter + all-gather, the volume of one all-reduce; ZeRO-3 also all-gathers the
     // weights. Under expert parallelism the experts' gradients are all-reduced over the dp / ep replicas of
     // each expert.
     const double dense = p.grad_bytes - p.expert_grad_bytes;
-    const double t = c.ep == 1 ? dc.time_s(p.grad_bytes, p.dp)
-                               : (dense > 0 ? dc.time_s(dense, p.dp) : 0) +
-                                     (p.dp / c.ep > 1 ? dc.time_s(p.expert_grad_bytes, p.dp / c.ep) : 0);
+    const double t = c.ep == 1 ? dc.time_s(p.grad_bytes, ranks)
+                               : (dense > 0 ? dc.time_s(dense, ranks) : 0) +
+                                     (ranks / c.ep > 1 ? dc.time_s(p.expert_grad_bytes, ranks / c.ep) : 0);
     r.t_dp_ms = t * 1e3 * (c.zero == 3 ? 2 : 1);
   }
   // The optimizer step on FP32 master weights (mixed precision keeps them), partitioned over dp by ZeRO.
@@ -278,7 +370,7 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     t.dtype = DType::FP32;
     set_run_mode(t, RunMode::Train);
     const IterationPrediction opt = b.predict(build_layer_graph(p.stage, t), dev, /*physics=*/false);
-    r.t_opt_ms = sum_dir(opt, ".update") / (c.zero >= 1 ? static_cast<double>(p.dp) : 1.0);
+    r.t_opt_ms = sum_dir(opt, ".update") / (c.zero >= 1 ? static_cast<double>(p.dp * c.cp) : 1.0);
   }
   compose_totals(r);
   return r;

@@ -312,12 +312,14 @@ void ParallelSingle::write_report(std::ostream& out) const {
       << (assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(assumed, "; ")))
       << fmt::format("device       {} x {} on {} node(s)\n", device.key(), par.gpus, par.nodes)
       << fmt::format(
-             "split        tp {} x pp {} x dp {}{}; {} micro-batches of {} samples per replica "
-             "(global batch {}); ZeRO {}{}\n",
-             par.tp, par.pp, p.dp,
+             "split        tp {} x {}pp {}{} x dp {}{}; {} micro-batches of {} samples per replica "
+             "(global batch {}); ZeRO {}{}{}\n",
+             par.tp, par.cp > 1 ? fmt::format("cp {} x ", par.cp) : std::string(), par.pp,
+             par.vp > 1 ? fmt::format(" ({} virtual stages each)", par.vp) : std::string(), p.dp,
              par.ep > 1 ? fmt::format(" (experts over ep {} of them)", par.ep) : std::string(),
              par.microbatches, p.micro_batch, s.batch * p.dp, par.zero,
-             par.recompute ? "; activation recomputation" : "")
+             par.recompute ? "; activation recomputation" : "",
+             par.overlap_grad_reduce ? "; gradient reduction overlapped" : "")
       << fmt::format("stage        {} layers per stage, {:.0f} parameters per GPU; bubble {:.1f} %\n",
                      p.layers_per_stage, p.params_per_gpu, 100 * p.bubble_fraction)
       << fmt::format(
@@ -329,13 +331,22 @@ void ParallelSingle::write_report(std::ostream& out) const {
                             "GPUs; modelled, not validated: docs/parallel.md)\n",
                             r.t_ep_ms, p.ep_alltoalls, p.ep_bytes, par.ep)
               : std::string())
-      << fmt::format("pipeline     {:10.3f} ms   ({} + {} - 1 slots; bubble {:.3f} ms)\n", r.t_pipeline_ms,
-                     par.microbatches, par.pp, r.t_bubble_ms)
-      << fmt::format("DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks{})\n", r.t_dp_ms,
-                     p.grad_bytes - (par.ep > 1 ? p.expert_grad_bytes : 0), p.dp,
-                     par.ep > 1
-                         ? fmt::format("; the experts' {:.3g} over {}", p.expert_grad_bytes, p.dp / par.ep)
-                         : std::string())
+      << (par.cp > 1 ? fmt::format("context      ring attention: {} steps of {:.3g} B per layer and pass; "
+                                   "{:.3f} ms per micro-batch not hidden by the attention\n",
+                                   p.cp_steps, p.cp_kv_bytes, r.t_cp_ms)
+                     : std::string())
+      << fmt::format("pipeline     {:10.3f} ms   ({} + ({} - 1){} slots; bubble {:.3f} ms)\n",
+                     r.t_pipeline_ms, par.microbatches, par.pp,
+                     par.vp > 1 ? fmt::format(" / {}", par.vp) : std::string(), r.t_bubble_ms)
+      << fmt::format(
+             "DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks{}{})\n", r.t_dp_exposed_ms,
+             p.grad_bytes - (par.ep > 1 ? p.expert_grad_bytes : 0), p.dp * par.cp,
+             par.ep > 1
+                 ? fmt::format("; the experts' {:.3g} over {}", p.expert_grad_bytes, p.dp * par.cp / par.ep)
+                 : std::string(),
+             par.overlap_grad_reduce ? fmt::format("; {:.3f} ms in {} bucket(s), the rest under the backward",
+                                                   r.t_dp_ms, p.grad_buckets)
+                                     : std::string())
       << (par.host_node_ms > 0
               ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us{}\n", r.t_host_ms,
                             r.slot_nodes, 1e3 * par.host_node_ms,

@@ -34,9 +34,10 @@ void PredictRequest::check_ranges() const {
 }
 
 void PredictRequest::check_parallel() const {
-  SCALEDL_CHECK(!many(),
-                "--gpus/--tp/--pp/--ep/--microbatches/--zero/--recompute: one configuration at a time "
-                "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
+  SCALEDL_CHECK(
+      !many(),
+      "--gpus/--tp/--pp/--cp/--vp/--ep/--microbatches/--zero/--recompute: one configuration at a time "
+      "(no --sweep or --csv; `scaledl scale` sweeps GPU counts)");
   SCALEDL_CHECK(devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
   SCALEDL_CHECK(anchor.empty(), "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)",
                 anchor);
@@ -188,8 +189,9 @@ ParallelSingle predict_parallel_single(const PredictRequest& o, const Bundle& b,
   r.iterations =
       o.iterations ? o.iterations : (o.samples ? (o.samples + s.batch * p.dp - 1) / (s.batch * p.dp) : 0);
   // Per-GPU peak: the analytic replay of one micro-batch of the slowest stage's shard.
-  r.memory = estimate_parallel_memory(build_layer_graph(p.stage, p.micro), o.par.pp, o.par.microbatches, p.dp,
-                                      o.par.zero, o.par.recompute, s.optimizer, memory_device_kind(dev.kind));
+  r.memory = estimate_parallel_memory(build_layer_graph(p.stage, p.micro), o.par.pp, o.par.microbatches,
+                                      p.dp * o.par.cp, o.par.zero, o.par.recompute, s.optimizer,
+                                      memory_device_kind(dev.kind));
   r.capacity_bytes = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
   r.headroom = o.headroom;
   r.verdict = memory_verdict(r.memory.peak, NAN, r.capacity_bytes, o.headroom);

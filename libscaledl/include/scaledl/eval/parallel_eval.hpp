@@ -42,16 +42,24 @@ struct ParallelRun {
 std::vector<ParallelRun> load_parallel_runs(const std::string& path);
 
 struct ParallelEvalOptions {
-  std::string bundle;                  ///< bundle directory
-  std::string device_spec;             ///< the GPU's spec sheet
-  std::string comm;                    ///< collective calibration JSON ("" = the bundle's)
+  std::string bundle;       ///< bundle directory
+  std::string device_spec;  ///< the GPU's spec sheet
+  std::string comm;         ///< collective calibration JSON ("" = the bundle's)
+  /// Also score what `predict --gpus` prints (predict_parallel_anchored with the collectives of
+  /// choose_cluster_comm: `fabric`, else the GPU's preset): the shipped path, nothing fitted on
+  /// the runs. Costs one single-GPU prediction per distinct replica.
+  bool shipped = false;
+  std::string fabric;                  ///< --fabric for the shipped path ("" = the GPU's preset)
   int seeds = 5;                       ///< random half splits for the calibrated figures
   std::string out;                     ///< folder for predictions.csv and report.md/json ("" = none)
   std::vector<ParallelRun> test_runs;  ///< predicted with the factors fitted on all runs (another source)
 };
 
 /// Predicts every run, fits and reports; returns the report JSON
-/// {"runs", "raw": {scheme: MRE %}, "calibrated": {scheme: MRE % (mean over seeds)}, "alpha", "beta"}.
+/// {"runs", "raw": {scheme: MRE %}, "calibrated": {scheme: MRE % (mean over seeds)}, "alpha", "beta"}
+/// (+ "shipped": {"collectives", "mre": {scheme: MRE %}, "bias": {scheme: %}} with o.shipped).
+/// Without --comm or a bundle calibration, the GPU's preset's all-reduce at a full node is the
+/// composition's one collective model.
 nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const ParallelEvalOptions& o);
 
 }  // namespace scaledl

@@ -66,7 +66,14 @@ struct ParallelConfig {
   int zero = 0;              ///< ZeRO stage 0..3
   bool recompute = false;    ///< activation recomputation (Megatron checkpointing)
   double host_node_ms = 0;   ///< the host's cost per graph node, ms (0 = no host term); finite, >= 0
-  bool is_parallel() const { return gpus > 1 || tp > 1 || pp > 1 || ep > 1 || microbatches > 1 || recompute; }
+  int64_t cp = 1;  ///< context-parallel ways: each sample's sequence split over cp GPUs (ring attention)
+  int64_t vp = 1;  ///< virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
+  /// The data-parallel reduction overlapped with the backward (Megatron --overlap-grad-reduce;
+  /// under ZeRO >= 1 the parameter all-gather also overlaps the forward).
+  bool overlap_grad_reduce = false;
+  bool is_parallel() const {
+    return gpus > 1 || tp > 1 || pp > 1 || ep > 1 || cp > 1 || vp > 1 || microbatches > 1 || recompute;
+  }
 };
 
 /// The shapes and volumes of one configuration (no timing).
@@ -87,8 +94,14 @@ struct ParallelPlan {
   bool ep_inter_node = false;  ///< the expert-parallel group spans nodes
   double expert_grad_bytes = 0;  ///< of grad_bytes, the experts' (all-reduced over dp / ep ranks)
   double params_per_gpu = 0;     ///< parameters of the stage shard
-  double grad_bytes = 0;         ///< gradient bytes all-reduced over dp per iteration
-  bool tp_inter_node = false;    ///< the TP group spans nodes (tp > GPUs per node)
+  double grad_bytes = 0;         ///< gradient bytes all-reduced over dp x cp per iteration
+  int64_t cp_steps = 0;          ///< ring-attention steps per layer and pass: cp - 1
+  double cp_kv_bytes = 0;        ///< K and V of one GPU's sequence chunk, bytes: what one ring step sends
+  bool cp_inter_node = false;    ///< the context-parallel ring spans nodes (tp x cp > GPUs per node)
+  int64_t grad_buckets = 1;      ///< gradient buckets of the overlapped reduction (40M elements each)
+  /// (M + (pp - 1) / vp) pipeline slots per iteration (M + pp - 1 without virtual stages)
+  double slots() const;
+  bool tp_inter_node = false;  ///< the TP group spans nodes (tp > GPUs per node)
   nlohmann::json to_json() const;
 };
 
@@ -110,12 +123,17 @@ struct ParallelPrediction {
   double t_p2p_ms = 0;       ///< pipeline sends of one micro-batch (both directions)
   double t_pipeline_ms = 0;  ///< (M + pp - 1) x the slot
   double t_bubble_ms = 0;    ///< the part of t_pipeline that is bubble
+  double t_cp_ms = 0;        ///< ring attention's K/V exchange of one micro-batch not hidden by attention
   double t_dp_ms = 0;        ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
-  double t_opt_ms = 0;       ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
-  double slot_nodes = 0;     ///< nodes the stage's host issues per micro-batch (see the top of this file)
-  double t_slot_gpu_ms = 0;  ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p
-  double t_host_ms = 0;      ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
-  bool host_bound = false;   ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
+  /// the part of t_dp_ms not overlapped (= t_dp_ms without ParallelConfig::overlap_grad_reduce):
+  /// max(t_dp - the last micro-batch's backward (+ the first's forward under ZeRO >= 1), t_dp / buckets)
+  double t_dp_exposed_ms = 0;
+  double t_opt_ms = 0;    ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
+  double slot_nodes = 0;  ///< nodes the stage's host issues per micro-batch (see the top of this file)
+  double t_slot_gpu_ms =
+      0;                    ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p + t_cp
+  double t_host_ms = 0;     ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
+  bool host_bound = false;  ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;
   /// predict_parallel_anchored: what `predict` prints for one replica's batch on one GPU, and the
   /// factor the GPU's compute terms (fwd, bwd, recompute, optimizer) were scaled by to meet it
