@@ -79,7 +79,8 @@ TEST(ParallelPlan, ImpossibleSplitsAreOneClearError) {
   ParallelConfig c;
   c.gpus = 6;
   c.tp = 4;
-  EXPECT_NE(err(c).find("--gpus=6 is not a multiple of --tp x --cp x --pp = 4 x 1 x 1"), std::string::npos) << err(c);
+  EXPECT_NE(err(c).find("--gpus=6 is not a multiple of --tp x --cp x --pp = 4 x 1 x 1"), std::string::npos)
+      << err(c);
   c.gpus = 3;
   c.tp = 3;
   EXPECT_NE(err(c).find("--tp=3 does not divide num_attention_heads=16"), std::string::npos) << err(c);
