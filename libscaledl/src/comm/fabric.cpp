@@ -286,10 +286,8 @@ std::vector<AllReduceSample> samples_of(const std::vector<const CollectiveMeasur
   return s;
 }
 
-/// The measured preset of `d`: one ring fit per (collective, world) of its campaigns' intra-node
-/// rows >= min_bytes, and the inter-node all-reduce of the most ranks when its campaigns have it.
-FabricPreset fit_measured(const FabricDefinition& d, double min_bytes,
-                          const std::vector<CollectiveMeasurement>& rows) {
+/// A preset with what the definition says of the system, no fit yet.
+FabricPreset preset_of(const FabricDefinition& d, const char* origin) {
   FabricPreset p;
   p.name = d.name;
   p.description = d.description;
@@ -299,8 +297,26 @@ FabricPreset fit_measured(const FabricDefinition& d, double min_bytes,
   p.nic_gbs = d.nic_gbs;
   p.device = d.device;
   p.devices = d.devices;
+  p.origin = origin;
+  return p;
+}
+
+/// The medians of the shares (first) and gammas (second) of `v`.
+std::pair<double, double> medians(const std::vector<std::pair<double, double>>& v) {
+  std::vector<double> a, b;
+  for (const auto& [x, y] : v) {
+    a.push_back(x);
+    b.push_back(y);
+  }
+  return {median(a), median(b)};
+}
+
+/// The measured preset of `d`: one ring fit per (collective, world) of its campaigns' intra-node
+/// rows >= min_bytes, and the inter-node all-reduce of the most ranks when its campaigns have it.
+FabricPreset fit_measured(const FabricDefinition& d, double min_bytes,
+                          const std::vector<CollectiveMeasurement>& rows) {
+  FabricPreset p = preset_of(d, "measured");
   p.campaigns = d.campaigns;
-  p.origin = "measured";
   std::map<std::pair<std::string, int64_t>, std::vector<const CollectiveMeasurement*>> intra;
   std::map<int64_t, std::vector<const CollectiveMeasurement*>> inter;
   std::set<std::string> sources, seen;
@@ -377,16 +393,8 @@ std::vector<FabricPreset> build_fabric_presets(const FabricDefinitions& defs,
   for (size_t i = 0; i < out.size(); ++i) {
     const FabricDefinition& d = defs.fabrics[i];
     if (!done[i]) {
+      out[i] = preset_of(d, "derived");
       FabricPreset& p = out[i];
-      p.name = d.name;
-      p.description = d.description;
-      p.kind = d.kind;
-      p.gpus_per_node = d.gpus_per_node;
-      p.link_gbs = d.link_gbs;
-      p.nic_gbs = d.nic_gbs;
-      p.device = d.device;
-      p.devices = d.devices;
-      p.origin = "derived";
       // The measured presets of its kind with the same link bandwidth (one NVLink and NVSwitch
       // generation: the same collective algorithms, NVLink SHARP from NVSwitch 3 on), else all
       // of its kind.
@@ -410,15 +418,11 @@ std::vector<FabricPreset> build_fabric_presets(const FabricDefinitions& defs,
                                                         f.model.gamma_s);
       }
       for (const auto& [key, v] : share) {
-        std::vector<double> sh, g;
-        for (const auto& [a, b] : v) {
-          sh.push_back(a);
-          g.push_back(b);
-        }
+        const auto [share, gamma] = medians(v);
         FabricFit f;
         f.collective = key.first;
         f.world = key.second;
-        f.model = CommModel{median(sh) * d.link_gbs * 1e9, median(g)};
+        f.model = CommModel{share * d.link_gbs * 1e9, gamma};
         p.fits.push_back(f);
       }
       SCALEDL_CHECK(p.fit("allreduce", p.gpus_per_node),
@@ -431,16 +435,12 @@ std::vector<FabricPreset> build_fabric_presets(const FabricDefinitions& defs,
     }
     FabricPreset& p = out[i];
     if (!p.inter && p.nic_gbs > 0 && !nic_share.empty()) {
-      std::vector<double> s, g;
-      for (const auto& [a, b] : nic_share) {
-        s.push_back(a);
-        g.push_back(b);
-      }
-      p.inter = CommModel{median(s) * p.nic_gbs * 1e9, median(g), 2};
+      const auto [share, gamma] = medians(nic_share);
+      p.inter = CommModel{share * p.nic_gbs * 1e9, gamma, 2};
       p.inter_source = fmt::format(
           "derived: NIC {:g} GB/s per GPU x the share of the NIC that the measured "
           "inter-node all-reduce of {} reaches ({:.2f})",
-          p.nic_gbs, fmt::join(inter_from, ", "), median(s));
+          p.nic_gbs, fmt::join(inter_from, ", "), share);
     }
   }
   std::vector<FabricPreset> kept;
