@@ -313,7 +313,8 @@ TEST_F(PropertySweep, TheParallelPathKeepsTheBoundsOnTheGrid) {
           ParallelConfig c;
           c.gpus = gpus;
           c.tp = tp;
-          const ParallelPrediction p = predict_parallel_anchored(*bundle_, m, s, c, *dev_, comm, comm);
+          const ParallelPrediction p =
+              predict_parallel_anchored(*bundle_, m, s, c, *dev_, ClusterComm::uniform(comm));
           const double single = one(m, s).t_iter_ms;
           // Equal up to the last bits the refinement's batch composition moves (1e-7).
           if (gpus == 1) EXPECT_NEAR(p.t_iter_ms / single, 1.0, 1e-6) << b << " x " << q;

@@ -99,6 +99,18 @@ nlohmann::json fit_json(const FabricFit& f) {
 
 }  // namespace
 
+void FabricSystem::read_json(const nlohmann::json& j, const std::string& ctx) {
+  description = get_str_or(j, "description", ctx, "");
+  kind = fabric_kind_of(get_str_or(j, "kind", ctx, ""), ctx + ".kind");
+  gpus_per_node = get_int(j, "gpus_per_node", ctx, 1, 1 << 16);
+  link_gbs = get_num_or(j, "link_gbs", ctx, 1e-3, 1e5, NAN);
+  SCALEDL_CHECK(!std::isnan(link_gbs), "{}.link_gbs is missing", ctx);
+  nic_gbs = get_num_or(j, "nic_gbs", ctx, 0, 1e5, 0);
+  device = get_str_or(j, "device", ctx, "");
+  devices = names_of(j, "devices", ctx);
+  campaigns = names_of(j, "campaigns", ctx);
+}
+
 nlohmann::json FabricPreset::to_json() const {
   nlohmann::json j;
   j["name"] = name;
@@ -135,18 +147,10 @@ FabricPreset FabricPreset::from_json(const nlohmann::json& j, const std::string&
   FabricPreset p;
   p.name = get_str_or(j, "name", ctx, "");
   SCALEDL_CHECK(!p.name.empty(), "{}.name is missing or empty", ctx);
-  p.description = get_str_or(j, "description", ctx, "");
-  p.kind = fabric_kind_of(get_str_or(j, "kind", ctx, ""), ctx + ".kind");
-  p.gpus_per_node = get_int(j, "gpus_per_node", ctx, 1, 1 << 16);
-  p.link_gbs = get_num_or(j, "link_gbs", ctx, 1e-3, 1e5, NAN);
-  SCALEDL_CHECK(!std::isnan(p.link_gbs), "{}.link_gbs is missing", ctx);
-  p.nic_gbs = get_num_or(j, "nic_gbs", ctx, 0, 1e5, 0);
+  p.read_json(j, ctx);
   p.origin = get_str_or(j, "origin", ctx, "");
   SCALEDL_CHECK(p.origin == "measured" || p.origin == "derived", "{}.origin={} is not measured or derived",
                 ctx, show(nlohmann::json(p.origin)));
-  p.device = get_str_or(j, "device", ctx, "");
-  p.devices = names_of(j, "devices", ctx);
-  p.campaigns = names_of(j, "campaigns", ctx);
   p.source = get_str_or(j, "source", ctx, "");
   SCALEDL_CHECK(j.contains("fits") && j["fits"].is_array() && !j["fits"].empty(),
                 "{}.fits must be a non-empty array", ctx);
@@ -250,17 +254,9 @@ FabricDefinitions load_fabric_definitions(const std::string& path) {
                   "{}.name={} must be a non-empty file stem", ctx, show(nlohmann::json(f.name)));
     SCALEDL_CHECK(names.insert(f.name).second, "{}.name={} is given twice", ctx,
                   show(nlohmann::json(f.name)));
-    f.description = get_str_or(e, "description", ctx, "");
-    f.device = get_str_or(e, "device", ctx, "");
-    f.kind = fabric_kind_of(get_str_or(e, "kind", ctx, ""), ctx + ".kind");
-    f.gpus_per_node = get_int(e, "gpus_per_node", ctx, 1, 1 << 16);
-    f.link_gbs = get_num_or(e, "link_gbs", ctx, 1e-3, 1e5, NAN);
-    SCALEDL_CHECK(!std::isnan(f.link_gbs), "{}.link_gbs is missing", ctx);
-    f.nic_gbs = get_num_or(e, "nic_gbs", ctx, 0, 1e5, 0);
+    f.read_json(e, ctx);
     f.link_source = get_str_or(e, "link_source", ctx, "");
     SCALEDL_CHECK(!f.link_source.empty(), "{}.link_source is missing: say where link_gbs comes from", ctx);
-    f.devices = names_of(e, "devices", ctx);
-    f.campaigns = names_of(e, "campaigns", ctx);
     d.fabrics.push_back(std::move(f));
   }
   return d;
@@ -289,14 +285,7 @@ std::vector<AllReduceSample> samples_of(const std::vector<const CollectiveMeasur
 /// A preset with what the definition says of the system, no fit yet.
 FabricPreset preset_of(const FabricDefinition& d, const char* origin) {
   FabricPreset p;
-  p.name = d.name;
-  p.description = d.description;
-  p.kind = d.kind;
-  p.gpus_per_node = d.gpus_per_node;
-  p.link_gbs = d.link_gbs;
-  p.nic_gbs = d.nic_gbs;
-  p.device = d.device;
-  p.devices = d.devices;
+  static_cast<FabricSystem&>(p) = d;
   p.origin = origin;
   return p;
 }
@@ -316,7 +305,6 @@ std::pair<double, double> medians(const std::vector<std::pair<double, double>>& 
 FabricPreset fit_measured(const FabricDefinition& d, double min_bytes,
                           const std::vector<CollectiveMeasurement>& rows) {
   FabricPreset p = preset_of(d, "measured");
-  p.campaigns = d.campaigns;
   std::map<std::pair<std::string, int64_t>, std::vector<const CollectiveMeasurement*>> intra;
   std::map<int64_t, std::vector<const CollectiveMeasurement*>> inter;
   std::set<std::string> sources, seen;

@@ -310,10 +310,11 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (c.cp > 1) {
     // The graph holds this GPU's s / cp queries against s / cp keys; ring attention runs them
     // against all s keys: cp times the core's work, in cp steps.
-    attn_fwd = static_cast<double>(c.cp) * attention_core_ms(one, ".fwd");
-    attn_bwd = static_cast<double>(c.cp) * attention_core_ms(one, ".bwd");
-    r.t_fwd_ms += attn_fwd - attention_core_ms(one, ".fwd");
-    r.t_bwd_ms += attn_bwd - attention_core_ms(one, ".bwd");
+    const double local_fwd = attention_core_ms(one, ".fwd"), local_bwd = attention_core_ms(one, ".bwd");
+    attn_fwd = static_cast<double>(c.cp) * local_fwd;
+    attn_bwd = static_cast<double>(c.cp) * local_bwd;
+    r.t_fwd_ms += attn_fwd - local_fwd;
+    r.t_bwd_ms += attn_bwd - local_bwd;
   }
   if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
   const CommModel& tp_comm = p.tp_inter_node ? inter : comm.inside(c.tp);
@@ -393,17 +394,9 @@ SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const Tra
 
 ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                              const ParallelConfig& c, const DeviceRecord& dev,
-                                             const CommModel& intra, const CommModel& inter,
-                                             const SingleGpuAnchor* anchor) {
-  return predict_parallel_anchored(b, m, s, c, dev, ClusterComm{intra, inter, {}}, anchor);
-}
-
-ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
-                                             const ParallelConfig& c, const DeviceRecord& dev,
                                              const ClusterComm& comm, const SingleGpuAnchor* anchor) {
   ParallelPrediction r = predict_parallel(b, m, s, c, dev, comm);
-  const bool alone =
-      c.gpus == 1 && c.tp == 1 && c.pp == 1 && c.ep == 1 && c.microbatches == 1 && !c.recompute;
+  const bool alone = !c.is_parallel();
   SingleGpuAnchor own;
   if (!anchor) {
     if (alone)

@@ -258,11 +258,6 @@ void pick_points(ScaleResult& res, const ScaleOptions& o) {
 }  // namespace
 
 ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
-                        const DeviceRecord& dev, const CommModel& intra, const CommModel& inter) {
-  return scale_curve(b, m, s, o, dev, ClusterComm{intra, inter, {}});
-}
-
-ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
                         const DeviceRecord& dev, const ClusterComm& comm) {
   check_scale_options(o);
   ScaleJob job{b, m, s, o, dev, comm, dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0, {}};

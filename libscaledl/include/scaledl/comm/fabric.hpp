@@ -66,23 +66,30 @@ struct FabricFit {
   double min_bytes = 0, max_bytes = 0;  ///< message sizes fitted (0, 0 for derived)
 };
 
-struct FabricPreset {
+/// What a fabric definition and its preset both say of the system.
+struct FabricSystem {
   std::string name;         ///< file stem, e.g. "hgx-h100"
   std::string description;  ///< one line: the system and its links
   FabricKind kind = FabricKind::NVSwitch;
   int64_t gpus_per_node = 8;  ///< GPUs of one NVLink / PCIe domain, >= 1
   double link_gbs = 0;        ///< spec bandwidth per GPU and direction of the node's links, GB/s, > 0
   double nic_gbs = 0;         ///< per-GPU network bandwidth per direction across nodes, GB/s; 0 = unknown
-  std::string origin;         ///< "measured" or "derived"
   std::string device;         ///< the GPU's store key ("spec:NVIDIA H100 80GB HBM3"); "" = not tied
   /// Spec keys of the GPUs that use this preset by default (predict --gpus, scale without
   /// --fabric or --comm): a record matches by its name, whatever its kind (spec or probed).
   std::vector<std::string> devices;
-  std::vector<std::string> campaigns;  ///< measured: the store campaigns fitted
-  std::string source;                  ///< where the rows or the derivation come from
-  std::vector<FabricFit> fits;         ///< intra-node, ordered by collective then world
-  std::optional<CommModel> inter;      ///< all-reduce across nodes (per-GPU NIC)
-  std::string inter_source;            ///< how `inter` was obtained ("" when absent)
+  std::vector<std::string> campaigns;  ///< the store campaigns fitted; empty = derived
+
+  /// Reads every key above but `name` (each caller checks its own); throws naming ctx and the key.
+  void read_json(const nlohmann::json& j, const std::string& ctx);
+};
+
+struct FabricPreset : FabricSystem {
+  std::string origin;              ///< "measured" or "derived"
+  std::string source;              ///< where the rows or the derivation come from
+  std::vector<FabricFit> fits;     ///< intra-node, ordered by collective then world
+  std::optional<CommModel> inter;  ///< all-reduce across nodes (per-GPU NIC)
+  std::string inter_source;        ///< how `inter` was obtained ("" when absent)
 
   /// The fit of `collective` at the largest world <= `ranks` (else the smallest
   /// world); nullptr when the preset has no fit of that collective.
@@ -119,14 +126,8 @@ std::optional<FabricPreset> default_fabric_for(const std::string& device_name,
 
 /// What `scaledl comm presets` builds: one entry of the definitions file
 /// (datasets/gpus/fabrics.json).
-struct FabricDefinition {
-  std::string name, description, device;
-  std::vector<std::string> devices;  ///< FabricPreset::devices
-  FabricKind kind = FabricKind::NVSwitch;
-  int64_t gpus_per_node = 8;
-  double link_gbs = 0, nic_gbs = 0;
-  std::vector<std::string> campaigns;  ///< empty = derived
-  std::string link_source;             ///< where link_gbs / nic_gbs come from
+struct FabricDefinition : FabricSystem {
+  std::string link_source;  ///< where link_gbs / nic_gbs come from
 };
 /// {"min_bytes": .., "fabrics": [{name, description, kind, gpus_per_node, link_gbs,
 /// nic_gbs?, device?, campaigns?, link_source}]}; throws naming the file, entry and key.

@@ -102,8 +102,6 @@ struct Bundle {
   /// place of `comm`, for graphs of more than one device only. A single device's prediction never
   /// depends on it (its refinement's features then stay the ones its training runs had).
   std::optional<CommModel> comm_given;
-  /// comm_given, else comm, else none (zero bandwidth): the collective model of a cluster.
-  CommModel cluster_comm() const { return comm_given ? *comm_given : comm ? *comm : CommModel{}; }
   std::optional<IntervalModel> intervals;  ///< T_iter intervals (with a graph model)
   /// The device-out refinement and its intervals (BundleTrainOptions::device_crossfit)
   std::optional<GraphPredictor> graph_device_out;

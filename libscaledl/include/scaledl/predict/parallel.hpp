@@ -98,7 +98,7 @@ struct ParallelPlan {
   int64_t cp_steps = 0;          ///< ring-attention steps per layer and pass: cp - 1
   double cp_kv_bytes = 0;        ///< K and V of one GPU's sequence chunk, bytes: what one ring step sends
   bool cp_inter_node = false;    ///< the context-parallel ring spans nodes (tp x cp > GPUs per node)
-  int64_t grad_buckets = 1;      ///< gradient buckets of the overlapped reduction (40M elements each)
+  int64_t grad_buckets = 1;  ///< buckets of the overlapped reduction: max(40M, 1M x dp x cp) elements each
   /// (M + (pp - 1) / vp) pipeline slots per iteration (M + pp - 1 without virtual stages)
   double slots() const;
   bool tp_inter_node = false;  ///< the TP group spans nodes (tp > GPUs per node)
@@ -121,7 +121,7 @@ struct ParallelPrediction {
   double t_tp_ms = 0;                                     ///< TP all-reduces of one micro-batch
   double t_ep_ms = 0;                                     ///< expert-parallel all-to-alls of one micro-batch
   double t_p2p_ms = 0;       ///< pipeline sends of one micro-batch (both directions)
-  double t_pipeline_ms = 0;  ///< (M + pp - 1) x the slot
+  double t_pipeline_ms = 0;  ///< ParallelPlan::slots() x the slot
   double t_bubble_ms = 0;    ///< the part of t_pipeline that is bubble
   double t_cp_ms = 0;        ///< ring attention's K/V exchange of one micro-batch not hidden by attention
   double t_dp_ms = 0;        ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
@@ -130,8 +130,8 @@ struct ParallelPrediction {
   double t_dp_exposed_ms = 0;
   double t_opt_ms = 0;    ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
   double slot_nodes = 0;  ///< nodes the stage's host issues per micro-batch (see the top of this file)
-  double t_slot_gpu_ms =
-      0;                    ///< one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p + t_cp
+  /// one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p + t_cp
+  double t_slot_gpu_ms = 0;
   double t_host_ms = 0;     ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
   bool host_bound = false;  ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;
@@ -182,10 +182,6 @@ SingleGpuAnchor single_gpu_anchor(const Bundle& b, const ModelSpec& m, const Tra
 ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                              const ParallelConfig& c, const DeviceRecord& dev,
                                              const ClusterComm& comm,
-                                             const SingleGpuAnchor* anchor = nullptr);
-ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
-                                             const ParallelConfig& c, const DeviceRecord& dev,
-                                             const CommModel& intra, const CommModel& inter,
                                              const SingleGpuAnchor* anchor = nullptr);
 
 }  // namespace scaledl

@@ -81,8 +81,6 @@ struct ScaleResult {
 /// negative price or target, a node size < 1).
 ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
                         const DeviceRecord& dev, const ClusterComm& comm);
-ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
-                        const DeviceRecord& dev, const CommModel& intra, const CommModel& inter);
 
 /// "1..1024" (powers of two), "1,2,8" or "6": GPU counts; throws naming --gpus.
 std::vector<int64_t> parse_gpu_counts(const std::string& spec);
