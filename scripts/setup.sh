@@ -31,6 +31,7 @@ PKGS=(build-essential cmake pkg-config
       nlohmann-json3-dev libeigen3-dev libfmt-dev libcli11-dev libsqlite3-dev libssl-dev gnuplot-nox
       libsentencepiece-dev libturbojpeg0-dev   # bench pipeline (tokenizer, JPEG decode)
       libgtest-dev libgmock-dev libbenchmark-dev
+      pybind11-dev python3-dev python3-pybind11 python3-pytest   # the Python module and its tests (docs/python.md)
       clang-14 clang libclang-rt-14-dev   # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes (a Recommends only)
       clang-format-14)                    # scripts/format.sh --check (CI)
 
