@@ -22,7 +22,21 @@ struct ModelArgs : ModelRequest {
     app.add_option("--image", image, "image side in pixels, vision models")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
         ->excludes(seq_opt);
-    app.add_option("--dtype", dtype, "fp32, tf32, bf16 or fp16 (default fp32)");
+    app.add_option("--dtype", dtype,
+                   "fp32, tf32, bf16, fp16, or fp8: Transformer Engine's recipe, FP8 GEMMs in the blocks' "
+                   "linear layers and BF16 elsewhere (default fp32)");
+    app.add_option("--framework", framework,
+                   "kernel recipe: hf-eager (default; every kernel its own), hf-sdpa (fused attention) or "
+                   "megatron (fused attention, softmax and GELU kernels; docs/parallel.md)");
+    app.add_option("--attention", attention,
+                   "attention core: eager or fused (FlashAttention / SDPA), over the "
+                   "--framework's choice");
+    app.add_option("--lora-rank", lora_rank,
+                   "LoRA fine-tuning: adapters of this rank on the blocks' linear layers, every model weight "
+                   "frozen (no weight gradients or optimizer state for them)")
+        ->check(CLI::Range(int64_t(1), int64_t(65536)));
+    app.add_option("--lora-targets", lora_targets,
+                   "the linear layers that get adapters: all (default) or a list of q,k,v,o,gate,up,down");
     app.add_option("--optimizer", optimizer, "sgd, adam or adamw (default adamw)");
     auto* mode_opt =
         app.add_option("--mode", mode,

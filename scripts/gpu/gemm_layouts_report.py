@@ -68,6 +68,43 @@ def main():
     print()
     med = lambda v: f"{statistics.median(v):.3f} (n = {len(v)})" if v else "- (no layer of the table's shapes)"
     print(f"Median ours fwd / table fwd: {med(rf)}; median ours bwd / (table dgrad + table wgrad): {med(rb)}.")
+    flash_report(con, a)
+
+
+def flash_report(con, a):
+    """The flash_attention layers against the same GPU's context-attention table (forward only):
+    ours fwd / table fwd, and ours bwd / ours fwd (flash_attention's FLOP ratio is 2.5 at
+    head_dim = v_dim: a ratio above it is the backward's lower utilisation)."""
+    path = os.path.join(a.table_root, a.gpu, f"context_attention_{a.dtype}.csv")
+    table = {}
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if int(r["window_size"]) == 0:
+                    key = tuple(int(r[c]) for c in ("batch_size", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
+                    table[key] = float(r["latency_ms"])
+    rows = con.execute("SELECT dims, status, fwd_median_ms, bwd_median_ms FROM layers "
+                       "WHERE campaign=? AND layer_type='flash_attention' ORDER BY id", (a.campaign,)).fetchall()
+    if not rows:
+        return
+    print(f"\n## flash_attention against `{path}`\n")
+    print("| batch | heads | kv | seq | head_dim | status | ours fwd ms | ours bwd ms | table fwd | fwd / table | bwd / fwd |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rf, rb = [], []
+    for dims, status, fwd, bwd in rows:
+        d = json.loads(dims) if dims.startswith("[") else [int(x) for x in dims.split("x")]
+        b, h, kv, s, hd = d[0], d[1], d[2], d[3], d[5]
+        tf = table.get((b, s, h, kv, hd))
+        f1 = fwd / tf if tf and fwd else None
+        b1 = bwd / fwd if bwd and fwd else None
+        if f1 and status == "ok":
+            rf.append(f1)
+        if b1 and status == "ok":
+            rb.append(b1)
+        cell = lambda v: f"{v:.4g}" if v else "-"
+        print(f"| {b} | {h} | {kv} | {s} | {hd} | {status} | {cell(fwd)} | {cell(bwd)} | {cell(tf)} | {cell(f1)} | {cell(b1)} |")
+    med = lambda v: f"{statistics.median(v):.3f} (n = {len(v)})" if v else "-"
+    print(f"\nMedian ours fwd / table fwd: {med(rf)}; median ours bwd / ours fwd: {med(rb)} (FLOP ratio 2.5).")
 
 
 if __name__ == "__main__":

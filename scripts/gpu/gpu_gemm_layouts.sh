@@ -4,8 +4,10 @@
 # shapes and layouts), which no public table times (docs/gpu-data.md, "Backward GEMMs").
 # Builds ScaleDL against the machine's PyTorch (scripts/gpu/gpu_build.sh), probes the GPU, and
 # times the BF16 linear layers of datasets/h200/gemm-layouts-plan.json (27 layers whose forward,
-# dgrad and wgrad GEMMs are all on the compact AIConfigurator grid), forward and backward; then
-# scripts/gpu/gemm_layouts_report.py sets them against the table of the same GPU.
+# dgrad and wgrad GEMMs are all on the compact AIConfigurator grid) and 16 causal flash_attention
+# layers (SDPA on the context-attention grid), forward and backward; then
+# scripts/gpu/gemm_layouts_report.py sets them against the tables of the same GPU (and gives the
+# flash backward / forward ratio that no public table has).
 #   OUT=/tmp/out GPU_FOLDER=h200_sxm scripts/gpu/gpu_gemm_layouts.sh
 # A CPU dry run of everything but the build (small shapes, FP32; 23 s on a 2-vCPU Intel Xeon VM,
 # most of it the probe):

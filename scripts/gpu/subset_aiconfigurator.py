@@ -10,7 +10,8 @@ there) and writes the same layout with fewer rows and only the columns that
   <gpu>/comm_collectives.csv  rows with message_size_bytes in COMM_BYTES (64 KiB .. 256 MiB
                               at powers of 4), every op, dtype and num_gpus, duplicates kept
                               (the importer picks one per size; they test that choice)
-  other tables                (attention, custom all-reduce: skipped by the importer)
+  <gpu>/context_attention_*  full causal rows of ATTN_* layouts, sizes and token counts
+  other tables                (generation / encoder attention, custom all-reduce: skipped)
                               SKIPPED_ROWS evenly spaced rows, so the skip counts are tested
   manifest.csv, extra_unmerged_prs/manifest.csv: the rows of the tables written, with the
                               columns the importer reads (device, framework, version, kernel
@@ -38,6 +39,14 @@ NK_VALUES = [64, 512, 1024, 2048, 4096, 8192, 12288, 16384]
 NK_PAIRS = {(n, k) for n in NK_VALUES for k in NK_VALUES} | {(65536, 4096), (65536, 8192)}
 COMM_BYTES = {1 << e for e in range(16, 29, 2)}  # 64 KiB, 256 KiB, ..., 256 MiB
 SKIPPED_ROWS = 24
+# Context (prefill) attention, imported as the fused-attention kind: full causal rows
+# (window_size 0) of these head layouts (MHA and GQA), head sizes, sequence lengths and
+# batches, with 512 to 65,536 tokens in all (a training micro-batch's range).
+ATTN_HEADS = {(16, 16), (32, 8), (32, 32), (64, 8)}
+ATTN_HEAD_DIMS = {64, 128}
+ATTN_SEQS = {128, 512, 1024, 2048, 4096, 8192, 16384}
+ATTN_BATCHES = {1, 2, 4, 8, 16, 32}
+ATTN_TOKENS = (512, 65536)
 
 GEMM_COLUMNS = ["gemm_dtype", "m", "n", "k", "latency_ms"]
 COMM_COLUMNS = ["source_folder", "ccl_version_field", "framework_field", "kernel_source", "op_name", "dtype",
@@ -79,6 +88,14 @@ def select(name, header, rows):
     if name == "comm_collectives.csv":
         keep = [r for r in rows if int(r[col["message_size_bytes"]]) in COMM_BYTES]
         return project(header, keep, COMM_COLUMNS)
+    if name.startswith("context_attention_"):
+        def attn_row(r):
+            b, sq = int(r[col["batch_size"]]), int(r[col["seq_len"]])
+            return (int(r[col["window_size"]]) == 0
+                    and (int(r[col["num_heads"]]), int(r[col["num_kv_heads"]])) in ATTN_HEADS
+                    and int(r[col["head_dim"]]) in ATTN_HEAD_DIMS and sq in ATTN_SEQS and b in ATTN_BATCHES
+                    and ATTN_TOKENS[0] <= b * sq <= ATTN_TOKENS[1])
+        return header, [r for r in rows if attn_row(r)]
     # Tables the importer only counts: evenly spaced rows, all columns.
     n = min(SKIPPED_ROWS, len(rows))
     picks = sorted({i * (len(rows) - 1) // max(n - 1, 1) for i in range(n)}) if rows else []

@@ -48,6 +48,7 @@ const std::map<LayerType, std::vector<int64_t>>& tiny() {
       {LayerType::CrossEntropy, {16, 50}},
       {LayerType::Optimizer, {1000, 2}},
       {LayerType::Pointwise, {512, 0}},
+      {LayerType::FlashAttention, {1, 4, 2, 8, 8, 16, 16, 1}},
   };
   return t;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -62,8 +63,10 @@ std::map<DType, size_t> rows_by_dtype(const Store& s, const std::string& device)
 
 // Rows of the committed subset (scripts/gpu/subset_aiconfigurator.py; its README.md).
 constexpr size_t kGemmRows = 12329;      // 594 A100 + 6 x 1448 + 1188 B60 + 1188 H20 + 671 RTX 5090
+constexpr size_t kAttentionRows = 2040;  // context attention: 136 A100, B60, H20 (fp16) + 6 x 272
+constexpr size_t kLayerRows = kGemmRows + kAttentionRows;
 constexpr size_t kCollectiveRows = 462;  // one per (op, world, size): 6 x 63 + 42 B60 + 42 GB200
-constexpr size_t kAllRows = 16481;
+constexpr size_t kAllRows = 18305;
 
 TEST(Aiconfigurator, ImportsTheSubsetPerDeviceAndDtype) {
   Store s(test::fresh_store_path("aic_subset.db"));
@@ -73,8 +76,8 @@ TEST(Aiconfigurator, ImportsTheSubsetPerDeviceAndDtype) {
   EXPECT_EQ(sum.rows, kAllRows);
   // Every GPU of the data has a spec sheet and no row of it is implausible.
   EXPECT_TRUE(sum.refused.empty()) << sum.to_text();
-  EXPECT_EQ(sum.layer_rows, kGemmRows) << sum.to_text();
-  EXPECT_EQ(sum.layers_inserted, kGemmRows);
+  EXPECT_EQ(sum.layer_rows, kLayerRows) << sum.to_text();
+  EXPECT_EQ(sum.layers_inserted, kLayerRows);
   EXPECT_EQ(sum.collective_rows, kCollectiveRows) << sum.to_text();
   EXPECT_EQ(sum.collectives_inserted, kCollectiveRows);
   // Every row read is accepted, refused or skipped.
@@ -105,11 +108,14 @@ TEST(Aiconfigurator, ImportsTheSubsetPerDeviceAndDtype) {
   EXPECT_EQ(sum.per_kind.at("linear fwd bf16"), 594u + 6 * 724 + 594 + 671);
   EXPECT_EQ(sum.per_kind.at("linear fwd fp8"), 6u * 724 + 594 + 594);
   EXPECT_EQ(sum.per_kind.at("linear fwd fp16"), 594u);
+  EXPECT_EQ(sum.per_kind.at("flash_attention fwd bf16"), 136u * 2 + 6 * 272);
+  EXPECT_EQ(sum.per_kind.at("flash_attention fwd fp16"), 136u);  // the H20-3e's SGLang table
 
-  // Skipped: attention (24 rows a table), custom all-reduce, alltoall, int8, repeated sizes.
-  EXPECT_EQ(sum.skipped.at("context attention (no fused-attention layer type yet)"), 9u * 24);
-  EXPECT_EQ(sum.skipped.at("generation attention (no fused-attention layer type yet)"), 9u * 24);
-  EXPECT_EQ(sum.skipped.at("encoder attention (no fused-attention layer type yet)"), 24u);
+  // Skipped: decode and encoder attention (24 rows a table), custom all-reduce, alltoall, int8,
+  // repeated sizes. Context attention is imported (the subset has no sliding-window row).
+  EXPECT_EQ(sum.skipped.count("context attention with a sliding window (no window dim)"), 0u);
+  EXPECT_EQ(sum.skipped.at("generation attention (decode / encoder kernels)"), 9u * 24);
+  EXPECT_EQ(sum.skipped.at("encoder attention (decode / encoder kernels)"), 24u);
   EXPECT_EQ(sum.skipped.at("custom all-reduce (framework kernel, not NCCL)"), 8u * 24);
   EXPECT_EQ(sum.skipped.at("alltoall"), 3u * 42 + 252 + 3 * 168);  // the B60 has none
   EXPECT_EQ(sum.skipped.at("int8 collective"), 3u * 63 + 42 + 378 + 238 + 2 * 231);
@@ -149,7 +155,8 @@ TEST(Aiconfigurator, ImportingTwiceInsertsNothingNew) {
   EXPECT_EQ(second.collective_rows, first.collective_rows);
   EXPECT_EQ(second.layers_inserted, 0u);
   EXPECT_EQ(second.collectives_inserted, 0u);
-  EXPECT_EQ(s.layers(LayerType::Linear).size(), first.layers_inserted);
+  EXPECT_EQ(s.layers(LayerType::Linear).size() + s.layers(LayerType::FlashAttention).size(),
+            first.layers_inserted);
 }
 
 TEST(Aiconfigurator, CollectivesLandPerFabricWithNcclTestsBusBandwidth) {
@@ -241,7 +248,7 @@ TEST(Aiconfigurator, BadRowsAreRefusedAndCountedTheRestImports) {
   EXPECT_EQ(sum.refused.at("collective: time, size or ranks not positive"), 1u);
   EXPECT_EQ(sum.refused_total(), 7u);
   EXPECT_EQ(sum.skipped.at("GEMM nvfp4 (no dtype of ours)"), 1u);
-  EXPECT_EQ(sum.layer_rows, kGemmRows);
+  EXPECT_EQ(sum.layer_rows, kLayerRows);
   EXPECT_EQ(sum.collective_rows, kCollectiveRows);
   EXPECT_EQ(s.layers(LayerType::Linear).size(), kGemmRows);
   EXPECT_EQ(sum.rows, sum.layer_rows + sum.collective_rows + sum.refused_total() + total(sum.skipped));
@@ -257,13 +264,14 @@ TEST(Aiconfigurator, GpusWithoutASpecSheetAreRefusedPerRow) {
   o.devices_dir = devs.string();
   Store s(test::fresh_store_path("aic_one_spec.db"));
   const auto sum = import_aiconfigurator(o, s);
-  EXPECT_EQ(sum.layer_rows, 1448u);
+  EXPECT_EQ(sum.layer_rows, 1448u + 272);  // GEMMs and context attention
   EXPECT_EQ(sum.collective_rows, 63u);
   EXPECT_EQ(sum.per_device.size(), 1u);
-  EXPECT_EQ(sum.refused.at("no spec sheet for NVIDIA B200"), 1448u + 378);  // GEMMs, fp16 collectives
+  EXPECT_EQ(sum.refused.at("no spec sheet for NVIDIA B200"),
+            1448u + 272 + 378);  // GEMMs, attention, collectives
   EXPECT_EQ(sum.refused.at("no spec sheet for NVIDIA GeForce RTX 5090"), 671u);
   EXPECT_EQ(sum.refused.at("no spec sheet for Intel(R) Graphics [0xe211]"), 42u);  // B60 oneCCL rows
-  EXPECT_EQ(sum.refused_total(), kGemmRows - 1448 + kCollectiveRows - 63 + 315 + 200 + 168);
+  EXPECT_EQ(sum.refused_total(), kLayerRows - 1448 - 272 + kCollectiveRows - 63 + 315 + 200 + 168);
   EXPECT_EQ(s.devices().size(), 1u);
 }
 
@@ -357,6 +365,37 @@ TEST(Aiconfigurator, ProvenanceSaysFrameworkCommitAndLowerConfidence) {
   EXPECT_TRUE(trtllm);
   EXPECT_TRUE(pull);
   EXPECT_TRUE(nccl);
+}
+
+TEST(Aiconfigurator, ContextAttentionIsTheFusedAttentionKindAndBadRowsAreRefused) {
+  const std::string root = copy_subset("aic_attention");
+  append(fs::path(root) / "h100_sxm" / "context_attention_bf16.csv",
+         "torch_flow,1,4096,32,8,128,1024,0.2\n"  // a sliding window: skipped
+         "torch_flow,1,4096,32,6,128,0,0.2\n"     // 6 k/v heads do not divide 32: refused
+         "torch_flow,1,4096,32,8,128,0,-1\n"      // negative time: refused
+         "torch_flow,64,16384,64,8,128,0,0.01\n"  // 10^5 TFLOP/s: above the BF16 peak, refused
+  );
+  Store s(test::fresh_store_path("aic_attention.db"));
+  const auto sum = import_aiconfigurator(options(root), s);
+  EXPECT_EQ(sum.skipped.at("context attention with a sliding window (no window dim)"), 1u);
+  EXPECT_EQ(sum.refused.at("attention: a size not in [1, 2^40), or num_kv_heads not dividing num_heads"), 1u);
+  EXPECT_EQ(sum.refused.at("time not positive and finite"), 1u) << sum.to_text();
+  EXPECT_EQ(sum.refused.at("faster than the bf16 spec peak by more than 10 %"), 1u) << sum.to_text();
+  EXPECT_EQ(sum.layer_rows, kLayerRows);
+  // One row: the H100's causal attention at b = 4, s = 4096, 32/8 heads, d = 128 runs at 300-600
+  // TFLOP/s (the data's README: 445), forward only, as flash_attention's causal FLOP count it.
+  bool found = false;
+  for (const auto& m : s.layers(LayerType::FlashAttention, "spec:NVIDIA H100 80GB HBM3")) {
+    if (m.dims != std::vector<int64_t>{4, 32, 8, 4096, 4096, 128, 128, 1}) continue;
+    found = true;
+    const LayerCost c = layer_cost(LayerType::FlashAttention, m.dims, DType::BF16);
+    const double tflops = c.flops_fwd / (m.fwd.median_ms * 1e-3) / 1e12;
+    EXPECT_GT(tflops, 300);
+    EXPECT_LT(tflops, 600);
+    EXPECT_EQ(m.dtype, DType::BF16);
+    EXPECT_TRUE(std::isnan(m.bwd.median_ms));
+  }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ const char* kAllModels[] = {"bert-base",        "bert-large",    "gpt2",
                             "phi3-mini",        "qwen3-30b-a3b", "gemma2-2b",
                             "gemma3-1b",        "pythia-160m",   "qwen1.5-moe-a2.7b",
                             "deepseek-v2-lite", "deepseek-v2",   "deepseek-v3",
-                            "gpt-oss-20b",      "gpt-oss-120b"};
+                            "gpt-oss-20b",      "gpt-oss-120b",  "minitron-4b",
+                            "smollm3-3b",       "glm4-9b",       "glm4.5-air"};
 }  // namespace
 
 TEST(LayerTypes, LinearFlopsAreScaleDLEq9) {
@@ -760,10 +761,95 @@ TEST(LayerTypes, EveryRowRoundTripsAndKeepsItsKind) {
                                                 {LayerType::Conv2dPatch, LayerKind::Gemm},
                                                 {LayerType::CrossEntropy, LayerKind::Other},
                                                 {LayerType::Optimizer, LayerKind::Other},
-                                                {LayerType::Pointwise, LayerKind::Elementwise}};
+                                                {LayerType::Pointwise, LayerKind::Elementwise},
+                                                {LayerType::FlashAttention, LayerKind::Attention}};
   ASSERT_EQ(kinds.size(), static_cast<size_t>(kLayerTypeCount));
   for (const auto& [t, k] : kinds) EXPECT_EQ(layer_info(t).kind, k) << to_string(t);
   EXPECT_EQ(to_string(LayerType::Conv2dPatch), std::string("conv2d_patch"));
   EXPECT_EQ(layer_info(LayerType::Attention).dims,
             (std::vector<std::string>{"batch", "heads", "seq_q", "seq_k", "head_dim"}));
+}
+
+TEST(LayerGraph, NemotronSquaredReluMlpAndLayerNorms) {
+  const int64_t b = 2, S = 32, t = b * S, h = 3072, f = 9216;
+  const ModelSpec m = load_model_config(model_path("minitron-4b"));
+  LayerGraph g = build_layer_graph(m, small_settings(b, S));
+  auto producers = [&](const LayerGraph& gr, const std::string& name) {
+    const int id = node(gr, name).id;
+    std::vector<std::string> src;
+    for (const auto& e : gr.edges)
+      if (e.dst == id && !e.backward && !e.saved) src.push_back(gr.nodes[e.src].name);
+    return src;
+  };
+  // LayerNorm1P is a LayerNorm (weight and bias) before attention, before the MLP and at the end.
+  for (const char* n : {"decoder.0.attn.norm", "decoder.0.ffn.norm", "head.norm"}) {
+    EXPECT_EQ(node(g, n).type, LayerType::LayerNorm) << n;
+    EXPECT_EQ(node(g, n).cost.params, 2 * h) << n;
+  }
+  // GQA: 24 query heads and 8 k/v heads of 128, no biases.
+  EXPECT_EQ(node(g, "decoder.0.attn.q").dims, (std::vector<int64_t>{t, h, 24 * 128, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.k").dims, (std::vector<int64_t>{t, h, 8 * 128, 0}));
+  // The MLP: up, relu, square (a Pointwise that keeps the activation's name and saves its input), down;
+  // no gate.
+  EXPECT_EQ(node(g, "decoder.0.ffn.up").dims, (std::vector<int64_t>{t, h, f, 0}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.act.relu").type, LayerType::ReLU);
+  EXPECT_EQ(node(g, "decoder.0.ffn.act.relu").dims, (std::vector<int64_t>{t * f}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.act").type, LayerType::Pointwise);
+  EXPECT_EQ(node(g, "decoder.0.ffn.act").dims, (std::vector<int64_t>{t * f, 1}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.down").dims, (std::vector<int64_t>{t, f, h, 0}));
+  EXPECT_EQ(producers(g, "decoder.0.ffn.act.relu"), std::vector<std::string>{"decoder.0.ffn.up"});
+  EXPECT_EQ(producers(g, "decoder.0.ffn.act"), std::vector<std::string>{"decoder.0.ffn.act.relu"});
+  EXPECT_EQ(producers(g, "decoder.0.ffn.down"), std::vector<std::string>{"decoder.0.ffn.act"});
+  for (const char* n : {"decoder.0.ffn.gate", "decoder.0.ffn.mul", "decoder.0.ffn.gate_up"})
+    EXPECT_LT(g.find(n), 0) << n;
+  EXPECT_EQ(node(g, "head.lm").cost.params, 256000.0 * h);  // untied
+  // With fused kernels (Megatron-LM's squared_relu) the activation is one relu-costed kernel.
+  TrainSettings fk = small_settings(b, S);
+  fk.fused_kernels = true;
+  LayerGraph gk = build_layer_graph(m, fk);
+  EXPECT_EQ(node(gk, "decoder.0.ffn.act").type, LayerType::ReLU);
+  EXPECT_LT(gk.find("decoder.0.ffn.act.relu"), 0);
+  // Inference: the same two kernels, no backward.
+  TrainSettings inf = small_settings(b, S);
+  set_run_mode(inf, RunMode::Inference);
+  LayerGraph gi = build_layer_graph(m, inf);
+  EXPECT_GE(gi.find("decoder.31.ffn.act.relu"), 0);
+  EXPECT_LT(gi.find("decoder.0.ffn.act.bwd"), 0);
+  // One more kernel per block than a plain ReLU MLP, forward and backward.
+  ModelSpec relu = m;
+  relu.activation = Activation::ReLU;
+  EXPECT_EQ(g.nodes.size(), build_layer_graph(relu, small_settings(b, S)).nodes.size() + 2 * 32);
+}
+
+TEST(LayerGraph, Glm4SandwichNormsAndGlm45ExpertsBehindGqa) {
+  const int64_t b = 2, S = 64, t = b * S;
+  // GLM-4-9B-0414: Gemma 2's four norms, Phi-3's fused gate_up, biased q/k/v and an unbiased o.
+  LayerGraph g = build_layer_graph(load_model_config(model_path("glm4-9b")), small_settings(b, S));
+  for (const char* n :
+       {"decoder.0.attn.norm", "decoder.0.attn.post_norm", "decoder.0.ffn.norm", "decoder.0.ffn.post_norm"})
+    EXPECT_EQ(node(g, n).type, LayerType::RMSNorm) << n;
+  EXPECT_EQ(node(g, "decoder.0.attn.q").dims, (std::vector<int64_t>{t, 4096, 32 * 128, 1}));
+  EXPECT_EQ(node(g, "decoder.0.attn.v").dims, (std::vector<int64_t>{t, 4096, 2 * 128, 1}));
+  EXPECT_EQ(node(g, "decoder.0.attn.o").dims, (std::vector<int64_t>{t, 4096, 4096, 0}));
+  EXPECT_EQ(node(g, "decoder.0.ffn.gate_up").dims, (std::vector<int64_t>{t, 4096, 2 * 13696, 0}));
+  EXPECT_LT(g.find("decoder.0.ffn.gate"), 0);
+  // SmolLM3: a Llama whose LM head shares the embedding.
+  LayerGraph sm = build_layer_graph(load_model_config(model_path("smollm3-3b")), small_settings(b, S));
+  EXPECT_EQ(node(sm, "head.lm").cost.params, 0);
+  EXPECT_EQ(node(sm, "decoder.0.ffn.gate").dims, (std::vector<int64_t>{t, 2048, 11008, 0}));
+  // GLM-4.5-Air: layer 0 dense (intermediate_size), then 8 of 128 experts of 1408 plus a shared expert
+  // added as it is, behind 96 query heads and 8 k/v heads of 128.
+  LayerGraph a = build_layer_graph(load_model_config(model_path("glm4.5-air")), small_settings(b, S));
+  EXPECT_EQ(node(a, "decoder.0.attn.q").dims, (std::vector<int64_t>{t, 4096, 96 * 128, 1}));
+  EXPECT_EQ(node(a, "decoder.0.attn.k").dims, (std::vector<int64_t>{t, 4096, 8 * 128, 1}));
+  EXPECT_EQ(node(a, "decoder.0.attn.o").dims, (std::vector<int64_t>{t, 96 * 128, 4096, 0}));
+  EXPECT_LT(a.find("decoder.0.attn.q_norm"), 0);
+  EXPECT_EQ(node(a, "decoder.0.ffn.gate").dims, (std::vector<int64_t>{t, 4096, 10944, 0}));
+  EXPECT_LT(a.find("decoder.0.ffn.router"), 0);
+  EXPECT_EQ(node(a, "decoder.1.ffn.router").dims, (std::vector<int64_t>{t, 4096, 128, 0}));
+  const int64_t C = b * 4;  // ceil(8 x 64 / 128) slots per expert and sample
+  EXPECT_EQ(node(a, "decoder.1.ffn.expert.gate").dims, (std::vector<int64_t>{128, C, 4096, 1408}));
+  EXPECT_EQ(node(a, "decoder.1.ffn.shared.up").dims, (std::vector<int64_t>{t, 4096, 1408, 0}));
+  EXPECT_LT(a.find("decoder.1.ffn.shared.scale"), 0);
+  EXPECT_GE(a.find("decoder.45.ffn.shared.add"), 0);
 }

@@ -93,6 +93,14 @@ TEST(ParameterCount, ExactHuggingFaceCounts) {
       // gpt-oss (biased attention, sinks, biased fused experts, a biased router): "20.91B", "116.83B".
       {"gpt-oss-20b", 20914757184},
       {"gpt-oss-120b", 116829156672},
+      // nvidia/Minitron-4B-Base (nemotron: LayerNorm1P with weight and bias, up/relu2/down, untied): "4.19B".
+      {"minitron-4b", 4190509056},
+      {"smollm3-3b", 3075098624},  // HuggingFaceTB/SmolLM3-3B (tied head): "3.08B"
+      // zai-org/GLM-4-9B-0414 (glm4: four norms per layer, fused gate_up, q/k/v biases): "9.4B".
+      {"glm4-9b", 9400279040},
+      // zai-org/GLM-4.5-Air (glm4_moe): "106B total"; the hub's 110B adds the multi-token-prediction
+      // layer that transformers does not build.
+      {"glm4.5-air", 106852245504},
   };
   for (const auto& [file, n] : cases) {
     ModelSpec m = load_model_config(model_path(file));
@@ -418,7 +426,7 @@ TEST(TrainSettings, ParsesAndRejects) {
       {R"({"batch":-3})", "settings.batch=-3"},
       {R"({"seq_len":1.5})", "settings.seq_len=1.5"},
       {R"({"dtype":"fp9"})", "settings.dtype=\"fp9\""},
-      {R"({"dtype":"fp8"})", "settings.dtype=fp8: whole-model FP8"},
+      {R"({"dtype":"fp8"})", "settings.dtype=fp8: FP8 training is dtype=bf16 with fp8=true"},
       {R"({"optimizer":"lamb"})", "settings.optimizer=\"lamb\""},
       {R"({"bacth":8})", "settings.bacth"},
       {R"({"optimizer_step":"yes"})", "settings.optimizer_step"},
@@ -649,7 +657,7 @@ TEST(ModelType, EveryRowRoundTripsAndTheListKeepsItsOrder) {
   EXPECT_STREQ(supported_model_types(),
                "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, "
                "qwen3_moe, gemma, gemma2, gemma3_text, mixtral, phi3, deepseek_v2, deepseek_v3, gpt_oss, "
-               "switch_transformers");
+               "nemotron, smollm3, glm4, glm4_moe, switch_transformers");
   EXPECT_EQ(model_type_family(ModelType::GptNeoX), Family::Llama);
   EXPECT_EQ(model_type_family(ModelType::SwitchTransformers), Family::Switch);
   EXPECT_EQ(kFamilyCount, 9);
@@ -669,6 +677,162 @@ TEST(ModelType, EachConfigIsReadIntoTheFamilyOfItsRow) {
       {"bert-base", Family::Bert},         {"gpt2", Family::Gpt2},         {"t5-small", Family::T5},
       {"vit-base", Family::ViT},           {"deit-tiny", Family::DeiT},    {"gpt-neo-125m", Family::GptNeo},
       {"opt-125m", Family::Opt},           {"pythia-160m", Family::Llama}, {"mistral-7b", Family::Llama},
-      {"deepseek-v2-lite", Family::Llama}, {"gpt-oss-20b", Family::Llama}, {"switch-base-8", Family::Switch}};
+      {"deepseek-v2-lite", Family::Llama}, {"gpt-oss-20b", Family::Llama}, {"switch-base-8", Family::Switch},
+      {"minitron-4b", Family::Llama},      {"smollm3-3b", Family::Llama},  {"glm4-9b", Family::Llama},
+      {"glm4.5-air", Family::Llama}};
   for (const auto& [name, fam] : cases) EXPECT_EQ(load_model_config(model_path(name)).family, fam) << name;
+}
+
+TEST(ModelSpec, NemotronSquaredReluLayerNorm1PAndPartialRotary) {
+  ModelSpec m = load_model_config(model_path("minitron-4b"));
+  EXPECT_EQ(m.family, Family::Llama);
+  EXPECT_EQ(m.arch, Arch::DecoderOnly);
+  EXPECT_EQ(m.activation, Activation::ReLU2);
+  EXPECT_STREQ(to_string(m.activation), "relu2");
+  EXPECT_EQ(m.norm, NormKind::LayerNorm);  // LayerNorm1P: weight and bias, weight stored less 1
+  EXPECT_FALSE(m.gated_ffn || m.fused_gate_up || m.fused_qkv || m.qk_norm || m.sandwich_norm);
+  EXPECT_FALSE(m.qkv_bias || m.out_bias || m.linear_bias || m.tie_word_embeddings);
+  EXPECT_EQ(m.hidden, 3072);
+  EXPECT_EQ(m.num_heads, 24);
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);  // hidden_size / num_attention_heads (kv_channels is not NemotronConfig's)
+  EXPECT_EQ(m.ffn_dim, 9216);
+  EXPECT_EQ(m.context_len, 4096);
+  EXPECT_EQ(m.max_positions, 0);
+  EXPECT_EQ(model_spec_from_json(m.to_json()).to_json(), m.to_json());
+  EXPECT_EQ(m.to_json().at("activation"), "relu2");
+  // A head_dim of its own (Minitron-8B: 48 heads of 128 on a hidden size of 4096) and the biases.
+  json j = load("minitron-4b");
+  j["hidden_size"] = 4096;
+  j["num_attention_heads"] = 48;
+  j["head_dim"] = 128;
+  j["attention_bias"] = true;
+  j["mlp_bias"] = true;
+  ModelSpec b = parse_model_config(j);
+  EXPECT_EQ(b.head_dim, 128);
+  EXPECT_TRUE(b.qkv_bias && b.out_bias && b.linear_bias);
+  const int64_t h = 4096, q = 48 * 128, kv = 8 * 128, f = 9216, V = 256000;
+  const int64_t layer = (h * q + q) + 2 * (h * kv + kv) + (q * h + h) + (h * f + f) + (f * h + h) + 2 * 2 * h;
+  EXPECT_EQ(parameter_count(b), 2 * V * h + 32 * layer + 2 * h);
+  // NemotronConfig's defaults: relu2, no biases, an untied head, kv heads = heads.
+  json d = {{"model_type", "nemotron"}, {"hidden_size", 256},       {"num_hidden_layers", 2},
+            {"num_attention_heads", 4}, {"intermediate_size", 512}, {"vocab_size", 1000}};
+  ModelSpec md = parse_model_config(d);
+  EXPECT_EQ(md.activation, Activation::ReLU2);
+  EXPECT_EQ(md.num_kv_heads, 4);
+  EXPECT_EQ(md.head_dim, 64);
+  EXPECT_FALSE(md.tie_word_embeddings || md.qkv_bias || md.linear_bias);
+  d["hidden_act"] = "relu";
+  EXPECT_EQ(parse_model_config(d).activation, Activation::ReLU);
+  // Bad input: one error naming the key and the value.
+  const std::pair<const char*, json> bad[] = {
+      {"config.hidden_act=\"relu3\" is not a supported activation (gelu, gelu_new, gelu_pytorch_tanh, relu, "
+       "relu2, silu)",
+       json{{"hidden_act", "relu3"}}},
+      {"config.partial_rotary_factor=0 must be in (0, 1]", json{{"partial_rotary_factor", 0}}},
+      {"config.partial_rotary_factor=1.5 is out of range", json{{"partial_rotary_factor", 1.5}}},
+      {"config.num_key_value_heads=5 does not divide config.num_attention_heads=24",
+       json{{"num_key_value_heads", 5}}},
+      {"config.num_attention_heads=7 does not divide config.hidden_size=3072",
+       json{{"num_attention_heads", 7}, {"num_key_value_heads", 7}}},
+      {"config.intermediate_size is missing", json{{"intermediate_size", nullptr}}},
+  };
+  for (const auto& [msg, patch] : bad) {
+    json c = load("minitron-4b");
+    c.merge_patch(patch);
+    EXPECT_NE(parse_error(c).find(msg), std::string::npos) << parse_error(c);
+  }
+  // The rotary share is read (checked), not stored: another value changes no shape.
+  json r = load("minitron-4b");
+  r["partial_rotary_factor"] = 1.0;
+  EXPECT_EQ(parse_model_config(r).to_json(), parse_model_config(load("minitron-4b")).to_json());
+  // A stored spec with an activation id beyond the known ones is refused by name.
+  json st = m.to_json();
+  st["activation"] = "relu3";
+  try {
+    model_spec_from_json(st, "run[1].model");
+    ADD_FAILURE() << "relu3 read back";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run[1].model.activation=relu3 is not a known value"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ModelSpec, SmolLM3Glm4AndGlm4MoeReadAsLlamas) {
+  // SmolLM3: Llama's blocks, a tied head by default (SmolLM3Config), NoPE layers change no shape.
+  ModelSpec s = load_model_config(model_path("smollm3-3b"));
+  EXPECT_EQ(s.activation, Activation::SiLU);
+  EXPECT_EQ(s.norm, NormKind::RMSNorm);
+  EXPECT_TRUE(s.gated_ffn && s.tie_word_embeddings);
+  EXPECT_FALSE(s.qkv_bias || s.out_bias || s.linear_bias || s.qk_norm || s.sandwich_norm);
+  EXPECT_EQ(s.num_kv_heads, 4);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(s.context_len, 65536);
+  json sj = load("smollm3-3b");
+  sj["tie_word_embeddings"] = false;
+  EXPECT_EQ(parameter_count(parse_model_config(sj)), 3075098624 + 128256 * 2048);
+  sj = load("smollm3-3b");
+  sj["no_rope_layers"] = json::array();
+  EXPECT_EQ(parse_model_config(sj).to_json(), parse_model_config(load("smollm3-3b")).to_json());
+
+  // GLM-4-0414: four norms per layer, fused gate_up, q/k/v biased (o not), head_dim 128.
+  ModelSpec g = load_model_config(model_path("glm4-9b"));
+  EXPECT_TRUE(g.sandwich_norm && g.fused_gate_up && g.gated_ffn && g.qkv_bias);
+  EXPECT_FALSE(g.out_bias || g.linear_bias || g.fused_qkv || g.tie_word_embeddings || g.qk_norm);
+  EXPECT_EQ(g.attn_softcap, 0);
+  EXPECT_EQ(g.num_kv_heads, 2);
+  EXPECT_EQ(g.head_dim, 128);
+  EXPECT_EQ(model_spec_from_json(g.to_json()).to_json(), g.to_json());
+  json gj = load("glm4-9b");  // Glm4Config's defaults: head_dim 128, attention_bias true
+  gj.erase("head_dim");
+  gj.erase("attention_bias");
+  EXPECT_EQ(parse_model_config(gj).to_json(), parse_model_config(load("glm4-9b")).to_json());
+  gj["partial_rotary_factor"] = -1;
+  EXPECT_NE(parse_error(gj).find("config.partial_rotary_factor=-1 is out of range"), std::string::npos)
+      << parse_error(gj);
+
+  // GLM-4.5-Air: DeepSeek-V3's FFNs (one dense first layer, 128 experts of 1408, top 8, one plain shared
+  // expert) behind grouped-query attention with q/k/v biases.
+  ModelSpec a = load_model_config(model_path("glm4.5-air"));
+  EXPECT_EQ(a.family, Family::Llama);
+  EXPECT_FALSE(a.mla());
+  EXPECT_TRUE(a.qkv_bias && a.gated_ffn && a.plain_shared_expert);
+  EXPECT_FALSE(a.out_bias || a.linear_bias || a.qk_norm || a.router_bias || a.fused_gate_up);
+  EXPECT_EQ(a.num_heads, 96);
+  EXPECT_EQ(a.num_kv_heads, 8);
+  EXPECT_EQ(a.head_dim, 128);
+  EXPECT_EQ(a.num_experts, 128);
+  EXPECT_EQ(a.moe_top_k, 8);
+  EXPECT_EQ(a.ffn_dim, 1408);
+  EXPECT_EQ(a.dense_ffn(), 10944);
+  EXPECT_EQ(a.shared_expert_ffn, 1408);
+  EXPECT_EQ(a.first_dense_layers, 1);
+  EXPECT_EQ(sparse_layer_count(a, false), 45);
+  EXPECT_EQ(model_spec_from_json(a.to_json()).to_json(), a.to_json());
+  // "12B active": the active parameters less the input embedding and the LM head (151,552 x 4,096 each).
+  EXPECT_EQ(active_parameter_count(a) - 2 * int64_t(151552) * 4096, 12182609920);
+  // GLM-4.5 sets use_qk_norm: an RMSNorm over each head of q and k (2 x 128 parameters a layer).
+  json qn = load("glm4.5-air");
+  qn["use_qk_norm"] = true;
+  EXPECT_EQ(parameter_count(parse_model_config(qn)), parameter_count(a) + 46 * 2 * 128);
+  const std::pair<const char*, json> bad[] = {
+      {"config.n_routed_experts=0 must be >= 1 (a dense GLM-4 is model_type \"glm4\")",
+       json{{"n_routed_experts", 0}}},
+      {"config.num_experts_per_tok=129 must be in [1, n_routed_experts=128]",
+       json{{"num_experts_per_tok", 129}}},
+      {"config.first_k_dense_replace=47 is out of range [0, 46]", json{{"first_k_dense_replace", 47}}},
+      // Without head_dim the head size is hidden_size / heads, which 96 heads do not give.
+      {"config.num_attention_heads=96 does not divide config.hidden_size=4096", json{{"head_dim", nullptr}}},
+      {"config.hidden_act=\"gelu_quick\" is not a supported activation", json{{"hidden_act", "gelu_quick"}}},
+  };
+  for (const auto& [msg, patch] : bad) {
+    json c = load("glm4.5-air");
+    c.merge_patch(patch);
+    EXPECT_NE(parse_error(c).find(msg), std::string::npos) << parse_error(c);
+  }
+  json ns = load("glm4.5-air");
+  ns["n_shared_experts"] = 0;  // no shared expert
+  EXPECT_EQ(parse_model_config(ns).shared_expert_ffn, 0);
+  EXPECT_EQ(parameter_count(parse_model_config(ns)), parameter_count(a) - 45 * 3 * 4096 * 1408);
 }

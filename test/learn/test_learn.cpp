@@ -913,6 +913,7 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   node(LayerType::GELU, Direction::Forward, {4096});
   auto flags = [&](DType dt) {
     g.settings.dtype = dt;
+    for (auto& n : g.nodes) n.dtype = dt;  // each node's kernels run in its own dtype
     std::vector<int> f;
     for (const auto& d : p.predict_nodes_detail(g, devs[0]))
       f.push_back(d.fallback ? 2 : d.extrapolated ? 1 : 0);
@@ -951,6 +952,7 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   LayerPredictor old = LayerPredictor::load(dir.string());
   EXPECT_EQ(old.trained_on(LayerType::Linear, Direction::Backward, DType::FP32), std::nullopt);
   g.settings.dtype = DType::BF16;
+  for (auto& n : g.nodes) n.dtype = DType::BF16;
   for (const auto& d : old.predict_nodes_detail(g, devs[0])) EXPECT_FALSE(d.extrapolated);
   // A malformed record is an error naming the key.
   man["models"]["linear"]["trained_on"] = 3;

@@ -130,12 +130,21 @@ TEST(CliGpuImport, PredictSaysWhatAnAmdOrIntelPredictionIs) {
   EXPECT_FALSE(nlohmann::json::parse(r.out).contains("vendor"));
 }
 
-TEST(CliGpuImport, Fp8IsALayerDtypeNotAWholeModelOne) {
-  // FP8 GEMM rows train the layer models; a whole model in FP8 is not modelled yet: one error line.
+TEST(CliGpuImport, Fp8IsTransformerEnginesRecipeAndNeedsFp8TensorCores) {
+  // --dtype fp8 is the FP8 recipe (FP8 GEMMs in the blocks' linear layers, BF16 elsewhere): it
+  // predicts on an H100 and names the FP8 GEMMs' backward as carried over; an A100 has no FP8.
+  const CliResult r =
+      run_cli("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --bundle " + kSrc +
+              "/models/bundles/default --dtype fp8 --device-spec " + kSrc + "/models/devices/h100-sxm.json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string& out = r.out;
+  EXPECT_NE(out.find(", fp8, mode train"), std::string::npos) << out;
+  EXPECT_NE(out.find("linear.bwd fp8"), std::string::npos) << out;
   expect_one_error("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --bundle " + kSrc +
                        "/models/bundles/default --dtype fp8 --device-spec " + kSrc +
-                       "/models/devices/h100-sxm.json",
-                   "dtype=fp8: whole-model FP8 training");
+                       "/models/devices/a100-sxm4-80gb.json",
+                   "dtype=fp8 needs FP8 tensor cores (Hopper, Ada, Blackwell): the spec of \"NVIDIA "
+                   "A100-SXM4-80GB\" gives no peak_fp8_gflops");
   expect_one_error("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --bundle " + kSrc +
                        "/models/bundles/default --dtype fp4 --device-spec " + kSrc +
                        "/models/devices/h100-sxm.json",

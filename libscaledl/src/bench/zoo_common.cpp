@@ -178,6 +178,8 @@ Tensor activate(const Tensor& x, Activation a) {
       return torch::silu(x);
     case Activation::GELUNew:
       return torch::gelu(x, "tanh");  // the same function; activation_node runs it eagerly
+    case Activation::ReLU2:
+      return torch::square(torch::relu(x));  // activation_node runs the two kernels as nodes
   }
   return x;
 }
@@ -189,6 +191,10 @@ Tensor softcap_node(NodeProbe* probe, const std::string& name, const Tensor& x, 
 }
 
 Tensor activation_node(NodeProbe* probe, const std::string& name, const Tensor& x, Activation a) {
+  if (a == Activation::ReLU2) {  // HF's ReLUSquaredActivation: relu, then square (layer_graph.cpp's names)
+    auto r = node(probe, name + ".relu", [&] { return torch::relu(x); });
+    return node(probe, name, [&] { return torch::square(r); });
+  }
   if (a != Activation::GELUNew) return node(probe, name, [&] { return activate(x, a); });
   // 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), one kernel per op, in Python's order.
   auto half = node(probe, name + ".half", [&] { return x * 0.5; });

@@ -11,7 +11,7 @@
 namespace scaledl {
 namespace {
 
-constexpr int kMaxDims = 5;  // most dims of any layer type (attention, conv2d_patch)
+constexpr int kMaxDims = 5;  // dims of a node the graph network reads (attention, conv2d_patch: all)
 
 float lg(double v) {
   return static_cast<float>(std::log1p(std::max(0.0, v)));
@@ -136,9 +136,10 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
     SCALEDL_CHECK(t >= 0 && t < ntypes, "node '{}' has invalid layer type {}", n.name, t);
     r[t] = 1.f;
     r[ntypes + static_cast<int>(n.dir)] = 1.f;
-    SCALEDL_CHECK(n.dims.size() <= kMaxDims, "node '{}' has {} dims (at most {})", n.name, n.dims.size(),
-                  kMaxDims);
-    for (size_t d = 0; d < n.dims.size(); ++d) r[ntypes + 3 + d] = lg(static_cast<double>(n.dims[d]));
+    // The first kMaxDims dims (flash_attention's head sizes and causal flag are past them: its
+    // FLOP and bytes below carry them).
+    const size_t nd = std::min(n.dims.size(), static_cast<size_t>(kMaxDims));
+    for (size_t d = 0; d < nd; ++d) r[ntypes + 3 + d] = lg(static_cast<double>(n.dims[d]));
     float* c = r + ntypes + 3 + kMaxDims;
     c[0] = lg(n.flops());
     c[1] = lg(n.cost.params);

@@ -23,8 +23,11 @@
 //             backend nccl (kernel_source NCCL) or oneccl (oneCCL, Intel B60); campaign
 //             "<campaign>-<gpu folder>", one fabric per campaign for `scaledl comm fit`.
 //             alltoall and int8 rows are skipped.
-//   context/generation/encoder attention (fused, paged-KV inference kernels: no layer type
-//             of ours yet, LayerType::Attention is eager HF attention) and
+//   context_attention_<bf16|fp16>.csv batch_size,seq_len,num_heads,num_kv_heads,head_dim,
+//             window_size,latency_ms -> flash_attention forward, batch, heads, kv_heads,
+//             seq_q = seq_k = seq_len, head_dim = v_dim, causal = 1 (the prefill's fused causal
+//             attention; it also writes the paged KV cache); sliding-window rows skipped.
+//   generation/encoder attention (decode and encoder kernels: no layer type of ours) and
 //             comm_custom_allreduce.csv (the frameworks' own all-reduce kernels): skipped.
 // A malformed file (missing column, a field that is not a number) is an Error naming
 // file:line and the value; a bad row of a good file (time <= 0, m/n/k <= 0, a GPU without a
@@ -262,6 +265,64 @@ void import_gemm(const Table& t, const TableInfo& info, GpuImport& imp, DeviceNa
   }
 }
 
+// ---- context attention ---------------------------------------------------------------------
+
+Provenance attention_provenance(const TableInfo& info, const std::string& dtype) {
+  const std::string fw = framework_name(info.framework);
+  const std::string ks = kernel_source_of(info.kernel_source, dtype);
+  Provenance p = base_provenance(
+      info, fmt::format("{} {}{}", fw, info.version, ks.empty() ? "" : ", kernel source " + ks));
+  p.timed = fmt::format(
+      "{} context (prefill) attention, forward: fused causal attention over fused QKV ({} in and out), "
+      "writing the paged KV cache; inference kernel",
+      fw, dtype == "fp16" ? "FP16" : "BF16");
+  return p;
+}
+
+/// context_attention_<dtype>.csv -> flash_attention forward rows: batch, heads, kv_heads, seq_q =
+/// seq_k = seq_len, head_dim = v_dim, causal. Sliding-window rows (window_size > 0) are skipped:
+/// the kind has no window dim.
+void import_context_attention(const Table& t, const TableInfo& info, const std::string& name, GpuImport& imp,
+                              DeviceNames& devs) {
+  const bool fp16 = name.find("_fp16") != std::string::npos;
+  SCALEDL_CHECK(fp16 || name.find("_bf16") != std::string::npos,
+                "{}: context attention of a dtype we have not (bf16 or fp16)", name);
+  const int c_b = t.need("batch_size"), c_s = t.need("seq_len"), c_h = t.need("num_heads"),
+            c_kv = t.need("num_kv_heads"), c_d = t.need("head_dim"), c_w = t.need("window_size"),
+            c_lat = t.need("latency_ms"), c_dev = t.col("device_name");
+  const Provenance prov = attention_provenance(info, fp16 ? "fp16" : "bfloat16");
+  for (size_t r = 1; r < t.recs.size(); ++r) {
+    const auto& f = t.recs[r];
+    const std::string where = t.where(r);
+    const int64_t b = parse_int(f[c_b], where, "batch_size"), s = parse_int(f[c_s], where, "seq_len"),
+                  h = parse_int(f[c_h], where, "num_heads"), kv = parse_int(f[c_kv], where, "num_kv_heads"),
+                  d = parse_int(f[c_d], where, "head_dim"), w = parse_int(f[c_w], where, "window_size");
+    const double ms = parse_num(f[c_lat], where, "latency_ms");
+    if (w > 0) {
+      imp.skip("context attention with a sliding window (no window dim)");
+      continue;
+    }
+    const std::string dev_name = c_dev >= 0 && !f[c_dev].empty() ? f[c_dev] : info.device_name;
+    const DeviceRecord* dev = devs.find(dev_name);
+    if (!dev) {
+      imp.refuse(DeviceNames::no_spec(dev_name));
+      continue;
+    }
+    constexpr int64_t kMaxDim = int64_t(1) << 40;
+    if (std::min({b, s, h, kv, d}) < 1 || std::max({b, s, h, kv, d}) >= kMaxDim || h % kv != 0) {
+      imp.refuse("attention: a size not in [1, 2^40), or num_kv_heads not dividing num_heads");
+      continue;
+    }
+    LayerMeasurement lm;
+    lm.type = LayerType::FlashAttention;
+    lm.dims = {b, h, kv, s, s, d, d, 1};
+    lm.dtype = fp16 ? DType::FP16 : DType::BF16;
+    lm.fwd.median_ms = ms;
+    lm.fwd.n = 1;  // the collector's one mean per shape
+    imp.add_layer(std::move(lm), *dev, prov);
+  }
+}
+
 // ---- collectives -------------------------------------------------------------------------
 
 /// One parsed row of comm_collectives.csv that maps onto a collective of ours.
@@ -414,10 +475,11 @@ void import_collectives(const Table& t, const TableInfo& info, const std::string
 std::string skip_reason(const std::string& path) {
   const std::string name = fs::path(path).filename().string();
   if (name == "gemm.csv" || name == "comm_collectives.csv") return "";
+  if (name.rfind("context_attention_", 0) == 0) return "";
   if (name == "comm_custom_allreduce.csv") return "custom all-reduce (framework kernel, not NCCL)";
-  for (const char* kind : {"context", "generation", "encoder"})
+  for (const char* kind : {"generation", "encoder"})
     if (name.rfind(std::string(kind) + "_attention_", 0) == 0)
-      return fmt::format("{} attention (no fused-attention layer type yet)", kind);
+      return fmt::format("{} attention (decode / encoder kernels)", kind);
   fail(
       "{}: not an aiconfigurator table (gemm.csv, comm_collectives.csv, comm_custom_allreduce.csv, "
       "context_/generation_/encoder_attention_*.csv)",
@@ -469,6 +531,8 @@ GpuImportSummary import_aiconfigurator(const GpuImportOptions& opt, Store& store
       for (size_t r = 0; r < t.rows(); ++r) imp.skip(why);
     } else if (name == "gemm.csv") {
       import_gemm(t, info->second, imp, devs);
+    } else if (name.rfind("context_attention_", 0) == 0) {
+      import_context_attention(t, info->second, name, imp, devs);
     } else {
       import_collectives(t, info->second, folder, imp, devs);
     }

@@ -57,7 +57,17 @@ class Builder {
     n.name = name;
     n.type = t;
     n.dir = Direction::Forward;
-    n.cost = layer_cost(t, dims, g_.settings.dtype);
+    // The FP8 recipe (Transformer Engine): the blocks' linear layers; the embedding, the LM head
+    // and the classifier stay in BF16, as TE's recipes keep them.
+    n.dtype =
+        g_.settings.fp8 && t == LayerType::Linear && block >= 0 && !adapter_ ? DType::FP8 : g_.settings.dtype;
+    n.cost = layer_cost(t, dims, n.dtype);
+    // LoRA: every weight of the model is frozen; only the adapters (added below) train.
+    n.frozen = g_.settings.lora_rank > 0 && !adapter_ && n.cost.weight_bytes > 0;
+    if (n.frozen) n.cost = frozen_cost(t, dims, n.cost);
+    const bool lora =
+        t == LayerType::Linear && block >= 0 && !adapter_ && lora_targets_node(g_.settings, name);
+    const std::vector<int64_t> lin = lora ? dims : std::vector<int64_t>{};
     n.dims = std::move(dims);
     n.block = block;
     n.out_shape = std::move(out);
@@ -72,7 +82,27 @@ class Builder {
       e.bytes = numel(e.shape) * e_;
       g_.edges.push_back(std::move(e));
     }
-    return g_.nodes.back().id;
+    const int id = g_.nodes.back().id;
+    return lora ? adapter(id, lin, inputs.front(), block) : id;
+  }
+
+  /// LoRA's adapter on the linear node `base` (dims tokens, d_in, d_out, bias) reading `x`:
+  /// "<base>.lora_a" (d_in -> r), "<base>.lora_b" (r -> d_out), and "<base>.lora_add", the sum with
+  /// the base's output (the scale folded in), which later nodes read instead of the base.
+  int adapter(int base, const std::vector<int64_t>& lin, const In& x, int block) {
+    const std::string name = g_.nodes[base].name;
+    const Shape out = g_.nodes[base].out_shape;
+    Shape mid = out;
+    mid.back() = g_.settings.lora_rank;
+    adapter_ = true;
+    const int a =
+        add(name + ".lora_a", LayerType::Linear, {lin[0], lin[1], g_.settings.lora_rank, 0}, mid, {x}, block);
+    const int b =
+        add(name + ".lora_b", LayerType::Linear, {lin[0], g_.settings.lora_rank, lin[2], 0}, out, {a}, block);
+    const int sum =
+        add(name + ".lora_add", LayerType::Add, {static_cast<int64_t>(numel(out))}, out, {base, b}, block);
+    adapter_ = false;
+    return sum;
   }
 
   /// Marks a node whose weight is shared with another node: it keeps the FLOP
@@ -89,6 +119,7 @@ class Builder {
  private:
   LayerGraph& g_;
   double e_;
+  bool adapter_ = false;  ///< adding a LoRA adapter's nodes: trainable, in the settings' dtype
 };
 
 LayerType norm_type(const ModelSpec& m) {
@@ -97,6 +128,7 @@ LayerType norm_type(const ModelSpec& m) {
 LayerType act_type(const ModelSpec& m) {
   switch (m.activation) {
     case Activation::ReLU:
+    case Activation::ReLU2:  // its relu kernel (activation() adds the square in eager mode)
       return LayerType::ReLU;
     case Activation::SiLU:
       return LayerType::SiLU;
@@ -132,12 +164,19 @@ class Forward {
 
   /// The activation "<name>" over n elements of x. HF's gelu_new (NewGELUActivation) is
   /// eight eager kernels, 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))), in
-  /// the order Python runs them; the last (the product) keeps the name. Other activations
-  /// are one kernel.
+  /// the order Python runs them; the last (the product) keeps the name. The squared ReLU (relu2,
+  /// HF's ReLUSquaredActivation) is two: relu "<name>.relu", then the square (a Pointwise that saves
+  /// its input) keeps the name. Other activations are one kernel; so are these two with
+  /// fused_kernels (Megatron-LM fuses its squared_relu and bias-GELU).
   int activation(const std::string& name, int x, int64_t n, const Shape& shape, int block) {
-    if (m_.activation != Activation::GELUNew || g_.settings.fused_kernels)
+    if ((m_.activation != Activation::GELUNew && m_.activation != Activation::ReLU2) ||
+        g_.settings.fused_kernels)
       return B_.add(name, act_type(m_), {n}, shape, {x}, block);
     const auto P = LayerType::Pointwise;
+    if (m_.activation == Activation::ReLU2) {
+      int r = B_.add(name + ".relu", LayerType::ReLU, {n}, shape, {x}, block);
+      return B_.add(name, P, {n, 1}, shape, {r}, block);
+    }
     int half = B_.add(name + ".half", P, {n, 0}, shape, {x}, block);
     int c = B_.add(name + ".pow", P, {n, 1}, shape, {x}, block);
     c = B_.add(name + ".mul_c", P, {n, 0}, shape, {c}, block);
@@ -185,6 +224,35 @@ class Forward {
                    block);
       }
     }
+    const int core = fused_core(bias) ? flash(p, q, k, v, sq, skv, block, causal)
+                                      : eager_core(p, q, k, v, sq, skv, block, bias, causal);
+    int o = B_.add(p + ".o", LayerType::Linear, {tq, H * vd, h, m_.out_bias}, {b_, sq, h},
+                   {In(core, {b_, sq, H * vd})}, block);
+    return dropout(p + ".out_dropout", m_.dropout, o, tq * h, {b_, sq, h}, block);
+  }
+
+  /// Whether the attention core runs as one fused kernel: settings.attention is fused and the
+  /// scores take nothing a FlashAttention kernel of the frameworks does not (an additive position
+  /// bias, soft-capping, sink columns: those blocks stay eager, as Hugging Face falls back).
+  bool fused_core(int bias) const {
+    return g_.settings.attention == AttentionImpl::Fused && bias < 0 && m_.attn_softcap <= 0 &&
+           !m_.attn_sinks;
+  }
+
+  /// The fused core "<p>.core": one flash_attention node reading Q, K and V (DeepSeek's latent
+  /// attention: K and V already expanded to every head), dropout on the probabilities inside it.
+  int flash(const std::string& p, int q, int k, int v, int64_t sq, int64_t skv, int block, bool causal) {
+    const int64_t H = m_.num_heads, hd = m_.head_dim, vd = m_.value_head_dim();
+    const int64_t kvh = m_.mla() ? H : m_.num_kv_heads;
+    return B_.add(p + ".core", LayerType::FlashAttention, {b_, H, kvh, sq, skv, hd, vd, causal ? 1 : 0},
+                  {b_, H, sq, vd},
+                  {In(q, {b_, H, sq, hd}), In(k, {b_, kvh, skv, hd}), In(v, {b_, kvh, skv, vd})}, block);
+  }
+
+  /// The eager core "<p>.qk, [scale], [softcap_*], [bias], [mask], softmax, dropout, av".
+  int eager_core(const std::string& p, int q, int k, int v, int64_t sq, int64_t skv, int block, int bias,
+                 bool causal) {
+    const int64_t H = m_.num_heads, hd = m_.head_dim, vd = m_.value_head_dim();
     // GQA: k/v heads are repeated to H heads (repeat_kv), so the BMMs run over b*H.
     int qk = B_.add(p + ".qk", LayerType::BMM, {b_ * H, sq, hd, skv}, {b_, H, sq, skv},
                     {In(q, {b_, H, sq, hd}), In(k, {b_, H, hd, skv})}, block);
@@ -210,11 +278,8 @@ class Forward {
     }
     int sm = B_.add(p + ".softmax", LayerType::Softmax, {b_ * H * sq, cols}, {b_, H, sq, cols}, {sc}, block);
     int pr = dropout(p + ".dropout", m_.attn_dropout, sm, N, ss, block);
-    int av = B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, vd}, {b_, H, sq, vd},
-                    {pr, In(v, {b_, H, skv, vd})}, block);
-    int o = B_.add(p + ".o", LayerType::Linear, {tq, H * vd, h, m_.out_bias}, {b_, sq, h},
-                   {In(av, {b_, sq, H * vd})}, block);
-    return dropout(p + ".out_dropout", m_.dropout, o, tq * h, {b_, sq, h}, block);
+    return B_.add(p + ".av", LayerType::BMM, {b_ * H, sq, skv, vd}, {b_, H, sq, vd},
+                  {pr, In(v, {b_, H, skv, vd})}, block);
   }
 
   /// DeepSeek's multi-head latent attention up to the scores, as transformers' eager
@@ -518,6 +583,8 @@ double saved_bytes(const LayerNode& n) {
       return 0;  // gradient passes through
     case LayerType::Pointwise:
       return n.dims[1] ? n.cost.in_bytes : 0;  // x / c, x + mask: nothing saved
+    case LayerType::FlashAttention:
+      return n.cost.in_bytes + n.cost.out_bytes + n.cost.temp_bytes;  // Q, K, V, O and the log-sum-exp
     case LayerType::Embedding:
     case LayerType::LayerNorm:
     case LayerType::RMSNorm:
@@ -567,10 +634,21 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   std::vector<Shape> in_shape(nf);
   for (size_t i = 0; i < ef; ++i)
     if (in_shape[g.edges[i].dst].empty()) in_shape[g.edges[i].dst] = g.edges[i].shape;
+  // Which forward nodes autograd runs a backward for: with LoRA, those with trainable weights
+  // or an input that needs a gradient (the frozen embedding and the first block's frozen
+  // projections before the first adapter run none); without LoRA, every node.
+  std::vector<char> grad(nf, s.lora_rank > 0 ? 0 : 1);
+  if (s.lora_rank > 0) {
+    for (int f = 0; f < nf; ++f)
+      if (g.nodes[f].cost.params > 0 && !g.nodes[f].frozen) grad[f] = 1;
+    for (size_t i = 0; i < ef; ++i)  // edges are in dst order and src < dst: one pass
+      if (grad[g.edges[i].src]) grad[g.edges[i].dst] = 1;
+  }
 
   // Backward nodes in reverse forward order.
   std::vector<int> bwd(nf, -1);
   for (int f = nf - 1; f >= 0; --f) {
+    if (!grad[f]) continue;
     LayerNode n = g.nodes[f];
     n.id = static_cast<int>(g.nodes.size());
     n.name += ".bwd";
@@ -589,6 +667,7 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
     g.edges.push_back(std::move(sv));
   }
   for (size_t i = 0; i < ef; ++i) {
+    if (!grad[g.edges[i].src] || !grad[g.edges[i].dst]) continue;  // no gradient flows there
     LayerEdge r = g.edges[i];
     std::swap(r.src, r.dst);
     r.src = bwd[r.src];
@@ -597,7 +676,7 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
     g.edges.push_back(std::move(r));
   }
   if (s.optimizer_step) {
-    const double p = g.total_params();
+    const double p = g.trainable_params();
     LayerNode n;
     n.id = static_cast<int>(g.nodes.size());
     n.name = "optim.step";
@@ -605,18 +684,20 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
     n.dir = Direction::Update;
     n.dims = {static_cast<int64_t>(p), static_cast<int64_t>(s.optimizer)};
     validate_dims(n.type, n.dims);
+    n.dtype = s.dtype;
     n.cost = layer_cost(n.type, n.dims, s.dtype);
     n.out_shape = {n.dims[0]};
     g.nodes.push_back(std::move(n));
     // Every node with weights (own or shared, e.g. a tied LM head) sends the
     // gradient of the weights it reads: weight_bytes, i.e. params * dtype bytes.
     for (int f = 0; f < nf; ++f) {
-      if (g.nodes[f].cost.weight_bytes <= 0) continue;
+      if (g.nodes[f].cost.weight_bytes <= 0 || g.nodes[f].frozen) continue;
       LayerEdge ge;
       ge.src = bwd[f];
       ge.dst = g.nodes.back().id;
-      ge.shape = {static_cast<int64_t>(g.nodes[f].cost.weight_bytes / e)};
-      ge.bytes = g.nodes[f].cost.weight_bytes;
+      // An FP8 GEMM reads an FP8 copy of its weight; its gradient is in the recipe's dtype.
+      ge.shape = {static_cast<int64_t>(g.nodes[f].cost.weight_bytes / dtype_bytes(g.nodes[f].dtype))};
+      ge.bytes = static_cast<double>(ge.shape[0]) * e;
       ge.backward = true;
       g.edges.push_back(std::move(ge));
     }
@@ -630,6 +711,12 @@ double LayerGraph::total_params() const {
   double p = 0;
   for (const auto& n : nodes)
     if (n.dir == Direction::Forward) p += n.cost.params;
+  return p;
+}
+double LayerGraph::trainable_params() const {
+  double p = 0;
+  for (const auto& n : nodes)
+    if (n.dir == Direction::Forward && !n.frozen) p += n.cost.params;
   return p;
 }
 double LayerGraph::total_flops_fwd() const {

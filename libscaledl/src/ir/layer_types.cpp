@@ -94,7 +94,7 @@ void validate_dims(LayerType t, const std::vector<int64_t>& dims) {
   constexpr int64_t kMax = int64_t(1) << 40;
   for (size_t i = 0; i < dims.size(); ++i) {
     const std::string& n = info.dims[i];
-    if (n == "bias" || n == "saves") {
+    if (n == "bias" || n == "saves" || n == "causal") {
       SCALEDL_CHECK(dims[i] == 0 || dims[i] == 1, "{}.{}={} must be 0 or 1", info.name, n, dims[i]);
     } else if (n == "kind") {
       SCALEDL_CHECK(dims[i] >= 0 && dims[i] <= 2, "{}.kind={} must be 0 (sgd), 1 (adam) or 2 (adamw)",
@@ -102,6 +102,14 @@ void validate_dims(LayerType t, const std::vector<int64_t>& dims) {
     } else {
       SCALEDL_CHECK(dims[i] > 0 && dims[i] < kMax, "{}.{}={} must be in [1, 2^40)", info.name, n, dims[i]);
     }
+  }
+  if (t == LayerType::FlashAttention) {
+    SCALEDL_CHECK(dims[1] % dims[2] == 0,
+                  "flash_attention.kv_heads={} does not divide flash_attention.heads={}", dims[2], dims[1]);
+    SCALEDL_CHECK(dims[7] == 0 || dims[3] <= dims[4],
+                  "flash_attention.seq_q={} > flash_attention.seq_k={} with causal=1 (a causal query attends "
+                  "to the keys up to its own position)",
+                  dims[3], dims[4]);
   }
   if (t == LayerType::Conv2dPatch) {
     SCALEDL_CHECK(dims[3] % dims[4] == 0, "conv2d_patch.patch={} does not divide conv2d_patch.image={}",
@@ -316,6 +324,24 @@ LayerCost cost_optimizer(const Dims& d,
   return c;
 }
 
+/// batch, heads, kv_heads, seq_q, seq_k, head_dim, v_dim, causal. FlashAttention-2's work: the
+/// forward's two products over the (causal: unmasked) score pairs plus the online softmax; the
+/// backward recomputes the scores and runs five products (S = QK^T, dV, dP, dQ, dK): with
+/// head_dim = v_dim 2.5 x the forward's matrix FLOP. Bytes: Q, K, V in, O out, the fp32
+/// log-sum-exp per query row kept for the backward; the scores stay on chip.
+LayerCost cost_flash_attention(const Dims& d, double e) {
+  LayerCost c;
+  auto D = [&](int i) { return static_cast<double>(d[i]); };
+  const double b = D(0), H = D(1), kv = D(2), sq = D(3), sk = D(4), hd = D(5), vd = D(6);
+  const double pairs = d[7] ? sq * sk - sq * (sq - 1) / 2 : sq * sk;  // per head; causal: sq <= sk
+  c.flops_fwd = b * H * pairs * (2 * hd + 2 * vd + 5);
+  c.flops_bwd = b * H * pairs * (6 * hd + 4 * vd + 5);
+  c.in_bytes = b * (H * sq * hd + kv * sk * (hd + vd)) * e;
+  c.out_bytes = b * H * sq * vd * e;
+  c.temp_bytes = b * H * sq * 4;  // log-sum-exp, fp32
+  return c;
+}
+
 LayerCost cost_pointwise(const Dims& d,
                          double e) {  // x op c (or a broadcast operand): 1/elem; bwd g * c or g * f'(saved)
   LayerCost c;
@@ -329,6 +355,41 @@ LayerCost cost_pointwise(const Dims& d,
 }
 
 }  // namespace
+
+LayerCost frozen_cost(LayerType t, const std::vector<int64_t>& d, const LayerCost& c) {
+  LayerCost f = c;
+  auto D = [&](size_t i) { return static_cast<double>(d[i]); };
+  switch (t) {
+    case LayerType::Linear:  // dX = dY W only
+      f.flops_bwd = 2 * D(0) * D(1) * D(2);
+      return f;
+    case LayerType::Embedding:  // the input ids take no gradient: nothing left
+      f.flops_bwd = 0;
+      return f;
+    case LayerType::Conv2dPatch:  // the pixels take no gradient either
+      f.flops_bwd = 0;
+      return f;
+    case LayerType::BMM:  // an expert's weight operand (own_weight): dX only, half the products
+      f.flops_bwd = c.params > 0 ? c.flops_bwd / 2 : c.flops_bwd;
+      return f;
+    case LayerType::LayerNorm:
+    case LayerType::RMSNorm:
+    case LayerType::Attention:
+    case LayerType::Softmax:
+    case LayerType::Dropout:
+    case LayerType::GELU:
+    case LayerType::ReLU:
+    case LayerType::SiLU:
+    case LayerType::Add:
+    case LayerType::Mul:
+    case LayerType::CrossEntropy:
+    case LayerType::Optimizer:
+    case LayerType::Pointwise:
+    case LayerType::FlashAttention:
+      return f;  // no weight-gradient work worth a term (a norm's weight sum is t h of its 10-16 t h)
+  }
+  fail("layer type id {} is unknown", static_cast<int>(t));
+}
 
 LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
   const double e = dtype_bytes(dtype);
@@ -367,6 +428,8 @@ LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
       return cost_optimizer(d, e);
     case LayerType::Pointwise:
       return cost_pointwise(d, e);
+    case LayerType::FlashAttention:
+      return cost_flash_attention(d, e);
   }
   fail("layer type id {} is unknown", static_cast<int>(t));
 }

@@ -7,7 +7,8 @@
 // (BertConfig, GPT2Config, T5Config, ViTConfig, DeiTConfig, GPTNeoConfig,
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
 // Phi3Config, Qwen2MoeConfig, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig,
-// DeepseekV2Config, DeepseekV3Config, GptOssConfig)
+// DeepseekV2Config, DeepseekV3Config, GptOssConfig, NemotronConfig, SmolLM3Config, Glm4Config,
+// Glm4MoeConfig)
 // with their defaults; docs/ir.md lists them.
 #include "scaledl/ir/model_spec.hpp"
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
@@ -36,6 +37,7 @@ constexpr int64_t kMaxImage = int64_t(1) << 16;  // pixels per side
 constexpr int64_t kMaxLabels = int64_t(1) << 24;
 constexpr int64_t kMaxBatch = int64_t(1) << 24;
 constexpr int64_t kMaxTokens = int64_t(1) << 32;  // batch * tokens per iteration
+constexpr int64_t kMaxLoraRank = 65536;           // adapters far above any published rank (8-256)
 constexpr int64_t kMaxScores = int64_t(1) << 40;  // batch * heads * seq_q * seq_k
 
 constexpr int64_t kMaxExperts = int64_t(1) << 16;
@@ -73,9 +75,10 @@ Activation parse_act(const json& j, const char* key, const std::string& ctx, con
   if (a == "gelu_new") return Activation::GELUNew;  // eager: eight kernels (layer_graph.cpp)
   if (a == "gelu_fast" || a == "gelu_pytorch_tanh" || a == "gelu_accurate") return Activation::GELUTanh;
   if (a == "relu") return Activation::ReLU;
+  if (a == "relu2") return Activation::ReLU2;  // squared ReLU (Nemotron): eager, relu then square
   if (a == "silu" || a == "swish") return Activation::SiLU;
-  fail("{}.{}=\"{}\" is not a supported activation (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)", ctx, key,
-       a);
+  fail("{}.{}=\"{}\" is not a supported activation (gelu, gelu_new, gelu_pytorch_tanh, relu, relu2, silu)",
+       ctx, key, a);
 }
 
 /// Classifier outputs: num_labels, else the size of id2label, else `def`.
@@ -105,6 +108,24 @@ void read_sizes(const json& j, const std::string& ctx, ModelSpec& m, const char*
 
 bool contains(const std::string& s, const char* part) {
   return s.find(part) != std::string::npos;
+}
+
+/// head_dim when the config gives it; otherwise `def` when > 0 (the config class's default), else
+/// hidden_size / num_attention_heads, which must then divide.
+void read_head_dim(const json& j, const std::string& ctx, ModelSpec& m, int64_t def) {
+  if (first_key(j, {"head_dim"}).empty() && def <= 0) {
+    check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+    m.head_dim = m.hidden / m.num_heads;
+  } else {
+    m.head_dim = opt(j, {"head_dim"}, ctx, 1, 1 << 16, def);
+  }
+}
+
+/// Checks partial_rotary_factor (default `def`): the share of each head the rotary embedding
+/// turns, in (0, 1]. The rotation is in no node of the graph, so the share changes no shape.
+void check_rotary_factor(const json& j, const std::string& ctx, double def) {
+  const double f = get_num_or(j, "partial_rotary_factor", ctx, 0.0, 1.0, def);
+  SCALEDL_CHECK(f > 0, "{}.partial_rotary_factor={} must be in (0, 1]", ctx, f);
 }
 
 /// A decoder of the Llama family: hidden_size, num_hidden_layers and num_attention_heads (the
@@ -240,30 +261,34 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 ///   takes, scaled by sigmoid(shared_expert_gate(x))). Dense layers are refused as in qwen3_moe.
 /// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
 ///   routed to its num_experts_per_tok best (top-k, weights renormalised).
+/// - smollm3: Llama's blocks and a tied LM head by default; its NoPE layers (no_rope_layers) only
+///   skip the rotation, which is in no node.
+/// - glm4 (GLM-4-0414): Gemma 2's four norms per layer (post_self_attn_layernorm, post_mlp_layernorm),
+///   Phi-3's fused gate_up_proj, biases on q, k and v (attention_bias, default true) but not on o,
+///   head_dim 128 by default, rotary on partial_rotary_factor (0.5) of each head.
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType type) {
   const bool gemma2 = type == ModelType::Gemma2, gemma3 = type == ModelType::Gemma3Text;
   const bool gemma = type == ModelType::Gemma || gemma2 || gemma3, mixtral = type == ModelType::Mixtral;
   const bool qwen2_moe = type == ModelType::Qwen2Moe, qwen_moe = type == ModelType::Qwen3Moe || qwen2_moe;
+  const bool glm4 = type == ModelType::Glm4, smollm3 = type == ModelType::SmolLM3;
   read_decoder(j, ctx, m, 0);
-  if (first_key(j, {"head_dim"}).empty() && !gemma) {
-    check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
-    m.head_dim = m.hidden / m.num_heads;
-  } else {
-    m.head_dim = opt(j, {"head_dim"}, ctx, 1, 1 << 16, 256);  // GemmaConfig's default
-  }
+  read_head_dim(j, ctx, m, gemma ? 256 : glm4 ? 128 : 0);  // GemmaConfig's and Glm4Config's defaults
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = 0;  // rotary embeddings: no position table
-  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
+  // max_position_embeddings: the config classes' defaults.
+  const int64_t context = glm4 ? 131072 : smollm3 ? 32768 : 2048;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, context);
   if (gemma && first_key(j, {"hidden_activation"}).empty())
     m.activation = Activation::GELUTanh;  // GemmaMLP: gelu_pytorch_tanh when hidden_activation is unset
   else
     m.activation = parse_act(j, gemma ? "hidden_activation" : "hidden_act", ctx, "silu");
   m.norm = NormKind::RMSNorm;
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
-  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
+  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, glm4);
   if (type == ModelType::Qwen2 || qwen2_moe)
     m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased
+  if (glm4) m.out_bias = false;             // GlmAttention: o_proj without bias
   m.qk_norm = type == ModelType::Qwen3 || type == ModelType::Qwen3Moe || gemma3;
   if (gemma2 || gemma3) {
     m.sandwich_norm = true;
@@ -282,9 +307,14 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType 
     m.dropout = prob(j, "resid_pdrop", ctx, 0.0);  // Phi3DecoderLayer's resid_attn/mlp_dropout
     m.embed_dropout = prob(j, "embd_pdrop", ctx, 0.0);
   }
+  if (glm4) {  // Glm4MLP is Phi-3's; Glm4DecoderLayer has Gemma 2's four norms
+    m.fused_gate_up = true;
+    m.sandwich_norm = true;
+    check_rotary_factor(j, ctx, 0.5);
+  }
   m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
   m.lm_head = true;
-  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, gemma);
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, gemma || smollm3);
   m.embed_scale = gemma;
   if (mixtral || qwen_moe) {
     const char* ek = mixtral ? "num_local_experts" : "num_experts";
@@ -339,6 +369,83 @@ void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
   m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
   m.lm_head = true;
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+}
+
+/// Nemotron (NVIDIA Nemotron-4 and its pruned Minitron / Nemotron-Mini models; transformers'
+/// NemotronConfig): a decoder of Llama's shape with
+/// - LayerNorm1P: a LayerNorm with weight and bias whose weight is stored less 1 (weight + 1 is
+///   applied): the LayerNorm kernel and 2 x hidden_size parameters, read as a LayerNorm;
+/// - a plain MLP down(act(up(x))), no gate, act = hidden_act (default "relu2", the squared ReLU:
+///   relu then square, two kernels in eager PyTorch);
+/// - rotary embeddings on partial_rotary_factor (default 0.5) of each head: the rotation is in
+///   no node, so the share changes no shape (it is checked, not stored);
+/// - grouped-query attention (num_key_value_heads, default the heads), head_dim (default
+///   hidden_size / num_attention_heads), biases where attention_bias (q, k, v, o) and mlp_bias
+///   (up, down) say (default none), an untied LM head (tie_word_embeddings, default false).
+void parse_nemotron(const json& j, const std::string& ctx, ModelSpec& m) {
+  read_decoder(j, ctx, m, 0);
+  read_head_dim(j, ctx, m, 0);
+  m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 4096);
+  m.activation = parse_act(j, "hidden_act", ctx, "relu2");
+  m.norm = NormKind::LayerNorm;
+  m.gated_ffn = false;
+  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
+  m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
+  check_rotary_factor(j, ctx, 0.5);
+  m.dropout = m.embed_dropout = 0;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+}
+
+/// GLM-4.5 / 4.6 (transformers' Glm4MoeConfig, model_type glm4_moe; GLM-4.5-Air, GLM-4.5):
+/// DeepSeek-V3's FFNs behind plain grouped-query attention. Attention: q, k, v biased where
+/// attention_bias says (default false; the released models set it), o without bias, an RMSNorm
+/// over each head of q and k when use_qk_norm (GLM-4.5: true, GLM-4.5-Air: false), head_dim,
+/// rotary on partial_rotary_factor (0.5) of each head. FFNs: the first first_k_dense_replace (1)
+/// dense SwiGLU of intermediate_size, the rest a top-num_experts_per_tok (8) mixture of
+/// n_routed_experts (128) SwiGLU experts of moe_intermediate_size (1408) plus n_shared_experts (1)
+/// shared ones (one SwiGLU FFN of n_shared x moe_intermediate_size every token takes, added as it
+/// is). The router (Linear without bias, sigmoid scores; its e_score_correction_bias is a buffer,
+/// not a parameter) and routed_scaling_factor change no shape. The multi-token-prediction layer
+/// (num_nextn_predict_layers) is not built by transformers and not here.
+void parse_glm4_moe(const json& j, const std::string& ctx, ModelSpec& m) {
+  read_decoder(j, ctx, m, 8);
+  read_head_dim(j, ctx, m, 0);
+  check_rotary_factor(j, ctx, 0.5);
+  const int64_t dense = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 131072);
+  m.activation = parse_act(j, "hidden_act", ctx, "silu");
+  m.norm = NormKind::RMSNorm;
+  m.gated_ffn = true;
+  m.qkv_bias = get_bool_or(j, "attention_bias", ctx, false);
+  m.out_bias = false;  // Glm4MoeAttention: o_proj without bias
+  m.qk_norm = get_bool_or(j, "use_qk_norm", ctx, false);
+  m.linear_bias = false;
+  m.dropout = m.embed_dropout = 0;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+  m.num_experts = opt(j, {"n_routed_experts"}, ctx, 0, kMaxExperts, 128);
+  SCALEDL_CHECK(m.num_experts >= 1,
+                "{}.n_routed_experts={} must be >= 1 (a dense GLM-4 is model_type \"glm4\")", ctx,
+                m.num_experts);
+  m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, 8);
+  SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
+                "{}.num_experts_per_tok={} must be in [1, n_routed_experts={}]", ctx, m.moe_top_k,
+                m.num_experts);
+  m.ffn_dim = opt(j, {"moe_intermediate_size"}, ctx, 1, kMaxFfn, 1408);  // the experts' width
+  m.dense_ffn_dim = dense;
+  const int64_t shared = opt(j, {"n_shared_experts"}, ctx, 0, 1 << 10, 1);
+  m.shared_expert_ffn = shared * m.ffn_dim;
+  m.plain_shared_expert = shared > 0;
+  m.first_dense_layers = opt(j, {"first_k_dense_replace"}, ctx, 0, m.num_layers, 1);
+  dropless_experts(m, false);
 }
 
 /// DeepSeek-V2 and V3 (transformers' DeepseekV2Config / DeepseekV3Config, the native classes):
@@ -585,7 +692,8 @@ const char* to_string(Arch a) {
   return n[static_cast<int>(a)];
 }
 const char* to_string(Activation a) {
-  static const char* n[] = {"gelu", "gelu_tanh", "relu", "silu", "gelu_new"};
+  static const char* n[] = {"gelu", "gelu_tanh", "relu", "silu", "gelu_new", "relu2"};
+  static_assert(sizeof(n) / sizeof(n[0]) == kActivationCount, "a name for each Activation");
   return n[static_cast<int>(a)];
 }
 const char* to_string(NormKind k) {
@@ -695,7 +803,15 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
     case ModelType::Phi3:
     case ModelType::Qwen3Moe:
     case ModelType::Qwen2Moe:
+    case ModelType::SmolLM3:
+    case ModelType::Glm4:
       parse_llama(j, ctx, m, t);
+      break;
+    case ModelType::Nemotron:
+      parse_nemotron(j, ctx, m);
+      break;
+    case ModelType::Glm4Moe:
+      parse_glm4_moe(j, ctx, m);
       break;
     case ModelType::GptNeoX:
       parse_gpt_neox(j, ctx, m);
@@ -825,9 +941,9 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
-  static const char* known[] = {"batch",     "seq_len",        "image_size",   "dtype",
-                                "optimizer", "optimizer_step", "num_devices",  "tgt_len",
-                                "backward",  "mode",           "fused_kernels"};
+  static const char* known[] = {"batch",          "seq_len",     "image_size", "dtype",     "optimizer",
+                                "optimizer_step", "num_devices", "tgt_len",    "backward",  "mode",
+                                "fused_kernels",  "attention",   "fp8",        "lora_rank", "lora_targets"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -839,9 +955,19 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   s.image_size = get_int_or(j, "image_size", ctx, 0, kMaxImage, s.image_size);
   s.dtype = parse_dtype(get_str_or(j, "dtype", ctx, to_string(s.dtype)), ctx + ".dtype");
   SCALEDL_CHECK(s.dtype != DType::FP8,
-                "{}.dtype=fp8: whole-model FP8 training (FP8 GEMMs, BF16 elsewhere) is not modelled yet; FP8 "
-                "enters only as imported GEMM layer rows",
+                "{}.dtype=fp8: FP8 training is dtype=bf16 with fp8=true (FP8 GEMMs in the linear layers, "
+                "BF16 elsewhere)",
                 ctx);
+  s.fp8 = get_bool_or(j, "fp8", ctx, s.fp8);
+  SCALEDL_CHECK(!s.fp8 || s.dtype == DType::BF16,
+                "{}.fp8=true needs dtype=bf16 (the kernels outside the FP8 "
+                "GEMMs), got dtype={}",
+                ctx, to_string(s.dtype));
+  s.attention =
+      parse_attention_impl(get_str_or(j, "attention", ctx, to_string(s.attention)), ctx + ".attention");
+  s.lora_rank = get_int_or(j, "lora_rank", ctx, 0, kMaxLoraRank, s.lora_rank);
+  if (j.contains("lora_targets"))
+    s.lora_targets = parse_lora_targets(get_str_or(j, "lora_targets", ctx, ""), ctx + ".lora_targets");
   s.optimizer = parse_optimizer(get_str_or(j, "optimizer", ctx, to_string(s.optimizer)), ctx + ".optimizer");
   s.optimizer_step = get_bool_or(j, "optimizer_step", ctx, s.optimizer_step);
   s.backward = get_bool_or(j, "backward", ctx, s.backward);
@@ -856,6 +982,112 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   }
   s.num_devices = get_int_or(j, "num_devices", ctx, 1, 1 << 20, s.num_devices);
   return s;
+}
+
+const char* to_string(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::Eager:
+      return "eager";
+    case AttentionImpl::Fused:
+      return "fused";
+  }
+  return "?";
+}
+
+AttentionImpl parse_attention_impl(const std::string& v, const std::string& ctx) {
+  if (v == "eager") return AttentionImpl::Eager;
+  if (v == "fused") return AttentionImpl::Fused;
+  fail("{}=\"{}\" is not an attention implementation (eager or fused)", ctx, v);
+}
+
+const char* to_string(Framework f) {
+  switch (f) {
+    case Framework::HfEager:
+      return "hf-eager";
+    case Framework::HfSdpa:
+      return "hf-sdpa";
+    case Framework::Megatron:
+      return "megatron";
+  }
+  return "?";
+}
+
+Framework parse_framework(const std::string& v, const std::string& ctx) {
+  for (Framework f : {Framework::HfEager, Framework::HfSdpa, Framework::Megatron})
+    if (v == to_string(f)) return f;
+  fail("{}=\"{}\" is not a framework recipe (hf-eager, hf-sdpa or megatron)", ctx, v);
+}
+
+const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> n = {"q", "k", "v", "o", "gate", "up", "down"};
+  return n;
+}
+
+uint32_t parse_lora_targets(const std::string& v, const std::string& ctx) {
+  const auto& names = lora_target_names();
+  if (v == "all") return (1u << names.size()) - 1;
+  uint32_t bits = 0;
+  size_t b = 0;
+  while (b <= v.size()) {
+    const size_t e = std::min(v.find(',', b), v.size());
+    const std::string item = v.substr(b, e - b);
+    const auto it = std::find(names.begin(), names.end(), item);
+    SCALEDL_CHECK(it != names.end(), "{}=\"{}\": \"{}\" is not a LoRA target (all, or a list of {})", ctx, v,
+                  item, fmt::join(names, ", "));
+    bits |= 1u << (it - names.begin());
+    b = e + 1;
+  }
+  return bits;
+}
+
+std::string lora_targets_string(const TrainSettings& s) {
+  const auto& names = lora_target_names();
+  std::vector<std::string> on;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (s.lora_targets == 0 || (s.lora_targets >> i & 1u)) on.push_back(names[i]);
+  return fmt::format("{}", fmt::join(on, ","));
+}
+
+bool lora_targets_node(const TrainSettings& s, const std::string& name) {
+  if (s.lora_rank <= 0) return false;
+  const std::string leaf = name.substr(name.rfind('.') + 1);
+  auto on = [&](const char* t) {
+    const auto& names = lora_target_names();
+    const size_t i = static_cast<size_t>(std::find(names.begin(), names.end(), t) - names.begin());
+    return s.lora_targets == 0 || (s.lora_targets >> i & 1u);
+  };
+  if (leaf == "qkv") return on("q") || on("k") || on("v");
+  if (leaf == "gate_up") return on("gate") || on("up");
+  for (const char* t : {"q", "k", "v", "o", "gate", "up", "down"})
+    if (leaf == t) return on(t);
+  return false;
+}
+
+void apply_framework(TrainSettings& s, Framework f) {
+  switch (f) {
+    case Framework::HfEager:
+      s.fused_kernels = false;
+      s.attention = AttentionImpl::Eager;
+      return;
+    case Framework::HfSdpa:
+      s.fused_kernels = false;
+      s.attention = AttentionImpl::Fused;
+      return;
+    case Framework::Megatron:
+      s.fused_kernels = true;
+      s.attention = AttentionImpl::Fused;
+      return;
+  }
+}
+
+void set_dtype_recipe(TrainSettings& s, const std::string& v, const std::string& ctx) {
+  s.fp8 = v == "fp8";
+  s.dtype = s.fp8 ? DType::BF16 : parse_dtype(v, ctx);
+  SCALEDL_CHECK(s.dtype != DType::FP8, "{}=fp8: internal: the FP8 recipe sets dtype bf16", ctx);
+}
+
+std::string dtype_recipe(const TrainSettings& s) {
+  return s.fp8 ? "fp8" : to_string(s.dtype);
 }
 
 const char* to_string(RunMode m) {
@@ -913,6 +1145,17 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
   SCALEDL_CHECK(s.tgt_len >= 0 && s.tgt_len <= kMaxPositions, "settings.tgt_len={} is out of range [0, {}]",
                 s.tgt_len, kMaxPositions);
   SCALEDL_CHECK(s.num_devices >= 1, "settings.num_devices={} must be >= 1", s.num_devices);
+  SCALEDL_CHECK(!s.fp8 || s.dtype == DType::BF16, "settings.fp8=true needs dtype=bf16, got dtype={}",
+                to_string(s.dtype));
+  SCALEDL_CHECK(s.dtype != DType::FP8, "settings.dtype=fp8: FP8 training is dtype=bf16 with fp8=true");
+  SCALEDL_CHECK(s.lora_rank >= 0 && s.lora_rank <= kMaxLoraRank,
+                "settings.lora_rank={} is out of range [0, {}]", s.lora_rank, kMaxLoraRank);
+  SCALEDL_CHECK(s.lora_rank == 0 || s.backward,
+                "settings.lora_rank={}: LoRA is fine-tuning; mode inference trains nothing (drop the LoRA "
+                "settings or use mode train)",
+                s.lora_rank);
+  SCALEDL_CHECK(s.lora_rank > 0 || s.lora_targets == 0, "settings.lora_targets={} without lora_rank",
+                lora_targets_string(s));
   SCALEDL_CHECK(
       s.backward || !s.optimizer_step,
       "settings: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients");
@@ -1137,6 +1380,12 @@ nlohmann::json TrainSettings::to_json() const {
                       {"num_devices", num_devices}};
   if (!backward) j["backward"] = false;  // only then: keys of earlier runs stay as they were
   if (fused_kernels) j["fused_kernels"] = true;
+  if (attention != AttentionImpl::Eager) j["attention"] = to_string(attention);
+  if (fp8) j["fp8"] = true;
+  if (lora_rank > 0) {
+    j["lora_rank"] = lora_rank;
+    j["lora_targets"] = lora_targets_string(*this);
+  }
   return j;
 }
 

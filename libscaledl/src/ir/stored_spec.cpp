@@ -57,7 +57,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   m.num_channels = req_int(j, "num_channels", ctx);
   m.num_labels = req_int(j, "num_labels", ctx);
   m.num_special_tokens = req_int(j, "num_special_tokens", ctx);
-  m.activation = parse_enum<Activation>(j, "activation", ctx, 5);
+  m.activation = parse_enum<Activation>(j, "activation", ctx, kActivationCount);
   m.norm = parse_enum<NormKind>(j, "norm", ctx, 2);
   m.gated_ffn = req_bool(j, "gated_ffn", ctx);
   m.linear_bias = req_bool(j, "linear_bias", ctx);

@@ -55,7 +55,7 @@ void LayerCalibration::apply(const LayerGraph& g, std::vector<double>& node_ms) 
   SCALEDL_CHECK(node_ms.size() == g.nodes.size(), "calibration: {} node times for {} nodes", node_ms.size(),
                 g.nodes.size());
   for (size_t i = 0; i < node_ms.size(); ++i)
-    node_ms[i] *= factor(g.nodes[i].type, g.nodes[i].dir, g.settings.dtype);
+    node_ms[i] *= factor(g.nodes[i].type, g.nodes[i].dir, g.nodes[i].dtype);
 }
 
 int64_t LayerCalibration::rows_used() const {

@@ -47,6 +47,9 @@ bool gemm_shape(LayerType t, const int64_t* d, double& batch, double& m, double&
     case LayerType::Attention:
       batch = double(d[0]) * double(d[1]), m = double(d[2]), n = double(d[3]), k = double(d[4]);
       return true;
+    case LayerType::FlashAttention:  // one tile row of queries per block, each looping over the keys
+      batch = double(d[0]) * double(d[1]), m = double(d[3]), n = double(d[6]), k = double(d[4]);
+      return true;
     case LayerType::Conv2dPatch: {
       const double g = std::floor(double(d[3]) / double(d[4]));
       batch = 1, m = double(d[0]) * g * g, n = double(d[2]), k = double(d[1]) * double(d[4]) * double(d[4]);

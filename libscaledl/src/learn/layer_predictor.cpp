@@ -153,6 +153,7 @@ bool streams_memory(LayerType t) {
     case LayerType::CrossEntropy:
     case LayerType::Optimizer:
     case LayerType::Pointwise:
+    case LayerType::FlashAttention:
       return false;
   }
   return false;
@@ -713,14 +714,18 @@ double LayerPredictor::predict_ms(LayerType t, const std::vector<int64_t>& dims,
 std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGraph& g,
                                                                   const DeviceRecord& dev) const {
   // Group nodes by (type, direction) so each model is called once per graph.
-  std::map<std::pair<int, int>, std::vector<int>> groups;
-  for (const auto& n : g.nodes) groups[{static_cast<int>(n.type), static_cast<int>(n.dir)}].push_back(n.id);
+  // Group nodes by (type, direction, dtype) so each model is called once per graph and dtype (the
+  // FP8 recipe runs the blocks' linear layers in FP8, the rest in the settings' dtype).
+  std::map<std::tuple<int, int, int>, std::vector<int>> groups;
+  for (const auto& n : g.nodes)
+    groups[{static_cast<int>(n.type), static_cast<int>(n.dir), static_cast<int>(n.dtype)}].push_back(n.id);
   std::vector<LayerPrediction> out(g.nodes.size());
   // The device as the features see it, once per graph rather than once per group.
   const DeviceRecord fdev = feature_device(dev);
   for (const auto& [key, ids] : groups) {
-    const LayerType t = static_cast<LayerType>(key.first);
-    const Direction dir = static_cast<Direction>(key.second);
+    const LayerType t = static_cast<LayerType>(std::get<0>(key));
+    const Direction dir = static_cast<Direction>(std::get<1>(key));
+    const DType dtype = static_cast<DType>(std::get<2>(key));
     const size_t nd = layer_info(t).dims.size();
     // Equal dims (the repeated blocks of a Transformer) are predicted once.
     std::map<std::vector<int64_t>, size_t> uniq;
@@ -735,8 +740,8 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
       row_of[i] = it->second;
     }
     std::vector<double> ms(uniq.size());
-    bool fb = predict_batch_as(t, dims.data(), uniq.size(), g.settings.dtype, dir, fdev, ms.data());
-    const bool extrapolated = !fb && trained_on(t, dir, g.settings.dtype) == std::optional<bool>(false);
+    bool fb = predict_batch_as(t, dims.data(), uniq.size(), dtype, dir, fdev, ms.data());
+    const bool extrapolated = !fb && trained_on(t, dir, dtype) == std::optional<bool>(false);
     for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[row_of[i]], fb, extrapolated};
   }
   return out;

@@ -270,14 +270,15 @@ ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t
   o.device_kind = kind;
   const MemoryEstimate a = estimate_memory(g, o);  // one micro-batch, weights + grads, no optimizer state
   ParallelMemory r;
-  const double P = g.total_params();
+  const double P = g.total_params(), T = g.trainable_params();  // T < P: LoRA's adapters
   const bool half = g.settings.dtype == DType::FP16 || g.settings.dtype == DType::BF16;
   const double e = dtype_bytes(g.settings.dtype);
-  // Megatron mixed precision: half weights + half grads + FP32 master + 2 FP32 moments.
+  // Megatron mixed precision: half weights + half grads + FP32 master + 2 FP32 moments (of the
+  // trainable parameters).
   r.weights = P * e;
-  r.grads = P * e;
+  r.grads = T * e;
   const double moments = opt == OptimizerKind::SGD ? 1.0 : 2.0;
-  r.optimizer = half ? P * 4 * (1 + moments) : P * e * moments;
+  r.optimizer = half ? T * 4 * (1 + moments) : T * e * moments;
   if (zero >= 1) r.optimizer /= static_cast<double>(dp);
   if (zero >= 2) r.grads /= static_cast<double>(dp);
   if (zero >= 3) r.weights /= static_cast<double>(dp);

@@ -50,19 +50,24 @@ class Replay {
     const auto& s = g_.settings;
     const bool training = s.backward;
     MemoryEstimate r;
-    double params = 0, largest = 0;
+    double params = 0, trainable = 0, largest = 0;
     for (int u = 0; u < nf_; ++u) {
-      params += g_.nodes[u].cost.params;
-      largest = std::max(largest, g_.nodes[u].cost.params);
+      const double p = g_.nodes[u].cost.params;
+      params += p;
+      if (!g_.nodes[u].frozen) {  // LoRA: the adapters alone take gradients and optimizer state
+        trainable += p;
+        largest = std::max(largest, p);
+      }
     }
     r.weights = params * e_;
     const bool has_state = training && s.optimizer_step;
-    r.optimizer = has_state ? (s.optimizer == OptimizerKind::SGD ? 1.0 : 2.0) * params * e_ : 0.0;
+    r.optimizer = has_state ? (s.optimizer == OptimizerKind::SGD ? 1.0 : 2.0) * trainable * e_ : 0.0;
     r.batch = batch_bytes();
     // Persistent tensors are rounded per node (each parameter is its own allocation).
     for (int u = 0; u < nf_; ++u) {
       const double w = g_.nodes[u].cost.params * e_;
-      if (w > 0) persistent_ += (has_state ? (s.optimizer == OptimizerKind::SGD ? 2 : 3) : 1) * rnd(w);
+      const bool state = has_state && !g_.nodes[u].frozen;
+      if (w > 0) persistent_ += (state ? (s.optimizer == OptimizerKind::SGD ? 2 : 3) : 1) * rnd(w);
     }
     persistent_ += rnd(r.batch);
     r.base = persistent_;
@@ -208,6 +213,11 @@ class Replay {
         case LayerType::Dropout:
           extra_[u] = rnd(numel(n.out_shape) * mask_bytes_);
           break;
+        case LayerType::FlashAttention:  // keeps Q, K, V, its output and the fp32 log-sum-exp; no scores
+          for (const auto& i : in) keep.push_back(i.src);
+          keep.push_back(u);
+          extra_[u] = rnd(n.cost.temp_bytes);
+          break;
         case LayerType::CrossEntropy: {
           const double tv = in.empty() ? 0 : in[0].bytes / e_;  // tokens x vocab
           extra_[u] = rnd(tv * 4);                              // log-softmax in FP32
@@ -221,7 +231,7 @@ class Replay {
         case LayerType::Optimizer:  // not a forward node
           break;                    // nothing kept beyond weights and the batch
       }
-      if (!training) {
+      if (!training || !has_backward(u)) {  // LoRA: a frozen prefix keeps nothing for a backward
         keep.clear();
         extra_[u] = 0;
       }
@@ -264,15 +274,20 @@ class Replay {
   }
   std::map<int, int> alias_;  ///< grad of node -> the node whose buffer it shares
 
+  /// Whether autograd runs forward node u's backward (all nodes but LoRA's frozen prefix).
+  bool has_backward(int u) const { return g_.nodes[u].peer >= 0; }
+
   void backward() {
     for (int u = nf_ - 1; u >= 0; --u) {
       const auto& n = g_.nodes[u];
+      if (!has_backward(u)) continue;
       const std::string where = n.name + ".bwd";
       const auto& in = inputs_[u];
       // Weight gradients stay until the step. A shared weight (tied LM head)
-      // creates the owner's gradient early; the owner later adds to it.
-      const double own = n.cost.params * e_;
-      const double reads = n.cost.weight_bytes;
+      // creates the owner's gradient early; the owner later adds to it. Frozen weights (LoRA)
+      // take none.
+      const double own = n.frozen ? 0.0 : n.cost.params * e_;
+      const double reads = n.frozen ? 0.0 : n.cost.weight_bytes;
       double wg = 0;
       if (reads > own + 0.5) {
         wg = reads - own;
@@ -333,6 +348,7 @@ class Replay {
         case LayerType::Mul:
         case LayerType::Optimizer:
         case LayerType::Pointwise:
+        case LayerType::FlashAttention:
           break;  // no momentary buffer beyond the gradients
       }
       touch(transient, where);
@@ -340,6 +356,7 @@ class Replay {
         // The gradient passes through: inputs without one share this node's buffer.
         const int o = owner(u);
         for (const auto& i : in) {
+          if (!has_backward(i.src)) continue;
           if (has_grad(i.src)) {
             touch(i.bytes, where);  // summed into the existing gradient
             continue;
@@ -348,7 +365,8 @@ class Replay {
           ++grad_[o].refs;
         }
       } else {
-        for (const auto& i : in) add_grad(i.src, i.bytes, where);
+        for (const auto& i : in)
+          if (has_backward(i.src)) add_grad(i.src, i.bytes, where);
       }
       mark(where);
       // After the node's backward: its output gradient, its kept tensors and temporaries go.

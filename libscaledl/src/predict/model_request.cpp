@@ -89,7 +89,15 @@ void ModelRequest::apply(TrainSettings& s) const {
   if (batch) s.batch = batch;
   if (seq) s.seq_len = seq;
   if (image) s.image_size = image;
-  if (!dtype.empty()) s.dtype = parse_dtype(dtype, "--dtype");
+  if (!dtype.empty()) set_dtype_recipe(s, dtype, "--dtype");
+  if (!framework.empty()) apply_framework(s, parse_framework(framework, "--framework"));
+  if (!attention.empty()) s.attention = parse_attention_impl(attention, "--attention");
+  if (lora_rank) s.lora_rank = lora_rank;
+  if (!lora_targets.empty()) {
+    SCALEDL_CHECK(s.lora_rank > 0, "--lora-targets={} without --lora-rank (the adapters' rank)",
+                  lora_targets);
+    s.lora_targets = parse_lora_targets(lora_targets, "--lora-targets");
+  }
   if (!optimizer.empty()) s.optimizer = parse_optimizer(optimizer, "--optimizer");
   if (no_optimizer) s.optimizer_step = false;
   if (!mode.empty()) set_run_mode(s, parse_run_mode(mode, "--mode"));

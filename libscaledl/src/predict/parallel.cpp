@@ -200,11 +200,15 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
     p.ep_inter_node = c.tp * c.ep > p.gpus_per_node;
   }
   p.params_per_gpu = static_cast<double>(parameter_count(st));
-  p.grad_bytes = p.dp * c.cp > 1 ? p.params_per_gpu * e : 0;  // replicas: dp x cp ranks hold the same weights
+  // What takes a gradient: every parameter, or with LoRA the adapters alone (the stage's graph).
+  const double trainable =
+      s.lora_rank > 0 ? build_layer_graph(st, p.micro).trainable_params() : p.params_per_gpu;
+  p.grad_bytes = p.dp * c.cp > 1 ? trainable * e : 0;  // replicas: dp x cp ranks hold the same weights
   p.grad_buckets = std::max<int64_t>(
-      1, static_cast<int64_t>(std::ceil(
-             p.params_per_gpu / std::max(kGradBucketElements, 1e6 * static_cast<double>(p.dp * c.cp)))));
-  p.expert_grad_bytes = p.dp * c.cp > 1 ? static_cast<double>(expert_parameter_count(st)) * e : 0;
+      1, static_cast<int64_t>(
+             std::ceil(trainable / std::max(kGradBucketElements, 1e6 * static_cast<double>(p.dp * c.cp)))));
+  p.expert_grad_bytes =
+      p.dp * c.cp > 1 && s.lora_rank == 0 ? static_cast<double>(expert_parameter_count(st)) * e : 0;
   return p;
 }
 
@@ -369,6 +373,7 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (run_mode(s) == RunMode::Train) {
     TrainSettings t = p.micro;
     t.dtype = DType::FP32;
+    t.fp8 = false;  // the step runs on the FP32 masters whatever the GEMMs' recipe
     set_run_mode(t, RunMode::Train);
     const IterationPrediction opt = b.predict(build_layer_graph(p.stage, t), dev, /*physics=*/false);
     r.t_opt_ms = sum_dir(opt, ".update") / (c.zero >= 1 ? static_cast<double>(p.dp * c.cp) : 1.0);
@@ -381,6 +386,7 @@ double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainS
                                const DeviceRecord& dev) {
   TrainSettings one = s;
   one.num_devices = 1;
+  one.fused_kernels = true;  // the kernels the composition runs (predict_parallel's micro-batch)
   return b.predict(build_layer_graph(m, one), dev, /*physics=*/true).t_iter_ms;
 }
 

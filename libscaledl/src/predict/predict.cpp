@@ -17,16 +17,12 @@ namespace {
 /// Graphs per forward pass of the refinement (see predict_iterations).
 constexpr int64_t kRefinementBatch = 16;
 
-/// Throws dtype_refusal's reason (predict.hpp).
-void check_dtype_on_device(DType dtype, const DeviceRecord& dev) {
-  if (const std::string why = dtype_refusal(dtype, dev); !why.empty()) fail("{}", why);
-}
 }  // namespace
 
 std::string dtype_refusal(DType dtype, const DeviceRecord& dev) {
   if (dtype == DType::FP8)
-    return "dtype=fp8: whole-model FP8 training (FP8 GEMMs, BF16 elsewhere) is not modelled yet; FP8 enters "
-           "only as imported GEMM layer rows (scaledl import aiconfigurator): use --dtype bf16";
+    return "dtype=fp8 as the dtype of every kernel is not a training recipe: FP8 training is settings.fp8 "
+           "(--dtype fp8: FP8 GEMMs in the linear layers, BF16 elsewhere)";
   if (dtype != DType::BF16 && dtype != DType::TF32) return "";
   const double cc = dev.compute_capability();
   if (cc <= 0 || cc >= 8.0) return "";
@@ -39,6 +35,15 @@ std::string dtype_refusal(DType dtype, const DeviceRecord& dev) {
       "dtype=bf16 needs a GPU of compute capability 8.0 or newer (Ampere); \"{}\" is {:.1f}, without BF16 "
       "tensor cores: use --dtype fp16 (mixed precision on its FP16 tensor cores) or fp32",
       dev.name, cc);
+}
+
+std::string settings_refusal(const TrainSettings& s, const DeviceRecord& dev) {
+  if (std::string why = dtype_refusal(s.dtype, dev); !why.empty()) return why;
+  if (!s.fp8 || dev.peak_fp8_gflops > 0) return "";
+  return fmt::format(
+      "dtype=fp8 needs FP8 tensor cores (Hopper, Ada, Blackwell): the spec of \"{}\" gives no "
+      "peak_fp8_gflops; use --dtype bf16",
+      dev.name);
 }
 
 nlohmann::json IterationPrediction::to_json() const {
@@ -80,7 +85,8 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
   SCALEDL_CHECK(!calibration || calibration->device == dev.key(),
                 "a calibration of {} cannot serve device {}", calibration ? calibration->device : "",
                 dev.key());
-  for (const LayerGraph* g : gs) check_dtype_on_device(g->settings.dtype, dev);
+  for (const LayerGraph* g : gs)
+    if (const std::string why = settings_refusal(g->settings, dev); !why.empty()) fail("{}", why);
   std::vector<IterationPrediction> out(gs.size());
   GraphContext ctx;
   ctx.device = dev;
@@ -98,14 +104,14 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
     std::vector<double> t_l(detail.size());
     for (size_t i = 0; i < detail.size(); ++i) {
       const LayerNode& n = g.nodes[i];
-      if (calibration) detail[i].ms *= calibration->factor(n.type, n.dir, g.settings.dtype);
+      if (calibration) detail[i].ms *= calibration->factor(n.type, n.dir, n.dtype);
       t_l[i] = detail[i].ms;
       p.fallback_nodes += detail[i].fallback ? 1 : 0;
       p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
       if (detail[i].extrapolated) {
         p.extrapolated_ms += detail[i].ms;
         const std::string kind =
-            std::string(to_string(n.type)) + "." + to_string(n.dir) + " " + to_string(g.settings.dtype);
+            std::string(to_string(n.type)) + "." + to_string(n.dir) + " " + to_string(n.dtype);
         auto at = std::lower_bound(p.extrapolated.begin(), p.extrapolated.end(), kind);
         if (at == p.extrapolated.end() || *at != kind) p.extrapolated.insert(at, kind);
       }

@@ -16,6 +16,11 @@ namespace scaledl {
 
 namespace {
 
+/// ", LoRA rank 16 on q,v" for a LoRA run; "" otherwise.
+std::string lora_phrase(const TrainSettings& s) {
+  return s.lora_rank > 0 ? fmt::format(", LoRA rank {} on {}", s.lora_rank, lora_targets_string(s)) : "";
+}
+
 /// clock_note() of `dev`, but nothing of a power-limited card whose own layer timings trained
 /// the bundle (NeuSight's T4): the layer models learnt its times at the clock it held.
 std::string clock_assumption(const Bundle& b, const DeviceRecord& dev) {
@@ -80,9 +85,10 @@ void write_times(std::ostream& out, const SinglePrediction& r) {
   const IterationPrediction& p = r.p;
   out << fmt::format(
              "model        {} ({}), batch {} x {} device(s), {}, {}, mode {}, optimizer {}, {} "
-             "attention\n",
-             m.name, to_string(m.family), s.batch, s.num_devices, input_size(m, s), to_string(s.dtype),
-             to_string(run_mode(s)), s.optimizer_step ? to_string(s.optimizer) : "none", attention_kind(s))
+             "attention{}\n",
+             m.name, to_string(m.family), s.batch, s.num_devices, input_size(m, s), dtype_recipe(s),
+             to_string(run_mode(s)), s.optimizer_step ? to_string(s.optimizer) : "none", attention_kind(s),
+             lora_phrase(s))
       << (r.assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(r.assumed, "; ")))
       << fmt::format("device       {}\n", r.device.key())
       << fmt::format("T_sum        {:10.3f} ms   {} of {} layer predictions{}\n", p.t_sum_ms,
@@ -306,9 +312,9 @@ void ParallelSingle::write_report(std::ostream& out) const {
   const ModelSpec& m = model;
   const TrainSettings& s = settings;
   const ParallelPlan& p = r.plan;
-  out << fmt::format("model        {} ({}), batch {} per replica, {}, {}, mode {}, {} attention\n", m.name,
-                     to_string(m.family), s.batch, input_size(m, s), to_string(s.dtype),
-                     to_string(run_mode(s)), attention_kind(s))
+  out << fmt::format("model        {} ({}), batch {} per replica, {}, {}, mode {}, {} attention{}\n", m.name,
+                     to_string(m.family), s.batch, input_size(m, s), dtype_recipe(s), to_string(run_mode(s)),
+                     attention_kind(s), lora_phrase(s))
       << (assumed.empty() ? std::string() : fmt::format("assumed      {}\n", fmt::join(assumed, "; ")))
       << fmt::format("device       {} x {} on {} node(s)\n", device.key(), par.gpus, par.nodes)
       << fmt::format(

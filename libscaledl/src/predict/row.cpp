@@ -11,6 +11,7 @@
 namespace scaledl {
 
 const char* attention_kind(const TrainSettings& s) {
+  if (s.attention == AttentionImpl::Fused) return "flash";
   return s.fused_kernels ? "fused" : "eager";
 }
 
@@ -47,14 +48,14 @@ std::string PredictRow::to_csv() const {
   const char* optimizer = s.optimizer_step ? to_string(s.optimizer) : "none";
   if (!infeasible.empty())  // the settings, the device and why; no times
     return fmt::format("{},{},{},{},{},{},{},,,,,,,,,,,{},,,,,{},{},,,{},{}", csv_quote(label), s.batch,
-                       s.seq_len, s.image_size, to_string(s.dtype), optimizer, s.num_devices, it,
+                       s.seq_len, s.image_size, dtype_recipe(s), optimizer, s.num_devices, it,
                        csv_field(to_string(run_mode(s))), csv_quote(device), attention_kind(s),
                        csv_field(infeasible));
   auto num = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); };
   return fmt::format(
       "{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{},{},{},{},{},{},{},{},{},{:.4g},{},"
       "{},",
-      csv_quote(label), s.batch, s.seq_len, s.image_size, to_string(s.dtype), optimizer, s.num_devices,
+      csv_quote(label), s.batch, s.seq_len, s.image_size, dtype_recipe(s), optimizer, s.num_devices,
       p.t_sum_ms, p.t_comm_ms, p.alpha, p.beta, p.t_iter_ms, num(p.lo80_ms), num(p.hi80_ms), num(p.lo95_ms),
       num(p.hi95_ms), p.ood_distance > 0 ? 1 : 0, it,
       it ? fmt::format("{:.6g}", it * p.t_iter_ms / 1e3) : std::string(),

@@ -76,7 +76,7 @@ Resolved resolve_variant(const PredictRequest& o, const Variant& v, ConfigCache&
     if (k == "batch") r.s.batch = parse_setting_int(val, k, 1, int64_t{1} << 24);
     if (k == "seq") r.s.seq_len = parse_setting_int(val, k, 1, int64_t{1} << 24);
     if (k == "image") r.s.image_size = parse_setting_int(val, k, 1, int64_t{1} << 16);
-    if (k == "dtype") r.s.dtype = parse_dtype(val, k);
+    if (k == "dtype") set_dtype_recipe(r.s, val, k);
     if (k == "optimizer") r.s.optimizer = parse_optimizer(val, k);
     if (k == "mode") set_run_mode(r.s, parse_run_mode(val, k));
     if (k == "devices") r.s.num_devices = parse_setting_int(val, k, 1, int64_t{1} << 20);
@@ -218,7 +218,7 @@ std::vector<PredictRow> predict_chunk(const PredictRequest& o, const Bundle& b,
     const DeviceRecord& dev = st.devs.at(path);
     std::vector<size_t> idx;
     for (size_t i : all_idx) {
-      rows[i].infeasible = dtype_refusal(graphs[i].settings.dtype, dev);
+      rows[i].infeasible = settings_refusal(graphs[i].settings, dev);
       if (rows[i].infeasible.empty()) idx.push_back(i);
     }
     if (idx.empty()) continue;

@@ -23,9 +23,11 @@ struct LayerNode {
   LayerType type = LayerType::Linear;
   Direction dir = Direction::Forward;
   std::vector<int64_t> dims;       ///< structural dims, names from layer_info(type).dims
+  DType dtype = DType::FP32;       ///< its kernels' dtype: settings.dtype, FP8 for the FP8 recipe's GEMMs
   LayerCost cost;                  ///< from layer_cost(type, dims, dtype)
   int block = -1;                  ///< transformer block index, -1 outside blocks
-  int peer = -1;                   ///< backward node: id of its forward node (and vice versa)
+  int peer = -1;                   ///< backward node: id of its forward node (and vice versa); -1: none
+  bool frozen = false;             ///< LoRA's base model: weights without gradient or optimizer state
   std::vector<int64_t> out_shape;  ///< shape of the main output tensor
   /// FLOP this node performs in its direction (fwd, bwd or update).
   double flops() const { return dir == Direction::Backward ? cost.flops_bwd : cost.flops_fwd; }
@@ -45,7 +47,8 @@ struct LayerGraph {
   std::vector<LayerNode> nodes;  ///< topologically ordered: every edge has src < dst
   std::vector<LayerEdge> edges;
 
-  double total_params() const;  ///< sum of params over forward nodes
+  double total_params() const;      ///< sum of params over forward nodes
+  double trainable_params() const;  ///< the same over the nodes not frozen (LoRA: the adapters)
   double total_flops_fwd() const;
   double total_flops_bwd() const;
   double total_flops_update() const;  ///< optimizer-step FLOP (0 without optimizer_step)

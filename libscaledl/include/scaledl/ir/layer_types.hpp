@@ -62,7 +62,11 @@ enum class LayerKind : int { Gemm = 0, Attention, Norm, Elementwise, Other };
   /* one optimizer step over a flat parameter tensor */                                             \
   X(Optimizer, optimizer, Other, false, "params", "kind")                                           \
   /* one tensor with a scalar or broadcast operand (x / c, x + mask, pow, tanh) */                  \
-  X(Pointwise, pointwise, Elementwise, true, "elements", "saves")
+  X(Pointwise, pointwise, Elementwise, true, "elements", "saves")                                  \
+  /* fused attention core (FlashAttention / SDPA): QK^T, softmax, AV in one kernel, scores never */ \
+  /* in memory; kv_heads divide heads (GQA), causal = 1 skips the masked half */                   \
+  X(FlashAttention, flash_attention, Attention, true, "batch", "heads", "kv_heads", "seq_q",       \
+    "seq_k", "head_dim", "v_dim", "causal")
 // clang-format on
 
 #define SCALEDL_LAYER_ENUMERATOR(E, ...) E,
@@ -124,6 +128,12 @@ void validate_dims(LayerType t, const std::vector<int64_t>& dims);
 /// The FLOP/byte model of a layer (the one definition). Requires validate_dims.
 /// Linear forward FLOP = 2*b*d_in*d_out + b*d_out (ScaleDL eq. 9) when bias=1.
 LayerCost layer_cost(LayerType t, const std::vector<int64_t>& dims, DType dtype);
+
+/// The cost of a layer whose weights are frozen (LoRA's base model): the backward without the
+/// weight-gradient work (a linear's dW GEMM and bias sum, an embedding's scatter-add: its whole
+/// backward, a patch convolution's dW); `c` is layer_cost(t, dims, dtype); params and weight
+/// bytes are kept (the weights are still held and read). Types without weights are unchanged.
+LayerCost frozen_cost(LayerType t, const std::vector<int64_t>& dims, const LayerCost& c);
 
 /// Index of a named dim of type t; throws when the type has no such dim.
 int dim_index(LayerType t, const std::string& dim_name);

@@ -5,8 +5,8 @@
 //
 // Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
 // GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
-// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3, GPT-NeoX, DeepSeek-V2/V3 and gpt-oss, read into
-// the Llama family), and Switch
+// Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Nemotron,
+// SmolLM3, GLM-4 and GLM-4.5 (glm4_moe), read into the Llama family), and Switch
 // Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
@@ -45,7 +45,8 @@ inline constexpr int kFamilyCount = 0 SCALEDL_MODEL_FAMILIES(SCALEDL_FAMILY_ONE)
   X(Qwen3, qwen3, Llama) X(Qwen3Moe, qwen3_moe, Llama) X(Gemma, gemma, Llama)                      \
   X(Gemma2, gemma2, Llama) X(Gemma3Text, gemma3_text, Llama) X(Mixtral, mixtral, Llama)            \
   X(Phi3, phi3, Llama) X(DeepseekV2, deepseek_v2, Llama) X(DeepseekV3, deepseek_v3, Llama)         \
-  X(GptOss, gpt_oss, Llama) X(SwitchTransformers, switch_transformers, Switch)
+  X(GptOss, gpt_oss, Llama) X(Nemotron, nemotron, Llama) X(SmolLM3, smollm3, Llama)             \
+  X(Glm4, glm4, Llama) X(Glm4Moe, glm4_moe, Llama) X(SwitchTransformers, switch_transformers, Switch)
 // clang-format on
 #define SCALEDL_MODEL_TYPE_ENUMERATOR(E, name, family) E,
 enum class ModelType : int { SCALEDL_MODEL_TYPES(SCALEDL_MODEL_TYPE_ENUMERATOR) };
@@ -57,7 +58,11 @@ inline constexpr int kModelTypeCount = 0 SCALEDL_MODEL_TYPES(SCALEDL_MODEL_TYPE_
 enum class Arch : int { EncoderOnly = 0, DecoderOnly, EncoderDecoder, VisionEncoder };
 /// GELUNew is Hugging Face's NewGELUActivation ("gelu_new": GPT-2, GPT-3, T5 v1.1): the tanh form
 /// written out in eager PyTorch, eight kernels; GELUTanh is the fused one (gelu_pytorch_tanh).
-enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU, GELUNew };
+/// ReLU2 is the squared ReLU ("relu2", Nemotron): relu then square, two kernels in eager PyTorch.
+/// Append new values: the name is stored (ModelSpec::to_json) and the count read back (stored_spec.cpp).
+enum class Activation : int { GELU = 0, GELUTanh, ReLU, SiLU, GELUNew, ReLU2 };
+/// Number of Activation values.
+inline constexpr int kActivationCount = 6;
 enum class NormKind : int { LayerNorm = 0, RMSNorm };
 
 const char* to_string(Family f);
@@ -185,6 +190,29 @@ bool every_expert_runs(const ModelSpec& m, bool inference);
 int64_t expert_slots_per_sample(const ModelSpec& m, int64_t seq, bool inference);
 
 /// Settings of one training iteration.
+/// How the attention core runs. Eager: Hugging Face's eager path, QK^T, the score kernels
+/// (scale, mask, softmax, dropout) and AV each their own kernel over [b, H, s, s] scores. Fused:
+/// one FlashAttention / SDPA kernel (flash_attention nodes), the scores never in memory, as
+/// Hugging Face's "sdpa" / "flash_attention_2" and Megatron-Core with Transformer Engine run it.
+/// Blocks whose scores take an additive position bias (T5), soft-capping (Gemma 2) or sink columns
+/// (gpt-oss) stay eager: layer_graph.cpp. Append new values: the id is stored.
+enum class AttentionImpl : int { Eager = 0, Fused };
+const char* to_string(AttentionImpl a);
+/// "eager" or "fused"; anything else is an Error naming `ctx` and the value.
+AttentionImpl parse_attention_impl(const std::string& v, const std::string& ctx = "attention");
+
+/// A framework's kernel recipe (`--framework`): what it fuses and how its attention runs.
+///   hf-eager: Hugging Face with attn_implementation="eager": every kernel its own (the default).
+///   hf-sdpa:  Hugging Face with "sdpa" / "flash_attention_2": the attention core one fused kernel,
+///             the rest eager.
+///   megatron: Megatron-LM / NeMo with Transformer Engine: fused attention, the scale and mask inside
+///             the softmax kernel, GELU one kernel (fused bias-GELU).
+/// Append new values: the names are accepted on the command line and in sweeps.
+enum class Framework : int { HfEager = 0, HfSdpa, Megatron };
+const char* to_string(Framework f);
+/// "hf-eager", "hf-sdpa" or "megatron"; anything else is an Error naming `ctx` and the value.
+Framework parse_framework(const std::string& v, const std::string& ctx = "framework");
+
 struct TrainSettings {
   int64_t batch = 8;       ///< samples per iteration (per device), >= 1
   int64_t seq_len = 128;   ///< tokens per sample (text models), >= 1
@@ -200,9 +228,41 @@ struct TrainSettings {
   /// bias-GELU); false = eager PyTorch / Hugging Face, each its own kernel (layer_graph.cpp).
   /// Stored only when true, so the keys of earlier runs are unchanged.
   bool fused_kernels = false;
+  /// The attention core's kernels (AttentionImpl); stored only when fused.
+  AttentionImpl attention = AttentionImpl::Eager;
+  /// FP8 training as Transformer Engine runs it: the GEMMs of the linear layers inside the
+  /// Transformer blocks in FP8 (E4M3 per-tensor scales, forward and both backward GEMMs, the
+  /// quantisation of their inputs included), every other kernel in `dtype` (BF16), FP32 master
+  /// weights and optimizer state. `--dtype fp8` sets dtype = BF16 and this; stored only when true.
+  bool fp8 = false;
+  /// LoRA fine-tuning (PEFT): rank of the adapters, 0 = full training. Every weight of the model
+  /// is frozen (no weight gradient, no optimizer state); each targeted linear layer of the blocks
+  /// gains x A (d_in x r) B (r x d_out) added to its output. Stored only when > 0.
+  int64_t lora_rank = 0;
+  /// Which linear layers get adapters: a bit per lora_target_names() entry (q, k, v, o, gate,
+  /// up, down); 0 with lora_rank > 0 = all of them (PEFT's "all-linear" without the LM head).
+  uint32_t lora_targets = 0;
 
   nlohmann::json to_json() const;
 };
+
+/// The short names LoRA targets, in bit order: q, k, v, o, gate, up, down (a fused qkv linear is
+/// targeted by any of q, k, v; a fused gate_up by gate or up).
+const std::vector<std::string>& lora_target_names();
+/// "q,v" -> its bits; "all" -> every bit. An unknown name is an Error naming `ctx` and the value.
+uint32_t parse_lora_targets(const std::string& v, const std::string& ctx);
+/// The targets of s as "q,k,v" (all of them when s.lora_targets is 0).
+std::string lora_targets_string(const TrainSettings& s);
+/// Whether a linear node named `name` ("decoder.3.attn.q") carries an adapter under s.
+bool lora_targets_node(const TrainSettings& s, const std::string& name);
+
+/// Sets the kernel recipe of `f` (fused_kernels, attention) on s.
+void apply_framework(TrainSettings& s, Framework f);
+/// Sets s.dtype from a `--dtype` value: fp32, tf32, bf16, fp16, or fp8 = the FP8 recipe (dtype
+/// bf16, fp8 = true). Errors name `ctx`.
+void set_dtype_recipe(TrainSettings& s, const std::string& v, const std::string& ctx);
+/// "fp8" for the FP8 recipe, else the dtype's name.
+std::string dtype_recipe(const TrainSettings& s);
 
 /// What one iteration runs (`--mode`): train = forward + backward + optimizer step,
 /// fwd-bwd = without the optimizer step, inference = forward only under no-grad

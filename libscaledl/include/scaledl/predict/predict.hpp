@@ -31,6 +31,8 @@ class GraphPredictor;
 /// FP32 (predicting it at a TF32 rate came out 9 % slower than fp32 on the V100), so such a
 /// prediction is refused. A record without a compute capability (CPUs) is not checked.
 std::string dtype_refusal(DType dtype, const DeviceRecord& dev);
+/// dtype_refusal of s.dtype, and the FP8 recipe (s.fp8) on a device whose spec has no FP8 peak.
+std::string settings_refusal(const TrainSettings& s, const DeviceRecord& dev);
 
 struct IterationPrediction {
   double t_sum_ms = 0;  ///< T_sum, ms (eq. 6); with a host term, max(sum of the layer times, host_ms)

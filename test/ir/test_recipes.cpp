@@ -1,0 +1,228 @@
+// Training recipes in the layer graph: fused attention (flash_attention nodes), the framework
+// presets (--framework) and the FP8 recipe (--dtype fp8): which nodes they make, their costs,
+// their settings JSON, and the errors of bad input.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "scaledl/core/error.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+
+using namespace scaledl;
+
+namespace {
+std::string model_path(const std::string& name) {
+  return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json";
+}
+
+TrainSettings settings(int64_t batch, int64_t seq, DType dtype = DType::BF16) {
+  TrainSettings s;
+  s.batch = batch;
+  s.seq_len = seq;
+  s.dtype = dtype;
+  return s;
+}
+
+const LayerNode& node(const LayerGraph& g, const std::string& name) {
+  const int id = g.find(name);
+  if (id < 0) throw Error("no node " + name);
+  return g.nodes[id];
+}
+
+int count(const LayerGraph& g, LayerType t) {
+  int n = 0;
+  for (const auto& x : g.nodes) n += x.type == t ? 1 : 0;
+  return n;
+}
+}  // namespace
+
+TEST(Recipes, FusedAttentionIsOneNodeInPlaceOfTheScoreKernels) {
+  const ModelSpec m = load_model_config(model_path("qwen2-0.5b"));  // GQA: 14 heads, 2 k/v heads
+  TrainSettings s = settings(2, 256);
+  s.attention = AttentionImpl::Fused;
+  const LayerGraph g = build_layer_graph(m, s);
+  const LayerNode& fa = node(g, "decoder.0.attn.core");
+  EXPECT_EQ(fa.type, LayerType::FlashAttention);
+  EXPECT_EQ(fa.dims,
+            (std::vector<int64_t>{2, m.num_heads, m.num_kv_heads, 256, 256, m.head_dim, m.head_dim, 1}));
+  for (const char* gone : {"decoder.0.attn.qk", "decoder.0.attn.softmax", "decoder.0.attn.av",
+                           "decoder.0.attn.scale", "decoder.0.attn.mask"})
+    EXPECT_LT(g.find(gone), 0) << gone;
+  EXPECT_EQ(count(g, LayerType::FlashAttention), 2 * static_cast<int>(m.num_layers));  // fwd + bwd
+  EXPECT_EQ(count(g, LayerType::Softmax), 0);
+  // The o projection reads the core; the core reads q, k and v.
+  int from_core = 0;
+  for (const auto& e : g.edges)
+    if (e.src == fa.id && g.nodes[e.dst].name == "decoder.0.attn.o") ++from_core;
+  EXPECT_EQ(from_core, 1);
+  // FLOP: causal, the unmasked pairs s(s+1)/2 per head, 4 hd each (QK^T and AV) + the softmax's 5;
+  // the backward's five products are 2.5 x the forward's.
+  const double pairs = 256.0 * 257 / 2, bh = 2.0 * m.num_heads, hd = static_cast<double>(m.head_dim);
+  EXPECT_DOUBLE_EQ(fa.cost.flops_fwd, bh * pairs * (4 * hd + 5));
+  EXPECT_DOUBLE_EQ(fa.cost.flops_bwd, bh * pairs * (10 * hd + 5));
+  // The scores are never in memory: what it writes is a fraction of the [b, H, s, s] scores.
+  const double scores_bytes = bh * 256 * 256 * 2;
+  EXPECT_LT(fa.cost.out_bytes + fa.cost.temp_bytes, scores_bytes / 3);
+  EXPECT_GT(node(build_layer_graph(m, settings(2, 256)), "decoder.0.attn.qk").cost.out_bytes,
+            scores_bytes / 2);
+  const LayerGraph eager = build_layer_graph(m, settings(2, 256));
+  // The same FLOP of the projections either way.
+  EXPECT_DOUBLE_EQ(node(g, "decoder.0.attn.o").cost.flops_fwd,
+                   node(eager, "decoder.0.attn.o").cost.flops_fwd);
+}
+
+TEST(Recipes, BlocksWhoseScoresTakeABiasStayEager) {
+  // T5 adds a position bias to the scores: no fused kernel of the frameworks takes it.
+  TrainSettings s = settings(2, 64);
+  s.attention = AttentionImpl::Fused;
+  const LayerGraph t5 = build_layer_graph(load_model_config(model_path("t5-small")), s);
+  EXPECT_EQ(count(t5, LayerType::FlashAttention), 0);
+  EXPECT_GE(t5.find("encoder.0.attn.softmax"), 0);
+  // Gemma 2's soft-capping and gpt-oss's sinks likewise.
+  EXPECT_EQ(
+      count(build_layer_graph(load_model_config(model_path("gemma2-2b")), s), LayerType::FlashAttention), 0);
+  EXPECT_EQ(
+      count(build_layer_graph(load_model_config(model_path("gpt-oss-20b")), s), LayerType::FlashAttention),
+      0);
+  // BERT (padding mask, not causal) fuses with causal = 0.
+  const LayerGraph bert = build_layer_graph(load_model_config(model_path("bert-base")), s);
+  EXPECT_EQ(node(bert, "encoder.0.attn.core").dims.back(), 0);
+}
+
+TEST(Recipes, FrameworksSetTheKernelsTheyFuse) {
+  TrainSettings s = settings(2, 64);
+  apply_framework(s, Framework::HfSdpa);
+  EXPECT_EQ(s.attention, AttentionImpl::Fused);
+  EXPECT_FALSE(s.fused_kernels);
+  apply_framework(s, Framework::Megatron);
+  EXPECT_EQ(s.attention, AttentionImpl::Fused);
+  EXPECT_TRUE(s.fused_kernels);
+  apply_framework(s, Framework::HfEager);
+  EXPECT_EQ(s.attention, AttentionImpl::Eager);
+  EXPECT_FALSE(s.fused_kernels);
+  for (Framework f : {Framework::HfEager, Framework::HfSdpa, Framework::Megatron})
+    EXPECT_EQ(parse_framework(to_string(f)), f);
+  try {
+    parse_framework("deepspeed", "--framework");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--framework=\"deepspeed\" is not a framework recipe (hf-eager, hf-sdpa or megatron)");
+  }
+  EXPECT_THROW(parse_attention_impl("flash2", "--attention"), Error);
+}
+
+TEST(Recipes, Fp8RunsTheBlocksLinearLayersInFp8AndTheRestInBf16) {
+  const ModelSpec m = load_model_config(model_path("qwen2-0.5b"));
+  TrainSettings s = settings(2, 128);
+  set_dtype_recipe(s, "fp8", "--dtype");
+  EXPECT_TRUE(s.fp8);
+  EXPECT_EQ(s.dtype, DType::BF16);
+  EXPECT_EQ(dtype_recipe(s), "fp8");
+  const LayerGraph g = build_layer_graph(m, s);
+  EXPECT_EQ(node(g, "decoder.0.attn.q").dtype, DType::FP8);
+  EXPECT_EQ(node(g, "decoder.0.ffn.down").dtype, DType::FP8);
+  EXPECT_EQ(node(g, "decoder.0.ffn.down.bwd").dtype, DType::FP8);  // dgrad and wgrad in FP8 too
+  EXPECT_EQ(node(g, "head.lm").dtype, DType::BF16);                // the LM head stays BF16
+  EXPECT_EQ(node(g, "decoder.0.attn.norm").dtype, DType::BF16);
+  EXPECT_EQ(node(g, "optim.step").dtype, DType::BF16);
+  // One-byte operands: an FP8 GEMM reads half the weight bytes of a BF16 one; same FLOP.
+  const LayerGraph bf = build_layer_graph(m, settings(2, 128));
+  EXPECT_DOUBLE_EQ(node(g, "decoder.0.ffn.down").cost.weight_bytes,
+                   node(bf, "decoder.0.ffn.down").cost.weight_bytes / 2);
+  EXPECT_DOUBLE_EQ(node(g, "decoder.0.ffn.down").cost.flops_fwd,
+                   node(bf, "decoder.0.ffn.down").cost.flops_fwd);
+  // The weight gradients the optimizer reads are BF16, as without FP8.
+  double grad_bytes = 0, grad_bytes_bf = 0;
+  for (const auto& e : g.edges)
+    if (g.nodes[e.dst].type == LayerType::Optimizer) grad_bytes += e.bytes;
+  for (const auto& e : bf.edges)
+    if (bf.nodes[e.dst].type == LayerType::Optimizer) grad_bytes_bf += e.bytes;
+  EXPECT_DOUBLE_EQ(grad_bytes, grad_bytes_bf);
+}
+
+TEST(Recipes, SettingsJsonKeepsTheRecipesAndRefusesContradictions) {
+  TrainSettings s = settings(2, 64);
+  EXPECT_FALSE(s.to_json().contains("attention"));
+  EXPECT_FALSE(s.to_json().contains("fp8"));
+  s.attention = AttentionImpl::Fused;
+  s.fp8 = true;
+  const TrainSettings back = parse_train_settings(s.to_json());
+  EXPECT_EQ(back.attention, AttentionImpl::Fused);
+  EXPECT_TRUE(back.fp8);
+  EXPECT_THROW(parse_train_settings(nlohmann::json{{"dtype", "fp16"}, {"fp8", true}}), Error);
+  EXPECT_THROW(parse_train_settings(nlohmann::json{{"dtype", "fp8"}}), Error);
+  EXPECT_THROW(parse_train_settings(nlohmann::json{{"attention", "flash"}}), Error);
+  TrainSettings bad = settings(2, 64, DType::FP16);
+  bad.fp8 = true;
+  EXPECT_THROW(build_layer_graph(load_model_config(model_path("gpt2")), bad), Error);
+}
+
+TEST(Recipes, FlashAttentionDimsAreChecked) {
+  EXPECT_NO_THROW(validate_dims(LayerType::FlashAttention, {1, 8, 2, 128, 128, 64, 64, 1}));
+  EXPECT_NO_THROW(validate_dims(LayerType::FlashAttention, {1, 8, 8, 128, 512, 64, 64, 1}));
+  EXPECT_THROW(validate_dims(LayerType::FlashAttention, {1, 8, 3, 128, 128, 64, 64, 1}), Error);  // 3 ∤ 8
+  EXPECT_THROW(validate_dims(LayerType::FlashAttention, {1, 8, 8, 256, 128, 64, 64, 1}),
+               Error);  // causal, sq > sk
+  EXPECT_THROW(validate_dims(LayerType::FlashAttention, {1, 8, 8, 128, 128, 64, 64, 2}), Error);  // flag
+  EXPECT_NO_THROW(validate_dims(LayerType::FlashAttention, {1, 8, 8, 256, 128, 64, 64, 0}));
+}
+
+TEST(Recipes, LoraFreezesTheModelAndTrainsAdaptersOnly) {
+  const ModelSpec m = load_model_config(model_path("qwen2-0.5b"));
+  const int64_t b = 2, S = 128, t = b * S, r = 16;
+  TrainSettings s = settings(b, S);
+  s.lora_rank = r;
+  s.lora_targets = parse_lora_targets("q,v", "--lora-targets");
+  const LayerGraph g = build_layer_graph(m, s);
+  // q and v get an adapter each, k and o none.
+  EXPECT_EQ(node(g, "decoder.0.attn.q.lora_a").dims, (std::vector<int64_t>{t, m.hidden, r, 0}));
+  EXPECT_EQ(node(g, "decoder.0.attn.q.lora_b").dims,
+            (std::vector<int64_t>{t, r, m.num_heads * m.head_dim, 0}));
+  EXPECT_GE(g.find("decoder.23.attn.v.lora_add"), 0);
+  EXPECT_LT(g.find("decoder.0.attn.k.lora_a"), 0);
+  EXPECT_LT(g.find("decoder.0.attn.o.lora_a"), 0);
+  // Trainable: r (d_in + d_out) per adapter; the model's parameters are all still there.
+  const double kv = static_cast<double>(m.num_kv_heads * m.head_dim),
+               q = static_cast<double>(m.num_heads * m.head_dim);
+  const double want = m.num_layers * r * ((m.hidden + q) + (m.hidden + kv));
+  EXPECT_DOUBLE_EQ(g.trainable_params(), want);
+  EXPECT_DOUBLE_EQ(g.total_params(), static_cast<double>(parameter_count(m)) + want);
+  EXPECT_DOUBLE_EQ(node(g, "optim.step").dims[0], want);
+  // A frozen linear's backward is its dX GEMM only; the embedding and the first block's frozen
+  // projections before any adapter run no backward at all.
+  EXPECT_TRUE(node(g, "decoder.1.ffn.down").frozen);
+  EXPECT_DOUBLE_EQ(node(g, "decoder.1.ffn.down").cost.flops_bwd,
+                   node(g, "decoder.1.ffn.down").cost.flops_fwd);
+  EXPECT_LT(g.find("embed.word.bwd"), 0);
+  EXPECT_LT(g.find("decoder.0.attn.k.bwd"), 0);  // reads only the frozen norm's output
+  EXPECT_GE(g.find("decoder.0.attn.q.lora_a.bwd"), 0);
+  EXPECT_GE(g.find("decoder.1.attn.k.bwd"), 0);  // downstream of the first adapter: dX flows
+  // Less backward work than full training, and far fewer optimizer FLOP.
+  const LayerGraph full = build_layer_graph(m, settings(b, S));
+  EXPECT_LT(g.total_flops_bwd(), 0.7 * full.total_flops_bwd());
+  EXPECT_LT(g.total_flops_update(), 0.05 * full.total_flops_update());
+  // The settings survive their JSON; bad input is refused.
+  const TrainSettings back = parse_train_settings(s.to_json());
+  EXPECT_EQ(back.lora_rank, r);
+  EXPECT_EQ(lora_targets_string(back), "q,v");
+  EXPECT_EQ(lora_targets_string(settings(1, 1)), "q,k,v,o,gate,up,down");
+  EXPECT_THROW(parse_lora_targets("q,lm_head", "--lora-targets"), Error);
+  TrainSettings inf = s;
+  set_run_mode(inf, RunMode::Inference);
+  EXPECT_THROW(build_layer_graph(m, inf), Error);  // LoRA on an inference run
+}
+
+TEST(Recipes, LoraOnFusedProjectionsAndWithFp8) {
+  // GPT-2's fused qkv takes one adapter when any of q, k, v is targeted; FP8 leaves the adapters
+  // in BF16.
+  TrainSettings s = settings(2, 64);
+  s.lora_rank = 8;
+  s.fp8 = true;
+  const LayerGraph g = build_layer_graph(load_model_config(model_path("gpt2")), s);
+  EXPECT_EQ(node(g, "decoder.0.attn.qkv").dtype, DType::FP8);
+  EXPECT_EQ(node(g, "decoder.0.attn.qkv.lora_a").dtype, DType::BF16);
+  EXPECT_EQ(node(g, "decoder.0.attn.qkv.lora_b").dims, (std::vector<int64_t>{128, 8, 3 * 768, 0}));
+  EXPECT_GT(g.trainable_params(), 0.0);
+  EXPECT_LT(g.trainable_params(), 0.01 * g.total_params());
+}

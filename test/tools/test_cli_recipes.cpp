@@ -1,0 +1,93 @@
+// `predict` with the training recipes: --framework, --attention, --dtype fp8, --lora-rank: what
+// each prints, that each changes the prediction the way its kernels say, and one error line for
+// each bad value.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+using namespace scaledl::test;
+
+namespace {
+const std::string kSrc = SCALEDL_SOURCE_DIR;
+
+std::string predict(const std::string& model, const std::string& extra) {
+  return "predict " + kSrc + "/models/" + model + ".json --bundle " + kSrc +
+         "/models/bundles/default --device-spec " + kSrc + "/models/devices/h100-sxm.json --dtype bf16 " +
+         extra;
+}
+
+nlohmann::json predict_json(const std::string& model, const std::string& extra) {
+  const CliResult r = run_cli(predict(model, extra + " --json"));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  return r.rc == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+}  // namespace
+
+TEST(CliRecipes, FusedAttentionReplacesTheScoreKernelsAndIsFasterAtLongSequences) {
+  const auto eager = predict_json("qwen2-0.5b", "--batch 4 --seq 2048");
+  const auto sdpa = predict_json("qwen2-0.5b", "--batch 4 --seq 2048 --framework hf-sdpa");
+  ASSERT_TRUE(eager.contains("by_type_ms") && sdpa.contains("by_type_ms"));
+  EXPECT_EQ(eager["attention"], "eager");
+  EXPECT_EQ(sdpa["attention"], "flash");
+  EXPECT_EQ(sdpa["settings"]["attention"], "fused");
+  EXPECT_TRUE(sdpa["by_type_ms"].contains("flash_attention.fwd"));
+  EXPECT_FALSE(sdpa["by_type_ms"].contains("softmax.fwd"));
+  EXPECT_TRUE(eager["by_type_ms"].contains("softmax.fwd"));
+  // At 2,048 tokens the eager scores ([4, 14, 2048, 2048] per layer) dominate; fused is faster.
+  EXPECT_LT(sdpa["t_iter_ms"].get<double>(), 0.8 * eager["t_iter_ms"].get<double>());
+  // The backward has no training row: the report names it.
+  bool named = false;
+  for (const auto& k : sdpa["extrapolated"])
+    named = named || k.get<std::string>() == "flash_attention.bwd bf16";
+  EXPECT_TRUE(named) << sdpa["extrapolated"].dump();
+  // --attention overrides the framework: megatron with the eager core has a softmax again.
+  const auto legacy =
+      predict_json("qwen2-0.5b", "--batch 4 --seq 2048 --framework megatron --attention eager");
+  EXPECT_EQ(legacy["attention"], "fused");
+  EXPECT_TRUE(legacy["by_type_ms"].contains("softmax.fwd"));
+}
+
+TEST(CliRecipes, LoraTrainsAdaptersOnlyAndSaysSo) {
+  const auto full = predict_json("qwen2-0.5b", "--batch 4 --seq 512");
+  const auto lora = predict_json("qwen2-0.5b", "--batch 4 --seq 512 --lora-rank 16 --lora-targets q,v");
+  ASSERT_TRUE(full.contains("t_iter_ms") && lora.contains("t_iter_ms"));
+  EXPECT_EQ(lora["settings"]["lora_rank"], 16);
+  EXPECT_EQ(lora["settings"]["lora_targets"], "q,v");
+  EXPECT_LT(lora["t_iter_ms"].get<double>(), full["t_iter_ms"].get<double>());
+  EXPECT_LT(lora["memory"]["peak_bytes"].get<double>(), full["memory"]["peak_bytes"].get<double>());
+  EXPECT_LT(lora["by_type_ms"]["optimizer.update"].get<double>(),
+            full["by_type_ms"]["optimizer.update"].get<double>());
+  const CliResult text = run_cli(predict("qwen2-0.5b", "--batch 4 --seq 512 --lora-rank 16"));
+  EXPECT_NE(text.out.find("LoRA rank 16 on q,k,v,o,gate,up,down"), std::string::npos) << text.out;
+}
+
+TEST(CliRecipes, BadRecipeValuesAreOneErrorLine) {
+  expect_one_error(predict("gpt2", "--framework deepspeed"),
+                   "--framework=\"deepspeed\" is not a framework recipe (hf-eager, hf-sdpa or megatron)");
+  expect_one_error(predict("gpt2", "--attention flash2"),
+                   "--attention=\"flash2\" is not an attention implementation");
+  expect_one_error(predict("gpt2", "--lora-rank 8 --mode inference"), "LoRA is fine-tuning; mode inference");
+  expect_one_error(predict("gpt2", "--lora-targets q"), "--lora-targets=q without --lora-rank");
+  expect_one_error(predict("gpt2", "--lora-rank 8 --lora-targets q,lm_head"),
+                   "\"lm_head\" is not a LoRA target (all, or a list of q, k, v, o, gate, up, down)");
+}
+
+TEST(CliRecipes, RecipesEnterTheParallelComposition) {
+  // FP8 with Megatron's kernels on 8 H100s (the optimizer step stays on the FP32 masters), and
+  // LoRA, whose gradient all-reduce carries the adapters alone.
+  const std::string split = "--batch 8 --seq 1024 --gpus 8 --tp 2 --microbatches 4 ";
+  const auto fp8 = predict_json("qwen2-0.5b", split + "--framework megatron --dtype fp8");
+  const auto bf16 = predict_json("qwen2-0.5b", split + "--framework megatron");
+  ASSERT_TRUE(fp8.contains("t_iter_ms") && bf16.contains("t_iter_ms"));
+  EXPECT_TRUE(fp8["settings"]["fp8"].get<bool>());
+  EXPECT_GT(fp8["t_iter_ms"].get<double>(), 0.0);
+  const auto lora = predict_json("qwen2-0.5b", split + "--lora-rank 8");
+  const auto full = predict_json("qwen2-0.5b", split);
+  ASSERT_TRUE(lora.contains("plan") && full.contains("plan")) << lora.dump().substr(0, 400);
+  EXPECT_LT(lora["plan"]["dp_grad_bytes"].get<double>(), 0.05 * full["plan"]["dp_grad_bytes"].get<double>());
+  EXPECT_GT(lora["plan"]["dp_grad_bytes"].get<double>(), 0.0);
+}
