@@ -150,3 +150,10 @@ Libs: -L\${libdir}${_pc_libs} ${_pc_torch} ${_pc_other} -pthread
 ")
 install(FILES ${PROJECT_BINARY_DIR}/generated/scaledl.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
         COMPONENT library)
+
+# The shipped data a prediction reads (component `models`): the spec sheets that
+# `--device-spec NAME` and `scaledl devices` find in share/scaledl/models/devices beside bin/
+# (libscaledl/src/io/device_library.cpp), the fabric presets, the default bundle and the model
+# configs; the Python module looks there too (docs/python.md).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/models/ DESTINATION ${CMAKE_INSTALL_DATADIR}/scaledl/models
+        COMPONENT models PATTERN "spaces" EXCLUDE)

@@ -14,6 +14,7 @@
 #include "model_args.hpp"
 #include "pipeline_args.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/io/device_library.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/predict_api.hpp"
 
@@ -96,6 +97,7 @@ int run(PredictOptions& o) {
   using namespace scaledl;
   const auto t_start = std::chrono::steady_clock::now();
   o.req.args = o.args;
+  o.req.device_spec = find_device_spec(o.req.device_spec);  // a shipped sheet's name, or a file
   const PredictRequest& req = o.req;
   req.check_inputs();
   SCALEDL_CHECK(!req.many() || !o.input.given(),

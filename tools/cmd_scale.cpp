@@ -13,6 +13,7 @@
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/gnuplot.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/io/device_library.hpp"
 #include "scaledl/learn/calibration.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/predict_api.hpp"
@@ -39,12 +40,13 @@ int run(const ScaleCmdOptions& o) {
   o.input.check();  // issue #15: before the bundle loads
   SCALEDL_CHECK(!o.bundle.empty(), "--bundle is required");
   SCALEDL_CHECK(!o.device_spec.empty(), "--device-spec is required (the GPU of the cluster)");
+  const std::string spec_path = find_device_spec(o.device_spec);  // a shipped sheet's name, or a file
   Bundle b = load_bundle(o.bundle);
   if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
   if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
-  const DeviceRecord dev = load_device_spec(o.device_spec);
+  const DeviceRecord dev = load_device_spec(spec_path);
   if (!o.calibrate.empty()) b.calibration = calibrate_from_store(b.layers, o.calibrate, dev);
-  const ClusterCommChoice cc = choose_cluster_comm(b, o.fabric, o.device_spec, dev);
+  const ClusterCommChoice cc = choose_cluster_comm(b, o.fabric, spec_path, dev);
   // A preset's node is its NVLink domain (72 GPUs for an NVL72 rack) unless --gpus-per-node says.
   if (cc.fabric && !o.gpus_per_node_given) so.gpus_per_node = cc.fabric->gpus_per_node;
   const bool multi = std::any_of(so.gpus.begin(), so.gpus.end(), [](int64_t n) { return n > 1; });

@@ -11,6 +11,7 @@
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
+#include "scaledl/io/device_library.hpp"
 #include "scaledl/learn/neusight.hpp"
 #include "scaledl/predict/bundle.hpp"
 
@@ -72,7 +73,7 @@ std::vector<std::string> expand_device_specs(const std::vector<std::string>& val
   for (const auto& v : values) {
     std::error_code ec;
     if (!fs::is_directory(v, ec)) {
-      out.push_back(v);
+      out.push_back(find_device_spec(v, "device_spec"));  // a file, or a shipped sheet's name
       continue;
     }
     std::vector<std::string> files;

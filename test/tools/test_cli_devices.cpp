@@ -1,0 +1,43 @@
+// `scaledl devices` and `--device-spec NAME`: the shipped sheets by their file stem.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+using namespace scaledl::test;
+
+namespace {
+const std::string kSrc = SCALEDL_SOURCE_DIR;
+}  // namespace
+
+TEST(CliDevices, ListsTheShippedSheetsByName) {
+  // Run from the source tree, where models/devices is.
+  const CliResult r = run_cli("devices --json", "cd " + kSrc + " && ");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_GE(j.size(), 40u);
+  bool h100 = false;
+  for (const auto& d : j)
+    h100 = h100 || (d["name"] == "h100-sxm" && d["device"]["name"] == "NVIDIA H100 80GB HBM3");
+  EXPECT_TRUE(h100);
+  const CliResult text = run_cli("devices", "cd " + kSrc + " && ");
+  EXPECT_NE(text.out.find("b200 "), std::string::npos) << text.out;
+}
+
+TEST(CliDevices, ANameIsTheSheetAndAnUnknownOneIsOneErrorLine) {
+  const std::string common = "predict " + kSrc +
+                             "/models/gpt2.json --batch 4 --seq 128 --dtype bf16 --bundle " + kSrc +
+                             "/models/bundles/default --json --device-spec ";
+  const CliResult by_name = run_cli(common + "h100-sxm", "cd " + kSrc + " && ");
+  const CliResult by_path = run_cli(common + kSrc + "/models/devices/h100-sxm.json");
+  ASSERT_EQ(by_name.rc, 0) << by_name.out;
+  ASSERT_EQ(by_path.rc, 0) << by_path.out;
+  EXPECT_EQ(nlohmann::json::parse(by_name.out)["t_iter_ms"], nlohmann::json::parse(by_path.out)["t_iter_ms"]);
+  // $SCALEDL_MODELS points anywhere else.
+  const CliResult env = run_cli(common + "b200", "cd /tmp && SCALEDL_MODELS=" + kSrc + "/models ");
+  EXPECT_EQ(env.rc, 0) << env.out;
+  expect_one_error(common + "h100", "--device-spec=\"h100\" is neither a file nor a shipped spec sheet");
+}
