@@ -18,6 +18,7 @@
 
 #include "command.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/message.hpp"
 
 namespace scaledl::cli {
 bool stdout_is_tty() {
@@ -29,29 +30,9 @@ bool stderr_is_tty() {
 }  // namespace scaledl::cli
 
 namespace {
-std::string first_line(const std::string& s) {
-  auto p = s.find('\n');
-  return p == std::string::npos ? s : s.substr(0, p);
-}
 
-/// A message as one line: control characters (a newline in a path or a CSV cell) escaped.
-std::string one_line(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c == '\n')
-      o += "\\n";
-    else if (c == '\r')
-      o += "\\r";
-    else if (c == '\t')
-      o += "\\t";
-    else if (c < 0x20 || c == 0x7f)
-      o += fmt::format("\\x{:02x}", c);
-    else
-      o += static_cast<char>(c);
-  }
-  return o;
-}
+using scaledl::first_line;
+using scaledl::one_line;
 
 /// Every integer option of `app` and its subcommands refuses a value beyond the integer range
 /// instead of taking the range's end (CLI11 2.1 converts with strtoll, which clamps).

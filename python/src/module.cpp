@@ -29,6 +29,7 @@
 #include "model_args.hpp"     // tools/: the model and settings flags of inspect, predict, scale
 #include "pipeline_args.hpp"  // tools/: --pipeline, --workers, --vcpus, --input
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/message.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/predict_api.hpp"
@@ -45,29 +46,8 @@ struct PyError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string first_line(const std::string& s) {
-  const auto p = s.find('\n');
-  return p == std::string::npos ? s : s.substr(0, p);
-}
-
-/// tools/main.cpp's one_line: control characters escaped.
-std::string one_line(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c == '\n')
-      o += "\\n";
-    else if (c == '\r')
-      o += "\\r";
-    else if (c == '\t')
-      o += "\\t";
-    else if (c < 0x20 || c == 0x7f)
-      o += fmt::format("\\x{:02x}", c);
-    else
-      o += static_cast<char>(c);
-  }
-  return o;
-}
+using scaledl::first_line;
+using scaledl::one_line;  // tools/main.cpp's one line
 
 /// Runs `f`, turning every failure into the message tools/main.cpp prints for it.
 template <typename F>

@@ -23,6 +23,6 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
   > "$OUT/eval.txt"
 "$BIN" scale models/gpt2-large.json --bundle models/bundles/default \
   --device-spec models/devices/a100-sxm4-40gb.json --comm "$OUT/comm-a100.json" --gpus 1..64 \
-  --batch 64 --seq 1024 --dtype fp16 --recompute --samples 1000000 --price-per-gpu-hour 2 \
+  --batch 64 --seq 1024 --dtype fp16 --framework megatron --recompute --samples 1000000 --price-per-gpu-hour 2 \
   --target-epoch-s 3600 --plot "$OUT/scale-gpt2-large" > "$OUT/scale-gpt2-large.txt"
 echo "wrote $OUT"

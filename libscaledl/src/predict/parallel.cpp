@@ -173,7 +173,6 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   validate_model_spec(st, st.name);
   p.stage = st;
   p.micro = s;
-  p.micro.fused_kernels = true;  // Megatron-LM: fused scale-mask-softmax and bias-GELU kernels
   p.micro.batch = p.micro_batch;
   p.micro.seq_len = s.seq_len / c.cp;  // one GPU's tokens of each sample
   p.micro.num_devices = 1;
@@ -385,8 +384,7 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
 double single_gpu_iteration_ms(const Bundle& b, const ModelSpec& m, const TrainSettings& s,
                                const DeviceRecord& dev) {
   TrainSettings one = s;
-  one.num_devices = 1;
-  one.fused_kernels = true;  // the kernels the composition runs (predict_parallel's micro-batch)
+  one.num_devices = 1;  // the same kernels as the composition's micro-batch (the request's recipe)
   return b.predict(build_layer_graph(m, one), dev, /*physics=*/true).t_iter_ms;
 }
 
