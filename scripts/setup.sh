@@ -58,3 +58,8 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
       ${Torch_DIR:+-DTorch_DIR="$Torch_DIR"}
 cmake --build "$BUILD_DIR" -j "$JOBS" "${TARGETS[@]}"
 echo "setup: built $BUILD_DIR/tools/scaledl"
+# The Python module (when pybind11 was found): PYTHONPATH=build/python python3 -c "import scaledl"
+if cmake --build "$BUILD_DIR" --target help 2>/dev/null | grep -q scaledl_python; then
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target scaledl_python
+  echo "setup: built the Python module in $BUILD_DIR/python (docs/python.md)"
+fi
