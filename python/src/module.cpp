@@ -26,6 +26,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.hpp"     // tools/: refuse_integer_overflow
 #include "model_args.hpp"     // tools/: the model and settings flags of inspect, predict, scale
 #include "pipeline_args.hpp"  // tools/: --pipeline, --workers, --vcpus, --input
 #include "scaledl/core/error.hpp"
@@ -119,32 +120,9 @@ void add_predict_options(CLI::App& app, PredictOptions& o) {
   app.add_option("--headroom", o.req.headroom);
 }
 
-/// tools/main.cpp's refuse_integer_overflow: an integer beyond the range is refused, not clamped.
-void refuse_integer_overflow(CLI::App& app) {
-  for (CLI::Option* opt : app.get_options()) {
-    const std::string type = opt->get_type_name();
-    if (type != "INT" && type != "UINT") continue;
-    const bool is_signed = type == "INT";
-    opt->check(CLI::Validator(
-        [is_signed](std::string& v) -> std::string {
-          errno = 0;
-          char* end = nullptr;
-          if (is_signed)
-            (void)std::strtoll(v.c_str(), &end, 0);
-          else
-            (void)std::strtoull(v.c_str(), &end, 0);
-          if (errno == ERANGE)
-            return fmt::format("{} is beyond the integer range (at most {})", v,
-                               is_signed ? "9223372036854775807" : "18446744073709551615");
-          return std::string();
-        },
-        "", "no overflow"));
-  }
-}
-
 /// Parses `tokens` (in order, as after `scaledl predict` on a command line).
 void parse_into(CLI::App& app, const std::vector<std::string>& tokens) {
-  refuse_integer_overflow(app);
+  scaledl::cli::refuse_integer_overflow(app);
   std::vector<std::string> reversed(tokens.rbegin(), tokens.rend());  // CLI11 takes them reversed
   try {
     app.parse(reversed);
