@@ -213,6 +213,19 @@ TEST(Recipes, LoraFreezesTheModelAndTrainsAdaptersOnly) {
   EXPECT_THROW(build_layer_graph(m, inf), Error);  // LoRA on an inference run
 }
 
+TEST(Recipes, LoraFreezesTheExpertsOfAMixture) {
+  // The experts' weights are given to their batched matmuls after the node is added (own_weight):
+  // frozen all the same, so the optimizer steps the adapters alone.
+  const ModelSpec m = load_model_config(model_path("qwen3-30b-a3b"));
+  TrainSettings s = settings(1, 64);
+  s.lora_rank = 8;
+  const LayerGraph g = build_layer_graph(m, s);
+  EXPECT_TRUE(node(g, "decoder.0.ffn.expert.down").frozen);
+  EXPECT_GT(g.trainable_params(), 0.0);
+  EXPECT_LT(g.trainable_params(), 0.01 * g.total_params());
+  EXPECT_DOUBLE_EQ(node(g, "optim.step").dims[0], g.trainable_params());
+}
+
 TEST(Recipes, LoraOnFusedProjectionsAndWithFp8) {
   // GPT-2's fused qkv takes one adapter when any of q, k, v is targeted; FP8 leaves the adapters
   // in BF16.

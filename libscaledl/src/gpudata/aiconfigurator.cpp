@@ -62,7 +62,8 @@ constexpr const char* kRepository = "ai-dynamo/aiconfigurator";
 constexpr const char* kCommit = "095f58a51c4ca8e61b66ec108d86f223f8d559ce";  ///< the merged data's commit
 constexpr const char* kLicense = "Apache-2.0";
 constexpr const char* kExtraDir = "extra_unmerged_prs";
-constexpr int kGemmTimedRuns = 6;  ///< collector/helper.py::benchmark_with_power: 6 timed replays
+constexpr int kGemmTimedRuns = 6;              ///< collector/helper.py::benchmark_with_power: 6 timed replays
+constexpr int64_t kMaxDim = int64_t(1) << 40;  ///< validate_dims' bound on a size
 /// add_collective's reason, used here too for rows refused before duplicates are resolved.
 constexpr const char* kBadCollective = "collective: time, size or ranks not positive";
 
@@ -229,8 +230,7 @@ Provenance gemm_provenance(const TableInfo& info, const std::string& dtype) {
 void import_gemm(const Table& t, const TableInfo& info, GpuImport& imp, DeviceNames& devs) {
   const int c_dt = t.need("gemm_dtype"), c_m = t.need("m"), c_n = t.need("n"), c_k = t.need("k"),
             c_lat = t.need("latency_ms"), c_dev = t.col("device_name");
-  constexpr int64_t kMaxDim = int64_t(1) << 40;  // validate_dims' bound
-  std::map<std::string, Provenance> provs;       // gemm_dtype -> provenance
+  std::map<std::string, Provenance> provs;  // gemm_dtype -> provenance
   for (size_t r = 1; r < t.recs.size(); ++r) {
     const auto& f = t.recs[r];
     const std::string where = t.where(r);
@@ -308,7 +308,6 @@ void import_context_attention(const Table& t, const TableInfo& info, const std::
       imp.refuse(DeviceNames::no_spec(dev_name));
       continue;
     }
-    constexpr int64_t kMaxDim = int64_t(1) << 40;
     if (std::min({b, s, h, kv, d}) < 1 || std::max({b, s, h, kv, d}) >= kMaxDim || h % kv != 0) {
       imp.refuse("attention: a size not in [1, 2^40), or num_kv_heads not dividing num_heads");
       continue;

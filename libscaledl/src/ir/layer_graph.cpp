@@ -62,15 +62,12 @@ class Builder {
     n.dtype =
         g_.settings.fp8 && t == LayerType::Linear && block >= 0 && !adapter_ ? DType::FP8 : g_.settings.dtype;
     n.cost = layer_cost(t, dims, n.dtype);
-    // LoRA: every weight of the model is frozen; only the adapters (added below) train.
-    n.frozen = g_.settings.lora_rank > 0 && !adapter_ && n.cost.weight_bytes > 0;
-    if (n.frozen) n.cost = frozen_cost(t, dims, n.cost);
     const bool lora =
         t == LayerType::Linear && block >= 0 && !adapter_ && lora_targets_node(g_.settings, name);
-    const std::vector<int64_t> lin = lora ? dims : std::vector<int64_t>{};
     n.dims = std::move(dims);
     n.block = block;
     n.out_shape = std::move(out);
+    freeze_if_lora(n);
     g_.nodes.push_back(std::move(n));
     for (const In& in : inputs) {
       SCALEDL_CHECK(in.id >= 0 && in.id < static_cast<int>(g_.nodes.size()) - 1,
@@ -83,22 +80,23 @@ class Builder {
       g_.edges.push_back(std::move(e));
     }
     const int id = g_.nodes.back().id;
-    return lora ? adapter(id, lin, inputs.front(), block) : id;
+    return lora ? adapter(id, inputs.front(), block) : id;
   }
 
   /// LoRA's adapter on the linear node `base` (dims tokens, d_in, d_out, bias) reading `x`:
   /// "<base>.lora_a" (d_in -> r), "<base>.lora_b" (r -> d_out), and "<base>.lora_add", the sum with
   /// the base's output (the scale folded in), which later nodes read instead of the base.
-  int adapter(int base, const std::vector<int64_t>& lin, const In& x, int block) {
+  int adapter(int base, const In& x, int block) {
+    // Copies: add() grows the node vector.
     const std::string name = g_.nodes[base].name;
     const Shape out = g_.nodes[base].out_shape;
+    const int64_t t = g_.nodes[base].dims[0], d_in = g_.nodes[base].dims[1], d_out = g_.nodes[base].dims[2];
+    const int64_t r = g_.settings.lora_rank;
     Shape mid = out;
-    mid.back() = g_.settings.lora_rank;
+    mid.back() = r;
     adapter_ = true;
-    const int a =
-        add(name + ".lora_a", LayerType::Linear, {lin[0], lin[1], g_.settings.lora_rank, 0}, mid, {x}, block);
-    const int b =
-        add(name + ".lora_b", LayerType::Linear, {lin[0], g_.settings.lora_rank, lin[2], 0}, out, {a}, block);
+    const int a = add(name + ".lora_a", LayerType::Linear, {t, d_in, r, 0}, mid, {x}, block);
+    const int b = add(name + ".lora_b", LayerType::Linear, {t, r, d_out, 0}, out, {a}, block);
     const int sum =
         add(name + ".lora_add", LayerType::Add, {static_cast<int64_t>(numel(out))}, out, {base, b}, block);
     adapter_ = false;
@@ -114,9 +112,19 @@ class Builder {
   void own_weight(int id, double params) {
     g_.nodes[id].cost.params = params;
     g_.nodes[id].cost.weight_bytes = params * e_;
+    freeze_if_lora(g_.nodes[id]);  // the experts' weights are the model's too
   }
 
  private:
+  /// LoRA: every weight of the model is frozen (no weight gradient, no optimizer state, the
+  /// backward without its weight-gradient work); only the adapters' nodes train. Applied where a
+  /// node gains weights: add() and own_weight().
+  void freeze_if_lora(LayerNode& n) const {
+    if (n.frozen || g_.settings.lora_rank <= 0 || adapter_ || n.cost.weight_bytes <= 0) return;
+    n.frozen = true;
+    n.cost = frozen_cost(n.type, n.dims, n.cost);
+  }
+
   LayerGraph& g_;
   double e_;
   bool adapter_ = false;  ///< adding a LoRA adapter's nodes: trainable, in the settings' dtype

@@ -88,14 +88,12 @@ double update_roofline_ms(const LayerGraph& g, const DeviceRecord& d) {
 }
 
 double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only) {
-  const double gflops = bound_gflops(d, g.settings.dtype);
-  const double gflops_fp8 = g.settings.fp8 ? bound_gflops(d, DType::FP8) : gflops;
   const double gbs = bound_bandwidth_gbs(d);
   const double cache_bytes = std::max(0.0, d.l2_mb) * 1e6;
   double t = 0;
   for (const LayerNode& n : g.nodes) {
     if (update_only && n.dir != Direction::Update) continue;
-    const double ct = n.flops() / ((n.dtype == DType::FP8 ? gflops_fp8 : gflops) * 1e6);
+    const double ct = n.flops() / (bound_gflops(d, n.dtype) * 1e6);  // each node at its own dtype's peak
     const double cm = std::max(0.0, traffic_bytes(n.cost, n.dir) - cache_bytes) / (gbs * 1e6);
     t += std::max(ct, cm);
   }
