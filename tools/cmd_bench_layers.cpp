@@ -31,7 +31,7 @@ int run(BenchLayersOptions o) {
   const size_t planned = p.layers.size();
   if (shard) apply_shard(p, *shard);
   o.c.timing.warmup_max = std::max(o.c.timing.warmup_max, o.c.timing.warmup_min);
-  o.c.progress = !o.quiet && cli::stderr_is_tty();
+  o.c.progress = cli::progress_mode(o.quiet);
   check_layer_campaign_options(o.c);  // before the store is opened: a bad option creates none
   Store store(o.db);
   LayerCampaignSummary s = run_layer_campaign(p.layers, store, o.c);
@@ -84,7 +84,7 @@ scaledl::cli::Registrar reg(
              "time the whole plan this many times, one pass after another, and keep each config's median "
              "of its passes (a noisy machine's slow spells then fall on one pass; docs/bench.md)")
           ->capture_default_str();
-      app.add_flag("--quiet", o->quiet, "no progress bar");
+      app.add_flag("--quiet", o->quiet, "no progress (a bar on a terminal, a line every 10 s in a log)");
       app.add_option(
           "--shard", o->shard,
           "i/n: run only the plan's configs k with k % n == i (0 <= i < n), one share of a campaign "

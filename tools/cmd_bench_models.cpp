@@ -68,7 +68,7 @@ int run(const BenchModelsOptions& o) {
           rec.key(), o.db, o.device, o.db);
     }
   }
-  Progress bar(p.models.size(), !o.quiet && cli::stderr_is_tty());
+  Progress bar(p.models.size(), cli::progress_mode(o.quiet));
   auto t0 = std::chrono::steady_clock::now();
   ModelCampaignSummary s =
       run_model_campaign(p.models, store, dev, rec, o.c,
@@ -119,7 +119,7 @@ scaledl::cli::Registrar reg(
       app.add_option("--max-seconds", b.max_seconds, "time budget of one timed measurement (s)")
           ->capture_default_str();
       app.add_flag("!--no-probe", o->probe, "do not measure the device when the store has no record of it");
-      app.add_flag("--quiet", o->quiet, "no progress bar");
+      app.add_flag("--quiet", o->quiet, "no progress (a bar on a terminal, a line every 10 s in a log)");
       app.add_option(
           "--shard", o->shard,
           "i/n: run only the plan's configs k with k % n == i (0 <= i < n), one share of a campaign "

@@ -157,6 +157,10 @@ scaledl::cli::Registrar reg(
       par(app.add_flag("--overlap-grad-reduce", o->req.par.overlap_grad_reduce,
                        "the data-parallel gradient reduction overlaps the backward (Megatron "
                        "--overlap-grad-reduce)"));
+      par(app.add_flag("--sp", o->req.par.sequence_parallel,
+                       "sequence parallelism with --tp (Megatron --sequence-parallel): the TP all-reduces "
+                       "become reduce-scatters + all-gathers and the norms, residual adds and dropouts run "
+                       "on seq / tp tokens per GPU"));
       par(app.add_flag("--recompute", o->req.par.recompute,
                        "activation recomputation (Megatron checkpointing)"));
       app.add_option("--comm", o->req.comm, "all-reduce calibration JSON (for N > 1)");
@@ -172,6 +176,9 @@ scaledl::cli::Registrar reg(
       app.add_option("--csv", o->req.csv,
                      "CSV of configurations (header: model and/or the --sweep keys, samples); "
                      "CSV output");
+      app.add_option("--prices", o->req.prices,
+                     "price table JSON for the cost of an epoch of each sweep or CSV row (schema of "
+                     "models/prices.json; default: the shipped one)");
       app.add_option("--anchor", o->req.anchor,
                      "CSV of configurations measured on this device (columns as --csv plus "
                      "measured_ms): predictions are scaled by the device's bias they show "

@@ -16,6 +16,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "scaledl/core/progress.hpp"
+
 namespace scaledl::cli {
 
 using Runner = std::function<int()>;
@@ -41,5 +43,7 @@ struct Registrar {
 /// True when stdout is a terminal (progress bars and colours only then).
 bool stdout_is_tty();
 bool stderr_is_tty();
+/// Progress of a long command: a bar on a terminal, a line every few seconds in a log, none with --quiet.
+ProgressMode progress_mode(bool quiet);
 
 }  // namespace scaledl::cli

@@ -28,6 +28,10 @@ bool stdout_is_tty() {
 bool stderr_is_tty() {
   return isatty(fileno(stderr)) != 0;
 }
+ProgressMode progress_mode(bool quiet) {
+  if (quiet) return ProgressMode::Off;
+  return stderr_is_tty() ? ProgressMode::Bar : ProgressMode::Lines;
+}
 }  // namespace scaledl::cli
 
 namespace {

@@ -105,6 +105,7 @@ void add_predict_options(CLI::App& app, PredictOptions& o) {
   par(app.add_option("--cp", o.req.par.cp));
   par(app.add_option("--vp", o.req.par.vp));
   par(app.add_flag("--overlap-grad-reduce", o.req.par.overlap_grad_reduce));
+  par(app.add_flag("--sp", o.req.par.sequence_parallel));
   par(app.add_flag("--recompute", o.req.par.recompute));
   app.add_option("--comm", o.req.comm);
   app.add_option("--fabric", o.req.fabric);
@@ -112,6 +113,7 @@ void add_predict_options(CLI::App& app, PredictOptions& o) {
   app.add_option("--iterations", o.req.iterations);
   app.add_option("--sweep", o.req.sweeps);
   app.add_option("--csv", o.req.csv);
+  app.add_option("--prices", o.req.prices);
   app.add_option("--anchor", o.req.anchor);
   app.add_option("--calibrate", o.req.calibrate);
   app.add_option("--host-node-us", o.req.host_node_us);

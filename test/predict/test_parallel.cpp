@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/ir/layer_graph.hpp"
+#include "scaledl/memory/memory.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "test_util.hpp"
@@ -409,4 +411,83 @@ TEST(ParallelPrediction, RingAttentionVirtualStagesAndOverlappedReduction) {
               1e-9);
   EXPECT_LT(d1.t_iter_ms, d0.t_iter_ms);
   EXPECT_NEAR(d1.t_iter_ms, d1.t_pipeline_ms + d1.t_dp_exposed_ms + d1.t_opt_ms, 1e-9);
+}
+
+TEST(ParallelPrediction, SequenceParallelShardsTheNormsAndSplitsEachAllReduce) {
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
+  const CommModel nvlink = nvlink_model();
+  const ModelSpec m = gpt();
+  ParallelConfig c;
+  c.gpus = 4;
+  c.tp = 4;
+  const ParallelPrediction t = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
+  c.sequence_parallel = true;
+  const ParallelPrediction s = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
+  EXPECT_EQ(s.plan.micro.sequence_shards, 4);
+  EXPECT_EQ(t.plan.micro.sequence_shards, 1);
+  // Each all-reduce becomes a reduce-scatter and an all-gather of the same tensor (ring form).
+  const CommFactors f = comm_factors("allgather", CommForm::Ring, 4);
+  EXPECT_NEAR(s.t_tp_ms,
+              static_cast<double>(s.plan.tp_allreduces) * 2 *
+                  (f.a * s.plan.tp_bytes / nvlink.bandwidth_Bps + f.c * nvlink.gamma_s) * 1e3,
+              1e-9);
+  EXPECT_EQ(s.plan.tp_allreduces, t.plan.tp_allreduces);
+  // The norms, residual adds and dropouts run on a quarter of the tokens; the GEMMs are unchanged.
+  const LayerGraph gs = build_layer_graph(s.plan.stage, s.plan.micro);
+  const LayerGraph gt = build_layer_graph(t.plan.stage, t.plan.micro);
+  ASSERT_EQ(gs.nodes.size(), gt.nodes.size());
+  int sharded = 0;
+  for (size_t i = 0; i < gs.nodes.size(); ++i) {
+    const LayerNode &a = gs.nodes[i], &o = gt.nodes[i];
+    ASSERT_EQ(a.name, o.name);
+    if (a.type == LayerType::LayerNorm && a.dir == Direction::Forward) {
+      EXPECT_EQ(a.dims[0] * 4, o.dims[0]) << a.name;
+      ++sharded;
+    }
+    if (a.type == LayerType::Linear) EXPECT_EQ(a.dims, o.dims) << a.name;
+  }
+  EXPECT_EQ(sharded, 2 * 24 + 1);  // two per block and the final norm
+  EXPECT_LT(s.t_fwd_ms, t.t_fwd_ms);
+  EXPECT_LT(s.t_bwd_ms, t.t_bwd_ms);
+  // And they keep a quarter of the activations.
+  auto mem = [&](const LayerGraph& g) {
+    return estimate_parallel_memory(g, 1, 1, 1, 0, false, OptimizerKind::AdamW, "cuda");
+  };
+  EXPECT_LT(mem(gs).activations, mem(gt).activations);
+  EXPECT_NEAR(mem(gs).weights, mem(gt).weights, 1e-6);
+  // Bad splits: no tensor parallelism to shard over, tokens not divisible by tp.
+  ParallelConfig no_tp;
+  no_tp.gpus = 4;
+  no_tp.sequence_parallel = true;
+  EXPECT_NE(error_of([&] { plan_parallel(m, settings(8), no_tp); }).find("--sp: sequence parallelism needs"),
+            std::string::npos);
+  TrainSettings odd = settings(8);
+  odd.seq_len = 1022;
+  EXPECT_NE(error_of([&] { plan_parallel(m, odd, c); }).find("are not divisible by --tp=4"),
+            std::string::npos);
+}
+
+TEST(ParallelPrediction, RingAttentionCountsTheFusedCoreToo) {
+  // With FlashAttention the core is one flash_attention node: its queries still meet every key.
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord h100 = load_device_spec(kSrc + "/models/devices/h100-sxm.json");
+  const CommModel nvlink = nvlink_model();
+  const ModelSpec m = gpt();
+  TrainSettings s = settings(8, DType::BF16);
+  s.attention = AttentionImpl::Fused;
+  ParallelConfig one, cp;
+  cp.gpus = 4;
+  cp.cp = 4;
+  TrainSettings quarter = s;
+  quarter.seq_len = 256;
+  const ParallelPrediction c = predict_parallel(b, m, s, cp, h100, nvlink, nvlink);
+  const ParallelPrediction q = predict_parallel(b, m, quarter, one, h100, nvlink, nvlink);
+  const LayerGraph g = build_layer_graph(q.plan.stage, q.plan.micro);
+  const IterationPrediction local = b.predict(g, h100, false);
+  const double flash_fwd = local.by_type_ms.at("flash_attention.fwd");
+  EXPECT_GT(flash_fwd, 0);
+  // The four GPUs' shards run their quarter of the queries against all keys: 3 more local cores.
+  EXPECT_NEAR(c.t_fwd_ms - q.t_fwd_ms, 3 * flash_fwd, 0.05 * c.t_fwd_ms);
+  EXPECT_GT(c.t_bwd_ms, q.t_bwd_ms);
 }

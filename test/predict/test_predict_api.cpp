@@ -151,7 +151,7 @@ TEST(ModelRequest, AppliesTheGivenSettingsOnTopOfTheConfigs) {
 
 TEST(PredictRow, OneSchemaInCsvAndJson) {
   const std::string& head = PredictRow::csv_header();
-  EXPECT_EQ(fields(head), 28u);
+  EXPECT_EQ(fields(head), 30u);
   EXPECT_EQ(head.rfind("model,batch,seq,image,dtype,optimizer,devices,t_sum_ms,", 0), 0u);
   PredictRow r;
   r.label = "gpt2 n_layer=2";
@@ -163,13 +163,27 @@ TEST(PredictRow, OneSchemaInCsvAndJson) {
   r.infeasible = "dtype=bf16 needs a GPU, of compute capability 8.0";
   EXPECT_EQ(r.to_csv(),
             "\"gpt2 n_layer=2\",8,128,0,bf16,adamw,1,,,,,,,,,,,5,,,,,train,\"gpu:Tesla V100\",,,eager,"
-            "\"dtype=bf16 needs a GPU, of compute capability 8.0\"");
-  EXPECT_EQ(fields(r.to_csv()), 28u);  // the quoted reason's comma is inside its field
+            "\"dtype=bf16 needs a GPU, of compute capability 8.0\",,");
+  EXPECT_EQ(fields(r.to_csv()), 30u);  // the quoted reason's comma is inside its field
   const nlohmann::json j = r.to_json();
   EXPECT_EQ(j["infeasible"], r.infeasible);
   EXPECT_TRUE(j["t_epoch_s"].is_null());
   EXPECT_FALSE(j.contains("memory"));
   EXPECT_FALSE(j.contains("t_iter_ms"));
+  // A priced device: its price, and the cost of an epoch = price x devices x epoch hours.
+  PredictRow ok;
+  ok.label = "gpt2";
+  ok.settings.num_devices = 4;
+  ok.iterations = 3600;
+  ok.p.t_iter_ms = 500;  // an epoch of 1,800 s on 4 GPUs: 2 GPU hours
+  ok.price_per_gpu_hour = 2.5;
+  EXPECT_DOUBLE_EQ(ok.cost_per_epoch(), 5.0);
+  EXPECT_EQ(fields(ok.to_csv()), 30u);
+  EXPECT_NE(ok.to_csv().find(",2.5,5"), std::string::npos) << ok.to_csv();
+  EXPECT_DOUBLE_EQ(ok.to_json()["cost_per_epoch"].get<double>(), 5.0);
+  ok.iterations = 0;  // no epoch, no cost
+  EXPECT_EQ(ok.cost_per_epoch(), 0);
+  EXPECT_TRUE(ok.to_json()["cost_per_epoch"].is_null());
 }
 
 TEST(RowWriter, CsvHeaderOnceAndJsonOneArray) {

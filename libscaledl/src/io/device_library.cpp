@@ -2,6 +2,7 @@
 #include "scaledl/io/device_library.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -10,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 
 namespace scaledl {
 
@@ -66,6 +68,61 @@ std::vector<DeviceSheet> list_device_specs(const std::vector<std::string>& dirs)
   for (const auto& f : sheet_files(dirs))
     out.push_back({f.stem().string(), f.string(), load_device_spec(f.string())});
   return out;
+}
+
+const GpuPrice* PriceTable::find(const std::string& device_spec) const {
+  auto it = gpus.find(device_spec);
+  if (it == gpus.end()) it = gpus.find(fs::path(device_spec).stem().string());
+  return it == gpus.end() ? nullptr : &it->second;
+}
+
+std::string PriceTable::describe(const std::string& device_spec) const {
+  const GpuPrice* p = find(device_spec);
+  if (!p) return "";
+  return fmt::format("{} {:.2f} per GPU hour ({}{})", currency, p->per_gpu_hour, path,
+                     date.empty() ? std::string() : ", " + date);
+}
+
+PriceTable load_price_table(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
+  SCALEDL_CHECK(j.is_object(), "{}: a price table is a JSON object, got {}", path, show(j));
+  PriceTable t;
+  t.path = path;
+  t.currency = get_str_or(j, "currency", path, t.currency);
+  t.date = get_str_or(j, "date", path, "");
+  t.source = get_str_or(j, "source", path, "");
+  t.caution = get_str_or(j, "caution", path, "");
+  SCALEDL_CHECK(j.contains("gpus") && j["gpus"].is_object() && !j["gpus"].empty(),
+                "{}: \"gpus\" must be an object of sheet name -> {{\"per_gpu_hour\": X}}", path);
+  for (const auto& [name, v] : j["gpus"].items()) {
+    const std::string ctx = fmt::format("{}: gpus.{}", path, name);
+    SCALEDL_CHECK(v.is_object(), "{} must be an object, got {}", ctx, show(v));
+    GpuPrice g;
+    for (const auto& [k, x] : v.items()) {
+      if (k == "usd_per_gpu_hour" || k == "per_gpu_hour") {
+        SCALEDL_CHECK(x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() > 0,
+                      "{}.{}={} must be a price > 0", ctx, k, show(x));
+        g.per_gpu_hour = x.get<double>();
+      } else if (k == "instance") {
+        SCALEDL_CHECK(x.is_string(), "{}.instance must be a string, got {}", ctx, show(x));
+        g.instance = x.get<std::string>();
+      } else {
+        fail("{}.{} is not a price key (per_gpu_hour or usd_per_gpu_hour, instance)", ctx, k);
+      }
+    }
+    SCALEDL_CHECK(g.per_gpu_hour > 0, "{} has no price (per_gpu_hour)", ctx);
+    t.gpus[name] = g;
+  }
+  return t;
+}
+
+std::optional<PriceTable> shipped_price_table(const std::vector<std::string>& dirs) {
+  std::error_code ec;
+  for (const std::string& d : dirs) {
+    const fs::path p = fs::path(d).parent_path() / "prices.json";
+    if (fs::is_regular_file(p, ec)) return load_price_table(p.lexically_normal().string());
+  }
+  return std::nullopt;
 }
 
 }  // namespace scaledl

@@ -151,7 +151,7 @@ LayerType act_type(const ModelSpec& m) {
 /// Forward graph construction for every family.
 class Forward {
  public:
-  Forward(LayerGraph& g) : g_(g), m_(g.model), b_(g.settings.batch), B_(g) {}
+  Forward(LayerGraph& g) : g_(g), m_(g.model), b_(g.settings.batch), sp_(g.settings.sequence_shards), B_(g) {}
 
   int build() {
     if (m_.arch == Arch::VisionEncoder) return vision();
@@ -163,7 +163,12 @@ class Forward {
   LayerGraph& g_;
   const ModelSpec& m_;
   int64_t b_;
+  int64_t sp_;  ///< TrainSettings::sequence_shards
   Builder B_;
+
+  /// Sequence parallelism (TrainSettings::sequence_shards): a kernel outside the tensor-parallel
+  /// regions runs on this GPU's ceil(s / sp) tokens of each sample; sp = 1: all s.
+  int64_t sp_seq(int64_t s) const { return (s + sp_ - 1) / sp_; }
 
   int dropout(const std::string& name, double p, int x, int64_t elems, const Shape& shape, int block) {
     if (p <= 0 || !g_.settings.backward) return x;  // inference: eval mode, dropout is the identity
@@ -236,7 +241,7 @@ class Forward {
                                       : eager_core(p, q, k, v, sq, skv, block, bias, causal);
     int o = B_.add(p + ".o", LayerType::Linear, {tq, H * vd, h, m_.out_bias}, {b_, sq, h},
                    {In(core, {b_, sq, H * vd})}, block);
-    return dropout(p + ".out_dropout", m_.dropout, o, tq * h, {b_, sq, h}, block);
+    return dropout(p + ".out_dropout", m_.dropout, o, b_ * sp_seq(sq) * h, {b_, sp_seq(sq), h}, block);
   }
 
   /// Whether the attention core runs as one fused kernel: settings.attention is fused and the
@@ -342,7 +347,7 @@ class Forward {
     }
     inner = dropout(p + ".act_dropout", m_.act_dropout, inner, t * f, fs, block);
     int down = B_.add(p + ".down", LayerType::Linear, {t, f, h, m_.linear_bias}, hs, {inner}, block);
-    return dropout(p + ".dropout", m_.dropout, down, t * h, hs, block);
+    return dropout(p + ".dropout", m_.dropout, down, b_ * sp_seq(s) * h, {b_, sp_seq(s), h}, block);
   }
 
   /// Mixture-of-experts FFN (Switch Transformers, top-1; Mixtral, top-k): router Linear [t, E],
@@ -437,8 +442,10 @@ class Forward {
   int block(const std::string& stack, int i, int blk, int x, int64_t s, int rel_bias, int enc = -1,
             int64_t s_enc = 0, int cross_bias = -1) {
     const std::string p = stack + "." + std::to_string(i) + ".";
-    const int64_t h = m_.hidden, t = b_ * s;
-    const Shape hs = {b_, s, h};
+    // The norms and residual adds lie outside the tensor-parallel regions: with sequence
+    // parallelism each GPU runs its 1/sp of the tokens.
+    const int64_t h = m_.hidden, t = b_ * sp_seq(s);
+    const Shape hs = {b_, sp_seq(s), h};
     const LayerType nt = norm_type(m_);
     const bool fused = m_.qkv_fused();
     const bool causal = m_.arch == Arch::DecoderOnly || stack == "decoder";
@@ -511,10 +518,12 @@ class Forward {
                  std::vector<In>(parts.begin(), parts.end()));
     }
     if (m_.family == Family::Bert) x = B_.add("embed.norm", LayerType::LayerNorm, {t, h}, hs, {x});
-    x = dropout("embed.dropout", m_.embed_dropout, x, t * h, hs, -1);
+    const int64_t ts = b_ * sp_seq(s);  // the tokens of this GPU under sequence parallelism
+    const Shape hss = {b_, sp_seq(s), h};
+    x = dropout("embed.dropout", m_.embed_dropout, x, ts * h, hss, -1);
     for (int i = 0; i < m_.num_layers; ++i)
       x = block(m_.arch == Arch::EncoderOnly ? "encoder" : "decoder", i, i, x, s, -1);
-    if (m_.final_norm) x = B_.add("head.norm", norm_type(m_), {t, h}, hs, {x});
+    if (m_.final_norm) x = B_.add("head.norm", norm_type(m_), {ts, h}, hss, {x});
     if (m_.lm_head) return lm_loss(x, s);
     // BERT classifier: pooler (dense + tanh, tanh folded in) on [CLS], dropout, classifier.
     int pooled = B_.add("head.pooler", LayerType::Linear, {b_, h, h, 1}, {b_, h}, {In(x, {b_, h})});

@@ -941,9 +941,10 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
-  static const char* known[] = {"batch",          "seq_len",     "image_size", "dtype",     "optimizer",
-                                "optimizer_step", "num_devices", "tgt_len",    "backward",  "mode",
-                                "fused_kernels",  "attention",   "fp8",        "lora_rank", "lora_targets"};
+  static const char* known[] = {"batch",     "seq_len",        "image_size",    "dtype",
+                                "optimizer", "optimizer_step", "num_devices",   "tgt_len",
+                                "backward",  "mode",           "fused_kernels", "attention",
+                                "fp8",       "lora_rank",      "lora_targets",  "sequence_shards"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -981,6 +982,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
     set_run_mode(s, parse_run_mode(get_str_or(j, "mode", ctx, "train"), ctx + ".mode"));
   }
   s.num_devices = get_int_or(j, "num_devices", ctx, 1, 1 << 20, s.num_devices);
+  s.sequence_shards = get_int_or(j, "sequence_shards", ctx, 1, 1 << 20, s.sequence_shards);
   return s;
 }
 
@@ -1156,6 +1158,16 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
                 s.lora_rank);
   SCALEDL_CHECK(s.lora_rank > 0 || s.lora_targets == 0, "settings.lora_targets={} without lora_rank",
                 lora_targets_string(s));
+  SCALEDL_CHECK(s.sequence_shards >= 1 && s.sequence_shards <= (int64_t{1} << 20),
+                "settings.sequence_shards={} is out of range [1, 2^20]", s.sequence_shards);
+  SCALEDL_CHECK(s.sequence_shards == 1 || (m.arch != Arch::EncoderDecoder && m.arch != Arch::VisionEncoder),
+                "settings.sequence_shards={}: sequence parallelism of {} is not modelled (a decoder or "
+                "encoder over tokens)",
+                s.sequence_shards, m.name);
+  SCALEDL_CHECK(s.sequence_shards == 1 || m.num_experts == 0,
+                "settings.sequence_shards={}: sequence parallelism of the mixture of experts of {} is not "
+                "modelled",
+                s.sequence_shards, m.name);
   SCALEDL_CHECK(
       s.backward || !s.optimizer_step,
       "settings: backward=false (inference) with optimizer_step=true: an optimizer step needs gradients");
@@ -1386,6 +1398,7 @@ nlohmann::json TrainSettings::to_json() const {
     j["lora_rank"] = lora_rank;
     j["lora_targets"] = lora_targets_string(*this);
   }
+  if (sequence_shards > 1) j["sequence_shards"] = sequence_shards;
   return j;
 }
 

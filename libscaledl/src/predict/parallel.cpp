@@ -59,13 +59,17 @@ void compose_totals(ParallelPrediction& r) {
   r.t_iter_ms = r.t_pipeline_ms + r.t_dp_exposed_ms + r.t_opt_ms;
 }
 
-/// Time of the graph's attention-core kernels (the score and context BMMs and the softmax),
-/// forward or backward.
+/// Time of the graph's attention-core kernels (the score and context BMMs and the softmax, or the
+/// fused flash_attention kernel), forward or backward. by_type_ms keys are "<type><dir>" or, for a
+/// node dtype other than the settings', "<type><dir>.<dtype>".
 double attention_core_ms(const IterationPrediction& p, const char* dir) {
   const std::string d = dir;
   double t = 0;
   for (const auto& [k, ms] : p.by_type_ms)
-    if (k == "bmm" + d || k == "softmax" + d) t += ms;
+    for (const char* type : {"bmm", "softmax", "flash_attention"}) {
+      const std::string base = type + d;
+      if (k == base || k.rfind(base + ".", 0) == 0) t += ms;
+    }
   return t;
 }
 
@@ -138,6 +142,13 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
                   "sequence)",
                   c.cp, s.seq_len, 2 * c.cp);
   }
+  if (c.sequence_parallel) {
+    SCALEDL_CHECK(c.tp > 1, "--sp: sequence parallelism needs tensor parallelism (--tp > 1)");
+    SCALEDL_CHECK((s.seq_len / c.cp) % c.tp == 0,
+                  "--sp: the {} tokens of each sample on one GPU (--seq={} / --cp={}) are not divisible by "
+                  "--tp={} (each GPU of the tensor-parallel group takes an equal share)",
+                  s.seq_len / c.cp, s.seq_len, c.cp, c.tp);
+  }
   if (c.vp > 1) {
     SCALEDL_CHECK(c.pp > 1, "--vp={}: virtual pipeline stages need --pp > 1", c.vp);
     SCALEDL_CHECK(
@@ -176,6 +187,7 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   p.micro.batch = p.micro_batch;
   p.micro.seq_len = s.seq_len / c.cp;  // one GPU's tokens of each sample
   p.micro.num_devices = 1;
+  p.micro.sequence_shards = c.sequence_parallel ? c.tp : 1;
   set_run_mode(p.micro, RunMode::FwdBwd);
   validate_settings(st, p.micro);
   const double e = dtype_bytes(s.dtype);
@@ -221,6 +233,7 @@ nlohmann::json ParallelPlan::to_json() const {
           {"cp", cfg.cp},
           {"vp", cfg.vp},
           {"overlap_grad_reduce", cfg.overlap_grad_reduce},
+          {"sequence_parallel", cfg.sequence_parallel},
           {"cp_kv_bytes", cp_kv_bytes},
           {"cp_inter_node", cp_inter_node},
           {"grad_buckets", grad_buckets},
@@ -321,7 +334,16 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   }
   if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
   const CommModel& tp_comm = p.tp_inter_node ? inter : comm.inside(c.tp);
-  if (c.tp > 1) r.t_tp_ms = static_cast<double>(p.tp_allreduces) * tp_comm.time_s(p.tp_bytes, c.tp) * 1e3;
+  if (c.tp > 1 && !c.sequence_parallel) {
+    r.t_tp_ms = static_cast<double>(p.tp_allreduces) * tp_comm.time_s(p.tp_bytes, c.tp) * 1e3;
+  } else if (c.tp > 1) {
+    // Sequence parallelism: each all-reduce is a reduce-scatter and an all-gather of the same
+    // tensor, each of the all-gather's ring form (N-1)/N S/B + (N-1) gamma: the all-reduce's volume,
+    // in two collectives.
+    const CommFactors f = comm_factors("allgather", CommForm::Ring, c.tp);
+    r.t_tp_ms = static_cast<double>(p.tp_allreduces) * 2 *
+                (f.a * p.tp_bytes / tp_comm.bandwidth_Bps + f.c * tp_comm.gamma_s) * 1e3;
+  }
   if (c.ep > 1) {
     // An all-to-all (pairwise exchange) has the all-gather's ring form, (N-1)/N S/B + (N-1) gamma, with
     // B the calibrated bus bandwidth: what nccl-tests reports for all three on one NVSwitch node.
@@ -350,7 +372,8 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   // The nodes the stage's host issues per micro-batch: every node of the forward and
   // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
   // one per pipeline send.
-  r.slot_nodes = static_cast<double>(g.nodes.size()) + static_cast<double>(p.tp_allreduces) +
+  r.slot_nodes = static_cast<double>(g.nodes.size()) +
+                 static_cast<double>(p.tp_allreduces) * (c.sequence_parallel ? 2.0 : 1.0) +
                  static_cast<double>(p.ep_alltoalls) + (c.pp > 1 ? 2.0 : 0.0);
   if (c.recompute)
     for (const LayerNode& n : g.nodes)

@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "scaledl/core/message.hpp"
 #include "scaledl/gnn/gnn.hpp"
 #include "scaledl/learn/calibration.hpp"
 #include "scaledl/predict/bundle.hpp"
+#include "scaledl/predict/domain.hpp"
 #include "scaledl/predict/predict_api.hpp"
 
 namespace scaledl {
@@ -136,14 +138,15 @@ void write_bounds(std::ostream& out, const SinglePrediction& r, const Bundle& b)
                                                              p.adjusted.substr(p.adjusted.find(": ") + 2),
                               p.t_roofline_ms));
   if (r.iterations)
-    out << fmt::format("T_epoch      {:10.3f} s    {} iterations{}\n", r.iterations * p.t_iter_ms / 1e3,
-                       r.iterations, interval_text(p, r.iterations));
+    out << fmt::format("T_epoch      {:10.3f} s    = {}, {} iterations{}\n", r.iterations * p.t_iter_ms / 1e3,
+                       human_duration(r.iterations * p.t_iter_ms / 1e3), r.iterations,
+                       interval_text(p, r.iterations));
   if (p.refined)
     out << (p.ood_distance > 0
                 ? fmt::format(
                       "domain       OUT OF DOMAIN: distance {:.3f} outside the training range "
                       "(farthest: {}){}{}\n",
-                      p.ood_distance, p.ood_feature,
+                      p.ood_distance, feature_in_words(p.ood_feature),
                       b.graph_for(key)->config().ood_tau > 0
                           ? (p.alpha_from_forward ? "; the refinement trained on no backward run: alpha "
                                                     "is its forward part's, beta shrunk toward 1"
@@ -217,8 +220,11 @@ void write_notes(std::ostream& out, const SinglePrediction& r, const Bundle& b) 
         "anchor       {} run(s) measured on this device: x{:.3f} applied (log bias {:+.3f}, "
         "posterior sd {:.3f}; prior sd {:.3f}, run noise sd {:.3f}: docs/predict.md)\n",
         a->n, a->factor(), a->log_bias, a->sd_post, a->prior_sd, a->run_sd);
-  for (const auto& w : r.outside)
-    out << fmt::format("warning      outside the bundle's training data: {} (extrapolation)\n", w);
+  // The features outside the bundle's training ranges, in words (r.outside, the JSON's, has their names).
+  for (const OutOfRange& o : features_out_of_range(
+           global_feature_names(),
+           std::vector<double>(r.p.global_features.begin(), r.p.global_features.end()), b.global_ranges))
+    out << fmt::format("warning      extrapolation: {}\n", o.words());
   if (!r.host_warning.empty()) out << fmt::format("warning      {}\n", r.host_warning);
 }
 
@@ -319,19 +325,22 @@ void ParallelSingle::write_report(std::ostream& out) const {
       << fmt::format("device       {} x {} on {} node(s)\n", device.key(), par.gpus, par.nodes)
       << fmt::format(
              "split        tp {} x {}pp {}{} x dp {}{}; {} micro-batches of {} samples per replica "
-             "(global batch {}); ZeRO {}{}{}\n",
+             "(global batch {}); ZeRO {}{}{}{}\n",
              par.tp, par.cp > 1 ? fmt::format("cp {} x ", par.cp) : std::string(), par.pp,
              par.vp > 1 ? fmt::format(" ({} virtual stages each)", par.vp) : std::string(), p.dp,
              par.ep > 1 ? fmt::format(" (experts over ep {} of them)", par.ep) : std::string(),
              par.microbatches, p.micro_batch, s.batch * p.dp, par.zero,
              par.recompute ? "; activation recomputation" : "",
-             par.overlap_grad_reduce ? "; gradient reduction overlapped" : "")
+             par.overlap_grad_reduce ? "; gradient reduction overlapped" : "",
+             par.sequence_parallel ? "; sequence parallel" : "")
       << fmt::format("stage        {} layers per stage, {:.0f} parameters per GPU; bubble {:.1f} %\n",
                      p.layers_per_stage, p.params_per_gpu, 100 * p.bubble_fraction)
       << fmt::format(
-             "micro-batch  fwd {:.3f} ms, bwd {:.3f} ms, recompute {:.3f} ms, TP all-reduces {:.3f} ms "
+             "micro-batch  fwd {:.3f} ms, bwd {:.3f} ms, recompute {:.3f} ms, TP {} {:.3f} ms "
              "({} x {:.3g} B), pipeline sends {:.3f} ms\n",
-             r.t_fwd_ms, r.t_bwd_ms, r.t_recompute_ms, r.t_tp_ms, p.tp_allreduces, p.tp_bytes, r.t_p2p_ms)
+             r.t_fwd_ms, r.t_bwd_ms, r.t_recompute_ms,
+             par.sequence_parallel ? "reduce-scatters + all-gathers" : "all-reduces", r.t_tp_ms,
+             p.tp_allreduces, p.tp_bytes, r.t_p2p_ms)
       << (par.ep > 1
               ? fmt::format("experts      all-to-alls {:.3f} ms per micro-batch ({} x {:.3g} B over {} "
                             "GPUs; modelled, not validated: docs/parallel.md)\n",
@@ -367,8 +376,8 @@ void ParallelSingle::write_report(std::ostream& out) const {
              r.t_iter_ms, r.anchor_factor, r.single_gpu_ms);
   out << input_text;
   if (iterations)
-    out << fmt::format("T_epoch      {:10.3f} s    {} iterations\n", iterations * r.t_iter_ms / 1e3,
-                       iterations);
+    out << fmt::format("T_epoch      {:10.3f} s    = {}, {} iterations\n", iterations * r.t_iter_ms / 1e3,
+                       human_duration(iterations * r.t_iter_ms / 1e3), iterations);
   out << memory_line(memory.peak, NAN, NAN,
                      fmt::format("per GPU, analytic: weights {:.2f} + grads {:.2f} + optimizer {:.2f} + "
                                  "activations {:.2f} ({} micro-batch(es) in flight) + temporaries {:.2f} GB",

@@ -40,6 +40,40 @@ std::vector<int64_t> parse_gpu_counts(const std::string& spec) {
   return out;
 }
 
+std::vector<int64_t> parse_int_list(const std::string& value, const std::string& key, int64_t lo,
+                                    int64_t hi) {
+  std::vector<int64_t> out;
+  std::stringstream ss(value);
+  for (std::string t; std::getline(ss, t, ',');) {
+    size_t pos = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(t, &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    SCALEDL_CHECK(pos == t.size() && !t.empty() && v >= lo && v <= hi,
+                  "{}={}: \"{}\" is not an integer in [{}, {}] (a list is comma-separated: 1,2,4)", key,
+                  value, t, lo, hi);
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  SCALEDL_CHECK(!out.empty(), "{}=\"{}\" gives no value", key, value);
+  return out;
+}
+
+std::string layout_string(const ParallelConfig& c, int64_t dp) {
+  std::string s = fmt::format("tp {}", c.tp);
+  if (c.cp > 1) s += fmt::format(" x cp {}", c.cp);
+  s += fmt::format(" x pp {}", c.pp);
+  if (c.vp > 1) s += fmt::format(" (vp {})", c.vp);
+  s += fmt::format(" x dp {}", dp);
+  if (c.ep > 1) s += fmt::format(" (ep {})", c.ep);
+  s += fmt::format(", M {}, ZeRO {}", c.microbatches, c.zero);
+  if (c.sequence_parallel) s += ", SP";
+  if (c.recompute) s += ", recompute";
+  return s;
+}
+
 nlohmann::json ScaleResult::to_json() const {
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& p : points)
@@ -49,6 +83,13 @@ nlohmann::json ScaleResult::to_json() const {
                    {"dp", p.best.plan.dp},
                    {"ep", p.best.plan.cfg.ep},
                    {"microbatches", p.best.plan.cfg.microbatches},
+                   {"cp", p.best.plan.cfg.cp},
+                   {"vp", p.best.plan.cfg.vp},
+                   {"zero", p.best.plan.cfg.zero},
+                   {"recompute", p.best.plan.cfg.recompute},
+                   {"sequence_parallel", p.best.plan.cfg.sequence_parallel},
+                   {"framework", p.framework.empty() ? nlohmann::json() : nlohmann::json(p.framework)},
+                   {"layout", layout_string(p.best.plan.cfg, p.best.plan.dp)},
                    {"micro_batch", p.best.plan.micro_batch},
                    {"global_batch", p.global_batch},
                    {"splits_tried", p.splits},
@@ -86,7 +127,12 @@ void check_scale_options(const ScaleOptions& o) {
   SCALEDL_CHECK(o.target_epoch_s == 0 || o.samples > 0,
                 "--target-epoch-s needs --samples (the epoch's size)");
   SCALEDL_CHECK(o.samples >= 0, "--samples={} must be >= 0", o.samples);
-  SCALEDL_CHECK(o.zero >= 0 && o.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", o.zero);
+  SCALEDL_CHECK(!o.zero.empty() && !o.cp.empty() && !o.vp.empty() && !o.recompute.empty() &&
+                    !o.sequence_parallel.empty(),
+                "scale: an empty list of layouts to search (--zero, --cp, --vp, --recompute, --sp)");
+  for (int z : o.zero) SCALEDL_CHECK(z >= 0 && z <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", z);
+  for (int64_t v : o.cp) SCALEDL_CHECK(v >= 1 && v <= (int64_t{1} << 20), "--cp={} must be >= 1", v);
+  for (int64_t v : o.vp) SCALEDL_CHECK(v >= 1 && v <= 1024, "--vp={} must be in [1, 1024]", v);
   SCALEDL_CHECK(o.global_batch >= 0 && o.global_batch <= (int64_t{1} << 40),
                 "--global-batch={} must be a sample count >= 1 (0 = --batch)", o.global_batch);
   SCALEDL_CHECK(o.per_gpu_batch >= 0 && o.per_gpu_batch <= (int64_t{1} << 24),
@@ -100,7 +146,8 @@ void check_scale_options(const ScaleOptions& o) {
 struct ScaleJob {
   const Bundle& b;
   const ModelSpec& m;
-  const TrainSettings& s;
+  TrainSettings s;        ///< the request's settings with this job's kernel recipe
+  std::string framework;  ///< that recipe's name ("" = the settings' own)
   const ScaleOptions& o;
   const DeviceRecord& dev;
   const ClusterComm& comm;
@@ -154,7 +201,7 @@ bool try_split(ScaleJob& job, const ParallelConfig& c, int64_t per_replica, int6
     return false;
   }
   const ParallelMemory pm =
-      estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches, dp,
+      estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches, dp * c.cp,
                                c.zero, c.recompute, job.s.optimizer, memory_device_kind(job.dev.kind));
   if (memory_verdict(pm.peak, NAN, job.cap, job.o.headroom) == "does not fit") {
     ++sr.pt.skipped_memory;
@@ -167,46 +214,67 @@ bool try_split(ScaleJob& job, const ParallelConfig& c, int64_t per_replica, int6
   if (!sr.found || p.t_iter_ms < sr.pt.best.t_iter_ms) {
     sr.pt.best = p;
     sr.pt.peak_bytes = pm.peak;
+    sr.pt.framework = job.framework;
     sr.found = true;
   }
   return true;
 }
 
-/// Every feasible (tp, pp, dp, ep, micro-batch) split of n GPUs on `nodes` nodes for global batch gb.
+/// Every feasible (tp, cp, pp, dp, ep, micro-batch) split of n GPUs on `nodes` nodes for global batch
+/// gb, with every combination of the searched layouts (ScaleOptions: ZeRO, virtual stages,
+/// recomputation, sequence parallelism).
 void search_splits(ScaleJob& job, int64_t n, int64_t gb, int64_t nodes, SplitSearch& sr) {
   const ModelSpec& m = job.m;
   const ScaleOptions& o = job.o;
   for (int64_t tp = 1; tp <= std::min(n, o.gpus_per_node); tp *= 2) {
     if (m.num_heads % tp || m.num_kv_heads % tp || m.ffn_dim % tp) continue;
-    for (int64_t pp = 1; tp * pp <= n; pp *= 2) {
-      if (n % (tp * pp)) continue;
-      if (pp > m.num_layers || (pp > 1 && m.arch == Arch::EncoderDecoder)) continue;
-      const int64_t dp = n / (tp * pp);
-      if (gb % dp) {
-        sr.why = fmt::format("global batch {} is not divisible by the data-parallel ways", gb);
-        continue;
-      }
-      const int64_t per_replica = gb / dp;
-      // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
-      for (int64_t ep = 1; ep <= dp; ep *= 2) {
-        if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
-        // Largest micro-batch first: without pipeline stages, accumulating gradients over several
-        // micro-batches is never faster than one pass over the batch, only smaller in memory, so
-        // there the first split that fits is taken.
-        bool fitted = false;
-        for (int64_t mb : micro_batch_sizes(per_replica)) {
-          if (fitted && pp == 1) break;
-          ParallelConfig c;
-          c.ep = ep;
-          c.gpus = n;
-          c.nodes = nodes;
-          c.tp = tp;
-          c.pp = pp;
-          c.microbatches = per_replica / mb;
-          c.zero = dp > 1 ? o.zero : 0;
-          c.recompute = o.recompute;
-          c.host_node_ms = job.b.host_node_ms_for(job.dev.key());
-          if (try_split(job, c, per_replica, dp, sr)) fitted = true;
+    for (int64_t cp : o.cp) {
+      if (n % (tp * cp)) continue;
+      for (int64_t pp = 1; tp * cp * pp <= n; pp *= 2) {
+        if (n % (tp * cp * pp)) continue;
+        if (pp > m.num_layers || (pp > 1 && m.arch == Arch::EncoderDecoder)) continue;
+        const int64_t dp = n / (tp * cp * pp);
+        if (gb % dp) {
+          sr.why = fmt::format("global batch {} is not divisible by the data-parallel ways", gb);
+          continue;
+        }
+        const int64_t per_replica = gb / dp;
+        // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
+        for (int64_t ep = 1; ep <= dp; ep *= 2) {
+          if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
+          for (int64_t vp : o.vp) {
+            if (vp > 1 && pp == 1) continue;
+            for (size_t zi = 0; zi < o.zero.size(); ++zi) {
+              if (dp * cp == 1 && zi > 0) break;  // one replica: no ZeRO stage to choose
+              for (bool rc : o.recompute) {
+                for (bool sp : o.sequence_parallel) {
+                  if (sp && tp == 1) continue;
+                  // Largest micro-batch first: without pipeline stages, accumulating gradients over
+                  // several micro-batches is never faster than one pass over the batch, only
+                  // smaller in memory, so there the first split that fits is taken.
+                  bool fitted = false;
+                  for (int64_t mb : micro_batch_sizes(per_replica)) {
+                    if (fitted && pp == 1) break;
+                    ParallelConfig c;
+                    c.ep = ep;
+                    c.gpus = n;
+                    c.nodes = nodes;
+                    c.tp = tp;
+                    c.cp = cp;
+                    c.pp = pp;
+                    c.vp = vp;
+                    c.microbatches = per_replica / mb;
+                    c.zero = dp * cp > 1 ? o.zero[zi] : 0;
+                    c.recompute = rc;
+                    c.sequence_parallel = sp;
+                    c.overlap_grad_reduce = o.overlap_grad_reduce;
+                    c.host_node_ms = job.b.host_node_ms_for(job.dev.key());
+                    if (try_split(job, c, per_replica, dp, sr)) fitted = true;
+                  }
+                }
+              }
+            }
+          }
         }
       }
     }
@@ -260,14 +328,25 @@ void pick_points(ScaleResult& res, const ScaleOptions& o) {
 ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings& s, const ScaleOptions& o,
                         const DeviceRecord& dev, const ClusterComm& comm) {
   check_scale_options(o);
-  ScaleJob job{b, m, s, o, dev, comm, dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0, {}};
+  // One job per kernel recipe searched (its settings and its own single-GPU anchors).
+  std::vector<ScaleJob> jobs;
+  const double cap = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
+  if (o.frameworks.empty()) jobs.push_back(ScaleJob{b, m, s, "", o, dev, comm, cap, {}});
+  for (Framework f : o.frameworks) {
+    TrainSettings t = s;
+    apply_framework(t, f);
+    jobs.push_back(ScaleJob{b, m, t, to_string(f), o, dev, comm, cap, {}});
+  }
   ScaleResult res;
   // Speedup and efficiency are against one GPU running the same batch (the global batch, or in weak
   // scaling the per-GPU one), predicted whether or not 1 is among the counts asked (and whether
   // or not it fits in memory there).
   const int64_t base_batch = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch)
                                     : (o.global_batch > 0 ? o.global_batch : s.batch);
-  res.single_gpu_ms = job.anchor_of(base_batch).single_ms;
+  // (with several recipes, the fastest one GPU among them)
+  res.single_gpu_ms = INFINITY;
+  for (ScaleJob& job : jobs)
+    res.single_gpu_ms = std::min(res.single_gpu_ms, job.anchor_of(base_batch).single_ms);
   // ms per sample on one GPU, its host's input pipeline included (issue #15) when it is modelled
   const double t1 = std::max(res.single_gpu_ms, o.input_ms ? o.input_ms(1, 1, base_batch) : 0.0) /
                     static_cast<double>(base_batch);
@@ -279,7 +358,7 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
     sr.pt.global_batch = o.weak ? (o.per_gpu_batch > 0 ? o.per_gpu_batch : s.batch) * n
                                 : (o.global_batch > 0 ? o.global_batch : s.batch);
     const int64_t nodes = nodes_for(n, o.gpus_per_node);
-    search_splits(job, n, sr.pt.global_batch, nodes, sr);
+    for (ScaleJob& job : jobs) search_splits(job, n, sr.pt.global_batch, nodes, sr);
     if (!sr.found) {
       res.infeasible.push_back(fmt::format("{}: {}", n, sr.why));
       continue;
@@ -292,6 +371,33 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
   res.comm_warning = cross_node_comm_warning(comm.inter, most_nodes);
   pick_points(res, o);
   return res;
+}
+
+int64_t pick_point(const ScaleResult& r, const ScaleOptions& o) {
+  if (o.target_epoch_s > 0) return r.best_for_target;
+  int64_t best = r.fastest;
+  if (o.price_per_gpu_hour > 0 && o.samples > 0)
+    for (size_t i = 0; i < r.points.size(); ++i) {
+      // The cheapest; at the same cost (a linear speedup), the faster.
+      const ScalePoint& p = r.points[i];
+      if (best < 0 || p.cost < r.points[best].cost * (1 - 1e-9) ||
+          (p.cost <= r.points[best].cost * (1 + 1e-9) && p.t_epoch_s < r.points[best].t_epoch_s))
+        best = static_cast<int64_t>(i);
+    }
+  return best;
+}
+
+void rank_device_curves(std::vector<DeviceCurve>& curves) {
+  bool all_costed = true;
+  for (const DeviceCurve& c : curves)
+    if (c.pick >= 0 && !(c.result.points[c.pick].cost > 0)) all_costed = false;
+  auto key = [&](const DeviceCurve& c) -> double {
+    if (c.pick < 0) return INFINITY;
+    const ScalePoint& p = c.result.points[c.pick];
+    return all_costed ? p.cost : p.best.t_iter_ms / static_cast<double>(p.global_batch);
+  };
+  std::stable_sort(curves.begin(), curves.end(),
+                   [&](const DeviceCurve& a, const DeviceCurve& b) { return key(a) < key(b); });
 }
 
 }  // namespace scaledl

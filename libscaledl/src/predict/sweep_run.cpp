@@ -13,6 +13,7 @@
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/core/strided_threads.hpp"
+#include "scaledl/io/device_library.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/physics.hpp"
@@ -172,6 +173,7 @@ void check_sweep_values(const PredictRequest& o, const SweepSource& src) {
 /// the anchor of each, and the running maximum along batch and seq.
 struct SweepState {
   std::map<std::string, DeviceRecord> devs;
+  std::optional<PriceTable> prices;  ///< --prices, else the shipped table (none when not installed)
   std::map<std::string, std::optional<AnchorFit>> anchors;
   SweepMonotone monotone;
 };
@@ -242,6 +244,10 @@ std::vector<PredictRow> predict_chunk(const PredictRequest& o, const Bundle& b,
     row.settings = res[i].s;
     row.device = dev.key();
     row.iterations = res[i].samples ? iterations_per_epoch(res[i].samples, res[i].s) : o.iterations;
+    if (st.prices)  // the configuration's device_spec, else the request's
+      if (const GpuPrice* g =
+              st.prices->find(res[i].device_spec.empty() ? o.device_spec : res[i].device_spec))
+        row.price_per_gpu_hour = g->per_gpu_hour;
     if (row.infeasible.empty()) {
       row.device_layer_rows = b.layer_rows_of(dev.key());
       if (const LayerCalibration* c = b.calibration_for(dev.key())) row.calibration = c->to_json();
@@ -309,6 +315,8 @@ SweepStats predict_sweep(const PredictRequest& o, const Bundle& b, const std::op
   check_sweep_values(o, src);
   if (on_total) on_total(stats.total);
   SweepState st;
+  st.prices =
+      o.prices.empty() ? shipped_price_table() : std::optional<PriceTable>(load_price_table(o.prices));
   for (size_t start = 0; start < stats.total; start += kSweepChunk) {
     const auto c0 = Clock::now();
     const size_t n = std::min(kSweepChunk, stats.total - start);

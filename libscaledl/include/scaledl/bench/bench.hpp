@@ -22,6 +22,7 @@
 
 #include <torch/torch.h>
 
+#include "scaledl/core/progress.hpp"
 #include "scaledl/design/plan.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_types.hpp"
@@ -172,7 +173,8 @@ struct LayerCampaignOptions {
                                      ///< recorded "oom" without running; 0 = no limit
   bool full_probe = true;            ///< when the store lacks the device: full probe_device (true) or a
                                      ///< quick one (256^3 matmul, 16 MiB copy; false)
-  bool progress = false;             ///< progress bar with ETA on stderr
+  /// progress on stderr: a bar with ETA (a terminal), a line every 10 s (a log), or none
+  ProgressMode progress = ProgressMode::Off;
   /// > 1: time the whole plan this many times, one pass after another, and write each
   /// config's row from its passes (combine_layer_passes): a slow spell of a noisy
   /// machine then falls on one pass of a config, not on all its samples. Each pass is

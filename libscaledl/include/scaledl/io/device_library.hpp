@@ -2,6 +2,8 @@
 // Needs LibTorch: no (this header includes no LibTorch header).
 // The shipped spec sheets by name: `--device-spec h100-sxm` is models/devices/h100-sxm.json, and
 // `scaledl devices` lists them. A value that names a file is that file.
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,5 +30,32 @@ struct DeviceSheet {
 /// Every *.json sheet of the first of `dirs` that exists, sorted by name (an unreadable sheet is
 /// an Error naming its file).
 std::vector<DeviceSheet> list_device_specs(const std::vector<std::string>& dirs = device_spec_dirs());
+
+/// The price of one GPU hour in a price table.
+struct GpuPrice {
+  double per_gpu_hour = 0;  ///< in the table's currency, > 0
+  std::string instance;     ///< what was priced ("8x HGX H100, $49.24/h"), may be empty
+};
+
+/// GPU-hour prices by sheet name: models/prices.json (shipped, dated, with its source) or a user's
+/// file of the same schema ({"currency", "date", "source", "gpus": {"<sheet>": {"usd_per_gpu_hour"
+/// or "per_gpu_hour": X, "instance": "..."}}}).
+struct PriceTable {
+  std::string path, currency = "USD", date, source, caution;
+  std::map<std::string, GpuPrice> gpus;
+  /// The price of a --device-spec value (a sheet's name, or a path whose stem is one); nullptr
+  /// when the table has none.
+  const GpuPrice* find(const std::string& device_spec) const;
+  /// "USD 6.16 per GPU hour (models/prices.json, 2026-02)" for the report.
+  std::string describe(const std::string& device_spec) const;
+};
+
+/// Reads a price table; an Error naming the file and the key of anything malformed (a price that
+/// is not a finite number > 0, an unknown key).
+PriceTable load_price_table(const std::string& path);
+
+/// The shipped table: prices.json in the parent of the first of `dirs` that holds one (beside
+/// models/devices); nullopt when none is installed.
+std::optional<PriceTable> shipped_price_table(const std::vector<std::string>& dirs = device_spec_dirs());
 
 }  // namespace scaledl

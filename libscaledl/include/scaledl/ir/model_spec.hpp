@@ -242,6 +242,12 @@ struct TrainSettings {
   /// Which linear layers get adapters: a bit per lora_target_names() entry (q, k, v, o, gate,
   /// up, down); 0 with lora_rank > 0 = all of them (PEFT's "all-linear" without the LM head).
   uint32_t lora_targets = 0;
+  /// Megatron's sequence parallelism inside a tensor-parallel group of this many GPUs: the
+  /// kernels outside the tensor-parallel regions (the blocks' norms, their residual adds and
+  /// dropouts, the final norm and the embedding's dropout, all of hidden width) run on 1/this
+  /// of the tokens (layer_graph.cpp). Set by the parallel plan (ParallelConfig::
+  /// sequence_parallel); 1 = off. Stored only when > 1.
+  int64_t sequence_shards = 1;
 
   nlohmann::json to_json() const;
 };

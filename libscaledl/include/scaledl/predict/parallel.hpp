@@ -71,6 +71,10 @@ struct ParallelConfig {
   /// The data-parallel reduction overlapped with the backward (Megatron --overlap-grad-reduce;
   /// under ZeRO >= 1 the parameter all-gather also overlaps the forward).
   bool overlap_grad_reduce = false;
+  /// Megatron's sequence parallelism (--sequence-parallel, with tp > 1): each tensor-parallel
+  /// all-reduce becomes a reduce-scatter and an all-gather, and the norms, residual adds and
+  /// dropouts between them run on seq / tp tokens per GPU (TrainSettings::sequence_shards).
+  bool sequence_parallel = false;
   bool is_parallel() const {
     return gpus > 1 || tp > 1 || pp > 1 || ep > 1 || cp > 1 || vp > 1 || microbatches > 1 || recompute;
   }

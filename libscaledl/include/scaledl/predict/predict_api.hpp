@@ -58,6 +58,8 @@ struct PredictRequest {
   double headroom = 0.10;              ///< fraction of device memory kept free for the fits verdict
   std::optional<double> host_node_us;  ///< the host's cost per graph node, us (none: the bundle's)
   std::string calibrate;               ///< store with a few layer timings of the device
+  /// A price table (models/prices.json's schema) for the rows' cost of an epoch; "" = the shipped one.
+  std::string prices;
 
   /// --sweep or --csv: many configurations.
   bool many() const { return !sweeps.empty() || !csv.empty(); }
@@ -169,6 +171,10 @@ struct PredictRow {
   MemoryPrediction memory;                   ///< when feasible
   std::optional<int64_t> device_layer_rows;  ///< Bundle::layer_rows_of
   nlohmann::json calibration;                ///< the device's calibration (null = none)
+  double price_per_gpu_hour = 0;             ///< the device's in the price table (0 = none)
+
+  /// price x devices x epoch hours (0 without a price, an epoch or a prediction).
+  double cost_per_epoch() const;
 
   nlohmann::json to_json() const;
   /// The CSV columns (model,batch,...,infeasible), no newline.

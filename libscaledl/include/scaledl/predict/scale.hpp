@@ -33,8 +33,17 @@ struct ScaleOptions {
   int64_t samples = 0;            ///< samples per epoch (0 = no epoch time)
   double price_per_gpu_hour = 0;  ///< for the cost of an epoch (0 = not given)
   double target_epoch_s = 0;      ///< the cheapest N meeting this epoch time (0 = none)
-  int zero = 1;                   ///< ZeRO stage of every split
-  bool recompute = false;
+  /// The layouts searched at every GPU count besides (tp, pp, dp, ep, micro-batch): each list
+  /// holds the values tried, and every feasible combination is predicted (a search of all of
+  /// them multiplies the splits by the product of the lists' sizes).
+  std::vector<int> zero = {1};                    ///< ZeRO stages (0 where dp = 1)
+  std::vector<int64_t> cp = {1};                  ///< context-parallel ways
+  std::vector<int64_t> vp = {1};                  ///< virtual pipeline stages (tried where pp > 1)
+  std::vector<bool> recompute = {false};          ///< activation recomputation off / on
+  std::vector<bool> sequence_parallel = {false};  ///< sequence parallelism (tried where tp > 1)
+  /// Kernel recipes (apply_framework on the settings); empty = the settings' own.
+  std::vector<Framework> frameworks;
+  bool overlap_grad_reduce = false;  ///< every split overlaps its gradient reduction
   /// Splits whose predicted per-GPU peak (memory.hpp, estimate_parallel_memory)
   /// exceeds (1 - headroom) x the device memory are skipped; a device record
   /// without mem_gb skips none. In [0, 1).
@@ -48,6 +57,7 @@ struct ScaleOptions {
 struct ScalePoint {
   int64_t gpus = 1;
   ParallelPrediction best;  ///< the fastest feasible split at this N
+  std::string framework;    ///< its kernel recipe ("" = the settings', no framework searched)
   int64_t global_batch = 0;
   int64_t splits = 0;          ///< feasible (tp, pp, dp, micro-batch) combinations tried
   int64_t skipped_memory = 0;  ///< splits left out because they do not fit in device memory
@@ -84,5 +94,32 @@ ScaleResult scale_curve(const Bundle& b, const ModelSpec& m, const TrainSettings
 
 /// "1..1024" (powers of two), "1,2,8" or "6": GPU counts; throws naming --gpus.
 std::vector<int64_t> parse_gpu_counts(const std::string& spec);
+
+/// A comma list of integers in [lo, hi] ("1,2,4"): an Error naming `key` and the value otherwise.
+std::vector<int64_t> parse_int_list(const std::string& value, const std::string& key, int64_t lo, int64_t hi);
+
+/// The layout of a split in one line: "tp 2 x cp 2 x pp 4 (vp 2) x dp 8, M 16, ZeRO 1, SP, recompute".
+std::string layout_string(const ParallelConfig& c, int64_t dp);
+
+/// One GPU type of a comparison (`scale --device-spec a,b,c`): its curve, price and the point that
+/// answers the question (the cheapest meeting the target, else the cheapest, else the fastest).
+struct DeviceCurve {
+  std::string name;  ///< the --device-spec value
+  DeviceRecord dev;
+  double price_per_gpu_hour = 0;  ///< 0 = no price
+  std::string price_source;       ///< where the price comes from ("" = none)
+  ScaleResult result;
+  int64_t pick = -1;  ///< index into result.points; -1 = no feasible point (error says why)
+  std::string error;  ///< why this GPU has no curve ("" = it has one)
+};
+
+/// The point of `r` that answers "which N": with a target, the one meeting it (cheapest, else
+/// fewest GPUs); otherwise the cheapest epoch when priced, else the fastest. -1 when none meets
+/// the target.
+int64_t pick_point(const ScaleResult& r, const ScaleOptions& o);
+
+/// Orders the curves for the comparison table: those with a pick first, by cost per epoch when
+/// every picked point has one, else by time per sample; those without one last.
+void rank_device_curves(std::vector<DeviceCurve>& curves);
 
 }  // namespace scaledl
