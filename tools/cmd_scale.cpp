@@ -385,6 +385,10 @@ scaledl::cli::Registrar reg(
     [](CLI::App& app) {
       auto o = std::make_shared<ScaleCmdOptions>();
       o->args.add_to(app);
+      // In `predict` --batch is one replica's; here it is the whole job's (or, --weak, each GPU's).
+      app.get_option("--batch")->description(
+          "strong scaling (default): the global batch, samples per iteration over all GPUs (--global-batch "
+          "overrides it); --weak: the samples of each GPU (default 8)");
       o->input.add_to(app);
       app.add_option("--bundle", o->bundle, "bundle directory")->required();
       app.add_option("--device-spec", o->device_spec,

@@ -25,6 +25,7 @@ TEST(CliDevices, ListsTheShippedSheetsByName) {
   EXPECT_TRUE(h100);
   const CliResult text = run_cli("devices", "cd " + kSrc + " && ");
   EXPECT_NE(text.out.find("b200 "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("prices: USD per GPU hour"), std::string::npos) << text.out;  // models/prices.json
 }
 
 TEST(CliDevices, ANameIsTheSheetAndAnUnknownOneIsOneErrorLine) {
