@@ -16,6 +16,7 @@
 
 #include "core/checksum.hpp"
 #include "core/stats.hpp"
+#include "learn/tree_cache.hpp"
 #include "learn/tree_forest.hpp"
 #include "learn/xgb.hpp"
 #include "scaledl/core/error.hpp"
@@ -279,12 +280,24 @@ struct LayerPredictor::Model {
   mutable xgb::Booster booster;
   mutable std::string text;  ///< the model file's JSON while `booster` is not loaded from it
   std::string source;        ///< the model file (errors)
+  /// The model file's SHA-256 when its trees came from the tree cache (tree_cache.hpp):
+  /// the JSON was checked but not read, and is read (and checked again) only for XGBoost.
+  std::string unread_sha256;
   mutable std::once_flag booster_once;
   /// The booster, loaded from `text` the first time it is needed (XGBoost's own
   /// predictor, or save()): a prediction by the compiled trees never parses the
   /// model a second time.
   xgb::Booster& xgb() const {
     std::call_once(booster_once, [this] {
+      if (!unread_sha256.empty()) {
+        // Trees from the cache: the file was checked at load; it may have changed since.
+        std::string json = read_text_file(source);
+        SCALEDL_CHECK(sha256_hex(json) == unread_sha256,
+                      "{}: SHA-256 differs from the one checked at load: the model file was altered since",
+                      source);
+        booster = xgb::Booster::from_buffer(json, source);  // the checks of parse_model() first
+        return;
+      }
       if (text.empty()) return;
       booster = xgb::Booster::from_checked_buffer(text, source);
       text.clear();
@@ -917,12 +930,27 @@ LayerPredictor LayerPredictor::load(const std::string& dir) {
       const std::string sha = get_str_or(e, "sha256", ctx, "");
       SCALEDL_CHECK(sha256_file(file) == sha,
                     "{}: SHA-256 differs from {}.sha256: the model file was altered or damaged", file, ctx);
+      m->source = file;
+      // The compiled trees of a file with this SHA-256, when a load before stored them
+      // (tree_cache.hpp): no JSON parse at all. A missing, stale or damaged entry is
+      // ignored. The checked SHA-256 above is the entry's key, so the file's checks hold.
+      if (std::optional<TreeForest> cached = tree_cache::read(sha);
+          cached && cached->num_features() == m->features.size()) {
+        m->forest = std::move(cached);
+        m->unread_sha256 = sha;
+        loaded[i] = std::move(m);
+        return;
+      }
       // One parse: the checks of xgb::Booster::from_buffer, then the compiled trees from
       // the same document; XGBoost loads the model only if they do not cover it.
       m->text = read_text_file(file);
-      m->source = file;
       const nlohmann::json doc = xgb::parse_model(m->text, file);
       m->forest = TreeForest::compile_document(doc, &m->forest_refused);
+      // Best effort: the next load skips the parse. Keyed to the bytes parsed (the file could
+      // have changed since its check).
+      if (m->forest && m->forest->num_features() == m->features.size() && !tree_cache::directory().empty() &&
+          sha256_hex(m->text) == sha)
+        tree_cache::write(*m->forest, sha);
       loaded[i] = std::move(m);
     } catch (...) {
       failed[i] = std::current_exception();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -296,5 +297,179 @@ void TreeForest::predict(const float* x, size_t rows, float* out) const {
   }
 }
 static_assert(TreeForest::kMaxDepth == 12, "predict() dispatches depths 0..12");
+
+// ---- compact bytes (to_bytes / from_bytes) -------------------------------------
+
+namespace {
+
+constexpr uint16_t kLeafCode = 0xFFFF;     ///< a node's code: a leaf
+constexpr uint16_t kDefaultLeft = 0x8000;  ///< a split's code: feature | kDefaultLeft when missing goes left
+constexpr size_t kMaxCodedFeatures = 0x7FFF;  ///< features a code can name
+constexpr size_t kHeaderBytes = 5 * 4;        ///< features, trees, depth, base_score, nodes
+
+bool little_endian() {
+  const uint16_t one = 1;
+  uint8_t b = 0;
+  std::memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+uint32_t float_bits(float v) {
+  uint32_t u = 0;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+void put32(std::string& out, uint32_t v) {
+  out.append(reinterpret_cast<const char*>(&v), 4);
+}
+
+uint32_t get32(const char* p) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+}  // namespace
+
+bool TreeForest::padding(size_t tree, size_t pos, int level) const {
+  // What compile() leaves under a leaf above the last level: splits {0, +inf} going left
+  // on a missing value, and one value in every leaf slot below `pos`.
+  const size_t leaves = inner_ + 1;
+  const uint32_t inf = float_bits(std::numeric_limits<float>::infinity());
+  const size_t span = size_t(1) << (depth_ - level);
+  // The split positions under `pos`, level by level (a subtree of a heap is a heap).
+  size_t first = pos, count = 1;
+  for (int l = level; l < depth_; ++l, first = 2 * first + 1, count *= 2)
+    for (size_t k = first; k < first + count; ++k) {
+      const Node& n = node_[tree * inner_ + k];
+      if (n.feature != 0 || float_bits(n.threshold) != inf || default_left_[tree * inner_ + k] != 1)
+        return false;
+    }
+  const float* lv = leaf_.data() + tree * leaves + ((pos + 1) * span - 1 - inner_);
+  const uint32_t v = float_bits(lv[0]);
+  for (size_t k = 1; k < span; ++k)
+    if (float_bits(lv[k]) != v) return false;
+  return true;
+}
+
+std::string TreeForest::to_bytes() const {
+  if (!little_endian() || features_ > kMaxCodedFeatures || trees_ == 0) return {};
+  std::vector<uint16_t> codes;
+  std::vector<uint32_t> values;
+  const size_t leaves = inner_ + 1;
+  struct Item {
+    size_t pos;
+    int level;
+  };
+  std::vector<Item> stack;
+  for (size_t t = 0; t < trees_; ++t) {
+    stack.assign(1, Item{0, 0});
+    while (!stack.empty()) {  // pre-order: node, left subtree, right subtree
+      const Item it = stack.back();
+      stack.pop_back();
+      if (it.level == depth_ || padding(t, it.pos, it.level)) {
+        const size_t span = size_t(1) << (depth_ - it.level);
+        codes.push_back(kLeafCode);
+        values.push_back(float_bits(leaf_[t * leaves + (it.pos + 1) * span - 1 - inner_]));
+        continue;
+      }
+      const size_t k = t * inner_ + it.pos;
+      codes.push_back(static_cast<uint16_t>(node_[k].feature) | (default_left_[k] ? kDefaultLeft : 0));
+      values.push_back(float_bits(node_[k].threshold));
+      stack.push_back({2 * it.pos + 2, it.level + 1});
+      stack.push_back({2 * it.pos + 1, it.level + 1});
+    }
+  }
+  std::string out;
+  out.reserve(kHeaderBytes + codes.size() * 6);
+  put32(out, static_cast<uint32_t>(features_));
+  put32(out, static_cast<uint32_t>(trees_));
+  put32(out, static_cast<uint32_t>(depth_));
+  put32(out, float_bits(base_));
+  put32(out, static_cast<uint32_t>(codes.size()));
+  out.append(reinterpret_cast<const char*>(codes.data()), codes.size() * 2);
+  out.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  return out;
+}
+
+std::optional<TreeForest> TreeForest::from_bytes(const char* data, size_t size, std::string* why) {
+  auto refuse = [&](const std::string& w) -> std::optional<TreeForest> {
+    if (why) *why = w;
+    return std::nullopt;
+  };
+  if (!little_endian()) return refuse("big-endian host");
+  if (size < kHeaderBytes) return refuse("shorter than its header");
+  const uint32_t features = get32(data), trees = get32(data + 4), depth = get32(data + 8),
+                 nodes = get32(data + 16);
+  if (features == 0 || features > kMaxCodedFeatures) return refuse("feature count out of range");
+  if (depth > static_cast<uint32_t>(kMaxDepth)) return refuse("deeper than kMaxDepth");
+  // Every tree has at least one node: this bounds the arrays allocated below by the size.
+  if (trees == 0 || trees > nodes) return refuse("tree count out of range");
+  if (size != kHeaderBytes + size_t(nodes) * 6) return refuse("size does not match the node count");
+  TreeForest f;
+  f.features_ = features;
+  f.trees_ = trees;
+  f.depth_ = static_cast<int>(depth);
+  f.inner_ = (size_t(1) << depth) - 1;
+  uint32_t base = get32(data + 12);
+  std::memcpy(&f.base_, &base, 4);
+  const size_t leaves = size_t(1) << depth;
+  // The arrays are what compile() allocates for the same trees (trees x 2^depth slots);
+  // the tree_cache reads only bytes whose SHA-256 it wrote itself.
+  f.node_.assign(f.trees_ * f.inner_, Node{0, std::numeric_limits<float>::infinity()});
+  f.default_left_.assign(f.trees_ * f.inner_, 1);
+  f.leaf_.assign(f.trees_ * leaves, 0.0f);
+  const char* codes = data + kHeaderBytes;
+  const char* values = codes + size_t(nodes) * 2;
+  size_t next = 0;  // the next node of the stream
+  struct Item {
+    size_t pos;
+    int level;
+  };
+  std::vector<Item> stack;
+  for (size_t t = 0; t < f.trees_; ++t) {
+    stack.assign(1, Item{0, 0});
+    while (!stack.empty()) {
+      const Item it = stack.back();
+      stack.pop_back();
+      if (next == nodes) return refuse("fewer nodes than the trees need");
+      uint16_t code = 0;
+      std::memcpy(&code, codes + next * 2, 2);
+      float v = 0;
+      std::memcpy(&v, values + next * 4, 4);
+      ++next;
+      if (code == kLeafCode) {
+        const size_t span = size_t(1) << (depth - it.level);
+        std::fill_n(f.leaf_.begin() + t * leaves + ((it.pos + 1) * span - 1 - f.inner_), span, v);
+        continue;
+      }
+      if (it.level == f.depth_) return refuse("a split below the last level");
+      const size_t feature = code & ~kDefaultLeft;
+      if (feature >= features) return refuse("split feature out of range");
+      const size_t k = t * f.inner_ + it.pos;
+      f.node_[k] = Node{static_cast<int32_t>(feature), v};
+      f.default_left_[k] = (code & kDefaultLeft) != 0;
+      stack.push_back({2 * it.pos + 2, it.level + 1});
+      stack.push_back({2 * it.pos + 1, it.level + 1});
+    }
+  }
+  if (next != nodes) return refuse("more nodes than the trees hold");
+  return f;
+}
+
+bool TreeForest::identical(const TreeForest& o) const {
+  if (features_ != o.features_ || trees_ != o.trees_ || depth_ != o.depth_ || inner_ != o.inner_ ||
+      float_bits(base_) != float_bits(o.base_) || node_.size() != o.node_.size() ||
+      default_left_ != o.default_left_ || leaf_.size() != o.leaf_.size())
+    return false;
+  for (size_t i = 0; i < node_.size(); ++i)
+    if (node_[i].feature != o.node_[i].feature ||
+        float_bits(node_[i].threshold) != float_bits(o.node_[i].threshold))
+      return false;
+  for (size_t i = 0; i < leaf_.size(); ++i)
+    if (float_bits(leaf_[i]) != float_bits(o.leaf_[i])) return false;
+  return true;
+}
 
 }  // namespace scaledl

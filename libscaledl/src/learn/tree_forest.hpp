@@ -38,6 +38,18 @@ class TreeForest {
   /// `rows` x num_features() row-major floats -> `rows` predictions in `out`.
   void predict(const float* x, size_t rows, float* out) const;
 
+  /// The compiled trees as compact bytes (tree_cache.hpp stores them): per tree, its
+  /// nodes in pre-order, a split as (feature, default side, threshold), a leaf as its
+  /// value, the padding of the heap layout left out; 6 bytes a node, little-endian.
+  /// from_bytes() rebuilds the identical object (every array bit for bit). Empty
+  /// when not representable (more than 32,767 features, or a big-endian host).
+  std::string to_bytes() const;
+  /// The inverse; nullopt and `why` for bytes that are not to_bytes() output (every
+  /// count, index and depth is checked: damaged bytes are refused, never trusted).
+  static std::optional<TreeForest> from_bytes(const char* data, size_t size, std::string* why = nullptr);
+  /// Bit-for-bit equality of every array (tests).
+  bool identical(const TreeForest& o) const;
+
   size_t num_features() const { return features_; }
   size_t num_trees() const { return trees_; }
   int depth() const { return depth_; }
@@ -48,6 +60,7 @@ class TreeForest {
     float threshold;  ///< go left iff x[feature] < threshold
   };
   void predict_row_missing(const float* x, float* out) const;
+  bool padding(size_t tree, size_t pos, int level) const;
   template <int Depth>
   void predict_fast(const float* const* xr, size_t n, float* acc) const;
   size_t features_ = 0;
