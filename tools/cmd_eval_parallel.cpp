@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "command.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/eval/parallel_eval.hpp"
+#include "scaledl/predict/parallel.hpp"
 
 namespace {
 
@@ -14,6 +16,7 @@ struct EvalParallelOptions {
   std::string runs;
   std::string test_runs;
   bool json = false;
+  std::optional<double> host_us;  ///< --shipped-host-node-us
   scaledl::ParallelEvalOptions e;
 };
 
@@ -23,6 +26,7 @@ int run(const EvalParallelOptions& o) {
   if (!o.e.out.empty()) std::filesystem::create_directories(o.e.out);
   ParallelEvalOptions e = o.e;
   if (!o.test_runs.empty()) e.test_runs = load_parallel_runs(o.test_runs);
+  if (o.host_us) e.shipped_host_node_ms = host_node_ms_of_us(*o.host_us);
   const nlohmann::json rep = eval_parallel(runs, e);
   if (o.json) {
     std::printf("%s\n", rep.dump(1).c_str());
@@ -83,6 +87,9 @@ scaledl::cli::Registrar reg(
                    "also score what `predict --gpus` prints: anchored to one GPU's prediction, collectives "
                    "from --fabric or the GPU's preset, nothing fitted on the runs");
       app.add_option("--fabric", o->e.fabric, "fabric preset for --shipped (default: the GPU's)");
+      app.add_option("--shipped-host-node-us", o->host_us,
+                     "--shipped with this host cost per graph node (us) instead of predict's default (a "
+                     "value fitted on other runs)");
       app.add_option("--test-runs", o->test_runs,
                      "CSV of other runs (same layout) predicted with the factors fitted on all of --runs");
       app.add_option("--seeds", o->e.seeds, "random halves for the calibrated figures")

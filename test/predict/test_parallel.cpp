@@ -10,6 +10,7 @@
 #include "scaledl/memory/memory.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
+#include "scaledl/predict/physics.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -490,4 +491,29 @@ TEST(ParallelPrediction, RingAttentionCountsTheFusedCoreToo) {
   // The four GPUs' shards run their quarter of the queries against all keys: 3 more local cores.
   EXPECT_NEAR(c.t_fwd_ms - q.t_fwd_ms, 3 * flash_fwd, 0.05 * c.t_fwd_ms);
   EXPECT_GT(c.t_bwd_ms, q.t_bwd_ms);
+}
+
+TEST(HostTerm, MegatronsKernelsCarryTheFrameworksDefaultUnlessToldOtherwise) {
+  Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord h100 = load_device_spec(kSrc + "/models/devices/h100-sxm.json");
+  TrainSettings hf = settings(1, DType::BF16);
+  hf.seq_len = 64;
+  TrainSettings mg = hf;
+  mg.fused_kernels = true;                     // --framework megatron
+  EXPECT_EQ(b.host_node_ms_for(h100, hf), 0);  // Hugging Face's recipes: none
+  EXPECT_DOUBLE_EQ(b.host_node_ms_for(h100, mg), kMegatronHostNodeMs);
+  EXPECT_NE(b.host_node_source(h100, mg).find("Megatron-LM's default"), std::string::npos);
+  EXPECT_EQ(framework_host_node_ms(mg, "cpu"), 0);  // a CPU's kernels are not launched by a host
+  // One GPU: T_sum = max(the layer sum, nodes x d).
+  const LayerGraph g = build_layer_graph(gpt(256, 2, 4), mg);
+  const IterationPrediction p = b.predict(g, h100, false);
+  EXPECT_NEAR(p.host_ms, kMegatronHostNodeMs * static_cast<double>(g.nodes.size()), 1e-9);
+  EXPECT_EQ(b.predict(build_layer_graph(gpt(256, 2, 4), hf), h100, false).host_ms, 0);
+  // --host-node-us wins, 0 (CUDA graphs) included.
+  b.host_node_ms_given = 0.0;
+  EXPECT_EQ(b.host_node_ms_for(h100, mg), 0);
+  EXPECT_EQ(b.host_node_source(h100, mg), "");
+  b.host_node_ms_given = 0.1;
+  EXPECT_DOUBLE_EQ(b.host_node_ms_for(h100, mg), 0.1);
+  EXPECT_EQ(b.host_node_source(h100, mg), "--host-node-us");
 }

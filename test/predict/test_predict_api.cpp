@@ -252,7 +252,7 @@ TEST(PredictSweep, RowsInOrderEachAsThePredictionAlone) {
   EXPECT_EQ(rows[2].label, "gpt2");
   for (const auto& row : rows) {
     EXPECT_TRUE(row.infeasible.empty());
-    EXPECT_EQ(fields(row.to_csv()), 28u);
+    EXPECT_EQ(fields(row.to_csv()), 30u);
   }
   EXPECT_LE(rows[0].p.t_iter_ms, rows[2].p.t_iter_ms);  // monotone in batch
 }

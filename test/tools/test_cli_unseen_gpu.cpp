@@ -281,7 +281,8 @@ TEST(CliUnseenGpu, SweepAndCsvCarryTheMode) {
                         "/models/gpt2.json --device-spec " + kSrc +
                         "/models/devices/a100-sxm4-80gb.json --sweep mode=inference,fwd-bwd,train");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find(",adjusted,mode,device,peak_memory_gb,memory,attention,infeasible\n"),
+  EXPECT_NE(r.out.find(",adjusted,mode,device,peak_memory_gb,memory,attention,infeasible,price_per_gpu_hour,"
+                       "cost_per_epoch\n"),
             std::string::npos)
       << r.out;
   for (const char* m : {",inference,\"spec:", ",fwd-bwd,\"spec:", ",train,\"spec:"})

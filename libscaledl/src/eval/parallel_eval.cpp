@@ -574,9 +574,9 @@ std::vector<double> shipped_predictions(const std::vector<ParallelRun>& rs, cons
                                         const DeviceRecord& dev, const ClusterComm& comm) {
   std::vector<double> out(rs.size(), 0);
   std::map<std::string, SingleGpuAnchor> anchors;
-  const double host_ms = b.host_node_ms_for(dev.key());
   for (size_t i = 0; i < rs.size(); ++i) {
     RunJob j = job_of(rs[i]);
+    const double host_ms = b.host_node_ms_for(dev, j.s);  // as `predict` takes it
     j.c.host_node_ms = host_ms;
     const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", j.m.name, j.m.vocab_size, j.m.num_layers,
                                         j.s.batch, j.s.seq_len, to_string(j.s.dtype));
@@ -589,7 +589,7 @@ std::vector<double> shipped_predictions(const std::vector<ParallelRun>& rs, cons
 
 nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const ParallelEvalOptions& o) {
   SCALEDL_CHECK(o.seeds >= 1 && o.seeds <= 1000, "--seeds={} must be in [1, 1000]", o.seeds);
-  const Bundle b = load_bundle(o.bundle);
+  Bundle b = load_bundle(o.bundle);
   const DeviceRecord dev = load_device_spec(o.device_spec);
   CommModel comm;
   if (!o.comm.empty())
@@ -628,11 +628,14 @@ nlohmann::json eval_parallel(const std::vector<ParallelRun>& runs, const Paralle
     SCALEDL_CHECK(shipped_comm.comm.intra.bandwidth_Bps > 0,
                   "--shipped: {} has no fabric preset and the bundle no calibration: give --fabric NAME",
                   dev.key());
+    // A protocol's own host cost (fitted on other runs) stands for --host-node-us in every prediction.
+    if (o.shipped_host_node_ms) b.host_node_ms_given = *o.shipped_host_node_ms;
     shipped = shipped_predictions(runs, b, dev, shipped_comm.comm);
     ScoredRuns as_shipped = s;
     for (size_t i = 0; i < runs.size(); ++i) as_shipped.sc[i].raw_ms = shipped[i];
     const RawErrors e = raw_errors(runs, as_shipped);
     rep["shipped"] = {{"collectives", shipped_comm.source}, {"mre", e.raw}, {"bias", e.raw_bias}};
+    if (o.shipped_host_node_ms) rep["shipped"]["host_node_ms"] = *o.shipped_host_node_ms;
     if (!o.test_runs.empty()) {
       const std::vector<double> t = shipped_predictions(o.test_runs, b, dev, shipped_comm.comm);
       rep["shipped"]["test_runs"] = nlohmann::json::array();

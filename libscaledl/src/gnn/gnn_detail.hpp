@@ -1,5 +1,5 @@
 #pragma once
-// Internals shared by the graph-model sources gnn_model.cpp, gnn_train.cpp and gnn_io.cpp (not a
+// Internals shared by the graph-model sources gnn_config.cpp and gnn_train.cpp (not a
 // public header).
 #include <initializer_list>
 #include <string>

@@ -15,6 +15,8 @@
 
 #include <torch/torch.h>
 
+#include "gnn/safetensors_raw.hpp"
+
 namespace scaledl {
 
 /// Tensors (any device; saved contiguous, on CPU) plus string metadata.
@@ -27,7 +29,7 @@ struct SafeTensors {
 void save_safetensors(const std::string& path, const SafeTensors& st);
 
 /// Reads a file written by save_safetensors (or by Python's safetensors with
-/// F32/F64/I64 tensors). Tensors come back on CPU. Throws scaledl::Error naming
+/// F32/F64/I64 tensors): load_safetensors_raw's bytes as tensors, on CPU. Throws scaledl::Error naming
 /// the file and the offending field on a missing, truncated or corrupt file.
 SafeTensors load_safetensors(const std::string& path);
 

@@ -23,6 +23,19 @@ double Bundle::host_node_ms_for(const std::string& device_key) const {
   return it == host_node_ms.end() ? 0.0 : it->second;
 }
 
+double Bundle::host_node_ms_for(const DeviceRecord& dev, const TrainSettings& s) const {
+  if (host_node_ms_given || host_node_ms.count(dev.key())) return host_node_ms_for(dev.key());
+  return framework_host_node_ms(s, dev.kind);
+}
+
+std::string Bundle::host_node_source(const DeviceRecord& dev, const TrainSettings& s) const {
+  if (host_node_ms_given) return *host_node_ms_given > 0 ? "--host-node-us" : "";
+  if (host_node_ms.count(dev.key())) return "the bundle's fit of this device";
+  return framework_host_node_ms(s, dev.kind) > 0
+             ? "Megatron-LM's default (fitted on vTrain's A100 runs; --host-node-us for your own host)"
+             : "";
+}
+
 IterationPrediction Bundle::predict(const LayerGraph& g, const DeviceRecord& dev, bool physics) const {
   return predict_many({&g}, dev, physics).at(0);
 }
@@ -213,30 +226,25 @@ void add_ladders(const Bundle& b, const std::vector<const LayerGraph*>& gs, cons
     }
 }
 
-/// The models' predictions of `all` (predict_iterations), before intervals and bounds.
+/// The models' predictions of `all` (predict_iterations), before intervals and bounds. The graphs
+/// are predicted in groups of what they share: the collective model (single-device graphs with the
+/// bundle's own, the others with --comm) and the host's cost per node (a framework's default
+/// follows each graph's kernels).
 std::vector<IterationPrediction> model_predictions(const Bundle& b, const std::vector<const LayerGraph*>& all,
                                                    const DeviceRecord& dev) {
-  const double host_ms_per_node = b.host_node_ms_for(dev.key());
-  if (!b.comm_given)
-    return predict_iterations(all, dev, b.layers, b.graph_for(dev.key()), b.comm ? *b.comm : CommModel{}, 256,
-                              host_ms_per_node, b.calibration_for(dev.key()));
-  // Single-device graphs with the bundle's own collective model, the others with the given one.
-  std::vector<IterationPrediction> out;
-  std::vector<const LayerGraph*> part[2];
-  std::vector<size_t> at[2];
+  std::map<std::pair<int, double>, std::vector<size_t>> groups;
   for (size_t k = 0; k < all.size(); ++k) {
-    const int multi = all[k]->settings.num_devices > 1 ? 1 : 0;
-    part[multi].push_back(all[k]);
-    at[multi].push_back(k);
+    const int multi = b.comm_given && all[k]->settings.num_devices > 1 ? 1 : 0;
+    groups[{multi, b.host_node_ms_for(dev, all[k]->settings)}].push_back(k);
   }
-  out.resize(all.size());
-  for (int multi : {0, 1}) {
-    if (part[multi].empty()) continue;
-    const CommModel c = multi ? *b.comm_given : b.comm ? *b.comm : CommModel{};
-    std::vector<IterationPrediction> got =
-        predict_iterations(part[multi], dev, b.layers, b.graph_for(dev.key()), c, 256, host_ms_per_node,
-                           b.calibration_for(dev.key()));
-    for (size_t i = 0; i < got.size(); ++i) out[at[multi][i]] = std::move(got[i]);
+  std::vector<IterationPrediction> out(all.size());
+  for (const auto& [key, idx] : groups) {
+    const CommModel c = key.first ? *b.comm_given : b.comm ? *b.comm : CommModel{};
+    std::vector<const LayerGraph*> part;
+    for (size_t k : idx) part.push_back(all[k]);
+    std::vector<IterationPrediction> got = predict_iterations(part, dev, b.layers, b.graph_for(dev.key()), c,
+                                                              256, key.second, b.calibration_for(dev.key()));
+    for (size_t i = 0; i < got.size(); ++i) out[idx[i]] = std::move(got[i]);
   }
   return out;
 }

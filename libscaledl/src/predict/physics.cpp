@@ -30,6 +30,10 @@ double bound_bandwidth_gbs(const DeviceRecord& d) {
   return r;
 }
 
+double framework_host_node_ms(const TrainSettings& s, const std::string& device_kind) {
+  return s.fused_kernels && device_kind != "cpu" ? kMegatronHostNodeMs : 0.0;
+}
+
 std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, const std::string& kind) {
   if (host_ms > 0 || kind == "cpu" || nodes < 1 || !(gpu_ms < nodes * kEagerHostNodeMs)) return "";
   return fmt::format(

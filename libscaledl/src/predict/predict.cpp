@@ -7,17 +7,12 @@
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/strided_threads.hpp"
 #include "scaledl/gnn/gnn.hpp"
-#include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/gnn/graph_features.hpp"
+#include "scaledl/gnn/graph_inference.hpp"
 #include "scaledl/learn/calibration.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl {
-
-namespace {
-/// Graphs per forward pass of the refinement (see predict_iterations).
-constexpr int64_t kRefinementBatch = 16;
-
-}  // namespace
 
 std::string dtype_refusal(DType dtype, const DeviceRecord& dev) {
   if (dtype == DType::FP8)
@@ -134,12 +129,10 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
     if (!graph) continue;
     std::vector<const GraphFeatures*> ptrs;
     for (const auto& f : feats) ptrs.push_back(&f);
-    // The refinement in batches of kRefinementBatch graphs, not the whole chunk: a first
-    // forward pass touches fresh memory for every intermediate tensor, and on a VM each new page
-    // costs a fault; batches of 16 reuse the same few MB (a lone predict of a 7B model at batch
-    // 32 x 4,096, 241 graphs with its bounds: 0.63 -> 0.05 s with main()'s malloc settings;
-    // docs/predict.md, "Speed"). Each graph's prediction is the same in any batch.
-    const GnnPrediction r = graph->predict(ptrs, kRefinementBatch);
+    // The refinement's forward pass without LibTorch (graph_inference.hpp: the same model
+    // in Eigen, float32, checked against LibTorch's in test_graph_inference.cpp), one graph
+    // at a time: a few small matrices per graph, no batch to build.
+    const GnnPrediction r = graph->inference()->predict(ptrs);
     for (size_t k = c0; k < c1; ++k) {
       IterationPrediction& p = out[k];
       const size_t j = k - c0;

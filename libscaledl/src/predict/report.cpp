@@ -101,8 +101,7 @@ void write_times(std::ostream& out, const SinglePrediction& r) {
       << (p.host_ms > 0
               ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
                             "them ({}){}\n",
-                            p.host_ms, r.nodes, 1e3 * p.host_ms / r.nodes,
-                            r.host_node_us_given ? "--host-node-us" : "bundle trained with --host-term",
+                            p.host_ms, r.nodes, 1e3 * p.host_ms / r.nodes, r.host_source,
                             p.host_ms >= p.t_sum_ms ? ": it sets T_sum" : "")
               : std::string())
       << (p.extrapolated_ms > 0
@@ -302,6 +301,7 @@ nlohmann::json ParallelSingle::to_json() const {
   j["settings"] = settings.to_json();
   j["mode"] = to_string(run_mode(settings));
   j["device"] = device.key();
+  if (!host_source.empty()) j["host_source"] = host_source;
   j["global_batch"] = settings.batch * r.plan.dp;
   j["attention"] = attention_kind(settings);
   j["assumed"] = assumed;
@@ -363,8 +363,8 @@ void ParallelSingle::write_report(std::ostream& out) const {
                                                    r.t_dp_ms, p.grad_buckets)
                                      : std::string())
       << (par.host_node_ms > 0
-              ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us{}\n", r.t_host_ms,
-                            r.slot_nodes, 1e3 * par.host_node_ms,
+              ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us ({}){}\n",
+                            r.t_host_ms, r.slot_nodes, 1e3 * par.host_node_ms, host_source,
                             r.host_bound ? ": the host sets each slot (the GPU's slot is " +
                                                fmt::format("{:.3f} ms)", r.t_slot_gpu_ms)
                                          : "")

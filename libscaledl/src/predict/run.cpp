@@ -133,6 +133,7 @@ SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const 
   r.device = dev;
   r.nodes = g.nodes.size();
   r.host_node_us_given = o.host_node_us.has_value();
+  r.host_source = b.host_node_source(dev, r.settings);
   return r;
 }
 
@@ -174,7 +175,9 @@ ParallelSingle predict_parallel_single(const PredictRequest& o, const Bundle& b,
   const ClusterCommChoice cc = choose_cluster_comm(b, o.fabric, o.device_spec, dev);
   if (o.par.gpus > 1) r.comm_source = cc.source;
   r.par = o.par;
-  r.par.host_node_ms = b.host_node_ms_for(dev.key());  // --host-node-us, else the bundle's term
+  // --host-node-us, else the bundle's fit of the device, else the framework's default
+  r.par.host_node_ms = b.host_node_ms_for(dev, s);
+  r.host_source = b.host_node_source(dev, s);
   // A preset's node is its NVLink / PCIe domain: more GPUs than one holds span whole nodes.
   if (cc.fabric && r.par.nodes == 1 && r.par.gpus > cc.fabric->gpus_per_node &&
       r.par.gpus % cc.fabric->gpus_per_node == 0) {

@@ -159,7 +159,7 @@ struct ScaleJob {
     if (it != anchors.end()) return it->second;
     TrainSettings t = s;
     t.batch = batch;
-    return anchors[batch] = single_gpu_anchor(b, m, t, dev, b.host_node_ms_for(dev.key()));
+    return anchors[batch] = single_gpu_anchor(b, m, t, dev, b.host_node_ms_for(dev, t));
   }
 };
 
@@ -268,7 +268,7 @@ void search_splits(ScaleJob& job, int64_t n, int64_t gb, int64_t nodes, SplitSea
                     c.recompute = rc;
                     c.sequence_parallel = sp;
                     c.overlap_grad_reduce = o.overlap_grad_reduce;
-                    c.host_node_ms = job.b.host_node_ms_for(job.dev.key());
+                    c.host_node_ms = job.b.host_node_ms_for(job.dev, job.s);
                     if (try_split(job, c, per_replica, dp, sr)) fitted = true;
                   }
                 }

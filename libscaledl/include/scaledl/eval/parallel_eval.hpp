@@ -17,6 +17,7 @@
 // reported on the other half, over --seeds splits: ScaleDL's eq. 1 with its
 // two factors learned from one cluster's measurements.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,11 @@ struct ParallelEvalOptions {
   /// choose_cluster_comm: `fabric`, else the GPU's preset): the shipped path, nothing fitted on
   /// the runs. Costs one single-GPU prediction per distinct replica.
   bool shipped = false;
-  std::string fabric;                  ///< --fabric for the shipped path ("" = the GPU's preset)
+  std::string fabric;  ///< --fabric for the shipped path ("" = the GPU's preset)
+  /// The shipped path's host cost per graph node, ms, instead of what `predict` takes (the
+  /// bundle's fit of the device, else the framework's default): for protocols that fit it on
+  /// other runs (scripts/reproduce/parallel_check.sh). Unset = predict's.
+  std::optional<double> shipped_host_node_ms;
   int seeds = 5;                       ///< random half splits for the calibrated figures
   std::string out;                     ///< folder for predictions.csv and report.md/json ("" = none)
   std::vector<ParallelRun> test_runs;  ///< predicted with the factors fitted on all runs (another source)

@@ -29,39 +29,9 @@
 #include <nlohmann/json.hpp>
 
 #include "scaledl/gnn/graph_batch.hpp"
+#include "scaledl/gnn/graph_inference.hpp"
 
 namespace scaledl {
-
-/// Architecture hyperparameters (saved in the weights file).
-struct GnnConfig {
-  std::string encoder = "transformerconv";  ///< "transformerconv" | "anee"
-  std::string target = "alpha-beta";        ///< "alpha-beta" (eq. 2) | "direct" (DNNPerf baseline)
-  std::string readout = "mean";             ///< "mean" | "sum" pooling of node embeddings
-  int64_t hidden = 32;                      ///< node embedding width, >= 1
-  int64_t layers = 2;                       ///< TransformerConv layers / ANEE rounds, >= 1
-  int64_t heads = 2;                        ///< attention heads L (transformerconv), >= 1
-  int64_t z_hidden = 16;                    ///< width of the Z branch MLP, >= 1
-  int64_t mlp_hidden = 32;                  ///< width of the prediction MLP, >= 1
-  bool global_branch = true;                ///< MLP(Z) branch of eq. 14; false = the NoMLP ablation
-  /// alpha and beta lie in (1/alpha_bound, alpha_bound): log alpha = L tanh(o / L),
-  /// L = ln alpha_bound (1 at o = 0). > 1.
-  double alpha_bound = 4.0;
-  /// Out-of-domain shrinkage: a graph whose global features lie a distance d
-  /// outside the training range (Normalizer::ood_distance) gets
-  /// log alpha' = exp(-d / ood_tau) log alpha (the same for beta): the
-  /// prediction moves toward the plain sum T_sum + T_comm. 0 = off.
-  double ood_tau = 1.0;
-  /// Whether the global branch and the out-of-domain distance see the device's memory
-  /// capacity (log1p_dev_mem_gb). A capacity is not a speed, and a GPU with more memory
-  /// than any training GPU (the H200's 141 GB) was flagged out of domain by it alone:
-  /// off since 2026-11-26 (docs/unseen-gpu.md); a file without the key is from before (on).
-  bool device_memory_feature = false;
-
-  nlohmann::json to_json() const;
-  /// Validates every field; throws naming ctx.key and the value.
-  static GnnConfig from_json(const nlohmann::json& j, const std::string& ctx = "gnn");
-  void validate(const std::string& ctx = "gnn") const;
-};
 
 /// Sum of `rows` [E, ...] into `num_out` buckets by `index` [E] (int64 in
 /// [0, num_out)): out[i] = sum of rows[e] with index[e] == i; differentiable.
@@ -146,17 +116,6 @@ struct GnnTrainReport {
   nlohmann::json to_json() const;
 };
 
-/// Per-graph predictions, ms.
-struct GnnPrediction {
-  std::vector<double> alpha, beta, t_pred_ms;
-  std::vector<double> ood_distance;  ///< Normalizer::ood_distance of each graph's global features
-  std::vector<int> ood_column;       ///< the global feature that sets it (-1 inside the training range)
-  /// 1 where alpha is that of the graph's forward part (GraphFeatures::forward_part):
-  /// the run has backward nodes, the refinement trained on none, and the forward
-  /// part lies nearer its training range than the run (only with ood_tau > 0).
-  std::vector<char> alpha_from_forward;
-};
-
 /// Mean relative error |pred - y| / y of two equal-length vectors (fraction).
 double mean_relative_error(const std::vector<double>& pred, const std::vector<double>& y);
 
@@ -195,13 +154,22 @@ class GraphPredictor {
   /// Metadata read by load() ("train_report" etc.), empty otherwise.
   const nlohmann::json& metadata() const { return meta_; }
 
-  static constexpr int kFormatVersion = 3;  ///< 2: training ranges (norm.*_lo/_hi); 3: content_sha256
+  /// The same model without LibTorch (graph_inference.hpp), what prediction runs:
+  /// built by load() from the file, otherwise from the weights in memory at the
+  /// first call, and again when a weight has changed since (an optimiser step, a
+  /// copy_ or a move to another device or dtype). Thread-safe; throws like predict
+  /// when there is no model.
+  std::shared_ptr<const GraphInference> inference() const;
+
+  static constexpr int kFormatVersion = kGnnFileFormatVersion;
 
  private:
+  struct InferenceCache;
   GnnConfig cfg_;
   Normalizer norm_;
   GnnModel model_{nullptr};
   nlohmann::json meta_;
+  std::shared_ptr<InferenceCache> inference_;  ///< shared by copies, as model_ is
 };
 
 /// K-fold cross-validation over graphs: each graph is predicted once by a model

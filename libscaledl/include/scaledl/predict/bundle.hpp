@@ -115,8 +115,15 @@ struct Bundle {
   /// The host's cost per graph node, ms, for every device (`predict --host-node-us`):
   /// replaces host_node_ms when set (a user's own framework and host; 0 = none).
   std::optional<double> host_node_ms_given;
-  /// The host's cost per graph node on `device_key`, ms (0 = no host term).
+  /// The host's cost per graph node on `device_key`, ms (0 = no host term): --host-node-us, else
+  /// the bundle's fit of the device.
   double host_node_ms_for(const std::string& device_key) const;
+  /// The same for a run of settings `s` on `dev`: --host-node-us, else the bundle's fit of the
+  /// device, else the framework's default (framework_host_node_ms: Megatron-LM's kernels).
+  double host_node_ms_for(const DeviceRecord& dev, const TrainSettings& s) const;
+  /// Where that figure comes from, for the report: "--host-node-us", "the bundle's fit of this
+  /// device", "Megatron-LM's default ..." or "" (none).
+  std::string host_node_source(const DeviceRecord& dev, const TrainSettings& s) const;
   /// A calibration of one device from a few of its own layer timings (`predict
   /// --calibrate`, calibration.hpp): its layer times carry the factors when that
   /// device is predicted. Not saved with the bundle.

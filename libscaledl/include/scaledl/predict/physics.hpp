@@ -66,6 +66,15 @@ constexpr size_t kMinHostRuns = 8;
 /// needs 102 us. `predict` warns where a GPU's layer sum per node is below it and no
 /// host term is known (the host may set the iteration: give --host-node-us).
 constexpr double kEagerHostNodeMs = 0.070;
+/// Megatron-LM's host cost per graph node on vTrain's A100 hosts, ms: the mean of the fits
+/// (fit_host_node_ms) on random halves of vTrain's 720 public single-node runs, 66-72 us over
+/// halves, GPU counts and widths (docs/parallel.md, "The host's cost per node").
+constexpr double kMegatronHostNodeMs = 0.070;
+/// The host's cost per graph node of the settings' kernels where nothing measured says (no
+/// --host-node-us, no fit of the device in the bundle), ms: Megatron-LM's (fused_kernels, as
+/// `--framework megatron` sets) kMegatronHostNodeMs on a GPU; Hugging Face's (eager or SDPA) none,
+/// since its single-GPU runs on spec sheets are predicted without one; a CPU none.
+double framework_host_node_ms(const TrainSettings& s, const std::string& device_kind);
 /// The warning's text, or "" when none is due: `gpu_ms` over `nodes` against
 /// kEagerHostNodeMs (`host_ms` > 0: a host term is applied; `kind` "cpu": none is due).
 std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, const std::string& kind);

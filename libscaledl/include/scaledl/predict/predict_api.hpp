@@ -121,6 +121,7 @@ struct SinglePrediction {
   int64_t iterations = 0;            ///< per epoch (0 = neither samples nor iterations given)
   MemoryPrediction memory;
   bool host_node_us_given = false;  ///< the host term is the request's, not the bundle's
+  std::string host_source;          ///< where the host term comes from (Bundle::host_node_source)
   /// What the caller's host input pipeline bound adds (issue #15): keys of to_json and lines
   /// of the report after the intervals (both empty = none).
   nlohmann::json input = nlohmann::json::object();
@@ -140,7 +141,8 @@ struct ParallelSingle {
   TrainSettings settings;
   std::vector<std::string> assumed;
   DeviceRecord device;
-  ParallelConfig par;  ///< req.par with the device's host term
+  ParallelConfig par;       ///< req.par with the device's host term
+  std::string host_source;  ///< where that host term comes from (Bundle::host_node_source)
   ParallelPrediction r;
   std::string host_warning, comm_warning;
   std::string comm_source;  ///< ClusterCommChoice::source
