@@ -1,6 +1,7 @@
 // scaledl train: layer models + graph refinement (+ all-reduce calibration) from
 // one or more stores into ONE bundle directory, the object `predict --bundle`
 // loads (bundle.hpp). `train layers` and `train graph` remain for the stages alone.
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -20,6 +21,7 @@ struct TrainOptions {
   int threads = 1;
   bool no_graph = false;
   bool json = false;
+  bool quiet = false;
 };
 
 // Long (~140 lines) for a reason: it is the command's list of options, one
@@ -84,6 +86,9 @@ scaledl::cli::Registrar reg(
           "do not calibrate the interval width for devices without layer timings (leave-one-device-out, "
           "one more layer model per device with runs; docs/predict.md)");
       app.add_flag("--json", o->json, "print the manifest as JSON");
+      app.add_flag("--quiet", o->quiet,
+                   "no progress on stderr (by default a line per stage and layer kind, and every 10 s "
+                   "while the refinement trains)");
       return [o] {
         SCALEDL_CHECK(!o->b.dbs.empty(),
                       "train: --db STORE is required (or use `train layers` / `train graph`)");
@@ -92,6 +97,14 @@ scaledl::cli::Registrar reg(
         o->b.gnn.validate("train");
         o->b.graph = !o->no_graph;
         torch::set_num_threads(o->threads);
+        if (!o->quiet) {  // progress lines, in a log as on a terminal
+          const auto t0 = std::chrono::steady_clock::now();
+          o->b.progress = [t0](const std::string& line) {
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::cerr << fmt::format("train: [{:6.1f} s] {}\n", s, line) << std::flush;
+          };
+          o->b.layers.verbose = true;  // a line per layer kind trained
+        }
         o->b.command = fmt::format(
             "scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}{}{}",
             fmt::join(o->b.dbs, " --db "), o->out, o->b.gnn.encoder, o->b.gnn_train.epochs,

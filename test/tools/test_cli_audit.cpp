@@ -61,7 +61,7 @@ TEST_F(CliAudit, AnOutputFolderIsReplacedOnlyWhenItIsRecognisablyOurs) {
   write(p + "/manifest.json", "{}");
   write(p + "/report.json", "{}");
   write(p + "/src/main.c", "int main() {}\n");
-  expect_one_error("train --db " + kSrc + "/datasets/h100/h100.sqlite --epochs 3 --out " + p,
+  expect_one_error("train --quiet --db " + kSrc + "/datasets/h100/h100.sqlite --epochs 3 --out " + p,
                    "is not a bundle");
   expect_one_error("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --folds 0 --out " + p,
                    "is not a layer-model directory");

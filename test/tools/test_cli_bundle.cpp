@@ -30,6 +30,11 @@ class CliBundle : public testing::Test {
     fs::remove_all(dir_);
     auto r = run_cli("train" + kStores + " --out " + dir_ + "/b --epochs 20");
     ASSERT_EQ(r.rc, 0) << r.out;
+    // Progress on stderr, a log here (no terminal): a line per stage and per layer kind.
+    EXPECT_NE(r.out.find("train: ["), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("] refinement: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("learn: linear"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find('\r'), std::string::npos);  // no bar redrawn in place in a log
   }
   /// A fresh copy of the trained bundle to tamper with.
   static std::string copy(const std::string& name) {
@@ -139,12 +144,13 @@ TEST_F(CliBundle, RefusesAnAlteredMissingOrForeignBundle) {
 
 TEST_F(CliBundle, BadTrainingInputsLeaveNoBundle) {
   const std::string out = dir_ + "/never";
-  expect_one_error("train --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + out, "no ok model runs");
+  expect_one_error("train --quiet --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + out,
+                   "no ok model runs");
   EXPECT_FALSE(fs::exists(out));
-  expect_one_error("train --db " + dir_ + "/no-such.sqlite --out " + out, "no-such.sqlite");
+  expect_one_error("train --quiet --db " + dir_ + "/no-such.sqlite --out " + out, "no-such.sqlite");
   EXPECT_FALSE(fs::exists(out));
   expect_one_error("train --out " + out, "--db STORE is required");
-  expect_one_error("train" + kStores + " --out " + out + " --encoder gcn", "gcn");
+  expect_one_error("train --quiet" + kStores + " --out " + out + " --encoder gcn", "gcn");
   EXPECT_FALSE(fs::exists(out));
   // The stage commands still parse under the `train` group.
   auto r = run_cli("train layers --help");
@@ -238,7 +244,7 @@ TEST_F(CliBundle, InModelBundleTrainsTheRefinementOnCrossFittedLayerTimes) {
   EXPECT_EQ(m["training"]["layer_times"], "cross-fitted over 3 folds of the runs");
   EXPECT_GT(m["training"]["layer_samples"].get<int>(), m["training"]["layer_rows"].get<int>());
   EXPECT_NE(m["command"].get<std::string>().find("--in-model-db"), std::string::npos);
-  expect_one_error("train" + kStores + " --in-model-db " + kSrc +
+  expect_one_error("train --quiet" + kStores + " --in-model-db " + kSrc +
                        "/datasets/cpu/models.sqlite --crossfit-folds 1" + " --out " + dir_ + "/im1",
                    "--crossfit-folds=1 must be >= 2");
   EXPECT_FALSE(fs::exists(dir_ + "/im1"));

@@ -889,10 +889,11 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
                            nullptr),
               SQLITE_OK);
   }
-  expect_one_error("train --db " + one + " --out " + (dir / "c").string() + " --device-crossfit",
+  expect_one_error("train --quiet --db " + one + " --out " + (dir / "c").string() + " --device-crossfit",
                    "--device-crossfit needs layer rows of >= 3 devices (the stores have 1)");
-  expect_one_error("train --db " + db + " --out " + (dir / "c").string() + " --device-crossfit --no-graph",
-                   "--device-crossfit trains a refinement: drop --no-graph");
+  expect_one_error(
+      "train --quiet --db " + db + " --out " + (dir / "c").string() + " --device-crossfit --no-graph",
+      "--device-crossfit trains a refinement: drop --no-graph");
   EXPECT_FALSE(fs::exists(dir / "c"));
   fs::remove_all(dir);
 }

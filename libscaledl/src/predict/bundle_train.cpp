@@ -74,6 +74,11 @@ struct TrainInputs {
   std::map<std::string, double> host;  // fitted host term per device (--host-term)
 };
 
+/// A stage's line to BundleTrainOptions::progress (none without one).
+void say(const BundleTrainOptions& o, const std::string& line) {
+  if (o.progress) o.progress(line);
+}
+
 void check_train_options(const BundleTrainOptions& o, const std::string& out) {
   SCALEDL_CHECK(!o.dbs.empty(), "--db: give at least one store");
   SCALEDL_CHECK(!out.empty(), "--out: give the bundle directory");
@@ -97,6 +102,8 @@ void train_layer_models(const BundleTrainOptions& o, TrainInputs& in) {
     auto im = load_in_model_samples(o.in_model_dbs, in.data.devices);
     in.samples.insert(in.samples.end(), im.begin(), im.end());
   }
+  say(o,
+      fmt::format("layer models: {} samples of {} devices", in.samples.size(), in.layer_row_devices.size()));
   in.lp = LayerPredictor::train_samples(in.samples, in.data.devices, o.layers);
 }
 
@@ -287,7 +294,21 @@ nlohmann::json graph_cv(const BundleTrainOptions& o, const std::vector<GraphFeat
 void train_graph_models(const BundleTrainOptions& o, const TrainInputs& in, const fs::path& tmp,
                         nlohmann::json& manifest) {
   GnnTrainReport rep;
-  GraphPredictor gp = GraphPredictor::train(in.graphs, o.gnn, o.gnn_train, &rep);
+  say(o, fmt::format("refinement: {} runs, {} epochs at most", in.graphs.size(), o.gnn_train.epochs));
+  GnnTrainOptions to = o.gnn_train;
+  if (o.progress) {  // a line at most every 10 s, besides the caller's own per-epoch callback
+    auto last = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+    to.on_epoch = [&o, last, inner = o.gnn_train.on_epoch](int64_t epoch, double loss, double val) {
+      if (inner) inner(epoch, loss, val);
+      const auto now = std::chrono::steady_clock::now();
+      if (std::chrono::duration<double>(now - *last).count() < 10) return;
+      *last = now;
+      o.progress(fmt::format("refinement: epoch {}/{}, train loss {:.4f}, validation {:.4f}", epoch,
+                             o.gnn_train.epochs, loss, val));
+    };
+  }
+  GraphPredictor gp = GraphPredictor::train(in.graphs, o.gnn, to, &rep);
+  say(o, fmt::format("refinement: stopped after {} epochs; intervals and spreads", rep.epochs_run));
   IntervalModel iv = calibrate_intervals(in.graphs, o.gnn, o.gnn_train, rep);
   // Layer models without one device ("\n" + its key), shared by the device-out
   // spread and the device-out refinement.
@@ -296,7 +317,10 @@ void train_graph_models(const BundleTrainOptions& o, const TrainInputs& in, cons
   DeviceSpread ds;
   if ((iv.valid() && o.device_intervals) || o.device_crossfit) ds = spread_of(o, in, lgs, fold_models);
   with_spread(iv, o, ds);
-  if (o.device_crossfit) manifest["graph_device_out"] = train_device_out(o, in, lgs, fold_models, ds, tmp);
+  if (o.device_crossfit) {
+    say(o, "device-out refinement");
+    manifest["graph_device_out"] = train_device_out(o, in, lgs, fold_models, ds, tmp);
+  }
   nlohmann::json grep = rep.to_json();
   if (o.reproducible) grep.erase("seconds");
   nlohmann::json g = {{"file", kGraphFile},
@@ -337,7 +361,9 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   StagingDir stage(out, bundle_output_files(), "a bundle");  // checks --out before hours of training
 
   TrainInputs in;
+  say(o, fmt::format("reading {} store(s)", o.dbs.size()));
   train_layer_models(o, in);
+  say(o, "model runs: layer graphs and their layer times");
   run_graphs(o, in);
   fit_host_term(o, in);
   SCALEDL_CHECK(
@@ -351,6 +377,7 @@ nlohmann::json train_bundle(const BundleTrainOptions& o, const std::string& out)
   in.lp.save((tmp / kLayersDir).string());
   nlohmann::json manifest = manifest_head(o, in);
   if (o.graph) train_graph_models(o, in, tmp, manifest);
+  say(o, "memory correction");
   train_memory(o, tmp, manifest);
   if (!o.comm.empty()) {
     write_json_file((tmp / kCommFile).string(), in.comm.to_json());

@@ -27,6 +27,7 @@
 // extra-listed or altered file (checksum), naming the file, before any model
 // is parsed.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,10 @@ struct BundleTrainOptions {
   /// of it. `predict` uses it for devices without layer timings in the bundle.
   /// Needs the refinement and >= 3 devices with layer rows.
   bool device_crossfit = false;
+  /// Hears one line at each stage of training and, while the refinement trains, at most one
+  /// line every 10 s (epoch, loss, validation error), so that a long `train` is never silent in
+  /// a log; may be empty.
+  std::function<void(const std::string&)> progress;
 };
 
 struct Bundle {
