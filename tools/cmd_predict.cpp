@@ -191,8 +191,11 @@ scaledl::cli::Registrar reg(
       app.add_option("--host-node-us", o->req.host_node_us,
                      "the host's cost per graph node of your framework, microseconds: "
                      "each iteration (each pipeline slot with --gpus) takes at least nodes "
-                     "x this (0 = none; default: the bundle's fit for a probed device, none "
-                     "for a spec sheet; docs/parallel.md)");
+                     "x this (0 = none; default: the bundle's fit for a probed device, else "
+                     "Megatron-LM's 70 us with --framework megatron, else none; docs/parallel.md)");
+      app.add_flag("--cuda-graphs", o->req.cuda_graphs,
+                   "the framework launches each iteration as CUDA graphs (NeMo, Megatron-Core with "
+                   "--enable-cuda-graph): no host cost per node");
       app.add_flag("--timing", o->timing, "print load and prediction times to stderr");
       app.add_flag("--raw", o->req.raw,
                    "the models' own T_iter, without the physical bounds (roofline, "

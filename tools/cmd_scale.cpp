@@ -36,6 +36,7 @@ struct ScaleCmdOptions {
   scaledl::ScaleOptions s;
   scaledl::cli::PipelineArgs input;    ///< --pipeline, --workers, --vcpus, --input (issue #15)
   std::optional<double> host_node_us;  ///< --host-node-us
+  bool cuda_graphs = false;            ///< --cuda-graphs
   std::string calibrate;               ///< --calibrate: store with a few layer timings of the GPU
 };
 
@@ -184,7 +185,7 @@ int run(const ScaleCmdOptions& o) {
   }
   Bundle b = load_bundle(o.bundle);
   if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
-  if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
+  apply_host_options(b, o.host_node_us, o.cuda_graphs);
   const auto input = o.input.resolve(m, s);  // issue #15: the host input pipeline bounds T_iter
   if (input) so.input_ms = cli::PipelineArgs::scale_input_ms(*input);
   const bool multi = std::any_of(so.gpus.begin(), so.gpus.end(), [](int64_t n) { return n > 1; });
@@ -408,6 +409,8 @@ scaledl::cli::Registrar reg(
           "the host's cost per graph node of your framework, microseconds: each pipeline slot takes at "
           "least its nodes x this (default: the bundle's fit for a probed device, none for a spec sheet; "
           "docs/parallel.md)");
+      app.add_flag("--cuda-graphs", o->cuda_graphs,
+                   "the framework launches each iteration as CUDA graphs: no host cost per node");
       app.add_option("--gpus", o->gpus, "GPU counts: 1..1024 (powers of two) or a list 1,2,8")
           ->capture_default_str();
       app.add_option("--gpus-per-node", o->s.gpus_per_node,

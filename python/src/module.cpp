@@ -117,6 +117,7 @@ void add_predict_options(CLI::App& app, PredictOptions& o) {
   app.add_option("--anchor", o.req.anchor);
   app.add_option("--calibrate", o.req.calibrate);
   app.add_option("--host-node-us", o.req.host_node_us);
+  app.add_flag("--cuda-graphs", o.req.cuda_graphs);
   app.add_flag("--raw", o.req.raw);
   app.add_option("--threads", o.req.threads);
   app.add_option("--headroom", o.req.headroom);

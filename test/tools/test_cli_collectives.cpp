@@ -216,7 +216,7 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
                          " --gpus 8 --tp 2 --pp 2 --microbatches 4 --host-node-us 500");
   ASSERT_EQ(ht.rc, 0) << ht.out;
   EXPECT_NE(ht.out.find("host term"), std::string::npos) << ht.out;
-  EXPECT_NE(ht.out.find("x 500.0 us: the host sets each slot"), std::string::npos) << ht.out;
+  EXPECT_NE(ht.out.find("x 500.0 us (--host-node-us): the host sets each slot"), std::string::npos) << ht.out;
   // One GPU: T_sum = max(layer times, nodes x d).
   CliResult one = run_cli(base + "--host-node-us 500");
   ASSERT_EQ(one.rc, 0) << one.out;
@@ -231,6 +231,16 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   ASSERT_EQ(tiny.rc, 0) << tiny.out;
   const auto tj = nlohmann::json::parse(tiny.out.substr(tiny.out.find('{')));
   EXPECT_NE(tj.value("host_warning", "").find("us per graph node"), std::string::npos) << tj.dump();
+  // Megatron-LM's kernels carry its host cost by default; CUDA graphs take it away.
+  CliResult mg = run_cli(base + "--framework megatron");
+  ASSERT_EQ(mg.rc, 0) << mg.out;
+  EXPECT_NE(mg.out.find("x 70.0 us, this device's host issuing them (Megatron-LM's default"),
+            std::string::npos)
+      << mg.out;
+  CliResult cg = run_cli(base + "--framework megatron --cuda-graphs");
+  ASSERT_EQ(cg.rc, 0) << cg.out;
+  EXPECT_EQ(cg.out.find("host term"), std::string::npos) << cg.out;
+  expect_one_error(base + "--cuda-graphs --host-node-us 5", "--cuda-graphs with --host-node-us=5");
   expect_one_error(base + "--host-node-us -1", "--host-node-us=-1 must be a number in [0, 1e6]");
   expect_one_error(base + "--host-node-us abc", "--host-node-us");
   fs::remove_all(dir);

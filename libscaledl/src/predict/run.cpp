@@ -93,7 +93,7 @@ Bundle load_predict_bundle(const PredictRequest& o, const std::optional<DeviceRe
     }
     if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
   }
-  if (o.host_node_us) b.host_node_ms_given = host_node_ms_of_us(*o.host_node_us);
+  apply_host_options(b, o.host_node_us, o.cuda_graphs);
   if (!o.calibrate.empty()) {
     SCALEDL_CHECK(dev.has_value(),
                   "--calibrate={}: one device (--device-spec or --db), not a device_spec sweep or column",
@@ -115,6 +115,16 @@ std::string stale_rates_warning(const Bundle& b, const std::optional<DeviceRecor
       dev->key());
 }
 
+void apply_host_options(Bundle& b, const std::optional<double>& host_node_us, bool cuda_graphs) {
+  SCALEDL_CHECK(
+      !cuda_graphs || !host_node_us || *host_node_us == 0,
+      "--cuda-graphs with --host-node-us={}: CUDA graphs launch the iteration at once, with no host "
+      "cost per node; give one of them",
+      host_node_us ? *host_node_us : 0.0);
+  if (host_node_us) b.host_node_ms_given = host_node_ms_of_us(*host_node_us);
+  if (cuda_graphs) b.host_node_ms_given = 0.0;
+}
+
 SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const DeviceRecord& dev) {
   SinglePrediction r;
   auto [m, s] = o.args.load(&r.assumed);
@@ -132,7 +142,7 @@ SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const 
   r.settings = s;
   r.device = dev;
   r.nodes = g.nodes.size();
-  r.host_node_us_given = o.host_node_us.has_value();
+  r.host_node_us_given = o.host_node_us.has_value() || o.cuda_graphs;
   r.host_source = b.host_node_source(dev, r.settings);
   return r;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "scaledl/core/error.hpp"
@@ -13,18 +14,26 @@
 
 namespace scaledl {
 
+namespace {
+/// `t` as a whole integer in [lo, hi] (nothing before or after it); nullopt otherwise.
+std::optional<int64_t> int_in(const std::string& t, int64_t lo, int64_t hi) {
+  size_t pos = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(t, &pos);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (pos != t.size() || t.empty() || v < lo || v > hi) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+}  // namespace
+
 std::vector<int64_t> parse_gpu_counts(const std::string& spec) {
   auto one = [&](const std::string& t) {
-    size_t pos = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(t, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    SCALEDL_CHECK(pos == t.size() && !t.empty() && v >= 1 && v <= (1LL << 20),
-                  "--gpus=\"{}\": \"{}\" is not a GPU count in [1, 2^20]", spec, t);
-    return static_cast<int64_t>(v);
+    const std::optional<int64_t> v = int_in(t, 1, int64_t{1} << 20);
+    SCALEDL_CHECK(v.has_value(), "--gpus=\"{}\": \"{}\" is not a GPU count in [1, 2^20]", spec, t);
+    return *v;
   };
   std::vector<int64_t> out;
   const auto dots = spec.find("..");
@@ -45,17 +54,11 @@ std::vector<int64_t> parse_int_list(const std::string& value, const std::string&
   std::vector<int64_t> out;
   std::stringstream ss(value);
   for (std::string t; std::getline(ss, t, ',');) {
-    size_t pos = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(t, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    SCALEDL_CHECK(pos == t.size() && !t.empty() && v >= lo && v <= hi,
+    const std::optional<int64_t> v = int_in(t, lo, hi);
+    SCALEDL_CHECK(v.has_value(),
                   "{}={}: \"{}\" is not an integer in [{}, {}] (a list is comma-separated: 1,2,4)", key,
                   value, t, lo, hi);
-    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    if (std::find(out.begin(), out.end(), *v) == out.end()) out.push_back(*v);
   }
   SCALEDL_CHECK(!out.empty(), "{}=\"{}\" gives no value", key, value);
   return out;

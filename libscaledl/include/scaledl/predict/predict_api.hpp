@@ -57,7 +57,10 @@ struct PredictRequest {
   bool par_given = false;              ///< any of those was given: a parallel prediction
   double headroom = 0.10;              ///< fraction of device memory kept free for the fits verdict
   std::optional<double> host_node_us;  ///< the host's cost per graph node, us (none: the bundle's)
-  std::string calibrate;               ///< store with a few layer timings of the device
+  /// The framework launches each iteration as CUDA graphs: no host cost per node (--host-node-us 0,
+  /// whatever the bundle's fit or the framework's default says).
+  bool cuda_graphs = false;
+  std::string calibrate;  ///< store with a few layer timings of the device
   /// A price table (models/prices.json's schema) for the rows' cost of an epoch; "" = the shipped one.
   std::string prices;
 
@@ -83,6 +86,10 @@ std::optional<DeviceRecord> default_device(const PredictRequest& req);
 /// bias; the in-domain refinement predicts better once it is removed, so the device-out one is
 /// dropped). Throws Error naming the conflicting options.
 Bundle load_predict_bundle(const PredictRequest& req, const std::optional<DeviceRecord>& dev);
+
+/// --host-node-us and --cuda-graphs on a bundle: the host's cost per graph node every device
+/// then takes (CUDA graphs: none). Both with a cost above 0 is an Error naming them.
+void apply_host_options(Bundle& b, const std::optional<double>& host_node_us, bool cuda_graphs);
 
 /// The collectives a parallel prediction prices, and where they come from.
 struct ClusterCommChoice {
