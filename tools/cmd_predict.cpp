@@ -171,8 +171,9 @@ scaledl::cli::Registrar reg(
       app.add_option("--iterations", o->req.iterations, "iterations per epoch");
       app.add_option("--sweep", o->req.sweeps,
                      "KEY=V1,V2,...: predict every combination (keys batch, seq, image, "
-                     "dtype, optimizer, devices, device_spec (a spec JSON per value: GPUs "
-                     "compared in one table), config.<key>; repeatable); CSV output");
+                     "dtype, optimizer, mode, devices, device_spec (a spec JSON or sheet name per "
+                     "value: GPUs compared in one table), framework (kernel recipes compared), "
+                     "config.<key>; repeatable); CSV output");
       app.add_option("--csv", o->req.csv,
                      "CSV of configurations (header: model and/or the --sweep keys, samples); "
                      "CSV output");

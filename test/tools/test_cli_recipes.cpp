@@ -92,3 +92,21 @@ TEST(CliRecipes, RecipesEnterTheParallelComposition) {
   EXPECT_LT(lora["plan"]["dp_grad_bytes"].get<double>(), 0.05 * full["plan"]["dp_grad_bytes"].get<double>());
   EXPECT_GT(lora["plan"]["dp_grad_bytes"].get<double>(), 0.0);
 }
+
+TEST(CliRecipes, ASweepComparesTheFrameworksRowByRow) {
+  // Each row is the framework's own prediction; the label says which.
+  const CliResult r =
+      run_cli(predict("qwen2-0.5b", "--batch 4 --seq 2048 --sweep framework=hf-eager,hf-sdpa --json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["model"], "qwen2-0.5b framework=hf-eager");
+  EXPECT_EQ(rows[1]["model"], "qwen2-0.5b framework=hf-sdpa");
+  EXPECT_DOUBLE_EQ(
+      rows[1]["t_iter_ms"].get<double>(),
+      predict_json("qwen2-0.5b", "--batch 4 --seq 2048 --framework hf-sdpa")["t_iter_ms"].get<double>());
+  EXPECT_EQ(rows[1]["attention"], "flash");
+  expect_one_error(predict("qwen2-0.5b", "--sweep framework=hf-eager,jax"), "framework=\"jax\"");
+  expect_one_error(predict("qwen2-0.5b", "--attention fused --sweep framework=megatron"),
+                   "--attention=fused with framework=megatron");
+}

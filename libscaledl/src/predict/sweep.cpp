@@ -20,8 +20,8 @@ namespace scaledl {
 namespace fs = std::filesystem;
 
 const std::vector<std::string>& sweep_setting_keys() {
-  static const std::vector<std::string> k = {"batch", "seq",     "image",   "dtype",      "optimizer",
-                                             "mode",  "devices", "samples", "device_spec"};
+  static const std::vector<std::string> k = {"batch", "seq",     "image",   "dtype",       "optimizer",
+                                             "mode",  "devices", "samples", "device_spec", "framework"};
   return k;
 }
 

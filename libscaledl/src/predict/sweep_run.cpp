@@ -63,8 +63,10 @@ const std::pair<ModelSpec, TrainSettings>& parsed_config(const Variant& v, const
 
 Resolved resolve_variant(const PredictRequest& o, const Variant& v, ConfigCache& cache) {
   std::string label = std::filesystem::path(v.model).stem().string();
-  for (const auto& [k, val] : v.kv)
+  for (const auto& [k, val] : v.kv) {
     if (is_config_key(k)) label += fmt::format(" {}={}", k.substr(7), val);
+    if (k == "framework") label += fmt::format(" framework={}", val);  // the recipe tells rows apart
+  }
   const auto& parsed = parsed_config(v, label, cache);
   Resolved r;
   r.m = parsed.first;
@@ -83,6 +85,13 @@ Resolved resolve_variant(const PredictRequest& o, const Variant& v, ConfigCache&
     if (k == "devices") r.s.num_devices = parse_setting_int(val, k, 1, int64_t{1} << 20);
     if (k == "samples") r.samples = parse_setting_int(val, k, 0, int64_t{1} << 50);
     if (k == "device_spec") r.device_spec = val;
+    if (k == "framework") {
+      SCALEDL_CHECK(o.args.attention.empty(),
+                    "--attention={} with framework={}: a framework sets its attention core; sweep the "
+                    "frameworks without --attention",
+                    o.args.attention, val);
+      apply_framework(r.s, parse_framework(val, k));
+    }
   }
   for (const auto& [k, val] : v.kv)
     if (k == "optimizer") ModelRequest::check_optimizer_applies(r.s, k, val);
