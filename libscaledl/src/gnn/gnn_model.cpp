@@ -259,41 +259,9 @@ GnnPrediction GraphPredictor::predict(const std::vector<const GraphFeatures*>& g
     app(out.beta, o.beta);
     app(out.t_pred_ms, o.t_pred);
   }
-  // Out-of-domain shrinkage toward the plain sum (GnnConfig::ood_tau).
-  if (cfg_.ood_tau > 0)
-    for (size_t i = 0; i < graphs.size(); ++i) {
-      const double d = out.ood_distance[i];
-      if (d <= 0) continue;
-      const double w = std::exp(-d / cfg_.ood_tau);
-      out.alpha[i] = std::exp(w * std::log(out.alpha[i]));
-      out.beta[i] = cfg_.target == "alpha-beta" ? std::exp(w * std::log(out.beta[i])) : 0.0;
-      out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
-    }
-  out.alpha_from_forward.assign(graphs.size(), 0);
-  // A mode the refinement never saw (no training run had backward nodes): the
-  // run's alpha is that of its forward part, when the part is nearer the training
-  // range than the run. The device's efficiency, most of what alpha corrects, is
-  // shared by forward and backward kernels; shrinking toward the plain sum would
-  // throw that away (docs/unseen-gpu.md, "A mode the refinement never saw").
-  if (alpha_from_forward_part()) {
-    std::vector<size_t> at;
-    std::vector<const GraphFeatures*> parts;
-    for (size_t i = 0; i < graphs.size(); ++i)
-      if (out.ood_distance[i] > 0 && graphs[i]->forward_part) {
-        at.push_back(i);
-        parts.push_back(graphs[i]->forward_part.get());
-      }
-    if (!parts.empty()) {
-      const GnnPrediction f = predict(parts, batch_size, device);
-      for (size_t j = 0; j < at.size(); ++j) {
-        const size_t i = at[j];
-        if (!(f.ood_distance[j] < out.ood_distance[i])) continue;
-        out.alpha[i] = f.alpha[j];
-        out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
-        out.alpha_from_forward[i] = 1;
-      }
-    }
-  }
+  finish_gnn_prediction(
+      cfg_, alpha_from_forward_part(), graphs, out,
+      [&](const std::vector<const GraphFeatures*>& parts) { return predict(parts, batch_size, device); });
   return out;
 }
 

@@ -334,38 +334,48 @@ GnnPrediction GraphInference::predict(const std::vector<const GraphFeatures*>& g
       out.t_pred_ms.push_back(t_pred);
     }
   }
-  // Out-of-domain shrinkage toward the plain sum (GnnConfig::ood_tau), as GraphPredictor::predict.
-  if (cfg_.ood_tau > 0)
+  finish_gnn_prediction(cfg_, alpha_from_forward_part(), graphs, out,
+                        [this](const std::vector<const GraphFeatures*>& parts) { return predict(parts); });
+  return out;
+}
+
+void finish_gnn_prediction(
+    const GnnConfig& cfg, bool from_forward, const std::vector<const GraphFeatures*>& graphs,
+    GnnPrediction& out,
+    const std::function<GnnPrediction(const std::vector<const GraphFeatures*>&)>& predict_parts) {
+  // Out-of-domain shrinkage toward the plain sum (GnnConfig::ood_tau).
+  if (cfg.ood_tau > 0)
     for (size_t i = 0; i < graphs.size(); ++i) {
       const double d = out.ood_distance[i];
       if (d <= 0) continue;
-      const double w = std::exp(-d / cfg_.ood_tau);
+      const double w = std::exp(-d / cfg.ood_tau);
       out.alpha[i] = std::exp(w * std::log(out.alpha[i]));
-      out.beta[i] = two ? std::exp(w * std::log(out.beta[i])) : 0.0;
+      out.beta[i] = cfg.target == "alpha-beta" ? std::exp(w * std::log(out.beta[i])) : 0.0;
       out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
     }
   out.alpha_from_forward.assign(graphs.size(), 0);
-  // A mode the refinement never saw: the alpha of the forward part (GraphPredictor::predict).
-  if (alpha_from_forward_part()) {
-    std::vector<size_t> at;
-    std::vector<const GraphFeatures*> parts;
-    for (size_t i = 0; i < graphs.size(); ++i)
-      if (out.ood_distance[i] > 0 && graphs[i]->forward_part) {
-        at.push_back(i);
-        parts.push_back(graphs[i]->forward_part.get());
-      }
-    if (!parts.empty()) {
-      const GnnPrediction f = predict(parts);
-      for (size_t j = 0; j < at.size(); ++j) {
-        const size_t i = at[j];
-        if (!(f.ood_distance[j] < out.ood_distance[i])) continue;
-        out.alpha[i] = f.alpha[j];
-        out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
-        out.alpha_from_forward[i] = 1;
-      }
+  // A mode the refinement never saw (no training run had backward nodes): the
+  // run's alpha is that of its forward part, when the part is nearer the training
+  // range than the run. The device's efficiency, most of what alpha corrects, is
+  // shared by forward and backward kernels; shrinking toward the plain sum would
+  // throw that away (docs/unseen-gpu.md, "A mode the refinement never saw").
+  if (!from_forward) return;
+  std::vector<size_t> at;
+  std::vector<const GraphFeatures*> parts;
+  for (size_t i = 0; i < graphs.size(); ++i)
+    if (out.ood_distance[i] > 0 && graphs[i]->forward_part) {
+      at.push_back(i);
+      parts.push_back(graphs[i]->forward_part.get());
     }
+  if (parts.empty()) return;
+  const GnnPrediction f = predict_parts(parts);
+  for (size_t j = 0; j < at.size(); ++j) {
+    const size_t i = at[j];
+    if (!(f.ood_distance[j] < out.ood_distance[i])) continue;
+    out.alpha[i] = f.alpha[j];
+    out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
+    out.alpha_from_forward[i] = 1;
   }
-  return out;
 }
 
 }  // namespace scaledl

@@ -10,6 +10,7 @@
 // Also the model's configuration (GnnConfig) and its predictions (GnnPrediction),
 // shared with the LibTorch model.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,6 +68,16 @@ struct GnnPrediction {
   /// part lies nearer its training range than the run (only with ood_tau > 0).
   std::vector<char> alpha_from_forward;
 };
+
+/// What both predictors do after the model's outputs (GraphPredictor::predict with LibTorch,
+/// GraphInference::predict without): the out-of-domain shrinkage toward the plain sum
+/// (GnnConfig::ood_tau), then, with `from_forward` (their alpha_from_forward_part()), the alpha
+/// of a run's forward part where that part lies nearer the training range than the run;
+/// `predict_parts` predicts those parts as the caller predicts.
+void finish_gnn_prediction(
+    const GnnConfig& cfg, bool from_forward, const std::vector<const GraphFeatures*>& graphs,
+    GnnPrediction& out,
+    const std::function<GnnPrediction(const std::vector<const GraphFeatures*>&)>& predict_parts);
 
 /// Inference-only graph model (see the top of this file). Copies share the weights;
 /// predict() is const and may run on several threads at once.
