@@ -370,18 +370,10 @@ std::vector<IterationPrediction> Bundle::predict_many(const std::vector<const La
   return out;
 }
 
-std::vector<std::string> Bundle::out_of_range(const IterationPrediction& p) const {
-  std::vector<std::string> out;
-  const auto& names = global_feature_names();
-  for (size_t i = 0; i < names.size() && i < p.global_features.size(); ++i) {
-    auto it = global_ranges.find(names[i]);
-    if (it == global_ranges.end()) continue;
-    const double v = p.global_features[i], lo = it->second.first, hi = it->second.second;
-    const double tol = 1e-6 * std::max(1.0, std::abs(hi - lo));
-    if (v < lo - tol || v > hi + tol)
-      out.push_back(fmt::format("{}={:.4g} outside [{:.4g}, {:.4g}]", names[i], v, lo, hi));
-  }
-  return out;
+std::vector<OutOfRange> Bundle::out_of_range(const IterationPrediction& p) const {
+  return features_out_of_range(global_feature_names(),
+                               std::vector<double>(p.global_features.begin(), p.global_features.end()),
+                               global_ranges);
 }
 
 }  // namespace scaledl

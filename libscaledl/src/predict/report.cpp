@@ -219,11 +219,8 @@ void write_notes(std::ostream& out, const SinglePrediction& r, const Bundle& b) 
         "anchor       {} run(s) measured on this device: x{:.3f} applied (log bias {:+.3f}, "
         "posterior sd {:.3f}; prior sd {:.3f}, run noise sd {:.3f}: docs/predict.md)\n",
         a->n, a->factor(), a->log_bias, a->sd_post, a->prior_sd, a->run_sd);
-  // The features outside the bundle's training ranges, in words (r.outside, the JSON's, has their names).
-  for (const OutOfRange& o : features_out_of_range(
-           global_feature_names(),
-           std::vector<double>(r.p.global_features.begin(), r.p.global_features.end()), b.global_ranges))
-    out << fmt::format("warning      extrapolation: {}\n", o.words());
+  // The features outside the bundle's training ranges, in words (the JSON has their names).
+  for (const OutOfRange& o : r.outside) out << fmt::format("warning      extrapolation: {}\n", o.words());
   if (!r.host_warning.empty()) out << fmt::format("warning      {}\n", r.host_warning);
 }
 
@@ -262,7 +259,8 @@ nlohmann::json SinglePrediction::to_json(const Bundle& b) const {
   j["device"] = key;
   j["iterations_per_epoch"] = iterations;
   j["t_epoch_s"] = iterations ? nlohmann::json(iterations * p.t_iter_ms / 1000.0) : nlohmann::json();
-  j["outside_training_range"] = outside;
+  j["outside_training_range"] = nlohmann::json::array();
+  for (const OutOfRange& o : outside) j["outside_training_range"].push_back(o.raw());
   j["attention"] = attention_kind(settings);
   j["assumed"] = assumed;
   if (!host_warning.empty()) j["host_warning"] = host_warning;

@@ -142,7 +142,6 @@ SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const 
   r.settings = s;
   r.device = dev;
   r.nodes = g.nodes.size();
-  r.host_node_us_given = o.host_node_us.has_value() || o.cuda_graphs;
   r.host_source = b.host_node_source(dev, r.settings);
   return r;
 }

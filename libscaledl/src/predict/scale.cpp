@@ -223,16 +223,52 @@ bool try_split(ScaleJob& job, const ParallelConfig& c, int64_t per_replica, int6
   return true;
 }
 
-/// Every feasible (tp, cp, pp, dp, ep, micro-batch) split of n GPUs on `nodes` nodes for global batch
-/// gb, with every combination of the searched layouts (ScaleOptions: ZeRO, virtual stages,
-/// recomputation, sequence parallelism).
+/// The searched layouts (ScaleOptions: virtual stages, ZeRO, recomputation, sequence parallelism)
+/// and micro-batch sizes of one shape `base` (gpus, nodes, tp, cp, pp, ep set): each predicted by
+/// try_split.
+void search_layouts(ScaleJob& job, const ParallelConfig& base, int64_t per_replica, int64_t dp,
+                    SplitSearch& sr) {
+  const ScaleOptions& o = job.o;
+  const bool replicas = dp * base.cp > 1;
+  for (int64_t vp : o.vp) {
+    if (vp > 1 && base.pp == 1) continue;
+    for (size_t zi = 0; zi < (replicas ? o.zero.size() : 1); ++zi) {  // one replica: no ZeRO stage
+      for (bool rc : o.recompute) {
+        for (bool sp : o.sequence_parallel) {
+          if (sp && base.tp == 1) continue;
+          // Largest micro-batch first: without pipeline stages, accumulating gradients over several
+          // micro-batches is never faster than one pass over the batch, only smaller in memory, so
+          // there the first split that fits is taken.
+          bool fitted = false;
+          for (int64_t mb : micro_batch_sizes(per_replica)) {
+            if (fitted && base.pp == 1) break;
+            ParallelConfig c = base;
+            c.vp = vp;
+            c.microbatches = per_replica / mb;
+            c.zero = replicas ? o.zero[zi] : 0;
+            c.recompute = rc;
+            c.sequence_parallel = sp;
+            if (try_split(job, c, per_replica, dp, sr)) fitted = true;
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Every feasible (tp, cp, pp, dp, ep) shape of n GPUs on `nodes` nodes for global batch gb, each
+/// with every searched layout (search_layouts).
 void search_splits(ScaleJob& job, int64_t n, int64_t gb, int64_t nodes, SplitSearch& sr) {
   const ModelSpec& m = job.m;
   const ScaleOptions& o = job.o;
+  ParallelConfig base;
+  base.gpus = n;
+  base.nodes = nodes;
+  base.overlap_grad_reduce = o.overlap_grad_reduce;
+  base.host_node_ms = job.b.host_node_ms_for(job.dev, job.s);
   for (int64_t tp = 1; tp <= std::min(n, o.gpus_per_node); tp *= 2) {
     if (m.num_heads % tp || m.num_kv_heads % tp || m.ffn_dim % tp) continue;
     for (int64_t cp : o.cp) {
-      if (n % (tp * cp)) continue;
       for (int64_t pp = 1; tp * cp * pp <= n; pp *= 2) {
         if (n % (tp * cp * pp)) continue;
         if (pp > m.num_layers || (pp > 1 && m.arch == Arch::EncoderDecoder)) continue;
@@ -241,43 +277,15 @@ void search_splits(ScaleJob& job, int64_t n, int64_t gb, int64_t nodes, SplitSea
           sr.why = fmt::format("global batch {} is not divisible by the data-parallel ways", gb);
           continue;
         }
-        const int64_t per_replica = gb / dp;
         // Mixtures of experts: the experts spread over ep of the dp ranks (ep = 1 for dense models).
         for (int64_t ep = 1; ep <= dp; ep *= 2) {
           if (dp % ep || (ep > 1 && (m.num_experts == 0 || m.num_experts % ep))) continue;
-          for (int64_t vp : o.vp) {
-            if (vp > 1 && pp == 1) continue;
-            for (size_t zi = 0; zi < o.zero.size(); ++zi) {
-              if (dp * cp == 1 && zi > 0) break;  // one replica: no ZeRO stage to choose
-              for (bool rc : o.recompute) {
-                for (bool sp : o.sequence_parallel) {
-                  if (sp && tp == 1) continue;
-                  // Largest micro-batch first: without pipeline stages, accumulating gradients over
-                  // several micro-batches is never faster than one pass over the batch, only
-                  // smaller in memory, so there the first split that fits is taken.
-                  bool fitted = false;
-                  for (int64_t mb : micro_batch_sizes(per_replica)) {
-                    if (fitted && pp == 1) break;
-                    ParallelConfig c;
-                    c.ep = ep;
-                    c.gpus = n;
-                    c.nodes = nodes;
-                    c.tp = tp;
-                    c.cp = cp;
-                    c.pp = pp;
-                    c.vp = vp;
-                    c.microbatches = per_replica / mb;
-                    c.zero = dp * cp > 1 ? o.zero[zi] : 0;
-                    c.recompute = rc;
-                    c.sequence_parallel = sp;
-                    c.overlap_grad_reduce = o.overlap_grad_reduce;
-                    c.host_node_ms = job.b.host_node_ms_for(job.dev, job.s);
-                    if (try_split(job, c, per_replica, dp, sr)) fitted = true;
-                  }
-                }
-              }
-            }
-          }
+          ParallelConfig c = base;
+          c.tp = tp;
+          c.cp = cp;
+          c.pp = pp;
+          c.ep = ep;
+          search_layouts(job, c, gb / dp, dp, sr);
         }
       }
     }

@@ -46,6 +46,7 @@
 #include "scaledl/learn/layer_predictor.hpp"
 #include "scaledl/memory/memory.hpp"
 #include "scaledl/predict/device_intervals.hpp"
+#include "scaledl/predict/domain.hpp"
 #include "scaledl/predict/intervals.hpp"
 #include "scaledl/predict/predict.hpp"
 
@@ -173,8 +174,8 @@ struct Bundle {
   std::vector<IterationPrediction> predict_many(const std::vector<const LayerGraph*>& gs,
                                                 const DeviceRecord& dev, bool physics = true) const;
   /// Global features of a prediction (IterationPrediction::global_features) outside
-  /// the training range, as "name=value outside [lo, hi]".
-  std::vector<std::string> out_of_range(const IterationPrediction& p) const;
+  /// the training range (features_out_of_range over global_ranges).
+  std::vector<OutOfRange> out_of_range(const IterationPrediction& p) const;
   /// Isolated layer timings (forward and backward samples) of device
   /// `device_key` that trained the layer models (0: none, its layer times are
   /// carried over from other devices by its record); nullopt for a bundle

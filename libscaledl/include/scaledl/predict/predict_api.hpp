@@ -26,6 +26,7 @@
 #include "scaledl/ir/model_spec.hpp"
 #include "scaledl/memory/memory.hpp"
 #include "scaledl/predict/device_intervals.hpp"
+#include "scaledl/predict/domain.hpp"
 #include "scaledl/predict/model_request.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "scaledl/predict/predict.hpp"
@@ -123,12 +124,11 @@ struct SinglePrediction {
   size_t nodes = 0;  ///< layer graph nodes
   IterationPrediction p;
   std::optional<AnchorFit> anchor;
-  std::vector<std::string> outside;  ///< Bundle::out_of_range
-  std::string host_warning;          ///< host_bound_warning ("" = none)
-  int64_t iterations = 0;            ///< per epoch (0 = neither samples nor iterations given)
+  std::vector<OutOfRange> outside;  ///< Bundle::out_of_range
+  std::string host_warning;         ///< host_bound_warning ("" = none)
+  int64_t iterations = 0;           ///< per epoch (0 = neither samples nor iterations given)
   MemoryPrediction memory;
-  bool host_node_us_given = false;  ///< the host term is the request's, not the bundle's
-  std::string host_source;          ///< where the host term comes from (Bundle::host_node_source)
+  std::string host_source;  ///< where the host term comes from (Bundle::host_node_source)
   /// What the caller's host input pipeline bound adds (issue #15): keys of to_json and lines
   /// of the report after the intervals (both empty = none).
   nlohmann::json input = nlohmann::json::object();
