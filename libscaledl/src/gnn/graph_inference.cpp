@@ -212,7 +212,8 @@ GraphInference::GraphInference(const GnnConfig& cfg, Normalizer norm,
                 "{}: normalization statistics have {}/{}/{} columns, features have {}/{}/{}", ctx,
                 norm_.x_offset.size(), norm_.e_offset.size(), norm_.z_offset.size(), F, Fe, Fz);
   const auto shapes = weight_shapes(cfg_);
-  for (const auto& [name, w] : weights) {
+  for (const auto& entry : weights) {
+    const std::string& name = entry.first;  // a structured binding cannot be captured before C++20
     const bool known =
         std::any_of(shapes.begin(), shapes.end(), [&](const auto& s) { return s.first == name; });
     SCALEDL_CHECK(known, "{}: weight '{}' is not one of a model of this config (config mismatch)", ctx, name);
