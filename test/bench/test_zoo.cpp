@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/zoo.hpp"
 #include "scaledl/core/error.hpp"
@@ -142,6 +145,25 @@ TEST(Zoo, FullSizeParameterCounts) {
   }
   // Published Hugging Face totals.
   EXPECT_EQ(parameter_count(load_model_config(kSrc + "/models/gpt2.json")), 124439808);
+}
+
+TEST(Zoo, RefusesWhatItDoesNotBuildNamingIt) {
+  // Predicted from their layer graphs, not built by the zoo's modules: one error naming what.
+  TrainSettings s;
+  s.seq_len = 16;
+  for (const auto& [f, what] : std::vector<std::pair<std::string, std::string>>{
+           {"olmo2-7b", "norms after attention and the FFN only"},
+           {"granite-3.3-8b", "residual and logits"}}) {
+    SCOPED_TRACE(f);
+    const ModelSpec m = load_model_config(kSrc + "/models/" + f + ".json");
+    try {
+      build_zoo_model(m, s, torch::kCPU);
+      ADD_FAILURE() << "built";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the benchmark zoo does not build " + what), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Zoo, ProbeNodesAreTheLayerGraphNodesAndEveryParameterTrains) {

@@ -657,7 +657,8 @@ TEST(ModelType, EveryRowRoundTripsAndTheListKeepsItsOrder) {
   EXPECT_STREQ(supported_model_types(),
                "bert, gpt2, t5, vit, deit, gpt_neo, gpt_neox, opt, llama, mistral, qwen2, qwen2_moe, qwen3, "
                "qwen3_moe, gemma, gemma2, gemma3_text, mixtral, phi3, deepseek_v2, deepseek_v3, gpt_oss, "
-               "nemotron, smollm3, glm4, glm4_moe, switch_transformers");
+               "nemotron, smollm3, glm4, glm4_moe, switch_transformers, olmo2, olmo3, granite, exaone4, "
+               "llama4_text, llama4, gemma3, mistral3, seed_oss, ernie4_5");
   EXPECT_EQ(model_type_family(ModelType::GptNeoX), Family::Llama);
   EXPECT_EQ(model_type_family(ModelType::SwitchTransformers), Family::Switch);
   EXPECT_EQ(kFamilyCount, 9);

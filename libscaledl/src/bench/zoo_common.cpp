@@ -4,6 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11)
 
 #include "bench/zoo.hpp"
 #include "bench/zoo_blocks.hpp"
@@ -530,6 +534,19 @@ std::shared_ptr<ZooModel> build_zoo_model(const ModelSpec& m, const TrainSetting
   SCALEDL_CHECK(m.head_dim > 0 || m.hidden % m.num_heads == 0,
                 "model {}: num_attention_heads={} does not divide hidden_size={}", m.name, m.num_heads,
                 m.hidden);
+  {
+    // Structures the layer graph predicts (ir/layer_graph.cpp) that the zoo's modules do not build:
+    // a model timed without them would be another model.
+    std::vector<std::string> missing;
+    if (m.post_norm_only) missing.push_back("norms after attention and the FFN only (OLMo 2, EXAONE 4)");
+    if (m.qk_norm_whole) missing.push_back("a q/k norm over the whole projection (OLMo 2)");
+    if (m.qk_norm_weightless) missing.push_back("a weightless q/k L2 norm (Llama 4)");
+    if (m.residual_scale || m.logits_scale) missing.push_back("residual and logits multipliers (Granite)");
+    SCALEDL_CHECK(
+        missing.empty(),
+        "model {}: the benchmark zoo does not build {} (predict reads it; bench models cannot time it)",
+        m.name, fmt::join(missing, "; "));
+  }
   std::shared_ptr<ZooModel> model;
   try {
     switch (m.family) {

@@ -231,10 +231,18 @@ class Forward {
       q = B_.add(p + ".q", LayerType::Linear, {tq, h, qo, m_.qkv_bias}, {b_, sq, qo}, {xq}, block);
       k = B_.add(p + ".k", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
       v = B_.add(p + ".v", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
-      if (m_.qk_norm) {  // Qwen3: RMSNorm over each head of q and k
-        q = B_.add(p + ".q_norm", LayerType::RMSNorm, {tq * H, hd}, {b_, sq, qo}, {q}, block);
-        k = B_.add(p + ".k_norm", LayerType::RMSNorm, {tkv * m_.num_kv_heads, hd}, {b_, skv, kvo}, {k},
+      if (m_.qk_norm) {  // Qwen3: RMSNorm over each head of q and k; OLMo 2: over the whole projections
+        const bool whole = m_.qk_norm_whole;
+        q = B_.add(p + ".q_norm", LayerType::RMSNorm,
+                   whole ? std::vector<int64_t>{tq, qo} : std::vector<int64_t>{tq * H, hd}, {b_, sq, qo}, {q},
                    block);
+        k = B_.add(p + ".k_norm", LayerType::RMSNorm,
+                   whole ? std::vector<int64_t>{tkv, kvo} : std::vector<int64_t>{tkv * m_.num_kv_heads, hd},
+                   {b_, skv, kvo}, {k}, block);
+        if (m_.qk_norm_weightless) {  // Llama 4's L2 norm: the kernel without a weight
+          B_.own_weight(q, 0);
+          B_.own_weight(k, 0);
+        }
       }
     }
     const int core = fused_core(bias) ? flash(p, q, k, v, sq, skv, block, causal)
@@ -457,9 +465,14 @@ class Forward {
       int r2 = B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, n1}, blk);
       return B_.add(p + "ffn.norm", nt, {t, h}, hs, {r2}, blk);
     }
-    int n1 = B_.add(p + "attn.norm", nt, {t, h}, hs, {x}, blk);
+    // OLMo 2 / EXAONE 4 (post_norm_only): no norm before attention and the FFN, one after each.
+    const bool pre = !m_.post_norm_only, post = m_.sandwich_norm || m_.post_norm_only;
+    int n1 = pre ? B_.add(p + "attn.norm", nt, {t, h}, hs, {x}, blk) : x;
     int a = attention(p + "attn", n1, s, n1, s, blk, rel_bias, fused, causal);
-    if (m_.sandwich_norm) a = B_.add(p + "attn.post_norm", nt, {t, h}, hs, {a}, blk);  // Gemma 2 / 3
+    if (post) a = B_.add(p + "attn.post_norm", nt, {t, h}, hs, {a}, blk);  // Gemma 2 / 3, OLMo 2
+    // Granite: the sublayer's output x residual_multiplier, its own kernel (a Python scalar: nothing saved).
+    if (m_.residual_scale)
+      a = B_.add(p + "attn.residual_scale", LayerType::Pointwise, {t * h, 0}, hs, {a}, blk);
     int cur = B_.add(p + "attn.residual", LayerType::Add, {t * h}, hs, {a, x}, blk);
     if (enc >= 0) {
       int nc = B_.add(p + "cross.norm", nt, {t, h}, hs, {cur}, blk);
@@ -467,9 +480,11 @@ class Forward {
       cur = B_.add(p + "cross.residual", LayerType::Add, {t * h}, hs, {c, cur}, blk);
     }
     // GPT-NeoX's parallel residual: the FFN reads the block's input, x + attn(ln1 x) + mlp(ln2 x).
-    int n2 = B_.add(p + "ffn.norm", nt, {t, h}, hs, {m_.parallel_residual ? x : cur}, blk);
+    int n2 = pre ? B_.add(p + "ffn.norm", nt, {t, h}, hs, {m_.parallel_residual ? x : cur}, blk) : cur;
     int f = any_ffn(stack, i, p + "ffn", n2, s, blk);
-    if (m_.sandwich_norm) f = B_.add(p + "ffn.post_norm", nt, {t, h}, hs, {f}, blk);
+    if (post) f = B_.add(p + "ffn.post_norm", nt, {t, h}, hs, {f}, blk);
+    if (m_.residual_scale)
+      f = B_.add(p + "ffn.residual_scale", LayerType::Pointwise, {t * h, 0}, hs, {f}, blk);
     return B_.add(p + "ffn.residual", LayerType::Add, {t * h}, hs, {f, cur}, blk);
   }
 
@@ -494,6 +509,8 @@ class Forward {
     const bool bias = m_.family == Family::Bert;  // BERT's decoder has a vocab bias
     int lm = B_.add("head.lm", LayerType::Linear, {t, m_.embed_dim, V, bias}, {b_, s, V}, {cur});
     if (m_.tie_word_embeddings) B_.share_weight(lm, bias ? double(V) : 0.0);
+    if (m_.logits_scale)  // Granite: logits / logits_scaling, an elementwise kernel over [b, s, V]
+      lm = B_.add("head.logits_scale", LayerType::Pointwise, {t * V, 0}, {b_, s, V}, {lm});
     if (m_.final_softcap > 0) lm = softcap("head.softcap", lm, t * V, {b_, s, V}, -1);  // Gemma 2
     return loss({t, V}, {lm});
   }

@@ -8,7 +8,9 @@
 // OPTConfig, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, MixtralConfig,
 // Phi3Config, Qwen2MoeConfig, Qwen3MoeConfig, Gemma2Config, Gemma3TextConfig, GPTNeoXConfig,
 // DeepseekV2Config, DeepseekV3Config, GptOssConfig, NemotronConfig, SmolLM3Config, Glm4Config,
-// Glm4MoeConfig)
+// Glm4MoeConfig, Olmo2Config, Olmo3Config, GraniteConfig, Exaone4Config, Llama4TextConfig, SeedOssConfig,
+// Ernie4_5Config; the text_config
+// of Gemma3Config, Llama4Config and Mistral3Config)
 // with their defaults; docs/ir.md lists them.
 #include "scaledl/ir/model_spec.hpp"
 #include <fmt/ranges.h>  // fmt::join (in fmt/ranges.h since fmt 11, bundled by LibTorch 2.x)
@@ -266,18 +268,35 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 /// - glm4 (GLM-4-0414): Gemma 2's four norms per layer (post_self_attn_layernorm, post_mlp_layernorm),
 ///   Phi-3's fused gate_up_proj, biases on q, k and v (attention_bias, default true) but not on o,
 ///   head_dim 128 by default, rotary on partial_rotary_factor (0.5) of each head.
+/// - granite (IBM Granite 3.x, GraniteConfig): Llama's blocks with four scalar multipliers, each an
+///   elementwise op of its own in eager transformers: the embeddings x embedding_multiplier (a node, as
+///   Gemma's sqrt(hidden) scale: embed_scale), the attention and the MLP output x residual_multiplier
+///   before each residual add (residual_scale: "attn.residual_scale", "ffn.residual_scale"), the logits /
+///   logits_scaling (logits_scale: "head.logits_scale"). attention_multiplier replaces 1 / sqrt(head_dim)
+///   as the scale of the scores: the same scale kernel. The values change no shape: checked (> 0), not
+///   stored. An untied LM head by default.
+/// - seed_oss (ByteDance Seed-OSS, SeedOssConfig): biases on q, k and v (attention_bias, default true), o
+///   biased where attention_out_bias says (default false), head_dim 128 by default, residual_dropout (0.1)
+///   after the attention's o and the MLP's down projection (the graph's out_dropout and ffn dropout),
+///   attention_dropout 0.1 by default.
+/// - ernie4_5 (Baidu ERNIE 4.5 dense, Ernie4_5Config): use_bias on every linear of the blocks (default
+///   false), head_dim 128, a tied LM head by default, no attention dropout (the class fixes it at 0); its
+///   interleaved rotary embedding is in no node.
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType type) {
   const bool gemma2 = type == ModelType::Gemma2, gemma3 = type == ModelType::Gemma3Text;
   const bool gemma = type == ModelType::Gemma || gemma2 || gemma3, mixtral = type == ModelType::Mixtral;
   const bool qwen2_moe = type == ModelType::Qwen2Moe, qwen_moe = type == ModelType::Qwen3Moe || qwen2_moe;
   const bool glm4 = type == ModelType::Glm4, smollm3 = type == ModelType::SmolLM3;
+  const bool granite = type == ModelType::Granite, seed = type == ModelType::SeedOss;
+  const bool ernie = type == ModelType::Ernie45;
   read_decoder(j, ctx, m, 0);
-  read_head_dim(j, ctx, m, gemma ? 256 : glm4 ? 128 : 0);  // GemmaConfig's and Glm4Config's defaults
+  // head_dim: the defaults of GemmaConfig (256), Glm4Config, SeedOssConfig and Ernie4_5Config (128).
+  read_head_dim(j, ctx, m, gemma ? 256 : glm4 || seed || ernie ? 128 : 0);
   m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = 0;  // rotary embeddings: no position table
   // max_position_embeddings: the config classes' defaults.
-  const int64_t context = glm4 ? 131072 : smollm3 ? 32768 : 2048;
+  const int64_t context = glm4 || ernie ? 131072 : smollm3 ? 32768 : seed ? 524288 : 2048;
   m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, context);
   if (gemma && first_key(j, {"hidden_activation"}).empty())
     m.activation = Activation::GELUTanh;  // GemmaMLP: gelu_pytorch_tanh when hidden_activation is unset
@@ -285,7 +304,11 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType 
     m.activation = parse_act(j, gemma ? "hidden_activation" : "hidden_act", ctx, "silu");
   m.norm = NormKind::RMSNorm;
   m.gated_ffn = true;  // SwiGLU: down(act(gate(x)) * up(x))
-  m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, glm4);
+  if (ernie)           // Ernie4_5Attention / Ernie4_5MLP: use_bias on every linear of the blocks
+    m.qkv_bias = m.out_bias = get_bool_or(j, "use_bias", ctx, false);
+  else
+    m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, glm4 || seed);
+  if (seed) m.out_bias = get_bool_or(j, "attention_out_bias", ctx, false);  // SeedOssAttention's o_proj
   if (type == ModelType::Qwen2 || qwen2_moe)
     m.qkv_bias = true, m.out_bias = false;  // Qwen2Attention: q/k/v biased
   if (glm4) m.out_bias = false;             // GlmAttention: o_proj without bias
@@ -299,8 +322,8 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType 
     m.attn_softcap = cap("attn_logit_softcapping", gemma2 ? 50.0 : 0.0);
     m.final_softcap = cap("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
   }
-  m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
-  m.dropout = 0;
+  m.linear_bias = ernie ? m.qkv_bias : get_bool_or(j, "mlp_bias", ctx, false);
+  m.dropout = seed ? prob(j, "residual_dropout", ctx, 0.1) : 0;  // Seed-OSS: after o_proj and down_proj
   m.embed_dropout = 0;
   if (type == ModelType::Phi3) {  // after the Llama defaults above, which would undo it
     m.fused_qkv = m.fused_gate_up = true;
@@ -312,10 +335,19 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType 
     m.sandwich_norm = true;
     check_rotary_factor(j, ctx, 0.5);
   }
-  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  // Ernie4_5Attention sets its attention dropout to 0 whatever the config says.
+  m.attn_dropout = ernie ? 0.0 : prob(j, "attention_dropout", ctx, seed ? 0.1 : 0.0);
   m.lm_head = true;
-  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, gemma || smollm3);
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, gemma || smollm3 || ernie);
   m.embed_scale = gemma;
+  if (granite) {  // GraniteModel / GraniteDecoderLayer / GraniteForCausalLM: four scalar multipliers
+    for (const char* key :
+         {"embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"}) {
+      const double v = get_num_or(j, key, ctx, 0.0, 1e6, 1.0);
+      SCALEDL_CHECK(v > 0, "{}.{}={} must be > 0", ctx, key, v);
+    }
+    m.embed_scale = m.residual_scale = m.logits_scale = true;
+  }
   if (mixtral || qwen_moe) {
     const char* ek = mixtral ? "num_local_experts" : "num_experts";
     m.num_experts = opt(j, {ek}, ctx, 0, kMaxExperts, mixtral ? 8 : qwen2_moe ? 60 : 128);
@@ -557,6 +589,230 @@ void parse_gpt_oss(const json& j, const std::string& ctx, ModelSpec& m) {
   m.dense_expert_inference = true;
 }
 
+/// Checks the per-layer attention kinds of a hybrid sliding-window model: layer_types (null, or a list of
+/// num_hidden_layers names from `kinds`) and sliding_window (null or >= 1). A window (or Llama 4's chunk) is
+/// a mask on the same scores in eager attention, as mistral's, so neither changes a node.
+void check_layer_types(const json& j, const std::string& ctx, int64_t layers,
+                       std::initializer_list<const char*> kinds) {
+  if (!first_key(j, {"sliding_window"}).empty()) get_int(j, "sliding_window", ctx, 1, kMaxPositions);
+  if (first_key(j, {"layer_types"}).empty()) return;
+  const json& l = j.at("layer_types");
+  SCALEDL_CHECK(l.is_array() && static_cast<int64_t>(l.size()) == layers,
+                "{}.layer_types={} must be a list of num_hidden_layers={} attention kinds", ctx, show(l),
+                layers);
+  for (const json& k : l) {
+    bool known = false;
+    if (k.is_string())
+      for (const char* name : kinds) known = known || k.get<std::string>() == name;
+    SCALEDL_CHECK(known, "{}.layer_types: {} is not an attention kind of this model ({})", ctx, show(k),
+                  fmt::join(kinds, ", "));
+  }
+}
+
+/// OLMo 2 / OLMo 3 (Olmo2Config, Olmo3Config) and EXAONE 4.0 (Exaone4Config): a Llama decoder whose two
+/// norms per block sit after attention and after the MLP, inside the residual: x + norm(attn(x)), then
+/// x + norm(mlp(x)), no norm before either (post_norm_only), and an RMSNorm on q and on k before the
+/// rotary embedding:
+/// - olmo2 / olmo3: over the whole q projection (num_heads x head_dim) and the whole k projection
+///   (num_key_value_heads x head_dim), before the heads are split (qk_norm_whole); the head size is
+///   hidden_size / heads (head_dim is not a key of theirs); biases on q, k, v and o where attention_bias
+///   says (default none), none on the MLP, an untied LM head by default. olmo3 adds sliding-window
+///   attention on three of every four layers (layer_types, sliding_window): a mask (check_layer_types).
+/// - exaone4: the RMSNorm over each head of q and k (Qwen3's), head_dim where the config gives it, no
+///   biases, the hybrid attention (sliding_window on the local layers of sliding_window_pattern, an
+///   interval or a string of L and G, or of layer_types; the global layers skip the rotation) a mask too.
+void parse_post_norm(const json& j, const std::string& ctx, ModelSpec& m, ModelType type) {
+  const bool exaone = type == ModelType::Exaone4;
+  read_decoder(j, ctx, m, 0);
+  if (exaone) {
+    read_head_dim(j, ctx, m, 0);  // getattr(config, "head_dim", hidden_size // num_attention_heads)
+  } else {
+    check_divides(m.num_heads, "num_attention_heads", m.hidden, "hidden_size", ctx);
+    m.head_dim = m.hidden / m.num_heads;  // OlmoAttention: hidden_size // num_heads
+  }
+  m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 2048);
+  m.activation = parse_act(j, "hidden_act", ctx, "silu");
+  m.norm = NormKind::RMSNorm;
+  m.gated_ffn = true;
+  m.qkv_bias = m.out_bias = exaone ? false : get_bool_or(j, "attention_bias", ctx, false);
+  m.linear_bias = false;
+  m.qk_norm = true;
+  m.qk_norm_whole = !exaone;
+  m.post_norm_only = true;
+  m.dropout = m.embed_dropout = 0;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+  if (type == ModelType::Olmo3)
+    check_layer_types(j, ctx, m.num_layers, {"sliding_attention", "full_attention"});
+  if (!exaone) return;
+  check_layer_types(j, ctx, m.num_layers, {"sliding_attention", "full_attention"});
+  if (first_key(j, {"sliding_window_pattern"}).empty()) return;
+  const json& pat = j.at("sliding_window_pattern");
+  if (pat.is_string()) {
+    const std::string s = pat.get<std::string>();
+    SCALEDL_CHECK(!s.empty() && s.find_first_not_of("LG") == std::string::npos,
+                  "{}.sliding_window_pattern=\"{}\" must be a string of L (local) and G (global) layers", ctx,
+                  s);
+  } else {
+    get_int(j, "sliding_window_pattern", ctx, 0, kMaxLayers);
+  }
+}
+
+/// Llama 4's text model (Llama4TextConfig, model_type llama4_text; the language model of Llama 4 Scout
+/// and Maverick): a Llama decoder with grouped-query attention (num_key_value_heads 8, head_dim 128 by
+/// default, no biases: attention_bias is forced off by the class), untied LM head, and
+/// - FFNs: layer i is a mixture when i is in moe_layers (default every interleave_moe_layer_step-th:
+///   step - 1, 2 step - 1, ...), else a dense SwiGLU of intermediate_size_mlp. The mixture: a router
+///   Linear(hidden, num_local_experts) without bias (top num_experts_per_tok, sigmoid scores), the
+///   experts SwiGLU of intermediate_size (gate_up_proj [E, h, 2f] and down_proj [E, f, h] parameters:
+///   costed as the graph's gate, up and down batched matmuls), plus one shared expert, a SwiGLU of
+///   intermediate_size every token takes, added as it is. The graph routes each token to its top-k
+///   experts (the model's computation; what Megatron / torchtitan run). Hugging Face's reference
+///   Llama4TextMoe.forward instead runs all E experts on every token with zero scores for the unchosen
+///   (num_local_experts / num_experts_per_tok times the routed experts' FLOPs): not followed.
+///   MoE layers are modelled every layer (step 1, Scout) or every second layer (step 2, Maverick):
+///   the graph's sparse-layer rule (is_sparse_layer); other steps and other moe_layers lists are refused.
+/// - attention: on the RoPE layers (no_rope_layers[i] = 1; by default all but every
+///   no_rope_layer_interval-th) q and k take a weightless L2 norm over each head when use_qk_norm
+///   (qk_norm, qk_norm_weightless); on the NoPE layers Hugging Face instead scales q by the attention
+///   temperature (attn_temperature_tuning). The graph puts the q/k norm nodes on every layer: on the NoPE
+///   layers they stand for that multiply of q (one elementwise pass over q and one over k, approximated).
+///   The chunked attention of the RoPE layers (attention_chunk_size) is a mask, as a sliding window.
+void parse_llama4_text(const json& j, const std::string& ctx, ModelSpec& m) {
+  read_decoder(j, ctx, m, 8);
+  read_head_dim(j, ctx, m, 128);
+  m.ffn_dim = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);  // the experts' and the shared expert's width
+  const int64_t dense = opt(j, {"intermediate_size_mlp"}, ctx, 1, kMaxFfn, 16384);
+  m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
+  m.max_positions = 0;
+  m.context_len = opt(j, {"max_position_embeddings"}, ctx, 1, kMaxPositions, 131072);
+  m.activation = parse_act(j, "hidden_act", ctx, "silu");
+  m.norm = NormKind::RMSNorm;
+  m.gated_ffn = true;
+  m.qkv_bias = m.out_bias = m.linear_bias = false;  // Llama4TextConfig sets attention_bias = False
+  m.qk_norm = m.qk_norm_weightless = get_bool_or(j, "use_qk_norm", ctx, true);
+  m.dropout = m.embed_dropout = 0;
+  m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
+  m.lm_head = true;
+  m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
+  if (!first_key(j, {"attention_chunk_size"}).empty())
+    get_int(j, "attention_chunk_size", ctx, 1, kMaxPositions);
+  opt(j, {"no_rope_layer_interval"}, ctx, 1, kMaxLayers, 4);
+  if (!first_key(j, {"no_rope_layers"}).empty()) {
+    const json& l = j.at("no_rope_layers");
+    bool ok = l.is_array() && (l.empty() || static_cast<int64_t>(l.size()) == m.num_layers);
+    for (const json& v : ok ? l : json::array()) ok = ok && v.is_number_integer() && (v == 0 || v == 1);
+    SCALEDL_CHECK(ok, "{}.no_rope_layers={} must be empty or num_hidden_layers={} flags 0 / 1", ctx, show(l),
+                  m.num_layers);
+  }
+  // The MoE layers: moe_layers, or every step-th from step - 1.
+  const int64_t step = opt(j, {"interleave_moe_layer_step"}, ctx, 1, kMaxLayers, 1);
+  std::vector<int64_t> moe;
+  for (int64_t i = step - 1; i < m.num_layers; i += step) moe.push_back(i);
+  const char* key = "interleave_moe_layer_step";
+  if (!first_key(j, {"moe_layers"}).empty()) {
+    const json& l = j.at("moe_layers");
+    SCALEDL_CHECK(l.is_array(), "{}.moe_layers={} must be a list of layer indices", ctx, show(l));
+    moe.clear();
+    for (const json& v : l) {
+      SCALEDL_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < m.num_layers &&
+                        (moe.empty() || v.get<int64_t>() > moe.back()),
+                    "{}.moe_layers={}: {} is not a layer index in [0, {}) in increasing order", ctx, show(l),
+                    show(v), m.num_layers);
+      moe.push_back(v.get<int64_t>());
+    }
+    key = "moe_layers";
+  }
+  m.dense_ffn_dim = dense;
+  if (moe.empty()) {  // every FFN dense
+    m.ffn_dim = dense;
+    m.dense_ffn_dim = 0;
+    return;
+  }
+  // The graph's rule (is_sparse_layer): every layer (step 1) or the odd ones (step 2).
+  const int64_t s = static_cast<int64_t>(moe.size()) == m.num_layers ? 1 : 2;
+  bool same = true;
+  for (int64_t i = 0, k = 0; i < m.num_layers; ++i) {
+    const bool sparse = k < static_cast<int64_t>(moe.size()) && moe[k] == i;
+    if (sparse) ++k;
+    same = same && sparse == (s == 1 || i % 2 == 1);
+  }
+  SCALEDL_CHECK(
+      same,
+      "{}.{}={}: Llama 4 MoE layers other than every layer or every second layer (1, 3, 5, ...) are "
+      "not modelled",
+      ctx, key, first_key(j, {key}).empty() ? std::to_string(step) : show(j.at(key)));
+  m.num_experts = opt(j, {"num_local_experts"}, ctx, 0, kMaxExperts, 16);
+  SCALEDL_CHECK(m.num_experts >= 1, "{}.num_local_experts={} must be >= 1", ctx, m.num_experts);
+  m.moe_top_k = opt(j, {"num_experts_per_tok"}, ctx, 0, kMaxExperts, 1);
+  SCALEDL_CHECK(m.moe_top_k >= 1 && m.moe_top_k <= m.num_experts,
+                "{}.num_experts_per_tok={} must be in [1, num_local_experts={}]", ctx, m.moe_top_k,
+                m.num_experts);
+  m.shared_expert_ffn = m.ffn_dim;  // Llama4TextMoe.shared_expert: a Llama4TextMLP of intermediate_size
+  m.plain_shared_expert = true;
+  dropless_experts(m, false);
+  m.encoder_sparse_step = s;
+}
+
+/// Model types ScaleDL knows and refuses, with the reason (one line each).
+const char* refused_model_type(const std::string& type) {
+  if (type == "qwen3_next")
+    return "its Gated DeltaNet linear-attention layers (all but every full_attention_interval-th layer of "
+           "layer_types) have no layer kind in the graph, and its gated full attention and MoE alone would "
+           "mis-count it";
+  return nullptr;
+}
+
+/// The language model of a multimodal config (transformers' Gemma3Config, Llama4Config, Mistral3Config):
+/// its text_config, with the text class's model_type (gemma3_text, llama4_text; mistral3: mistral or
+/// llama) and defaults, read by that type's reader under "<ctx>.text_config". The vision tower, the
+/// multimodal projector and the image tokens are not modelled: the graph is that of text-only training
+/// and the parameters are the language model's (hf_class says "text model only").
+json text_model_config(const json& j, const std::string& ctx, ModelType wrapper) {
+  SCALEDL_CHECK(j.contains("text_config") && j.at("text_config").is_object(),
+                "{}.text_config is missing or not an object (a {} config holds its language model there)",
+                ctx, to_string(wrapper));
+  json t = j.at("text_config");
+  std::vector<std::string> types;
+  switch (wrapper) {
+    case ModelType::Gemma3:
+      types = {"gemma3_text"};
+      // Gemma3Config builds Gemma3TextConfig(**text_config): its defaults fill what the hub's short
+      // text_config leaves out (gemma-3-4b gives hidden_size, intermediate_size, num_hidden_layers only).
+      {
+        static const json defaults = {{"vocab_size", 262208},      {"hidden_size", 2304},
+                                      {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+                                      {"num_attention_heads", 8},  {"num_key_value_heads", 4},
+                                      {"head_dim", 256},           {"max_position_embeddings", 131072}};
+        for (const auto& [k, v] : defaults.items())
+          if (!t.contains(k)) t[k] = v;
+      }
+      break;
+    case ModelType::Llama4:
+      types = {"llama4_text"};
+      break;
+    default:  // mistral3 (Mistral3Config: any text config, mistral when unnamed)
+      types = {"mistral", "llama"};
+      break;
+  }
+  const std::string type = get_str_or(t, "model_type", ctx + ".text_config", types.front());
+  SCALEDL_CHECK(
+      std::find(types.begin(), types.end(), type) != types.end(),
+      "{}.text_config.model_type=\"{}\" is not a text model of model_type {} that ScaleDL reads ({})", ctx,
+      type, to_string(wrapper), fmt::join(types, ", "));
+  t["model_type"] = type;
+  // The LM head's tie: the text config's, else the wrapper's, else the text class's default.
+  if (!t.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+    t["tie_word_embeddings"] = j.at("tie_word_embeddings");
+  t.erase("architectures");
+  t.erase("_name_or_path");
+  return t;
+}
+
 void parse_t5(const json& j, const std::string& ctx, ModelSpec& m) {
   m.arch = Arch::EncoderDecoder;
   m.hidden = req(j, {"d_model"}, ctx, 1, kMaxHidden);
@@ -759,8 +1015,13 @@ void check_config_key_used(const json& config, const std::string& key, const std
       config.is_object() && config.contains("model_type") && config["model_type"].is_string()
           ? config["model_type"].get<std::string>()
           : "?";
+  // A multimodal config (gemma3, llama4, mistral3) reads its text model's keys under text_config.
+  const bool nested = instead.empty() && config.contains("text_config") &&
+                      config["text_config"].is_object() && config["text_config"].contains(key);
   fail("{}: config.{} is not a key that model_type {} reads: it would change nothing{}", ctx, key, type,
-       instead.empty() ? std::string() : fmt::format("; give config.{} instead", instead));
+       nested            ? fmt::format("; it reads config.text_config.{} (edit the file)", key)
+       : instead.empty() ? std::string()
+                         : fmt::format("; give config.{} instead", instead));
 }
 
 ModelSpec parse_model_config(const json& j, const std::string& ctx) {
@@ -777,6 +1038,8 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
                   "{}.architectures={} must be a list of class names", ctx, show(a));
     if (!a.empty()) m.hf_class = a[0].get<std::string>();
   }
+  if (const char* why = refused_model_type(type))
+    fail("{}.model_type=\"{}\" is not modelled: {}", ctx, type, why);
   const ModelType t = parse_model_type(type, ctx + ".model_type");
   m.family = model_type_family(t);
   switch (t) {  // the reader of each model type
@@ -805,8 +1068,29 @@ ModelSpec parse_model_config(const json& j, const std::string& ctx) {
     case ModelType::Qwen2Moe:
     case ModelType::SmolLM3:
     case ModelType::Glm4:
+    case ModelType::Granite:
+    case ModelType::SeedOss:
+    case ModelType::Ernie45:
       parse_llama(j, ctx, m, t);
       break;
+    case ModelType::Olmo2:
+    case ModelType::Olmo3:
+    case ModelType::Exaone4:
+      parse_post_norm(j, ctx, m, t);
+      break;
+    case ModelType::Llama4Text:
+      parse_llama4_text(j, ctx, m);
+      break;
+    case ModelType::Gemma3:
+    case ModelType::Llama4:
+    case ModelType::Mistral3: {  // the text model: its own type's reader under ctx.text_config
+      const std::string name = m.name, cls = m.hf_class;
+      m = parse_model_config(text_model_config(j, ctx, t), ctx + ".text_config");
+      m.name = name;
+      m.hf_class = (cls.empty() ? std::string(to_string(t)) : cls) +
+                   " (text model only: the vision tower is not modelled)";
+      break;
+    }
     case ModelType::Nemotron:
       parse_nemotron(j, ctx, m);
       break;
@@ -927,6 +1211,16 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
                   "{}.q_lora_rank={} / qk_rope_dim={}: latent-attention sizes need kv_lora_rank > 0", ctx,
                   m.q_lora_rank, m.qk_rope_dim);
   }
+  SCALEDL_CHECK(!m.post_norm_only ||
+                    (m.family == Family::Llama && m.pre_norm && !m.sandwich_norm && !m.parallel_residual),
+                "{}.post_norm_only: norms after attention and the FFN only (OLMo 2) are a llama-family "
+                "decoder's, without sandwich norms or a parallel residual",
+                ctx);
+  SCALEDL_CHECK(m.qk_norm || (!m.qk_norm_whole && !m.qk_norm_weightless),
+                "{}.qk_norm_whole / qk_norm_weightless: the kind of a q/k norm needs qk_norm", ctx);
+  SCALEDL_CHECK(!m.qk_norm || !m.mla(), "{}.qk_norm: q/k norms of latent attention are not modelled", ctx);
+  SCALEDL_CHECK((!m.residual_scale && !m.logits_scale) || (m.family == Family::Llama && m.lm_head),
+                "{}.residual_scale / logits_scale: Granite's multipliers are a llama-family decoder's", ctx);
   for (auto [c, key] : {std::pair{m.attn_softcap, "attn_softcap"}, {m.final_softcap, "final_softcap"}})
     SCALEDL_CHECK(std::isfinite(c) && c >= 0, "{}.{}={} must be >= 0 (0: no soft-capping)", ctx, key, c);
   for (auto [p, key] : {std::pair{m.dropout, "dropout"},
@@ -1201,8 +1495,12 @@ int64_t parameter_count(const ModelSpec& m) {
   const int64_t norm = m.norm == NormKind::LayerNorm ? 2 * h : h;
   auto linear = [](int64_t din, int64_t dout, bool bias) { return din * dout + (bias ? dout : 0); };
   // One attention: q, k, v, o projections (ScaleDL eq. 9 params per Linear).
+  // q/k norms: per head (Qwen3) or over the whole projections (OLMo 2); Llama 4's L2 norm has no weight.
+  const int64_t qk_norm = !m.qk_norm || m.qk_norm_weightless ? 0
+                          : m.qk_norm_whole                  ? q_out + kv_out
+                                                             : 2 * m.head_dim;
   int64_t attn = linear(h, q_out, m.qkv_bias) + 2 * linear(h, kv_out, m.qkv_bias) +
-                 linear(q_out, h, m.out_bias) + (m.qk_norm ? 2 * m.head_dim : 0);
+                 linear(q_out, h, m.out_bias) + qk_norm;
   if (m.mla()) {  // DeepSeek: q_a (bias), q_a_norm, q_b or q_proj; kv_a (bias), kv_a_norm, kv_b; o (bias)
     const int64_t ql = m.q_lora_rank, kl = m.kv_lora_rank, vd = m.value_head_dim();
     const int64_t nope = m.head_dim - m.qk_rope_dim;
@@ -1347,6 +1645,11 @@ nlohmann::json ModelSpec::to_json() const {
   if (dense_expert_inference) j["dense_expert_inference"] = true;
   if (attn_softcap > 0) j["attn_softcap"] = attn_softcap;
   if (final_softcap > 0) j["final_softcap"] = final_softcap;
+  if (post_norm_only) j["post_norm_only"] = true;
+  if (qk_norm_whole) j["qk_norm_whole"] = true;
+  if (qk_norm_weightless) j["qk_norm_weightless"] = true;
+  if (residual_scale) j["residual_scale"] = true;
+  if (logits_scale) j["logits_scale"] = true;
   return j;
 }
 

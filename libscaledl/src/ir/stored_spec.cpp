@@ -101,7 +101,12 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   for (auto [key, field] : {std::pair<const char*, bool*>{"plain_shared_expert", &m.plain_shared_expert},
                             {"attn_sinks", &m.attn_sinks},
                             {"clamped_glu", &m.clamped_glu},
-                            {"dense_expert_inference", &m.dense_expert_inference}})
+                            {"dense_expert_inference", &m.dense_expert_inference},
+                            {"post_norm_only", &m.post_norm_only},
+                            {"qk_norm_whole", &m.qk_norm_whole},
+                            {"qk_norm_weightless", &m.qk_norm_weightless},
+                            {"residual_scale", &m.residual_scale},
+                            {"logits_scale", &m.logits_scale}})
     if (j.contains(key)) *field = req_bool(j, key, ctx);
   m.attn_softcap = get_num_or(j, "attn_softcap", ctx, 0, 1e6, 0.0);
   m.final_softcap = get_num_or(j, "final_softcap", ctx, 0, 1e6, 0.0);

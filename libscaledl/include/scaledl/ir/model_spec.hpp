@@ -6,7 +6,9 @@
 // Families: BERT, GPT-2, T5 (encoder-decoder), ViT, DeiT, the decoder shapes of
 // GPT-3/GPT-Neo, OPT and Llama (RMSNorm, SwiGLU, grouped-query attention; also
 // Mistral, Qwen2, Qwen3(-MoE), Gemma 1-3, Mixtral, Phi-3, GPT-NeoX, DeepSeek-V2/V3, gpt-oss, Nemotron,
-// SmolLM3, GLM-4 and GLM-4.5 (glm4_moe), read into the Llama family), and Switch
+// SmolLM3, GLM-4 and GLM-4.5 (glm4_moe), OLMo 2/3, Granite 3, EXAONE 4, Llama 4, Seed-OSS, ERNIE 4.5
+// (dense), and the text models of the multimodal gemma3, llama4 and mistral3 configs, read into the
+// Llama family), and Switch
 // Transformers (T5 with mixture-of-experts FFNs: top-1 routing, capacity).
 #include <cstdint>
 #include <string>
@@ -46,7 +48,10 @@ inline constexpr int kFamilyCount = 0 SCALEDL_MODEL_FAMILIES(SCALEDL_FAMILY_ONE)
   X(Gemma2, gemma2, Llama) X(Gemma3Text, gemma3_text, Llama) X(Mixtral, mixtral, Llama)            \
   X(Phi3, phi3, Llama) X(DeepseekV2, deepseek_v2, Llama) X(DeepseekV3, deepseek_v3, Llama)         \
   X(GptOss, gpt_oss, Llama) X(Nemotron, nemotron, Llama) X(SmolLM3, smollm3, Llama)             \
-  X(Glm4, glm4, Llama) X(Glm4Moe, glm4_moe, Llama) X(SwitchTransformers, switch_transformers, Switch)
+  X(Glm4, glm4, Llama) X(Glm4Moe, glm4_moe, Llama) X(SwitchTransformers, switch_transformers, Switch)  \
+  X(Olmo2, olmo2, Llama) X(Olmo3, olmo3, Llama) X(Granite, granite, Llama) X(Exaone4, exaone4, Llama) \
+  X(Llama4Text, llama4_text, Llama) X(Llama4, llama4, Llama) X(Gemma3, gemma3, Llama)                \
+  X(Mistral3, mistral3, Llama) X(SeedOss, seed_oss, Llama) X(Ernie45, ernie4_5, Llama)
 // clang-format on
 #define SCALEDL_MODEL_TYPE_ENUMERATOR(E, name, family) E,
 enum class ModelType : int { SCALEDL_MODEL_TYPES(SCALEDL_MODEL_TYPE_ENUMERATOR) };
@@ -117,7 +122,8 @@ struct ModelSpec {
   int64_t context_len = 0;     ///< longest trained sequence (RoPE/learned positions); 0 = unbounded (T5)
   int64_t embed_dim = 0;       ///< token-embedding width (OPT word_embed_proj_dim); == hidden otherwise
   bool dist_head = false;      ///< DeiT with teacher: second classifier on the distillation token
-  std::string hf_class;        ///< architectures[0] of the config, "" when absent
+  std::string hf_class;        ///< architectures[0] of the config, "" when absent; a multimodal config read
+                               ///< as its text model (gemma3, llama4, mistral3) adds " (text model only ...)"
   // ---- mixture of experts (Switch Transformers); num_experts == 0: a dense model ----
   int64_t num_experts = 0;          ///< experts of each sparse FFN (top-1 routing)
   int64_t encoder_sparse_step = 0;  ///< encoder FFN i is sparse when i % step == 1 (or step == 1); 0 = none
@@ -160,6 +166,18 @@ struct ModelSpec {
   // ---- one GPU's shard under expert parallelism (predict --ep; parallel.cpp) ----
   int64_t expert_shards = 1;  ///< the experts of each sparse FFN are spread over this many GPUs: this one
                               ///< holds num_experts / expert_shards, each taking the tokens of that many GPUs
+  // ---- OLMo 2 / EXAONE 4, Granite, Llama 4 (model_spec.cpp's readers; stored only when set) ----
+  bool post_norm_only =
+      false;  ///< the block's two norms sit after attention and after the FFN, inside the
+              ///< residual ("attn.post_norm", "ffn.post_norm"), none before (OLMo 2, EXAONE 4)
+  bool qk_norm_whole = false;  ///< qk_norm over the whole q and k projections (OLMo 2: RMSNorm of
+                               ///< num_heads x head_dim and of num_kv_heads x head_dim) instead of each head
+  bool qk_norm_weightless = false;  ///< qk_norm without a weight (Llama 4's L2 norm): no parameters
+  bool residual_scale =
+      false;  ///< each block's attention and FFN output x a constant before its residual add
+              ///< (Granite's residual_multiplier: "attn.residual_scale", "ffn.residual_scale")
+  bool logits_scale =
+      false;  ///< the LM head's logits / a constant (Granite's logits_scaling: "head.logits_scale")
   /// True when q, k and v are one projection (GPT-2's c_attn, Phi-3's qkv_proj).
   bool qkv_fused() const { return fused_qkv || family == Family::Gpt2; }
   /// True for DeepSeek's multi-head latent attention.
