@@ -1,7 +1,7 @@
 # `cmake --install BUILD --prefix P` (issue #43, docs/install.md): the library's
 # static stage libraries (P/lib/libscaledl_<stage>.a), its public headers
-# (P/include/scaledl/), the `scaledl` command and the scaledl-pipeline tool it
-# runs (P/bin/), the CMake package P/lib/cmake/scaledl/ (find_package(scaledl
+# (P/include/scaledl/), the `scaledl` command and the scaledl-full and
+# scaledl-pipeline tools it runs (P/bin/), the CMake package P/lib/cmake/scaledl/ (find_package(scaledl
 # CONFIG) gives scaledl::scaledl, everything scaledl_all links, and
 # scaledl::<stage> for one stage) and the pkg-config file P/lib/pkgconfig/scaledl.pc.
 # Included by the top-level CMakeLists.txt after libscaledl/ and tools/. Two install
@@ -22,7 +22,7 @@ function(_scaledl_walk prop t)
   endif()
   get_target_property(_deps ${t} INTERFACE_LINK_LIBRARIES)
   foreach(d IN LISTS _deps)
-    if(d MATCHES "^scaledl_" AND TARGET ${d})
+    if(d MATCHES "^scaledl_" AND TARGET ${d} AND NOT d STREQUAL "scaledl_light_cmds")
       _scaledl_walk(${prop} ${d})
     endif()
   endforeach()
@@ -34,10 +34,10 @@ endfunction()
 
 # The installed library is what the two binaries link: scaledl_all and scaledl_pipeline_text
 # and the stages below them (not scaledl_internal, the tests' view of src/).
-foreach(exe scaledl scaledl-pipeline)
+foreach(exe scaledl-full scaledl-pipeline)
   get_target_property(_l ${exe} LINK_LIBRARIES)
   foreach(d IN LISTS _l)
-    if(d MATCHES "^scaledl_" AND TARGET ${d})
+    if(d MATCHES "^scaledl_" AND TARGET ${d} AND NOT d STREQUAL "scaledl_light_cmds")
       _scaledl_walk(_SCALEDL_EXPORTED ${d})
     endif()
   endforeach()
@@ -60,11 +60,12 @@ install(TARGETS ${_scaledl_stages} scaledl_all EXPORT scaledlTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/libscaledl/include/scaledl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT library FILES_MATCHING PATTERN "*.hpp")
-# scaledl runs scaledl-pipeline from its own directory (tools/pipeline_forward.cpp).
+# scaledl runs scaledl-full, and scaledl-full scaledl-pipeline, from its own directory
+# (tools/sibling.cpp).
 # A LibTorch outside the system's directories (-DTorch_DIR=.../site-packages/torch)
 # stays on the installed binaries' RPATH.
-set_target_properties(scaledl scaledl-pipeline PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
-install(TARGETS scaledl scaledl-pipeline RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
+set_target_properties(scaledl scaledl-full scaledl-pipeline PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS scaledl scaledl-full scaledl-pipeline RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
 
 install(EXPORT scaledlTargets NAMESPACE scaledl:: FILE scaledlTargets.cmake
         DESTINATION ${SCALEDL_INSTALL_CMAKEDIR} COMPONENT library)

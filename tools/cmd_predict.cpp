@@ -8,7 +8,6 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <torch/utils.h>
 
 #include "command.hpp"
 #include "model_args.hpp"
@@ -104,9 +103,6 @@ int run(PredictOptions& o) {
                 "--pipeline/--workers/--vcpus/--input: one configuration at a time");
   o.input.check();  // issue #15: a bad input-pipeline flag is named before the bundle loads
   req.check_ranges();
-  // The refinement runs on small compressed graphs: one thread avoids OpenMP's
-  // spinning workers, which cost more than they save here.
-  torch::set_num_threads(req.threads);
   const std::optional<DeviceRecord> dflt = default_device(req);
   const Bundle b = load_predict_bundle(req, dflt);
   const double load_s = seconds_since(t_start);
@@ -201,7 +197,6 @@ scaledl::cli::Registrar reg(
       app.add_flag("--raw", o->req.raw,
                    "the models' own T_iter, without the physical bounds (roofline, "
                    "monotone in batch and seq; docs/predict.md)");
-      app.add_option("--threads", o->req.threads, "LibTorch threads (default 1)");
       app.add_flag("--json", o->json, "print the prediction as JSON");
       app.add_option("--headroom", o->req.headroom,
                      "fraction of device memory kept free when saying whether it fits "

@@ -13,11 +13,16 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "cli_checks.hpp"
 #include "command.hpp"
+#ifdef SCALEDL_LIGHT
+#include "sibling.hpp"
+#endif
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/message.hpp"
 
@@ -60,6 +65,25 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "scaledl 0.1.0");
 
   auto defs = registry();
+#ifdef SCALEDL_LIGHT
+  // This `scaledl` holds the commands that predict and links no LibTorch (whose start-up alone
+  // costs 0.4-0.8 s of a lone prediction); every other command, and the overview --help, is
+  // scaledl-full's (tools/CMakeLists.txt).
+  {
+    const std::string first = argc > 1 ? argv[1] : "";
+    const bool here = first == "--version" || std::any_of(defs.begin(), defs.end(), [&](const CommandDef& d) {
+                        return d.path.front() == first;
+                      });
+    if (!here) {
+      try {
+        exec_sibling("scaledl-full", std::vector<std::string>(argv, argv + argc));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "scaledl: error: %s\n", one_line(e.what()).c_str());
+        return 1;
+      }
+    }
+  }
+#endif
   std::sort(defs.begin(), defs.end(),
             [](const CommandDef& a, const CommandDef& b) { return a.path < b.path; });
   std::map<std::string, CLI::App*> groups;  // "bench" -> its CLI11 node
@@ -102,6 +126,19 @@ int main(int argc, char** argv) {
     }
   }
 
+  {
+    // CLI11 says only "A subcommand is required" for an unknown one: name it and the commands.
+    std::set<std::string> commands;
+    for (const auto& d : defs) commands.insert(d.path.front());
+    const std::string first = argc > 1 ? argv[1] : "";
+    if (!first.empty() && first[0] != '-' && !commands.count(first)) {
+      std::string all;
+      for (const auto& c : commands) all += (all.empty() ? "" : ", ") + c;
+      std::fprintf(stderr, "scaledl: error: '%s' is not a command (one of %s; see --help)\n",
+                   one_line(first).c_str(), all.c_str());
+      return 1;
+    }
+  }
   refuse_integer_overflow(app);
   try {
     app.parse(argc, argv);

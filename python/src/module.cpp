@@ -7,8 +7,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <ATen/Parallel.h>  // at::set_num_threads, as `scaledl predict --threads`
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -119,7 +117,6 @@ void add_predict_options(CLI::App& app, PredictOptions& o) {
   app.add_option("--host-node-us", o.req.host_node_us);
   app.add_flag("--cuda-graphs", o.req.cuda_graphs);
   app.add_flag("--raw", o.req.raw);
-  app.add_option("--threads", o.req.threads);
   app.add_option("--headroom", o.req.headroom);
 }
 
@@ -153,11 +150,6 @@ std::vector<std::string> predict_flags() {
   for (const CLI::Option* opt : app.get_options())
     for (const std::string& n : opt->get_lnames()) out.push_back("--" + n);
   return out;
-}
-
-/// LibTorch's threads, as `scaledl predict` sets them (process-wide; only when they change).
-void use_threads(int n) {
-  if (at::get_num_threads() != n) at::set_num_threads(n);
 }
 
 // ---- JSON to Python ------------------------------------------------------------------------------
@@ -232,7 +224,6 @@ class NativeBundle {
       base_ = parse_predict(tokens);
       const scaledl::PredictRequest& req = base_->req;
       req.check_ranges();
-      use_threads(req.threads);
       std::optional<scaledl::DeviceRecord> dev;
       if (!req.calibrate.empty()) dev = scaledl::default_device(req);
       bundle_ = std::make_shared<const scaledl::Bundle>(scaledl::load_predict_bundle(req, dev));
@@ -249,7 +240,6 @@ class NativeBundle {
       SCALEDL_CHECK(!req.many(),
                     "predict(): one configuration; Bundle.sweep() predicts many (--sweep, --csv)");
       Guard lock(*this);
-      use_threads(req.threads);
       const std::optional<scaledl::DeviceRecord> dflt = scaledl::default_device(req);
       Result r;
       r.bundle = bundle_;
@@ -288,7 +278,6 @@ class NativeBundle {
       const scaledl::PredictRequest& req = o->req;
       SCALEDL_CHECK(req.many(), "sweep(): give a list of values (a --sweep) or csv= (a --csv)");
       Guard lock(*this);
-      use_threads(req.threads);
       const std::optional<scaledl::DeviceRecord> dflt = scaledl::default_device(req);
       if (req.par_given) req.check_parallel();  // the CLI's message: one configuration at a time
       Rows out;
@@ -368,8 +357,6 @@ nlohmann::json inspect(const std::vector<std::string>& tokens) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "scaledl's native part: use the `scaledl` package (docs/python.md)";
   py::register_exception<PyError>(m, "Error", PyExc_ValueError);
-  // `scaledl predict` runs LibTorch on one thread unless --threads says otherwise.
-  use_threads(1);
 
   py::class_<Result, std::shared_ptr<Result>>(m, "Result")
       .def("to_dict", [](const Result& r) { return to_py(r.json); })

@@ -51,7 +51,7 @@ step("cmake --install (cli)" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${
 foreach(f lib/cmake/scaledl/scaledlConfig.cmake lib/cmake/scaledl/scaledlConfigVersion.cmake
           lib/cmake/scaledl/scaledlTargets.cmake lib/pkgconfig/scaledl.pc lib/libscaledl_core.a
           lib/libscaledl_predict.a include/scaledl/predict/predict_api.hpp
-          include/scaledl/core/error.hpp bin/scaledl bin/scaledl-pipeline)
+          include/scaledl/core/error.hpp bin/scaledl bin/scaledl-full bin/scaledl-pipeline)
   if(NOT EXISTS ${P}/${f})
     message(FATAL_ERROR "install-test: ${P}/${f} was not installed")
   endif()

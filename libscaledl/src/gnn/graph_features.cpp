@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
+#include <unordered_map>
 
 #include "scaledl/core/error.hpp"
 
@@ -233,17 +233,43 @@ void apply_host_term(GraphFeatures& f, double node_ms) {
 
 namespace {
 
+/// Dense ids of equal byte strings, numbered in order of first appearance: a hash table of
+/// word-wise FNV-1a hashes with the first string of each id kept to compare against (exact equality; a
+/// std::map of vectors gave the same ids at several times the cost in allocations).
+class DenseIds {
+ public:
+  int64_t id(const void* bytes, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(bytes);
+    uint64_t h = 14695981039346656037ull ^ n;  // FNV-1a over 8-byte words, then the tail's bytes
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      h = (h ^ w) * 1099511628211ull;
+      h ^= h >> 29;
+    }
+    for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    std::vector<int64_t>& bucket = by_hash_[h];
+    for (int64_t c : bucket)
+      if (keys_[c].size() == n && std::memcmp(keys_[c].data(), p, n) == 0) return c;
+    const auto c = static_cast<int64_t>(keys_.size());
+    keys_.emplace_back(p, p + n);
+    bucket.push_back(c);
+    return c;
+  }
+
+ private:
+  std::unordered_map<uint64_t, std::vector<int64_t>> by_hash_;
+  std::vector<std::vector<unsigned char>> keys_;
+};
+
 // Dense ids of equal rows: ids[r] == ids[q] iff rows r and q of the
 // [rows, cols] array are bitwise equal (exact equality: the features of
 // repeated blocks are computed by the same code from the same numbers).
 std::vector<int64_t> row_ids(const std::vector<float>& data, size_t rows, size_t cols) {
-  std::map<std::vector<uint32_t>, int64_t> ids;
+  DenseIds ids;
   std::vector<int64_t> out(rows);
-  std::vector<uint32_t> key(cols);
-  for (size_t r = 0; r < rows; ++r) {
-    std::memcpy(key.data(), &data[r * cols], cols * sizeof(float));
-    out[r] = ids.emplace(key, static_cast<int64_t>(ids.size())).first->second;
-  }
+  for (size_t r = 0; r < rows; ++r) out[r] = ids.id(&data[r * cols], cols * sizeof(float));
   return out;
 }
 
@@ -272,7 +298,7 @@ GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds) {
   const std::vector<int64_t> eid = row_ids(g.e, E, Fe);
   std::vector<int64_t> colour = row_ids(g.x, N, F);
   for (int64_t r = 0; r < rounds; ++r) {
-    std::map<std::vector<int64_t>, int64_t> ids;
+    DenseIds ids;
     std::vector<int64_t> next(N), sig;
     std::vector<std::pair<int64_t, int64_t>> nb;
     for (size_t v = 0; v < N; ++v) {
@@ -281,7 +307,7 @@ GraphFeatures compress_graph(const GraphFeatures& g, int64_t rounds) {
       std::sort(nb.begin(), nb.end());  // a multiset: the order of in-edges does not matter
       sig.assign(1, colour[v]);
       for (const auto& [c, e] : nb) sig.insert(sig.end(), {c, e});
-      next[v] = ids.emplace(sig, static_cast<int64_t>(ids.size())).first->second;
+      next[v] = ids.id(sig.data(), sig.size() * sizeof(int64_t));
     }
     colour.swap(next);
   }

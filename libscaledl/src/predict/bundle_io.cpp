@@ -295,8 +295,8 @@ Bundle load_bundle(const std::string& dir) {
   verify_checksums(sums, root, dir);  // before any model is parsed
 
   b.layers = LayerPredictor::load(p.layers_dir.string());
-  if (p.graph_file) b.graph = GraphPredictor::load(p.graph_file->string());
-  if (p.graph_device_out_file) b.graph_device_out = GraphPredictor::load(p.graph_device_out_file->string());
+  if (p.graph_file) b.graph = GraphInference::load(p.graph_file->string());
+  if (p.graph_device_out_file) b.graph_device_out = GraphInference::load(p.graph_device_out_file->string());
   if (p.comm_file) b.comm = load_comm_model(p.comm_file->string());
   if (p.memory_file)
     b.memory = MemoryCorrection::from_json(read_json_file(p.memory_file->string()), p.memory_file->string());

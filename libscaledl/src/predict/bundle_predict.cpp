@@ -150,15 +150,14 @@ std::string device_memo_key(const Bundle& b, const DeviceRecord& dev) {
 /// Each input's ladder points, each an input (`index`: memo key -> index in all), a memo hit
 /// (into L.known and L.ladder_known) or a graph still to build (into `pending`). Under the memo's lock.
 std::vector<std::vector<Rung>> collect_rungs(const Bundle& b, const std::vector<const LayerGraph*>& gs,
-                                             const std::string& dev_key,
-                                             const std::vector<std::string>& model_json,
+                                             const std::vector<std::string>& prefix,
                                              const std::map<std::string, size_t>& index, Ladders& L,
                                              std::vector<Pending>& pending) {
   std::map<std::string, size_t> pending_index;  // memo key -> index in pending
   std::vector<std::vector<Rung>> rungs(gs.size());
   for (size_t k = 0; k < gs.size(); ++k)
     for (LadderPoint& lp : monotone_ladder(gs[k]->model, gs[k]->settings)) {
-      std::string key = sha256_hex(dev_key + model_json[k] + lp.settings.to_json().dump());
+      std::string key = sha256_hex(prefix[k] + lp.settings.to_json().dump());
       if (auto it = index.find(key); it != index.end()) {
         rungs[k].push_back({false, it->second, std::move(lp.label)});
         continue;
@@ -200,15 +199,17 @@ void add_ladders(const Bundle& b, const std::vector<const LayerGraph*>& gs, cons
                  Ladders& L) {
   const std::string dev_key = device_memo_key(b, dev);
   std::map<std::string, size_t> index;  // memo key -> index in all
-  std::vector<std::string> model_json(gs.size());
+  // A configuration's key is the SHA-256 of (the digest of the device and model, its settings):
+  // the long prefix is hashed once per input, not once per ladder point.
+  std::vector<std::string> prefix(gs.size());
   for (size_t k = 0; k < gs.size(); ++k) {
-    model_json[k] = gs[k]->model.to_json().dump();
-    L.keys.push_back(sha256_hex(dev_key + model_json[k] + gs[k]->settings.to_json().dump()));
+    prefix[k] = sha256_hex(dev_key + gs[k]->model.to_json().dump());
+    L.keys.push_back(sha256_hex(prefix[k] + gs[k]->settings.to_json().dump()));
     index.emplace(L.keys.back(), k);
   }
   std::lock_guard<std::mutex> lock(b.bounds_memo->mu);
   std::vector<Pending> pending;
-  std::vector<std::vector<Rung>> rungs = collect_rungs(b, gs, dev_key, model_json, index, L, pending);
+  std::vector<std::vector<Rung>> rungs = collect_rungs(b, gs, prefix, index, L, pending);
   std::vector<std::unique_ptr<LayerGraph>> built = build_pending(gs, pending);
   std::vector<size_t> placed(pending.size(), SIZE_MAX);  // index in all of each built graph
   for (size_t i = 0; i < pending.size(); ++i) {

@@ -6,7 +6,6 @@
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/strided_threads.hpp"
-#include "scaledl/gnn/gnn.hpp"
 #include "scaledl/gnn/graph_features.hpp"
 #include "scaledl/gnn/graph_inference.hpp"
 #include "scaledl/learn/calibration.hpp"
@@ -73,7 +72,7 @@ nlohmann::json IterationPrediction::to_json() const {
 
 std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs,
                                                     const DeviceRecord& dev, const LayerPredictor& layers,
-                                                    const GraphPredictor* graph, const CommModel& comm,
+                                                    const GraphInference* graph, const CommModel& comm,
                                                     int64_t batch, double host_node_ms,
                                                     const LayerCalibration* calibration) {
   SCALEDL_CHECK(batch >= 1, "predict_iterations: batch={} must be >= 1", batch);
@@ -132,7 +131,7 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
     // The refinement's forward pass without LibTorch (graph_inference.hpp: the same model
     // in Eigen, float32, checked against LibTorch's in test_graph_inference.cpp), one graph
     // at a time: a few small matrices per graph, no batch to build.
-    const GnnPrediction r = graph->inference()->predict(ptrs);
+    const GnnPrediction r = graph->predict(ptrs);
     for (size_t k = c0; k < c1; ++k) {
       IterationPrediction& p = out[k];
       const size_t j = k - c0;
@@ -153,7 +152,7 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
 }
 
 IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev,
-                                      const LayerPredictor& layers, const GraphPredictor* graph,
+                                      const LayerPredictor& layers, const GraphInference* graph,
                                       const CommModel& comm) {
   return predict_iterations({&g}, dev, layers, graph, comm).at(0);
 }

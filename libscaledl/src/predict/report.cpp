@@ -8,7 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "scaledl/core/message.hpp"
-#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/gnn/graph_inference.hpp"
 #include "scaledl/learn/calibration.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/domain.hpp"

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "scaledl/core/error.hpp"
-#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/gnn/graph_inference.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/learn/calibration.hpp"
@@ -25,7 +25,6 @@ void PredictRequest::check_inputs() const {
 
 void PredictRequest::check_ranges() const {
   SCALEDL_CHECK(devices >= 1 && devices <= (1 << 20), "--devices={} must be in [1, 2^20]", devices);
-  SCALEDL_CHECK(threads >= 1 && threads <= 1024, "--threads={} must be in [1, 1024]", threads);
   SCALEDL_CHECK(devices == 1 || !comm.empty(),
                 "--devices={} needs an all-reduce calibration (--comm FILE, see docs/predict.md)", devices);
   SCALEDL_CHECK(samples == 0 || iterations == 0, "give --samples or --iterations, not both");
@@ -89,7 +88,7 @@ Bundle load_predict_bundle(const PredictRequest& o, const std::optional<DeviceRe
     if (!o.graph.empty()) {
       std::string path = o.graph;
       if (std::filesystem::is_directory(path)) path += "/graph_model.safetensors";
-      b.graph = GraphPredictor::load(path);
+      b.graph = GraphInference::load(path);
     }
     if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
   }

@@ -9,7 +9,8 @@
 //                               of every global feature), the components and the
 //                               SHA-256 of every other file
 //   BUNDLE/layers/              LayerPredictor::save (XGBoost JSON per type)
-//   BUNDLE/graph.safetensors    GraphPredictor::save (absent: no refinement)
+//   BUNDLE/graph.safetensors    GraphPredictor::save (absent: no refinement); read
+//                               without LibTorch (GraphInference::load)
 //   BUNDLE/graph-device-out.safetensors
 //                               the device-out refinement (train --device-crossfit):
 //                               trained on layer times from models that never saw
@@ -40,7 +41,7 @@
 
 #include "scaledl/comm/comm.hpp"
 #include "scaledl/core/fs_util.hpp"
-#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/gnn/graph_inference.hpp"
 #include "scaledl/io/device.hpp"
 #include "scaledl/learn/calibration.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
@@ -102,7 +103,7 @@ struct BundleTrainOptions {
 struct Bundle {
   nlohmann::json manifest;
   LayerPredictor layers;
-  std::optional<GraphPredictor> graph;
+  std::optional<GraphInference> graph;  ///< the refinement (its Eigen forward pass)
   std::optional<CommModel> comm;
   /// A collective calibration of the user's cluster given at prediction time (--comm): used, in
   /// place of `comm`, for graphs of more than one device only. A single device's prediction never
@@ -110,7 +111,7 @@ struct Bundle {
   std::optional<CommModel> comm_given;
   std::optional<IntervalModel> intervals;  ///< T_iter intervals (with a graph model)
   /// The device-out refinement and its intervals (BundleTrainOptions::device_crossfit)
-  std::optional<GraphPredictor> graph_device_out;
+  std::optional<GraphInference> graph_device_out;
   std::optional<IntervalModel> intervals_device_out;
   std::optional<MemoryCorrection> memory;  ///< learned peak-memory correction (memory.hpp)
   /// min and max of every global feature over the training graphs (name -> [lo, hi]).
@@ -193,7 +194,7 @@ struct Bundle {
     return graph_device_out.has_value() && without_layer_rows(device_key);
   }
   /// The refinement and interval model that predict `device_key` (null: none).
-  const GraphPredictor* graph_for(const std::string& device_key) const {
+  const GraphInference* graph_for(const std::string& device_key) const {
     if (uses_device_out(device_key)) return &*graph_device_out;
     return graph ? &*graph : nullptr;
   }

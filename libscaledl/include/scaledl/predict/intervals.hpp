@@ -36,7 +36,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scaledl/gnn/gnn.hpp"
+#include "scaledl/gnn/graph_inference.hpp"
+#include "scaledl/gnn/train_options.hpp"
 
 namespace scaledl {
 

@@ -23,7 +23,7 @@ namespace scaledl {
 struct LayerCalibration;
 
 class LayerPredictor;
-class GraphPredictor;
+class GraphInference;
 
 /// Why `dev` cannot run `dtype` ("" = it can): BF16 and TF32 are tensor-core formats of compute
 /// capability 8.0 (Ampere) and newer. A V100 or T4 spec's peak_bf16_gflops holds its FP16 tensor
@@ -83,7 +83,7 @@ struct IterationPrediction {
 
 /// Predicts one iteration of `g` on `dev`. `graph` may be null (no refinement).
 IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& dev,
-                                      const LayerPredictor& layers, const GraphPredictor* graph,
+                                      const LayerPredictor& layers, const GraphInference* graph,
                                       const CommModel& comm);
 
 /// Many configurations on one device: the layer part graph by graph, the
@@ -92,7 +92,7 @@ IterationPrediction predict_iteration(const LayerGraph& g, const DeviceRecord& d
 /// `calibration` (non-null, of `dev`): each layer time times its factor (calibration.hpp).
 std::vector<IterationPrediction> predict_iterations(const std::vector<const LayerGraph*>& gs,
                                                     const DeviceRecord& dev, const LayerPredictor& layers,
-                                                    const GraphPredictor* graph, const CommModel& comm,
+                                                    const GraphInference* graph, const CommModel& comm,
                                                     int64_t batch = 256, double host_node_ms = 0,
                                                     const LayerCalibration* calibration = nullptr);
 

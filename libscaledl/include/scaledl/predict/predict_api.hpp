@@ -53,7 +53,6 @@ struct PredictRequest {
   std::string csv;                     ///< CSV of configurations, one per row
   std::string anchor;                  ///< CSV of configurations measured on this device (+ measured_ms)
   bool raw = false;                    ///< the models' own T_iter, without the physical bounds
-  int threads = 1;                     ///< LibTorch threads of the refinement (the caller sets them)
   ParallelConfig par;                  ///< gpus, nodes, tp, pp, ep, microbatches, zero, recompute
   bool par_given = false;              ///< any of those was given: a parallel prediction
   double headroom = 0.10;              ///< fraction of device memory kept free for the fits verdict
@@ -69,7 +68,7 @@ struct PredictRequest {
   bool many() const { return !sweeps.empty() || !csv.empty(); }
   /// What is predicted: a sweep or a CSV, not both; a model unless a CSV names them.
   void check_inputs() const;
-  /// The numbers: devices, threads, samples, iterations, headroom, and --comm for N > 1.
+  /// The numbers: devices, samples, iterations, headroom, and --comm for N > 1.
   void check_ranges() const;
   /// A parallel prediction (par_given) is of one configuration on one device kind: no sweep or
   /// CSV, no --devices, no --anchor.
