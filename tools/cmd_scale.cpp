@@ -223,7 +223,10 @@ int run(const ScaleCmdOptions& o) {
     opts.push_back(di);
     sources.push_back(source);
   }
-  if (!o.plot.empty()) {
+  // Compared GPU types that all failed leave nothing to plot: no files, and a line saying so.
+  const bool plot = !o.plot.empty() && std::any_of(curves.begin(), curves.end(),
+                                                   [](const DeviceCurve& c) { return c.error.empty(); });
+  if (plot) {
     std::filesystem::create_directories(o.plot);
     std::ostringstream dat;
     std::string plots;
@@ -377,7 +380,10 @@ int run(const ScaleCmdOptions& o) {
                       ? "some GPU types have no price (--price-per-gpu-hour A,B,... or --prices FILE)"
                       : "give --samples (an epoch's size) for the cost of an epoch");
   }
-  if (!o.plot.empty()) std::printf("plot: %s/scale.png, %s/scale.svg\n", o.plot.c_str(), o.plot.c_str());
+  if (plot)
+    std::printf("plot: %s/scale.png, %s/scale.svg\n", o.plot.c_str(), o.plot.c_str());
+  else if (!o.plot.empty())
+    std::printf("plot: none written (no GPU type has a curve)\n");
   return 0;
 }
 

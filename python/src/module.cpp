@@ -27,6 +27,7 @@
 #include "cli_checks.hpp"     // tools/: refuse_integer_overflow
 #include "model_args.hpp"     // tools/: the model and settings flags of inspect, predict, scale
 #include "pipeline_args.hpp"  // tools/: --pipeline, --workers, --vcpus, --input
+#include "predict_args.hpp"   // tools/: the request flags of predict
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/message.hpp"
 #include "scaledl/ir/layer_graph.hpp"
@@ -76,48 +77,13 @@ struct PredictOptions {
   scaledl::cli::PipelineArgs input;
 };
 
-/// The flags of tools/cmd_predict.cpp but --json and --timing (a result always has both).
-/// ModelArgs and PipelineArgs are the CLI's own headers; the rest is a copy of cmd_predict's list:
-/// python/tests/test_cli_parity.py fails when `scaledl predict --help` names a flag this lacks.
+/// The flags of tools/cmd_predict.cpp but --json and --timing (a result always has both): the CLI's
+/// own ModelArgs, PipelineArgs and add_request_options (python/tests/test_cli_parity.py checks
+/// that `scaledl predict --help` names no flag this lacks).
 void add_predict_options(CLI::App& app, PredictOptions& o) {
   o.args.add_to(app, /*model_required=*/false);
   o.input.add_to(app);
-  app.add_option("--bundle", o.req.bundle);
-  app.add_option("--layers", o.req.layers);
-  app.add_option("--graph", o.req.graph);
-  app.add_option("--device-spec", o.req.device_spec);
-  app.add_option("--db", o.req.db);
-  app.add_option("--device", o.req.device);
-  app.add_option("--devices", o.req.devices);
-  auto par = [&o](CLI::Option* opt) {
-    opt->each([&o](const std::string&) { o.req.par_given = true; });
-    return opt;
-  };
-  par(app.add_option("--gpus", o.req.par.gpus));
-  par(app.add_option("--nodes", o.req.par.nodes));
-  par(app.add_option("--tp", o.req.par.tp));
-  par(app.add_option("--pp", o.req.par.pp));
-  par(app.add_option("--ep", o.req.par.ep));
-  par(app.add_option("--microbatches", o.req.par.microbatches));
-  par(app.add_option("--zero", o.req.par.zero));
-  par(app.add_option("--cp", o.req.par.cp));
-  par(app.add_option("--vp", o.req.par.vp));
-  par(app.add_flag("--overlap-grad-reduce", o.req.par.overlap_grad_reduce));
-  par(app.add_flag("--sp", o.req.par.sequence_parallel));
-  par(app.add_flag("--recompute", o.req.par.recompute));
-  app.add_option("--comm", o.req.comm);
-  app.add_option("--fabric", o.req.fabric);
-  app.add_option("--samples", o.req.samples);
-  app.add_option("--iterations", o.req.iterations);
-  app.add_option("--sweep", o.req.sweeps);
-  app.add_option("--csv", o.req.csv);
-  app.add_option("--prices", o.req.prices);
-  app.add_option("--anchor", o.req.anchor);
-  app.add_option("--calibrate", o.req.calibrate);
-  app.add_option("--host-node-us", o.req.host_node_us);
-  app.add_flag("--cuda-graphs", o.req.cuda_graphs);
-  app.add_flag("--raw", o.req.raw);
-  app.add_option("--headroom", o.req.headroom);
+  scaledl::cli::add_request_options(app, o.req);
 }
 
 /// Parses `tokens` (in order, as after `scaledl predict` on a command line).

@@ -4,31 +4,19 @@
 #include <cmath>
 #include <string>
 
+#include "model_config_util.hpp"
 #include "scaledl/core/error.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/ir/model_spec.hpp"
 
 using namespace scaledl;
+using scaledl::test::load;
+using scaledl::test::model_path;
+using scaledl::test::parse_error;
 
 namespace {
-std::string model_path(const std::string& name) {
-  return std::string(SCALEDL_SOURCE_DIR) + "/models/" + name + ".json";
-}
 std::string neusight(const std::string& name) {
   return std::string(SCALEDL_SOURCE_DIR) + "/test/ir/data/neusight/" + name + ".json";
-}
-json load(const std::string& name) {
-  return read_json_file(model_path(name));
-}
-
-/// Error message of parse_model_config, "" when it succeeds.
-std::string parse_error(const json& j) {
-  try {
-    parse_model_config(j, "config");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 }  // namespace
 

@@ -88,6 +88,22 @@ TEST(CliScale, ComparesGpuTypesByTheCostOfAnEpoch) {
   EXPECT_NE(n.out.find("give --samples"), std::string::npos) << n.out;
 }
 
+TEST(CliScale, APlotOfGpuTypesWithoutACurveIsNotWritten) {
+  // FP8 on two GPUs without FP8 units: each has no curve, so there is nothing to plot.
+  const fs::path dir = fs::temp_directory_path() / ("scaledl-scale-plot-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const CliResult r = run_cli(
+      "scale models/gpt2.json --bundle models/bundles/default --seq 1024 --batch 32 --dtype fp8 "
+      "--device-spec a100-sxm4-80gb,v100-sxm2-32gb --gpus 1,2 --plot " +
+          dir.string(),
+      kInSrc);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("no curve: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plot: none written (no GPU type has a curve)"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "scale.dat"));
+  fs::remove_all(dir);
+}
+
 TEST(CliScale, BadSearchesAndPricesAreOneErrorLine) {
   auto err = [&](const std::string& args, const std::string& expect) {
     const CliResult r = run_cli(kBase + args, kInSrc);

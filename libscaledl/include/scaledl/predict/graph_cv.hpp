@@ -1,5 +1,5 @@
 #pragma once
-// Needs LibTorch: no (this header includes no LibTorch header).
+// Needs LibTorch: yes (this header includes gnn.hpp, for GnnCvReport).
 // Cross-validation of the graph refinement when the layer models are trained on
 // the per-node times of the same model runs (in_model_samples.hpp).
 //

@@ -54,7 +54,7 @@
 
 namespace scaledl {
 
-class Bundle;
+struct Bundle;
 
 struct ParallelConfig {
   int64_t gpus = 1;

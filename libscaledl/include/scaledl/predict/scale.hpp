@@ -22,7 +22,7 @@
 
 namespace scaledl {
 
-class Bundle;
+struct Bundle;
 
 struct ScaleOptions {
   std::vector<int64_t> gpus;      ///< GPU counts to evaluate (e.g. 1, 2, 4, ... 1024)
