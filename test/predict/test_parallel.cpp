@@ -276,12 +276,42 @@ TEST(ParallelPlan, ExpertParallelSpreadsTheExpertsAndExchangesTheTokens) {
   c.ep = 0;
   EXPECT_NE(err(c, m).find("--ep=0 must be >= 1"), std::string::npos) << err(c, m);
   c.ep = 1;
+  c.tp = 3;
+  c.gpus = 3;
+  EXPECT_NE(err(c, m).find("--tp=3 does not divide num_attention_heads=8"), std::string::npos) << err(c, m);
+  ModelSpec odd = m;
+  odd.shared_expert_ffn = 500;
+  odd.num_heads = odd.num_kv_heads = 12;
+  odd.ffn_dim = 516;
+  odd.dense_ffn_dim = 4104;
+  EXPECT_NE(err(c, odd).find("--tp=3 does not divide the shared expert's FFN size 500"), std::string::npos)
+      << err(c, odd);
+  odd.shared_expert_ffn = 501;
+  odd.dense_ffn_dim = 4100;
+  EXPECT_NE(err(c, odd).find("--tp=3 does not divide the dense FFN size 4100"), std::string::npos)
+      << err(c, odd);
+}
+
+TEST(ParallelPlan, TensorParallelSplitsEachExpertAndTheSharedAndDenseFfns) {
+  const ModelSpec m = small_moe();
+  ParallelConfig c;
+  c.gpus = 8;
   c.tp = 2;
-  EXPECT_NE(
-      err(c, m).find("--tp=2: tensor parallelism of mixture-of-experts layers is not modelled (use expert "
-                     "parallelism, --ep)"),
-      std::string::npos)
-      << err(c, m);
+  c.ep = 2;
+  const ParallelPlan p = plan_parallel(m, settings(4), c);
+  EXPECT_EQ(p.stage.ffn_dim, 256);       // each expert's 512 columns, 2 ways
+  EXPECT_EQ(p.stage.dense_ffn(), 2048);  // the dense first FFN's 4096
+  EXPECT_EQ(p.stage.shared_expert_ffn, m.shared_expert_ffn / 2);
+  EXPECT_EQ(p.stage.num_experts, 16);  // every expert on the tp group, 8 per GPU with ep 2
+  EXPECT_EQ(p.stage.expert_shards, 2);
+  EXPECT_EQ(static_cast<int64_t>(build_layer_graph(p.stage, p.micro).total_params()),
+            parameter_count(p.stage));
+  // Per GPU, the sparse FFNs' expert weights halve against tp = 1 at the same ep.
+  c.tp = 1;
+  c.gpus = 4;
+  const ParallelPlan whole = plan_parallel(m, settings(4), c);
+  EXPECT_GT(p.tp_allreduces, 0);
+  EXPECT_LT(p.params_per_gpu, 0.6 * whole.params_per_gpu);
 }
 
 TEST(ParallelPrediction, ExpertParallelAddsAllToAllsAndShrinksTheOptimizerStep) {

@@ -110,10 +110,13 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
                 m.num_kv_heads, m.name);
   SCALEDL_CHECK(m.ffn_dim % c.tp == 0, "--tp={} does not divide the FFN size {} of {}", c.tp, m.ffn_dim,
                 m.name);
-  SCALEDL_CHECK(m.num_experts == 0 || c.tp == 1,
-                "--tp={}: tensor parallelism of mixture-of-experts layers is not modelled (use expert "
-                "parallelism, --ep)",
-                c.tp);
+  // Mixtures of experts under --tp: each expert, the shared expert and the dense FFNs are split tp
+  // ways like the dense FFN (Megatron-Core's default expert-tensor-parallel size, the tp size).
+  SCALEDL_CHECK(m.dense_ffn_dim % c.tp == 0, "--tp={} does not divide the dense FFN size {} of {}", c.tp,
+                m.dense_ffn_dim, m.name);
+  SCALEDL_CHECK(m.shared_expert_ffn % c.tp == 0,
+                "--tp={} does not divide the shared expert's FFN size {} of {}", c.tp, m.shared_expert_ffn,
+                m.name);
   SCALEDL_CHECK(c.ep >= 1, "--ep={} must be >= 1", c.ep);
   SCALEDL_CHECK(c.ep == 1 || m.num_experts > 0, "--ep={}: {} has no mixture of experts to spread", c.ep,
                 m.name);
@@ -169,11 +172,14 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   p.micro_batch = s.batch / c.microbatches;
   p.bubble_fraction = (static_cast<double>(c.pp - 1) / static_cast<double>(c.vp)) / p.slots();
   p.tp_inter_node = c.tp > p.gpus_per_node;
-  // One GPU's shard of the slowest stage: heads, FFN columns and the vocabulary split tp ways.
+  // One GPU's shard of the slowest stage: heads, FFN columns (the experts' and the shared and dense
+  // FFNs' too) and the vocabulary split tp ways.
   ModelSpec st = m;
   st.num_heads = m.num_heads / c.tp;
   st.num_kv_heads = m.num_kv_heads / c.tp;
-  st.ffn_dim = m.ffn_dim / c.tp;
+  st.ffn_dim = m.ffn_dim / c.tp;  // the experts' width too (each expert split tp ways)
+  st.dense_ffn_dim = m.dense_ffn_dim / c.tp;
+  st.shared_expert_ffn = m.shared_expert_ffn / c.tp;
   if (m.vocab_size > 0) st.vocab_size = ceil_div(m.vocab_size, c.tp);
   st.num_layers = p.layers_per_stage;
   st.expert_shards = c.ep;
