@@ -168,16 +168,10 @@ void expect_forest_matches(const xgb::Booster& b, const std::vector<float>& x, s
 TEST(TreeForest, MatchesXgboostIncludingMissingValues) {
   // Three features; y depends on all of them; 10 % of the training values are
   // NaN so that the trees learn default directions on both sides.
-  std::mt19937_64 rng(3);
-  std::uniform_real_distribution<float> u(-2, 2);
   std::vector<float> x, y;
-  for (int i = 0; i < 2000; ++i) {
-    float a = u(rng), b = u(rng), c = u(rng);
-    y.push_back(3 * a - b * b + (c > 0 ? 1.f : -1.f));
-    if (i % 10 == 3) a = NAN;
-    if (i % 10 == 7) c = NAN;
-    x.insert(x.end(), {a, b, c});
-  }
+  scaledl::test::three_feature_rows(3, 2000, x, y);
+  std::mt19937_64 rng(4);  // the query rows below
+  std::uniform_real_distribution<float> u(-2, 2);
   xgb::DMatrix dm(x.data(), 2000, 3, y);
   for (const char* depth : {"1", "3", "8"}) {
     xgb::Booster b;

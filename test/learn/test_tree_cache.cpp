@@ -91,16 +91,8 @@ uint32_t bits(float v) {
 /// Boosters of several depths (with missing values, so default sides go both ways) and
 /// one random forest, on three features.
 std::vector<std::string> model_jsons(std::vector<float>* rows) {
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<float> u(-2, 2);
   std::vector<float> x, y;
-  for (int i = 0; i < 1500; ++i) {
-    float a = u(rng), b = u(rng), c = u(rng);
-    y.push_back(3 * a - b * b + (c > 0 ? 1.f : -1.f));
-    if (i % 10 == 3) a = NAN;
-    if (i % 10 == 7) c = NAN;
-    x.insert(x.end(), {a, b, c});
-  }
+  scaledl::test::three_feature_rows(11, 1500, x, y);
   xgb::DMatrix dm(x.data(), 1500, 3, y);
   std::vector<std::string> out;
   for (const char* depth : {"1", "3", "8"}) {
@@ -119,6 +111,8 @@ std::vector<std::string> model_jsons(std::vector<float>* rows) {
                  {"nthread", "1"}});
   rf.train(dm, 1);
   out.push_back(rf.to_json_string());
+  std::mt19937_64 rng(12);  // rows the models never saw, some with a missing feature
+  std::uniform_real_distribution<float> u(-2, 2);
   for (int i = 0; i < 777; ++i) rows->insert(rows->end(), {u(rng), i % 7 == 0 ? NAN : u(rng), u(rng)});
   rows->insert(rows->end(), x.begin(), x.end());
   return out;
