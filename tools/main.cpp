@@ -65,22 +65,19 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "scaledl 0.1.0");
 
   auto defs = registry();
+  std::set<std::string> commands;  // the top-level command names of this binary
+  for (const auto& d : defs) commands.insert(d.path.front());
+  const std::string first = argc > 1 ? argv[1] : "";
 #ifdef SCALEDL_LIGHT
-  // This `scaledl` holds the commands that predict and links no LibTorch (whose start-up alone
-  // costs 0.4-0.8 s of a lone prediction); every other command, and the overview --help, is
+  // This `scaledl` holds the commands that predict or plan and links no LibTorch (whose start-up
+  // alone costs 0.4-0.8 s of a lone prediction); every other command, and the overview --help, is
   // scaledl-full's (tools/CMakeLists.txt).
-  {
-    const std::string first = argc > 1 ? argv[1] : "";
-    const bool here = first == "--version" || std::any_of(defs.begin(), defs.end(), [&](const CommandDef& d) {
-                        return d.path.front() == first;
-                      });
-    if (!here) {
-      try {
-        exec_sibling("scaledl-full", std::vector<std::string>(argv, argv + argc));
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "scaledl: error: %s\n", one_line(e.what()).c_str());
-        return 1;
-      }
+  if (first != "--version" && !commands.count(first)) {
+    try {
+      exec_sibling("scaledl-full", std::vector<std::string>(argv, argv + argc));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "scaledl: error: %s\n", one_line(e.what()).c_str());
+      return 1;
     }
   }
 #endif
@@ -126,18 +123,13 @@ int main(int argc, char** argv) {
     }
   }
 
-  {
-    // CLI11 says only "A subcommand is required" for an unknown one: name it and the commands.
-    std::set<std::string> commands;
-    for (const auto& d : defs) commands.insert(d.path.front());
-    const std::string first = argc > 1 ? argv[1] : "";
-    if (!first.empty() && first[0] != '-' && !commands.count(first)) {
-      std::string all;
-      for (const auto& c : commands) all += (all.empty() ? "" : ", ") + c;
-      std::fprintf(stderr, "scaledl: error: '%s' is not a command (one of %s; see --help)\n",
-                   one_line(first).c_str(), all.c_str());
-      return 1;
-    }
+  // CLI11 says only "A subcommand is required" for an unknown one: name it and the commands.
+  if (!first.empty() && first[0] != '-' && !commands.count(first)) {
+    std::string all;
+    for (const auto& c : commands) all += (all.empty() ? "" : ", ") + c;
+    std::fprintf(stderr, "scaledl: error: '%s' is not a command (one of %s; see --help)\n",
+                 one_line(first).c_str(), all.c_str());
+    return 1;
   }
   refuse_integer_overflow(app);
   try {

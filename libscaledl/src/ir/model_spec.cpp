@@ -646,10 +646,9 @@ void parse_post_norm(const json& j, const std::string& ctx, ModelSpec& m, ModelT
   m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
   m.lm_head = true;
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
-  if (type == ModelType::Olmo3)
+  if (type == ModelType::Olmo3 || exaone)
     check_layer_types(j, ctx, m.num_layers, {"sliding_attention", "full_attention"});
   if (!exaone) return;
-  check_layer_types(j, ctx, m.num_layers, {"sliding_attention", "full_attention"});
   if (first_key(j, {"sliding_window_pattern"}).empty()) return;
   const json& pat = j.at("sliding_window_pattern");
   if (pat.is_string()) {
