@@ -22,6 +22,7 @@
 
 #include <torch/torch.h>
 
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/ir/model_spec.hpp"
@@ -52,7 +53,7 @@ const Fixture& fixture() {
     train_bundle(o, dir);
     auto* x = new Fixture;
     x->bundle = load_bundle(dir);
-    std::filesystem::remove_all(dir);
+    scaledl::remove_tree(dir);
     Store st(src + "/datasets/cpu/layers.sqlite", /*read_only=*/true);
     x->dev = st.devices().at(0);
     x->bert = load_model_config(src + "/models/bert-base.json");

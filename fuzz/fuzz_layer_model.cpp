@@ -16,6 +16,7 @@
 #include "fuzz_util.hpp"
 #include "learn/tree_forest.hpp"
 #include "learn/xgb.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/device.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
 
@@ -42,7 +43,7 @@ void one_model(const std::string& text) {
 void directory(const std::string& text) {
   const fs::path dir = fuzz::scratch() / "layers";
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  scaledl::remove_tree(dir, ec);
   fs::create_directories(dir);
   size_t pos = 0;
   while (pos < text.size()) {

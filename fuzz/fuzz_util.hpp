@@ -19,6 +19,7 @@
 #include <typeinfo>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 namespace scaledl::fuzz {
 
@@ -67,7 +68,7 @@ inline const std::filesystem::path& scratch() {
     fs::create_directories(d);
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(scratch(), ec);
+      scaledl::remove_tree(scratch(), ec);
     });
     return d;
   }();

@@ -21,6 +21,12 @@ if [ "${1:-}" = "--check" ]; then
     exit 1
   fi
   echo "format: ${#files[@]} files clang-formatted"
+  # std::filesystem::remove_all resolves into PyTorch 2.11's libtorch.so, whose copy crashed on a
+  # non-empty directory (scaledl/core/fs_util.hpp, remove_tree): no source may call it.
+  if git grep -n -E '(filesystem|fs)::remove_all *\(' -- "${files[@]}"; then
+    echo "scaledl: error: the lines above call std::filesystem::remove_all: use scaledl::remove_tree (scaledl/core/fs_util.hpp)" >&2
+    exit 1
+  fi
 else
   "$CF" -i "${files[@]}"
 fi

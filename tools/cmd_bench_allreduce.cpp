@@ -25,6 +25,7 @@
 #include "scaledl/bench/collective_bench.hpp"
 #include "scaledl/bench/probe.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 
 extern char** environ;
@@ -185,7 +186,7 @@ int launch_local(const AllreduceOptions& o) {
     if (msg.empty()) msg = fmt::format("rank {} of {} ended without an error message", failed, o.world);
   }
   std::error_code ec;
-  fs::remove_all(logs, ec);
+  scaledl::remove_tree(logs, ec);
   if (failed >= 0) throw scaledl::Error(msg);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "scaledl/comm/collectives.hpp"
 #include "scaledl/comm/comm.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
@@ -409,7 +410,7 @@ TEST(CommFit, PlotWritesScriptDataAndSvg) {
   auto rows = synthetic("allreduce", CommForm::Ring, 150e9, 5e-6, {2, 4, 8});
   auto fits = fit_collectives(rows);
   const std::string dir = testing::TempDir() + "/comm-plot";
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   auto svgs = plot_collective_fits(rows, fits, dir);
   ASSERT_EQ(svgs.size(), 1u);
   EXPECT_EQ(fs::path(svgs[0]).filename(), "allreduce-synthetic.svg");

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "test_util.hpp"
 
@@ -102,5 +103,5 @@ TEST(JsonFiles, OnlyRegularFilesAreRead) {
   EXPECT_EQ(read_json_file(dir + "/a.json")["a"], 1);
   std::filesystem::create_symlink(dir + "/a.json", dir + "/link.json");  // links are followed
   EXPECT_EQ(read_json_file(dir + "/link.json")["a"], 1);
-  std::filesystem::remove_all(dir);
+  scaledl::remove_tree(dir);
 }

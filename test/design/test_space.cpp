@@ -8,6 +8,7 @@
 #include <set>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/design/plan.hpp"
 #include "scaledl/design/space.hpp"
@@ -35,7 +36,7 @@ json linear_space() {
 
 std::string temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("scaledl_test_design_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  scaledl::remove_tree(d);
   fs::create_directories(d);
   return d.string();
 }
@@ -230,7 +231,7 @@ TEST(Space, AugmentationKeepsMeasuredPointsAndDoesNotReplanThem) {
   // With 8 points measured, a budget below p - 8 is fine (p = 6).
   po.budget = 1;
   EXPECT_EQ(scaledl::make_plan(sp, po)["configs"].size(), 1u);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(Space, ModelSpaceWritesAliasesAndPlans) {
@@ -321,7 +322,7 @@ TEST(Space, ModelSpaceWritesAliasesAndPlans) {
   auto tiny = scaledl::parse_space(j, dir + "/space.json", dir);
   EXPECT_NE(error_of([&] { scaledl::enumerate_candidates(tiny, 0); }).find("constraints[1]"),
             std::string::npos);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(Space, BadSpacesGiveOneClearError) {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/eval/parallel_eval.hpp"
 #include "test_util.hpp"
 
@@ -43,5 +44,5 @@ TEST(ParallelEval, RunsFileParsesAndRejectsBadLines) {
             std::string::npos);
   EXPECT_NE(bad("4,16,4,1024,16,x,1024,2,2,1,100\n").find("# layers=\"x\""), std::string::npos);
   EXPECT_NE(bad("4,16,4\n").find("r.csv:2: 3 fields, expected 11"), std::string::npos);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }

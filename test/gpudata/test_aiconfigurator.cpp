@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/gpudata/gpudata.hpp"
 #include "test_util.hpp"
 
@@ -31,7 +32,7 @@ GpuImportOptions options(const std::string& root) {
 /// A writable copy of the subset in the test temp dir (an earlier copy is removed).
 std::string copy_subset(const std::string& name) {
   const fs::path dst = fs::path(testing::TempDir()) / name;
-  fs::remove_all(dst);
+  scaledl::remove_tree(dst);
   fs::copy(kSubset, dst, fs::copy_options::recursive);
   for (const auto& e : fs::recursive_directory_iterator(dst))
     fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
@@ -257,7 +258,7 @@ TEST(Aiconfigurator, BadRowsAreRefusedAndCountedTheRestImports) {
 TEST(Aiconfigurator, GpusWithoutASpecSheetAreRefusedPerRow) {
   // A folder of spec sheets holding only the H100's.
   const fs::path devs = fs::path(testing::TempDir()) / "aic_one_spec";
-  fs::remove_all(devs);
+  scaledl::remove_tree(devs);
   fs::create_directories(devs);
   fs::copy_file(fs::path(kDevices) / "h100-sxm.json", devs / "h100-sxm.json");
   GpuImportOptions o = options(kSubset);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/gpudata/gpudata.hpp"
 #include "test_util.hpp"
 
@@ -40,7 +41,7 @@ std::string key_of(const std::string& deepbench_name) {
 /// A fresh folder holding the given files (name -> text).
 std::string temp_tables(const std::string& name, const std::map<std::string, std::string>& files) {
   const std::string dir = testing::TempDir() + "/" + name;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   for (const auto& [f, text] : files) std::ofstream(dir + "/" + f) << text;
   return dir;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/gpudata/gpudata.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
@@ -60,7 +61,7 @@ size_t count_lines(const std::string& text) {
 /// A copy of the committed subset in a fresh temporary folder, for planting bad rows.
 fs::path temp_copy(const std::string& name) {
   const fs::path dir = fs::path(testing::TempDir()) / ("kernelbench_" + name);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   for (const char* f : {kEager, kShapes, kRuns, "LICENSE"}) fs::copy_file(kSubset / f, dir / f);
   return dir;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/gpudata/gpudata.hpp"
 #include "test_util.hpp"
@@ -34,7 +35,7 @@ GpuImportOptions options(const std::string& root) {
 /// A copy of the committed data in a fresh temporary folder.
 std::string temp_copy(const std::string& name) {
   const std::string dir = testing::TempDir() + "/" + name;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::copy(kSrc + "/datasets/gpus/vidur", dir, fs::copy_options::recursive);
   return dir;
 }
@@ -285,7 +286,7 @@ TEST(VidurImport, MalformedFileIsAnErrorNamingFileAndLineAndStoresNothing) {
 
 TEST(VidurImport, FolderWithoutProfilingIsAnError) {
   const std::string dir = testing::TempDir() + "/vidur_empty";
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   const std::string err = test::error_of([&] {
     Store store(test::fresh_store_path("vidur_none.db"));

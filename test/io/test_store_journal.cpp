@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
@@ -61,7 +62,7 @@ std::string pragma(const std::string& path, const char* q) {
 
 std::string fresh_dir(const std::string& name) {
   const std::string d = testing::TempDir() + "/" + name + "_" + std::to_string(getpid());
-  fs::remove_all(d);
+  scaledl::remove_tree(d);
   fs::create_directories(d);
   return d;
 }
@@ -87,7 +88,7 @@ TEST(StoreJournal, AWriterLeavesWalModeWhenItCloses) {
   }
   EXPECT_EQ(header_versions(db), (std::array<int, 2>{1, 1}));
   EXPECT_EQ(Store(db, true).collectives().size(), 3u);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 // A real read-only mount: a private mount namespace (root, or a user namespace)
@@ -135,9 +136,9 @@ TEST(StoreJournal, AStoreInWalModeIsReadOnAReadOnlyMount) {
   waitpid(pid, &st, 0);
   ASSERT_TRUE(WIFEXITED(st)) << msg;
   if (WEXITSTATUS(st) == 77) {
-    fs::remove_all(dir);
+    scaledl::remove_tree(dir);
     GTEST_SKIP() << msg;
   }
   EXPECT_EQ(WEXITSTATUS(st), 0) << msg;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }

@@ -10,13 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "scaledl/core/fs_util.hpp"
+
 namespace scaledl::test {
 
 /// A fresh, empty directory <tmp>/scaledl_learn_<name>_<pid>.
 inline std::filesystem::path temp_dir(const std::string& name) {
   std::filesystem::path p =
       std::filesystem::temp_directory_path() / ("scaledl_learn_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
+  scaledl::remove_tree(p);
   std::filesystem::create_directories(p);
   return p;
 }

@@ -15,6 +15,7 @@
 #include "learn/xgb.hpp"
 #include "learn_test_util.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/ir/model_spec.hpp"
 #include "scaledl/learn/calibration.hpp"
@@ -791,7 +792,7 @@ TEST(Neusight, DeviceFactsGiveTheComputeCapabilityAndASourcedSustainedClock) {
     Store store((root / "bad.sqlite").string());
     EXPECT_TRUE(store.devices().empty());  // nothing imported
   }
-  fs::remove_all(root);
+  scaledl::remove_tree(root);
 }
 
 TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
@@ -829,7 +830,7 @@ TEST(Neusight, OurDtypeAndBackwardColumnsImportAndBadCellsNameFileAndLine) {
     write_file(root / "ops" / "ln" / "t.csv", hdr + c.body);
     expect_import_error(root, root / "bad.sqlite", c.needle);
   }
-  fs::remove_all(root);
+  scaledl::remove_tree(root);
 }
 
 TEST(Features, TransferColumnsAreTilesWavesAndDeviceRelative) {
@@ -955,7 +956,7 @@ TEST(LayerPredictor, RecordsTheDirectionsAndDtypesItWasTrainedOnAndFlagsTheRest)
   man["models"]["linear"]["trained_on"] = {"sideways fp32"};
   scaledl::test::write_signed_manifest((dir / "manifest.json").string(), man);
   expect_error([&] { LayerPredictor::load(dir.string()); }, "\"sideways fp32\" is not \"<dir> <dtype>\"");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(Features, ArchColumnIsTheFp32LanesPerSmOfTheSpec) {
@@ -1389,7 +1390,7 @@ TEST(Neusight, MalformedLabelsNameTheFile) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.file + " " + c.body);
-    fs::remove_all(root / "labels");
+    scaledl::remove_tree(root / "labels");
     write_file(root / "labels" / c.dir / c.file, c.body);
     fs::remove(root / "r.sqlite");
     expect_import_error(root, root / "r.sqlite", c.needle);

@@ -9,6 +9,7 @@
 
 #include "learn_test_util.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/learn/neusight.hpp"
 #include "test_util.hpp"
@@ -105,7 +106,7 @@ TEST(NeusightTraces, NodesMapToLayerRowsMergedByShapeAboveTheLaunchFloor) {
   NeusightTraceSummary s2;
   EXPECT_TRUE(read_neusight_trace(g.string(), "c", "spec:G", s2).empty());
   EXPECT_EQ(s2.skipped.at("Dropout"), 1u);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(NeusightTraces, MalformedTracesNameFileLineAndColumn) {
@@ -136,7 +137,7 @@ TEST(NeusightTraces, MalformedTracesNameFileLineAndColumn) {
   NeusightTraceSummary s;
   EXPECT_NE(error_of([&] { read_neusight_trace(h.string(), "c", "spec:G", s); }).find("not a NeuSight trace"),
             std::string::npos);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(NeusightTraces, CommittedTracesImportAsTheirOwnCampaign) {
@@ -212,6 +213,6 @@ TEST(NeusightTraces, SubsetWriterKeepsWhatTheImporterReads) {
     EXPECT_DOUBLE_EQ(small[i].fwd.median_ms, full[i].fwd.median_ms);
   }
   EXPECT_EQ(a.nodes, 2u);  // the placeholder has no time
-  fs::remove_all(art);
-  fs::remove_all(out);
+  scaledl::remove_tree(art);
+  scaledl::remove_tree(out);
 }

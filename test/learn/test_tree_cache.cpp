@@ -21,6 +21,7 @@
 #include "learn/xgb.hpp"
 #include "learn_test_util.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/learn/layer_predictor.hpp"
 #include "test_util.hpp"
@@ -45,7 +46,7 @@ class IsolatedCache : public ::testing::Environment {
   }
   void TearDown() override {
     std::error_code ec;
-    fs::remove_all(dir_, ec);
+    scaledl::remove_tree(dir_, ec);
   }
 
  private:

@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/pipeline/pipeline.hpp"
 #include "test_util.hpp"
@@ -38,7 +39,7 @@ void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
 
 fs::path temp_dir(const std::string& name) {
   const fs::path d = fs::path(testing::TempDir()) / (name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  scaledl::remove_tree(d);
   fs::create_directories(d);
   return d;
 }
@@ -208,7 +209,7 @@ TEST(PipelineBench, CorruptJpegIsSkippedAndCounted) {
               bench_image_pipeline(o);
             }).find("--images=" + dir.string() + ": no decodable JPEG (2 corrupt"),
             std::string::npos);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(PipelineBench, BadOptionsNameTheirKey) {

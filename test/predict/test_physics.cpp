@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/gnn/graph_batch.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_graph.hpp"
@@ -126,7 +127,7 @@ class PropertySweep : public ::testing::Test {
   static void TearDownTestSuite() {
     delete bundle_;
     delete dev_;
-    fs::remove_all(dir_);
+    scaledl::remove_tree(dir_);
   }
   /// One prediction per call (no sweep-wide running maximum).
   static IterationPrediction one(const ModelSpec& m, TrainSettings s, bool physics = true) {
@@ -424,7 +425,7 @@ TEST(HostTerm, RaisesTSumAndItsGlobalFeatureOnWholeAndCompressedGraphs) {
 
 TEST(HostTerm, ABundleFitsItForTheGpuWithRunsAndPredictsWithItThereOnly) {
   const std::string dir = fs::temp_directory_path() / ("scaledl_host_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   BundleTrainOptions o;
   o.dbs = {kSrc + "/datasets/h100/h100.sqlite"};
   o.graph = false;
@@ -455,5 +456,5 @@ TEST(HostTerm, ABundleFitsItForTheGpuWithRunsAndPredictsWithItThereOnly) {
   EXPECT_NE(
       error_of([&] { load_bundle(dir); }).find("host." + probe.key() + ".node_ms=-0.5 must be a number > 0"),
       std::string::npos);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/learn/neusight.hpp"
 
 using scaledl::test::expect_one_error;
@@ -40,12 +41,12 @@ class CliAudit : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("scaledl-audit-" + std::to_string(::getpid()) + "-" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    scaledl::remove_tree(dir_);
     fs::create_directories(dir_);
     comm_ = dir_ + "/comm.json";
     write(comm_, R"({"bandwidth_Bps":2.27e11,"gamma_s":5.6e-6})");
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { scaledl::remove_tree(dir_); }
   std::string predict() const {
     return "predict " + kGpt2 + " --bundle " + kBundle + " --device-spec " + kH100;
   }

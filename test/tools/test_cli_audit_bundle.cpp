@@ -22,6 +22,7 @@
 
 #include "cli_util.hpp"
 #include "core/checksum.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using scaledl::test::CliResult;
 namespace fs = std::filesystem;
@@ -53,13 +54,13 @@ class CliAuditBundle : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = "/tmp/scaledl-audit-bundle-" + std::to_string(getpid());
-    fs::remove_all(dir_);
+    scaledl::remove_tree(dir_);
     fs::create_directories(dir_);
     fs::copy(kSrc + "/models/bundles/default", dir_ + "/b", fs::copy_options::recursive);
     manifest_ = json::parse(slurp(dir_ + "/b/manifest.json"));
     layers_manifest_ = slurp(dir_ + "/b/layers/manifest.json");
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { scaledl::remove_tree(dir_); }
   // Each test starts from the pristine copy.
   void SetUp() override {
     write(B() + "/manifest.json", manifest_.dump(2));
@@ -257,7 +258,7 @@ TEST_F(CliAuditBundle, BundlePathsStayInsideTheBundleAndAmongItsChecksummedFiles
 // graph file, and every JSON file read_json_file reads, must be a regular file.
 TEST_F(CliAuditBundle, OnlyRegularFilesAreReadAndAFifoNeverBlocks) {
   const std::string fifo_bundle = dir_ + "/fifo";
-  fs::remove_all(fifo_bundle);
+  scaledl::remove_tree(fifo_bundle);
   fs::copy(B(), fifo_bundle, fs::copy_options::recursive);
   fs::remove(fifo_bundle + "/manifest.json");
   ASSERT_EQ(mkfifo((fifo_bundle + "/manifest.json").c_str(), 0600), 0);
@@ -301,5 +302,5 @@ TEST_F(CliAuditBundle, OnlyRegularFilesAreReadAndAFifoNeverBlocks) {
   expect_one_error("predict " + kSrc + "/models/gpt2.json --bundle " + B() + " --device-spec " + cfg,
                    {cfg + ": not a regular file (a FIFO)"});
   fs::remove(cfg);
-  fs::remove_all(fifo_bundle);
+  scaledl::remove_tree(fifo_bundle);
 }

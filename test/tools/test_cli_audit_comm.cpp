@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using scaledl::test::CliResult;
 using scaledl::test::expect_one_error;
@@ -90,10 +91,10 @@ class CliAuditComm : public testing::Test {
   void SetUp() override {
     dir_ = testing::TempDir() + "/audit_comm_" + std::to_string(getpid()) + "_" +
            testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
+    scaledl::remove_tree(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { scaledl::remove_tree(dir_); }
   /// predict gpt2 on the default bundle and an H100 spec sheet.
   static std::string predict() {
     return "predict " + kSrc + "/models/gpt2.json --bundle " + kSrc +

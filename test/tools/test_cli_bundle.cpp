@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using scaledl::test::expect_one_error;
 using scaledl::test::run_cli;
@@ -27,7 +28,7 @@ class CliBundle : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = testing::TempDir() + "/bundle_" + std::to_string(getpid());
-    fs::remove_all(dir_);
+    scaledl::remove_tree(dir_);
     auto r = run_cli("train" + kStores + " --out " + dir_ + "/b --epochs 20");
     ASSERT_EQ(r.rc, 0) << r.out;
     // Progress on stderr, a log here (no terminal): a line per stage and per layer kind.
@@ -39,7 +40,7 @@ class CliBundle : public testing::Test {
   /// A fresh copy of the trained bundle to tamper with.
   static std::string copy(const std::string& name) {
     const std::string d = dir_ + "/" + name;
-    fs::remove_all(d);
+    scaledl::remove_tree(d);
     fs::copy(dir_ + "/b", d, fs::copy_options::recursive);
     return d;
   }

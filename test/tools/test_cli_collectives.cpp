@@ -17,6 +17,7 @@
 #include "cli_util.hpp"
 #include "scaledl/bench/collective_bench.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
@@ -243,7 +244,7 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   expect_one_error(base + "--cuda-graphs --host-node-us 5", "--cuda-graphs with --host-node-us=5");
   expect_one_error(base + "--host-node-us -1", "--host-node-us=-1 must be a number in [0, 1e6]");
   expect_one_error(base + "--host-node-us abc", "--host-node-us");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
@@ -289,7 +290,7 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
   EXPECT_GT(hj["points"][0]["t_iter_ms"].get<double>(), j["points"][0]["t_iter_ms"].get<double>());
   expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --host-node-us -2",
                    "--host-node-us=-2 must be a number in [0, 1e6]");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliParallel, ExpertParallelMixturesInPredictAndScale) {
@@ -333,5 +334,5 @@ TEST(CliParallel, ExpertParallelMixturesInPredictAndScale) {
   for (const auto& p : sj["points"]) {
     EXPECT_EQ(p["dp"].get<int64_t>() % p["ep"].get<int64_t>(), 0) << p.dump();
   }
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }

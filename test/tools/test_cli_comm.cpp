@@ -10,6 +10,7 @@
 
 #include "cli_util.hpp"
 #include "scaledl/comm/comm.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
@@ -50,7 +51,7 @@ TEST(CliComm, ImportVTrainFitAndPlot) {
 
   const std::string dir = testing::TempDir() + "/cli-comm-plot";
   const std::string out = testing::TempDir() + "/cli-comm-fit.json";
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::remove(out);
   r = run_cli("comm fit --db " + db + " --campaign a100 --collective allreduce --out " + out + " --plot " +
               dir);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using scaledl::test::run_cli;
 namespace fs = std::filesystem;
@@ -30,7 +31,7 @@ void expect_one_error(const std::string& args, const std::string& expect) {
 
 TEST(CliEval, OodSizeWritesReportPredictionsAndPlots) {
   const std::string out = testing::TempDir() + "/eval_" + std::to_string(getpid());
-  fs::remove_all(out);
+  scaledl::remove_tree(out);
   auto r =
       run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc,rf-hp,birnn,mlp-acc,prenet" +
               kFast + " --out " + out);
@@ -78,7 +79,7 @@ TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
   const std::string test = " --protocol cross-device --test-db " + kSrc +
                            "/datasets/cpu-intel/cpu-intel.sqlite" +
                            " --methods sum --no-plots --no-ablations --no-intervals" + kFast;
-  fs::remove_all(base);
+  scaledl::remove_tree(base);
   auto a = run_cli("eval" + kStores + test + " --out " + base + "/without");
   ASSERT_EQ(a.rc, 0) << a.out;
   auto b = run_cli("eval" + kStores + test + " --test-layers --out " + base + "/with");
@@ -105,7 +106,7 @@ TEST(CliEval, CrossDeviceLearnsTheNewMachineFromItsLayerRowsAlone) {
 
 TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
   const std::string out = testing::TempDir() + "/eval_im_" + std::to_string(getpid());
-  fs::remove_all(out);
+  scaledl::remove_tree(out);
   auto r = run_cli("eval" + kStores + " --protocol ood-size --methods sum,scaledl-tc --in-model --no-plots" +
                    kFast + " --out " + out);
   ASSERT_EQ(r.rc, 0) << r.out;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl::test;
@@ -36,7 +37,7 @@ std::string collectives_store() {
 
 TEST(CliFabrics, TheCommittedPresetsAreWhatTheCommittedDataGives) {
   const fs::path out = fs::path(testing::TempDir()) / "fabrics_rebuilt";
-  fs::remove_all(out);
+  scaledl::remove_tree(out);
   const std::string loo = (fs::path(testing::TempDir()) / "fabrics_loo.csv").string();
   const CliResult r = run_cli("comm presets --db " + collectives_store() + " --defs " + kSrc +
                               "/datasets/gpus/fabrics.json --out " + out.string() + " --loo " + loo);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
@@ -74,7 +75,7 @@ TEST(CliGpuImport, BadInputsAreOneErrorLineAndLeaveTheStoreAsItWas) {
 
   // A copy whose GEMM table has a time that is not a number: file:line and the value.
   const std::string bad = testing::TempDir() + "/deepbench-bad";
-  fs::remove_all(bad);
+  scaledl::remove_tree(bad);
   fs::create_directories(bad);
   for (const auto& e : fs::directory_iterator(root_of("deepbench")))
     if (e.is_regular_file()) fs::copy_file(e.path(), bad + "/" + e.path().filename().string());

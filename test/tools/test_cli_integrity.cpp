@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using scaledl::test::expect_one_error;
 using scaledl::test::run_cli;
@@ -66,13 +67,13 @@ class CliIntegrity : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = testing::TempDir() + "/integrity_" + std::to_string(getpid());
-    fs::remove_all(dir_);
+    scaledl::remove_tree(dir_);
     fs::create_directories(dir_);
     auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ +
                      "/L --folds 0 --nthread 1");
     ASSERT_EQ(r.rc, 0) << r.out;
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { scaledl::remove_tree(dir_); }
   static std::string predict() {
     return "predict " + kSrc + "/models/gpt2.json --batch 2 --seq 64 --layers " + dir_ + "/L --db " + kSrc +
            "/datasets/cpu/layers.sqlite";

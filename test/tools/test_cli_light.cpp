@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using namespace scaledl::test;
 
@@ -65,7 +66,7 @@ TEST(LightBinary, RunsTheOtherCommandsThroughScaledlFull) {
 
 TEST(LightBinary, WithoutScaledlFullBesideItIsOneErrorLine) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "scaledl-light-alone";
-  std::filesystem::remove_all(dir);
+  scaledl::remove_tree(dir);
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(kTools + "/scaledl", dir / "scaledl");
   const CliResult r = run_binary((dir / "scaledl").string(), "train --help");
@@ -75,7 +76,7 @@ TEST(LightBinary, WithoutScaledlFullBesideItIsOneErrorLine) {
   // Its own commands need nothing beside it.
   const CliResult inspect = run_binary((dir / "scaledl").string(), "inspect " + kSrc + "/models/gpt2.json");
   EXPECT_EQ(inspect.rc, 0) << inspect.out;
-  std::filesystem::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(LightBinary, PredictsWhatScaledlFullPredictsByteForByte) {

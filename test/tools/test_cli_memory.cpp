@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl::test;
@@ -88,7 +89,7 @@ TEST(CliMemory, BenchModelsStoresPeaksAndEvalMemoryReports) {
                {"settings", st}});
         }
   const std::string dir = testing::TempDir() + "/cli-memory";
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   std::ofstream(dir + "/plan.json") << plan.dump();
   const std::string db = dir + "/m.sqlite";

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/pipeline/pipeline.hpp"
 
@@ -26,7 +27,7 @@ const std::string kQuick = " --warmup-s 0.01 --repeats 2 --repeat-s 0.03 --token
 
 fs::path temp_dir(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  scaledl::remove_tree(d);
   fs::create_directories(d);
   return d;
 }
@@ -78,7 +79,7 @@ TEST(CliPipeline, BenchRunsOnTheCommittedDataAndWritesJsonAndStore) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("check against " + out), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("storage: not measured"), std::string::npos) << r.out;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliPipeline, CorruptJpegIsACountedSkipNotAnError) {
@@ -97,7 +98,7 @@ TEST(CliPipeline, CorruptJpegIsACountedSkipNotAnError) {
   const auto j = json_of(r.out);
   EXPECT_EQ(j["pipelines"][0]["skipped"], 1);
   EXPECT_EQ(j["pipelines"][0]["items"], 2);
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliPipeline, BenchBadInputsAreOneErrorLine) {
@@ -153,7 +154,7 @@ TEST(CliPipeline, PredictWorkersNamesTheBottleneck) {
   expect_one_error(
       "predict " + kSrc + "/models/deit-tiny.json" + bundle + "--workers 2 --pipeline /nonexistent.json",
       "--pipeline=/nonexistent.json: cannot open");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliPipeline, ScaleShowsWhereTheInputStopsMoreGpusHelping) {
@@ -180,7 +181,7 @@ TEST(CliPipeline, ScaleShowsWhereTheInputStopsMoreGpusHelping) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("from 1 GPUs the input pipeline is the bottleneck"), std::string::npos) << r.out;
   expect_one_error(base + " --gpus 1,2 --vcpus 0", "--vcpus=0 must be in [1, 4096]");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 // Issue #39, case 29: an input-bound prediction is as uncertain as the input rate, not exact.
@@ -200,5 +201,5 @@ TEST(CliPipeline, AnInputBoundPredictionHasTheInputRatesInterval) {
   EXPECT_GT(i80[1].get<double>(), t);
   EXPECT_LT(i95[0].get<double>(), i80[0].get<double>());
   EXPECT_GT(i95[1].get<double>(), i80[1].get<double>());
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using scaledl::test::run_cli;
 
@@ -24,7 +25,7 @@ class CliPredict : public testing::Test {
   static void SetUpTestSuite() {
     // One directory per process: ctest -j runs each test of this suite in its own process.
     dir_ = testing::TempDir() + "/predict_layers_" + std::to_string(getpid());
-    std::filesystem::remove_all(dir_);
+    scaledl::remove_tree(dir_);
     auto r = run_cli("train layers --db " + kSrc + "/datasets/cpu/layers.sqlite --out " + dir_ +
                      " --folds 0 --nthread 1");
     ASSERT_EQ(r.rc, 0) << r.out;

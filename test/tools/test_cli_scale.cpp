@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 
 using namespace scaledl::test;
 namespace fs = std::filesystem;
@@ -91,7 +92,7 @@ TEST(CliScale, ComparesGpuTypesByTheCostOfAnEpoch) {
 TEST(CliScale, APlotOfGpuTypesWithoutACurveIsNotWritten) {
   // FP8 on two GPUs without FP8 units: each has no curve, so there is nothing to plot.
   const fs::path dir = fs::temp_directory_path() / ("scaledl-scale-plot-" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   const CliResult r = run_cli(
       "scale models/gpt2.json --bundle models/bundles/default --seq 1024 --batch 32 --dtype fp8 "
       "--device-spec a100-sxm4-80gb,v100-sxm2-32gb --gpus 1,2 --plot " +
@@ -101,7 +102,7 @@ TEST(CliScale, APlotOfGpuTypesWithoutACurveIsNotWritten) {
   EXPECT_NE(r.out.find("no curve: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("plot: none written (no GPU type has a curve)"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir / "scale.dat"));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliScale, BadSearchesAndPricesAreOneErrorLine) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/design/plan.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
@@ -32,7 +33,7 @@ const std::string kQuick =
 /// A fresh directory per test under the gtest temp dir (ctest runs tests in parallel).
 std::string fresh_dir(const std::string& name) {
   const fs::path d = fs::path(testing::TempDir()) / ("cli_shard_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
+  scaledl::remove_tree(d);
   fs::create_directories(d);
   return d.string();
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
+#include "scaledl/core/fs_util.hpp"
 #include "scaledl/io/store.hpp"
 #include "test_util.hpp"
 
@@ -31,7 +32,7 @@ nlohmann::json json_of(const CliResult& r) {
 
 /// Empties `dir` and imports the committed NeuSight data into `dir`/ns.sqlite; returns its path.
 std::string fresh_neusight_store(const fs::path& dir) {
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "ns.sqlite").string();
   EXPECT_EQ(run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db).rc, 0);
@@ -41,7 +42,7 @@ std::string fresh_neusight_store(const fs::path& dir) {
 /// A fresh store in `dir` of our H100's and H200's operator sets (datasets/*/neusight-ops);
 /// "" when an import fails (the failure is recorded).
 std::string hopper_ops_store(const fs::path& dir) {
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "ops.sqlite").string();
   for (const std::string gpu : {"h100", "h200"}) {
@@ -170,7 +171,7 @@ TEST(CliUnseenGpu, LeaveOneGpuOutScoresEveryGpuWithItsDeviceOutSpread) {
   expect_one_error(
       "eval --db " + db + " --protocol leave-one-device-out --anchors -2 --out " + (dir / "x").string(),
       "--anchors=-2 must be in [0, 100]");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, EvalHostNodeUsGivesEveryGpuWithoutAFittedTermThatCost) {
@@ -207,12 +208,12 @@ TEST(CliUnseenGpu, EvalHostNodeUsGivesEveryGpuWithoutAFittedTermThatCost) {
       << rep["layer_times"];
   expect_one_error("eval --db " + db + " --protocol id --host-node-us -1 --out " + (dir / "x").string(),
                    "--host-node-us=-1 must be a number in [0, 1e6]");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, AnchorRunsScaleThePredictionByTheBiasTheyShow) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_anchor_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   const std::string model = kSrc + "/models/gpt2-large.json";
   const std::string args =
@@ -253,7 +254,7 @@ TEST(CliUnseenGpu, AnchorRunsScaleThePredictionByTheBiasTheyShow) {
   expect_one_error("predict --layers " + kSrc + "/models/bundles/default/layers " + args + " --anchor " +
                        (dir / "slow.csv").string(),
                    "--anchor needs a bundle with intervals");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, BadModesAndSpecsAreOneClearError) {
@@ -273,7 +274,7 @@ TEST(CliUnseenGpu, BadModesAndSpecsAreOneClearError) {
       << R"("sustained_clock_mhz":1800,"peak_fp32_gflops":20000,"peak_mem_bw_gbs":2000})";
   expect_one_error(base + "--device-spec " + (dir / "hot.json").string(),
                    "sustained_clock_mhz=1800 must be at most");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, SweepAndCsvCarryTheMode) {
@@ -316,7 +317,7 @@ TEST(CliUnseenGpu, SwitchTransformersInInspectAndPredict) {
   j["num_experts"] = 0;
   std::ofstream(dir / "zero.json") << j.dump();
   expect_one_error("inspect " + (dir / "zero.json").string(), "num_experts=0 must be >= 1");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
@@ -404,12 +405,12 @@ TEST(CliUnseenGpu, LlamaFamilyModelTypesInInspectPredictAndBenchModels) {
   j["qk_rope_head_dim"] = 63;
   std::ofstream(dir / "rope.json") << j.dump();
   expect_one_error("inspect " + (dir / "rope.json").string(), "qk_rope_head_dim=63 must be even");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, BenchModelsRunsAPlanInInferenceMode) {
   const fs::path dir = fs::temp_directory_path() / ("scaledl_benchmode_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "plan.json")
       << R"({"kind":"models","configs":[
@@ -437,7 +438,7 @@ TEST(CliUnseenGpu, BenchModelsRunsAPlanInInferenceMode) {
   r = run_cli(base + " --mode fwd-bwd");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("0 skipped"), std::string::npos) << r.out;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, EvalLayersMinMsLeavesOutTheTimingFloorInTrainingAndTest) {
@@ -477,7 +478,7 @@ TEST(CliUnseenGpu, EvalLayersMinMsLeavesOutTheTimingFloorInTrainingAndTest) {
   expect_one_error(base + " --min-ms -1", "--min-ms=-1 must be a finite number >= 0");
   expect_one_error(base + " --min-ms nan", "--min-ms=nan must be a finite number >= 0");
   expect_one_error(base + " --min-ms 100000", "--min-ms=100000: all");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, EvalLayersWritesEveryHeldOutRowAndProbesTheHeldOutGpusBandwidth) {
@@ -523,7 +524,7 @@ TEST(CliUnseenGpu, EvalLayersWritesEveryHeldOutRowAndProbesTheHeldOutGpusBandwid
   expect_one_error(
       "eval --db " + db + " --protocol leave-one-device-out --probe-bandwidth --out " + (dir / "e").string(),
       "--probe-bandwidth needs --sustained-bw");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, SweepSetsConfigKeysOfAnyJsonKindAndTheModelParserChecksThem) {
@@ -575,7 +576,7 @@ TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
 
   // CSV: device_spec relative to the CSV; an empty cell takes --device-spec.
   const fs::path dir = fs::temp_directory_path() / ("scaledl_gpus_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   fs::copy_file(dev + "t4.json", dir / "t4.json");
   std::ofstream(dir / "gpus.csv") << "device_spec,batch\nt4.json,2\n,2\n";
@@ -615,7 +616,7 @@ TEST(CliUnseenGpu, SweepAndCsvCompareGpusInOneTable) {
   fs::create_directories(dir / "empty");
   expect_one_error(base + " --sweep device_spec=" + (dir / "empty").string(),
                    "the folder holds no .json spec sheet");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, PredictSaysWhichPartOfTheSumNoTrainingRowCovers) {
@@ -650,7 +651,7 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   // them: no options.rates. A probed GPU (measured and spec rates) gets one warning line;
   // a spec sheet, which has no measured rates, predicts as it always did.
   const fs::path dir = fs::temp_directory_path() / ("scaledl_rates_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::copy(kSrc + "/models/bundles/default/layers", dir, fs::copy_options::recursive);
   nlohmann::json man = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
   ASSERT_EQ(man["options"]["rates"], "dtype_peak");  // spec peaks, of each row's dtype
@@ -680,7 +681,7 @@ TEST(CliUnseenGpu, LayerModelsFromBeforeSpecPeakRooflinesWarnForAProbedGpu) {
   EXPECT_EQ(bad.rc, 1) << bad.out;
   EXPECT_NE(bad.out.find("rates=\"guessed\" is not dtype_peak, spec_peak or measured"), std::string::npos)
       << bad.out;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, DefaultBundleKnowsOurH100sHostAndNoSpecSheets) {
@@ -714,7 +715,7 @@ TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne
   EXPECT_GT(share, 0.7);
   EXPECT_LT(share, 1.0);
   const fs::path dir = fs::temp_directory_path() / ("scaledl_sbw_spec_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   // The GH200: an HBM part no training data of the default bundle comes from.
   nlohmann::json spec = nlohmann::json::parse(std::ifstream(kSrc + "/models/devices/gh200.json"));
@@ -748,7 +749,7 @@ TEST(CliUnseenGpu, DefaultBundleRunsASpecSheetAtItsMeasuredBandwidthWhenItHasOne
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("GB/s sustained: 0."), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("the median share of the training GPUs with GDDR"), std::string::npos) << text.out;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNeverSaw) {
@@ -895,7 +896,7 @@ TEST(CliUnseenGpu, DeviceCrossfitTrainsTheRefinementOnSumsOfGpusTheLayerModelsNe
       "train --quiet --db " + db + " --out " + (dir / "c").string() + " --device-crossfit --no-graph",
       "--device-crossfit trains a refinement: drop --no-graph");
   EXPECT_FALSE(fs::exists(dir / "c"));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, TimingSaysWhereAPredictionsSecondsGo) {
@@ -916,7 +917,7 @@ TEST(CliUnseenGpu, CalibratingALowPowerCardSaysWhyItMayNotHold) {
   // NeuSight's T4 operators calibrate the T4's spec sheet (70 W): the factors are set and
   // a caution says what leave-one-GPU-out showed for the cards of <= 75 W.
   const fs::path dir = fs::temp_directory_path() / ("scaledl_caution_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "ns.sqlite").string();
   CliResult imp = run_cli("import neusight --root " + kSrc + "/datasets/neusight --db " + db);
@@ -937,7 +938,7 @@ TEST(CliUnseenGpu, CalibratingALowPowerCardSaysWhyItMayNotHold) {
                          "/models/devices/t4.json --calibrate " + db);
   ASSERT_EQ(sc.rc, 0) << sc.out;
   EXPECT_NE(sc.out.find("caution: a 70 W card"), std::string::npos) << sc.out;
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
@@ -1017,7 +1018,7 @@ TEST(CliUnseenGpu, CalibrateScalesEachLayerKindByTheGpusOwnTimings) {
   fails("eval --db " + db + " --protocol leave-one-device-out --calibrate-rows -1 --out " +
             (dir / "ev").string(),
         "--calibrate-rows=-1 must be in [0, 100000]");
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, PredictSaysWhatItAssumesOfAPowerLimitedCardsClock) {
@@ -1042,7 +1043,7 @@ TEST(CliUnseenGpu, PredictSaysWhatItAssumesOfAPowerLimitedCardsClock) {
   EXPECT_FALSE(predict_json(m + kSrc + "/models/devices/t4.json").contains("clock"));
 
   const fs::path dir = fs::temp_directory_path() / ("scaledl_clock_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   nlohmann::json spec = nlohmann::json::parse(std::ifstream(kSrc + "/models/devices/l4.json"));
   spec["sustained_clock_mhz"] = 1530;
@@ -1056,7 +1057,7 @@ TEST(CliUnseenGpu, PredictSaysWhatItAssumesOfAPowerLimitedCardsClock) {
   EXPECT_NE(slow["clock"].get<std::string>().find("0.750 x the FP32 peak"), std::string::npos)
       << slow["clock"];
   EXPECT_GT(slow["t_iter_ms"].get<double>(), l4["t_iter_ms"].get<double>());
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
 }
 
 TEST(CliUnseenGpu, Bf16OnAGpuWithoutBf16TensorCoresIsOneClearError) {
@@ -1111,7 +1112,7 @@ TEST(CliUnseenGpu, PredictSaysHowASwitchModelDispatchesTokensOverTheExpertCapaci
   EXPECT_FALSE(short_seq.contains("dispatch")) << short_seq["dispatch"];
   // The same config with a capacity factor instead (one object, not a sweep's array).
   const fs::path dir = fs::temp_directory_path() / ("scaledl_dispatch_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   fs::create_directories(dir);
   nlohmann::json cfg =
       nlohmann::json::parse(std::ifstream(kSrc + "/datasets/neusight/model_configs/switchxl4.json"));
@@ -1125,7 +1126,7 @@ TEST(CliUnseenGpu, PredictSaysHowASwitchModelDispatchesTokensOverTheExpertCapaci
   EXPECT_FALSE(by_factor.contains("dispatch")) << by_factor["dispatch"];
   EXPECT_GT(by_factor["t_iter_ms"].get<double>(),
             j["t_iter_ms"].get<double>());  // every token reaches an expert
-  fs::remove_all(dir);
+  scaledl::remove_tree(dir);
   const nlohmann::json dense =
       predict_json(kSrc + "/models/gpt2.json --batch 1 --seq 1024 --raw --device-spec " + kSrc +
                    "/models/devices/h200-sxm.json");

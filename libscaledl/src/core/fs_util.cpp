@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -21,6 +23,44 @@
 namespace fs = std::filesystem;
 
 namespace scaledl {
+
+// ---- removing a tree -----------------------------------------------------------------------------
+
+namespace {
+thread_local std::uintmax_t t_removed = 0;
+thread_local int t_errno = 0;
+
+extern "C" int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  if (::remove(path) != 0) {
+    t_errno = errno;
+    return 1;  // stop the walk: the directory above cannot go either
+  }
+  ++t_removed;
+  return 0;
+}
+}  // namespace
+
+std::uintmax_t remove_tree(const fs::path& p, std::error_code& ec) noexcept {
+  ec.clear();
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) {
+    if (errno != ENOENT) ec.assign(errno, std::generic_category());
+    return 0;
+  }
+  t_removed = 0;
+  t_errno = 0;
+  // FTW_DEPTH: a directory after its entries; FTW_PHYS: a symbolic link is an entry, not followed.
+  const int rc = ::nftw(p.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (rc != 0) ec.assign(t_errno != 0 ? t_errno : errno, std::generic_category());
+  return t_removed;
+}
+
+std::uintmax_t remove_tree(const fs::path& p) {
+  std::error_code ec;
+  const std::uintmax_t n = remove_tree(p, ec);
+  SCALEDL_CHECK(!ec, "cannot remove {}: {}", p.string(), ec.message());
+  return n;
+}
 
 // ---- temporary paths removed on SIGINT / SIGTERM -----------------------------------------------
 //
@@ -251,7 +291,7 @@ StagingDir::StagingDir(const std::string& out, const OwnedFiles& owned, const st
   out_ = base;
   tmp_ = base + ".tmp-" + std::to_string(::getpid());
   register_temp_path(tmp_);
-  fs::remove_all(tmp_, ec);
+  scaledl::remove_tree(tmp_, ec);
   fs::create_directories(tmp_, ec);
   SCALEDL_CHECK(!ec, "{}={}: cannot create the temporary directory {}: {}", flag, out, tmp_, ec.message());
 }
@@ -259,7 +299,7 @@ StagingDir::StagingDir(const std::string& out, const OwnedFiles& owned, const st
 StagingDir::~StagingDir() {
   if (!committed_) {
     std::error_code ec;
-    fs::remove_all(tmp_, ec);
+    scaledl::remove_tree(tmp_, ec);
   }
   unregister_temp_path(tmp_);
 }
@@ -269,7 +309,7 @@ void StagingDir::commit() {
   const std::string old = out_ + ".old-" + std::to_string(::getpid());
   const bool had = fs::exists(out_, ec);
   if (had) {
-    fs::remove_all(old, ec);
+    scaledl::remove_tree(old, ec);
     fs::rename(out_, old, ec);
     SCALEDL_CHECK(!ec, "{}: cannot move the previous output aside to {}: {}", out_, old, ec.message());
   }
@@ -280,7 +320,7 @@ void StagingDir::commit() {
     fail("{}: cannot move {} into place: {}", out_, tmp_, ec.message());
   }
   committed_ = true;
-  if (had) fs::remove_all(old, ec);
+  if (had) scaledl::remove_tree(old, ec);
 }
 
 // ---- an output is never an input ---------------------------------------------------------------

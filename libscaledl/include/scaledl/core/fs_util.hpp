@@ -8,15 +8,28 @@
 //   good one; an existing output is replaced only when it is recognisably one of ours.
 // - check_output_is_not_input: a command never writes over one of its own inputs.
 // - Temporary paths are removed on failure and on SIGINT / SIGTERM.
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 namespace scaledl {
+
+/// Removes `p` and, if it is a directory, everything under it (symbolic links themselves, never
+/// what they point to); returns how many entries it removed, 0 when `p` does not exist. What
+/// std::filesystem::remove_all does, with the C library's nftw and remove alone: PyTorch 2.11's
+/// libtorch.so exports its own copy of std::filesystem, and binaries linked to it resolved
+/// remove_all there, where removing a non-empty directory crashed (SIGSEGV, a null call) on the
+/// GPU machine (docs/bench.md, "The GPU build"). scripts/format.sh --check refuses remove_all
+/// anywhere else. The first form sets `ec` on failure, the second throws Error naming the path.
+std::uintmax_t remove_tree(const std::filesystem::path& p, std::error_code& ec) noexcept;
+std::uintmax_t remove_tree(const std::filesystem::path& p);
 
 /// The files (paths relative to the directory, '/'-separated) that an existing output directory
 /// of one kind owns, read from what it holds (its manifest). Throws Error, with the reason as its
