@@ -23,8 +23,9 @@ struct ModelArgs : ModelRequest {
         ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
         ->excludes(seq_opt);
     app.add_option("--dtype", dtype,
-                   "fp32, tf32, bf16, fp16, or fp8: Transformer Engine's recipe, FP8 GEMMs in the blocks' "
-                   "linear layers and BF16 elsewhere (default fp32)");
+                   "fp32, tf32, bf16, fp16 (a model loaded in it), fp8: Transformer Engine's recipe, FP8 "
+                   "GEMMs in the blocks' linear layers and BF16 elsewhere, or amp-bf16 / amp-fp16: autocast "
+                   "over FP32 weights, as Hugging Face's Trainer with bf16=True / fp16=True (default fp32)");
     app.add_option("--framework", framework,
                    "kernel recipe: hf-eager (default; every kernel its own), hf-sdpa (fused attention) or "
                    "megatron (fused attention, softmax and GELU kernels; docs/parallel.md)");

@@ -239,3 +239,85 @@ TEST(Recipes, LoraOnFusedProjectionsAndWithFp8) {
   EXPECT_GT(g.trainable_params(), 0.0);
   EXPECT_LT(g.trainable_params(), 0.01 * g.total_params());
 }
+
+TEST(Recipes, AmpRunsTheMatrixProductsOnCastsAndTheRestInFp32) {
+  const ModelSpec m = load_model_config(model_path("qwen2-0.5b"));  // RMSNorm, tied LM head
+  TrainSettings s = settings(2, 128);
+  set_dtype_recipe(s, "amp-bf16", "--dtype");
+  EXPECT_TRUE(s.amp);
+  EXPECT_FALSE(s.fp8);
+  EXPECT_EQ(s.dtype, DType::BF16);
+  EXPECT_EQ(dtype_recipe(s), "amp-bf16");
+  const LayerGraph g = build_layer_graph(m, s);
+  const LayerGraph bf = build_layer_graph(m, settings(2, 128));
+  int linears = 0, casts = 0;
+  for (const auto& n : g.nodes) {
+    if (n.dir != Direction::Forward) continue;
+    switch (autocast_class(n.type)) {
+      case AutocastClass::Lower:
+        EXPECT_EQ(n.dtype, DType::BF16) << n.name;
+        break;
+      case AutocastClass::Fp32:
+        EXPECT_EQ(n.dtype, DType::FP32) << n.name;
+        break;
+      case AutocastClass::Promote:
+        break;
+    }
+    if (n.type != LayerType::Linear) continue;
+    ++linears;
+    // Every linear reads the cast of its FP32 weight (and of an FP32 input) from one cast node.
+    const int c = g.find(n.name + ".cast");
+    ASSERT_GE(c, 0) << n.name;
+    ++casts;
+    EXPECT_EQ(g.nodes[c].dtype, DType::BF16);  // what it hands on
+    // A cast moves 4 + 2 bytes per element: 1.5 x the elements of a BF16 pointwise node.
+    EXPECT_GE(static_cast<double>(g.nodes[c].dims[0]), 1.5 * n.cost.weight_bytes / 2 - 1) << n.name;
+    bool reads = false;
+    for (const auto& e : g.edges) reads = reads || (e.src == c && e.dst == n.id);
+    EXPECT_TRUE(reads) << n.name;
+  }
+  EXPECT_GT(linears, 0);
+  EXPECT_EQ(casts, linears);
+  // q reads the FP32 norm: its cast covers the weight and the activation.
+  const LayerNode& q = node(g, "decoder.0.attn.q");
+  EXPECT_NEAR(static_cast<double>(node(g, "decoder.0.attn.q.cast").dims[0]),
+              1.5 * (q.cost.weight_bytes / 2 + 2.0 * 128 * m.hidden), 1);
+  // The BF16 logits are cast to FP32 for the loss (Hugging Face's logits.float()).
+  const LayerNode& loss = node(bf, "head.loss");
+  EXPECT_EQ(node(g, "head.loss").dtype, DType::FP32);
+  EXPECT_EQ(node(g, "head.loss.cast").dtype, DType::FP32);
+  EXPECT_NEAR(static_cast<double>(node(g, "head.loss.cast").dims[0]), 0.75 * 2.0 * 128 * m.vocab_size, 1);
+  EXPECT_EQ(loss.dtype, DType::BF16);  // without autocast: no cast, the loss in BF16
+  EXPECT_LT(bf.find("head.loss.cast"), 0);
+  // The step and the gradients it reads are FP32; FLOP of the products unchanged.
+  EXPECT_EQ(node(g, "optim.step").dtype, DType::FP32);
+  double grad_bytes = 0, grad_bytes_bf = 0;
+  for (const auto& e : g.edges)
+    if (g.nodes[e.dst].type == LayerType::Optimizer) grad_bytes += e.bytes;
+  for (const auto& e : bf.edges)
+    if (bf.nodes[e.dst].type == LayerType::Optimizer) grad_bytes_bf += e.bytes;
+  EXPECT_DOUBLE_EQ(grad_bytes, 2 * grad_bytes_bf);
+  EXPECT_DOUBLE_EQ(q.cost.flops_fwd, node(bf, "decoder.0.attn.q").cost.flops_fwd);
+}
+
+TEST(Recipes, AmpSettingsRoundTripAndBadValuesAreErrors) {
+  TrainSettings s = settings(2, 64);
+  EXPECT_FALSE(s.to_json().contains("amp"));
+  set_dtype_recipe(s, "amp-fp16", "--dtype");
+  EXPECT_EQ(s.dtype, DType::FP16);
+  const TrainSettings back = parse_train_settings(s.to_json());
+  EXPECT_TRUE(back.amp);
+  EXPECT_EQ(dtype_recipe(back), "amp-fp16");
+  set_dtype_recipe(s, "bf16", "--dtype");  // a later plain dtype clears the recipe
+  EXPECT_FALSE(s.amp);
+  try {
+    set_dtype_recipe(s, "amp-fp32", "--dtype");
+    ADD_FAILURE() << "amp-fp32 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dtype=amp-fp32: autocast runs bf16 or fp16"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_train_settings(nlohmann::json{{"dtype", "fp32"}, {"amp", true}}), Error);
+  EXPECT_THROW(parse_train_settings(nlohmann::json{{"dtype", "bf16"}, {"amp", true}, {"fp8", true}}), Error);
+  EXPECT_THROW(parse_train_settings(nlohmann::json{{"dtype", "bf16"}, {"amp", "yes"}}), Error);
+}

@@ -110,3 +110,28 @@ TEST(CliRecipes, ASweepComparesTheFrameworksRowByRow) {
   expect_one_error(predict("qwen2-0.5b", "--attention fused --sweep framework=megatron"),
                    "--attention=fused with framework=megatron");
 }
+
+TEST(CliRecipes, AmpCostsCastsAndFp32WeightsOverBf16) {
+  // Autocast over FP32 weights (the Trainer's bf16=True) against a model loaded in BF16: the same
+  // products plus the casts and the FP32 kernels around them; 16 bytes per parameter.
+  const auto bf16 = predict_json("qwen2-0.5b", "--batch 4 --seq 1024 --framework hf-sdpa");
+  const auto amp = predict_json("qwen2-0.5b", "--batch 4 --seq 1024 --framework hf-sdpa --dtype amp-bf16");
+  ASSERT_TRUE(bf16.contains("t_iter_ms") && amp.contains("t_iter_ms"));
+  EXPECT_TRUE(amp["settings"]["amp"].get<bool>());
+  EXPECT_FALSE(bf16["settings"].contains("amp"));
+  EXPECT_GT(amp["t_iter_ms"].get<double>(), bf16["t_iter_ms"].get<double>());
+  EXPECT_GT(amp["memory"]["analytic"]["weights_bytes"].get<double>(),
+            1.99 * bf16["memory"]["analytic"]["weights_bytes"].get<double>());
+  EXPECT_GT(amp["by_type_ms"]["pointwise.fwd"].get<double>(), bf16["by_type_ms"].value("pointwise.fwd", 0.0));
+  const CliResult text = run_cli(predict("qwen2-0.5b", "--batch 4 --seq 1024 --dtype amp-bf16"));
+  EXPECT_NE(text.out.find(", amp-bf16, mode train"), std::string::npos) << text.out;
+  // With --gpus: the data-parallel all-reduce carries FP32 gradients.
+  const std::string split = "--batch 8 --seq 1024 --gpus 4 ";
+  const auto pamp = predict_json("qwen2-0.5b", split + "--dtype amp-bf16");
+  const auto pbf = predict_json("qwen2-0.5b", split);
+  ASSERT_TRUE(pamp.contains("plan") && pbf.contains("plan"));
+  EXPECT_DOUBLE_EQ(pamp["plan"]["dp_grad_bytes"].get<double>(),
+                   2 * pbf["plan"]["dp_grad_bytes"].get<double>());
+  expect_one_error(predict("gpt2", "--dtype amp-fp32"), "--dtype=amp-fp32: autocast runs bf16 or fp16");
+  expect_one_error(predict("gpt2", "--dtype amp"), "--dtype=amp: autocast runs bf16 or fp16");
+}

@@ -19,6 +19,7 @@
 #include "scaledl/ir/layer_graph.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <sstream>
 
@@ -52,16 +53,20 @@ class Builder {
   int add(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
           const std::vector<In>& inputs, int block = -1) {
     validate_dims(t, dims);
+    // The FP8 recipe (Transformer Engine): the blocks' linear layers; the embedding, the LM head
+    // and the classifier stay in BF16, as TE's recipes keep them.
+    const DType dt = g_.settings.fp8 && t == LayerType::Linear && block >= 0 && !adapter_ ? DType::FP8
+                     : g_.settings.amp ? amp_dtype(t, inputs)
+                                       : g_.settings.dtype;
+    LayerCost cost = layer_cost(t, dims, dt);
+    const std::vector<In> ins = g_.settings.amp ? amp_casts(name, t, dt, cost, inputs, block) : inputs;
     LayerNode n;
     n.id = static_cast<int>(g_.nodes.size());
     n.name = name;
     n.type = t;
     n.dir = Direction::Forward;
-    // The FP8 recipe (Transformer Engine): the blocks' linear layers; the embedding, the LM head
-    // and the classifier stay in BF16, as TE's recipes keep them.
-    n.dtype =
-        g_.settings.fp8 && t == LayerType::Linear && block >= 0 && !adapter_ ? DType::FP8 : g_.settings.dtype;
-    n.cost = layer_cost(t, dims, n.dtype);
+    n.dtype = dt;
+    n.cost = cost;
     const bool lora =
         t == LayerType::Linear && block >= 0 && !adapter_ && lora_targets_node(g_.settings, name);
     n.dims = std::move(dims);
@@ -69,14 +74,16 @@ class Builder {
     n.out_shape = std::move(out);
     freeze_if_lora(n);
     g_.nodes.push_back(std::move(n));
-    for (const In& in : inputs) {
+    for (const In& in : ins) {
       SCALEDL_CHECK(in.id >= 0 && in.id < static_cast<int>(g_.nodes.size()) - 1,
                     "internal: node {} reads unknown node {}", name, in.id);
       LayerEdge e;
       e.src = in.id;
       e.dst = g_.nodes.back().id;
       e.shape = in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape;
-      e.bytes = numel(e.shape) * e_;
+      // Under autocast a tensor is in its producer's dtype; otherwise every edge is in the
+      // settings' (an FP8 GEMM's output is BF16 too).
+      e.bytes = numel(e.shape) * (g_.settings.amp ? dtype_bytes(g_.nodes[in.id].dtype) : e_);
       g_.edges.push_back(std::move(e));
     }
     const int id = g_.nodes.back().id;
@@ -116,6 +123,64 @@ class Builder {
   }
 
  private:
+  /// Autocast's dtype for a node of type t reading `inputs` (AutocastClass): the matrix products
+  /// in the settings' dtype, the FP32 list in FP32, the rest in the widest dtype of their inputs.
+  DType amp_dtype(LayerType t, const std::vector<In>& inputs) const {
+    switch (autocast_class(t)) {
+      case AutocastClass::Lower:
+        return g_.settings.dtype;
+      case AutocastClass::Fp32:
+        return DType::FP32;
+      case AutocastClass::Promote:
+        for (const In& in : inputs)
+          if (in.id >= 0 && in.id < static_cast<int>(g_.nodes.size()) && g_.nodes[in.id].dtype == DType::FP32)
+            return DType::FP32;
+        return g_.settings.dtype;
+    }
+    fail("internal: autocast class of {} is unknown", to_string(t));
+  }
+
+  /// Autocast's casts before a node of dtype `dt`: its inputs in another dtype (an FP32 norm's
+  /// output into a matrix product, BF16 logits into the FP32 loss) and, for a matrix product, its
+  /// FP32 weight (once per forward: autocast caches the cast). One pointwise node "<name>.cast" in
+  /// `dt` (what it hands on) over all of them, read by the node in place of those inputs (the
+  /// weight's cast as an extra input). A cast between FP32 and a half type moves 6 bytes per
+  /// element (4 + 2) where a pointwise node of dtype `dt` moves 2 x its element size: its
+  /// `elements` are scaled by 6 / (2 x size) so that the node moves a cast's bytes (1.5 x the
+  /// elements cast to BF16, 0.75 x those cast to FP32); its out_shape is the first cast input's.
+  /// Returns the node's inputs. Promote-class nodes convert inside their own kernel
+  /// (TensorIterator) and get none.
+  std::vector<In> amp_casts(const std::string& name, LayerType t, DType dt, const LayerCost& cost,
+                            const std::vector<In>& inputs, int block) {
+    if (casting_ || autocast_class(t) == AutocastClass::Promote) return inputs;
+    double elems = autocast_class(t) == AutocastClass::Lower ? cost.weight_bytes / dtype_bytes(dt) : 0.0;
+    std::vector<In> from;
+    for (const In& in : inputs)
+      if (g_.nodes[in.id].dtype != dt) {
+        const Shape& sh = in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape;
+        elems += static_cast<double>(numel(sh));
+        from.push_back(in);
+      }
+    if (elems < 1) return inputs;
+    const Shape shape = from.empty() ? Shape{static_cast<int64_t>(elems)}
+                                     : (from.front().shape.empty() ? g_.nodes[from.front().id].out_shape
+                                                                   : from.front().shape);
+    const auto moved = static_cast<int64_t>(std::llround(elems * 6.0 / (2.0 * dtype_bytes(dt))));
+    casting_ = true;
+    const int c =
+        add(name + ".cast", LayerType::Pointwise, {std::max<int64_t>(1, moved), 0}, shape, from, block);
+    casting_ = false;
+    g_.nodes[c].dtype = dt;
+    g_.nodes[c].cost = layer_cost(LayerType::Pointwise, g_.nodes[c].dims, dt);
+    std::vector<In> out;
+    for (const In& in : inputs) {
+      const bool cast = g_.nodes[in.id].dtype != dt;
+      out.push_back(cast ? In(c, in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape) : in);
+    }
+    if (from.empty()) out.push_back(In(c));  // the weight's cast alone
+    return out;
+  }
+
   /// LoRA: every weight of the model is frozen (no weight gradient, no optimizer state, the
   /// backward without its weight-gradient work); only the adapters' nodes train. Applied where a
   /// node gains weights: add() and own_weight().
@@ -128,6 +193,7 @@ class Builder {
   LayerGraph& g_;
   double e_;
   bool adapter_ = false;  ///< adding a LoRA adapter's nodes: trainable, in the settings' dtype
+  bool casting_ = false;  ///< adding an autocast cast node (amp_casts): no cast of its own
 };
 
 LayerType norm_type(const ModelSpec& m) {
@@ -718,8 +784,8 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
     n.dir = Direction::Update;
     n.dims = {static_cast<int64_t>(p), static_cast<int64_t>(s.optimizer)};
     validate_dims(n.type, n.dims);
-    n.dtype = s.dtype;
-    n.cost = layer_cost(n.type, n.dims, s.dtype);
+    n.dtype = s.amp ? DType::FP32 : s.dtype;  // autocast: the step on the FP32 weights
+    n.cost = layer_cost(n.type, n.dims, n.dtype);
     n.out_shape = {n.dims[0]};
     g.nodes.push_back(std::move(n));
     // Every node with weights (own or shared, e.g. a tied LM head) sends the
@@ -731,7 +797,7 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
       ge.dst = g.nodes.back().id;
       // An FP8 GEMM reads an FP8 copy of its weight; its gradient is in the recipe's dtype.
       ge.shape = {static_cast<int64_t>(g.nodes[f].cost.weight_bytes / dtype_bytes(g.nodes[f].dtype))};
-      ge.bytes = static_cast<double>(ge.shape[0]) * e;
+      ge.bytes = static_cast<double>(ge.shape[0]) * (s.amp ? 4.0 : e);  // autocast: FP32 gradients
       ge.backward = true;
       g.edges.push_back(std::move(ge));
     }

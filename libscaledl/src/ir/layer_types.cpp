@@ -391,6 +391,33 @@ LayerCost frozen_cost(LayerType t, const std::vector<int64_t>& d, const LayerCos
   fail("layer type id {} is unknown", static_cast<int>(t));
 }
 
+AutocastClass autocast_class(LayerType t) {
+  switch (t) {
+    case LayerType::Linear:
+    case LayerType::BMM:
+    case LayerType::Attention:
+    case LayerType::Conv2dPatch:
+    case LayerType::FlashAttention:
+      return AutocastClass::Lower;
+    case LayerType::Embedding:
+    case LayerType::LayerNorm:
+    case LayerType::RMSNorm:
+    case LayerType::Softmax:
+    case LayerType::CrossEntropy:
+    case LayerType::Optimizer:
+      return AutocastClass::Fp32;
+    case LayerType::Dropout:
+    case LayerType::GELU:
+    case LayerType::ReLU:
+    case LayerType::SiLU:
+    case LayerType::Add:
+    case LayerType::Mul:
+    case LayerType::Pointwise:
+      return AutocastClass::Promote;
+  }
+  fail("layer type id {} is unknown", static_cast<int>(t));
+}
+
 LayerCost layer_cost(LayerType t, const std::vector<int64_t>& d, DType dtype) {
   const double e = dtype_bytes(dtype);
   switch (t) {

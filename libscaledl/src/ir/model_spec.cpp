@@ -1234,10 +1234,10 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
-  static const char* known[] = {"batch",     "seq_len",        "image_size",    "dtype",
-                                "optimizer", "optimizer_step", "num_devices",   "tgt_len",
-                                "backward",  "mode",           "fused_kernels", "attention",
-                                "fp8",       "lora_rank",      "lora_targets",  "sequence_shards"};
+  static const char* known[] = {"batch",           "seq_len",     "image_size", "dtype",     "optimizer",
+                                "optimizer_step",  "num_devices", "tgt_len",    "backward",  "mode",
+                                "fused_kernels",   "attention",   "fp8",        "lora_rank", "lora_targets",
+                                "sequence_shards", "amp"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -1257,6 +1257,10 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
                 "{}.fp8=true needs dtype=bf16 (the kernels outside the FP8 "
                 "GEMMs), got dtype={}",
                 ctx, to_string(s.dtype));
+  s.amp = get_bool_or(j, "amp", ctx, s.amp);
+  SCALEDL_CHECK(!s.amp || ((s.dtype == DType::BF16 || s.dtype == DType::FP16) && !s.fp8),
+                "{}.amp=true needs dtype=bf16 or fp16 (autocast's dtype) and no fp8, got dtype={}{}", ctx,
+                to_string(s.dtype), s.fp8 ? " with fp8=true" : "");
   s.attention =
       parse_attention_impl(get_str_or(j, "attention", ctx, to_string(s.attention)), ctx + ".attention");
   s.lora_rank = get_int_or(j, "lora_rank", ctx, 0, kMaxLoraRank, s.lora_rank);
@@ -1377,11 +1381,24 @@ void apply_framework(TrainSettings& s, Framework f) {
 
 void set_dtype_recipe(TrainSettings& s, const std::string& v, const std::string& ctx) {
   s.fp8 = v == "fp8";
+  s.amp = v.rfind("amp", 0) == 0;
+  if (s.amp) {
+    SCALEDL_CHECK(
+        v == "amp-bf16" || v == "amp-fp16",
+        "{}={}: autocast runs bf16 or fp16 (amp-bf16, amp-fp16); expected fp32, tf32, bf16, fp16, fp8, "
+        "amp-bf16 or amp-fp16",
+        ctx, v);
+    s.dtype = parse_dtype(v.substr(4), ctx);
+    return;
+  }
+  if (!s.fp8 && v != "fp32" && v != "tf32" && v != "bf16" && v != "fp16")
+    fail("{}=\"{}\" is not a dtype (expected fp32, tf32, bf16, fp16, fp8, amp-bf16 or amp-fp16)", ctx, v);
   s.dtype = s.fp8 ? DType::BF16 : parse_dtype(v, ctx);
   SCALEDL_CHECK(s.dtype != DType::FP8, "{}=fp8: internal: the FP8 recipe sets dtype bf16", ctx);
 }
 
 std::string dtype_recipe(const TrainSettings& s) {
+  if (s.amp) return std::string("amp-") + to_string(s.dtype);
   return s.fp8 ? "fp8" : to_string(s.dtype);
 }
 
@@ -1443,6 +1460,9 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
   SCALEDL_CHECK(!s.fp8 || s.dtype == DType::BF16, "settings.fp8=true needs dtype=bf16, got dtype={}",
                 to_string(s.dtype));
   SCALEDL_CHECK(s.dtype != DType::FP8, "settings.dtype=fp8: FP8 training is dtype=bf16 with fp8=true");
+  SCALEDL_CHECK(!s.amp || ((s.dtype == DType::BF16 || s.dtype == DType::FP16) && !s.fp8),
+                "settings.amp=true needs dtype=bf16 or fp16 (autocast's dtype) and no fp8, got dtype={}",
+                to_string(s.dtype));
   SCALEDL_CHECK(s.lora_rank >= 0 && s.lora_rank <= kMaxLoraRank,
                 "settings.lora_rank={} is out of range [0, {}]", s.lora_rank, kMaxLoraRank);
   SCALEDL_CHECK(s.lora_rank == 0 || s.backward,
@@ -1696,6 +1716,7 @@ nlohmann::json TrainSettings::to_json() const {
   if (fused_kernels) j["fused_kernels"] = true;
   if (attention != AttentionImpl::Eager) j["attention"] = to_string(attention);
   if (fp8) j["fp8"] = true;
+  if (amp) j["amp"] = true;
   if (lora_rank > 0) {
     j["lora_rank"] = lora_rank;
     j["lora_targets"] = lora_targets_string(*this);

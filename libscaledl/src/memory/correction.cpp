@@ -274,11 +274,19 @@ ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t
   const bool half = g.settings.dtype == DType::FP16 || g.settings.dtype == DType::BF16;
   const double e = dtype_bytes(g.settings.dtype);
   // Megatron mixed precision: half weights + half grads + FP32 master + 2 FP32 moments (of the
-  // trainable parameters).
-  r.weights = P * e;
-  r.grads = T * e;
+  // trainable parameters). Autocast (amp): FP32 weights and grads, FP32 moments, no master copy;
+  // the weights' half-precision casts held for the backward (2 bytes per parameter, in the
+  // replay's base) are not counted here.
   const double moments = opt == OptimizerKind::SGD ? 1.0 : 2.0;
-  r.optimizer = half ? T * 4 * (1 + moments) : T * e * moments;
+  if (g.settings.amp) {
+    r.weights = P * 4;
+    r.grads = T * 4;
+    r.optimizer = T * 4 * moments;
+  } else {
+    r.weights = P * e;
+    r.grads = T * e;
+    r.optimizer = half ? T * 4 * (1 + moments) : T * e * moments;
+  }
   if (zero >= 1) r.optimizer /= static_cast<double>(dp);
   if (zero >= 2) r.grads /= static_cast<double>(dp);
   if (zero >= 3) r.weights /= static_cast<double>(dp);

@@ -29,7 +29,10 @@ struct Buffer {
 
 class Replay {
  public:
-  Replay(const LayerGraph& g, const MemoryOptions& o) : g_(g), e_(dtype_bytes(g.settings.dtype)) {
+  // Autocast (settings.amp): the weights, their gradients and the optimizer state in FP32
+  // (pe_ = 4), each tensor in its producer's dtype (out_bytes).
+  Replay(const LayerGraph& g, const MemoryOptions& o)
+      : g_(g), e_(dtype_bytes(g.settings.dtype)), pe_(g.settings.amp ? 4.0 : e_) {
     SCALEDL_CHECK(o.device_kind == "cuda" || o.device_kind == "cpu",
                   "memory device kind '{}' is not cuda or cpu", o.device_kind);
     round_ = o.round_bytes >= 0 ? o.round_bytes : (o.device_kind == "cuda" ? 512.0 : 1.0);
@@ -59,15 +62,20 @@ class Replay {
         largest = std::max(largest, p);
       }
     }
-    r.weights = params * e_;
+    r.weights = params * pe_;
     const bool has_state = training && s.optimizer_step;
-    r.optimizer = has_state ? (s.optimizer == OptimizerKind::SGD ? 1.0 : 2.0) * trainable * e_ : 0.0;
+    r.optimizer = has_state ? (s.optimizer == OptimizerKind::SGD ? 1.0 : 2.0) * trainable * pe_ : 0.0;
     r.batch = batch_bytes();
     // Persistent tensors are rounded per node (each parameter is its own allocation).
     for (int u = 0; u < nf_; ++u) {
-      const double w = g_.nodes[u].cost.params * e_;
+      const double w = g_.nodes[u].cost.params * pe_;
       const bool state = has_state && !g_.nodes[u].frozen;
       if (w > 0) persistent_ += (state ? (s.optimizer == OptimizerKind::SGD ? 2 : 3) : 1) * rnd(w);
+      // Autocast's cast of a weight (its "<name>.cast" node) is saved for the backward: counted
+      // as held from the start (an upper bound of a few per cent of the weights' bytes).
+      if (s.amp && training && g_.nodes[u].cost.params > 0 &&
+          autocast_class(g_.nodes[u].type) == AutocastClass::Lower)
+        persistent_ += rnd(g_.nodes[u].cost.params * e_);
     }
     persistent_ += rnd(r.batch);
     r.base = persistent_;
@@ -82,7 +90,7 @@ class Replay {
       r.grads = grads_;
       if (s.optimizer_step) {
         // Adam: denom = exp_avg_sq.sqrt() / c -> two temporaries of the largest parameter.
-        const double tmp = s.optimizer == OptimizerKind::SGD ? 0.0 : 2 * rnd(largest * e_);
+        const double tmp = s.optimizer == OptimizerKind::SGD ? 0.0 : 2 * rnd(largest * pe_);
         touch(tmp, "optim.step");
       }
     }
@@ -98,6 +106,7 @@ class Replay {
   };
   const LayerGraph& g_;
   double e_;
+  double pe_;  ///< bytes of a parameter, its gradient and each optimizer state
   double round_ = 512, mask_bytes_ = 1;
   bool cpu_ = false;
   int nf_ = 0;
@@ -140,10 +149,13 @@ class Replay {
     return ids + labels;
   }
 
+  /// Bytes per element of what node `src` hands on (its dtype's under autocast).
+  double in_e(int src) const { return g_.settings.amp ? dtype_bytes(g_.nodes[src].dtype) : e_; }
+
   double out_bytes(int u) const {
     const auto& n = g_.nodes[u];
     if (n.type == LayerType::CrossEntropy) return 4;
-    return numel(n.out_shape) * e_;
+    return numel(n.out_shape) * (g_.settings.amp ? dtype_bytes(n.dtype) : e_);
   }
 
   void drop_out_ref(int u) {
@@ -219,9 +231,10 @@ class Replay {
           extra_[u] = rnd(n.cost.temp_bytes);
           break;
         case LayerType::CrossEntropy: {
-          const double tv = in.empty() ? 0 : in[0].bytes / e_;  // tokens x vocab
-          extra_[u] = rnd(tv * 4);                              // log-softmax in FP32
-          transient = e_ == 4 ? 0 : tv * 4;                     // the FP32 copy of the logits
+          const double tv = in.empty() ? 0 : in[0].bytes / in_e(in[0].src);  // tokens x vocab
+          extra_[u] = rnd(tv * 4);                                           // log-softmax in FP32
+          // The FP32 copy of the logits (under autocast it is the cast node's output, counted there).
+          transient = e_ == 4 || g_.settings.amp ? 0 : tv * 4;
           break;
         }
         case LayerType::Embedding:
@@ -286,8 +299,10 @@ class Replay {
       // Weight gradients stay until the step. A shared weight (tied LM head)
       // creates the owner's gradient early; the owner later adds to it. Frozen weights (LoRA)
       // take none.
-      const double own = n.frozen ? 0.0 : n.cost.params * e_;
-      const double reads = n.frozen ? 0.0 : n.cost.weight_bytes;
+      const double own = n.frozen ? 0.0 : n.cost.params * pe_;
+      const double reads = n.frozen          ? 0.0
+                           : g_.settings.amp ? n.cost.weight_bytes / dtype_bytes(n.dtype) * pe_
+                                             : n.cost.weight_bytes;
       double wg = 0;
       if (reads > own + 0.5) {
         wg = reads - own;
@@ -311,8 +326,8 @@ class Replay {
           // backward (the counting allocator sees both beside the logits'
           // gradient: 14 fwd-bwd runs of datasets/memory missed exactly one),
           // + the FP32 copy's gradient in half precision.
-          const double tv = in.empty() ? 0 : in[0].bytes / e_;
-          transient = 2 * tv * 4 + (e_ == 4 ? 0 : tv * 4);
+          const double tv = in.empty() ? 0 : in[0].bytes / in_e(in[0].src);
+          transient = 2 * tv * 4 + (e_ == 4 || g_.settings.amp ? 0 : tv * 4);
           break;
         }
         case LayerType::Embedding:

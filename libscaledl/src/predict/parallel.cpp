@@ -220,12 +220,13 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   // What takes a gradient: every parameter, or with LoRA the adapters alone (the stage's graph).
   const double trainable =
       s.lora_rank > 0 ? build_layer_graph(st, p.micro).trainable_params() : p.params_per_gpu;
-  p.grad_bytes = p.dp * c.cp > 1 ? trainable * e : 0;  // replicas: dp x cp ranks hold the same weights
+  const double ge = s.amp ? 4.0 : e;  // autocast: FP32 weights, so FP32 gradients are reduced
+  p.grad_bytes = p.dp * c.cp > 1 ? trainable * ge : 0;  // replicas: dp x cp ranks hold the same weights
   p.grad_buckets = std::max<int64_t>(
       1, static_cast<int64_t>(
              std::ceil(trainable / std::max(kGradBucketElements, 1e6 * static_cast<double>(p.dp * c.cp)))));
   p.expert_grad_bytes =
-      p.dp * c.cp > 1 && s.lora_rank == 0 ? static_cast<double>(expert_parameter_count(st)) * e : 0;
+      p.dp * c.cp > 1 && s.lora_rank == 0 ? static_cast<double>(expert_parameter_count(st)) * ge : 0;
   return p;
 }
 
@@ -402,6 +403,7 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     TrainSettings t = p.micro;
     t.dtype = DType::FP32;
     t.fp8 = false;  // the step runs on the FP32 masters whatever the GEMMs' recipe
+    t.amp = false;
     set_run_mode(t, RunMode::Train);
     const IterationPrediction opt = b.predict(build_layer_graph(p.stage, t), dev, /*physics=*/false);
     r.t_opt_ms = sum_dir(opt, ".update") / (c.zero >= 1 ? static_cast<double>(p.dp * c.cp) : 1.0);

@@ -129,6 +129,14 @@ void validate_dims(LayerType t, const std::vector<int64_t>& dims);
 /// Linear forward FLOP = 2*b*d_in*d_out + b*d_out (ScaleDL eq. 9) when bias=1.
 LayerCost layer_cost(LayerType t, const std::vector<int64_t>& dims, DType dtype);
 
+/// How PyTorch's autocast runs a layer type (the AMP recipe, TrainSettings::amp): Lower = in the
+/// autocast dtype (BF16 / FP16: its matrix products), Fp32 = in FP32 whatever its inputs (the
+/// ops autocast keeps in FP32 -- layer_norm, softmax, the loss -- Hugging Face's RMSNorm, which
+/// upcasts, and the embedding, whose weight is FP32), Promote = in the widest dtype of its inputs
+/// (elementwise ops: FP32 when the FP32 residual stream is one of them).
+enum class AutocastClass : int { Lower = 0, Fp32, Promote };
+AutocastClass autocast_class(LayerType t);
+
 /// The cost of a layer whose weights are frozen (LoRA's base model): the backward without the
 /// weight-gradient work (a linear's dW GEMM and bias sum, an embedding's scatter-add: its whole
 /// backward, a patch convolution's dW); `c` is layer_cost(t, dims, dtype); params and weight

@@ -253,6 +253,13 @@ struct TrainSettings {
   /// quantisation of their inputs included), every other kernel in `dtype` (BF16), FP32 master
   /// weights and optimizer state. `--dtype fp8` sets dtype = BF16 and this; stored only when true.
   bool fp8 = false;
+  /// Automatic mixed precision as PyTorch's autocast runs it (Hugging Face's Trainer with
+  /// bf16=True / fp16=True): FP32 weights, gradients and optimizer state; the matrix products in
+  /// `dtype` (BF16 or FP16) on casts of their FP32 inputs and weights (a cast node before each,
+  /// layer_graph.cpp); norms, softmax and the loss in FP32; elementwise ops in the widest dtype of
+  /// their inputs (autocast_class). `--dtype amp-bf16|amp-fp16` sets dtype and this; stored only
+  /// when true. false = every kernel in `dtype` (weights loaded in it).
+  bool amp = false;
   /// LoRA fine-tuning (PEFT): rank of the adapters, 0 = full training. Every weight of the model
   /// is frozen (no weight gradient, no optimizer state); each targeted linear layer of the blocks
   /// gains x A (d_in x r) B (r x d_out) added to its output. Stored only when > 0.
@@ -282,10 +289,11 @@ bool lora_targets_node(const TrainSettings& s, const std::string& name);
 
 /// Sets the kernel recipe of `f` (fused_kernels, attention) on s.
 void apply_framework(TrainSettings& s, Framework f);
-/// Sets s.dtype from a `--dtype` value: fp32, tf32, bf16, fp16, or fp8 = the FP8 recipe (dtype
-/// bf16, fp8 = true). Errors name `ctx`.
+/// Sets s.dtype from a `--dtype` value: fp32, tf32, bf16, fp16, fp8 = the FP8 recipe (dtype
+/// bf16, fp8 = true), or amp-bf16 / amp-fp16 = autocast over FP32 weights (dtype bf16 / fp16,
+/// amp = true). Errors name `ctx`.
 void set_dtype_recipe(TrainSettings& s, const std::string& v, const std::string& ctx);
-/// "fp8" for the FP8 recipe, else the dtype's name.
+/// "fp8" for the FP8 recipe, "amp-bf16" / "amp-fp16" for autocast, else the dtype's name.
 std::string dtype_recipe(const TrainSettings& s);
 
 /// What one iteration runs (`--mode`): train = forward + backward + optimizer step,
