@@ -62,6 +62,12 @@ TEST(CliRecipes, LoraTrainsAdaptersOnlyAndSaysSo) {
   EXPECT_LT(lora["memory"]["peak_bytes"].get<double>(), full["memory"]["peak_bytes"].get<double>());
   EXPECT_LT(lora["by_type_ms"]["optimizer.update"].get<double>(),
             full["by_type_ms"]["optimizer.update"].get<double>());
+  // A frozen linear's backward is its dX GEMM alone, half the work (and, measured on the H200, half
+  // the time) of dX + dW: every linear of the LoRA run is frozen but the small adapters.
+  const double bwd_full = full["by_type_ms"]["linear.bwd"].get<double>();
+  const double bwd_lora = lora["by_type_ms"]["linear.bwd"].get<double>();
+  EXPECT_LT(bwd_lora, 0.6 * bwd_full);
+  EXPECT_GT(bwd_lora, 0.45 * bwd_full);
   const CliResult text = run_cli(predict("qwen2-0.5b", "--batch 4 --seq 512 --lora-rank 16"));
   EXPECT_NE(text.out.find("LoRA rank 16 on q,k,v,o,gate,up,down"), std::string::npos) << text.out;
 }

@@ -724,6 +724,19 @@ double LayerPredictor::predict_ms(LayerType t, const std::vector<int64_t>& dims,
   return predict(t, dims, dtype, dir, dev).ms;
 }
 
+namespace {
+/// The share of a whole backward that a node runs: 1, or for a frozen weight's node (LoRA) its
+/// cost's backward FLOP over an unfrozen one's.
+double frozen_backward_share(const LayerNode& n) {
+  // The layer models time a whole backward (a linear's dX and dW GEMMs, of equal work and, as the
+  // H200 measured, equal speed at equal shapes: docs/gpu-data.md, "Backward GEMMs"); a frozen
+  // weight (LoRA) skips its share, which frozen_cost took out of the node's cost.
+  if (!n.frozen || n.dir != Direction::Backward) return 1.0;
+  const double full = layer_cost(n.type, n.dims, n.dtype).flops_bwd;
+  return full > 0 ? std::clamp(n.cost.flops_bwd / full, 0.0, 1.0) : 1.0;
+}
+}  // namespace
+
 std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGraph& g,
                                                                   const DeviceRecord& dev) const {
   // Group nodes by (type, direction) so each model is called once per graph.
@@ -755,7 +768,10 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
     std::vector<double> ms(uniq.size());
     bool fb = predict_batch_as(t, dims.data(), uniq.size(), dtype, dir, fdev, ms.data());
     const bool extrapolated = !fb && trained_on(t, dir, dtype) == std::optional<bool>(false);
-    for (size_t i = 0; i < ids.size(); ++i) out[ids[i]] = {ms[row_of[i]], fb, extrapolated};
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const LayerNode& n = g.nodes[ids[i]];
+      out[ids[i]] = {ms[row_of[i]] * frozen_backward_share(n), fb, extrapolated};
+    }
   }
   return out;
 }
