@@ -141,3 +141,16 @@ TEST(CliRecipes, AmpCostsCastsAndFp32WeightsOverBf16) {
   expect_one_error(predict("gpt2", "--dtype amp-fp32"), "--dtype=amp-fp32: autocast runs bf16 or fp16");
   expect_one_error(predict("gpt2", "--dtype amp"), "--dtype=amp: autocast runs bf16 or fp16");
 }
+
+TEST(CliRecipes, AnOddGemmDimensionInHalfPrecisionIsAWarning) {
+  // GPT-2's vocabulary (50,257) is odd: its LM head's BF16 GEMMs run on cuBLAS's align1 kernels.
+  const auto gpt2 = predict_json("gpt2", "--batch 4 --seq 512");
+  ASSERT_TRUE(gpt2.contains("gemm_warning")) << gpt2.dump().substr(0, 300);
+  EXPECT_NE(gpt2["gemm_warning"].get<std::string>().find("head.lm (d_out 50257)"), std::string::npos)
+      << gpt2["gemm_warning"];
+  const CliResult text = run_cli(predict("gpt2", "--batch 4 --seq 512"));
+  EXPECT_NE(text.out.find("warning      head.lm (d_out 50257): "), std::string::npos) << text.out;
+  // Not in FP32 (SIMT kernels need no alignment), nor for an even vocabulary (Qwen2's 151,936).
+  EXPECT_FALSE(predict_json("gpt2", "--batch 4 --seq 512 --dtype fp32").contains("gemm_warning"));
+  EXPECT_FALSE(predict_json("qwen2-0.5b", "--batch 4 --seq 512").contains("gemm_warning"));
+}

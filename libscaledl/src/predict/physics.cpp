@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/learn/layer_features.hpp"
@@ -41,6 +42,33 @@ std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, cons
       "per node measured for Megatron-LM, 102 for our LibTorch zoo): the host may set the time; give "
       "--host-node-us (docs/parallel.md)",
       1e3 * gpu_ms / nodes, 1e3 * kEagerHostNodeMs);
+}
+
+std::string odd_gemm_warning(const LayerGraph& g, const std::string& kind) {
+  if (kind == "cpu") return "";
+  double odd = 0, all = 0;
+  size_t count = 0;
+  std::vector<std::string> names;
+  for (const auto& n : g.nodes) {
+    if (n.dir != Direction::Forward || layer_info(n.type).kind != LayerKind::Gemm) continue;
+    const double f = n.cost.flops_fwd + n.cost.flops_bwd;
+    all += f;
+    const bool tensor =
+        n.dtype == DType::BF16 || n.dtype == DType::FP16 || n.dtype == DType::TF32 || n.dtype == DType::FP8;
+    if (n.type != LayerType::Linear || !tensor || (n.dims[1] % 2 == 0 && n.dims[2] % 2 == 0)) continue;
+    odd += f;
+    ++count;
+    if (names.size() < 2)
+      names.push_back(fmt::format("{} ({} {})", n.name, n.dims[2] % 2 ? "d_out" : "d_in",
+                                  n.dims[2] % 2 ? n.dims[2] : n.dims[1]));
+  }
+  if (odd <= 0 || all <= 0) return "";
+  return fmt::format(
+      "{}{}: {:.1f} % of the matrix FLOP on an odd dimension, which cuBLAS runs on slow align1 kernels "
+      "({:.1f}x slower measured on an H200) and no layer model was trained on: this prediction is likely too "
+      "fast; padding the dimension to a multiple of 8 (64 for a vocabulary) avoids it",
+      fmt::join(names, ", "), count > names.size() ? fmt::format(" and {} more", count - names.size()) : "",
+      100 * odd / all, kOddGemmSlowdown);
 }
 
 double HostRun::composed_ms(double node_ms) const {

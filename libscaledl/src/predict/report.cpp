@@ -222,6 +222,7 @@ void write_notes(std::ostream& out, const SinglePrediction& r, const Bundle& b) 
   // The features outside the bundle's training ranges, in words (the JSON has their names).
   for (const OutOfRange& o : r.outside) out << fmt::format("warning      extrapolation: {}\n", o.words());
   if (!r.host_warning.empty()) out << fmt::format("warning      {}\n", r.host_warning);
+  if (!r.gemm_warning.empty()) out << fmt::format("warning      {}\n", r.gemm_warning);
 }
 
 }  // namespace
@@ -264,6 +265,7 @@ nlohmann::json SinglePrediction::to_json(const Bundle& b) const {
   j["attention"] = attention_kind(settings);
   j["assumed"] = assumed;
   if (!host_warning.empty()) j["host_warning"] = host_warning;
+  if (!gemm_warning.empty()) j["gemm_warning"] = gemm_warning;
   if (const auto rows = b.layer_rows_of(key)) j["device_layer_rows"] = *rows;
   if (const std::string from = b.layers.roofline_bandwidth_source(device); !from.empty()) {
     j["sustained_bw_gbs"] = b.layers.roofline_bandwidth_gbs(device);
