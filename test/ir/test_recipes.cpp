@@ -310,6 +310,11 @@ TEST(Recipes, AmpSettingsRoundTripAndBadValuesAreErrors) {
   EXPECT_EQ(dtype_recipe(back), "amp-fp16");
   set_dtype_recipe(s, "bf16", "--dtype");  // a later plain dtype clears the recipe
   EXPECT_FALSE(s.amp);
+  // Every framework runs a fused optimizer step; the settings keep it.
+  EXPECT_FALSE(s.fused_optimizer);
+  apply_framework(s, Framework::HfEager);
+  EXPECT_TRUE(s.fused_optimizer);
+  EXPECT_TRUE(parse_train_settings(s.to_json()).fused_optimizer);
   try {
     set_dtype_recipe(s, "amp-fp32", "--dtype");
     ADD_FAILURE() << "amp-fp32 accepted";

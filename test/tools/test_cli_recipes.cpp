@@ -154,3 +154,23 @@ TEST(CliRecipes, AnOddGemmDimensionInHalfPrecisionIsAWarning) {
   EXPECT_FALSE(predict_json("gpt2", "--batch 4 --seq 512 --dtype fp32").contains("gemm_warning"));
   EXPECT_FALSE(predict_json("qwen2-0.5b", "--batch 4 --seq 512").contains("gemm_warning"));
 }
+
+TEST(CliRecipes, AFrameworkCostsTheOptimizerStepAsOneFusedStep) {
+  // Without --framework: the optimizer's layer model (LibTorch's unfused AdamW). With one: the
+  // fused step, its bytes (7 per parameter and byte of the dtype with Adam) at 0.774 of the
+  // sustained bandwidth.
+  const auto zoo = predict_json("qwen2-0.5b", "--batch 4 --seq 512");
+  const auto hf = predict_json("qwen2-0.5b", "--batch 4 --seq 512 --framework hf-eager");
+  ASSERT_TRUE(zoo.contains("by_type_ms") && hf.contains("by_type_ms"));
+  EXPECT_FALSE(zoo["settings"].contains("fused_optimizer"));
+  EXPECT_TRUE(hf["settings"]["fused_optimizer"].get<bool>());
+  const double params = hf["memory"]["analytic"]["weights_bytes"].get<double>() / 2;  // BF16
+  const double bw = hf["sustained_bw_gbs"].get<double>();
+  const double expect_ms = params * 2 * 7 / (3288.0 / 4248.0 * bw * 1e9) * 1e3;
+  EXPECT_NEAR(hf["by_type_ms"]["optimizer.update"].get<double>(), expect_ms, 1e-6 * expect_ms);
+  EXPECT_LT(hf["by_type_ms"]["optimizer.update"].get<double>(),
+            zoo["by_type_ms"]["optimizer.update"].get<double>());
+  // The same kernels otherwise: hf-eager is the default's kernel recipe.
+  EXPECT_DOUBLE_EQ(hf["by_type_ms"]["linear.fwd"].get<double>(),
+                   zoo["by_type_ms"]["linear.fwd"].get<double>());
+}

@@ -166,7 +166,8 @@ RunJob job_of(const ParallelRun& r) {
   j.s.seq_len = r.seq;
   j.s.dtype = r.dtype;
   j.s.optimizer = OptimizerKind::Adam;
-  j.s.fused_kernels = true;  // Megatron-LM: fused scale-mask-softmax and bias-GELU, the eager core
+  j.s.fused_kernels = true;    // Megatron-LM: fused scale-mask-softmax and bias-GELU, the eager core
+  j.s.fused_optimizer = true;  // and its FusedAdam step
   j.c.gpus = r.gpus;
   j.c.tp = r.tp;
   j.c.pp = r.pp;

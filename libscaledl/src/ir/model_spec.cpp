@@ -1234,10 +1234,11 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
-  static const char* known[] = {"batch",           "seq_len",     "image_size", "dtype",     "optimizer",
-                                "optimizer_step",  "num_devices", "tgt_len",    "backward",  "mode",
-                                "fused_kernels",   "attention",   "fp8",        "lora_rank", "lora_targets",
-                                "sequence_shards", "amp"};
+  static const char* known[] = {"batch",     "seq_len",        "image_size",    "dtype",
+                                "optimizer", "optimizer_step", "num_devices",   "tgt_len",
+                                "backward",  "mode",           "fused_kernels", "attention",
+                                "fp8",       "lora_rank",      "lora_targets",  "sequence_shards",
+                                "amp",       "fused_optimizer"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -1258,6 +1259,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
                 "GEMMs), got dtype={}",
                 ctx, to_string(s.dtype));
   s.amp = get_bool_or(j, "amp", ctx, s.amp);
+  s.fused_optimizer = get_bool_or(j, "fused_optimizer", ctx, s.fused_optimizer);
   SCALEDL_CHECK(!s.amp || ((s.dtype == DType::BF16 || s.dtype == DType::FP16) && !s.fp8),
                 "{}.amp=true needs dtype=bf16 or fp16 (autocast's dtype) and no fp8, got dtype={}{}", ctx,
                 to_string(s.dtype), s.fp8 ? " with fp8=true" : "");
@@ -1363,6 +1365,7 @@ bool lora_targets_node(const TrainSettings& s, const std::string& name) {
 }
 
 void apply_framework(TrainSettings& s, Framework f) {
+  s.fused_optimizer = true;  // transformers 5's Trainer (adamw_torch_fused) and Megatron (FusedAdam)
   switch (f) {
     case Framework::HfEager:
       s.fused_kernels = false;
@@ -1717,6 +1720,7 @@ nlohmann::json TrainSettings::to_json() const {
   if (attention != AttentionImpl::Eager) j["attention"] = to_string(attention);
   if (fp8) j["fp8"] = true;
   if (amp) j["amp"] = true;
+  if (fused_optimizer) j["fused_optimizer"] = true;
   if (lora_rank > 0) {
     j["lora_rank"] = lora_rank;
     j["lora_targets"] = lora_targets_string(*this);

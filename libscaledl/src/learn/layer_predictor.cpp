@@ -725,6 +725,22 @@ double LayerPredictor::predict_ms(LayerType t, const std::vector<int64_t>& dims,
 }
 
 namespace {
+/// The share of a GPU's sustained memory bandwidth (roofline_bandwidth_gbs) that a fused optimizer
+/// step reaches: PyTorch's fused AdamW over 1.07 B FP32 parameters moved its 28 bytes per parameter
+/// at 3,288 GB/s on our H200 (datasets/h200/training-kinds/optimizer.csv; 3,212-3,362 over 134 M to
+/// 1.07 B parameters), whose sustained bandwidth in the default bundle is 4,248 GB/s.
+constexpr double kFusedStepBandwidthShare = 3288.0 / 4248.0;
+
+/// A fused optimizer step (TrainSettings::fused_optimizer) on a GPU, ms: it reads the parameters,
+/// their gradients and the moments and writes the parameters and the moments once, in the step's
+/// dtype (FP32 masters under mixed precision), at kFusedStepBandwidthShare of the bandwidth.
+double fused_step_ms(const LayerNode& n, double bandwidth_gbs) {
+  const double params = static_cast<double>(n.dims[0]);
+  const double moments = n.dims[1] == static_cast<int64_t>(OptimizerKind::SGD) ? 0.0 : 2.0;
+  const double bytes = params * dtype_bytes(n.dtype) * (3.0 + 2.0 * moments);
+  return bytes / (kFusedStepBandwidthShare * bandwidth_gbs * 1e9) * 1e3;
+}
+
 /// The share of a whole backward that a node runs: 1, or for a frozen weight's node (LoRA) its
 /// cost's backward FLOP over an unfrozen one's.
 double frozen_backward_share(const LayerNode& n) {
@@ -768,9 +784,13 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
     std::vector<double> ms(uniq.size());
     bool fb = predict_batch_as(t, dims.data(), uniq.size(), dtype, dir, fdev, ms.data());
     const bool extrapolated = !fb && trained_on(t, dir, dtype) == std::optional<bool>(false);
+    const bool fused_step = t == LayerType::Optimizer && g.settings.fused_optimizer && dev.kind != "cpu";
     for (size_t i = 0; i < ids.size(); ++i) {
       const LayerNode& n = g.nodes[ids[i]];
-      out[ids[i]] = {ms[row_of[i]] * frozen_backward_share(n), fb, extrapolated};
+      if (fused_step)  // a roofline of the fused step, not the layer model of the unfused one
+        out[ids[i]] = {fused_step_ms(n, roofline_bandwidth_gbs(dev)), false, false};
+      else
+        out[ids[i]] = {ms[row_of[i]] * frozen_backward_share(n), fb, extrapolated};
     }
   }
   return out;

@@ -260,6 +260,12 @@ struct TrainSettings {
   /// their inputs (autocast_class). `--dtype amp-bf16|amp-fp16` sets dtype and this; stored only
   /// when true. false = every kernel in `dtype` (weights loaded in it).
   bool amp = false;
+  /// The optimizer step is one fused multi-tensor kernel chain (PyTorch's fused AdamW, the default
+  /// of transformers 5's Trainer; Megatron's FusedAdam), costed on a GPU as its bytes at the
+  /// bandwidth a fused step reaches (layer_predictor.cpp, kFusedStepBandwidthShare) instead of by
+  /// the optimizer's layer model, which learnt LibTorch's unfused C++ AdamW. Set by every
+  /// `--framework`; false without one (our LibTorch zoo's step). Stored only when true.
+  bool fused_optimizer = false;
   /// LoRA fine-tuning (PEFT): rank of the adapters, 0 = full training. Every weight of the model
   /// is frozen (no weight gradient, no optimizer state); each targeted linear layer of the blocks
   /// gains x A (d_in x r) B (r x d_out) added to its output. Stored only when > 0.
