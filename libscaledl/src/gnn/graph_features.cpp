@@ -170,7 +170,7 @@ GraphFeatures featurize(const LayerGraph& g, const std::vector<double>& t_l_ms, 
   const double params = g.total_params();
   double t_comm_s = 0;
   if (s.num_devices > 1)
-    t_comm_s = ctx.comm.time_s(gradient_bytes(params, s.amp ? 4 : dtype_bytes(s.dtype)), s.num_devices);
+    t_comm_s = ctx.comm.time_s(gradient_bytes(params, dtype_bytes(weight_dtype(s))), s.num_devices);
   out.t_comm_ms = t_comm_s * 1e3;
   out.target_ms = ctx.target_ms;
   out.z = {static_cast<float>(std::log(static_cast<double>(s.batch))),

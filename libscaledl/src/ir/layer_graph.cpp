@@ -152,19 +152,22 @@ class Builder {
   /// (TensorIterator) and get none.
   std::vector<In> amp_casts(const std::string& name, LayerType t, DType dt, const LayerCost& cost,
                             const std::vector<In>& inputs, int block) {
-    if (casting_ || autocast_class(t) == AutocastClass::Promote) return inputs;
-    double elems = autocast_class(t) == AutocastClass::Lower ? cost.weight_bytes / dtype_bytes(dt) : 0.0;
-    std::vector<In> from;
-    for (const In& in : inputs)
-      if (g_.nodes[in.id].dtype != dt) {
-        const Shape& sh = in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape;
-        elems += static_cast<double>(numel(sh));
-        from.push_back(in);
+    const AutocastClass ac = autocast_class(t);
+    if (casting_ || ac == AutocastClass::Promote) return inputs;
+    double elems = ac == AutocastClass::Lower ? cost.weight_bytes / dtype_bytes(dt) : 0.0;
+    // Each input as consumed (its shape given), and which of them are cast.
+    std::vector<In> consumed, from;
+    std::vector<char> cast;
+    for (const In& in : inputs) {
+      consumed.emplace_back(in.id, in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape);
+      cast.push_back(g_.nodes[in.id].dtype != dt);
+      if (cast.back()) {
+        elems += static_cast<double>(numel(consumed.back().shape));
+        from.push_back(consumed.back());
       }
+    }
     if (elems < 1) return inputs;
-    const Shape shape = from.empty() ? Shape{static_cast<int64_t>(elems)}
-                                     : (from.front().shape.empty() ? g_.nodes[from.front().id].out_shape
-                                                                   : from.front().shape);
+    const Shape shape = from.empty() ? Shape{static_cast<int64_t>(elems)} : from.front().shape;
     const auto moved = static_cast<int64_t>(std::llround(elems * 6.0 / (2.0 * dtype_bytes(dt))));
     casting_ = true;
     const int c =
@@ -173,10 +176,7 @@ class Builder {
     g_.nodes[c].dtype = dt;
     g_.nodes[c].cost = layer_cost(LayerType::Pointwise, g_.nodes[c].dims, dt);
     std::vector<In> out;
-    for (const In& in : inputs) {
-      const bool cast = g_.nodes[in.id].dtype != dt;
-      out.push_back(cast ? In(c, in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape) : in);
-    }
+    for (size_t i = 0; i < inputs.size(); ++i) out.push_back(cast[i] ? In(c, consumed[i].shape) : inputs[i]);
     if (from.empty()) out.push_back(In(c));  // the weight's cast alone
     return out;
   }
@@ -723,7 +723,6 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   Forward(g).build();
   const int nf = static_cast<int>(g.nodes.size());
   const size_t ef = g.edges.size();
-  const double e = dtype_bytes(s.dtype);
   if (!s.backward) return g;  // inference: the forward nodes only (edges are already ordered by dst)
   // Exactly what follows adds: a backward node per forward node (+ the optimizer step), a saved
   // edge per forward node, the reversed forward edges (+ at most one weight-gradient edge per node).
@@ -784,7 +783,7 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
     n.dir = Direction::Update;
     n.dims = {static_cast<int64_t>(p), static_cast<int64_t>(s.optimizer)};
     validate_dims(n.type, n.dims);
-    n.dtype = s.amp ? DType::FP32 : s.dtype;  // autocast: the step on the FP32 weights
+    n.dtype = weight_dtype(s);  // autocast: the step on the FP32 weights
     n.cost = layer_cost(n.type, n.dims, n.dtype);
     n.out_shape = {n.dims[0]};
     g.nodes.push_back(std::move(n));
@@ -797,7 +796,7 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
       ge.dst = g.nodes.back().id;
       // An FP8 GEMM reads an FP8 copy of its weight; its gradient is in the recipe's dtype.
       ge.shape = {static_cast<int64_t>(g.nodes[f].cost.weight_bytes / dtype_bytes(g.nodes[f].dtype))};
-      ge.bytes = static_cast<double>(ge.shape[0]) * (s.amp ? 4.0 : e);  // autocast: FP32 gradients
+      ge.bytes = static_cast<double>(ge.shape[0]) * dtype_bytes(weight_dtype(s));
       ge.backward = true;
       g.edges.push_back(std::move(ge));
     }

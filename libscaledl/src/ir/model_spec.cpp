@@ -1230,6 +1230,15 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
                   p);
 }
 
+namespace {
+/// Autocast runs BF16 or FP16 and is not the FP8 recipe: an Error naming `ctx` otherwise.
+void check_amp(const TrainSettings& s, const std::string& ctx) {
+  SCALEDL_CHECK(!s.amp || ((s.dtype == DType::BF16 || s.dtype == DType::FP16) && !s.fp8),
+                "{}.amp=true needs dtype=bf16 or fp16 (autocast's dtype) and no fp8, got dtype={}{}", ctx,
+                to_string(s.dtype), s.fp8 ? " with fp8=true" : "");
+}
+}  // namespace
+
 TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
@@ -1260,9 +1269,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
                 ctx, to_string(s.dtype));
   s.amp = get_bool_or(j, "amp", ctx, s.amp);
   s.fused_optimizer = get_bool_or(j, "fused_optimizer", ctx, s.fused_optimizer);
-  SCALEDL_CHECK(!s.amp || ((s.dtype == DType::BF16 || s.dtype == DType::FP16) && !s.fp8),
-                "{}.amp=true needs dtype=bf16 or fp16 (autocast's dtype) and no fp8, got dtype={}{}", ctx,
-                to_string(s.dtype), s.fp8 ? " with fp8=true" : "");
+  check_amp(s, ctx);
   s.attention =
       parse_attention_impl(get_str_or(j, "attention", ctx, to_string(s.attention)), ctx + ".attention");
   s.lora_rank = get_int_or(j, "lora_rank", ctx, 0, kMaxLoraRank, s.lora_rank);
@@ -1400,6 +1407,10 @@ void set_dtype_recipe(TrainSettings& s, const std::string& v, const std::string&
   SCALEDL_CHECK(s.dtype != DType::FP8, "{}=fp8: internal: the FP8 recipe sets dtype bf16", ctx);
 }
 
+DType weight_dtype(const TrainSettings& s) {
+  return s.amp ? DType::FP32 : s.dtype;
+}
+
 std::string dtype_recipe(const TrainSettings& s) {
   if (s.amp) return std::string("amp-") + to_string(s.dtype);
   return s.fp8 ? "fp8" : to_string(s.dtype);
@@ -1463,9 +1474,7 @@ void validate_settings(const ModelSpec& m, const TrainSettings& s) {
   SCALEDL_CHECK(!s.fp8 || s.dtype == DType::BF16, "settings.fp8=true needs dtype=bf16, got dtype={}",
                 to_string(s.dtype));
   SCALEDL_CHECK(s.dtype != DType::FP8, "settings.dtype=fp8: FP8 training is dtype=bf16 with fp8=true");
-  SCALEDL_CHECK(!s.amp || ((s.dtype == DType::BF16 || s.dtype == DType::FP16) && !s.fp8),
-                "settings.amp=true needs dtype=bf16 or fp16 (autocast's dtype) and no fp8, got dtype={}",
-                to_string(s.dtype));
+  check_amp(s, "settings");
   SCALEDL_CHECK(s.lora_rank >= 0 && s.lora_rank <= kMaxLoraRank,
                 "settings.lora_rank={} is out of range [0, {}]", s.lora_rank, kMaxLoraRank);
   SCALEDL_CHECK(s.lora_rank == 0 || s.backward,

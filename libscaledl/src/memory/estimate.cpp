@@ -32,7 +32,7 @@ class Replay {
   // Autocast (settings.amp): the weights, their gradients and the optimizer state in FP32
   // (pe_ = 4), each tensor in its producer's dtype (out_bytes).
   Replay(const LayerGraph& g, const MemoryOptions& o)
-      : g_(g), e_(dtype_bytes(g.settings.dtype)), pe_(g.settings.amp ? 4.0 : e_) {
+      : g_(g), e_(dtype_bytes(g.settings.dtype)), pe_(dtype_bytes(weight_dtype(g.settings))) {
     SCALEDL_CHECK(o.device_kind == "cuda" || o.device_kind == "cpu",
                   "memory device kind '{}' is not cuda or cpu", o.device_kind);
     round_ = o.round_bytes >= 0 ? o.round_bytes : (o.device_kind == "cuda" ? 512.0 : 1.0);
@@ -149,13 +149,13 @@ class Replay {
     return ids + labels;
   }
 
-  /// Bytes per element of what node `src` hands on (its dtype's under autocast).
-  double in_e(int src) const { return g_.settings.amp ? dtype_bytes(g_.nodes[src].dtype) : e_; }
+  /// Bytes per element of what node `u` hands on (its dtype's under autocast).
+  double out_e(int u) const { return g_.settings.amp ? dtype_bytes(g_.nodes[u].dtype) : e_; }
 
   double out_bytes(int u) const {
     const auto& n = g_.nodes[u];
     if (n.type == LayerType::CrossEntropy) return 4;
-    return numel(n.out_shape) * (g_.settings.amp ? dtype_bytes(n.dtype) : e_);
+    return numel(n.out_shape) * out_e(u);
   }
 
   void drop_out_ref(int u) {
@@ -231,8 +231,8 @@ class Replay {
           extra_[u] = rnd(n.cost.temp_bytes);
           break;
         case LayerType::CrossEntropy: {
-          const double tv = in.empty() ? 0 : in[0].bytes / in_e(in[0].src);  // tokens x vocab
-          extra_[u] = rnd(tv * 4);                                           // log-softmax in FP32
+          const double tv = in.empty() ? 0 : in[0].bytes / out_e(in[0].src);  // tokens x vocab
+          extra_[u] = rnd(tv * 4);                                            // log-softmax in FP32
           // The FP32 copy of the logits (under autocast it is the cast node's output, counted there).
           transient = e_ == 4 || g_.settings.amp ? 0 : tv * 4;
           break;
@@ -326,7 +326,7 @@ class Replay {
           // backward (the counting allocator sees both beside the logits'
           // gradient: 14 fwd-bwd runs of datasets/memory missed exactly one),
           // + the FP32 copy's gradient in half precision.
-          const double tv = in.empty() ? 0 : in[0].bytes / in_e(in[0].src);
+          const double tv = in.empty() ? 0 : in[0].bytes / out_e(in[0].src);
           transient = 2 * tv * 4 + (e_ == 4 || g_.settings.amp ? 0 : tv * 4);
           break;
         }

@@ -220,7 +220,7 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   // What takes a gradient: every parameter, or with LoRA the adapters alone (the stage's graph).
   const double trainable =
       s.lora_rank > 0 ? build_layer_graph(st, p.micro).trainable_params() : p.params_per_gpu;
-  const double ge = s.amp ? 4.0 : e;  // autocast: FP32 weights, so FP32 gradients are reduced
+  const double ge = dtype_bytes(weight_dtype(s));       // autocast: FP32 weights, so FP32 gradients
   p.grad_bytes = p.dp * c.cp > 1 ? trainable * ge : 0;  // replicas: dp x cp ranks hold the same weights
   p.grad_buckets = std::max<int64_t>(
       1, static_cast<int64_t>(

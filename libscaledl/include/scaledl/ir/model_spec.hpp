@@ -299,6 +299,9 @@ void apply_framework(TrainSettings& s, Framework f);
 /// bf16, fp8 = true), or amp-bf16 / amp-fp16 = autocast over FP32 weights (dtype bf16 / fp16,
 /// amp = true). Errors name `ctx`.
 void set_dtype_recipe(TrainSettings& s, const std::string& v, const std::string& ctx);
+/// The dtype of the weights, their gradients and the optimizer state (and so of the gradient
+/// all-reduce): FP32 under autocast (s.amp), else s.dtype.
+DType weight_dtype(const TrainSettings& s);
 /// "fp8" for the FP8 recipe, "amp-bf16" / "amp-fp16" for autocast, else the dtype's name.
 std::string dtype_recipe(const TrainSettings& s);
 
