@@ -885,3 +885,30 @@ TEST(LayerGraph, Glm4SandwichNormsAndGlm45ExpertsBehindGqa) {
   EXPECT_LT(a.find("decoder.1.ffn.shared.scale"), 0);
   EXPECT_GE(a.find("decoder.45.ffn.shared.add"), 0);
 }
+
+TEST(LayerGraph, StagePartsPutTheEmbeddingFirstAndTheHeadLast) {
+  TrainSettings s = small_settings();
+  set_run_mode(s, RunMode::Train);
+  const LayerGraph g = build_layer_graph(load_model_config(model_path("gpt2")), s);
+  const std::vector<StagePart> parts = g.stage_parts();
+  ASSERT_EQ(parts.size(), g.nodes.size());
+  auto part_of = [&](const std::string& name) { return parts.at(static_cast<size_t>(node(g, name).id)); };
+  EXPECT_EQ(part_of("embed.word"), StagePart::First);
+  EXPECT_EQ(part_of("embed.dropout"), StagePart::First);
+  EXPECT_EQ(part_of("decoder.0.attn.qkv"), StagePart::Blocks);
+  EXPECT_EQ(part_of("head.lm"), StagePart::Last);
+  EXPECT_EQ(part_of("head.loss"), StagePart::Last);
+  EXPECT_EQ(part_of("optim.step"), StagePart::Last);
+  // A backward node sits with its forward peer: the embedding's backward runs last, on the first stage.
+  size_t first = 0, last = 0;
+  for (const LayerNode& n : g.nodes) {
+    const StagePart p = parts[static_cast<size_t>(n.id)];
+    EXPECT_EQ(p == StagePart::Blocks, n.block >= 0) << n.name;
+    if (n.dir == Direction::Backward && n.peer >= 0)
+      EXPECT_EQ(p, parts[static_cast<size_t>(n.peer)]) << n.name;
+    first += p == StagePart::First ? 1 : 0;
+    last += p == StagePart::Last ? 1 : 0;
+  }
+  EXPECT_GE(first, 4u);
+  EXPECT_GE(last, 4u);
+}

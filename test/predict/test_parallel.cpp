@@ -2,6 +2,7 @@
 // checks, and the composition's structure on the H100 bundle.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -133,15 +134,28 @@ TEST(ParallelPrediction, CompositionFollowsTheSchemes) {
   const ParallelPrediction t = predict_parallel(b, m, settings(8), tp, a100, nvlink, nvlink);
   EXPECT_LT(t.t_fwd_ms, base.t_fwd_ms);
   EXPECT_GT(t.t_tp_ms, 0);
-  // Pipeline 4 with 8 micro-batches: 11 slots of a quarter-depth stage; bubble 3/11.
+  // Pipeline 4 with 8 micro-batches of quarter-depth stages: the first also runs the embedding,
+  // the last the head and loss; 8 slots of the longest stage, 3 of the others' mean.
   ParallelConfig pp = one;
   pp.gpus = 4;
   pp.pp = 4;
   pp.microbatches = 8;
   const ParallelPrediction q = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
   EXPECT_DOUBLE_EQ(q.plan.bubble_fraction, 3.0 / 11.0);
-  EXPECT_NEAR(q.t_bubble_ms / q.t_pipeline_ms, 3.0 / 11.0, 1e-9);
   EXPECT_GT(q.t_p2p_ms, 0);
+  EXPECT_GT(q.t_first_ms, 0);
+  EXPECT_GT(q.t_last_ms, q.t_first_ms);  // a 50k-word head and its loss against a table lookup
+  const double all = q.t_fwd_ms + q.t_bwd_ms + q.t_p2p_ms, core = all - q.t_first_ms - q.t_last_ms;
+  EXPECT_NEAR(q.t_slot_gpu_ms, core + q.t_last_ms, 1e-9);
+  EXPECT_NEAR(q.t_pipeline_ms, 8 * (core + q.t_last_ms) + (core + q.t_first_ms) + 2 * core, 1e-9);
+  EXPECT_NEAR(q.t_bubble_ms, q.t_pipeline_ms - 8 * q.t_slot_gpu_ms, 1e-9);
+  EXPECT_LT(q.t_pipeline_ms, 11 * all);  // not every stage runs the embedding and the head
+  // One micro-batch passes each stage once: the stages' sum.
+  pp.microbatches = 1;
+  const ParallelPrediction q1 = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
+  EXPECT_NEAR(q1.t_pipeline_ms,
+              4 * (q1.t_fwd_ms + q1.t_bwd_ms + q1.t_p2p_ms) - 3 * (q1.t_first_ms + q1.t_last_ms), 1e-9);
+  pp.microbatches = 8;
   // Recomputation runs the blocks' forward again.
   pp.recompute = true;
   const ParallelPrediction rc = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
@@ -172,16 +186,22 @@ TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   EXPECT_EQ(gpu.t_host_ms, 0);
   EXPECT_FALSE(gpu.host_bound);
   EXPECT_FALSE(gpu.to_json().contains("t_host_ms"));
-  EXPECT_NEAR(gpu.t_slot_gpu_ms,
-              gpu.t_fwd_ms + gpu.t_bwd_ms + gpu.t_recompute_ms + gpu.t_tp_ms + gpu.t_p2p_ms, 1e-9);
+  // Two stages: the longest holds the blocks and the head, the other the blocks and the embedding.
+  const double all = gpu.t_fwd_ms + gpu.t_bwd_ms + gpu.t_recompute_ms + gpu.t_tp_ms + gpu.t_p2p_ms;
+  EXPECT_NEAR(gpu.t_slot_gpu_ms, all - gpu.t_first_ms, 1e-9);
+  EXPECT_NEAR(gpu.t_pipeline_ms, 4 * (all - gpu.t_first_ms) + (all - gpu.t_last_ms), 1e-9);
   EXPECT_NEAR(gpu.iter_ms(0), gpu.t_iter_ms, 1e-9);
-  // A host slower than the GPU sets every slot: (M + pp - 1) x nodes x d + the rest.
-  const double d = 2 * gpu.t_slot_gpu_ms / gpu.slot_nodes;
+  // A host slower than the GPU sets every slot: M x the stage with more nodes x d + the other's + the rest.
+  const double first_stage = gpu.slot_nodes - gpu.last_nodes, last_stage = gpu.slot_nodes - gpu.first_nodes;
+  const double more = std::max(first_stage, last_stage), fewer = std::min(first_stage, last_stage);
+  EXPECT_LT(more, gpu.slot_nodes);
+  const double d = 2 * all / fewer;
   c.host_node_ms = d;
   const ParallelPrediction host = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);
   EXPECT_TRUE(host.host_bound);
-  EXPECT_NEAR(host.t_host_ms, gpu.slot_nodes * d, 1e-9);
-  EXPECT_NEAR(host.t_iter_ms, 5 * gpu.slot_nodes * d + gpu.t_dp_ms + gpu.t_opt_ms, 1e-6);
+  EXPECT_NEAR(host.t_host_ms, more * d, 1e-9);
+  EXPECT_DOUBLE_EQ(host.stage_nodes, more);
+  EXPECT_NEAR(host.t_iter_ms, (4 * more + fewer) * d + gpu.t_dp_ms + gpu.t_opt_ms, 1e-6);
   EXPECT_NEAR(gpu.iter_ms(d), host.t_iter_ms, 1e-6);
   EXPECT_TRUE(host.to_json().at("host_bound").get<bool>());
   // A host faster than the GPU changes nothing.
@@ -427,8 +447,12 @@ TEST(ParallelPrediction, RingAttentionVirtualStagesAndOverlappedReduction) {
   pp.vp = 2;
   const ParallelPrediction p2 = predict_parallel(b, m, settings(8), pp, a100, nvlink, nvlink);
   EXPECT_NEAR(p2.t_p2p_ms, 2 * p1.t_p2p_ms, 1e-9);
-  EXPECT_NEAR(p2.t_bubble_ms, 1.5 * p2.t_slot_gpu_ms, 1e-9);
-  EXPECT_NEAR(p1.t_bubble_ms, 3 * p1.t_slot_gpu_ms, 1e-9);
+  // The bubble: (pp - 1) / vp slots of the other stages' mean: the blocks and a third of the first
+  // stage's embedding (the longest stage is the last, with the head and loss).
+  auto others = [](const ParallelPrediction& p) { return p.t_slot_gpu_ms - p.t_last_ms + p.t_first_ms / 3; };
+  EXPECT_NEAR(p2.t_bubble_ms, 1.5 * others(p2), 1e-9);
+  EXPECT_NEAR(p1.t_bubble_ms, 3 * others(p1), 1e-9);
+  EXPECT_LT(p2.t_bubble_ms, p1.t_bubble_ms);
   // The overlapped reduction hides what the last micro-batch's backward covers, never the last bucket.
   ParallelConfig dp;
   dp.gpus = 8;

@@ -806,6 +806,26 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   return g;
 }
 
+std::vector<StagePart> LayerGraph::stage_parts() const {
+  // A node outside the blocks is the first stage's when its forward node (itself, or the forward
+  // peer of a backward node) comes before the first block's node, else the last stage's. A graph
+  // without blocks is one part.
+  int first_block = -1;
+  for (const LayerNode& n : nodes)
+    if (n.block >= 0) {
+      first_block = n.id;
+      break;
+    }
+  std::vector<StagePart> parts(nodes.size(), StagePart::Blocks);
+  if (first_block < 0) return parts;
+  for (const LayerNode& n : nodes) {
+    if (n.block >= 0) continue;
+    const int fwd = n.dir == Direction::Backward && n.peer >= 0 ? n.peer : n.id;
+    parts[static_cast<size_t>(n.id)] = fwd < first_block ? StagePart::First : StagePart::Last;
+  }
+  return parts;
+}
+
 double LayerGraph::total_params() const {
   double p = 0;
   for (const auto& n : nodes)

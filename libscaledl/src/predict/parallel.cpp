@@ -38,15 +38,10 @@ double sum_dir(const IterationPrediction& p, const char* suffix) {
 }
 
 /// The slot, the pipeline, its bubble and T_iter from the terms of `r` (after they are set or
-/// scaled): a slot is the GPU's work or the host's, whichever is longer.
+/// scaled): a stage's slot is its GPU's work or its host's, whichever is longer
+/// (HostRun::composed_ms).
 void compose_totals(ParallelPrediction& r) {
   const ParallelConfig& c = r.plan.cfg;
-  r.t_slot_gpu_ms =
-      r.t_fwd_ms + r.t_bwd_ms + r.t_recompute_ms + r.t_tp_ms + r.t_ep_ms + r.t_p2p_ms + r.t_cp_ms;
-  r.host_bound = r.t_host_ms > r.t_slot_gpu_ms;
-  const double slot = std::max(r.t_slot_gpu_ms, r.t_host_ms);
-  r.t_pipeline_ms = r.plan.slots() * slot;
-  r.t_bubble_ms = static_cast<double>(c.pp - 1) / static_cast<double>(c.vp) * slot;
   r.t_dp_exposed_ms = r.t_dp_ms;
   if (c.overlap_grad_reduce && r.t_dp_ms > 0) {
     // Buckets are reduced as the last micro-batch's backward frees them (under ZeRO >= 1 the
@@ -56,6 +51,14 @@ void compose_totals(ParallelPrediction& r) {
     r.t_dp_exposed_ms = std::max(r.t_dp_ms - window,
                                  r.t_dp_ms / static_cast<double>(std::max<int64_t>(1, r.plan.grad_buckets)));
   }
+  const HostRun h = r.host_run("", 0);
+  const HostRun::Stage longest = h.longest_stage(c.host_node_ms);
+  r.t_slot_gpu_ms = longest.gpu_ms;
+  r.stage_nodes = longest.nodes;
+  r.t_host_ms = longest.nodes * c.host_node_ms;
+  r.host_bound = r.t_host_ms > r.t_slot_gpu_ms;
+  r.t_pipeline_ms = h.composed_ms(c.host_node_ms) - h.rest_ms;
+  r.t_bubble_ms = std::max(0.0, r.t_pipeline_ms - static_cast<double>(c.microbatches) * longest.slot_ms);
   r.t_iter_ms = r.t_pipeline_ms + r.t_dp_exposed_ms + r.t_opt_ms;
 }
 
@@ -276,6 +279,11 @@ nlohmann::json ParallelPrediction::to_json() const {
                       {"t_cp_ms", t_cp_ms},         {"t_dp_exposed_ms", t_dp_exposed_ms},
                       {"t_opt_ms", t_opt_ms},       {"slot_nodes", slot_nodes},
                       {"t_iter_ms", t_iter_ms}};
+  if (plan.cfg.pp > 1) {  // the first and last stages' own layers, and the longest stage's slot
+    j["t_first_stage_extra_ms"] = t_first_ms;
+    j["t_last_stage_extra_ms"] = t_last_ms;
+    j["t_slot_gpu_ms"] = t_slot_gpu_ms;
+  }
   if (single_gpu_ms > 0) {
     j["single_gpu_ms"] = single_gpu_ms;
     j["anchor_factor"] = anchor_factor;
@@ -283,6 +291,7 @@ nlohmann::json ParallelPrediction::to_json() const {
   if (plan.cfg.host_node_ms > 0) {
     j["host_node_ms"] = plan.cfg.host_node_ms;
     j["t_host_ms"] = t_host_ms;
+    j["stage_nodes"] = stage_nodes;
     j["host_bound"] = host_bound;
   }
   return j;
@@ -291,11 +300,24 @@ nlohmann::json ParallelPrediction::to_json() const {
 HostRun ParallelPrediction::host_run(const std::string& device, double measured_ms) const {
   HostRun h;
   h.device = device;
-  h.nodes = slot_nodes;
-  h.predicted_ms = t_slot_gpu_ms;
   h.measured_ms = measured_ms;
   h.slots = plan.slots();
   h.rest_ms = t_dp_exposed_ms + t_opt_ms;
+  h.pp = plan.cfg.pp;
+  h.microbatches = static_cast<double>(plan.cfg.microbatches);
+  const double gpu =
+      t_fwd_ms + t_bwd_ms + t_recompute_ms + t_tp_ms + t_ep_ms + t_p2p_ms + t_cp_ms;  // with both parts
+  if (h.pp <= 1) {
+    h.nodes = slot_nodes;
+    h.predicted_ms = gpu;
+    return h;
+  }
+  h.nodes = slot_nodes - first_nodes - last_nodes;
+  h.predicted_ms = gpu - t_first_ms - t_last_ms;
+  h.first_nodes = first_nodes;
+  h.first_ms = t_first_ms;
+  h.last_nodes = last_nodes;
+  h.last_ms = t_last_ms;
   return h;
 }
 
@@ -329,6 +351,12 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   const IterationPrediction one = b.predict(g, dev, /*physics=*/false);
   r.t_fwd_ms = sum_dir(one, ".fwd");
   r.t_bwd_ms = sum_dir(one, ".bwd");
+  r.t_first_ms = one.first_part_ms;
+  r.t_last_ms = one.last_part_ms;
+  for (const StagePart part : g.stage_parts()) {
+    r.first_nodes += part == StagePart::First ? 1.0 : 0.0;
+    r.last_nodes += part == StagePart::Last ? 1.0 : 0.0;
+  }
   double attn_fwd = 0, attn_bwd = 0;  // the attention core of one GPU's queries against the whole sequence
   if (c.cp > 1) {
     // The graph holds this GPU's s / cp queries against s / cp keys; ring attention runs them
@@ -385,7 +413,6 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (c.recompute)
     for (const LayerNode& n : g.nodes)
       r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
-  r.t_host_ms = r.slot_nodes * c.host_node_ms;
   if (p.dp * c.cp > 1) {
     const int64_t ranks = p.dp * c.cp;  // the replicas of this GPU's weights
     const CommModel& dc = c.tp * ranks > p.gpus_per_node ? inter : comm.inside(ranks);
@@ -453,7 +480,8 @@ ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m
   if (k * gpu1 < raw1.t_host_ms && opt1 > 0 && r.single_gpu_ms > raw1.t_host_ms)
     k = (r.single_gpu_ms - raw1.t_host_ms) / opt1;
   r.anchor_factor = k;
-  for (double* t : {&r.t_fwd_ms, &r.t_bwd_ms, &r.t_recompute_ms, &r.t_opt_ms}) *t *= k;
+  for (double* t : {&r.t_fwd_ms, &r.t_bwd_ms, &r.t_recompute_ms, &r.t_opt_ms, &r.t_first_ms, &r.t_last_ms})
+    *t *= k;
   compose_totals(r);
   if (alone) r.t_iter_ms = r.single_gpu_ms;  // the same number, not one rounded differently
   return r;

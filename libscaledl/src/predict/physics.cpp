@@ -1,6 +1,7 @@
 #include "scaledl/predict/physics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -71,8 +72,32 @@ std::string odd_gemm_warning(const LayerGraph& g, const std::string& kind) {
       100 * odd / all, kOddGemmSlowdown);
 }
 
+namespace {
+/// The distinct stages of a run: {GPU ms, nodes, how many}: one, or first, middle (pp - 2) and last.
+std::vector<std::array<double, 3>> run_stages(const HostRun& r) {
+  if (r.pp <= 1) return {{r.predicted_ms, r.nodes, 1.0}};
+  return {{r.predicted_ms + r.first_ms, r.nodes + r.first_nodes, 1.0},
+          {r.predicted_ms, r.nodes, static_cast<double>(r.pp - 2)},
+          {r.predicted_ms + r.last_ms, r.nodes + r.last_nodes, 1.0}};
+}
+}  // namespace
+
+HostRun::Stage HostRun::longest_stage(double node_ms) const {
+  Stage best;
+  for (const auto& [gpu, n, count] : run_stages(*this)) {
+    const double slot = std::max(gpu, n * node_ms);
+    if (count > 0 && slot > best.slot_ms) best = {gpu, n, slot};
+  }
+  return best;
+}
+
 double HostRun::composed_ms(double node_ms) const {
-  return slots * std::max(predicted_ms, nodes * node_ms) + rest_ms;
+  if (pp <= 1) return slots * std::max(predicted_ms, nodes * node_ms) + rest_ms;
+  double sum = 0;
+  for (const auto& [gpu, n, count] : run_stages(*this)) sum += count * std::max(gpu, n * node_ms);
+  const double longest = longest_stage(node_ms).slot_ms;
+  const double others = (sum - longest) / static_cast<double>(pp - 1);
+  return microbatches * longest + (slots - microbatches) * others + rest_ms;
 }
 
 std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,

@@ -96,10 +96,13 @@ std::vector<IterationPrediction> predict_iterations(const std::vector<const Laye
     IterationPrediction& p = out[k];
     std::vector<LayerPrediction> detail = layers.predict_nodes_detail(g, dev);
     std::vector<double> t_l(detail.size());
+    const std::vector<StagePart> parts = g.stage_parts();
     for (size_t i = 0; i < detail.size(); ++i) {
       const LayerNode& n = g.nodes[i];
       if (calibration) detail[i].ms *= calibration->factor(n.type, n.dir, n.dtype);
       t_l[i] = detail[i].ms;
+      if (parts[i] == StagePart::First) p.first_part_ms += detail[i].ms;
+      if (parts[i] == StagePart::Last) p.last_part_ms += detail[i].ms;
       p.fallback_nodes += detail[i].fallback ? 1 : 0;
       p.by_type_ms[std::string(to_string(n.type)) + "." + to_string(n.dir)] += detail[i].ms;
       if (detail[i].extrapolated) {

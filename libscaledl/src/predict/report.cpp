@@ -334,7 +334,8 @@ void ParallelSingle::write_report(std::ostream& out) const {
              par.overlap_grad_reduce ? "; gradient reduction overlapped" : "",
              par.sequence_parallel ? "; sequence parallel" : "")
       << fmt::format("stage        {} layers per stage, {:.0f} parameters per GPU; bubble {:.1f} %\n",
-                     p.layers_per_stage, p.params_per_gpu, 100 * p.bubble_fraction)
+                     p.layers_per_stage, p.params_per_gpu,
+                     r.t_pipeline_ms > 0 ? 100 * r.t_bubble_ms / r.t_pipeline_ms : 100 * p.bubble_fraction)
       << fmt::format(
              "micro-batch  fwd {:.3f} ms, bwd {:.3f} ms, recompute {:.3f} ms, TP {} {:.3f} ms "
              "({} x {:.3g} B), pipeline sends {:.3f} ms\n",
@@ -350,9 +351,14 @@ void ParallelSingle::write_report(std::ostream& out) const {
                                    "{:.3f} ms per micro-batch not hidden by the attention\n",
                                    p.cp_steps, p.cp_kv_bytes, r.t_cp_ms)
                      : std::string())
-      << fmt::format("pipeline     {:10.3f} ms   ({} + ({} - 1){} slots; bubble {:.3f} ms)\n",
+      << fmt::format("pipeline     {:10.3f} ms   ({} + ({} - 1){} slots{}; bubble {:.3f} ms)\n",
                      r.t_pipeline_ms, par.microbatches, par.pp,
-                     par.vp > 1 ? fmt::format(" / {}", par.vp) : std::string(), r.t_bubble_ms)
+                     par.vp > 1 ? fmt::format(" / {}", par.vp) : std::string(),
+                     par.pp > 1 ? fmt::format(" of stages up to {:.3f} ms: the blocks, the first stage's "
+                                              "embedding +{:.3f} ms, the last's head and loss +{:.3f} ms",
+                                              r.t_slot_gpu_ms, r.t_first_ms, r.t_last_ms)
+                                : std::string(),
+                     r.t_bubble_ms)
       << fmt::format(
              "DP all-red.  {:10.3f} ms   ({:.3g} gradient bytes over {} ranks{}{})\n", r.t_dp_exposed_ms,
              p.grad_bytes - (par.ep > 1 ? p.expert_grad_bytes : 0), p.dp * par.cp,
@@ -364,7 +370,7 @@ void ParallelSingle::write_report(std::ostream& out) const {
                                      : std::string())
       << (par.host_node_ms > 0
               ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us ({}){}\n",
-                            r.t_host_ms, r.slot_nodes, 1e3 * par.host_node_ms, host_source,
+                            r.t_host_ms, r.stage_nodes, 1e3 * par.host_node_ms, host_source,
                             r.host_bound ? ": the host sets each slot (the GPU's slot is " +
                                                fmt::format("{:.3f} ms)", r.t_slot_gpu_ms)
                                          : "")

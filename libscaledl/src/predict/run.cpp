@@ -195,7 +195,7 @@ ParallelSingle predict_parallel_single(const PredictRequest& o, const Bundle& b,
                                     cc.fabric->gpus_per_node));
   }
   r.r = predict_parallel_anchored(b, m, s, r.par, dev, cc.comm);
-  r.host_warning = host_bound_warning(r.r.t_slot_gpu_ms, r.r.slot_nodes, r.r.t_host_ms, dev.kind);
+  r.host_warning = host_bound_warning(r.r.t_slot_gpu_ms, r.r.stage_nodes, r.r.t_host_ms, dev.kind);
   r.comm_warning = cross_node_comm_warning(cc.comm.inter, r.par.nodes);  // issue #39 case 27
   const ParallelPlan& p = r.r.plan;
   r.iterations =

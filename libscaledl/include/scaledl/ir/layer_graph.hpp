@@ -41,6 +41,11 @@ struct LayerEdge {
   bool saved = false;          ///< forward node -> its own backward node: tensors saved for backward
 };
 
+/// The part of a model a pipeline stage holds: what runs before the transformer blocks (the
+/// embedding: the first stage's), the blocks (split over the stages), or what runs after them
+/// (the final norm, the head and the loss: the last stage's).
+enum class StagePart { First, Blocks, Last };
+
 struct LayerGraph {
   ModelSpec model;
   TrainSettings settings;
@@ -54,6 +59,8 @@ struct LayerGraph {
   double total_flops_update() const;  ///< optimizer-step FLOP (0 without optimizer_step)
   /// Id of the node with this exact name, -1 when absent.
   int find(const std::string& name) const;
+  /// Where each node sits when the blocks are split into pipeline stages (stage_part).
+  std::vector<StagePart> stage_parts() const;
   nlohmann::json to_json() const;  ///< {params, flops_fwd, flops_bwd, layers: [...], edges: [...]}
   std::string to_dot() const;      ///< Graphviz
 };

@@ -9,10 +9,13 @@
 //                    FFN columns and the vocabulary divided by tp); per layer 2
 //                    all-reduces of the activations [mb, s, h] in the forward
 //                    and 2 in the backward (2 more with recomputation)
-//   pipeline         pp stages of ceil(L / pp) layers; 1F1B: (M + pp - 1) slots
-//                    of the slowest stage, bubble fraction (pp - 1) / (M + pp - 1);
-//                    per micro-batch and stage boundary one send of the
-//                    activations forward and one of their gradient backward
+//   pipeline         pp stages of ceil(L / pp) layers, the first also holding the
+//                    embedding and the last the final norm, head and loss; 1F1B:
+//                    M slots of the longest stage and (pp - 1) of the others' mean
+//                    (equal stages: (M + pp - 1) slots, bubble fraction
+//                    (pp - 1) / (M + pp - 1)); per micro-batch and stage boundary
+//                    one send of the activations forward and one of their gradient
+//                    backward
 //   data parallel    the gradients of a GPU's parameters all-reduced over dp
 //                    ranks after the last micro-batch (not overlapped: Megatron
 //                    without gradient bucketing); ZeRO-1/2/3 partition the
@@ -29,7 +32,9 @@
 //   mixed precision  --dtype fp16|bf16: half-precision compute and gradients,
 //                    the optimizer step on FP32 master weights
 //
-//   T_iter = (M + pp - 1) x (t_fwd + t_bwd [+ t_fwd] + t_tp + t_ep + t_p2p) + t_dp + t_opt
+//   slot   = t_fwd + t_bwd [+ t_fwd] + t_tp + t_ep + t_p2p of a stage's micro-batch
+//   T_iter = M x max_s slot_s + (pp - 1) x mean of the other stages' slots + t_dp + t_opt
+//            (= (M + pp - 1) x slot + t_dp + t_opt for equal stages)
 //
 //   host term        with ParallelConfig::host_node_ms = d > 0 (`--host-node-us`), a
 //                    slot is max(the GPU's slot, n x d): the stage's host issues the
@@ -39,7 +44,8 @@
 //                    (docs/parallel.md, "The host's cost per node")
 //
 // t_fwd / t_bwd: the layer models' sums (T_sum split by direction) of one
-// micro-batch on the slowest stage's shard; t_tp, t_p2p, t_dp: the calibrated
+// micro-batch on a stage's shard with the embedding and the head (t_first, t_last
+// of them: the first and last stage's alone); t_tp, t_p2p, t_dp: the calibrated
 // collective model (comm.hpp) at tp, 2 and dp ranks.
 #include <cstdint>
 #include <string>
@@ -122,21 +128,32 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
 struct ParallelPrediction {
   ParallelPlan plan;
   double t_fwd_ms = 0, t_bwd_ms = 0, t_recompute_ms = 0;  ///< one micro-batch on the slowest stage
-  double t_tp_ms = 0;                                     ///< TP all-reduces of one micro-batch
-  double t_ep_ms = 0;                                     ///< expert-parallel all-to-alls of one micro-batch
-  double t_p2p_ms = 0;       ///< pipeline sends of one micro-batch (both directions)
-  double t_pipeline_ms = 0;  ///< ParallelPlan::slots() x the slot
-  double t_bubble_ms = 0;    ///< the part of t_pipeline that is bubble
-  double t_cp_ms = 0;        ///< ring attention's K/V exchange of one micro-batch not hidden by attention
-  double t_dp_ms = 0;        ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
+  /// Of t_fwd + t_bwd, the layers before and after the blocks (the embedding; the final norm, head
+  /// and loss: LayerGraph::stage_parts) and their nodes. With pp > 1 they are the first and the last
+  /// stage's alone; the middle stages run the blocks only.
+  double t_first_ms = 0, t_last_ms = 0, first_nodes = 0, last_nodes = 0;
+  double t_tp_ms = 0;   ///< TP all-reduces of one micro-batch
+  double t_ep_ms = 0;   ///< expert-parallel all-to-alls of one micro-batch
+  double t_p2p_ms = 0;  ///< pipeline sends of one micro-batch (both directions)
+  /// M x the longest stage's slot + (pp - 1) / vp x the other stages' mean slot (HostRun::composed_ms;
+  /// ParallelPlan::slots() x the slot when the stages are equal)
+  double t_pipeline_ms = 0;
+  double t_bubble_ms = 0;  ///< the part of t_pipeline that is bubble: t_pipeline - M x the longest slot
+  double t_cp_ms = 0;      ///< ring attention's K/V exchange of one micro-batch not hidden by attention
+  double t_dp_ms = 0;      ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
   /// the part of t_dp_ms not overlapped (= t_dp_ms without ParallelConfig::overlap_grad_reduce):
   /// max(t_dp - the last micro-batch's backward (+ the first's forward under ZeRO >= 1), t_dp / buckets)
   double t_dp_exposed_ms = 0;
-  double t_opt_ms = 0;    ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
-  double slot_nodes = 0;  ///< nodes the stage's host issues per micro-batch (see the top of this file)
-  /// one slot on the GPU: t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p + t_cp
+  double t_opt_ms = 0;  ///< optimizer step on this GPU's (ZeRO-partitioned) FP32 master weights
+  /// nodes a host issues per micro-batch for the blocks of one stage and both the first and last
+  /// stage's layers (see the top of this file)
+  double slot_nodes = 0;
+  /// The longest stage's slot on the GPU (t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p + t_cp
+  /// less the first or last stage's layers it does not hold), its nodes, and their host time
+  /// (stage_nodes x ParallelConfig::host_node_ms; 0 without a host term).
   double t_slot_gpu_ms = 0;
-  double t_host_ms = 0;     ///< slot_nodes x ParallelConfig::host_node_ms (0 without a host term)
+  double stage_nodes = 0;
+  double t_host_ms = 0;
   bool host_bound = false;  ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
   double t_iter_ms = 0;
   /// predict_parallel_anchored: what `predict` prints for one replica's batch on one GPU, and the

@@ -52,12 +52,26 @@ double roofline_ms(const LayerGraph& g, const DeviceRecord& d, bool update_only)
 /// iteration time predicted without the host term (T_sum + T_comm), the measured time.
 /// A pipelined run (parallel.hpp) has `slots` slots of `nodes` nodes each, `predicted_ms`
 /// the GPU's slot, and `rest_ms` after them (data-parallel all-reduce, optimizer step).
+/// With pp > 1 stages, `nodes` and `predicted_ms` are a middle stage's (its blocks), the first
+/// stage adds `first_nodes` and `first_ms` (the embedding), the last `last_nodes` and `last_ms`
+/// (the head and loss), and `slots` = M + (pp - 1) / vp of `microbatches` M.
 struct HostRun {
   std::string device;  ///< DeviceRecord::key()
   double nodes = 0, predicted_ms = 0, measured_ms = 0;
   double slots = 1, rest_ms = 0;
-  /// slots x max(predicted_ms, nodes x d) + rest_ms.
+  int64_t pp = 1;
+  double microbatches = 1;
+  double first_nodes = 0, first_ms = 0, last_nodes = 0, last_ms = 0;
+  /// A stage's slot is max(its GPU time, its nodes x d). One stage: slots x the slot + rest_ms.
+  /// A pipeline: M x the longest stage's slot + (slots - M) x the mean slot of the other stages
+  /// (1F1B: every micro-batch passes the longest stage, and the first and last micro-batches
+  /// pass the others once; balanced stages give slots x the slot) + rest_ms.
   double composed_ms(double node_ms) const;
+  /// The longest stage's GPU time, its nodes and its slot at `node_ms`.
+  struct Stage {
+    double gpu_ms = 0, nodes = 0, slot_ms = 0;
+  };
+  Stage longest_stage(double node_ms) const;
 };
 /// Runs a device needs before its host term is fitted (below: 0).
 constexpr size_t kMinHostRuns = 8;

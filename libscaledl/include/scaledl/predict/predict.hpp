@@ -56,6 +56,10 @@ struct IterationPrediction {
   double extrapolated_ms = 0;
   std::vector<std::string> extrapolated;
   std::map<std::string, double> by_type_ms;  ///< T_sum split by "type.dir", ms
+  /// Of T_sum's layer times, the nodes before and after the transformer blocks (the embedding;
+  /// the final norm, head and loss: LayerGraph::stage_parts), ms: what a pipeline's first and last
+  /// stages hold besides their blocks.
+  double first_part_ms = 0, last_part_ms = 0;
   std::vector<float> global_features;  ///< Z of the graph (global_feature_names() order); not in to_json
   /// Distance of Z outside the graph model's training range (Normalizer::ood_distance);
   /// 0 without a graph model. > 0 means out of domain.
