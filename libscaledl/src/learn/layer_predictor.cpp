@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -741,6 +742,17 @@ double fused_step_ms(const LayerNode& n, double bandwidth_gbs) {
   return bytes / (kFusedStepBandwidthShare * bandwidth_gbs * 1e9) * 1e3;
 }
 
+/// Whether a node's backward is predicted as the forward GEMMs of its own two products rather than
+/// by the backward's layer model: a linear layer's backward in half precision or FP8 on a GPU. The
+/// H200 ran the dgrad (NN) and wgrad (TN) layouts within 1 % of the forward (NT) at equal shapes
+/// (datasets/h200/training-kinds/gemm.csv, docs/gpu-data.md "Backward GEMMs"), and the forward's
+/// models learnt from thousands of GEMMs of ten GPU types where the backward's had our H100's ten
+/// half-precision rows (LibTorch's autograd, 2.1-2.7x their forward where the GEMMs are 2x).
+bool backward_as_forward_gemms(LayerType t, Direction dir, DType dtype, const DeviceRecord& dev) {
+  return t == LayerType::Linear && dir == Direction::Backward && dev.kind != "cpu" &&
+         (dtype == DType::BF16 || dtype == DType::FP16 || dtype == DType::FP8);
+}
+
 /// The share of a whole backward that a node runs: 1, or for a frozen weight's node (LoRA) its
 /// cost's backward FLOP over an unfrozen one's.
 double frozen_backward_share(const LayerNode& n) {
@@ -781,14 +793,42 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
       if (added) dims.insert(dims.end(), n.dims.begin(), n.dims.end());
       row_of[i] = it->second;
     }
-    std::vector<double> ms(uniq.size());
-    bool fb = predict_batch_as(t, dims.data(), uniq.size(), dtype, dir, fdev, ms.data());
-    const bool extrapolated = !fb && trained_on(t, dir, dtype) == std::optional<bool>(false);
+    std::vector<double> ms(uniq.size()), dgrad_ms;
+    bool fb = false, extrapolated = false;
+    if (backward_as_forward_gemms(t, dir, dtype, dev)) {
+      // dX[t, d_in] = dY[t, d_out] W is the forward GEMM of Linear(t, d_out, d_in), dW[d_out, d_in] =
+      // dY^T X that of Linear(d_out, t, d_in), and a bias gradient reads dY once.
+      const size_t rows = uniq.size();
+      std::vector<int64_t> dx(4 * rows), dw(4 * rows);
+      for (size_t r = 0; r < rows; ++r) {
+        const int64_t* d = &dims[4 * r];
+        std::copy_n(std::array<int64_t, 4>{d[0], d[2], d[1], 0}.data(), 4, &dx[4 * r]);
+        std::copy_n(std::array<int64_t, 4>{d[2], d[0], d[1], 0}.data(), 4, &dw[4 * r]);
+      }
+      std::vector<double> wgrad_ms(rows);
+      dgrad_ms.resize(rows);
+      fb = predict_batch_as(t, dx.data(), rows, dtype, Direction::Forward, fdev, dgrad_ms.data());
+      fb = predict_batch_as(t, dw.data(), rows, dtype, Direction::Forward, fdev, wgrad_ms.data()) || fb;
+      const double bw = roofline_bandwidth_gbs(dev);
+      for (size_t r = 0; r < rows; ++r) {
+        const int64_t* d = &dims[4 * r];
+        const double bias_ms = d[3] != 0 ? static_cast<double>(d[0]) * static_cast<double>(d[2]) *
+                                               dtype_bytes(dtype) / (bw * 1e9) * 1e3
+                                         : 0.0;
+        ms[r] = dgrad_ms[r] + wgrad_ms[r] + bias_ms;
+      }
+      extrapolated = !fb && trained_on(t, Direction::Forward, dtype) == std::optional<bool>(false);
+    } else {
+      fb = predict_batch_as(t, dims.data(), uniq.size(), dtype, dir, fdev, ms.data());
+      extrapolated = !fb && trained_on(t, dir, dtype) == std::optional<bool>(false);
+    }
     const bool fused_step = t == LayerType::Optimizer && g.settings.fused_optimizer && dev.kind != "cpu";
     for (size_t i = 0; i < ids.size(); ++i) {
       const LayerNode& n = g.nodes[ids[i]];
       if (fused_step)  // a roofline of the fused step, not the layer model of the unfused one
         out[ids[i]] = {fused_step_ms(n, roofline_bandwidth_gbs(dev)), false, false};
+      else if (backward_as_forward_gemms(t, dir, dtype, dev) && n.frozen)  // dX alone, no bias gradient
+        out[ids[i]] = {dgrad_ms[row_of[i]], fb, extrapolated};
       else
         out[ids[i]] = {ms[row_of[i]] * frozen_backward_share(n), fb, extrapolated};
     }
