@@ -326,3 +326,38 @@ TEST(Recipes, AmpSettingsRoundTripAndBadValuesAreErrors) {
   EXPECT_THROW(parse_train_settings(nlohmann::json{{"dtype", "bf16"}, {"amp", true}, {"fp8", true}}), Error);
   EXPECT_THROW(parse_train_settings(nlohmann::json{{"dtype", "bf16"}, {"amp", "yes"}}), Error);
 }
+
+TEST(Recipes, LoraInHalfPrecisionHasPeftsCasts) {
+  // peft keeps the adapters in FP32 and casts each adapted layer's input to FP32; autocast casts it
+  // back for lora_a's GEMM (two casts, 12 bytes per element: 3 x a BF16 pointwise node's 4), and the
+  // scaling multiplies lora_b's output.
+  const ModelSpec m = load_model_config(model_path("qwen2-0.5b"));
+  const int64_t t = 2 * 128;
+  TrainSettings s = settings(2, 128);
+  s.lora_rank = 16;
+  s.lora_targets = parse_lora_targets("q", "--lora-targets");
+  const LayerGraph g = build_layer_graph(m, s);
+  const LayerNode& cast = node(g, "decoder.0.attn.q.lora_cast");
+  EXPECT_EQ(cast.type, LayerType::Pointwise);
+  EXPECT_EQ(cast.dims, (std::vector<int64_t>{3 * t * m.hidden, 0}));
+  const LayerNode& scale = node(g, "decoder.0.attn.q.lora_scale");
+  EXPECT_EQ(scale.dims, (std::vector<int64_t>{t * m.num_heads * m.head_dim, 0}));
+  auto reads = [&](const std::string& dst, int src) {
+    const int d = g.find(dst);
+    for (const LayerEdge& e : g.edges)
+      if (e.dst == d && e.src == src) return true;
+    return false;
+  };
+  EXPECT_TRUE(reads("decoder.0.attn.q.lora_a", cast.id));
+  EXPECT_TRUE(reads("decoder.0.attn.q.lora_add", scale.id));
+  EXPECT_LT(g.find("decoder.0.attn.k.lora_cast"), 0);  // k takes no adapter
+  // FP32 needs no cast; autocast over FP32 weights casts with its own ".cast" nodes.
+  TrainSettings f = s;
+  f.dtype = DType::FP32;
+  EXPECT_LT(build_layer_graph(m, f).find("decoder.0.attn.q.lora_cast"), 0);
+  TrainSettings amp = s;
+  amp.amp = true;
+  const LayerGraph ga = build_layer_graph(m, amp);
+  EXPECT_LT(ga.find("decoder.0.attn.q.lora_cast"), 0);
+  EXPECT_GE(ga.find("decoder.0.attn.q.lora_a.cast"), 0);
+}

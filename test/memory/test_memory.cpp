@@ -218,3 +218,22 @@ TEST(MemoryCorrection, MistypedOrImplausibleFieldsAreErrorsNamingTheKey) {
     EXPECT_NE(e.find(expect), std::string::npos) << expect << "\n" << e;
   }
 }
+
+TEST(MemoryEstimate, AFrozenLinearKeepsNoInputForItsBackward) {
+  // LoRA: a frozen weight's dX = dY W needs the weight, not the input, and autograd saves a
+  // product's operand only for the gradient that needs it. The FFN's down projection (frozen, no
+  // adapter) then keeps none of its [tokens, ffn] input, which full training keeps in every layer.
+  const ModelSpec m = gpt2(256, 4);
+  const int64_t batch = 2, seq = 64;
+  TrainSettings s;
+  s.batch = batch;
+  s.seq_len = seq;
+  s.dtype = DType::FP32;
+  set_run_mode(s, RunMode::FwdBwd);
+  const double full = estimate_memory(build_layer_graph(m, s)).saved;
+  s.lora_rank = 8;
+  s.lora_targets = parse_lora_targets("q", "--lora-targets");
+  const double lora = estimate_memory(build_layer_graph(m, s)).saved;
+  const double down_inputs = static_cast<double>(m.num_layers * batch * seq * m.ffn_dim) * 4;
+  EXPECT_LT(lora, full - 0.9 * down_inputs);
+}

@@ -92,7 +92,13 @@ class Builder {
 
   /// LoRA's adapter on the linear node `base` (dims tokens, d_in, d_out, bias) reading `x`:
   /// "<base>.lora_a" (d_in -> r), "<base>.lora_b" (r -> d_out), and "<base>.lora_add", the sum with
-  /// the base's output (the scale folded in), which later nodes read instead of the base.
+  /// the base's output, which later nodes read instead of the base. On a model in half precision
+  /// (not autocast over FP32 weights, whose own casts cover it) peft keeps the adapters in FP32
+  /// (autocast_adapter_dtype, its default) and casts each adapted layer's input to FP32, which the
+  /// Trainer's autocast (bf16=True / fp16=True) casts back to the half type for lora_a's GEMM:
+  /// "<base>.lora_cast", two casts of 6 bytes per element (three times what a half-precision
+  /// pointwise node moves per element), whose output lora_a saves; and "<base>.lora_scale", the
+  /// scaling's multiply on lora_b's output.
   int adapter(int base, const In& x, int block) {
     // Copies: add() grows the node vector.
     const std::string name = g_.nodes[base].name;
@@ -101,9 +107,20 @@ class Builder {
     const int64_t r = g_.settings.lora_rank;
     Shape mid = out;
     mid.back() = r;
+    const bool peft_casts =
+        !g_.settings.amp && (g_.settings.dtype == DType::BF16 || g_.settings.dtype == DType::FP16);
     adapter_ = true;
-    const int a = add(name + ".lora_a", LayerType::Linear, {t, d_in, r, 0}, mid, {x}, block);
-    const int b = add(name + ".lora_b", LayerType::Linear, {t, r, d_out, 0}, out, {a}, block);
+    In xin = x;
+    if (peft_casts) {
+      const Shape xs = x.shape.empty() ? g_.nodes[x.id].out_shape : x.shape;
+      xin = In(add(name + ".lora_cast", LayerType::Pointwise, {3 * static_cast<int64_t>(numel(xs)), 0}, xs,
+                   {x}, block));
+    }
+    const int a = add(name + ".lora_a", LayerType::Linear, {t, d_in, r, 0}, mid, {xin}, block);
+    int b = add(name + ".lora_b", LayerType::Linear, {t, r, d_out, 0}, out, {a}, block);
+    if (peft_casts)
+      b = add(name + ".lora_scale", LayerType::Pointwise, {static_cast<int64_t>(numel(out)), 0}, out, {b},
+              block);
     const int sum =
         add(name + ".lora_add", LayerType::Add, {static_cast<int64_t>(numel(out))}, out, {base, b}, block);
     adapter_ = false;
@@ -685,10 +702,13 @@ double saved_bytes(const LayerNode& n) {
       return n.dims[1] ? n.cost.in_bytes : 0;  // x / c, x + mask: nothing saved
     case LayerType::FlashAttention:
       return n.cost.in_bytes + n.cost.out_bytes + n.cost.temp_bytes;  // Q, K, V, O and the log-sum-exp
+    case LayerType::Linear:
+      // A frozen weight (LoRA) takes no gradient: its dX = dY W needs the weight, not the input, and
+      // autograd saves a product's operand only for the gradient that needs it.
+      return n.frozen ? n.cost.temp_bytes : n.cost.in_bytes + n.cost.temp_bytes;
     case LayerType::Embedding:
     case LayerType::LayerNorm:
     case LayerType::RMSNorm:
-    case LayerType::Linear:
     case LayerType::BMM:
     case LayerType::Attention:
     case LayerType::Softmax:

@@ -178,7 +178,9 @@ class Replay {
       double ob = out_bytes(u), transient = 0;
       std::vector<int> keep;  // producers whose output this node keeps
       switch (n.type) {
-        case LayerType::Linear:
+        case LayerType::Linear:  // a frozen weight's (LoRA) dX = dY W needs the weight, not the input
+          if (!in.empty() && !n.frozen) keep.push_back(in[0].src);
+          break;
         case LayerType::GELU:
         case LayerType::SiLU:
           if (!in.empty()) keep.push_back(in[0].src);
