@@ -147,17 +147,33 @@ std::string device_memo_key(const Bundle& b, const DeviceRecord& dev) {
          (cal ? cal->to_json().dump() + "\n" : std::string());
 }
 
+/// The digest of a configuration's settings but for batch and seq_len, after the `prefix` of its
+/// device and model: with batch_seq_key, its memo key.
+std::string settings_digest(const std::string& prefix, const TrainSettings& s) {
+  TrainSettings t = s;
+  t.batch = 1;
+  t.seq_len = 1;
+  return sha256_hex(prefix + t.to_json().dump());
+}
+/// A configuration's memo key: the digest of everything else, then batch and seq_len. The points of
+/// a ladder's batch x seq grid share their input's digest, so a key costs no hash of its own.
+std::string batch_seq_key(const std::string& digest, const TrainSettings& s) {
+  return fmt::format("{}|{}|{}", digest, s.batch, s.seq_len);
+}
+
 /// Each input's ladder points, each an input (`index`: memo key -> index in all), a memo hit
 /// (into L.known and L.ladder_known) or a graph still to build (into `pending`). Under the memo's lock.
 std::vector<std::vector<Rung>> collect_rungs(const Bundle& b, const std::vector<const LayerGraph*>& gs,
                                              const std::vector<std::string>& prefix,
+                                             const std::vector<std::string>& digest,
                                              const std::map<std::string, size_t>& index, Ladders& L,
                                              std::vector<Pending>& pending) {
   std::map<std::string, size_t> pending_index;  // memo key -> index in pending
   std::vector<std::vector<Rung>> rungs(gs.size());
   for (size_t k = 0; k < gs.size(); ++k)
     for (LadderPoint& lp : monotone_ladder(gs[k]->model, gs[k]->settings)) {
-      std::string key = sha256_hex(prefix[k] + lp.settings.to_json().dump());
+      std::string key =
+          batch_seq_key(lp.grid ? digest[k] : settings_digest(prefix[k], lp.settings), lp.settings);
       if (auto it = index.find(key); it != index.end()) {
         rungs[k].push_back({false, it->second, std::move(lp.label)});
         continue;
@@ -199,17 +215,19 @@ void add_ladders(const Bundle& b, const std::vector<const LayerGraph*>& gs, cons
                  Ladders& L) {
   const std::string dev_key = device_memo_key(b, dev);
   std::map<std::string, size_t> index;  // memo key -> index in all
-  // A configuration's key is the SHA-256 of (the digest of the device and model, its settings):
-  // the long prefix is hashed once per input, not once per ladder point.
-  std::vector<std::string> prefix(gs.size());
+  // A configuration's key is the SHA-256 of (the digest of the device and model, its settings but
+  // for batch and seq_len), then batch and seq_len (batch_seq_key): the long prefix and the settings
+  // are hashed once per input, not once per ladder point.
+  std::vector<std::string> prefix(gs.size()), digest(gs.size());
   for (size_t k = 0; k < gs.size(); ++k) {
     prefix[k] = sha256_hex(dev_key + gs[k]->model.to_json().dump());
-    L.keys.push_back(sha256_hex(prefix[k] + gs[k]->settings.to_json().dump()));
+    digest[k] = settings_digest(prefix[k], gs[k]->settings);
+    L.keys.push_back(batch_seq_key(digest[k], gs[k]->settings));
     index.emplace(L.keys.back(), k);
   }
   std::lock_guard<std::mutex> lock(b.bounds_memo->mu);
   std::vector<Pending> pending;
-  std::vector<std::vector<Rung>> rungs = collect_rungs(b, gs, prefix, index, L, pending);
+  std::vector<std::vector<Rung>> rungs = collect_rungs(b, gs, prefix, digest, index, L, pending);
   std::vector<std::unique_ptr<LayerGraph>> built = build_pending(gs, pending);
   std::vector<size_t> placed(pending.size(), SIZE_MAX);  // index in all of each built graph
   for (size_t i = 0; i < pending.size(); ++i) {

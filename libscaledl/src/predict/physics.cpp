@@ -185,7 +185,7 @@ std::vector<LadderPoint> monotone_ladder(const ModelSpec& m, const TrainSettings
       t.seq_len = q;  // (T5's tgt_len follows seq_len unless set: fewer tokens either way)
       std::string label = b != s.batch ? "batch " + std::to_string(b) : "";
       if (q != s.seq_len) label += (label.empty() ? "" : ", ") + std::string("seq ") + std::to_string(q);
-      out.push_back({t, label});
+      out.push_back({t, label, true});
     }
   // The mode rung: an iteration with the optimizer step is no faster than the
   // same without it (plus the step's roofline, added by Bundle::predict_many),

@@ -116,6 +116,9 @@ std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,
 struct LadderPoint {
   TrainSettings settings;
   std::string label;
+  /// A point of the batch x seq grid: the input's settings but for batch and seq_len (the mode
+  /// and devices rungs change other fields).
+  bool grid = false;
 };
 std::vector<LadderPoint> monotone_ladder(const ModelSpec& m, const TrainSettings& s);
 
