@@ -1,18 +1,23 @@
 // `predict` as a library (predict_api.hpp): the request's checks, the device and bundle it names,
 // one configuration, a sweep streamed in chunks, and the one row schema (JSON and CSV).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/fs_util.hpp"
+#include "scaledl/io/device_library.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/predict_api.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
 using scaledl::test::error_of;
+namespace fs = std::filesystem;
 
 namespace {
 const std::string kSrc = SCALEDL_SOURCE_DIR;
@@ -109,8 +114,10 @@ TEST(PredictRequest, TheDeviceIsTheSpecOrTheStoresOne) {
 
 TEST(PredictRequest, TheBundleIsOneSourceOfModels) {
   PredictRequest r;
+  r.graph = "g";
   EXPECT_EQ(error_of([&] { load_predict_bundle(r, std::nullopt); }),
-            "no models: give --bundle DIR (or --layers DIR [--graph ...])");
+            "--graph=g needs --layers DIR (or give --bundle DIR)");
+  r.graph.clear();
   r.bundle = kBundle;
   r.layers = "layers";
   EXPECT_NE(error_of([&] { load_predict_bundle(r, std::nullopt); }).find("drop --layers/--graph"),
@@ -301,4 +308,30 @@ TEST(Report, MemoryLineSaysWhetherItFits) {
             "memory size: fit unknown\n");
   EXPECT_NE(memory_line(90e9, NAN, NAN, "x", 80e9, 0.1, "does not fit").find("DOES NOT FIT"),
             std::string::npos);
+}
+
+TEST(PredictRequest, WithoutABundleTheDeviceKindsShippedOneIsTaken) {
+  // models/bundles/<default|cpu> beside the first devices folder that has it.
+  const fs::path root = fs::temp_directory_path() / ("scaledl_shipped_" + std::to_string(::getpid()));
+  fs::create_directories(root / "models" / "devices");
+  fs::create_directories(root / "models" / "bundles" / "default");
+  std::ofstream(root / "models" / "bundles" / "default" / "manifest.json") << "{}";
+  const std::vector<std::string> dirs = {(root / "models" / "devices").string()};
+  EXPECT_EQ(shipped_bundle_dir(false, dirs), (root / "models" / "bundles" / "default").string());
+  // A CPU's is built by a script, not committed: until then one error saying how.
+  EXPECT_NE(error_of([&] { shipped_bundle_dir(true, dirs); })
+                .find("no --bundle and no CPU bundle (models/bundles/cpu): build it from the committed CPU "
+                      "campaigns with scripts/build_cpu_bundle.sh"),
+            std::string::npos);
+  fs::create_directories(root / "models" / "bundles" / "cpu");
+  std::ofstream(root / "models" / "bundles" / "cpu" / "manifest.json") << "{}";
+  EXPECT_EQ(shipped_bundle_dir(true, dirs), (root / "models" / "bundles" / "cpu").string());
+  EXPECT_NE(error_of([&] {
+              shipped_bundle_dir(false, {(root / "elsewhere").string()});
+            }).find("no --bundle and no shipped default bundle (models/bundles/default)"),
+            std::string::npos);
+  scaledl::remove_tree(root);
+  // The source tree's own: the committed default bundle.
+  EXPECT_EQ(fs::path(shipped_bundle_dir(false, {kSrc + "/models/devices"})).lexically_normal(),
+            fs::path(kSrc + "/models/bundles/default").lexically_normal());
 }

@@ -42,3 +42,28 @@ TEST(CliDevices, ANameIsTheSheetAndAnUnknownOneIsOneErrorLine) {
   EXPECT_EQ(env.rc, 0) << env.out;
   expect_one_error(common + "h100", "--device-spec=\"h100\" is neither a file nor a shipped spec sheet");
 }
+
+TEST(CliDevices, WithoutABundlePredictTakesTheShippedOneOfTheDevicesKind) {
+  // A GPU's spec sheet: the committed default bundle, as if --bundle named it.
+  // From / (no ./models there), with $SCALEDL_MODELS the only models folder.
+  const std::string env = "cd / && SCALEDL_MODELS=" + kSrc + "/models ";
+  const std::string job = "predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --json ";
+  const CliResult plain = run_cli(job + "--device-spec h100-sxm", env);
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  const CliResult given =
+      run_cli(job + "--device-spec h100-sxm --bundle " + kSrc + "/models/bundles/default", env);
+  ASSERT_EQ(given.rc, 0) << given.out;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["t_iter_ms"], nlohmann::json::parse(given.out)["t_iter_ms"]);
+  // A CPU's bundle is built by scripts/build_cpu_bundle.sh; without it, one line saying so.
+  const std::string empty = "cd / && SCALEDL_MODELS=" + std::string(SCALEDL_BINARY_DIR) + "/no-models ";
+  const CliResult cpu = run_cli(job + "--device-spec " + kSrc + "/datasets/cpu-v2/probe.json", empty);
+  EXPECT_EQ(cpu.rc, 1) << cpu.out;
+  EXPECT_EQ(cpu.out.rfind("scaledl: error: no --bundle and no CPU bundle (models/bundles/cpu)", 0), 0u)
+      << cpu.out;
+  // A CPU's probe names its vendor (GenuineIntel): no note about other vendors' GPU libraries.
+  const CliResult named =
+      run_cli("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 128 --device-spec " + kSrc +
+              "/datasets/cpu-intel/probe.json --bundle " + kSrc + "/models/bundles/default");
+  ASSERT_EQ(named.rc, 0) << named.out;
+  EXPECT_EQ(named.out.find("\nvendor "), std::string::npos) << named.out;
+}

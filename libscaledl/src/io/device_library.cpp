@@ -125,4 +125,18 @@ std::optional<PriceTable> shipped_price_table(const std::vector<std::string>& di
   return std::nullopt;
 }
 
+std::string shipped_bundle_dir(bool cpu, const std::vector<std::string>& dirs) {
+  const std::string name = cpu ? "cpu" : "default";
+  std::error_code ec;
+  for (const std::string& d : dirs) {
+    const fs::path b = fs::path(d).parent_path() / "bundles" / name;
+    if (fs::is_regular_file(b / "manifest.json", ec)) return b.string();
+  }
+  SCALEDL_CHECK(!cpu,
+                "no --bundle and no CPU bundle (models/bundles/cpu): build it from the committed CPU "
+                "campaigns with scripts/build_cpu_bundle.sh (about 2 min), or give --bundle DIR");
+  fail("no --bundle and no shipped default bundle (models/bundles/default) beside {}: give --bundle DIR",
+       fmt::join(dirs, ", "));
+}
+
 }  // namespace scaledl

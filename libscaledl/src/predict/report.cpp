@@ -36,7 +36,10 @@ std::string clock_assumption(const Bundle& b, const DeviceRecord& dev) {
 /// (docs/gpu-data.md), so the layer models give them the share of the roofline learnt mostly from
 /// NVIDIA parts. "" for NVIDIA parts and records without a vendor (probes, CPUs).
 std::string vendor_note(const DeviceRecord& dev) {
-  if (!dev.extra.is_object() || !dev.extra.contains("vendor") || !dev.extra.at("vendor").is_string())
+  // A CPU's probe record names its vendor too (GenuineIntel, AuthenticAMD): its own rows train the
+  // CPU bundles, so no note.
+  if (dev.kind == "cpu" || !dev.extra.is_object() || !dev.extra.contains("vendor") ||
+      !dev.extra.at("vendor").is_string())
     return "";
   const std::string v = dev.extra.at("vendor").get<std::string>();
   if (v == "NVIDIA") return "";

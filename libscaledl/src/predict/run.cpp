@@ -8,6 +8,7 @@
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/gnn/graph_inference.hpp"
+#include "scaledl/io/device_library.hpp"
 #include "scaledl/io/store.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 #include "scaledl/learn/calibration.hpp"
@@ -68,13 +69,17 @@ std::optional<DeviceRecord> default_device(const PredictRequest& o) {
 }
 
 Bundle load_predict_bundle(const PredictRequest& o, const std::optional<DeviceRecord>& dev) {
-  SCALEDL_CHECK(!o.bundle.empty() || !o.layers.empty(),
-                "no models: give --bundle DIR (or --layers DIR [--graph ...])");
   SCALEDL_CHECK(o.bundle.empty() || (o.layers.empty() && o.graph.empty()),
                 "--bundle={} already holds the layer and graph models: drop --layers/--graph", o.bundle);
+  SCALEDL_CHECK(o.layers.empty() == o.graph.empty() || !o.layers.empty(),
+                "--graph={} needs --layers DIR (or give --bundle DIR)", o.graph);
+  // Neither --bundle nor --layers: the shipped bundle of the device's kind (a CPU's is built by
+  // scripts/build_cpu_bundle.sh); a sweep over spec sheets takes the GPUs' default.
+  const std::string bundle =
+      !o.bundle.empty() || !o.layers.empty() ? o.bundle : shipped_bundle_dir(dev && dev->kind == "cpu");
   Bundle b;
-  if (!o.bundle.empty()) {
-    b = load_bundle(o.bundle);
+  if (!bundle.empty()) {
+    b = load_bundle(bundle);
     if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);  // a calibration of this cluster, for N > 1
     if (!o.anchor.empty()) {
       // Measured runs set the device's bias; the in-domain refinement predicts

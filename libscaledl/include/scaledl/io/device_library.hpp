@@ -58,4 +58,10 @@ PriceTable load_price_table(const std::string& path);
 /// models/devices); nullopt when none is installed.
 std::optional<PriceTable> shipped_price_table(const std::vector<std::string>& dirs = device_spec_dirs());
 
+/// The bundle `predict` takes when none is given: bundles/default (trained on GPU data, for spec
+/// sheets and probed GPUs) or, for a CPU (`cpu`), bundles/cpu, which scripts/build_cpu_bundle.sh
+/// builds (it is not committed); in the parent of the first of `dirs` that has it (models/bundles
+/// beside models/devices). Neither: an Error saying how to get one or to give --bundle.
+std::string shipped_bundle_dir(bool cpu, const std::vector<std::string>& dirs = device_spec_dirs());
+
 }  // namespace scaledl
