@@ -5,7 +5,7 @@
 # features, so that a CPU known by its probe record (`scaledl probe`) is predicted from what these
 # machines measured. `predict` takes it when the device is a CPU and no --bundle is given.
 # It is built here rather than committed: 10 MB, more than the repository's size budget holds.
-#   scripts/build_cpu_bundle.sh            (1 min 57 s on the 2-vCPU Intel Xeon VM, family 6 model 207)
+#   scripts/build_cpu_bundle.sh            (1 min 57 s on a 2-vCPU Intel Xeon VM with AMX, family 6 model 167)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${SCALEDL_BIN:-build/tools/scaledl}
