@@ -105,6 +105,13 @@ TEST(PredictRequest, TheDeviceIsTheSpecOrTheStoresOne) {
   EXPECT_EQ(error_of([&] { resolve_device(r); }), "--device-spec and --db both name a device: give one");
   r.db.clear();
   EXPECT_EQ(resolve_device(r).key(), load_device_spec(kH100).key());
+  // "This machine's CPU" needs its probe record: one error saying how to get it.
+  PredictRequest c;
+  c.device = "cpu";
+  EXPECT_NE(error_of([&] {
+              resolve_device(c);
+            }).find("--device=cpu: describe this CPU first (`scaledl probe --json > cpu.json`"),
+            std::string::npos);
   // A sweep without a device: each configuration names its own.
   PredictRequest s;
   s.args.model = kGpt2;

@@ -48,6 +48,11 @@ DeviceRecord resolve_device(const PredictRequest& o) {
     SCALEDL_CHECK(o.db.empty(), "--device-spec and --db both name a device: give one");
     return load_device_spec(o.device_spec);
   }
+  SCALEDL_CHECK(!(o.db.empty() && (o.device == "cpu" || o.device.rfind("cpu:", 0) == 0)),
+                "--device={}: describe this CPU first (`scaledl probe --json > cpu.json`, a few seconds) and "
+                "give --device-spec cpu.json; without --bundle a CPU takes models/bundles/cpu "
+                "(scripts/build_cpu_bundle.sh)",
+                o.device);
   SCALEDL_CHECK(!o.db.empty(), "no device: give --device-spec FILE or --db STORE [--device KEY]");
   Store store(o.db, /*read_only=*/true);
   if (!o.device.empty()) {
