@@ -1,7 +1,8 @@
 # ctest -R Install.: cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK=... -DCXX=... -DGENERATOR=...
 #                    -DBUILD_TYPE=... -DPKG_CONFIG=... -P install_consumer.cmake
-# (test/install/CMakeLists.txt). Installs BUILD_DIR's components `library` and `cli`
-# (cmake/ScaleDLInstall.cmake) into WORK/prefix (WORK emptied first),
+# (test/install/CMakeLists.txt). Installs BUILD_DIR's components `library`, `cli` and `models`
+# (cmake/ScaleDLInstall.cmake) into WORK/prefix (WORK emptied first), checks that the installed
+# `scaledl predict` finds a sheet by name and the default bundle in the installed data,
 # checks the installed tree holds no path into the source or build tree's library, builds
 # examples/cpp-consumer against that prefix with find_package and again with pkg-config, runs
 # both on the default bundle, GPT-2 and the H100 spec sheet, and checks that each prints the
@@ -71,6 +72,18 @@ endforeach()
 # ---- the installed CLI: the reference -------------------------------------------------
 step("scaledl predict (installed)" ${P}/bin/scaledl predict ${MODEL} --bundle ${BUNDLE} --device-spec ${SPEC})
 t_iter(cli "${OUT}" "${P}/bin/scaledl predict")
+
+# ---- the installed data (component `models`): a sheet by name and, without --bundle, the
+# shipped default bundle, both found in share/scaledl/models beside bin/ (run from WORK, which has
+# no ./models of its own)
+step("cmake --install (models)" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${P} --component models)
+step("scaledl predict (installed data)" ${CMAKE_COMMAND} -E chdir ${WORK} ${CMAKE_COMMAND} -E env
+     --unset=SCALEDL_MODELS ${P}/bin/scaledl predict ${MODEL} --device-spec h100-sxm)
+t_iter(data_t "${OUT}" "the installed scaledl predict without --bundle")
+if(NOT data_t STREQUAL cli)
+  message(FATAL_ERROR "install-test: the installed scaledl predict without --bundle printed T_iter ${data_t} "
+                      "ms, with --bundle ${cli} ms")
+endif()
 
 # ---- CMake: find_package(scaledl CONFIG REQUIRED) --------------------------------------
 step("consumer: cmake configure" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/cpp-consumer -B ${WORK}/cmake-build
