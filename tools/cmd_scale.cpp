@@ -169,7 +169,6 @@ int run(const ScaleCmdOptions& o) {
   auto [m, s] = args.load();
   so.gpus = parse_gpu_counts(o.gpus);
   o.input.check();  // issue #15: before the bundle loads
-  SCALEDL_CHECK(!o.bundle.empty(), "--bundle is required");
   SCALEDL_CHECK(!o.device_spec.empty(), "--device-spec is required (the GPU of the cluster)");
   std::vector<std::string> specs = split_commas(o.device_spec);
   for (const std::string& v : specs)
@@ -183,7 +182,8 @@ int run(const ScaleCmdOptions& o) {
     spec_paths.push_back(find_device_spec(v));  // a shipped sheet's name, or a file
     devs.push_back(load_device_spec(spec_paths.back()));
   }
-  Bundle b = load_bundle(o.bundle);
+  // Without --bundle, the shipped one of the GPUs (a cluster of CPUs is not scaled).
+  Bundle b = load_bundle(o.bundle.empty() ? shipped_bundle_dir(devs.front().kind == "cpu") : o.bundle);
   if (!o.comm.empty()) b.comm_given = load_comm_model(o.comm);
   apply_host_options(b, o.host_node_us, o.cuda_graphs);
   const auto input = o.input.resolve(m, s);  // issue #15: the host input pipeline bounds T_iter
@@ -397,7 +397,8 @@ scaledl::cli::Registrar reg(
           "strong scaling (default): the global batch, samples per iteration over all GPUs (--global-batch "
           "overrides it); --weak: the samples of each GPU (default 8)");
       o->input.add_to(app);
-      app.add_option("--bundle", o->bundle, "bundle directory")->required();
+      app.add_option("--bundle", o->bundle,
+                     "bundle directory (default: the shipped models/bundles/default; docs/predict.md)");
       app.add_option("--device-spec", o->device_spec,
                      "the cluster's GPU: a shipped sheet's name (`scaledl devices`) or a spec / probe JSON; "
                      "a list a,b,c compares the GPU types and ranks them by cost per epoch")

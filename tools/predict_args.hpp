@@ -15,7 +15,9 @@ namespace scaledl::cli {
 /// Adds the request's flags to `app`; `req` must outlive the parse (the --gpus family sets
 /// req.par_given when given).
 inline void add_request_options(CLI::App& app, PredictRequest& req) {
-  app.add_option("--bundle", req.bundle, "bundle directory (`scaledl train --out`)");
+  app.add_option("--bundle", req.bundle,
+                 "bundle directory (`scaledl train --out`; default: the shipped one of the device's kind, "
+                 "models/bundles/default or, for a CPU, models/bundles/cpu)");
   app.add_option("--layers", req.layers, "layer models (`scaledl train layers --out`), instead of --bundle");
   app.add_option("--graph", req.graph, "graph model (`scaledl train graph --out` dir or .safetensors)");
   app.add_option("--device-spec", req.device_spec,

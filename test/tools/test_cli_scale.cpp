@@ -132,3 +132,16 @@ TEST(CliScale, BadSearchesAndPricesAreOneErrorLine) {
   err("--device-spec h100-sxm --gpus 1 --prices " + bad.string(), "gpus.h100-sxm.usd is not a price key");
   fs::remove(bad);
 }
+
+TEST(CliScale, WithoutABundleTheShippedDefaultIsTaken) {
+  const std::string job =
+      "scale models/gpt2.json --seq 1024 --batch 32 --dtype bf16 --device-spec h100-sxm "
+      "--gpus 1,8 --json";
+  const CliResult plain = run_cli(job, kInSrc);
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  const CliResult given = run_cli(job + " --bundle models/bundles/default", kInSrc);
+  ASSERT_EQ(given.rc, 0) << given.out;
+  const auto a = nlohmann::json::parse(plain.out.substr(plain.out.find('{')));
+  const auto b = nlohmann::json::parse(given.out.substr(given.out.find('{')));
+  EXPECT_EQ(a["points"], b["points"]);
+}
