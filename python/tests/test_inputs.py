@@ -89,6 +89,18 @@ def test_bundle_defaults_and_overrides(scaledl, gpt2_cli):
     assert b.predict("models/gpt2.json", seq=256, device="a100-sxm4-80gb").device != gpt2_cli["device"]
 
 
+def test_a_call_leaves_no_option_to_the_next(exact_bundle, gpt2_cli):
+    """The module parses with one parser per thread (module.cpp, PredictParser): what one call set
+    (a dtype, a mode, a recipe, an epoch) is back to the CLI's default in the next call."""
+    other = exact_bundle.predict("models/gpt2.json", batch=2, seq=128, device=H100, dtype="bf16", mode="fwd-bwd",
+                                 framework="megatron", samples=1000, gpus=2)
+    assert other.settings["dtype"] == "bf16"
+    assert exact_bundle.predict("models/gpt2.json", batch=8, seq=256, device=H100).json == gpt2_cli
+    with pytest.raises(ValueError):
+        exact_bundle.predict("models/gpt2.json", batch=8, seq=256, device=H100, dtype="fp5")
+    assert exact_bundle.predict("models/gpt2.json", batch=8, seq=256, device=H100).json == gpt2_cli
+
+
 def test_default_bundle(scaledl, gpt2_cli):
     if os.path.realpath(BUNDLE) != os.path.realpath("models/bundles/default"):
         pytest.skip("SCALEDL_TEST_BUNDLE is not the default bundle")
