@@ -80,7 +80,7 @@ class Builder {
       LayerEdge e;
       e.src = in.id;
       e.dst = g_.nodes.back().id;
-      e.shape = in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape;
+      e.shape = consumed_shape(in);
       // Under autocast a tensor is in its producer's dtype; otherwise every edge is in the
       // settings' (an FP8 GEMM's output is BF16 too).
       e.bytes = numel(e.shape) * (g_.settings.amp ? dtype_bytes(g_.nodes[in.id].dtype) : e_);
@@ -112,7 +112,7 @@ class Builder {
     adapter_ = true;
     In xin = x;
     if (peft_casts) {
-      const Shape xs = x.shape.empty() ? g_.nodes[x.id].out_shape : x.shape;
+      const Shape& xs = consumed_shape(x);
       xin = In(add(name + ".lora_cast", LayerType::Pointwise, {3 * static_cast<int64_t>(numel(xs)), 0}, xs,
                    {x}, block));
     }
@@ -140,6 +140,11 @@ class Builder {
   }
 
  private:
+  /// The shape a node reads from `in`: the one given, else its producer's output.
+  const Shape& consumed_shape(const In& in) const {
+    return in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape;
+  }
+
   /// Autocast's dtype for a node of type t reading `inputs` (AutocastClass): the matrix products
   /// in the settings' dtype, the FP32 list in FP32, the rest in the widest dtype of their inputs.
   DType amp_dtype(LayerType t, const std::vector<In>& inputs) const {
@@ -176,7 +181,7 @@ class Builder {
     std::vector<In> consumed, from;
     std::vector<char> cast;
     for (const In& in : inputs) {
-      consumed.emplace_back(in.id, in.shape.empty() ? g_.nodes[in.id].out_shape : in.shape);
+      consumed.emplace_back(in.id, consumed_shape(in));
       cast.push_back(g_.nodes[in.id].dtype != dt);
       if (cast.back()) {
         elems += static_cast<double>(numel(consumed.back().shape));

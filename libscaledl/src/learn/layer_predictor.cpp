@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -795,15 +794,18 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
     }
     std::vector<double> ms(uniq.size()), dgrad_ms;
     bool fb = false, extrapolated = false;
-    if (backward_as_forward_gemms(t, dir, dtype, dev)) {
+    const bool gemms = backward_as_forward_gemms(t, dir, dtype, dev);
+    if (gemms) {
       // dX[t, d_in] = dY[t, d_out] W is the forward GEMM of Linear(t, d_out, d_in), dW[d_out, d_in] =
       // dY^T X that of Linear(d_out, t, d_in), and a bias gradient reads dY once.
       const size_t rows = uniq.size();
       std::vector<int64_t> dx(4 * rows), dw(4 * rows);
       for (size_t r = 0; r < rows; ++r) {
         const int64_t* d = &dims[4 * r];
-        std::copy_n(std::array<int64_t, 4>{d[0], d[2], d[1], 0}.data(), 4, &dx[4 * r]);
-        std::copy_n(std::array<int64_t, 4>{d[2], d[0], d[1], 0}.data(), 4, &dw[4 * r]);
+        int64_t* x = &dx[4 * r];
+        int64_t* w = &dw[4 * r];
+        x[0] = d[0], x[1] = d[2], x[2] = d[1], x[3] = 0;
+        w[0] = d[2], w[1] = d[0], w[2] = d[1], w[3] = 0;
       }
       std::vector<double> wgrad_ms(rows);
       dgrad_ms.resize(rows);
@@ -827,7 +829,7 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
       const LayerNode& n = g.nodes[ids[i]];
       if (fused_step)  // a roofline of the fused step, not the layer model of the unfused one
         out[ids[i]] = {fused_step_ms(n, roofline_bandwidth_gbs(dev)), false, false};
-      else if (backward_as_forward_gemms(t, dir, dtype, dev) && n.frozen)  // dX alone, no bias gradient
+      else if (gemms && n.frozen)  // dX alone, no bias gradient
         out[ids[i]] = {dgrad_ms[row_of[i]], fb, extrapolated};
       else
         out[ids[i]] = {ms[row_of[i]] * frozen_backward_share(n), fb, extrapolated};

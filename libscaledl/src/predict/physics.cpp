@@ -73,12 +73,13 @@ std::string odd_gemm_warning(const LayerGraph& g, const std::string& kind) {
 }
 
 namespace {
-/// The distinct stages of a run: {GPU ms, nodes, how many}: one, or first, middle (pp - 2) and last.
-std::vector<std::array<double, 3>> run_stages(const HostRun& r) {
-  if (r.pp <= 1) return {{r.predicted_ms, r.nodes, 1.0}};
-  return {{r.predicted_ms + r.first_ms, r.nodes + r.first_nodes, 1.0},
-          {r.predicted_ms, r.nodes, static_cast<double>(r.pp - 2)},
-          {r.predicted_ms + r.last_ms, r.nodes + r.last_nodes, 1.0}};
+/// The distinct stages of a run: {GPU ms, nodes, how many}: one (the others none), or first,
+/// middle (pp - 2) and last. No allocation: the host term's fit composes each run hundreds of times.
+std::array<std::array<double, 3>, 3> run_stages(const HostRun& r) {
+  if (r.pp <= 1) return {{{r.predicted_ms, r.nodes, 1.0}, {0, 0, 0}, {0, 0, 0}}};
+  return {{{r.predicted_ms + r.first_ms, r.nodes + r.first_nodes, 1.0},
+           {r.predicted_ms, r.nodes, static_cast<double>(r.pp - 2)},
+           {r.predicted_ms + r.last_ms, r.nodes + r.last_nodes, 1.0}}};
 }
 }  // namespace
 
