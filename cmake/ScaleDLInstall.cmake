@@ -53,6 +53,16 @@ endforeach()
 # libscaledl/CMakeLists.txt; it is scaledl::pipeline_text on its own).
 set_target_properties(scaledl_all PROPERTIES EXPORT_NAME scaledl)
 target_compile_features(scaledl_all INTERFACE cxx_std_17)
+# A sanitized build's archives (-DSCALEDL_SANITIZE, cmake/ScaleDLSanitize.cmake) call the
+# sanitizers' runtime: whatever links them must link it too, through the CMake package and
+# the .pc alike (scripts/sanitize.sh runs the install test on such a build).
+set(_pc_san "")
+if(NOT "${_scaledl_san}" STREQUAL "")
+  foreach(t IN LISTS _scaledl_stages ITEMS scaledl_all)
+    target_link_options(${t} INTERFACE -fsanitize=${_scaledl_san})
+  endforeach()
+  set(_pc_san " -fsanitize=${_scaledl_san}")
+endif()
 
 install(TARGETS ${_scaledl_stages} scaledl_all EXPORT scaledlTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library
@@ -147,7 +157,7 @@ Description: ScaleDL: predicts deep-learning training time (static libraries; do
 Version: ${PROJECT_VERSION}
 Requires: ${_pc_requires}
 Cflags: ${_pc_cflags}
-Libs: -L\${libdir}${_pc_libs} ${_pc_torch} ${_pc_other} -pthread
+Libs: -L\${libdir}${_pc_libs} ${_pc_torch} ${_pc_other} -pthread${_pc_san}
 ")
 install(FILES ${PROJECT_BINARY_DIR}/generated/scaledl.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
         COMPONENT library)

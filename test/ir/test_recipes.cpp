@@ -300,6 +300,35 @@ TEST(Recipes, AmpRunsTheMatrixProductsOnCastsAndTheRestInFp32) {
   EXPECT_DOUBLE_EQ(q.cost.flops_fwd, node(bf, "decoder.0.attn.q").cost.flops_fwd);
 }
 
+TEST(Recipes, AmpRunsGeluNewFromItsPowInFp32) {
+  // HF's gelu_new under autocast: torch.pow is on autocast's FP32 list, so its BF16 input is cast
+  // to FP32 and every later kernel of the chain is promoted to FP32 (the H200 profile of GPT-2
+  // large: its muls, adds and tanh are float kernels); 0.5 * x, which reads the BF16 input
+  // alone, stays BF16; the down projection casts the FP32 activation back.
+  const ModelSpec m = load_model_config(model_path("gpt2"));
+  ASSERT_EQ(m.activation, Activation::GELUNew);
+  TrainSettings s = settings(2, 128);
+  set_dtype_recipe(s, "amp-bf16", "--dtype");
+  const LayerGraph g = build_layer_graph(m, s);
+  const LayerGraph bf = build_layer_graph(m, settings(2, 128));
+  const std::string a = "decoder.0.ffn.act";
+  EXPECT_EQ(node(g, a + ".half").dtype, DType::BF16);
+  const LayerNode& cast = node(g, a + ".pow.cast");
+  EXPECT_EQ(cast.dtype, DType::FP32);
+  // a BF16 -> FP32 cast of the t x 4h elements: 6 bytes each, 0.75 x an FP32 pointwise node's
+  const double n = 2.0 * 128 * m.ffn_dim;
+  EXPECT_NEAR(static_cast<double>(cast.dims[0]), 0.75 * n, 1);
+  for (const char* k : {".pow", ".mul_c", ".add_x", ".mul_k", ".tanh", ".add_1", ""})
+    EXPECT_EQ(node(g, a + k).dtype, DType::FP32) << a + k;
+  // twice the bytes of the same chain in a BF16 model, which has no cast
+  EXPECT_DOUBLE_EQ(node(g, a + ".tanh").cost.out_bytes, 2 * node(bf, a + ".tanh").cost.out_bytes);
+  EXPECT_LT(bf.find(a + ".pow.cast"), 0);
+  for (const char* k : {".half", ".pow", ".tanh", ""}) EXPECT_EQ(node(bf, a + k).dtype, DType::BF16) << k;
+  // the down projection reads the cast of the FP32 activation and of its weight
+  EXPECT_NEAR(static_cast<double>(node(g, "decoder.0.ffn.down.cast").dims[0]),
+              1.5 * (node(g, "decoder.0.ffn.down").cost.weight_bytes / 2 + n), 1);
+}
+
 TEST(Recipes, AmpSettingsRoundTripAndBadValuesAreErrors) {
   TrainSettings s = settings(2, 64);
   EXPECT_FALSE(s.to_json().contains("amp"));

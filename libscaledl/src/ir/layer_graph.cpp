@@ -22,6 +22,7 @@
 #include <cmath>
 #include <functional>
 #include <sstream>
+#include <utility>
 
 #include "scaledl/core/error.hpp"
 
@@ -52,14 +53,17 @@ class Builder {
 
   int add(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
           const std::vector<In>& inputs, int block = -1) {
+    // add_fp32_op's flag holds for this node only, not for the casts and adapters it adds
+    const bool fp32_op = std::exchange(fp32_op_, false);
     validate_dims(t, dims);
     // The FP8 recipe (Transformer Engine): the blocks' linear layers; the embedding, the LM head
     // and the classifier stay in BF16, as TE's recipes keep them.
+    const AutocastClass ac = fp32_op ? AutocastClass::Fp32 : autocast_class(t);
     const DType dt = g_.settings.fp8 && t == LayerType::Linear && block >= 0 && !adapter_ ? DType::FP8
-                     : g_.settings.amp ? amp_dtype(t, inputs)
+                     : g_.settings.amp ? amp_dtype(ac, inputs)
                                        : g_.settings.dtype;
     LayerCost cost = layer_cost(t, dims, dt);
-    const std::vector<In> ins = g_.settings.amp ? amp_casts(name, t, dt, cost, inputs, block) : inputs;
+    const std::vector<In> ins = g_.settings.amp ? amp_casts(name, ac, dt, cost, inputs, block) : inputs;
     LayerNode n;
     n.id = static_cast<int>(g_.nodes.size());
     n.name = name;
@@ -127,6 +131,16 @@ class Builder {
     return sum;
   }
 
+  /// add() for an op on autocast's FP32 list that the graph counts as a Pointwise node (pow, exp,
+  /// rsqrt, reciprocal, ...: torch.amp's "ops that can autocast to float32"): under autocast it
+  /// runs in FP32, after a cast of its half-precision inputs, and what follows it is promoted to
+  /// FP32 (HF's gelu_new: the pow makes the rest of the chain FP32); otherwise as add().
+  int add_fp32_op(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
+                  const std::vector<In>& inputs, int block = -1) {
+    fp32_op_ = true;
+    return add(name, t, std::move(dims), std::move(out), inputs, block);
+  }
+
   /// Marks a node whose weight is shared with another node: it keeps the FLOP
   /// and weight_bytes (it still reads the matrix) but owns only `own` params.
   void share_weight(int id, double own) { g_.nodes[id].cost.params = own; }
@@ -147,8 +161,8 @@ class Builder {
 
   /// Autocast's dtype for a node of type t reading `inputs` (AutocastClass): the matrix products
   /// in the settings' dtype, the FP32 list in FP32, the rest in the widest dtype of their inputs.
-  DType amp_dtype(LayerType t, const std::vector<In>& inputs) const {
-    switch (autocast_class(t)) {
+  DType amp_dtype(AutocastClass ac, const std::vector<In>& inputs) const {
+    switch (ac) {
       case AutocastClass::Lower:
         return g_.settings.dtype;
       case AutocastClass::Fp32:
@@ -159,7 +173,7 @@ class Builder {
             return DType::FP32;
         return g_.settings.dtype;
     }
-    fail("internal: autocast class of {} is unknown", to_string(t));
+    fail("internal: autocast class {} is unknown", static_cast<int>(ac));
   }
 
   /// Autocast's casts before a node of dtype `dt`: its inputs in another dtype (an FP32 norm's
@@ -172,9 +186,8 @@ class Builder {
   /// elements cast to BF16, 0.75 x those cast to FP32); its out_shape is the first cast input's.
   /// Returns the node's inputs. Promote-class nodes convert inside their own kernel
   /// (TensorIterator) and get none.
-  std::vector<In> amp_casts(const std::string& name, LayerType t, DType dt, const LayerCost& cost,
+  std::vector<In> amp_casts(const std::string& name, AutocastClass ac, DType dt, const LayerCost& cost,
                             const std::vector<In>& inputs, int block) {
-    const AutocastClass ac = autocast_class(t);
     if (casting_ || ac == AutocastClass::Promote) return inputs;
     double elems = ac == AutocastClass::Lower ? cost.weight_bytes / dtype_bytes(dt) : 0.0;
     // Each input as consumed (its shape given), and which of them are cast.
@@ -216,6 +229,7 @@ class Builder {
   double e_;
   bool adapter_ = false;  ///< adding a LoRA adapter's nodes: trainable, in the settings' dtype
   bool casting_ = false;  ///< adding an autocast cast node (amp_casts): no cast of its own
+  bool fp32_op_ = false;  ///< adding an op of autocast's FP32 list (add_fp32_op)
 };
 
 LayerType norm_type(const ModelSpec& m) {
@@ -279,7 +293,7 @@ class Forward {
       return B_.add(name, P, {n, 1}, shape, {r}, block);
     }
     int half = B_.add(name + ".half", P, {n, 0}, shape, {x}, block);
-    int c = B_.add(name + ".pow", P, {n, 1}, shape, {x}, block);
+    int c = B_.add_fp32_op(name + ".pow", P, {n, 1}, shape, {x}, block);  // torch.pow: FP32 under autocast
     c = B_.add(name + ".mul_c", P, {n, 0}, shape, {c}, block);
     c = B_.add(name + ".add_x", LayerType::Add, {n}, shape, {x, c}, block);
     c = B_.add(name + ".mul_k", P, {n, 0}, shape, {c}, block);
