@@ -92,6 +92,10 @@ inline void add_request_options(CLI::App& app, PredictRequest& req) {
   app.add_option("--headroom", req.headroom,
                  "fraction of device memory kept free when saying whether it fits "
                  "(default 0.10)");
+  app.add_flag("--keep-outputs", req.keep_outputs,
+               "the training loop holds the model's outputs (its logits) until the backward ends, as "
+               "`out = model(**batch); out.loss.backward()` does; Hugging Face's Trainer frees them "
+               "first (memory only; docs/memory.md)");
 }
 
 }  // namespace scaledl::cli

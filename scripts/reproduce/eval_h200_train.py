@@ -12,7 +12,8 @@ Each run is predicted twice: the whole iteration (`--mode train --optimizer adam
 measured iteration (label: mean of the fastest 5 of up to 12 iterations), and the forward-backward
 alone (`--mode fwd-bwd`) against the median of 3 forward-backward passes, so that the optimizer's
 share is checked apart; the peak memory predicted for the iteration against
-torch.cuda.max_memory_allocated. The dtype recipe is what the runs did: `--dtype amp-bf16`
+torch.cuda.max_memory_allocated, with `--keep-outputs`: the harness holds the model's outputs (its
+logits) through the backward (`--no-keep-outputs`: as the Trainer, which frees them). The dtype recipe is what the runs did: `--dtype amp-bf16`
 (autocast over FP32 weights, the Trainer's bf16=True) for full training, `--dtype bf16` for the
 LoRA runs (base weights loaded in BF16); `--full-dtype bf16` predicts the full runs as a model
 loaded in BF16 instead (what `--dtype bf16` assumed before amp-bf16 existed). Nothing here is
@@ -36,6 +37,10 @@ def predict(a, row, mode):
     cmd = [a.scaledl, "predict", os.path.join(ROOT, row["config"]), "--bundle", a.bundle, "--device-spec",
            a.device_spec, "--batch", row["batch"], "--seq", row["seq"], "--dtype", "bf16" if lora else a.full_dtype,
            "--framework", "hf-sdpa", "--mode", mode, "--json"]
+    # The harness (scripts/gpu/gpu_training_kinds.py) runs `out = model(**kw); out.loss.backward()`:
+    # `out` holds the logits through the backward (memory only).
+    if a.keep_outputs:
+        cmd += ["--keep-outputs"]
     if mode == "train":
         cmd += ["--optimizer", "adamw"]
     if lora:
@@ -49,6 +54,8 @@ def predict(a, row, mode):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scaledl", default=os.path.join(ROOT, "build/tools/scaledl"))
+    ap.add_argument("--no-keep-outputs", dest="keep_outputs", action="store_false",
+                    help="predict the peak of a loop that frees the logits before the backward (the Trainer's)")
     ap.add_argument("--bundle", default=os.path.join(ROOT, "models/bundles/default"))
     ap.add_argument("--device-spec", default="h200-sxm")
     ap.add_argument("--full-dtype", default="amp-bf16", help="--dtype of the full-training runs (amp-bf16, bf16)")

@@ -237,3 +237,33 @@ TEST(MemoryEstimate, AFrozenLinearKeepsNoInputForItsBackward) {
   const double down_inputs = static_cast<double>(m.num_layers * batch * seq * m.ffn_dim) * 4;
   EXPECT_LT(lora, full - 0.9 * down_inputs);
 }
+
+TEST(MemoryEstimate, ALoopThatHoldsItsOutputsKeepsTheLogitsThroughTheBackward) {
+  // `out = model(**batch); out.loss.backward()` holds out.logits (the head's output, BF16 under
+  // autocast) to the end; the Trainer frees it with the forward. The peak, at the loss's
+  // backward, is one [tokens, vocab] tensor higher; the logits are the head's, not the loss
+  // cast's FP32 copy.
+  ModelSpec m = gpt2(256, 2);
+  m.vocab_size = 50000;  // the logits dominate the peak
+  const int64_t batch = 4, seq = 256;
+  TrainSettings s;
+  s.batch = batch;
+  s.seq_len = seq;
+  set_dtype_recipe(s, "amp-bf16", "--dtype");
+  const LayerGraph g = build_layer_graph(m, s);
+  MemoryOptions o;
+  const MemoryEstimate freed = estimate_memory(g, o);
+  o.keep_outputs = true;
+  const MemoryEstimate held = estimate_memory(g, o);
+  const double logits = static_cast<double>(batch * seq * m.vocab_size) * 2;  // BF16
+  EXPECT_EQ(freed.peak_at, "head.loss.bwd");
+  EXPECT_NEAR(held.peak - freed.peak, logits, 1024);
+  EXPECT_DOUBLE_EQ(held.base, freed.base);
+  // Inference: the logits are the last output and stay anyway.
+  set_run_mode(s, RunMode::Inference);
+  const LayerGraph inf = build_layer_graph(m, s);
+  o.keep_outputs = false;
+  const double p = estimate_memory(inf, o).peak;
+  o.keep_outputs = true;
+  EXPECT_DOUBLE_EQ(estimate_memory(inf, o).peak, p);
+}

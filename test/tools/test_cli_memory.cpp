@@ -60,6 +60,21 @@ TEST(CliMemory, BadHeadroomIsOneError) {
                    "--headroom=1.5 must be in [0, 1)");
 }
 
+TEST(CliMemory, KeepOutputsHoldsTheLogitsOfOneGpusLoop) {
+  // GPT-2's 50,257-word logits at 8 x 1,024 tokens in BF16 (autocast): 0.82 GB more at the peak.
+  const std::string base = "predict" + kBundle + kSrc +
+                           "/models/gpt2.json --batch 8 --seq 1024 --dtype amp-bf16" + dev("h100-sxm");
+  auto freed = run_cli(base + "--json");
+  auto held = run_cli(base + "--keep-outputs --json");
+  ASSERT_EQ(freed.rc, 0) << freed.out;
+  ASSERT_EQ(held.rc, 0) << held.out;
+  const double d = nlohmann::json::parse(held.out)["memory"]["peak_bytes"].get<double>() -
+                   nlohmann::json::parse(freed.out)["memory"]["peak_bytes"].get<double>();
+  EXPECT_NEAR(d, 8.0 * 1024 * 50257 * 2, 1024);
+  // Megatron-LM's loop (a parallel prediction) holds none: refused, not ignored.
+  expect_one_error(base + "--keep-outputs --gpus 2" + kComm, "--keep-outputs: not with --gpus/--tp/--pp");
+}
+
 TEST(CliMemory, ScaleSkipsSplitsThatDoNotFit) {
   // GPT-2 large on 16 GB T4s: one GPU cannot hold it with AdamW at 16 x 1024 tokens; splits can.
   auto r = run_cli("scale" + kBundle + kSrc + "/models/gpt2-large.json --batch 16 --seq 1024" + dev("t4") +

@@ -47,6 +47,7 @@ class Replay {
         inputs_[ed.dst].push_back({ed.src, ed.bytes});
         ++consumers_[ed.src];
       }
+    if (o.keep_outputs) held_ = logits_node();
   }
 
   MemoryEstimate run() {
@@ -119,7 +120,23 @@ class Replay {
   double persistent_ = 0, cur_ = 0, peak_ = 0, grads_ = 0, credit_ = 0;
   std::string peak_at_;
 
+  int held_ = -1;  ///< the logits the loop holds to the end (MemoryOptions::keep_outputs); -1: none
+
   double rnd(double b) const { return b <= 0 ? 0 : std::ceil(b / round_) * round_; }
+
+  /// The node whose output the model returns as its logits: what the loss reads (the loss's
+  /// autocast cast reads it under autocast); -1 without a loss.
+  int logits_node() const {
+    for (int u = nf_ - 1; u >= 0; --u) {
+      if (g_.nodes[u].type != LayerType::CrossEntropy || inputs_[u].empty()) continue;
+      const int x = inputs_[u][0].src;
+      const auto& c = g_.nodes[x];
+      const bool cast = g_.settings.amp && c.type == LayerType::Pointwise && c.name.size() > 5 &&
+                        c.name.compare(c.name.size() - 5, 5, ".cast") == 0 && !inputs_[x].empty();
+      return cast ? inputs_[x][0].src : x;
+    }
+    return -1;
+  }
 
   void alloc(double b) { cur_ += rnd(b); }
   void release(double b) { cur_ -= rnd(b); }
@@ -259,6 +276,7 @@ class Replay {
       b.refs = consumers_[u];
       for (int k : keep)
         if (k == u) ++b.refs;
+      if (u == held_) ++b.refs;  // the loop's reference, never dropped
       out_[u] = b;
       for (int k : keep)
         if (k != u) ++out_[k].refs;
@@ -440,12 +458,13 @@ std::string memory_verdict(double peak, double hi80, double cap, double headroom
 }
 
 MemoryPrediction predict_memory(const LayerGraph& g, const DeviceRecord& dev, const MemoryCorrection* c,
-                                double headroom) {
+                                double headroom, bool keep_outputs) {
   check_headroom(headroom);
   MemoryPrediction p;
   const std::string kind = memory_device_kind(dev.kind);
   MemoryOptions o;
   o.device_kind = kind;
+  o.keep_outputs = keep_outputs;
   p.analytic = estimate_memory(g, o);
   p.peak_bytes = p.analytic.peak;
   p.method = "analytic estimate";
@@ -454,7 +473,12 @@ MemoryPrediction predict_memory(const LayerGraph& g, const DeviceRecord& dev, co
                            fmt::join(c->device_kinds(), "/"));
   if (c && c->covers(kind)) {
     p.method = "analytic + learned correction";
-    const auto v = c->predict_interval(g, kind);
+    auto v = c->predict_interval(g, kind);
+    if (keep_outputs) {  // the correction learnt loops that free the outputs
+      o.keep_outputs = false;
+      const double r = p.analytic.peak / std::max(1.0, estimate_memory(g, o).peak);
+      for (double& x : v) x *= r;
+    }
     p.peak_bytes = v[0];
     p.lo80 = v[1];
     p.hi80 = v[2];

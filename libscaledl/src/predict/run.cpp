@@ -41,6 +41,9 @@ void PredictRequest::check_parallel() const {
   SCALEDL_CHECK(devices == 1, "give --gpus N (with --tp/--pp) or --devices N, not both");
   SCALEDL_CHECK(anchor.empty(), "--anchor={}: not with --gpus/--tp/--pp (anchor single-device predictions)",
                 anchor);
+  SCALEDL_CHECK(!keep_outputs,
+                "--keep-outputs: not with --gpus/--tp/--pp (a parallel prediction models Megatron-LM's "
+                "loop, which holds no logits)");
 }
 
 DeviceRecord resolve_device(const PredictRequest& o) {
@@ -147,7 +150,7 @@ SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const 
       host_bound_warning(r.p.t_sum_ms, static_cast<double>(g.nodes.size()), r.p.host_ms, dev.kind);
   r.gemm_warning = odd_gemm_warning(g, dev.kind);
   r.iterations = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
-  r.memory = predict_memory(g, dev, b.memory ? &*b.memory : nullptr, o.headroom);
+  r.memory = predict_memory(g, dev, b.memory ? &*b.memory : nullptr, o.headroom, o.keep_outputs);
   r.model = std::move(m);
   r.settings = s;
   r.device = dev;

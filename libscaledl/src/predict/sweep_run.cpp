@@ -241,7 +241,8 @@ std::vector<PredictRow> predict_chunk(const PredictRequest& o, const Bundle& b,
     for (size_t k = 0; k < idx.size(); ++k) {
       if (a) b.apply_anchor(got[k], *a);
       rows[idx[k]].p = std::move(got[k]);
-      rows[idx[k]].memory = predict_memory(graphs[idx[k]], dev, b.memory ? &*b.memory : nullptr, o.headroom);
+      rows[idx[k]].memory =
+          predict_memory(graphs[idx[k]], dev, b.memory ? &*b.memory : nullptr, o.headroom, o.keep_outputs);
     }
   }
   graphs.clear();

@@ -35,6 +35,11 @@ struct MemoryOptions {
   /// mask of 1 byte per element; CPU LibTorch: a scaled noise tensor of the dtype).
   std::string device_kind = "cuda";
   double round_bytes = -1;  ///< allocation granularity; < 0 = the device kind's (cuda 512, cpu 1)
+  /// The training loop holds the model's outputs (its logits) until the backward ends, as
+  /// `out = model(**batch); out.loss.backward()` does (Hugging Face's examples without the
+  /// Trainer, accelerate's). false: they are freed once the loss is computed, as the Trainer
+  /// (which returns the loss alone), Megatron-LM and the zoo do.
+  bool keep_outputs = false;
 };
 
 struct MemoryEstimate {
@@ -159,8 +164,11 @@ struct MemoryPrediction {
   nlohmann::json to_json() const;
 };
 
+/// keep_outputs: MemoryOptions::keep_outputs (a learned correction's figure is scaled by what it
+/// adds to the analytic peak).
 MemoryPrediction predict_memory(const LayerGraph& g, const DeviceRecord& dev,
-                                const MemoryCorrection* correction, double headroom);
+                                const MemoryCorrection* correction, double headroom,
+                                bool keep_outputs = false);
 /// The same verdict for a per-device peak computed elsewhere (parallel splits).
 std::string memory_verdict(double peak, double hi80, double capacity_bytes, double headroom);
 

@@ -56,6 +56,7 @@ struct PredictRequest {
   ParallelConfig par;                  ///< gpus, nodes, tp, pp, ep, microbatches, zero, recompute
   bool par_given = false;              ///< any of those was given: a parallel prediction
   double headroom = 0.10;              ///< fraction of device memory kept free for the fits verdict
+  bool keep_outputs = false;           ///< the loop holds the logits through the backward (MemoryOptions)
   std::optional<double> host_node_us;  ///< the host's cost per graph node, us (none: the bundle's)
   /// The framework launches each iteration as CUDA graphs: no host cost per node (--host-node-us 0,
   /// whatever the bundle's fit or the framework's default says).
