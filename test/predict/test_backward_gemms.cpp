@@ -1,5 +1,6 @@
 // A linear layer's backward in half precision on a GPU: its two GEMMs, each costed by the forward's
-// layer model (LayerPredictor::predict_nodes_detail; docs/predict.md, "Backward GEMMs").
+// layer model (LayerPredictor::predict_nodes_detail; docs/predict.md, "Backward GEMMs"), and a fused
+// framework's RMSNorm costed as the fused norm kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,4 +76,40 @@ TEST(BackwardGemms, AHalfPrecisionLinearBackwardIsItsTwoForwardGemmsOnAGpu) {
       lg.nodes.at(static_cast<size_t>(lg.nodes[static_cast<size_t>(lg.find("decoder.0.ffn.up"))].peer));
   ASSERT_TRUE(up.frozen);
   EXPECT_NEAR(dl[static_cast<size_t>(up.id)].ms, parts(b.layers, up, h200).dx, 1e-12);
+}
+
+TEST(FusedNorms, AFrameworkThatFusesItsKernelsRunsRmsNormAsTheFusedNormKernel) {
+  // Megatron-LM / Transformer Engine: one fused RMSNorm kernel each way, costed by the LayerNorm
+  // model (every row of it a fused kernel); Hugging Face's eager LlamaRMSNorm keeps the RMSNorm
+  // model. The node stays an RMSNorm (its parameters, its memory).
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord h100 = load_device_spec(kSrc + "/models/devices/h100-sxm.json");
+  const ModelSpec m = load_model_config(kSrc + "/models/qwen2-0.5b.json");
+  TrainSettings s;
+  s.batch = 4;
+  s.seq_len = 512;
+  s.dtype = DType::BF16;
+  const LayerGraph eager = build_layer_graph(m, s);
+  apply_framework(s, parse_framework("megatron"));
+  ASSERT_TRUE(s.fused_kernels);
+  const LayerGraph fused = build_layer_graph(m, s);
+  const auto de = b.layers.predict_nodes_detail(eager, h100);
+  const auto df = b.layers.predict_nodes_detail(fused, h100);
+  for (const auto* g : {&eager, &fused}) {
+    const int f = g->find("decoder.0.attn.norm");
+    ASSERT_GE(f, 0);
+    const LayerNode& fwd = g->nodes.at(static_cast<size_t>(f));
+    const LayerNode& bwd = g->nodes.at(static_cast<size_t>(fwd.peer));
+    ASSERT_EQ(fwd.type, LayerType::RMSNorm);
+    const bool is_fused = g == &fused;
+    const LayerType model = is_fused ? LayerType::LayerNorm : LayerType::RMSNorm;
+    const auto& d = is_fused ? df : de;
+    for (const LayerNode* n : {&fwd, &bwd})
+      EXPECT_DOUBLE_EQ(d[static_cast<size_t>(n->id)].ms,
+                       b.layers.predict_ms(model, n->dims, n->dtype, n->dir, h100))
+          << n->name << (is_fused ? " (fused)" : " (eager)");
+  }
+  EXPECT_LT(
+      df[static_cast<size_t>(fused.nodes[static_cast<size_t>(fused.find("decoder.0.attn.norm"))].peer)].ms,
+      de[static_cast<size_t>(eager.nodes[static_cast<size_t>(eager.find("decoder.0.attn.norm"))].peer)].ms);
 }

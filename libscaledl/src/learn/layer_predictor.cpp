@@ -752,6 +752,17 @@ bool backward_as_forward_gemms(LayerType t, Direction dir, DType dtype, const De
          (dtype == DType::BF16 || dtype == DType::FP16 || dtype == DType::FP8);
 }
 
+/// The layer model that costs a node of type t: an RMSNorm of a framework that fuses its kernels
+/// (TrainSettings::fused_kernels: Megatron-LM / Transformer Engine, Apex) is one fused norm kernel,
+/// costed by the LayerNorm model, whose every row is a fused kernel (PyTorch's layer_norm, phi-2's
+/// in Vidur's tables). The RMSNorm model's backward learnt the eager form alone (Hugging Face's
+/// LlamaRMSNorm, our layer benchmark: pow, mean, rsqrt and two products, 7-8x a fused norm's time
+/// on the H200: datasets/h200/training-kinds/kernels.csv, rmsnorm_hf against rmsnorm_fused, which
+/// ran within 10-25 % of layernorm); its half-precision forward is mostly Vidur's fused kernel.
+LayerType costed_as(LayerType t, const TrainSettings& s) {
+  return t == LayerType::RMSNorm && s.fused_kernels ? LayerType::LayerNorm : t;
+}
+
 /// The share of a whole backward that a node runs: 1, or for a frozen weight's node (LoRA) its
 /// cost's backward FLOP over an unfrozen one's.
 double frozen_backward_share(const LayerNode& n) {
@@ -821,8 +832,9 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
       }
       extrapolated = !fb && trained_on(t, Direction::Forward, dtype) == std::optional<bool>(false);
     } else {
-      fb = predict_batch_as(t, dims.data(), uniq.size(), dtype, dir, fdev, ms.data());
-      extrapolated = !fb && trained_on(t, dir, dtype) == std::optional<bool>(false);
+      const LayerType mt = costed_as(t, g.settings);
+      fb = predict_batch_as(mt, dims.data(), uniq.size(), dtype, dir, fdev, ms.data());
+      extrapolated = !fb && trained_on(mt, dir, dtype) == std::optional<bool>(false);
     }
     const bool fused_step = t == LayerType::Optimizer && g.settings.fused_optimizer && dev.kind != "cpu";
     for (size_t i = 0; i < ids.size(); ++i) {
