@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/ir/layer_graph.hpp"
@@ -110,6 +111,34 @@ TEST(Recipes, FrameworksSetTheKernelsTheyFuse) {
               "--framework=\"deepspeed\" is not a framework recipe (hf-eager, hf-sdpa or megatron)");
   }
   EXPECT_THROW(parse_attention_impl("flash2", "--attention"), Error);
+}
+
+TEST(Recipes, AFusedFrameworkRunsTheGatedFfnAsOneKernel) {
+  // Megatron-LM's bias_swiglu fusion (Transformer Engine's swiglu): act(gate) * up is one kernel
+  // reading gate and up, a Mul node with no activation node; eager, SiLU then the product. A fused
+  // gate_up projection (Phi-3) feeds the kernel alone.
+  for (const char* name : {"qwen2-0.5b", "phi3-mini"}) {
+    const ModelSpec m = load_model_config(model_path(name));
+    ASSERT_TRUE(m.gated_ffn) << name;
+    TrainSettings s = settings(2, 64);
+    apply_framework(s, Framework::HfSdpa);
+    const LayerGraph eager = build_layer_graph(m, s);
+    apply_framework(s, Framework::Megatron);
+    const LayerGraph fused = build_layer_graph(m, s);
+    const std::string p = "decoder.0.ffn";
+    EXPECT_EQ(node(eager, p + ".act").type, LayerType::SiLU) << name;
+    EXPECT_LT(fused.find(p + ".act"), 0) << name;
+    EXPECT_EQ(count(fused, LayerType::SiLU), 0) << name;
+    const LayerNode& mul = node(fused, p + ".mul");
+    EXPECT_EQ(mul.type, LayerType::Mul);
+    EXPECT_EQ(mul.dims, node(eager, p + ".mul").dims);
+    std::vector<std::string> reads;
+    for (const auto& e : fused.edges)
+      if (e.dst == mul.id && !e.backward && !e.saved) reads.push_back(fused.nodes[e.src].name);
+    const std::vector<std::string> want = m.fused_gate_up ? std::vector<std::string>{p + ".gate_up"}
+                                                          : std::vector<std::string>{p + ".gate", p + ".up"};
+    EXPECT_EQ(reads, want) << name;
+  }
 }
 
 TEST(Recipes, Fp8RunsTheBlocksLinearLayersInFp8AndTheRestInBf16) {

@@ -302,6 +302,21 @@ class Forward {
     return B_.add(name, LayerType::Mul, {n}, shape, {half, c}, block);
   }
 
+  /// A gated FFN's act(gate) * up, "<name>" the product: the activation's kernels then the
+  /// product, or with fused_kernels (Megatron-LM's bias_swiglu fusion, Transformer Engine's
+  /// swiglu / geglu) one kernel that reads gate and up and writes the product, a Mul node of the
+  /// same elements (a product moves those bytes: 2 reads and 1 write forward, 3 reads and 2 writes
+  /// backward) with no activation node. `up` < 0: gate and up are the two halves of `gate`
+  /// (a fused gate_up projection).
+  int glu(const std::string& name, const std::string& act_name, int gate, int up, int64_t n,
+          const Shape& shape, int block) {
+    if (g_.settings.fused_kernels)
+      return up < 0 ? B_.add(name, LayerType::Mul, {n}, shape, {gate}, block)
+                    : B_.add(name, LayerType::Mul, {n}, shape, {gate, up}, block);
+    const int act = activation(act_name, gate, n, shape, block);
+    return B_.add(name, LayerType::Mul, {n}, shape, {act, up < 0 ? gate : up}, block);
+  }
+
   /// Gemma 2's soft-capping as eager PyTorch runs it: x / cap, tanh, x cap ("<name>_div", "_tanh", "_mul").
   int softcap(const std::string& name, int x, int64_t n, const Shape& shape, int block) {
     const auto P = LayerType::Pointwise;
@@ -444,13 +459,11 @@ class Forward {
     if (m_.gated_ffn && m_.fused_gate_up) {  // Phi-3: gate_up_proj [h, 2f], chunked; the act reads one half
       int gu = B_.add(p + ".gate_up", LayerType::Linear, {t, h, 2 * f, m_.linear_bias}, {b_, s, 2 * f}, {x},
                       block);
-      int act = activation(p + ".act", gu, t * f, fs, block);
-      inner = B_.add(p + ".mul", LayerType::Mul, {t * f}, fs, {act, gu}, block);
+      inner = glu(p + ".mul", p + ".act", gu, -1, t * f, fs, block);
     } else if (m_.gated_ffn) {  // Llama: down(act(gate(x)) * up(x)); T5 v1.1: wo(act(wi_0 x) * wi_1 x)
       int gate = B_.add(p + ".gate", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
       int up = B_.add(p + ".up", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
-      int act = activation(p + ".act", gate, t * f, fs, block);
-      inner = B_.add(p + ".mul", LayerType::Mul, {t * f}, fs, {act, up}, block);
+      inner = glu(p + ".mul", p + ".act", gate, up, t * f, fs, block);
     } else {
       int up = B_.add(p + ".up", LayerType::Linear, {t, h, f, m_.linear_bias}, fs, {x}, block);
       inner = activation(p + ".act", up, t * f, fs, block);
@@ -498,20 +511,18 @@ class Forward {
         int u = B_.add(p + ".expert.up_clamp", P, {n, 1}, es, {gu}, block);
         int sg = B_.add(p + ".expert.act_scale", P, {n, 0}, es, {g}, block);
         sg = B_.add(p + ".expert.act_sigmoid", P, {n, 1}, es, {sg}, block);
-        int glu = B_.add(p + ".expert.act", LayerType::Mul, {n}, es, {g, sg}, block);
+        int gs = B_.add(p + ".expert.act", LayerType::Mul, {n}, es, {g, sg}, block);
         u = B_.add(p + ".expert.up_add", P, {n, 0}, es, {u}, block);
-        a = B_.add(p + ".expert.mul", LayerType::Mul, {n}, es, {glu, u}, block);
+        a = B_.add(p + ".expert.mul", LayerType::Mul, {n}, es, {gs, u}, block);
       } else {
-        int act = activation(p + ".expert.act", gu, n, es, block);
-        a = B_.add(p + ".expert.mul", LayerType::Mul, {n}, es, {act, gu}, block);
+        a = glu(p + ".expert.mul", p + ".expert.act", gu, -1, n, es, block);
       }
     } else if (m_.gated_ffn) {  // Mixtral's experts: w2(act(w1 x) * w3 x)
       int gate = B_.add(p + ".expert.gate", LayerType::BMM, {E, C, h, f}, es, {d}, block);
       B_.own_weight(gate, static_cast<double>(E * h * f));
       int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
       B_.own_weight(up, static_cast<double>(E * h * f));
-      int act = activation(p + ".expert.act", gate, E * C * f, es, block);
-      a = B_.add(p + ".expert.mul", LayerType::Mul, {E * C * f}, es, {act, up}, block);
+      a = glu(p + ".expert.mul", p + ".expert.act", gate, up, E * C * f, es, block);
     } else {
       int up = B_.add(p + ".expert.up", LayerType::BMM, {E, C, h, f}, es, {d}, block);
       B_.own_weight(up, static_cast<double>(E * h * f));
