@@ -37,7 +37,7 @@ done
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --db "$WORK/gpus.sqlite" --out "$OUT" \
-  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --host-term --threads 1 --nthread 1 --seed 0 \
+  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --host-term --threads 1 --nthread 1 --seed 0 --graph-members 3 \
   --reproducible > "$WORK/train.txt"
 if [ "${1:-}" = "--check" ]; then
   # The manifest records the command, whose --out differs: compare it with that path put back.

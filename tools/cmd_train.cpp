@@ -42,6 +42,11 @@ scaledl::cli::Registrar reg(
           ->capture_default_str();
       app.add_option("--epochs", o->b.gnn_train.epochs, "refinement epochs, >= 1")->capture_default_str();
       app.add_option("--seed", o->b.gnn_train.seed, "seed of the refinement")->capture_default_str();
+      app.add_option(
+             "--graph-members", o->b.graph_members,
+             "refinements to train (seeds --seed, +1, ...); predict takes the geometric mean of their "
+             "alpha and beta, 1..16 (docs/predict.md)")
+          ->capture_default_str();
       app.add_option("--comm", o->b.comm,
                      "all-reduce calibration JSON ({bandwidth_Bps, gamma_s} or {allreduce: [...]})");
       app.add_option(
@@ -106,9 +111,10 @@ scaledl::cli::Registrar reg(
           o->b.layers.verbose = true;  // a line per layer kind trained
         }
         o->b.command = fmt::format(
-            "scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}{}{}",
+            "scaledl train --db {} --out {} --encoder {} --epochs {} --seed {}{}{}{}{}{}",
             fmt::join(o->b.dbs, " --db "), o->out, o->b.gnn.encoder, o->b.gnn_train.epochs,
             o->b.gnn_train.seed,
+            o->b.graph_members > 1 ? fmt::format(" --graph-members {}", o->b.graph_members) : "",
             o->b.in_model_dbs.empty()
                 ? ""
                 : fmt::format(" --in-model-db {}", fmt::join(o->b.in_model_dbs, " --in-model-db ")),

@@ -237,6 +237,59 @@ TEST(GraphInference, TrainedModelsMatchLibTorchFromMemoryAndFromTheirFile) {
   }
 }
 
+TEST(GraphInference, AnEnsembleGivesTheGeometricMeanOfItsMembers) {
+  // Members of a bundle's refinement (train --graph-members): each predicts with its own
+  // normalisation and shrinkage; the ensemble's alpha and beta are the geometric means of theirs,
+  // T_pred eq. 2 of them; the out-of-domain fields are the first member's.
+  const Sets s = graph_sets(false);
+  GnnTrainOptions o;
+  o.epochs = 6;
+  o.batch_size = 4;
+  GnnConfig c;
+  std::vector<GnnPrediction> alone;
+  std::vector<GraphInference> ms;
+  for (uint64_t seed : {1, 2, 3}) {
+    o.seed = seed;
+    const GraphPredictor p = GraphPredictor::train(s.fit, c, o);
+    const std::string path = ::testing::TempDir() + "/member_" + std::to_string(seed) + ".safetensors";
+    p.save(path, {});
+    ms.push_back(GraphInference::load(path));
+    alone.push_back(ms.back().predict(s.predict));
+  }
+  GraphInference e = ms[0];
+  e.add_member(ms[1], "member 2");
+  e.add_member(ms[2], "member 3");
+  EXPECT_EQ(e.members(), 3u);
+  EXPECT_EQ(ms[0].members(), 1u);  // copies: the first member alone is unchanged
+  expect_same(alone[0], ms[0].predict(s.predict), "the first member alone");
+  const GnnPrediction got = e.predict(s.predict);
+  bool differ = false;
+  for (size_t i = 0; i < s.predict.size(); ++i) {
+    const double a = std::cbrt(alone[0].alpha[i] * alone[1].alpha[i] * alone[2].alpha[i]);
+    const double b = std::cbrt(alone[0].beta[i] * alone[1].beta[i] * alone[2].beta[i]);
+    EXPECT_NEAR(got.alpha[i], a, 1e-9 * a) << i;
+    EXPECT_NEAR(got.beta[i], b, 1e-9 * b) << i;
+    EXPECT_NEAR(got.t_pred_ms[i], a * s.predict[i].t_sum_ms + b * s.predict[i].t_comm_ms,
+                1e-9 * got.t_pred_ms[i]);
+    EXPECT_EQ(got.ood_distance[i], alone[0].ood_distance[i]);
+    EXPECT_EQ(got.ood_column[i], alone[0].ood_column[i]);
+    differ = differ || std::fabs(alone[1].alpha[i] / alone[0].alpha[i] - 1) > 1e-4;
+  }
+  EXPECT_TRUE(differ) << "the seeds gave the same model: the test would not see the mean";
+  // A member of another configuration, or an ensemble as a member: refused.
+  GnnConfig other = c;
+  other.hidden = 16;
+  o.seed = 4;
+  const std::string path = ::testing::TempDir() + "/member_other.safetensors";
+  GraphPredictor::train(s.fit, other, o).save(path, {});
+  EXPECT_NE(error_of([&] {
+              e.add_member(GraphInference::load(path), "m.safetensors");
+            }).find("m.safetensors: config "),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { ms[1].add_member(e, "e"); }), "e: an ensemble member is itself an ensemble");
+  EXPECT_EQ(e.members(), 3u);
+}
+
 TEST(GraphInference, ShippedDefaultModelOnRealLayerGraphs) {
   const std::string path = std::string(SCALEDL_SOURCE_DIR) + "/models/bundles/default/graph.safetensors";
   const GraphPredictor p = GraphPredictor::load(path);

@@ -250,3 +250,38 @@ TEST_F(CliBundle, InModelBundleTrainsTheRefinementOnCrossFittedLayerTimes) {
                    "--crossfit-folds=1 must be >= 2");
   EXPECT_FALSE(fs::exists(dir_ + "/im1"));
 }
+
+TEST_F(CliBundle, GraphMembersAreAveragedAndEachIsChecked) {
+  // --graph-members 2: the refinement of --seed and of the next seed, both files checksummed; the
+  // prediction is the geometric mean of their alphas, so it differs from the one-member bundle's
+  // (whose refinement is the first member).
+  const std::string two = dir_ + "/two";
+  auto r = run_cli("train --quiet" + kStores + " --out " + two + " --epochs 20 --graph-members 2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto m = nlohmann::json::parse(std::ifstream(two + "/manifest.json"));
+  ASSERT_EQ(m["graph"]["members"].size(), 1u);
+  EXPECT_EQ(m["graph"]["members"][0]["file"], "graph-1.safetensors");
+  EXPECT_EQ(m["graph"]["members"][0]["seed"], 1);
+  EXPECT_TRUE(m["files"].contains("graph-1.safetensors"));
+  EXPECT_NE(m["command"].get<std::string>().find("--graph-members 2"), std::string::npos);
+  auto one = run_cli(predict(dir_ + "/b"));
+  auto ens = run_cli(predict(two));
+  ASSERT_EQ(one.rc, 0) << one.out;
+  ASSERT_EQ(ens.rc, 0) << ens.out;
+  const double a1 = nlohmann::json::parse(one.out)["alpha"].get<double>();
+  const double a2 = nlohmann::json::parse(ens.out)["alpha"].get<double>();
+  EXPECT_GT(std::abs(a2 / a1 - 1), 1e-6) << a1 << " " << a2;
+  // A member missing, or a manifest naming a file it does not checksum: one error line each.
+  const std::string missing = dir_ + "/two-missing";
+  scaledl::remove_tree(missing);
+  fs::copy(two, missing, fs::copy_options::recursive);
+  fs::remove(missing + "/graph-1.safetensors");
+  expect_one_error(predict(missing), "file graph-1.safetensors is missing");
+  auto bad = m;
+  bad["graph"]["members"][0]["file"] = "graph-9.safetensors";
+  std::ofstream(missing + "/manifest.json") << bad.dump();
+  expect_one_error(predict(missing),
+                   "graph.members[0].file=\"graph-9.safetensors\" names graph-9.safetensors");
+  expect_one_error("train --quiet" + kStores + " --out " + dir_ + "/never --graph-members 0",
+                   "--graph-members=0 must be in [1, 16]");
+}

@@ -291,7 +291,53 @@ GnnPrediction GraphInference::predict(const std::vector<GraphFeatures>& graphs) 
   return predict(ptrs);
 }
 
-GnnPrediction GraphInference::predict(const std::vector<const GraphFeatures*>& graphs) const {
+void GraphInference::add_member(GraphInference m, const std::string& ctx) {
+  SCALEDL_CHECK(impl_ && m.impl_, "{}: an ensemble member is not trained or loaded", ctx);
+  SCALEDL_CHECK(m.more_.empty(), "{}: an ensemble member is itself an ensemble", ctx);
+  SCALEDL_CHECK(m.cfg_.to_json() == cfg_.to_json(), "{}: config {} differs from the first member's {}", ctx,
+                m.cfg_.to_json().dump(), cfg_.to_json().dump());
+  more_.push_back(std::move(m));
+}
+
+GnnPrediction GraphInference::predict(const std::vector<const GraphFeatures*>& graphs0) const {
+  if (more_.empty()) return predict_one(graphs0);
+  // The members share the config, so each graph is compressed once for all of them.
+  std::vector<GraphFeatures> small;
+  small.reserve(graphs0.size());
+  std::vector<const GraphFeatures*> graphs;
+  for (const GraphFeatures* g : graphs0) {
+    if (g->node_weight.empty()) {
+      small.push_back(compress_graph(*g, cfg_.layers));
+      graphs.push_back(&small.back());
+    } else {
+      graphs.push_back(g);
+    }
+  }
+  GnnPrediction out = predict_one(graphs);
+  // The geometric mean of the members' alpha and beta (their log's mean), each member finished as
+  // it would be alone; T_pred from them (eq. 2).
+  const double k = static_cast<double>(members());
+  std::vector<double> la(out.alpha.size()), lb(out.beta.size());
+  for (size_t i = 0; i < la.size(); ++i) {
+    la[i] = std::log(out.alpha[i]);
+    lb[i] = out.beta[i] > 0 ? std::log(out.beta[i]) : 0.0;
+  }
+  for (const GraphInference& m : more_) {
+    const GnnPrediction p = m.predict_one(graphs);
+    for (size_t i = 0; i < la.size(); ++i) {
+      la[i] += std::log(p.alpha[i]);
+      lb[i] += p.beta[i] > 0 ? std::log(p.beta[i]) : 0.0;
+    }
+  }
+  for (size_t i = 0; i < la.size(); ++i) {
+    out.alpha[i] = std::exp(la[i] / k);
+    out.beta[i] = out.beta[i] > 0 ? std::exp(lb[i] / k) : 0.0;
+    out.t_pred_ms[i] = out.alpha[i] * graphs[i]->t_sum_ms + out.beta[i] * graphs[i]->t_comm_ms;
+  }
+  return out;
+}
+
+GnnPrediction GraphInference::predict_one(const std::vector<const GraphFeatures*>& graphs) const {
   SCALEDL_CHECK(impl_, "predict: the graph model is not trained or loaded");
   const size_t F = node_feature_names().size(), Fe = edge_feature_names().size(),
                Fz = global_feature_names().size();
@@ -335,8 +381,9 @@ GnnPrediction GraphInference::predict(const std::vector<const GraphFeatures*>& g
       out.t_pred_ms.push_back(t_pred);
     }
   }
-  finish_gnn_prediction(cfg_, alpha_from_forward_part(), graphs, out,
-                        [this](const std::vector<const GraphFeatures*>& parts) { return predict(parts); });
+  finish_gnn_prediction(
+      cfg_, alpha_from_forward_part(), graphs, out,
+      [this](const std::vector<const GraphFeatures*>& parts) { return predict_one(parts); });
   return out;
 }
 

@@ -79,6 +79,15 @@ class Field {
       out.emplace_back(*it, *file_, child(it.key()), it.key());
     return out;
   }
+  /// The elements of an array, at most `most`.
+  std::vector<Field> elements(size_t most) const {
+    if (!v_->is_array()) bad("is not an array");
+    if (v_->size() > most) bad(fmt::format("has more than {} elements", most));
+    std::vector<Field> out;
+    for (size_t i = 0; i < v_->size(); ++i)
+      out.emplace_back((*v_)[i], *file_, fmt::format("{}[{}]", key_, i));
+    return out;
+  }
   /// Element i of an array of exactly n elements.
   Field item(size_t i, size_t n, const std::string& what) const {
     if (!v_->is_array() || v_->size() != n) bad("is not " + what);
@@ -194,6 +203,7 @@ std::vector<std::pair<std::string, std::string>> checksummed_files(const Field& 
 struct BundlePaths {
   fs::path layers_dir;
   std::optional<fs::path> graph_file, graph_device_out_file, comm_file, memory_file;
+  std::vector<fs::path> graph_members;  ///< graph.members[].file: the refinement's other members
 };
 
 /// The model paths, and the interval models the manifest holds (into `b`).
@@ -203,6 +213,9 @@ BundlePaths model_paths(const Field& m, const fs::path& root, const std::string&
   p.layers_dir = bundle_path(m.at("layers").at("dir"), root, listed, /*folder=*/true);
   if (const std::optional<Field> g = m.find("graph")) {
     p.graph_file = bundle_path(g->at("file"), root, listed, false);
+    if (const std::optional<Field> ms = g->find("members"))
+      for (const Field& mf : ms->elements(15))
+        p.graph_members.push_back(bundle_path(mf.at("file"), root, listed, false));
     if (const std::optional<Field> iv = g->find("intervals"))
       b.intervals = IntervalModel::from_json(iv->json(), mpath + ": graph.intervals");
   }
@@ -296,6 +309,7 @@ Bundle load_bundle(const std::string& dir) {
 
   b.layers = LayerPredictor::load(p.layers_dir.string());
   if (p.graph_file) b.graph = GraphInference::load(p.graph_file->string());
+  for (const fs::path& f : p.graph_members) b.graph->add_member(GraphInference::load(f.string()), f.string());
   if (p.graph_device_out_file) b.graph_device_out = GraphInference::load(p.graph_device_out_file->string());
   if (p.comm_file) b.comm = load_comm_model(p.comm_file->string());
   if (p.memory_file)

@@ -94,6 +94,10 @@ void train_layer_models(const BundleTrainOptions& o, TrainInputs& in) {
   in.samples = samples_from_measurements(in.data.rows, in.data.devices);
   for (const auto& smp : in.samples) ++in.layer_row_devices[smp.device];
   SCALEDL_CHECK(!o.device_crossfit || o.graph, "--device-crossfit trains a refinement: drop --no-graph");
+  SCALEDL_CHECK(o.graph_members >= 1 && o.graph_members <= 16, "--graph-members={} must be in [1, 16]",
+                o.graph_members);
+  SCALEDL_CHECK(o.graph_members == 1 || o.graph, "--graph-members={} trains refinements: drop --no-graph",
+                o.graph_members);
   SCALEDL_CHECK(!o.device_crossfit || in.layer_row_devices.size() >= 3,
                 "--device-crossfit needs layer rows of >= 3 devices (the stores have {})",
                 in.layer_row_devices.size());
@@ -330,6 +334,19 @@ void train_graph_models(const BundleTrainOptions& o, const TrainInputs& in, cons
   if (iv.valid()) g["intervals"] = iv.to_json();
   if (o.folds > 0) g["cv"] = graph_cv(o, in.graphs);
   gp.save((tmp / kGraphFile).string(), {{"bundle", true}});
+  // The other members: the same runs and options, the next seeds.
+  for (int64_t k = 1; k < o.graph_members; ++k) {
+    say(o, fmt::format("refinement member {} of {}", k + 1, o.graph_members));
+    GnnTrainOptions mo = to;
+    mo.seed = o.gnn_train.seed + static_cast<uint64_t>(k);
+    GnnTrainReport mr;
+    const GraphPredictor m = GraphPredictor::train(in.graphs, o.gnn, mo, &mr);
+    const std::string file = fmt::format("graph-{}.safetensors", k);
+    m.save((tmp / file).string(), {{"bundle", true}});
+    nlohmann::json mj = mr.to_json();
+    if (o.reproducible) mj.erase("seconds");
+    g["members"].push_back({{"file", file}, {"seed", mo.seed}, {"report", mj}});
+  }
   manifest["graph"] = g;
 }
 

@@ -115,6 +115,16 @@ class GraphInference {
   /// GraphPredictor::alpha_from_forward_part of this model.
   bool alpha_from_forward_part() const;
 
+  /// Makes this model an ensemble with `m` (a model of the same configuration trained with
+  /// another seed, e.g. a bundle's graph members): predict() then gives the geometric mean of
+  /// the members' alpha and of their beta, each member with its own normalisation and
+  /// out-of-domain shrinkage; the out-of-domain distance, its column and the forward part's
+  /// flag stay this model's. Throws naming `ctx` when `m`'s configuration differs or `m` is
+  /// itself an ensemble.
+  void add_member(GraphInference m, const std::string& ctx);
+  /// Models averaged by predict(): 1 + those added.
+  size_t members() const { return 1 + more_.size(); }
+
   /// GraphPredictor::predict: graphs without node_weight are compressed first
   /// (compress_graph, cfg.layers rounds); then the forward pass of each graph, the
   /// out-of-domain shrinkage and the alpha of the forward part.
@@ -124,10 +134,13 @@ class GraphInference {
  private:
   friend class GraphPredictor;  // load() hands it the metadata it read
   struct Impl;
+  /// This model alone (no members).
+  GnnPrediction predict_one(const std::vector<const GraphFeatures*>& graphs) const;
   GnnConfig cfg_;
   Normalizer norm_;
   nlohmann::json meta_;
   std::shared_ptr<const Impl> impl_;
+  std::vector<GraphInference> more_;  ///< add_member's models
 };
 
 }  // namespace scaledl

@@ -11,6 +11,9 @@
 //   BUNDLE/layers/              LayerPredictor::save (XGBoost JSON per type)
 //   BUNDLE/graph.safetensors    GraphPredictor::save (absent: no refinement); read
 //                               without LibTorch (GraphInference::load)
+//   BUNDLE/graph-<k>.safetensors the refinement's other members (train --graph-members K,
+//                               k = 1 .. K-1; manifest graph.members): predict averages
+//                               them with graph.safetensors (GraphInference::add_member)
 //   BUNDLE/graph-device-out.safetensors
 //                               the device-out refinement (train --device-crossfit):
 //                               trained on layer times from models that never saw
@@ -70,9 +73,13 @@ struct BundleTrainOptions {
   bool graph = true;          ///< train the refinement (needs model runs)
   GnnConfig gnn;              ///< refinement architecture
   GnnTrainOptions gnn_train;  ///< refinement training
-  std::string comm;           ///< all-reduce calibration JSON ("" = none)
-  int64_t folds = 0;          ///< > 0: k-fold CV of the refinement, reported in the manifest
-  double max_cv = 0.10;       ///< usable_model_label: also "unstable" runs with iter CV <= this
+  /// Refinements trained, seeds gnn_train.seed, +1, ...: predict averages them (the geometric
+  /// mean of their alpha and beta; GraphInference::add_member), which steadies what a retrain
+  /// with another seed would change. The intervals are calibrated for the first. >= 1.
+  int64_t graph_members = 1;
+  std::string comm;         ///< all-reduce calibration JSON ("" = none)
+  int64_t folds = 0;        ///< > 0: k-fold CV of the refinement, reported in the manifest
+  double max_cv = 0.10;     ///< usable_model_label: also "unstable" runs with iter CV <= this
   double layer_max_cv = 0;  ///< load_training_data: also "unstable" layer rows with CV <= this (0 = ok only)
   std::string command;      ///< the command line, recorded in the manifest
   /// Leave the creation time, training duration and build commit out of the
