@@ -7,6 +7,7 @@
 #   - datasets/h200/neusight-ops: NeuSight's operator microbenchmarks timed on our H200
 #   - datasets/gpus/{aiconfigurator,kernelbench,vidur,deepbench}: public operator timings of
 #     30 GPU types (docs/gpu-data.md), keyed to the spec sheets of models/devices
+#   - datasets/h200/training-kinds: our H200's timings of training's kernels (import training-kinds)
 # Layer models: XGBoost with the transfer columns (tiling, waves, device-relative)
 # and the FP32 lanes per SM, without h^dev columns, so that a GPU known only by its
 # spec sheet is predicted from its roofline and shape-on-device features; kernel
@@ -34,6 +35,9 @@ rm -f "$WORK/gpus.sqlite" "$WORK/gpus.sqlite-wal" "$WORK/gpus.sqlite-shm"
 for s in ${GPU_SOURCES:-aiconfigurator kernelbench vidur deepbench}; do
   "$BIN" import "$s" --root "datasets/gpus/$s" --db "$WORK/gpus.sqlite" >> "$WORK/import.txt"
 done
+# Our H200's timings of training's kernels (BF16 norms, GELU, dropout, add, embedding, loss, SDPA
+# forward and backward, forward GEMMs in BF16 and FP8): docs/gpu-data.md.
+"$BIN" import training-kinds --root datasets/h200/training-kinds --db "$WORK/gpus.sqlite" >> "$WORK/import.txt"
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --db "$WORK/gpus.sqlite" --out "$OUT" \

@@ -1,6 +1,6 @@
-// scaledl import aiconfigurator | kernelbench | vidur | deepbench: public GPU operator
-// timings of many GPU types into a store, each row keyed to a spec sheet of
-// models/devices (docs/gpu-data.md). The logic is the library's (scaledl/gpudata/gpudata.hpp).
+// scaledl import aiconfigurator | kernelbench | vidur | deepbench | training-kinds: public GPU
+// operator timings of many GPU types (and our own, training-kinds) into a store, each row keyed to a spec
+// sheet of models/devices (docs/gpu-data.md). The logic is the library's (scaledl/gpudata/gpudata.hpp).
 #include <iostream>
 #include <memory>
 
@@ -54,5 +54,10 @@ scaledl::cli::Registrar reg_vidur =
 scaledl::cli::Registrar reg_db =
     gpu_import("deepbench", "Import DeepBench's GEMM and all-reduce timings of older GPUs (Apache-2.0)",
                scaledl::import_deepbench);
+scaledl::cli::Registrar reg_tk = gpu_import(
+    "training-kinds",
+    "Import our own GPU timings of training's kernels (scripts/gpu/gpu_training_kinds.py's folder: BF16 "
+    "norms, GELU, dropout, add, embedding, loss, SDPA forward and backward, forward GEMMs in BF16 and FP8)",
+    scaledl::import_training_kinds);
 
 }  // namespace

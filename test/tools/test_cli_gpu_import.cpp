@@ -72,6 +72,15 @@ TEST(CliGpuImport, BadInputsAreOneErrorLineAndLeaveTheStoreAsItWas) {
       "import deepbench --root " + root_of("deepbench") + " --db " + db + " --devices /nonexistent",
       "/nonexistent");
   expect_one_error(import_cmd("kernelbench", "/nonexistent/kb", db), "/nonexistent/kb");
+  expect_one_error(import_cmd("training-kinds", "/nonexistent/tk", db),
+                   "--root=/nonexistent/tk: not a directory");
+  {  // our H200's folder imports through the same command
+    CliResult r = run_cli(import_cmd("training-kinds", kSrc + "/datasets/h200/training-kinds",
+                                     fresh_store_path("gpu-import-tk.sqlite")) +
+                          " --json");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("per_device").at("spec:NVIDIA H200"), 768);
+  }
 
   // A copy whose GEMM table has a time that is not a number: file:line and the value.
   const std::string bad = testing::TempDir() + "/deepbench-bad";

@@ -28,7 +28,8 @@ namespace scaledl {
 
 /// Where a table came from, stored with every row imported from it.
 struct Provenance {
-  std::string source;      ///< importer: "aiconfigurator" | "kernelbench" | "vidur" | "deepbench"
+  std::string
+      source;  ///< importer: "aiconfigurator" | "kernelbench" | "vidur" | "deepbench" | "training-kinds"
   std::string repository;  ///< "ai-dynamo/aiconfigurator"
   std::string commit;      ///< commit of the source data
   std::string license;     ///< "Apache-2.0", "MIT"
@@ -142,5 +143,9 @@ GpuImportSummary import_aiconfigurator(const GpuImportOptions& opt, Store& store
 GpuImportSummary import_kernelbench(const GpuImportOptions& opt, Store& store);
 GpuImportSummary import_vidur(const GpuImportOptions& opt, Store& store);
 GpuImportSummary import_deepbench(const GpuImportOptions& opt, Store& store);
+/// Our own measurements of training's kernels on a lent GPU (scripts/gpu/gpu_training_kinds.py's
+/// kernels.csv, attention.csv and gemm.csv, e.g. datasets/h200/training-kinds): the folder
+/// holds them directly.
+GpuImportSummary import_training_kinds(const GpuImportOptions& opt, Store& store);
 
 }  // namespace scaledl
