@@ -261,7 +261,10 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   ASSERT_EQ(j["points"].size(), 4u);  // 1, 2, 4, 8 GPUs
-  EXPECT_DOUBLE_EQ(j["points"][0]["speedup"].get<double>(), 1.0);
+  // One GPU against one GPU's unsplit prediction: 1, or below 1 where the batch has to be split into
+  // micro-batches to fit (here: 32 x 512 does not fit an A100-40GB in one)
+  EXPECT_LE(j["points"][0]["speedup"].get<double>(), 1.0 + 1e-9);
+  EXPECT_GT(j["points"][0]["speedup"].get<double>(), 0.8);
   for (const auto& p : j["points"]) {
     EXPECT_EQ(p["gpus"].get<int64_t>(),
               p["tp"].get<int64_t>() * p["pp"].get<int64_t>() * p["dp"].get<int64_t>());
@@ -272,7 +275,12 @@ TEST(CliParallel, ScalePrintsAndPlotsASpeedupCurve) {
   // A point predicted faster than linear is raised to exactly linear and says so.
   for (const auto& p : j["points"])
     if (p["linear_bound"].get<bool>()) EXPECT_NEAR(p["efficiency"].get<double>(), 1.0, 1e-9);
-  EXPECT_EQ(j["best_for_target"], 1);  // every count meets a loose target: one GPU is the cheapest
+  // every count meets a loose target: the cheapest count is the answer
+  int64_t cheapest = 0;
+  double least = 1e300;
+  for (const auto& p : j["points"])
+    if (p["cost"].get<double>() < least) least = p["cost"].get<double>(), cheapest = p["gpus"].get<int64_t>();
+  EXPECT_EQ(j["best_for_target"], cheapest);
   EXPECT_TRUE(fs::exists(dir / "plot" / "scale.png"));
   EXPECT_TRUE(fs::exists(dir / "plot" / "scale.svg"));
   expect_one_error(base + "--gpus 0..8", "--gpus=\"0..8\"");

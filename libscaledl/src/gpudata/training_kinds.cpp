@@ -15,6 +15,9 @@
 //                    cross_entropy_fp32     -> cross_entropy [tokens, V] (the `hidden` column is
 //                                              the vocabulary; the logits' FP32 cast included,
 //                                              as Hugging Face's loss does it)
+//                  a backward is kept where the forward + backward call took 3x its GPU's
+//                  fastest such call in kernels.csv or more (nearer, it waits on Python's autograd, not on
+//                  kernels: the row keeps its forward alone);
 //                  skipped: rmsnorm_fused (a fused RMSNorm is costed by the layernorm model,
 //                  layer_predictor.cpp costed_as), swiglu_4h (silu(gate) * up: two layer types)
 //   attention.csv  scaled_dot_product_attention forward and forward+backward per backend: the
@@ -30,8 +33,10 @@
 // A row whose status is not ok is skipped under its status; a GPU without a spec sheet, a time
 // that is not positive (a backward at or below zero: the difference of two noisy times) or
 // faster than the spec's peak is refused (implausible_layer_row).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -101,7 +106,39 @@ double optional_number(const Table& t, size_t r, int c) {
   return c < 0 || t.recs[r][c].empty() ? NAN : t.number(r, c);
 }
 
-void read_kernels(const Table& t, const Provenance& prov, GpuImport& imp) {
+/// The harness's floor of a forward + backward call on a GPU: its fastest one in kernels.csv (a residual
+/// add's, whose backward launches nothing: Python's autograd.grad, about 0.06 ms on the H200).
+/// A backward is kept where its call took kKeptBackward times that or more; nearer the floor the
+/// call waits on Python rather than on kernels (a LayerNorm of 4,096 x 1,024: 0.105 ms for a 0.013 ms
+/// forward), and the row keeps its forward alone.
+constexpr double kKeptBackward = 3.0;
+/// Per GPU (as the file names it).
+std::map<std::string, double> fwdbwd_floors(const Table& t) {
+  const int c_gpu = t.need("gpu"), c_st = t.need("status"), c_fb = t.need("fwdbwd_ms");
+  std::map<std::string, double> floor;
+  for (size_t r = 1; r < t.recs.size(); ++r)
+    if (t.recs[r][c_st] == "ok") {
+      const double fb = t.number(r, c_fb);
+      const auto [it, added] = floor.emplace(t.recs[r][c_gpu], fb);
+      if (!added) it->second = std::min(it->second, fb);
+    }
+  return floor;
+}
+using Floors = std::map<std::string, double>;
+
+/// The floor of `gpu`'s calls; 0 (every backward kept) for a GPU kernels.csv does not time.
+double floor_of(const Floors& f, const std::string& gpu) {
+  const auto it = f.find(gpu);
+  return it == f.end() ? 0.0 : it->second;
+}
+
+/// The backward of a row whose forward + backward call took `fwdbwd` ms, or NaN (forward alone)
+/// near the harness's floor.
+double kept_backward(double fwd, double fwdbwd, double floor) {
+  return fwdbwd >= kKeptBackward * floor ? fwdbwd - fwd : NAN;
+}
+
+void read_kernels(const Table& t, const Floors& floors, const Provenance& prov, GpuImport& imp) {
   std::set<std::string> seen;  // an elementwise op's [t, h] and [t', h'] with t h = t' h' are one row
   const int c_gpu = t.need("gpu"), c_op = t.need("op"), c_dt = t.need("dtype"), c_t = t.need("tokens"),
             c_h = t.need("hidden"), c_st = t.need("status"), c_f = t.need("fwd_ms"),
@@ -156,7 +193,8 @@ void read_kernels(const Table& t, const Provenance& prov, GpuImport& imp) {
     const DeviceRecord* dev = device_of(imp, t, r, c_gpu);
     if (!dev) continue;
     m.fwd = stats(fwd, optional_number(t, r, c_cv));
-    m.bwd = stats(fwdbwd - fwd, NAN);
+    if (const double b = kept_backward(fwd, fwdbwd, floor_of(floors, t.recs[r][c_gpu])); !std::isnan(b))
+      m.bwd = stats(b, NAN);
     const std::string key = dev->key() + " " + layer_key(m.type, m.dims, m.dtype);
     if (seen.count(key)) {
       imp.skip(fmt::format("{}: the elements of an earlier row's shape (the first is kept)", op));
@@ -166,7 +204,7 @@ void read_kernels(const Table& t, const Provenance& prov, GpuImport& imp) {
   }
 }
 
-void read_attention(const Table& t, const Provenance& prov, GpuImport& imp) {
+void read_attention(const Table& t, const Floors& floors, const Provenance& prov, GpuImport& imp) {
   const int c_gpu = t.need("gpu"), c_be = t.need("backend"), c_dt = t.need("dtype"), c_b = t.need("batch"),
             c_h = t.need("heads"), c_kv = t.need("kv_heads"), c_s = t.need("seq"), c_d = t.need("head_dim"),
             c_c = t.need("causal"), c_st = t.need("status"), c_f = t.need("fwd_ms"),
@@ -194,7 +232,8 @@ void read_attention(const Table& t, const Provenance& prov, GpuImport& imp) {
     const DeviceRecord* dev = device_of(imp, t, r, c_gpu);
     if (!dev) continue;
     m.fwd = stats(fwd, optional_number(t, r, c_cv));
-    m.bwd = stats(fwdbwd - fwd, NAN);
+    if (const double b = kept_backward(fwd, fwdbwd, floor_of(floors, t.recs[r][c_gpu])); !std::isnan(b))
+      m.bwd = stats(b, NAN);
     imp.add_layer(std::move(m), *dev, prov);
   }
 }
@@ -242,10 +281,14 @@ GpuImportSummary import_training_kinds(const GpuImportOptions& opt, Store& store
   SCALEDL_CHECK(fs::is_directory(root), "--root={}: not a directory", opt.root);
   const std::string fw = framework_of(root);
   bool any = false;
+  // The forward + backward calls' floor, from kernels.csv (attention.csv's calls are all far above
+  // it); without kernels.csv no backward is dropped.
+  Floors floors;
   if (fs::exists(root / "kernels.csv")) {
     const Table t((root / "kernels.csv").string());
     ++imp.summary().files;
-    read_kernels(t,
+    floors = fwdbwd_floors(t);
+    read_kernels(t, floors,
                  provenance(fw,
                             "one op's forward, and forward + backward (backward = the difference), "
                             "CUDA events around back-to-back calls, median of 5 samples"),
@@ -255,7 +298,7 @@ GpuImportSummary import_training_kinds(const GpuImportOptions& opt, Store& store
   if (fs::exists(root / "attention.csv")) {
     const Table t((root / "attention.csv").string());
     ++imp.summary().files;
-    read_attention(t,
+    read_attention(t, floors,
                    provenance(fw,
                               "scaled_dot_product_attention, SDPA's own backend, forward and forward + "
                               "backward, CUDA events, median of 5 samples"),
