@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "gpudata_test_util.hpp"
 #include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/gpudata/gpudata.hpp"
@@ -22,10 +23,7 @@ const std::string kData = kSrc + "/datasets/h200/training-kinds";
 const std::string kH200 = "spec:NVIDIA H200";
 
 GpuImportOptions options(const std::string& root) {
-  GpuImportOptions o;
-  o.root = root;
-  o.devices_dir = kSrc + "/models/devices";
-  return o;
+  return test::gpu_import_options(root);
 }
 
 std::string temp_copy(const std::string& name) {
@@ -41,10 +39,7 @@ void append(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::app) << text;
 }
 
-size_t count_of(const std::map<std::string, size_t>& m, const std::string& key) {
-  const auto it = m.find(key);
-  return it == m.end() ? 0 : it->second;
-}
+using test::count_of;
 
 TEST(TrainingKindsImport, CommittedH200RowsMapOntoOurLayerTypes) {
   Store store(test::fresh_store_path("tk_copy.db"));

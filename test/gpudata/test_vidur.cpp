@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "gpudata_test_util.hpp"
 #include "scaledl/core/fs_util.hpp"
 #include "scaledl/core/json_util.hpp"
 #include "scaledl/gpudata/gpudata.hpp"
@@ -26,10 +27,7 @@ const std::string kCopyReason =
     "of h100_pairwise_nvlink)";
 
 GpuImportOptions options(const std::string& root) {
-  GpuImportOptions o;
-  o.root = root;
-  o.devices_dir = kSrc + "/models/devices";
-  return o;
+  return test::gpu_import_options(root);
 }
 
 /// A copy of the committed data in a fresh temporary folder.
@@ -45,10 +43,7 @@ void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-size_t count_of(const std::map<std::string, size_t>& m, const std::string& key) {
-  const auto it = m.find(key);
-  return it == m.end() ? 0 : it->second;
-}
+using test::count_of;
 
 TEST(VidurImport, CommittedCopyCountsPerGpuAndKind) {
   Store store(test::fresh_store_path("vidur_copy.db"));

@@ -79,7 +79,7 @@ TEST(CliGpuImport, BadInputsAreOneErrorLineAndLeaveTheStoreAsItWas) {
                                      fresh_store_path("gpu-import-tk.sqlite")) +
                           " --json");
     ASSERT_EQ(r.rc, 0) << r.out;
-    EXPECT_EQ(nlohmann::json::parse(r.out).at("per_device").at("spec:NVIDIA H200"), 768);
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("per_device").at("spec:NVIDIA H200"), 771);
   }
 
   // A copy whose GEMM table has a time that is not a number: file:line and the value.

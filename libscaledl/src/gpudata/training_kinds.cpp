@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -101,6 +102,15 @@ const DeviceRecord* device_of(GpuImport& imp, const Table& t, size_t r, int c_gp
   return dev;
 }
 
+/// Counts row r and says whether it is measured (status ok); skips it under its status otherwise.
+bool measured_row(const Table& t, size_t r, int c_st, GpuImport& imp) {
+  ++imp.summary().rows;
+  const std::string& st = t.recs[r][c_st];
+  if (st == "ok") return true;
+  imp.skip("status " + st);
+  return false;
+}
+
 /// The optional number of column c (empty: NaN).
 double optional_number(const Table& t, size_t r, int c) {
   return c < 0 || t.recs[r][c].empty() ? NAN : t.number(r, c);
@@ -144,13 +154,8 @@ void read_kernels(const Table& t, const Floors& floors, const Provenance& prov, 
             c_h = t.need("hidden"), c_st = t.need("status"), c_f = t.need("fwd_ms"),
             c_fb = t.need("fwdbwd_ms"), c_cv = t.col("fwd_cv");
   for (size_t r = 1; r < t.recs.size(); ++r) {
-    ++imp.summary().rows;
+    if (!measured_row(t, r, c_st, imp)) continue;
     const std::string& op = t.recs[r][c_op];
-    const std::string& st = t.recs[r][c_st];
-    if (st != "ok") {
-      imp.skip("status " + st);
-      continue;
-    }
     const DType dt = parse_dtype(t.recs[r][c_dt], t.where(r) + ": dtype");
     const int64_t tokens = t.count(r, c_t), h = t.count(r, c_h);
     const double fwd = t.number(r, c_f), fwdbwd = t.number(r, c_fb);
@@ -210,13 +215,8 @@ void read_attention(const Table& t, const Floors& floors, const Provenance& prov
             c_c = t.need("causal"), c_st = t.need("status"), c_f = t.need("fwd_ms"),
             c_fb = t.need("fwdbwd_ms"), c_cv = t.col("fwd_cv");
   for (size_t r = 1; r < t.recs.size(); ++r) {
-    ++imp.summary().rows;
+    if (!measured_row(t, r, c_st, imp)) continue;
     const std::string& be = t.recs[r][c_be];
-    const std::string& st = t.recs[r][c_st];
-    if (st != "ok") {
-      imp.skip("status " + st);
-      continue;
-    }
     if (be != "default") {
       imp.skip(fmt::format("attention backend {} (forced; SDPA's own choice is imported)", be));
       continue;
@@ -243,12 +243,8 @@ void read_gemm(const Table& t, const Provenance& prov, GpuImport& imp) {
             c_lay = t.need("layout"), c_m = t.need("m"), c_n = t.need("n"), c_k = t.need("k"),
             c_st = t.need("status"), c_ms = t.need("median_ms"), c_cv = t.col("cv");
   for (size_t r = 1; r < t.recs.size(); ++r) {
-    ++imp.summary().rows;
-    const std::string &st = t.recs[r][c_st], &var = t.recs[r][c_var], &lay = t.recs[r][c_lay];
-    if (st != "ok") {
-      imp.skip("status " + st);
-      continue;
-    }
+    if (!measured_row(t, r, c_st, imp)) continue;
+    const std::string &var = t.recs[r][c_var], &lay = t.recs[r][c_lay];
     const DType dt = parse_dtype(t.recs[r][c_dt], t.where(r) + ": dtype");
     if (lay != "NT") {
       imp.skip(fmt::format("GEMM layout {} (a linear's backward is costed as forward GEMMs)", lay));
@@ -281,40 +277,39 @@ GpuImportSummary import_training_kinds(const GpuImportOptions& opt, Store& store
   SCALEDL_CHECK(fs::is_directory(root), "--root={}: not a directory", opt.root);
   const std::string fw = framework_of(root);
   bool any = false;
+  // Each file that is there, read by `fn`.
+  auto read = [&](const char* name, const std::function<void(const Table&)>& fn) {
+    if (!fs::exists(root / name)) return;
+    const Table t((root / name).string());
+    ++imp.summary().files;
+    fn(t);
+    any = true;
+  };
   // The forward + backward calls' floor, from kernels.csv (attention.csv's calls are all far above
   // it); without kernels.csv no backward is dropped.
   Floors floors;
-  if (fs::exists(root / "kernels.csv")) {
-    const Table t((root / "kernels.csv").string());
-    ++imp.summary().files;
+  read("kernels.csv", [&](const Table& t) {
     floors = fwdbwd_floors(t);
     read_kernels(t, floors,
                  provenance(fw,
-                            "one op's forward, and forward + backward (backward = the difference), "
-                            "CUDA events around back-to-back calls, median of 5 samples"),
+                            "one op's forward, and forward + backward (backward = the difference), CUDA "
+                            "events around back-to-back calls, median of 5 samples"),
                  imp);
-    any = true;
-  }
-  if (fs::exists(root / "attention.csv")) {
-    const Table t((root / "attention.csv").string());
-    ++imp.summary().files;
+  });
+  read("attention.csv", [&](const Table& t) {
     read_attention(t, floors,
                    provenance(fw,
                               "scaled_dot_product_attention, SDPA's own backend, forward and forward + "
                               "backward, CUDA events, median of 5 samples"),
                    imp);
-    any = true;
-  }
-  if (fs::exists(root / "gemm.csv")) {
-    const Table t((root / "gemm.csv").string());
-    ++imp.summary().files;
+  });
+  read("gemm.csv", [&](const Table& t) {
     read_gemm(t,
               provenance(fw,
-                         "torch.matmul y = x W^T (NT; FP8: torch._scaled_mm with the activation's "
-                         "amax, scale and cast), CUDA events around back-to-back calls, median"),
+                         "torch.matmul y = x W^T (NT; FP8: torch._scaled_mm with the activation's amax, "
+                         "scale and cast), CUDA events around back-to-back calls, median"),
               imp);
-    any = true;
-  }
+  });
   SCALEDL_CHECK(any, "--root={}: none of kernels.csv, attention.csv, gemm.csv is there", opt.root);
   return imp.write(store);
 }
