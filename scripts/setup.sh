@@ -62,4 +62,16 @@ echo "setup: built $BUILD_DIR/tools/scaledl"
 if cmake --build "$BUILD_DIR" --target help 2>/dev/null | grep -q scaledl_python; then
   cmake --build "$BUILD_DIR" -j "$JOBS" --target scaledl_python
   echo "setup: built the Python module in $BUILD_DIR/python (docs/python.md)"
+  # `python3 -c "import scaledl"` without PYTHONPATH: a .pth file in the user site-packages of each
+  # python3 here that can load the module (as `pip install -e` would; remove the file to undo).
+  mod_dir=$(cd "$BUILD_DIR/python" && pwd)
+  for py in python3 /usr/bin/python3; do
+    command -v "$py" > /dev/null || continue
+    site=$("$py" -c 'import site; print(site.getusersitepackages() if site.ENABLE_USER_SITE else "")' 2>/dev/null) || continue
+    [ -n "$site" ] || continue
+    if PYTHONPATH="$mod_dir" "$py" -c "import scaledl" 2> /dev/null && mkdir -p "$site" 2> /dev/null &&
+        echo "$mod_dir" > "$site/scaledl-build.pth" 2> /dev/null; then
+      echo "setup: $py imports scaledl from $mod_dir ($site/scaledl-build.pth)"
+    fi
+  done
 fi
