@@ -2,7 +2,9 @@
 # The main job on a fresh machine: install + build the `scaledl` tool only
 # (scripts/setup.sh; the tests are built by scripts/test.sh), then
 # pretrain the predictor (one bundle) on the committed H100 campaign and predict
-# the epoch time of BERT-base on that GPU. Outputs go to out/ (ignored by git).
+# the epoch time of BERT-base on that GPU, plan what to benchmark next, predict GPUs from
+# their spec sheets with the shipped bundle, and (step 6) train the CPU bundle and predict on
+# this machine's CPU from its probe record. Outputs go to out/ (ignored by git).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -22,3 +24,8 @@ $B predict --bundle models/bundles/default models/gpt2-large.json --batch 4 --se
 echo "== 5. which GPU to rent: the same job on every spec sheet shipped (models/devices), with the memory verdict"
 $B predict --bundle models/bundles/default models/gpt2-large.json --batch 4 --seq 1024 --mode fwd-bwd \
     --sweep device_spec=models/devices | cut -d, -f1-3,12-14,24-
+echo "== 6. this machine's CPU: the CPU bundle from every committed CPU campaign (about 2 min), this CPU's"
+echo "   probe record, and a prediction that takes models/bundles/cpu by default (no --bundle)"
+[ -d models/bundles/cpu ] || scripts/build_cpu_bundle.sh
+$B probe --device cpu --json > out/this-cpu.json
+$B predict models/gpt2.json --batch 8 --seq 128 --device-spec out/this-cpu.json
