@@ -1,9 +1,12 @@
 // scaledl predict MODEL.json: per-iteration and per-epoch training time of a
 // model config on a device (ScaleDL Algorithm 1; see predict.hpp). The options
 // fill a PredictRequest; what they do is the library's (predict_api.hpp).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -14,11 +17,29 @@
 #include "pipeline_args.hpp"
 #include "predict_args.hpp"
 #include "scaledl/core/error.hpp"
+#include "scaledl/core/json_util.hpp"
 #include "scaledl/io/device_library.hpp"
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/predict_api.hpp"
+#include "sibling.hpp"
 
 namespace {
+
+/// A file under the system's temporary folder holding `text`, removed when this goes.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& text)
+      : path((std::filesystem::temp_directory_path() / fmt::format("scaledl-cpu-probe-{}.json", ::getpid()))
+                 .string()) {
+    scaledl::write_text_file_atomic(path, text);
+  }
+  ~TempFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+};
 
 struct PredictOptions {
   scaledl::cli::ModelArgs args;  ///< model config and training settings (into req.args)
@@ -98,6 +119,18 @@ int run(PredictOptions& o) {
   const auto t_start = std::chrono::steady_clock::now();
   o.req.args = o.args;
   o.req.device_spec = find_device_spec(o.req.device_spec);  // a shipped sheet's name, or a file
+  // `--device cpu` without a store: this CPU, probed now by scaledl-full (LibTorch's matmul and
+  // copy, a few seconds), its record in a temporary file removed on return.
+  std::unique_ptr<TempFile> probed;
+  if (o.req.device == "cpu" && o.req.db.empty() && o.req.device_spec.empty()) {
+    std::cerr
+        << "device       this CPU, probed now (`scaledl probe --device cpu --json > cpu.json` once, then "
+           "--device-spec cpu.json, skips it)\n";
+    probed = std::make_unique<TempFile>(
+        cli::run_sibling("scaledl-full", {"scaledl", "probe", "--device", "cpu", "--json"}));
+    o.req.device_spec = probed->path;
+    o.req.device.clear();
+  }
   const PredictRequest& req = o.req;
   req.check_inputs();
   SCALEDL_CHECK(!req.many() || !o.input.given(),

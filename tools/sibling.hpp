@@ -15,4 +15,9 @@ std::vector<std::string> this_process_args();
 /// usage lines still say `scaledl`); throws naming the tool and how to build it if it cannot run.
 [[noreturn]] void exec_sibling(const std::string& tool, std::vector<std::string> args);
 
+/// Runs `tool` from this binary's directory with `args` (argv[0] first) and returns what it wrote
+/// to stdout; its stderr passes through. Throws naming the tool when it cannot run, and with its
+/// own last error line when it exits non-zero.
+std::string run_sibling(const std::string& tool, std::vector<std::string> args);
+
 }  // namespace scaledl::cli

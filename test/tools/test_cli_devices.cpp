@@ -67,3 +67,20 @@ TEST(CliDevices, WithoutABundlePredictTakesTheShippedOneOfTheDevicesKind) {
   ASSERT_EQ(named.rc, 0) << named.out;
   EXPECT_EQ(named.out.find("\nvendor "), std::string::npos) << named.out;
 }
+
+TEST(CliDevices, DeviceCpuAloneIsThisCpuProbedNow) {
+  // `--device cpu` without a store: scaledl-full probes this CPU (a few seconds) and the prediction
+  // is for its record, as with --device-spec of a saved probe; the temporary record is removed.
+  const CliResult r =
+      run_cli("predict " + kSrc + "/models/gpt2.json --batch 2 --seq 64 --device cpu --bundle " + kSrc +
+              "/models/bundles/default --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("device       this CPU, probed now"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["device"].get<std::string>().rfind("cpu:", 0), 0u) << j["device"];
+  EXPECT_GT(j["t_iter_ms"].get<double>(), 0);
+  // A CPU key of a store is still the store's: without --db, one error line.
+  expect_one_error("predict " + kSrc + "/models/gpt2.json --device cpu:unknown --bundle " + kSrc +
+                       "/models/bundles/default",
+                   "--device=cpu:unknown: describe this CPU first");
+}
