@@ -29,29 +29,39 @@ std::vector<std::string> this_process_args() {
   return args;
 }
 
-void exec_sibling(const std::string& tool, std::vector<std::string> args) {
+namespace {
+
+/// `tool` in this binary's directory.
+std::string sibling_path(const std::string& tool) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   SCALEDL_CHECK(!ec, "cannot find this program's path (/proc/self/exe): {}", ec.message());
-  const std::string path = (self.parent_path() / tool).string();
+  return (self.parent_path() / tool).string();
+}
+
+/// execv's argument vector over `args` (which must outlive it).
+std::vector<char*> argv_of(std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  return argv;
+}
+
+}  // namespace
+
+void exec_sibling(const std::string& tool, std::vector<std::string> args) {
+  const std::string path = sibling_path(tool);
+  std::vector<char*> argv = argv_of(args);
   ::execv(path.c_str(), argv.data());
   fail("cannot run {}: {} (it is built with scaledl: cmake --build BUILD --target {})", path,
        std::strerror(errno), tool);
 }
 
 std::string run_sibling(const std::string& tool, std::vector<std::string> args) {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  SCALEDL_CHECK(!ec, "cannot find this program's path (/proc/self/exe): {}", ec.message());
-  const std::string path = (self.parent_path() / tool).string();
+  const std::string path = sibling_path(tool);
   int out[2];
   SCALEDL_CHECK(::pipe(out) == 0, "cannot run {}: pipe: {}", path, std::strerror(errno));
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = argv_of(args);
   const pid_t pid = ::fork();
   SCALEDL_CHECK(pid >= 0, "cannot run {}: fork: {}", path, std::strerror(errno));
   if (pid == 0) {  // the child: stdout into the pipe
@@ -59,6 +69,7 @@ std::string run_sibling(const std::string& tool, std::vector<std::string> args) 
     ::close(out[0]);
     ::close(out[1]);
     ::execv(path.c_str(), argv.data());
+    // exec_sibling's words, without an allocation in the forked child
     std::fprintf(
         stderr,
         "scaledl: error: cannot run %s: %s (it is built with scaledl: cmake --build BUILD --target %s)\n",
