@@ -149,6 +149,16 @@ GpuImport::GpuImport(std::string source, const GpuImportOptions& opt)
   sum_.source = source_;
 }
 
+const DeviceRecord* GpuImport::device_or_refuse(const std::string& name) {
+  if (name.empty()) {
+    refuse("no GPU name");
+    return nullptr;
+  }
+  const DeviceRecord* dev = device(name);
+  if (!dev) refuse(no_spec_sheet(name));
+  return dev;
+}
+
 bool GpuImport::add_layer(LayerMeasurement m, const DeviceRecord& dev, const Provenance& prov) {
   validate_dims(m.type, m.dims);
   if (m.campaign.empty()) m.campaign = opt_.campaign;

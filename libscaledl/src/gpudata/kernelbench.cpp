@@ -415,15 +415,8 @@ GpuImportSummary import_kernelbench(const GpuImportOptions& opt, Store& store) {
       continue;
     }
     const std::string& gpu = f[c_gpu];
-    if (gpu.empty()) {
-      imp.refuse("no GPU name");
-      continue;
-    }
-    const DeviceRecord* dev = imp.device(gpu);
-    if (!dev) {
-      imp.refuse(GpuImport::no_spec_sheet(gpu));
-      continue;
-    }
+    const DeviceRecord* dev = imp.device_or_refuse(gpu);
+    if (!dev) continue;
     if (!std::isnan(sd) && !(sd >= 0)) {
       imp.refuse("eager_std_ms negative");
       continue;

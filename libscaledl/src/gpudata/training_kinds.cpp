@@ -90,18 +90,6 @@ TimingStats stats(double ms, double cv) {
   return t;
 }
 
-/// The device of a row, or nullptr after refusing it.
-const DeviceRecord* device_of(GpuImport& imp, const Table& t, size_t r, int c_gpu) {
-  const std::string& gpu = t.recs[r][c_gpu];
-  if (gpu.empty()) {
-    imp.refuse("no GPU name");
-    return nullptr;
-  }
-  const DeviceRecord* dev = imp.device(gpu);
-  if (!dev) imp.refuse(GpuImport::no_spec_sheet(gpu));
-  return dev;
-}
-
 /// Counts row r and says whether it is measured (status ok); skips it under its status otherwise.
 bool measured_row(const Table& t, size_t r, int c_st, GpuImport& imp) {
   ++imp.summary().rows;
@@ -123,9 +111,10 @@ double optional_number(const Table& t, size_t r, int c) {
 /// forward), and the row keeps its forward alone.
 constexpr double kKeptBackward = 3.0;
 /// Per GPU (as the file names it).
-std::map<std::string, double> fwdbwd_floors(const Table& t) {
+using Floors = std::map<std::string, double>;
+Floors fwdbwd_floors(const Table& t) {
   const int c_gpu = t.need("gpu"), c_st = t.need("status"), c_fb = t.need("fwdbwd_ms");
-  std::map<std::string, double> floor;
+  Floors floor;
   for (size_t r = 1; r < t.recs.size(); ++r)
     if (t.recs[r][c_st] == "ok") {
       const double fb = t.number(r, c_fb);
@@ -134,7 +123,6 @@ std::map<std::string, double> fwdbwd_floors(const Table& t) {
     }
   return floor;
 }
-using Floors = std::map<std::string, double>;
 
 /// The floor of `gpu`'s calls; 0 (every backward kept) for a GPU kernels.csv does not time.
 double floor_of(const Floors& f, const std::string& gpu) {
@@ -195,7 +183,7 @@ void read_kernels(const Table& t, const Floors& floors, const Provenance& prov, 
       imp.skip(op);
       continue;
     }
-    const DeviceRecord* dev = device_of(imp, t, r, c_gpu);
+    const DeviceRecord* dev = imp.device_or_refuse(t.recs[r][c_gpu]);
     if (!dev) continue;
     m.fwd = stats(fwd, optional_number(t, r, c_cv));
     if (const double b = kept_backward(fwd, fwdbwd, floor_of(floors, t.recs[r][c_gpu])); !std::isnan(b))
@@ -229,7 +217,7 @@ void read_attention(const Table& t, const Floors& floors, const Provenance& prov
     m.dtype = parse_dtype(t.recs[r][c_dt], t.where(r) + ": dtype");
     m.dims = {t.count(r, c_b), t.count(r, c_h), t.count(r, c_kv), s, s, d, d, causal == "1" ? 1 : 0};
     const double fwd = t.number(r, c_f), fwdbwd = t.number(r, c_fb);
-    const DeviceRecord* dev = device_of(imp, t, r, c_gpu);
+    const DeviceRecord* dev = imp.device_or_refuse(t.recs[r][c_gpu]);
     if (!dev) continue;
     m.fwd = stats(fwd, optional_number(t, r, c_cv));
     if (const double b = kept_backward(fwd, fwdbwd, floor_of(floors, t.recs[r][c_gpu])); !std::isnan(b))
@@ -260,7 +248,7 @@ void read_gemm(const Table& t, const Provenance& prov, GpuImport& imp) {
     m.dtype = dt;
     m.dims = {t.count(r, c_m), t.count(r, c_k), t.count(r, c_n), 0};
     const double ms = t.number(r, c_ms);
-    const DeviceRecord* dev = device_of(imp, t, r, c_gpu);
+    const DeviceRecord* dev = imp.device_or_refuse(t.recs[r][c_gpu]);
     if (!dev) continue;
     m.fwd = stats(ms, optional_number(t, r, c_cv));
     imp.add_layer(std::move(m), *dev, prov);

@@ -103,6 +103,9 @@ class GpuImport {
   /// The spec record of a GPU as the data names it, or nullptr (the caller then refuses its
   /// rows with no_spec_sheet(name)).
   const DeviceRecord* device(const std::string& name_in_data) const { return catalog_.find(name_in_data); }
+  /// device(), refusing the row when there is none: "no GPU name" for an empty name, else
+  /// no_spec_sheet(name).
+  const DeviceRecord* device_or_refuse(const std::string& name_in_data);
   /// Adds a layer row of `dev` measured under `prov` (m.device, m.source and m.campaign are set
   /// here; m.campaign when empty). Checks it; returns false (and counts the reason) when refused.
   bool add_layer(LayerMeasurement m, const DeviceRecord& dev, const Provenance& prov);
