@@ -131,8 +131,8 @@ class Replay {
       if (g_.nodes[u].type != LayerType::CrossEntropy || inputs_[u].empty()) continue;
       const int x = inputs_[u][0].src;
       const auto& c = g_.nodes[x];
-      const bool cast = g_.settings.amp && c.type == LayerType::Pointwise && c.name.size() > 5 &&
-                        c.name.compare(c.name.size() - 5, 5, ".cast") == 0 && !inputs_[x].empty();
+      // the loss's own autocast cast is "<loss>.cast" (layer_graph.cpp, amp_casts)
+      const bool cast = g_.settings.amp && c.name == g_.nodes[u].name + ".cast" && !inputs_[x].empty();
       return cast ? inputs_[x][0].src : x;
     }
     return -1;
