@@ -82,7 +82,7 @@ inline void add_request_options(CLI::App& app, PredictRequest& req) {
                  "the host's cost per graph node of your framework, microseconds: "
                  "each iteration (each pipeline slot with --gpus) takes at least nodes "
                  "x this (0 = none; default: the bundle's fit for a probed device, else "
-                 "Megatron-LM's 70 us with --framework megatron, else none; docs/parallel.md)");
+                 "Megatron-LM's 73 us with --framework megatron, else none; docs/parallel.md)");
   app.add_flag("--cuda-graphs", req.cuda_graphs,
                "the framework launches each iteration as CUDA graphs (NeMo, Megatron-Core with "
                "--enable-cuda-graph): no host cost per node");

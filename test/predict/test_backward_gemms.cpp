@@ -113,3 +113,34 @@ TEST(FusedNorms, AFrameworkThatFusesItsKernelsRunsRmsNormAsTheFusedNormKernel) {
       df[static_cast<size_t>(fused.nodes[static_cast<size_t>(fused.find("decoder.0.attn.norm"))].peer)].ms,
       de[static_cast<size_t>(eager.nodes[static_cast<size_t>(eager.find("decoder.0.attn.norm"))].peer)].ms);
 }
+
+TEST(FusedSoftmax, AFusedSoftmaxBackwardIsItsForwardTimesItsBytes) {
+  // Megatron-LM's scaled-masked-softmax (fused_kernels, with the eager attention core): the backward
+  // reads y and dy and writes dx, 1.5x the forward's bytes, at the forward model's rate. PyTorch's
+  // eager softmax keeps the backward's own model, on a GPU and on a CPU alike.
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
+  const ModelSpec m = load_model_config(kSrc + "/models/gpt2.json");
+  TrainSettings s;
+  s.batch = 4;
+  s.seq_len = 1024;
+  s.dtype = DType::FP16;
+  const LayerGraph eager = build_layer_graph(m, s);
+  s.fused_kernels = true;
+  const LayerGraph fused = build_layer_graph(m, s);
+  for (const auto* g : {&eager, &fused}) {
+    const int f = g->find("decoder.0.attn.softmax");
+    ASSERT_GE(f, 0);
+    const LayerNode& fwd = g->nodes.at(static_cast<size_t>(f));
+    const LayerNode& bwd = g->nodes.at(static_cast<size_t>(fwd.peer));
+    ASSERT_EQ(bwd.dir, Direction::Backward);
+    const auto d = b.layers.predict_nodes_detail(*g, a100);
+    const double own =
+        b.layers.predict_ms(LayerType::Softmax, bwd.dims, bwd.dtype, Direction::Backward, a100);
+    const double by_bytes =
+        1.5 * b.layers.predict_ms(LayerType::Softmax, fwd.dims, fwd.dtype, Direction::Forward, a100);
+    EXPECT_GT(std::abs(own / by_bytes - 1), 0.05)
+        << "the two costings must differ for this check to mean anything";
+    EXPECT_NEAR(d[static_cast<size_t>(bwd.id)].ms, g == &fused ? by_bytes : own, 1e-9 * own);
+  }
+}

@@ -204,6 +204,15 @@ TEST(ParallelPrediction, AHostTermBoundsEverySlotFromBelow) {
   EXPECT_NEAR(host.t_iter_ms, (4 * more + fewer) * d + gpu.t_dp_ms + gpu.t_opt_ms, 1e-6);
   EXPECT_NEAR(gpu.iter_ms(d), host.t_iter_ms, 1e-6);
   EXPECT_TRUE(host.to_json().at("host_bound").get<bool>());
+  // The host's phases: the forward graph's nodes, its share of the TP all-reduces (2 of the 6 per
+  // layer with recomputation) and its pipeline send, before the backward's.
+  double fwd_graph_nodes = 0;
+  for (const LayerNode& n : g.nodes) fwd_graph_nodes += n.dir == Direction::Forward ? 1 : 0;
+  EXPECT_DOUBLE_EQ(gpu.fwd_nodes, fwd_graph_nodes + double(gpu.plan.tp_allreduces) / 3 + 1);
+  const HostRun phases = gpu.host_run("", 0);
+  EXPECT_DOUBLE_EQ(phases.phases.nodes_total(), gpu.slot_nodes);
+  EXPECT_NEAR(phases.phases.gpu_total(), all, 1e-9);
+  EXPECT_NEAR(phases.phases.gpu_ms[0], gpu.t_fwd_ms + gpu.t_tp_ms / 3 + gpu.t_p2p_ms / 2, 1e-9);
   // A host faster than the GPU changes nothing.
   c.host_node_ms = d / 4;
   const ParallelPrediction fast = predict_parallel(b, m, settings(8), c, a100, nvlink, nvlink);

@@ -336,6 +336,46 @@ TEST_F(PropertySweep, TheParallelPathKeepsTheBoundsOnTheGrid) {
   EXPECT_EQ(checked, 2 * 4 * 24);
 }
 
+// With a host term the composition's slots are its host phases' (HostPhases): the anchor's factor
+// k makes the one-GPU composition, its compute scaled by k, meet what `predict` gives, also where
+// the host sets the forward and the GPU the backward.
+TEST_F(PropertySweep, TheAnchorMeetsOneGpuWhereTheHostSetsAPhaseOfTheSlot) {
+  const double d = kMegatronHostNodeMs;
+  bundle_->host_node_ms_given = d;
+  CommModel comm;
+  comm.bandwidth_Bps = 2.27e11;
+  comm.gamma_s = 5.6e-6;
+  const ModelSpec m = load_model_config(kSrc + "/models/gpt2.json");
+  int partly = 0;
+  for (int64_t b : {1, 4, 16, 64}) {
+    SCOPED_TRACE(b);
+    TrainSettings s;
+    s.batch = b;
+    s.seq_len = 512;
+    ParallelConfig c1;
+    c1.host_node_ms = d;
+    const double single = one(m, s).t_iter_ms;
+    const ParallelPrediction p1 =
+        predict_parallel_anchored(*bundle_, m, s, c1, *dev_, ClusterComm::uniform(comm));
+    EXPECT_NEAR(p1.t_iter_ms / single, 1.0, 1e-6);
+    ParallelConfig c2 = c1;
+    c2.gpus = 2;
+    const ParallelPrediction p2 =
+        predict_parallel_anchored(*bundle_, m, s, c2, *dev_, ClusterComm::uniform(comm));
+    EXPECT_GE(p2.t_iter_ms, single * (1 - 1e-6));
+    const ParallelPrediction raw1 = predict_parallel(*bundle_, m, s, c1, *dev_, CommModel{}, CommModel{});
+    partly += raw1.host_bound && raw1.t_host_ms < raw1.t_slot_ms ? 1 : 0;
+    HostRun h = raw1.host_run("", 0), host_alone = h;
+    host_alone.predicted_ms = host_alone.rest_ms = 0;
+    if (host_alone.composed_ms(d) >= single) continue;  // the host alone exceeds T_1: k scales it all
+    h.predicted_ms *= p2.anchor_factor;
+    h.rest_ms = p2.anchor_factor * raw1.t_opt_ms;
+    EXPECT_NEAR(h.composed_ms(d) / single, 1.0, 1e-9);
+  }
+  EXPECT_GE(partly, 1) << "no size where the host sets one phase and the GPU the other";
+  bundle_->host_node_ms_given.reset();
+}
+
 // ---- the host term (docs/unseen-gpu.md, "The host's cost per node") ----------
 
 TEST(HostTerm, FitRecoversTheCostPerNodeOfHostBoundRuns) {
@@ -359,6 +399,30 @@ TEST(HostTerm, FitRecoversTheCostPerNodeOfHostBoundRuns) {
   EXPECT_TRUE(fit_host_node_ms(runs).empty());
   runs[3].measured_ms = NAN;
   EXPECT_NE(error_of([&] { fit_host_node_ms(runs); }).find("measured_ms=nan"), std::string::npos);
+}
+
+TEST(HostTerm, AHostBoundForwardIsNotHiddenByAGpuBoundBackward) {
+  // 100 forward nodes in 1 ms of kernels, 100 backward nodes in 10 ms, 50 us per node: the host
+  // needs 5 ms for the forward, so the GPU idles 4 ms there, and the backward is the GPU's 10 ms.
+  HostPhases p;
+  p.add(Direction::Forward, 1.0, 100);
+  p.add(Direction::Backward, 10.0, 100);
+  EXPECT_DOUBLE_EQ(p.slot_ms(0.05), 5.0 + 10.0);
+  EXPECT_GT(p.slot_ms(0.05), std::max(11.0, 200 * 0.05));  // more than max(all kernels, all nodes x d)
+  // Scaled slots split as the phases do; either side setting every phase gives the plain max.
+  EXPECT_DOUBLE_EQ(p.slot_ms(22.0, 400, 0.05), 10.0 + 20.0);
+  EXPECT_DOUBLE_EQ(p.slot_ms(0.001), 11.0);
+  EXPECT_DOUBLE_EQ(p.slot_ms(1.0), 200.0);
+  EXPECT_DOUBLE_EQ(p.slot_ms(0), 11.0);
+  EXPECT_DOUBLE_EQ(HostPhases{}.slot_ms(11.0, 200, 0.05), 11.0);  // no phases: max(gpu, nodes x d)
+  EXPECT_DOUBLE_EQ(HostPhases{}.slot_ms(1.0, 200, 0.05), 10.0);
+  // A run composes its slots from them; without phases it is max(GPU, nodes x d) as before.
+  HostRun r;
+  r.nodes = 200, r.predicted_ms = 11.0, r.slots = 4, r.rest_ms = 2.0;
+  EXPECT_DOUBLE_EQ(r.composed_ms(0.05), 4 * 11.0 + 2.0);
+  r.phases = p;
+  EXPECT_DOUBLE_EQ(r.composed_ms(0.05), 4 * 15.0 + 2.0);
+  EXPECT_DOUBLE_EQ(r.longest_stage(0.05).slot_ms, 15.0);
 }
 
 TEST(HostTerm, FitRecoversTheCostPerNodeOfPipelinedRuns) {

@@ -54,9 +54,7 @@ std::vector<const GraphFeatures*> Evaluation::with_host_term(const EvalSplit& sp
   std::map<std::string, double> d;
   if (o.host_term) {
     std::vector<HostRun> hr;
-    for (size_t i : sp.train)
-      hr.push_back({res.runs[i].device, static_cast<double>(G[i]->num_nodes),
-                    G[i]->t_sum_ms + G[i]->t_comm_ms, res.runs[i].target_ms});
+    for (size_t i : sp.train) hr.push_back(graph_host_run(*G[i], res.runs[i].device, res.runs[i].target_ms));
     d = fit_host_node_ms(hr, devices);
   }
   for (size_t i = 0; i < G.size(); ++i) {

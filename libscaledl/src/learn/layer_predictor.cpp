@@ -763,6 +763,17 @@ LayerType costed_as(LayerType t, const TrainSettings& s) {
   return t == LayerType::RMSNorm && s.fused_kernels ? LayerType::LayerNorm : t;
 }
 
+/// Whether a softmax's backward is costed as its forward's prediction times the ratio of their
+/// bytes (y and dy read, dx written: 1.5x the forward's x read and y written) rather than by the
+/// backward's layer model: a framework that fuses its kernels (Megatron-LM's scaled-masked-softmax,
+/// one bandwidth-bound pass each way) on a GPU. The backward's model learnt PyTorch's eager
+/// softmax_backward alone, from our H100's rows (datasets/h100: 1.7-2.6x its forward at 10^8-10^9
+/// elements). Not measured here for the fused kernel; on vTrain's Megatron-LM runs it moved the
+/// shipped path from 10.9 to 10.7 % (docs/parallel.md).
+bool fused_softmax_backward(LayerType t, Direction dir, const TrainSettings& s, const DeviceRecord& dev) {
+  return t == LayerType::Softmax && dir == Direction::Backward && s.fused_kernels && dev.kind != "cpu";
+}
+
 /// The share of a whole backward that a node runs: 1, or for a frozen weight's node (LoRA) its
 /// cost's backward FLOP over an unfrozen one's.
 double frozen_backward_share(const LayerNode& n) {
@@ -829,6 +840,13 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
                                                dtype_bytes(dtype) / (bw * 1e9) * 1e3
                                          : 0.0;
         ms[r] = dgrad_ms[r] + wgrad_ms[r] + bias_ms;
+      }
+      extrapolated = !fb && trained_on(t, Direction::Forward, dtype) == std::optional<bool>(false);
+    } else if (fused_softmax_backward(t, dir, g.settings, dev)) {
+      fb = predict_batch_as(t, dims.data(), uniq.size(), dtype, Direction::Forward, fdev, ms.data());
+      for (size_t r = 0; r < uniq.size(); ++r) {
+        const LayerCost c = layer_cost(t, {dims[2 * r], dims[2 * r + 1]}, dtype);
+        ms[r] *= traffic_bytes(c, Direction::Backward) / traffic_bytes(c, Direction::Forward);
       }
       extrapolated = !fb && trained_on(t, Direction::Forward, dtype) == std::optional<bool>(false);
     } else {

@@ -142,8 +142,7 @@ void fit_host_term(const BundleTrainOptions& o, TrainInputs& in) {
   if (!o.host_term) return;
   std::vector<HostRun> hr;
   for (size_t i = 0; i < in.graphs.size(); ++i)
-    hr.push_back({in.runs[i].run.device, static_cast<double>(in.graphs[i].num_nodes),
-                  in.graphs[i].t_sum_ms + in.graphs[i].t_comm_ms, in.graphs[i].target_ms});
+    hr.push_back(graph_host_run(in.graphs[i], in.runs[i].run.device, in.graphs[i].target_ms));
   in.host = fit_host_node_ms(hr, in.data.devices);
   for (size_t i = 0; i < in.graphs.size(); ++i) {
     auto it = in.host.find(in.runs[i].run.device);

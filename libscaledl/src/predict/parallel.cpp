@@ -54,9 +54,10 @@ void compose_totals(ParallelPrediction& r) {
   const HostRun h = r.host_run("", 0);
   const HostRun::Stage longest = h.longest_stage(c.host_node_ms);
   r.t_slot_gpu_ms = longest.gpu_ms;
+  r.t_slot_ms = longest.slot_ms;
   r.stage_nodes = longest.nodes;
   r.t_host_ms = longest.nodes * c.host_node_ms;
-  r.host_bound = r.t_host_ms > r.t_slot_gpu_ms;
+  r.host_bound = longest.slot_ms > r.t_slot_gpu_ms;
   r.t_pipeline_ms = h.composed_ms(c.host_node_ms) - h.rest_ms;
   r.t_bubble_ms = std::max(0.0, r.t_pipeline_ms - static_cast<double>(c.microbatches) * longest.slot_ms);
   r.t_iter_ms = r.t_pipeline_ms + r.t_dp_exposed_ms + r.t_opt_ms;
@@ -74,6 +75,19 @@ double attention_core_ms(const IterationPrediction& p, const char* dir) {
       if (k == base || k.rfind(base + ".", 0) == 0) t += ms;
     }
   return t;
+}
+
+/// The forward's share of a micro-batch's TP all-reduces: 2 per layer of the 4 (forward and
+/// backward) or of the 6 with recomputation (the recomputed forward's run in the backward phase);
+/// an encoder-decoder's cross attention adds one each way.
+double tp_forward_share(const ParallelPlan& p) {
+  const double ed = p.stage.arch == Arch::EncoderDecoder ? 1.0 : 0.0;
+  return (2.0 + ed) / ((p.cfg.recompute ? 6.0 : 4.0) + 2.0 * ed);
+}
+
+/// The forward's share of a micro-batch's EP all-to-alls: 2 per sparse layer of the 4, or the 6.
+double ep_forward_share(const ParallelPlan& p) {
+  return p.cfg.recompute ? 2.0 / 6.0 : 2.0 / 4.0;
 }
 
 /// Megatron's gradient bucket: max(40M, 1M x dp) elements.
@@ -293,6 +307,8 @@ nlohmann::json ParallelPrediction::to_json() const {
     j["t_host_ms"] = t_host_ms;
     j["stage_nodes"] = stage_nodes;
     j["host_bound"] = host_bound;
+    j["t_slot_ms"] = t_slot_ms;
+    j["t_slot_gpu_ms"] = t_slot_gpu_ms;
   }
   return j;
 }
@@ -307,6 +323,12 @@ HostRun ParallelPrediction::host_run(const std::string& device, double measured_
   h.microbatches = static_cast<double>(plan.cfg.microbatches);
   const double gpu =
       t_fwd_ms + t_bwd_ms + t_recompute_ms + t_tp_ms + t_ep_ms + t_p2p_ms + t_cp_ms;  // with both parts
+  // The host's phases: the forward, with its share of the collectives and its pipeline send; the
+  // backward with the recomputed forward it interleaves, and the rest.
+  const double fwd_gpu = t_fwd_ms + tp_forward_share(plan) * t_tp_ms + ep_forward_share(plan) * t_ep_ms +
+                         (h.pp > 1 ? 0.5 * t_p2p_ms : 0.0) + t_cp_fwd_ms;
+  h.phases.add(Direction::Forward, fwd_gpu, fwd_nodes);
+  h.phases.add(Direction::Backward, gpu - fwd_gpu, slot_nodes - fwd_nodes);
   if (h.pp <= 1) {
     h.nodes = slot_nodes;
     h.predicted_ms = gpu;
@@ -401,8 +423,8 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     const double layers = static_cast<double>(p.layers_per_stage);
     const double comm_fwd = static_cast<double>(p.cp_steps) * step_ms;
     const double hidden_fwd = attn_fwd / layers, hidden_bwd = attn_bwd / layers;
-    r.t_cp_ms = layers * (std::max(0.0, comm_fwd - hidden_fwd) * (c.recompute ? 2 : 1) +
-                          std::max(0.0, 2 * comm_fwd - hidden_bwd));
+    r.t_cp_fwd_ms = layers * std::max(0.0, comm_fwd - hidden_fwd);
+    r.t_cp_ms = r.t_cp_fwd_ms * (c.recompute ? 2 : 1) + layers * std::max(0.0, 2 * comm_fwd - hidden_bwd);
   }
   // The nodes the stage's host issues per micro-batch: every node of the forward and
   // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
@@ -413,6 +435,11 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (c.recompute)
     for (const LayerNode& n : g.nodes)
       r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
+  // The forward phase: the forward graph's nodes, its share of the collectives and its pipeline send.
+  for (const LayerNode& n : g.nodes) r.fwd_nodes += n.dir == Direction::Forward ? 1.0 : 0.0;
+  r.fwd_nodes +=
+      tp_forward_share(p) * static_cast<double>(p.tp_allreduces) * (c.sequence_parallel ? 2.0 : 1.0) +
+      ep_forward_share(p) * static_cast<double>(p.ep_alltoalls) + (c.pp > 1 ? 1.0 : 0.0);
   if (p.dp * c.cp > 1) {
     const int64_t ranks = p.dp * c.cp;  // the replicas of this GPU's weights
     const CommModel& dc = c.tp * ranks > p.gpus_per_node ? inter : comm.inside(ranks);
@@ -474,11 +501,28 @@ ParallelPrediction predict_parallel_anchored(const Bundle& b, const ModelSpec& m
                 "{}: the single-GPU composition is {} ms: cannot anchor the parallel prediction", m.name,
                 raw1.t_iter_ms);
   // The GPU's compute is scaled; the host's cost per node is a measurement of the host and stays.
-  // Where the host bounds the single GPU's slot, the optimizer step is what is left to scale.
+  // k: the one-GPU composition with its compute scaled by k meets the single GPU's time. Where the
+  // GPU sets every phase of the slot that is k (gpu1 + opt1) = T_1; where the host sets a phase, its
+  // time stays and the rest is scaled further. The composition grows with k: bisection.
   const double gpu1 = raw1.t_fwd_ms + raw1.t_bwd_ms + raw1.t_recompute_ms, opt1 = raw1.t_opt_ms;
   double k = r.single_gpu_ms / (gpu1 + opt1);
-  if (k * gpu1 < raw1.t_host_ms && opt1 > 0 && r.single_gpu_ms > raw1.t_host_ms)
-    k = (r.single_gpu_ms - raw1.t_host_ms) / opt1;
+  const double d1 = raw1.plan.cfg.host_node_ms;
+  if (d1 > 0) {
+    const HostRun h1 = raw1.host_run("", 0);
+    auto one_gpu_ms = [&](double f) {  // one GPU: no collective, no data-parallel reduction
+      HostRun h = h1;
+      h.predicted_ms *= f, h.first_ms *= f, h.last_ms *= f, h.rest_ms = f * opt1;
+      return h.composed_ms(d1);
+    };
+    if (one_gpu_ms(0) < r.single_gpu_ms) {
+      double lo = 0, hi = k;  // one_gpu_ms(k) >= k (gpu1 + opt1) = T_1
+      for (int i = 0; i < 100 && hi - lo > 1e-12 * hi; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        (one_gpu_ms(mid) < r.single_gpu_ms ? lo : hi) = mid;
+      }
+      k = hi;
+    }
+  }
   r.anchor_factor = k;
   for (double* t : {&r.t_fwd_ms, &r.t_bwd_ms, &r.t_recompute_ms, &r.t_opt_ms, &r.t_first_ms, &r.t_last_ms})
     *t *= k;

@@ -86,19 +86,28 @@ std::array<std::array<double, 3>, 3> run_stages(const HostRun& r) {
 HostRun::Stage HostRun::longest_stage(double node_ms) const {
   Stage best;
   for (const auto& [gpu, n, count] : run_stages(*this)) {
-    const double slot = std::max(gpu, n * node_ms);
+    const double slot = phases.slot_ms(gpu, n, node_ms);
     if (count > 0 && slot > best.slot_ms) best = {gpu, n, slot};
   }
   return best;
 }
 
 double HostRun::composed_ms(double node_ms) const {
-  if (pp <= 1) return slots * std::max(predicted_ms, nodes * node_ms) + rest_ms;
+  if (pp <= 1) return slots * phases.slot_ms(predicted_ms, nodes, node_ms) + rest_ms;
   double sum = 0;
-  for (const auto& [gpu, n, count] : run_stages(*this)) sum += count * std::max(gpu, n * node_ms);
+  for (const auto& [gpu, n, count] : run_stages(*this)) sum += count * phases.slot_ms(gpu, n, node_ms);
   const double longest = longest_stage(node_ms).slot_ms;
   const double others = (sum - longest) / static_cast<double>(pp - 1);
   return microbatches * longest + (slots - microbatches) * others + rest_ms;
+}
+
+HostRun graph_host_run(const GraphFeatures& g, const std::string& device, double measured_ms) {
+  HostRun h;
+  h.device = device;
+  h.nodes = static_cast<double>(g.num_nodes);
+  h.predicted_ms = g.t_sum_ms + g.t_comm_ms;
+  h.measured_ms = measured_ms;
+  return h;
 }
 
 std::map<std::string, double> fit_host_node_ms(const std::vector<HostRun>& runs,

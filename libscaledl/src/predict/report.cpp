@@ -18,6 +18,13 @@ namespace scaledl {
 
 namespace {
 
+/// The layer models' sum of a prediction, before the host term raises it (its by-type sums).
+double layer_sum_ms(const IterationPrediction& p) {
+  double t = 0;
+  for (const auto& [k, ms] : p.by_type_ms) t += ms;
+  return t;
+}
+
 /// ", LoRA rank 16 on q,v" for a LoRA run; "" otherwise.
 std::string lora_phrase(const TrainSettings& s) {
   return s.lora_rank > 0 ? fmt::format(", LoRA rank {} on {}", s.lora_rank, lora_targets_string(s)) : "";
@@ -105,7 +112,11 @@ void write_times(std::ostream& out, const SinglePrediction& r) {
               ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
                             "them ({}){}\n",
                             p.host_ms, r.nodes, 1e3 * p.host_ms / r.nodes, r.host_source,
-                            p.host_ms >= p.t_sum_ms ? ": it sets T_sum" : "")
+                            p.host_ms >= p.t_sum_ms ? ": it sets T_sum"
+                            : p.t_sum_ms > layer_sum_ms(p)
+                                ? fmt::format(": it sets a phase of T_sum (the layers' sum is {:.3f} ms)",
+                                              layer_sum_ms(p))
+                                : "")
               : std::string())
       << (p.extrapolated_ms > 0
               ? fmt::format("extrapolated {:.0f} % of T_sum is of layer kinds with no training row ({}): "
@@ -372,11 +383,16 @@ void ParallelSingle::write_report(std::ostream& out) const {
                                                    r.t_dp_ms, p.grad_buckets)
                                      : std::string())
       << (par.host_node_ms > 0
-              ? fmt::format("host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us ({}){}\n",
-                            r.t_host_ms, r.stage_nodes, 1e3 * par.host_node_ms, host_source,
-                            r.host_bound ? ": the host sets each slot (the GPU's slot is " +
-                                               fmt::format("{:.3f} ms)", r.t_slot_gpu_ms)
-                                         : "")
+              ? fmt::format(
+                    "host term    {:10.3f} ms   per slot: {:.0f} nodes x {:.1f} us ({}){}\n", r.t_host_ms,
+                    r.stage_nodes, 1e3 * par.host_node_ms, host_source,
+                    !r.host_bound ? ""
+                    : r.t_host_ms >= r.t_slot_ms
+                        ? fmt::format(": the host sets each slot (the GPU's slot is {:.3f} ms)",
+                                      r.t_slot_gpu_ms)
+                        : fmt::format(": the host sets a phase of each slot (the slot is {:.3f} ms, the "
+                                      "GPU's {:.3f} ms)",
+                                      r.t_slot_ms, r.t_slot_gpu_ms))
               : std::string())
       << fmt::format("optimizer    {:10.3f} ms\n", r.t_opt_ms)
       << fmt::format(

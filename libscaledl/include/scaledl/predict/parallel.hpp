@@ -140,6 +140,7 @@ struct ParallelPrediction {
   double t_pipeline_ms = 0;
   double t_bubble_ms = 0;  ///< the part of t_pipeline that is bubble: t_pipeline - M x the longest slot
   double t_cp_ms = 0;      ///< ring attention's K/V exchange of one micro-batch not hidden by attention
+  double t_cp_fwd_ms = 0;  ///< the forward's part of t_cp_ms (the rest is the backward's and its recompute's)
   double t_dp_ms = 0;      ///< data-parallel gradient all-reduce (ZeRO-3: + weight all-gathers)
   /// the part of t_dp_ms not overlapped (= t_dp_ms without ParallelConfig::overlap_grad_reduce):
   /// max(t_dp - the last micro-batch's backward (+ the first's forward under ZeRO >= 1), t_dp / buckets)
@@ -148,13 +149,17 @@ struct ParallelPrediction {
   /// nodes a host issues per micro-batch for the blocks of one stage and both the first and last
   /// stage's layers (see the top of this file)
   double slot_nodes = 0;
+  /// Of slot_nodes, those of the forward phase (the forward graph's, its collectives' and its
+  /// pipeline send), which the host issues before the backward's (HostPhases).
+  double fwd_nodes = 0;
   /// The longest stage's slot on the GPU (t_fwd + t_bwd + t_recompute + t_tp + t_ep + t_p2p + t_cp
   /// less the first or last stage's layers it does not hold), its nodes, and their host time
   /// (stage_nodes x ParallelConfig::host_node_ms; 0 without a host term).
   double t_slot_gpu_ms = 0;
+  double t_slot_ms = 0;  ///< the longest stage's slot: its host phases' sum of max(GPU, nodes x d)
   double stage_nodes = 0;
   double t_host_ms = 0;
-  bool host_bound = false;  ///< t_host_ms > t_slot_gpu_ms: the host sets the slot
+  bool host_bound = false;  ///< the host sets the slot, or a phase of it (the slot exceeds t_slot_gpu_ms)
   double t_iter_ms = 0;
   /// predict_parallel_anchored: what `predict` prints for one replica's batch on one GPU, and the
   /// factor the GPU's compute terms (fwd, bwd, recompute, optimizer) were scaled by to meet it

@@ -27,7 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "scaledl/gnn/graph_features.hpp"
 #include "scaledl/io/device.hpp"
+#include "scaledl/ir/host_phases.hpp"
 #include "scaledl/ir/layer_graph.hpp"
 
 namespace scaledl {
@@ -62,7 +64,11 @@ struct HostRun {
   int64_t pp = 1;
   double microbatches = 1;
   double first_nodes = 0, first_ms = 0, last_nodes = 0, last_ms = 0;
-  /// A stage's slot is max(its GPU time, its nodes x d). One stage: slots x the slot + rest_ms.
+  /// How a slot's GPU time and nodes split into phases (a middle stage's; every stage is split
+  /// alike); none: one phase.
+  HostPhases phases;
+  /// A stage's slot is its phases' sum of max(GPU time, nodes x d) (HostPhases::slot_ms; without
+  /// phases max(its GPU time, its nodes x d)). One stage: slots x the slot + rest_ms.
   /// A pipeline: M x the longest stage's slot + (slots - M) x the mean slot of the other stages
   /// (1F1B: every micro-batch passes the longest stage, and the first and last micro-batches
   /// pass the others once; balanced stages give slots x the slot) + rest_ms.
@@ -73,17 +79,21 @@ struct HostRun {
   };
   Stage longest_stage(double node_ms) const;
 };
+/// A single-GPU run's HostRun: its graph's nodes and layer sum (with T_comm), one phase (as
+/// apply_host_term raises T_sum), and its measured time, for fit_host_node_ms.
+HostRun graph_host_run(const GraphFeatures& g, const std::string& device, double measured_ms);
 /// Runs a device needs before its host term is fitted (below: 0).
 constexpr size_t kMinHostRuns = 8;
 /// The least cost per graph node we measured of an eager framework's host, ms:
-/// vTrain's Megatron-LM runs, 70 us (docs/parallel.md); our H100 host's LibTorch zoo
+/// vTrain's Megatron-LM runs, 73 us (docs/parallel.md); our H100 host's LibTorch zoo
 /// needs 102 us. `predict` warns where a GPU's layer sum per node is below it and no
 /// host term is known (the host may set the iteration: give --host-node-us).
-constexpr double kEagerHostNodeMs = 0.070;
+constexpr double kEagerHostNodeMs = 0.073;
 /// Megatron-LM's host cost per graph node on vTrain's A100 hosts, ms: the mean of the fits
-/// (fit_host_node_ms) on random halves of vTrain's 720 public single-node runs, 66-72 us over
-/// halves, GPU counts and widths (docs/parallel.md, "The host's cost per node").
-constexpr double kMegatronHostNodeMs = 0.070;
+/// (fit_host_node_ms, host phases: HostPhases) on 5 random halves of vTrain's 720 public
+/// single-node runs; 71 and 74 us fitted on each model width alone (docs/parallel.md, "The host's
+/// cost per node"). 70 us before the phases (2026-11-30), when a slot was max(GPU, nodes x d).
+constexpr double kMegatronHostNodeMs = 0.073;
 /// The host's cost per graph node of the settings' kernels where nothing measured says (no
 /// --host-node-us, no fit of the device in the bundle), ms: Megatron-LM's (fused_kernels, as
 /// `--framework megatron` sets) kMegatronHostNodeMs on a GPU; Hugging Face's (eager or SDPA) none,
