@@ -155,8 +155,21 @@ TEST(ParallelMemory, ZeroRecomputeAndPipelineDoWhatTheySay) {
   const double P = g.total_params();
   EXPECT_DOUBLE_EQ(base.weights, 2 * P);
   EXPECT_DOUBLE_EQ(base.grads, 2 * P);
-  EXPECT_DOUBLE_EQ(base.optimizer,
-                   12 * P);  // FP32 master + 2 moments (Megatron: 16 bytes with the FP16 copies)
+  EXPECT_DOUBLE_EQ(base.optimizer, 4 * P);  // a model loaded in FP16 steps its own weights: 2 FP16 moments
+  // Megatron-LM's mixed precision (fused_kernels): an FP32 master + 2 FP32 moments (16 bytes with
+  // the FP16 weights), in the one-GPU estimate too.
+  LayerGraph mg = g;
+  mg.settings.fused_kernels = true;
+  ASSERT_TRUE(fp32_master_weights(mg.settings));
+  EXPECT_DOUBLE_EQ(estimate_parallel_memory(mg, 1, 1, 8, 0, false, OptimizerKind::AdamW, "cuda").optimizer,
+                   12 * P);
+  TrainSettings one = mg.settings;
+  one.optimizer = OptimizerKind::AdamW;
+  set_run_mode(one, RunMode::Train);
+  const LayerGraph mg1 = build_layer_graph(m, one);
+  MemoryOptions mo;
+  mo.device_kind = "cuda";
+  EXPECT_NEAR(estimate_memory(mg1, mo).optimizer, 12 * mg1.trainable_params(), 1e-6);
   const auto z1 = estimate_parallel_memory(g, 1, 1, 8, 1, false, OptimizerKind::AdamW, "cuda");
   const auto z3 = estimate_parallel_memory(g, 1, 1, 8, 3, false, OptimizerKind::AdamW, "cuda");
   EXPECT_DOUBLE_EQ(z1.optimizer, base.optimizer / 8);

@@ -1411,6 +1411,10 @@ DType weight_dtype(const TrainSettings& s) {
   return s.amp ? DType::FP32 : s.dtype;
 }
 
+bool fp32_master_weights(const TrainSettings& s) {
+  return s.fused_kernels && !s.amp && (s.dtype == DType::BF16 || s.dtype == DType::FP16);
+}
+
 std::string dtype_recipe(const TrainSettings& s) {
   if (s.amp) return std::string("amp-") + to_string(s.dtype);
   return s.fp8 ? "fp8" : to_string(s.dtype);

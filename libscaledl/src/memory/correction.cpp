@@ -271,12 +271,13 @@ ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t
   const MemoryEstimate a = estimate_memory(g, o);  // one micro-batch, weights + grads, no optimizer state
   ParallelMemory r;
   const double P = g.total_params(), T = g.trainable_params();  // T < P: LoRA's adapters
-  const bool half = g.settings.dtype == DType::FP16 || g.settings.dtype == DType::BF16;
+  const bool masters = fp32_master_weights(g.settings);
   const double e = dtype_bytes(g.settings.dtype);
   // Megatron mixed precision: half weights + half grads + FP32 master + 2 FP32 moments (of the
   // trainable parameters). Autocast (amp): FP32 weights and grads, FP32 moments, no master copy;
   // the weights' half-precision casts held for the backward (2 bytes per parameter, in the
-  // replay's base) are not counted here.
+  // replay's base) are not counted here. A model loaded in a half type without masters (Hugging
+  // Face's recipes) keeps its moments in that type.
   const double moments = opt == OptimizerKind::SGD ? 1.0 : 2.0;
   if (g.settings.amp) {
     r.weights = P * 4;
@@ -285,7 +286,7 @@ ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t
   } else {
     r.weights = P * e;
     r.grads = T * e;
-    r.optimizer = half ? T * 4 * (1 + moments) : T * e * moments;
+    r.optimizer = masters ? T * 4 * (1 + moments) : T * e * moments;
   }
   if (zero >= 1) r.optimizer /= static_cast<double>(dp);
   if (zero >= 2) r.grads /= static_cast<double>(dp);

@@ -302,6 +302,14 @@ void set_dtype_recipe(TrainSettings& s, const std::string& v, const std::string&
 /// The dtype of the weights, their gradients and the optimizer state (and so of the gradient
 /// all-reduce): FP32 under autocast (s.amp), else s.dtype.
 DType weight_dtype(const TrainSettings& s);
+/// Whether the optimizer steps FP32 master copies of the model's half-precision weights:
+/// Megatron-LM's mixed precision (its Float16Optimizer; fused_kernels with BF16 or FP16, the FP8
+/// recipe's BF16 weights included; not autocast, whose weights are FP32 already): the memory
+/// holds the FP32 master and moments (12 bytes per Adam parameter) beside the half-precision
+/// weights. A model loaded in BF16 or FP16 under Hugging Face's recipes steps its own weights
+/// (no masters). The step's time is costed on FP32 in the parallel composition (parallel.cpp)
+/// without the masters' copies (docs/parallel.md, "mixed precision").
+bool fp32_master_weights(const TrainSettings& s);
 /// "fp8" for the FP8 recipe, "amp-bf16" / "amp-fp16" for autocast, else the dtype's name.
 std::string dtype_recipe(const TrainSettings& s);
 
