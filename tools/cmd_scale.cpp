@@ -32,7 +32,7 @@ struct ScaleCmdOptions {
   std::string bundle, device_spec, comm, fabric, gpus = "1..64", plot;
   std::string zero = "1", cp = "1", vp = "1", search, prices, price;
   bool gpus_per_node_given = false;
-  bool json = false, recompute = false, sp = false;
+  bool json = false, recompute = false, recompute_selective = false, sp = false;
   scaledl::ScaleOptions s;
   scaledl::cli::PipelineArgs input;    ///< --pipeline, --workers, --vcpus, --input (issue #15)
   std::optional<double> host_node_us;  ///< --host-node-us
@@ -54,11 +54,15 @@ void set_search(const ScaleCmdOptions& o, scaledl::ScaleOptions& so, scaledl::Mo
   for (int64_t z : parse_int_list(o.zero, "--zero", 0, 3)) so.zero.push_back(static_cast<int>(z));
   so.cp = parse_int_list(o.cp, "--cp", 1, int64_t{1} << 20);
   so.vp = parse_int_list(o.vp, "--vp", 1, 1024);
-  so.recompute = {o.recompute};
+  SCALEDL_CHECK(!(o.recompute && o.recompute_selective),
+                "--recompute and --recompute-selective: give one granularity (or --search recompute)");
+  so.recompute = {o.recompute             ? Recompute::Full
+                  : o.recompute_selective ? Recompute::Selective
+                                          : Recompute::None};
   so.sequence_parallel = {o.sp};
   for (const std::string& d : split_commas(o.search)) {
-    if (d == "recompute") {
-      so.recompute = {false, true};
+    if (d == "recompute") {  // none, the attention core (where it is eager), every block
+      so.recompute = {Recompute::None, Recompute::Selective, Recompute::Full};
     } else if (d == "sp") {
       so.sequence_parallel = {false, true};
     } else {
@@ -127,6 +131,7 @@ std::string extras(const scaledl::ScalePoint& p) {
   if (p.best.plan.dp * c.cp > 1) e.push_back(fmt::format("ZeRO {}", c.zero));
   if (c.sequence_parallel) e.push_back("SP");
   if (c.recompute) e.push_back("recompute");
+  if (c.selective_recompute) e.push_back("selective recompute");
   if (!p.framework.empty()) e.push_back(p.framework);
   return fmt::format("{}", fmt::join(e, ", "));
 }
@@ -321,7 +326,10 @@ int run(const ScaleCmdOptions& o) {
     }
     std::printf("%s on %s, %s scaling, ZeRO %s%s; best split per GPU count\n", m.name.c_str(),
                 c.dev.key().c_str(), so.weak ? "weak (fixed batch per GPU)" : "strong (fixed global batch)",
-                zeros.c_str(), o.recompute ? ", recomputation" : "");
+                zeros.c_str(),
+                o.recompute             ? ", recomputation"
+                : o.recompute_selective ? ", selective recomputation"
+                                        : "");
     if (b.calibration) {
       std::printf("calibrated by %lld layer timings of this GPU in %s (predict --calibrate)\n",
                   static_cast<long long>(b.calibration->rows_used()), b.calibration->source.c_str());
@@ -444,15 +452,21 @@ scaledl::cli::Registrar reg(
       app.add_option("--vp", o->vp, "virtual pipeline stages per GPU to search where pp > 1, a list (1,2)")
           ->capture_default_str();
       app.add_flag("--sp", o->sp, "sequence parallelism in every split with tp > 1");
+      app.add_flag("--overlap-tp-comm", o->s.overlap_tp_comm,
+                   "every split with sequence parallelism overlaps its TP collectives with its GEMMs "
+                   "(Megatron-Core --tp-comm-overlap)");
       app.add_flag("--overlap-grad-reduce", o->s.overlap_grad_reduce,
                    "every split overlaps its data-parallel gradient reduction with the backward");
       app.add_option("--search", o->search,
-                     "dimensions to try both ways: recompute, sp (a list); --framework takes a list of "
-                     "recipes to search");
+                     "dimensions to search: recompute (none, selective where the attention core is eager, "
+                     "full), sp (off, on); a list; --framework takes a list of recipes to search");
       app.add_option("--headroom", o->s.headroom,
                      "fraction of GPU memory kept free: splits whose predicted peak does not fit are skipped")
           ->capture_default_str();
-      app.add_flag("--recompute", o->recompute, "activation recomputation in every split");
+      app.add_flag("--recompute", o->recompute, "activation recomputation of every block in every split");
+      app.add_flag("--recompute-selective", o->recompute_selective,
+                   "recompute the attention core alone in every split (Megatron --recompute-granularity "
+                   "selective)");
       app.add_option("--plot", o->plot, "write scale.png / scale.svg (gnuplot) into this folder");
       app.add_flag("--json", o->json, "print JSON");
       return [o] { return run(*o); };

@@ -51,7 +51,14 @@ inline void add_request_options(CLI::App& app, PredictRequest& req) {
                    "sequence parallelism with --tp (Megatron --sequence-parallel): the TP all-reduces "
                    "become reduce-scatters + all-gathers and the norms, residual adds and dropouts run "
                    "on seq / tp tokens per GPU"));
-  par(app.add_flag("--recompute", req.par.recompute, "activation recomputation (Megatron checkpointing)"));
+  par(app.add_flag("--overlap-tp-comm", req.par.overlap_tp_comm,
+                   "with --sp: the TP all-gathers and reduce-scatters run under their GEMMs (Megatron-Core "
+                   "--tp-comm-overlap, Transformer Engine's userbuffers)"));
+  par(app.add_flag("--recompute", req.par.recompute,
+                   "activation recomputation of every block (Megatron checkpointing, full granularity)"));
+  par(app.add_flag("--recompute-selective", req.par.selective_recompute,
+                   "recompute the attention core alone (Megatron --recompute-granularity selective): its "
+                   "forward runs again, its scores are not kept; not with --recompute"));
   app.add_option("--comm", req.comm, "all-reduce calibration JSON (for N > 1)");
   app.add_option("--fabric", req.fabric,
                  "the cluster's interconnect for --gpus: a preset name (`scaledl comm presets`, "

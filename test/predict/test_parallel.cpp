@@ -580,3 +580,97 @@ TEST(HostTerm, MegatronsKernelsCarryTheFrameworksDefaultUnlessToldOtherwise) {
   EXPECT_DOUBLE_EQ(b.host_node_ms_for(h100, mg), 0.1);
   EXPECT_EQ(b.host_node_source(h100, mg), "--host-node-us");
 }
+
+TEST(ParallelPrediction, SelectiveRecomputationRunsTheAttentionCoreAgainAndKeepsNoneOfIt) {
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
+  const CommModel nvlink = nvlink_model();
+  const ModelSpec m = gpt(1024, 8);
+  // The attention core of each block: its score and context products and what lies between them
+  // (scale, mask, softmax, the attention dropout), not the FFN's dropout or the projections.
+  TrainSettings s = settings(2);
+  const LayerGraph g = build_layer_graph(m, s);
+  const std::vector<bool> core = g.attention_core();
+  ASSERT_EQ(core.size(), g.nodes.size());
+  for (const char* name :
+       {"decoder.0.attn.qk", "decoder.0.attn.softmax", "decoder.0.attn.dropout", "decoder.0.attn.av"})
+    EXPECT_TRUE(core.at(static_cast<size_t>(g.find(name)))) << name;
+  for (const char* name : {"decoder.0.attn.qkv", "decoder.0.attn.out_dropout", "decoder.0.ffn.dropout"}) {
+    ASSERT_GE(g.find(name), 0) << name;
+    EXPECT_FALSE(core.at(static_cast<size_t>(g.find(name)))) << name;
+  }
+  const int per_block = static_cast<int>(std::count(core.begin(), core.end(), true)) / 8;
+  EXPECT_GE(per_block, 5);
+  // A fused core is one flash_attention node.
+  TrainSettings fused = s;
+  fused.attention = AttentionImpl::Fused;
+  const std::vector<bool> fcore = build_layer_graph(m, fused).attention_core();
+  EXPECT_EQ(std::count(fcore.begin(), fcore.end(), true), 8);
+  // Time: none < selective < full; the host issues the recomputed core's nodes; no more TP all-reduces.
+  ParallelConfig c;
+  c.gpus = 2;
+  c.tp = 2;
+  const ParallelPrediction none = predict_parallel(b, m, s, c, a100, nvlink, nvlink);
+  set_recompute(c, Recompute::Selective);
+  ASSERT_TRUE(c.selective_recompute && !c.recompute);
+  const ParallelPrediction sel = predict_parallel(b, m, s, c, a100, nvlink, nvlink);
+  set_recompute(c, Recompute::Full);
+  const ParallelPrediction full = predict_parallel(b, m, s, c, a100, nvlink, nvlink);
+  EXPECT_EQ(none.t_recompute_ms, 0);
+  EXPECT_GT(sel.t_recompute_ms, 0);
+  EXPECT_LT(sel.t_recompute_ms, full.t_recompute_ms);
+  EXPECT_DOUBLE_EQ(sel.t_tp_ms, none.t_tp_ms);
+  EXPECT_LT(none.t_tp_ms, full.t_tp_ms);
+  const LayerGraph shard = build_layer_graph(sel.plan.stage, sel.plan.micro);
+  const std::vector<bool> sc = shard.attention_core();
+  EXPECT_DOUBLE_EQ(sel.slot_nodes,
+                   none.slot_nodes + static_cast<double>(std::count(sc.begin(), sc.end(), true)));
+  EXPECT_EQ(sel.to_json().at("plan").at("recompute_granularity"), "selective");
+  // Memory: the cores' kept tensors go; full recomputation keeps less still.
+  auto act = [&](Recompute r) {
+    return estimate_parallel_memory(shard, 1, 1, 1, 0, r == Recompute::Full, OptimizerKind::AdamW, "cuda",
+                                    r == Recompute::Selective)
+        .activations;
+  };
+  EXPECT_LT(act(Recompute::Selective), act(Recompute::None));
+  EXPECT_LT(act(Recompute::Full), act(Recompute::Selective));
+  // One granularity at a time; the names parse back.
+  c.selective_recompute = true;
+  EXPECT_NE(error_of([&] { plan_parallel(m, s, c); }).find("--recompute and --recompute-selective"),
+            std::string::npos);
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    EXPECT_EQ(parse_recompute(to_string(r), "--x"), r);
+  EXPECT_NE(error_of([&] { parse_recompute("partial", "--x"); }).find("--x=\"partial\""), std::string::npos);
+}
+
+TEST(ParallelPrediction, OverlappedTpCommunicationHidesUnderTheGemmsButItsFirstChunk) {
+  const Bundle b = load_bundle(kSrc + "/models/bundles/default");
+  const DeviceRecord a100 = load_device_spec(kSrc + "/models/devices/a100-sxm4-40gb.json");
+  const ModelSpec m = gpt(1024, 8);
+  ParallelConfig c;
+  c.gpus = 4;
+  c.tp = 4;
+  c.sequence_parallel = true;
+  for (double gbs : {100.0, 0.5}) {  // a fast link (GEMM-bound) and a slow one (communication-bound)
+    CommModel link = nvlink_model();
+    link.bandwidth_Bps = gbs * 1e9;
+    c.overlap_tp_comm = false;
+    const ParallelPrediction plain = predict_parallel(b, m, settings(4), c, a100, link, link);
+    c.overlap_tp_comm = true;
+    const ParallelPrediction over = predict_parallel(b, m, settings(4), c, a100, link, link);
+    ASSERT_GT(plain.t_tp_ms, 0);
+    EXPECT_EQ(plain.t_tp_hidden_ms, 0);
+    double gemm = 0;
+    const LayerGraph g = build_layer_graph(over.plan.stage, over.plan.micro);
+    const auto detail = b.predict(g, a100, /*physics=*/false);
+    for (const auto& [k, ms] : detail.by_type_ms)
+      if (k.rfind("linear.", 0) == 0) gemm += ms;
+    EXPECT_NEAR(over.t_tp_ms, std::max(plain.t_tp_ms - gemm, plain.t_tp_ms / 4), 1e-9 * plain.t_tp_ms) << gbs;
+    EXPECT_NEAR(over.t_tp_ms + over.t_tp_hidden_ms, plain.t_tp_ms, 1e-9 * plain.t_tp_ms);
+    EXPECT_LT(over.t_iter_ms, plain.t_iter_ms);
+  }
+  // It overlaps sequence parallelism's collectives: refused without them.
+  c.sequence_parallel = false;
+  EXPECT_NE(error_of([&] { plan_parallel(m, settings(4), c); }).find("--overlap-tp-comm needs --sp"),
+            std::string::npos);
+}

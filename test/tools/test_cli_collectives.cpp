@@ -244,6 +244,11 @@ TEST(CliParallel, PredictGpusTpPpUsesTheCollectiveModelAndRefusesImpossibleSplit
   ASSERT_EQ(cg.rc, 0) << cg.out;
   EXPECT_EQ(cg.out.find("host term"), std::string::npos) << cg.out;
   expect_one_error(base + "--cuda-graphs --host-node-us 5", "--cuda-graphs with --host-node-us=5");
+  expect_one_error(
+      base + "--comm " + (dir / "comm.json").string() + " --gpus 2 --recompute --recompute-selective",
+      "--recompute and --recompute-selective: give one granularity");
+  expect_one_error(base + "--comm " + (dir / "comm.json").string() + " --gpus 2 --tp 2 --overlap-tp-comm",
+                   "--overlap-tp-comm needs --sp with --tp > 1");
   expect_one_error(base + "--host-node-us -1", "--host-node-us=-1 must be a number in [0, 1e6]");
   expect_one_error(base + "--host-node-us abc", "--host-node-us");
   scaledl::remove_tree(dir);

@@ -53,6 +53,16 @@ TEST(CliScale, SearchesTheLayoutsItIsGivenAndNeverDoesWorseThanASubset) {
     EXPECT_NE(p["layout"].get<std::string>().find("tp "), std::string::npos);
   }
   EXPECT_TRUE(plain["points"][0]["framework"].is_null());
+  // --search recompute tries the attention core alone too (where it is eager) and names the pick.
+  const nlohmann::json rc = scale_json("--device-spec h100-sxm --gpus 8 --search recompute --headroom 0.99");
+  ASSERT_EQ(rc["points"].size(), 1u);
+  EXPECT_TRUE(std::set<std::string>({"none", "selective", "full"})
+                  .count(rc["points"][0]["recompute_granularity"].get<std::string>()))
+      << rc["points"][0].dump();
+  const nlohmann::json sel = scale_json("--device-spec h100-sxm --gpus 8 --recompute-selective");
+  ASSERT_EQ(sel["points"].size(), 1u);
+  EXPECT_EQ(sel["points"][0]["recompute_granularity"], "selective") << sel["points"][0].dump();
+  EXPECT_NE(sel["points"][0]["layout"].get<std::string>().find("selective recompute"), std::string::npos);
   // Megatron's fused kernels beat Hugging Face's eager ones on one GPU.
   EXPECT_EQ(wide["points"][0]["framework"], "megatron");
   EXPECT_LT(wide["single_gpu_ms"].get<double>(), plain["single_gpu_ms"].get<double>());
@@ -119,6 +129,8 @@ TEST(CliScale, BadSearchesAndPricesAreOneErrorLine) {
       "--search=recompute,fsdp: \"fsdp\" is not a searched");
   err("--device-spec h100-sxm --framework hf-eager,megatron --attention fused",
       "--attention=fused with several");
+  err("--device-spec h100-sxm --recompute --recompute-selective",
+      "--recompute and --recompute-selective: give one granularity");
   err("--device-spec h100-sxm --framework hf-eager,jax", "--framework=\"jax\"");
   err("--device-spec h100-sxm,nosuch-gpu --gpus 1", "--device-spec=\"nosuch-gpu\"");
   err("--device-spec h100-sxm,b200 --gpus 1 --price-per-gpu-hour 1,2,3",

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -854,6 +855,30 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   std::stable_sort(g.edges.begin(), g.edges.end(),
                    [](const LayerEdge& a, const LayerEdge& b) { return a.dst < b.dst; });
   return g;
+}
+
+std::vector<bool> LayerGraph::attention_core() const {
+  static const std::set<std::string> kCore = {
+      "qk",        "scale",     "softcap_div", "softcap_tanh", "softcap_mul", "bias", "mask",
+      "sinks_cat", "sinks_max", "sinks_sub",   "softmax",      "dropout",     "av"};
+  auto split = [](const std::string& name) {
+    const size_t dot = name.rfind('.');
+    return dot == std::string::npos ? std::make_pair(std::string(), name)
+                                    : std::make_pair(name.substr(0, dot), name.substr(dot + 1));
+  };
+  std::set<std::string> cores;  // "<attn>" of every "<attn>.qk" score product in the blocks
+  for (const LayerNode& n : nodes)
+    if (n.dir == Direction::Forward && n.block >= 0 && n.type == LayerType::BMM &&
+        split(n.name).second == "qk")
+      cores.insert(split(n.name).first);
+  std::vector<bool> out(nodes.size(), false);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const LayerNode& n = nodes[i];
+    if (n.dir != Direction::Forward || n.block < 0) continue;
+    const auto [prefix, last] = split(n.name);
+    out[i] = n.type == LayerType::FlashAttention || (cores.count(prefix) > 0 && kCore.count(last) > 0);
+  }
+  return out;
 }
 
 std::vector<StagePart> LayerGraph::stage_parts() const {

@@ -262,8 +262,8 @@ nlohmann::json ParallelMemory::to_json() const {
 }
 
 ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t microbatches, int64_t dp,
-                                        int zero, bool recompute, OptimizerKind opt,
-                                        const std::string& kind) {
+                                        int zero, bool recompute, OptimizerKind opt, const std::string& kind,
+                                        bool selective_recompute) {
   SCALEDL_CHECK(pp >= 1 && microbatches >= 1 && dp >= 1,
                 "parallel memory: pp={} microbatches={} dp={} must be >= 1", pp, microbatches, dp);
   MemoryOptions o;
@@ -306,6 +306,17 @@ ParallelMemory estimate_parallel_memory(const LayerGraph& g, int64_t pp, int64_t
       }
     const double per_block = act / static_cast<double>(blocks);
     act = blocks * block_in + per_block;
+  } else if (selective_recompute) {
+    // The cores' softmax output, dropout mask (one byte an element) and dropout output are not kept.
+    const std::vector<bool> core = g.attention_core();
+    double core_kept = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const LayerNode& n = g.nodes[i];
+      if (!core[i] || (n.type != LayerType::Softmax && n.type != LayerType::Dropout)) continue;
+      core_kept +=
+          n.cost.out_bytes + (n.type == LayerType::Dropout ? n.cost.out_bytes / dtype_bytes(n.dtype) : 0.0);
+    }
+    act = std::max(0.0, act - core_kept);
   }
   r.activations = act * static_cast<double>(r.in_flight);
   // What the replay peaks at beyond its persistent bytes and saved activations (the

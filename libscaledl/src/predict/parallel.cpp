@@ -95,6 +95,33 @@ constexpr double kGradBucketElements = 40e6;
 
 }  // namespace
 
+void set_recompute(ParallelConfig& c, Recompute r) {
+  c.recompute = r == Recompute::Full;
+  c.selective_recompute = r == Recompute::Selective;
+}
+
+Recompute recompute_of(const ParallelConfig& c) {
+  return c.recompute ? Recompute::Full : c.selective_recompute ? Recompute::Selective : Recompute::None;
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::None:
+      return "none";
+    case Recompute::Selective:
+      return "selective";
+    case Recompute::Full:
+      return "full";
+  }
+  fail("recompute granularity id {} is unknown", static_cast<int>(r));
+}
+
+Recompute parse_recompute(const std::string& v, const std::string& option) {
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    if (v == to_string(r)) return r;
+  fail("{}=\"{}\" is not a recomputation granularity (none, selective, full)", option, v);
+}
+
 double host_node_ms_of_us(double us) {
   SCALEDL_CHECK(
       std::isfinite(us) && us >= 0 && us <= 1e6,
@@ -116,6 +143,12 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   SCALEDL_CHECK(c.gpus % (c.tp * c.cp * c.pp) == 0,
                 "--gpus={} is not a multiple of --tp x --cp x --pp = {} x {} x {}", c.gpus, c.tp, c.cp, c.pp);
   SCALEDL_CHECK(c.zero >= 0 && c.zero <= 3, "--zero={} is not a ZeRO stage (0, 1, 2, 3)", c.zero);
+  SCALEDL_CHECK(!c.overlap_tp_comm || (c.tp > 1 && c.sequence_parallel),
+                "--overlap-tp-comm needs --sp with --tp > 1 (Transformer Engine overlaps sequence "
+                "parallelism's all-gathers and reduce-scatters), got --tp={}{}",
+                c.tp, c.sequence_parallel ? " --sp" : " without --sp");
+  SCALEDL_CHECK(!(c.recompute && c.selective_recompute),
+                "--recompute and --recompute-selective: give one granularity");
   SCALEDL_CHECK(c.microbatches >= 1, "--microbatches={} must be >= 1", c.microbatches);
   host_node_ms_of_us(c.host_node_ms * 1e3);
   SCALEDL_CHECK(s.batch % c.microbatches == 0,
@@ -257,6 +290,7 @@ nlohmann::json ParallelPlan::to_json() const {
           {"cp", cfg.cp},
           {"vp", cfg.vp},
           {"overlap_grad_reduce", cfg.overlap_grad_reduce},
+          {"overlap_tp_comm", cfg.overlap_tp_comm},
           {"sequence_parallel", cfg.sequence_parallel},
           {"cp_kv_bytes", cp_kv_bytes},
           {"cp_inter_node", cp_inter_node},
@@ -269,6 +303,7 @@ nlohmann::json ParallelPlan::to_json() const {
           {"micro_batch", micro_batch},
           {"zero", cfg.zero},
           {"recompute", cfg.recompute},
+          {"recompute_granularity", to_string(recompute_of(cfg))},
           {"layers_per_stage", layers_per_stage},
           {"bubble_fraction", bubble_fraction},
           {"tp_allreduces_per_microbatch", tp_allreduces},
@@ -285,13 +320,21 @@ nlohmann::json ParallelPlan::to_json() const {
 }
 
 nlohmann::json ParallelPrediction::to_json() const {
-  nlohmann::json j = {{"plan", plan.to_json()},     {"t_fwd_ms", t_fwd_ms},
-                      {"t_bwd_ms", t_bwd_ms},       {"t_recompute_ms", t_recompute_ms},
-                      {"t_tp_ms", t_tp_ms},         {"t_ep_ms", t_ep_ms},
-                      {"t_p2p_ms", t_p2p_ms},       {"t_pipeline_ms", t_pipeline_ms},
-                      {"t_bubble_ms", t_bubble_ms}, {"t_dp_ms", t_dp_ms},
-                      {"t_cp_ms", t_cp_ms},         {"t_dp_exposed_ms", t_dp_exposed_ms},
-                      {"t_opt_ms", t_opt_ms},       {"slot_nodes", slot_nodes},
+  nlohmann::json j = {{"plan", plan.to_json()},
+                      {"t_fwd_ms", t_fwd_ms},
+                      {"t_bwd_ms", t_bwd_ms},
+                      {"t_recompute_ms", t_recompute_ms},
+                      {"t_tp_ms", t_tp_ms},
+                      {"t_tp_hidden_ms", t_tp_hidden_ms},
+                      {"t_ep_ms", t_ep_ms},
+                      {"t_p2p_ms", t_p2p_ms},
+                      {"t_pipeline_ms", t_pipeline_ms},
+                      {"t_bubble_ms", t_bubble_ms},
+                      {"t_dp_ms", t_dp_ms},
+                      {"t_cp_ms", t_cp_ms},
+                      {"t_dp_exposed_ms", t_dp_exposed_ms},
+                      {"t_opt_ms", t_opt_ms},
+                      {"slot_nodes", slot_nodes},
                       {"t_iter_ms", t_iter_ms}};
   if (plan.cfg.pp > 1) {  // the first and last stages' own layers, and the longest stage's slot
     j["t_first_stage_extra_ms"] = t_first_ms;
@@ -389,7 +432,18 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     r.t_fwd_ms += attn_fwd - local_fwd;
     r.t_bwd_ms += attn_bwd - local_bwd;
   }
+  const std::vector<bool> core = g.attention_core();
   if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
+  if (c.selective_recompute) {  // the attention cores' share of the forward's layer times
+    const auto detail = b.layers.predict_nodes_detail(g, dev);
+    double core_ms = 0, fwd_ms = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (g.nodes[i].dir != Direction::Forward) continue;
+      fwd_ms += detail[i].ms;
+      core_ms += core[i] ? detail[i].ms : 0.0;
+    }
+    r.t_recompute_ms = fwd_ms > 0 ? r.t_fwd_ms * core_ms / fwd_ms : 0.0;
+  }
   const CommModel& tp_comm = p.tp_inter_node ? inter : comm.inside(c.tp);
   if (c.tp > 1 && !c.sequence_parallel) {
     r.t_tp_ms = static_cast<double>(p.tp_allreduces) * tp_comm.time_s(p.tp_bytes, c.tp) * 1e3;
@@ -400,6 +454,15 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     const CommFactors f = comm_factors("allgather", CommForm::Ring, c.tp);
     r.t_tp_ms = static_cast<double>(p.tp_allreduces) * 2 *
                 (f.a * p.tp_bytes / tp_comm.bandwidth_Bps + f.c * tp_comm.gamma_s) * 1e3;
+  }
+  if (c.overlap_tp_comm && r.t_tp_ms > 0) {
+    // The collectives' chunks run under the GEMMs' chunks; the first chunk of each is exposed.
+    double gemm = 0;
+    for (const auto& [k, ms] : one.by_type_ms)
+      if (k.rfind("linear.", 0) == 0) gemm += ms;
+    const double exposed = std::max(r.t_tp_ms - gemm, r.t_tp_ms / static_cast<double>(c.tp));
+    r.t_tp_hidden_ms = r.t_tp_ms - exposed;
+    r.t_tp_ms = exposed;
   }
   if (c.ep > 1) {
     // An all-to-all (pairwise exchange) has the all-gather's ring form, (N-1)/N S/B + (N-1) gamma, with
@@ -424,7 +487,8 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     const double comm_fwd = static_cast<double>(p.cp_steps) * step_ms;
     const double hidden_fwd = attn_fwd / layers, hidden_bwd = attn_bwd / layers;
     r.t_cp_fwd_ms = layers * std::max(0.0, comm_fwd - hidden_fwd);
-    r.t_cp_ms = r.t_cp_fwd_ms * (c.recompute ? 2 : 1) + layers * std::max(0.0, 2 * comm_fwd - hidden_bwd);
+    r.t_cp_ms = r.t_cp_fwd_ms * (c.recompute || c.selective_recompute ? 2 : 1) +
+                layers * std::max(0.0, 2 * comm_fwd - hidden_bwd);
   }
   // The nodes the stage's host issues per micro-batch: every node of the forward and
   // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
@@ -435,6 +499,8 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   if (c.recompute)
     for (const LayerNode& n : g.nodes)
       r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
+  if (c.selective_recompute)
+    for (bool k : core) r.slot_nodes += k ? 1.0 : 0.0;
   // The forward phase: the forward graph's nodes, its share of the collectives and its pipeline send.
   for (const LayerNode& n : g.nodes) r.fwd_nodes += n.dir == Direction::Forward ? 1.0 : 0.0;
   r.fwd_nodes +=

@@ -344,7 +344,9 @@ void ParallelSingle::write_report(std::ostream& out) const {
              par.vp > 1 ? fmt::format(" ({} virtual stages each)", par.vp) : std::string(), p.dp,
              par.ep > 1 ? fmt::format(" (experts over ep {} of them)", par.ep) : std::string(),
              par.microbatches, p.micro_batch, s.batch * p.dp, par.zero,
-             par.recompute ? "; activation recomputation" : "",
+             par.recompute             ? "; activation recomputation"
+             : par.selective_recompute ? "; selective recomputation (the attention core)"
+                                       : "",
              par.overlap_grad_reduce ? "; gradient reduction overlapped" : "",
              par.sequence_parallel ? "; sequence parallel" : "")
       << fmt::format("stage        {} layers per stage, {:.0f} parameters per GPU; bubble {:.1f} %\n",
@@ -352,10 +354,13 @@ void ParallelSingle::write_report(std::ostream& out) const {
                      r.t_pipeline_ms > 0 ? 100 * r.t_bubble_ms / r.t_pipeline_ms : 100 * p.bubble_fraction)
       << fmt::format(
              "micro-batch  fwd {:.3f} ms, bwd {:.3f} ms, recompute {:.3f} ms, TP {} {:.3f} ms "
-             "({} x {:.3g} B), pipeline sends {:.3f} ms\n",
+             "({} x {:.3g} B{}), pipeline sends {:.3f} ms\n",
              r.t_fwd_ms, r.t_bwd_ms, r.t_recompute_ms,
              par.sequence_parallel ? "reduce-scatters + all-gathers" : "all-reduces", r.t_tp_ms,
-             p.tp_allreduces, p.tp_bytes, r.t_p2p_ms)
+             p.tp_allreduces, p.tp_bytes,
+             par.overlap_tp_comm ? fmt::format("; {:.3f} ms more hidden under the GEMMs", r.t_tp_hidden_ms)
+                                 : std::string(),
+             r.t_p2p_ms)
       << (par.ep > 1
               ? fmt::format("experts      all-to-alls {:.3f} ms per micro-batch ({} x {:.3g} B over {} "
                             "GPUs; modelled, not validated: docs/parallel.md)\n",

@@ -216,7 +216,7 @@ ParallelSingle predict_parallel_single(const PredictRequest& o, const Bundle& b,
   // Per-GPU peak: the analytic replay of one micro-batch of the slowest stage's shard.
   r.memory = estimate_parallel_memory(build_layer_graph(p.stage, p.micro), o.par.pp, o.par.microbatches,
                                       p.dp * o.par.cp, o.par.zero, o.par.recompute, s.optimizer,
-                                      memory_device_kind(dev.kind));
+                                      memory_device_kind(dev.kind), o.par.selective_recompute);
   r.capacity_bytes = dev.mem_gb > 0 ? dev.mem_gb * 1e9 : 0;
   r.headroom = o.headroom;
   r.verdict = memory_verdict(r.memory.peak, NAN, r.capacity_bytes, o.headroom);

@@ -72,8 +72,9 @@ std::string layout_string(const ParallelConfig& c, int64_t dp) {
   s += fmt::format(" x dp {}", dp);
   if (c.ep > 1) s += fmt::format(" (ep {})", c.ep);
   s += fmt::format(", M {}, ZeRO {}", c.microbatches, c.zero);
-  if (c.sequence_parallel) s += ", SP";
+  if (c.sequence_parallel) s += c.overlap_tp_comm ? ", SP (TP comm overlapped)" : ", SP";
   if (c.recompute) s += ", recompute";
+  if (c.selective_recompute) s += ", selective recompute";
   return s;
 }
 
@@ -90,6 +91,7 @@ nlohmann::json ScaleResult::to_json() const {
                    {"vp", p.best.plan.cfg.vp},
                    {"zero", p.best.plan.cfg.zero},
                    {"recompute", p.best.plan.cfg.recompute},
+                   {"recompute_granularity", to_string(recompute_of(p.best.plan.cfg))},
                    {"sequence_parallel", p.best.plan.cfg.sequence_parallel},
                    {"framework", p.framework.empty() ? nlohmann::json() : nlohmann::json(p.framework)},
                    {"layout", layout_string(p.best.plan.cfg, p.best.plan.dp)},
@@ -203,9 +205,9 @@ bool try_split(ScaleJob& job, const ParallelConfig& c, int64_t per_replica, int6
     sr.why = e.what();
     return false;
   }
-  const ParallelMemory pm =
-      estimate_parallel_memory(build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches, dp * c.cp,
-                               c.zero, c.recompute, job.s.optimizer, memory_device_kind(job.dev.kind));
+  const ParallelMemory pm = estimate_parallel_memory(
+      build_layer_graph(p.plan.stage, p.plan.micro), c.pp, c.microbatches, dp * c.cp, c.zero, c.recompute,
+      job.s.optimizer, memory_device_kind(job.dev.kind), c.selective_recompute);
   if (memory_verdict(pm.peak, NAN, job.cap, job.o.headroom) == "does not fit") {
     ++sr.pt.skipped_memory;
     sr.why = fmt::format(
@@ -233,7 +235,9 @@ void search_layouts(ScaleJob& job, const ParallelConfig& base, int64_t per_repli
   for (int64_t vp : o.vp) {
     if (vp > 1 && base.pp == 1) continue;
     for (size_t zi = 0; zi < (replicas ? o.zero.size() : 1); ++zi) {  // one replica: no ZeRO stage
-      for (bool rc : o.recompute) {
+      for (Recompute rc : o.recompute) {
+        // The attention core of a fused (flash) kernel keeps no scores: recomputing it saves nothing.
+        if (rc == Recompute::Selective && job.s.attention != AttentionImpl::Eager) continue;
         for (bool sp : o.sequence_parallel) {
           if (sp && base.tp == 1) continue;
           // Largest micro-batch first: without pipeline stages, accumulating gradients over several
@@ -246,8 +250,9 @@ void search_layouts(ScaleJob& job, const ParallelConfig& base, int64_t per_repli
             c.vp = vp;
             c.microbatches = per_replica / mb;
             c.zero = replicas ? o.zero[zi] : 0;
-            c.recompute = rc;
+            set_recompute(c, rc);
             c.sequence_parallel = sp;
+            c.overlap_tp_comm = o.overlap_tp_comm && sp;
             if (try_split(job, c, per_replica, dp, sr)) fitted = true;
           }
         }

@@ -61,6 +61,11 @@ struct LayerGraph {
   int find(const std::string& name) const;
   /// Where each node sits when the blocks are split into pipeline stages (stage_part).
   std::vector<StagePart> stage_parts() const;
+  /// Whether each node is a forward node of an attention core in the blocks: the score and context
+  /// products (`<attn>.qk`, `.av`), what lies between them (scale, softcap, bias, mask, sinks,
+  /// softmax, the attention dropout) or a fused `flash_attention` kernel. What Megatron-LM's
+  /// selective recomputation (`--recompute-granularity selective`) runs again.
+  std::vector<bool> attention_core() const;
   nlohmann::json to_json() const;  ///< {params, flops_fwd, flops_bwd, layers: [...], edges: [...]}
   std::string to_dot() const;      ///< Graphviz
 };

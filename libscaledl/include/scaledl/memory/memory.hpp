@@ -133,9 +133,12 @@ struct ParallelMemory {
   int64_t in_flight = 1;
   nlohmann::json to_json() const;
 };
+/// `selective_recompute` (Megatron's selective granularity; not with `recompute`): the attention
+/// cores' kept tensors (LayerGraph::attention_core: the softmax's output, the dropout's mask and
+/// output) are rebuilt in the backward instead of kept.
 ParallelMemory estimate_parallel_memory(const LayerGraph& stage_micro, int64_t pp, int64_t microbatches,
                                         int64_t dp, int zero, bool recompute, OptimizerKind opt,
-                                        const std::string& device_kind);
+                                        const std::string& device_kind, bool selective_recompute = false);
 
 }  // namespace scaledl
 

@@ -28,7 +28,8 @@
 //                    the forward, 2 in the backward (2 more with recomputation); the
 //                    experts' gradients are all-reduced over dp / E_p ranks, the rest
 //                    over dp. Not validated against measurements (no MoE run in vTrain)
-//   recompute        the forward of every block runs again before its backward
+//   recompute        the forward of every block runs again before its backward;
+//                    selective: the attention core's alone (LayerGraph::attention_core)
 //   mixed precision  --dtype fp16|bf16: half-precision compute and gradients,
 //                    the optimizer step on FP32 master weights
 //
@@ -70,8 +71,12 @@ struct ParallelConfig {
   int64_t microbatches = 1;  ///< M: micro-batches per iteration of one replica
   int64_t ep = 1;            ///< expert-parallel ways (mixtures of experts): divides dp and the expert count
   int zero = 0;              ///< ZeRO stage 0..3
-  bool recompute = false;    ///< activation recomputation (Megatron checkpointing)
-  double host_node_ms = 0;   ///< the host's cost per graph node, ms (0 = no host term); finite, >= 0
+  bool recompute = false;    ///< activation recomputation of every block (Megatron's full granularity)
+  /// Megatron's --recompute-granularity selective: only each block's attention core
+  /// (LayerGraph::attention_core) runs its forward again before its backward, and its activations
+  /// (the softmax's output, the dropout's mask and output) are not kept. Excludes `recompute`.
+  bool selective_recompute = false;
+  double host_node_ms = 0;  ///< the host's cost per graph node, ms (0 = no host term); finite, >= 0
   int64_t cp = 1;  ///< context-parallel ways: each sample's sequence split over cp GPUs (ring attention)
   int64_t vp = 1;  ///< virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
   /// The data-parallel reduction overlapped with the backward (Megatron --overlap-grad-reduce;
@@ -81,10 +86,25 @@ struct ParallelConfig {
   /// all-reduce becomes a reduce-scatter and an all-gather, and the norms, residual adds and
   /// dropouts between them run on seq / tp tokens per GPU (TrainSettings::sequence_shards).
   bool sequence_parallel = false;
+  /// Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers; needs sequence_parallel):
+  /// each TP all-gather and reduce-scatter is split into tp chunks that run under their GEMM's
+  /// chunks; per micro-batch the exposed part is max(t_tp - the shard's linear layers' time,
+  /// t_tp / tp).
+  bool overlap_tp_comm = false;
   bool is_parallel() const {
-    return gpus > 1 || tp > 1 || pp > 1 || ep > 1 || cp > 1 || vp > 1 || microbatches > 1 || recompute;
+    return gpus > 1 || tp > 1 || pp > 1 || ep > 1 || cp > 1 || vp > 1 || microbatches > 1 || recompute ||
+           selective_recompute;
   }
 };
+
+/// Activation recomputation as `scale` searches it: none, the attention core (selective) or every
+/// block (full).
+enum class Recompute { None, Selective, Full };
+void set_recompute(ParallelConfig& c, Recompute r);
+Recompute recompute_of(const ParallelConfig& c);
+/// "none", "selective", "full"; parse_recompute names the option in its error.
+const char* to_string(Recompute r);
+Recompute parse_recompute(const std::string& v, const std::string& option);
 
 /// The shapes and volumes of one configuration (no timing).
 struct ParallelPlan {
@@ -132,9 +152,10 @@ struct ParallelPrediction {
   /// and loss: LayerGraph::stage_parts) and their nodes. With pp > 1 they are the first and the last
   /// stage's alone; the middle stages run the blocks only.
   double t_first_ms = 0, t_last_ms = 0, first_nodes = 0, last_nodes = 0;
-  double t_tp_ms = 0;   ///< TP all-reduces of one micro-batch
-  double t_ep_ms = 0;   ///< expert-parallel all-to-alls of one micro-batch
-  double t_p2p_ms = 0;  ///< pipeline sends of one micro-batch (both directions)
+  double t_tp_ms = 0;         ///< TP all-reduces of one micro-batch (the exposed part under overlap_tp_comm)
+  double t_tp_hidden_ms = 0;  ///< of the TP collectives, what overlap_tp_comm hides under the GEMMs
+  double t_ep_ms = 0;         ///< expert-parallel all-to-alls of one micro-batch
+  double t_p2p_ms = 0;        ///< pipeline sends of one micro-batch (both directions)
   /// M x the longest stage's slot + (pp - 1) / vp x the other stages' mean slot (HostRun::composed_ms;
   /// ParallelPlan::slots() x the slot when the stages are equal)
   double t_pipeline_ms = 0;

@@ -36,14 +36,15 @@ struct ScaleOptions {
   /// The layouts searched at every GPU count besides (tp, pp, dp, ep, micro-batch): each list
   /// holds the values tried, and every feasible combination is predicted (a search of all of
   /// them multiplies the splits by the product of the lists' sizes).
-  std::vector<int> zero = {1};                    ///< ZeRO stages (0 where dp = 1)
-  std::vector<int64_t> cp = {1};                  ///< context-parallel ways
-  std::vector<int64_t> vp = {1};                  ///< virtual pipeline stages (tried where pp > 1)
-  std::vector<bool> recompute = {false};          ///< activation recomputation off / on
-  std::vector<bool> sequence_parallel = {false};  ///< sequence parallelism (tried where tp > 1)
+  std::vector<int> zero = {1};                           ///< ZeRO stages (0 where dp = 1)
+  std::vector<int64_t> cp = {1};                         ///< context-parallel ways
+  std::vector<int64_t> vp = {1};                         ///< virtual pipeline stages (tried where pp > 1)
+  std::vector<Recompute> recompute = {Recompute::None};  ///< activation recomputation granularities
+  std::vector<bool> sequence_parallel = {false};         ///< sequence parallelism (tried where tp > 1)
   /// Kernel recipes (apply_framework on the settings); empty = the settings' own.
   std::vector<Framework> frameworks;
   bool overlap_grad_reduce = false;  ///< every split overlaps its gradient reduction
+  bool overlap_tp_comm = false;      ///< every split with tp > 1 and SP overlaps its TP collectives
   /// Splits whose predicted per-GPU peak (memory.hpp, estimate_parallel_memory)
   /// exceeds (1 - headroom) x the device memory are skipped; a device record
   /// without mem_gb skips none. In [0, 1).
