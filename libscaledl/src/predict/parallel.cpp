@@ -432,7 +432,7 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     r.t_fwd_ms += attn_fwd - local_fwd;
     r.t_bwd_ms += attn_bwd - local_bwd;
   }
-  const std::vector<bool> core = g.attention_core();
+  const std::vector<bool> core = c.selective_recompute ? g.attention_core() : std::vector<bool>();
   if (c.recompute) r.t_recompute_ms = r.t_fwd_ms * block_forward_share(g);
   if (c.selective_recompute) {  // the attention cores' share of the forward's layer times
     const auto detail = b.layers.predict_nodes_detail(g, dev);
