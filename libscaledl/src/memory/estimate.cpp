@@ -69,7 +69,8 @@ class Replay {
     // or with FP32 master weights (fp32_master_weights: Megatron-LM) the master and the moments in
     // FP32.
     const double moments = s.optimizer == OptimizerKind::SGD ? 1.0 : 2.0;
-    const double state_bytes = fp32_master_weights(s) ? 4.0 * (1.0 + moments) : moments * pe_;
+    const bool masters = fp32_master_weights(s);
+    const double state_bytes = masters ? 4.0 * (1.0 + moments) : moments * pe_;
     r.optimizer = has_state ? trainable * state_bytes : 0.0;
     r.batch = batch_bytes();
     // Persistent tensors are rounded per node (each parameter is its own allocation).
@@ -77,8 +78,8 @@ class Replay {
       const double p = g_.nodes[u].cost.params, w = p * pe_;
       const bool state = has_state && !g_.nodes[u].frozen;
       // Each moment (and the master) is its own allocation.
-      const double allocs = fp32_master_weights(s) ? 1.0 + moments : moments;
-      const double each = fp32_master_weights(s) ? rnd(p * 4.0) : rnd(w);
+      const double allocs = masters ? 1.0 + moments : moments;
+      const double each = masters ? rnd(p * 4.0) : rnd(w);
       if (w > 0) persistent_ += rnd(w) + (state ? allocs * each : 0.0);
       // Autocast's cast of a weight (its "<name>.cast" node) is saved for the backward: counted
       // as held from the start (an upper bound of a few per cent of the weights' bytes).

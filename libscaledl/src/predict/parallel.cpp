@@ -493,9 +493,9 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
   // The nodes the stage's host issues per micro-batch: every node of the forward and
   // backward graph, the recomputed blocks' forward nodes, one per TP all-reduce and
   // one per pipeline send.
-  r.slot_nodes = static_cast<double>(g.nodes.size()) +
-                 static_cast<double>(p.tp_allreduces) * (c.sequence_parallel ? 2.0 : 1.0) +
-                 static_cast<double>(p.ep_alltoalls) + (c.pp > 1 ? 2.0 : 0.0);
+  const double tp_nodes = static_cast<double>(p.tp_allreduces) * (c.sequence_parallel ? 2.0 : 1.0);
+  const double ep_nodes = static_cast<double>(p.ep_alltoalls);
+  r.slot_nodes = static_cast<double>(g.nodes.size()) + tp_nodes + ep_nodes + (c.pp > 1 ? 2.0 : 0.0);
   if (c.recompute)
     for (const LayerNode& n : g.nodes)
       r.slot_nodes += n.dir == Direction::Forward && n.block >= 0 ? 1.0 : 0.0;
@@ -503,9 +503,7 @@ ParallelPrediction predict_parallel(const Bundle& b, const ModelSpec& m, const T
     for (bool k : core) r.slot_nodes += k ? 1.0 : 0.0;
   // The forward phase: the forward graph's nodes, its share of the collectives and its pipeline send.
   for (const LayerNode& n : g.nodes) r.fwd_nodes += n.dir == Direction::Forward ? 1.0 : 0.0;
-  r.fwd_nodes +=
-      tp_forward_share(p) * static_cast<double>(p.tp_allreduces) * (c.sequence_parallel ? 2.0 : 1.0) +
-      ep_forward_share(p) * static_cast<double>(p.ep_alltoalls) + (c.pp > 1 ? 1.0 : 0.0);
+  r.fwd_nodes += tp_forward_share(p) * tp_nodes + ep_forward_share(p) * ep_nodes + (c.pp > 1 ? 1.0 : 0.0);
   if (p.dp * c.cp > 1) {
     const int64_t ranks = p.dp * c.cp;  // the replicas of this GPU's weights
     const CommModel& dc = c.tp * ranks > p.gpus_per_node ? inter : comm.inside(ranks);

@@ -18,13 +18,6 @@ namespace scaledl {
 
 namespace {
 
-/// The layer models' sum of a prediction, before the host term raises it (its by-type sums).
-double layer_sum_ms(const IterationPrediction& p) {
-  double t = 0;
-  for (const auto& [k, ms] : p.by_type_ms) t += ms;
-  return t;
-}
-
 /// ", LoRA rank 16 on q,v" for a LoRA run; "" otherwise.
 std::string lora_phrase(const TrainSettings& s) {
   return s.lora_rank > 0 ? fmt::format(", LoRA rank {} on {}", s.lora_rank, lora_targets_string(s)) : "";
@@ -112,11 +105,7 @@ void write_times(std::ostream& out, const SinglePrediction& r) {
               ? fmt::format("host term    {:10.3f} ms   {} nodes x {:.1f} us, this device's host issuing "
                             "them ({}){}\n",
                             p.host_ms, r.nodes, 1e3 * p.host_ms / r.nodes, r.host_source,
-                            p.host_ms >= p.t_sum_ms ? ": it sets T_sum"
-                            : p.t_sum_ms > layer_sum_ms(p)
-                                ? fmt::format(": it sets a phase of T_sum (the layers' sum is {:.3f} ms)",
-                                              layer_sum_ms(p))
-                                : "")
+                            p.host_ms >= p.t_sum_ms ? ": it sets T_sum" : "")
               : std::string())
       << (p.extrapolated_ms > 0
               ? fmt::format("extrapolated {:.0f} % of T_sum is of layer kinds with no training row ({}): "
