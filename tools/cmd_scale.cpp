@@ -121,7 +121,8 @@ std::vector<std::pair<double, std::string>> prices_of(const ScaleCmdOptions& o,
   return out;
 }
 
-/// The extra layout of a point beyond tp x pp x dp x M: "cp 2, vp 2, ZeRO 3, SP, recompute, megatron".
+/// The extra layout of a point beyond tp x pp x dp x M: "cp 2, vp 2, ZeRO 3, SP, recompute, megatron"
+/// (the options as layout_string names them: "SP (TP comm overlapped)" where it is).
 std::string extras(const scaledl::ScalePoint& p) {
   const auto& c = p.best.plan.cfg;
   std::vector<std::string> e;
@@ -129,9 +130,7 @@ std::string extras(const scaledl::ScalePoint& p) {
   if (c.vp > 1) e.push_back(fmt::format("vp {}", c.vp));
   if (c.ep > 1) e.push_back(fmt::format("ep {}", c.ep));
   if (p.best.plan.dp * c.cp > 1) e.push_back(fmt::format("ZeRO {}", c.zero));
-  if (c.sequence_parallel) e.push_back("SP");
-  if (c.recompute) e.push_back("recompute");
-  if (c.selective_recompute) e.push_back("selective recompute");
+  for (auto& o : scaledl::layout_options(c)) e.push_back(std::move(o));
   if (!p.framework.empty()) e.push_back(p.framework);
   return fmt::format("{}", fmt::join(e, ", "));
 }

@@ -12,6 +12,7 @@
 #include "scaledl/predict/bundle.hpp"
 #include "scaledl/predict/parallel.hpp"
 #include "scaledl/predict/physics.hpp"
+#include "scaledl/predict/scale.hpp"
 #include "test_util.hpp"
 
 using namespace scaledl;
@@ -673,4 +674,23 @@ TEST(ParallelPrediction, OverlappedTpCommunicationHidesUnderTheGemmsButItsFirstC
   c.sequence_parallel = false;
   EXPECT_NE(error_of([&] { plan_parallel(m, settings(4), c); }).find("--overlap-tp-comm needs --sp"),
             std::string::npos);
+}
+
+TEST(ScaleLayout, TheTableAndTheJsonNameASplitsOptionsAlike) {
+  ParallelConfig c;
+  c.gpus = 8;
+  c.tp = 2;
+  c.pp = 2;
+  c.microbatches = 4;
+  EXPECT_TRUE(layout_options(c).empty());
+  EXPECT_EQ(layout_string(c, 2), "tp 2 x pp 2 x dp 2, M 4, ZeRO 0");
+  c.sequence_parallel = true;
+  c.overlap_tp_comm = true;
+  set_recompute(c, Recompute::Selective);
+  EXPECT_EQ(layout_options(c), (std::vector<std::string>{"SP (TP comm overlapped)", "selective recompute"}));
+  EXPECT_EQ(layout_string(c, 2),
+            "tp 2 x pp 2 x dp 2, M 4, ZeRO 0, SP (TP comm overlapped), selective recompute");
+  c.overlap_tp_comm = false;
+  set_recompute(c, Recompute::Full);
+  EXPECT_EQ(layout_options(c), (std::vector<std::string>{"SP", "recompute"}));
 }

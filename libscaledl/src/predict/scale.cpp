@@ -72,10 +72,16 @@ std::string layout_string(const ParallelConfig& c, int64_t dp) {
   s += fmt::format(" x dp {}", dp);
   if (c.ep > 1) s += fmt::format(" (ep {})", c.ep);
   s += fmt::format(", M {}, ZeRO {}", c.microbatches, c.zero);
-  if (c.sequence_parallel) s += c.overlap_tp_comm ? ", SP (TP comm overlapped)" : ", SP";
-  if (c.recompute) s += ", recompute";
-  if (c.selective_recompute) s += ", selective recompute";
+  for (const auto& o : layout_options(c)) s += ", " + o;
   return s;
+}
+
+std::vector<std::string> layout_options(const ParallelConfig& c) {
+  std::vector<std::string> o;
+  if (c.sequence_parallel) o.push_back(c.overlap_tp_comm ? "SP (TP comm overlapped)" : "SP");
+  if (c.recompute) o.push_back("recompute");
+  if (c.selective_recompute) o.push_back("selective recompute");
+  return o;
 }
 
 nlohmann::json ScaleResult::to_json() const {

@@ -102,6 +102,10 @@ std::vector<int64_t> parse_int_list(const std::string& value, const std::string&
 /// The layout of a split in one line: "tp 2 x cp 2 x pp 4 (vp 2) x dp 8, M 16, ZeRO 1, SP, recompute".
 std::string layout_string(const ParallelConfig& c, int64_t dp);
 
+/// The options of a split beyond its degrees, as layout_string names them: "SP" or "SP (TP comm
+/// overlapped)", "recompute", "selective recompute" (empty for none).
+std::vector<std::string> layout_options(const ParallelConfig& c);
+
 /// One GPU type of a comparison (`scale --device-spec a,b,c`): its curve, price and the point that
 /// answers the question (the cheapest meeting the target, else the cheapest, else the fastest).
 struct DeviceCurve {
