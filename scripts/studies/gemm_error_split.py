@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Where the leave-one-GPU-out GEMM error comes from (docs/results/gpus/README.md, "What limits it").
+
+    python3 scripts/studies/gemm_error_split.py out/gpus/loo.csv [--dtypes bf16 fp8] > split.md
+
+Reads the held-out rows of `scaledl eval layers --leave-one-out device --predictions F` (the
+linear forward rows) and each GPU's spec sheet under models/devices/, and prints two tables:
+
+1. per GPU and dtype, the signed error (+ = predicted too slow) and MAPE of four groups of rows:
+   m <= 128 or not (a GEMM that streams its weights), and whether the weights fit in half the
+   L2 (a harness that repeats one GEMM finds them there: they are read at the L2's bandwidth);
+2. per GPU and dtype, the median share of the dtype's spec peak that its GEMMs of >= 2 TFLOP
+   reach, measured and predicted, with the board power per spec TFLOP/s.
+"""
+import argparse
+import collections
+import csv
+import glob
+import json
+import os
+import statistics
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def load_specs():
+    specs = {}
+    for f in glob.glob(os.path.join(ROOT, "models", "devices", "*.json")):
+        with open(f) as fh:
+            j = json.load(fh)
+        specs[j["name"]] = j
+        for a in j.get("extra", {}).get("aliases", []):
+            specs[a] = j
+    return specs
+
+
+def peak_gflops(spec, dtype):
+    if dtype == "fp8":
+        return spec.get("peak_fp8_gflops") or spec["peak_bf16_gflops"]
+    if dtype == "fp32":
+        return spec["peak_fp32_gflops"]
+    return spec["peak_bf16_gflops"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("predictions")
+    ap.add_argument("--dtypes", nargs="+", default=["bf16", "fp8", "fp16"])
+    a = ap.parse_args()
+    specs = load_specs()
+    groups = collections.defaultdict(list)  # (gpu, dtype, group) -> signed errors %
+    share = collections.defaultdict(list)  # (gpu, dtype) -> (measured, predicted) share of peak
+    with open(a.predictions, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["type"] != "linear" or r["direction"] != "fwd" or r["dtype"] not in a.dtypes:
+                continue
+            gpu = r["device"].split(":", 1)[1]
+            spec = specs.get(gpu)
+            if spec is None:
+                continue
+            m, k, n = (int(v) for v in r["dims"].split("x")[:3])  # linear dims: tokens, d_in, d_out
+            t, p = float(r["measured_ms"]), float(r["predicted_ms"])
+            weight_bytes = n * k * (1 if r["dtype"] == "fp8" else 2 if r["dtype"] != "fp32" else 4)
+            fits = weight_bytes <= 0.5 * spec["l2_mb"] * 1e6
+            grp = ("m <= 128" if m <= 128 else "m > 128") + (", weights in L2" if fits else ", weights not in L2")
+            groups[(gpu, r["dtype"], grp)].append((p - t) / t * 100)
+            flop = 2.0 * m * n * k
+            if flop >= 2e12:
+                pk = peak_gflops(spec, r["dtype"]) * 1e6  # FLOP per ms
+                share[(gpu, r["dtype"])].append((flop / t / pk, flop / p / pk))
+    names = ["m <= 128, weights in L2", "m <= 128, weights not in L2", "m > 128, weights in L2",
+             "m > 128, weights not in L2"]
+    print("| GPU | dtype | L2 MB | " + " | ".join(f"{g}: signed / MAPE % (rows)" for g in names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
+    for gpu, dtype in sorted({k[:2] for k in groups}):
+        cells = []
+        for g in names:
+            e = groups.get((gpu, dtype, g), [])
+            cells.append(f"{statistics.mean(e):+.0f} / {statistics.mean(map(abs, e)):.0f} ({len(e)})" if e else "")
+        print(f"| {gpu} | {dtype} | {specs[gpu]['l2_mb']:g} | " + " | ".join(cells) + " |")
+    print()
+    print("| GPU | dtype | GEMMs >= 2 TFLOP | share of the spec peak, measured | predicted | board W per spec TFLOP/s |")
+    print("|---|---|---|---|---|---|")
+    for (gpu, dtype), v in sorted(share.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        spec = specs[gpu]
+        tdp = spec.get("extra", {}).get("tdp_w", 0) or 0
+        w = f"{tdp / (peak_gflops(spec, dtype) / 1e3):.2f}" if tdp else "not on the sheet"
+        print(f"| {gpu} | {dtype} | {len(v)} | {statistics.median(x for x, _ in v):.2f} | "
+              f"{statistics.median(y for _, y in v):.2f} | {w} |")
+
+
+if __name__ == "__main__":
+    main()
