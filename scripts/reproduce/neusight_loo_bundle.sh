@@ -10,6 +10,7 @@
 # MRE and mean signed error per held-out GPU. GPU_SOURCES (default "aiconfigurator kernelbench vidur
 # deepbench") and H200_KINDS (default 1: our H200's training kernels) choose the data beyond
 # NeuSight's and our H100 and H200 operator sets: GPU_SOURCES= H200_KINDS=0 is the data before #41.
+# EVAL_ARGS: more `scaledl eval` options (e.g. --device-crossfit).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${SCALEDL_BIN:-build/tools/scaledl}
@@ -31,9 +32,10 @@ rm -f "$DB" "$DB-wal" "$DB-shm"
   fi
 } > "$WORK/imports.txt"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=1
+# shellcheck disable=SC2086  # EVAL_ARGS is a list of options
 "$BIN" eval --db "$DB" --protocol leave-one-device-out --methods sum,scaledl-tc --seeds "$SEEDS" \
   --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw \
-  --host-term --no-plots --quiet --out "$OUT"
+  --host-term --no-plots --quiet --out "$OUT" ${EVAL_ARGS:-}
 python3 - "$OUT/predictions.csv" <<'EOF'
 # Per held-out GPU and method: MRE % and mean signed error % (+ = predicted too slow).
 import collections, csv, sys
