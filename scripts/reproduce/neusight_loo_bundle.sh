@@ -6,7 +6,8 @@
 # --dtype-rates and --host-term included), the held-out GPU predicted from its spec sheet.
 # Our H100 campaign (datasets/h100/h100.sqlite) is left out: its 50 runs would make a sixth fold.
 #   scripts/reproduce/neusight_loo_bundle.sh [SEEDS] [OUT]   (default 3, docs/results/gpus/neusight-loo)
-# ~80 s per seed on 2 cores. Writes OUT/report.md, report.json and predictions.csv, and prints the
+# ~80 s per seed on 2 cores. Writes OUT/report.md, report.json and predictions.csv (report.json is not
+# committed: the two others hold its figures), and prints the
 # MRE and mean signed error per held-out GPU. GPU_SOURCES (default "aiconfigurator kernelbench vidur
 # deepbench") and H200_KINDS (default 1: our H200's training kernels) choose the data beyond
 # NeuSight's and our H100 and H200 operator sets: GPU_SOURCES= H200_KINDS=0 is the data before #41.
