@@ -10,7 +10,9 @@ linear forward rows) and each GPU's spec sheet under models/devices/, and prints
    m <= 128 or not (a GEMM that streams its weights), and whether the weights fit in half the
    L2 (a harness that repeats one GEMM finds them there: they are read at the L2's bandwidth);
 2. per GPU and dtype, the median share of the dtype's spec peak that its GEMMs of >= 2 TFLOP
-   reach, measured and predicted, with the board power per spec TFLOP/s.
+   reach, measured and predicted, with the board power per spec TFLOP/s;
+3. per GPU and dtype, the fastest a GEMM of m <= 16 moves its bytes (weights, input, output),
+   as a multiple of the spec memory bandwidth: above 1, the weights came from the L2.
 """
 import argparse
 import collections
@@ -50,6 +52,7 @@ def main():
     specs = load_specs()
     groups = collections.defaultdict(list)  # (gpu, dtype, group) -> signed errors %
     share = collections.defaultdict(list)  # (gpu, dtype) -> (measured, predicted) share of peak
+    stream = collections.defaultdict(float)  # (gpu, dtype) -> highest GB/s of an m <= 16 GEMM
     with open(a.predictions, newline="") as f:
         for r in csv.DictReader(f):
             if r["type"] != "linear" or r["direction"] != "fwd" or r["dtype"] not in a.dtypes:
@@ -61,9 +64,14 @@ def main():
             m, k, n = (int(v) for v in r["dims"].split("x")[:3])  # linear dims: tokens, d_in, d_out
             t, p = float(r["measured_ms"]), float(r["predicted_ms"])
             weight_bytes = n * k * (1 if r["dtype"] == "fp8" else 2 if r["dtype"] != "fp32" else 4)
+            # (the same bytes per element as eb below)
             fits = weight_bytes <= 0.5 * spec["l2_mb"] * 1e6
             grp = ("m <= 128" if m <= 128 else "m > 128") + (", weights in L2" if fits else ", weights not in L2")
             groups[(gpu, r["dtype"], grp)].append((p - t) / t * 100)
+            eb = 1 if r["dtype"] == "fp8" else 4 if r["dtype"] == "fp32" else 2
+            if m <= 16:
+                gbs = ((n * k + m * k) * eb + m * n * 2) / (t * 1e6)
+                stream[(gpu, r["dtype"])] = max(stream[(gpu, r["dtype"])], gbs)
             flop = 2.0 * m * n * k
             if flop >= 2e12:
                 pk = peak_gflops(spec, r["dtype"]) * 1e6  # FLOP per ms
@@ -87,6 +95,12 @@ def main():
         w = f"{tdp / (peak_gflops(spec, dtype) / 1e3):.2f}" if tdp else "not on the sheet"
         print(f"| {gpu} | {dtype} | {len(v)} | {statistics.median(x for x, _ in v):.2f} | "
               f"{statistics.median(y for _, y in v):.2f} | {w} |")
+    print()
+    print("| GPU | dtype | L2 MB | spec GB/s | fastest m <= 16 GEMM, GB/s | x the spec bandwidth |")
+    print("|---|---|---|---|---|---|")
+    for (gpu, dtype), gbs in sorted(stream.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        bw = specs[gpu]["peak_mem_bw_gbs"]
+        print(f"| {gpu} | {dtype} | {specs[gpu]['l2_mb']:g} | {bw:g} | {gbs:.0f} | {gbs / bw:.2f} |")
 
 
 if __name__ == "__main__":
