@@ -36,6 +36,16 @@ def load_specs():
     return specs
 
 
+def element_bytes(dtype):
+    return {"fp8": 1, "fp32": 4}.get(dtype, 2)
+
+
+def regime(dims, dtype, l2_mb):
+    """(m <= 128, the n x k weights fit in half the L2) of a linear row's dims "m x k x n x bias"."""
+    m, k, n = (int(v) for v in dims.split("x")[:3])  # linear dims: tokens, d_in, d_out
+    return m <= 128, n * k * element_bytes(dtype) <= 0.5 * l2_mb * 1e6
+
+
 def peak_gflops(spec, dtype):
     if dtype == "fp8":
         return spec.get("peak_fp8_gflops") or spec["peak_bf16_gflops"]
@@ -63,12 +73,10 @@ def main():
                 continue
             m, k, n = (int(v) for v in r["dims"].split("x")[:3])  # linear dims: tokens, d_in, d_out
             t, p = float(r["measured_ms"]), float(r["predicted_ms"])
-            weight_bytes = n * k * (1 if r["dtype"] == "fp8" else 2 if r["dtype"] != "fp32" else 4)
-            # (the same bytes per element as eb below)
-            fits = weight_bytes <= 0.5 * spec["l2_mb"] * 1e6
-            grp = ("m <= 128" if m <= 128 else "m > 128") + (", weights in L2" if fits else ", weights not in L2")
+            small, fits = regime(r["dims"], r["dtype"], spec["l2_mb"])
+            grp = ("m <= 128" if small else "m > 128") + (", weights in L2" if fits else ", weights not in L2")
             groups[(gpu, r["dtype"], grp)].append((p - t) / t * 100)
-            eb = 1 if r["dtype"] == "fp8" else 4 if r["dtype"] == "fp32" else 2
+            eb = element_bytes(r["dtype"])
             if m <= 16:
                 gbs = ((n * k + m * k) * eb + m * n * 2) / (t * 1e6)
                 stream[(gpu, r["dtype"])] = max(stream[(gpu, r["dtype"])], gbs)

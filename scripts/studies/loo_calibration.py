@@ -15,29 +15,10 @@ rows hold at least 3 of it; the GPU's one factor elsewhere.
 import argparse
 import collections
 import csv
-import glob
-import json
 import math
-import os
 import random
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-
-
-def l2_bytes_by_gpu():
-    out = {}
-    for f in glob.glob(os.path.join(ROOT, "models", "devices", "*.json")):
-        with open(f) as fh:
-            j = json.load(fh)
-        for name in [j["name"]] + j.get("extra", {}).get("aliases", []):
-            out[name] = j["l2_mb"] * 1e6
-    return out
-
-
-def regime(dims, dtype, l2):
-    m, k, n = (int(v) for v in dims.split("x")[:3])
-    weight_bytes = n * k * {"fp8": 1, "fp32": 4}.get(dtype, 2)
-    return (m <= 128, weight_bytes <= 0.5 * l2)
+from gemm_error_split import load_specs, regime  # same folder
 
 
 def main():
@@ -48,7 +29,7 @@ def main():
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--regimes", action="store_true")
     a = ap.parse_args()
-    l2 = l2_bytes_by_gpu()
+    l2 = {name: spec["l2_mb"] for name, spec in load_specs().items()}
     rows = collections.defaultdict(list)
     with open(a.predictions, newline="") as f:
         for r in csv.DictReader(f):
@@ -73,7 +54,8 @@ def main():
             rest = [r for i, r in enumerate(rs) if i not in picked]
             e0 = [abs(p - t) / t * 100 for _, t, p in rest]
             if a.regimes:
-                e1 = [abs(p * regime_factor.get(regime(d, dtype, l2.get(gpu, 0.0)), factor) - t) / t * 100 for d, t, p in rest]
+                e1 = [abs(p * regime_factor.get(regime(d, dtype, l2.get(gpu, 0.0)), factor) - t) / t * 100
+                      for d, t, p in rest]
             else:
                 e1 = [abs(p * factor - t) / t * 100 for _, t, p in rest]
             spec[dtype] += e0
