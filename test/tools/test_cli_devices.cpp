@@ -1,6 +1,7 @@
 // `scaledl devices` and `--device-spec NAME`: the shipped sheets by their file stem.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,15 @@ TEST(CliDevices, ANameIsTheSheetAndAnUnknownOneIsOneErrorLine) {
   const CliResult env = run_cli(common + "b200", "cd /tmp && SCALEDL_MODELS=" + kSrc + "/models ");
   EXPECT_EQ(env.rc, 0) << env.out;
   expect_one_error(common + "h100", "--device-spec=\"h100\" is neither a file nor a shipped spec sheet");
+  // No models folder anywhere it looks: the line names where it looked and how to point it at one.
+  const CliResult none = run_cli(common + "h100-sxm",
+                                 "cd / && SCALEDL_MODELS=" + std::string(SCALEDL_BINARY_DIR) + "/no-models ");
+  EXPECT_EQ(none.rc, 1) << none.out;
+  EXPECT_EQ(none.out.rfind("scaledl: error: --device-spec=\"h100-sxm\" is neither a file", 0), 0u)
+      << none.out;
+  EXPECT_NE(none.out.find("no-models/devices"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("set SCALEDL_MODELS to the models folder"), std::string::npos) << none.out;
+  EXPECT_EQ(std::count(none.out.begin(), none.out.end(), '\n'), 1) << none.out;
 }
 
 TEST(CliDevices, WithoutABundlePredictTakesTheShippedOneOfTheDevicesKind) {

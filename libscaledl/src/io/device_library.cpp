@@ -59,8 +59,11 @@ std::string find_device_spec(const std::string& value, const std::string& key,
   std::vector<std::string> names;
   for (const auto& f : sheet_files(dirs)) names.push_back(f.stem().string());
   fail("{}=\"{}\" is neither a file nor a shipped spec sheet ({}; `scaledl devices` lists them)", key, value,
-       names.empty() ? std::string("no models/devices folder found: give a file")
-                     : fmt::format("one of {}", fmt::join(names, ", ")));
+       names.empty()
+           ? fmt::format(
+                 "no models/devices folder in {}: give a file, or set SCALEDL_MODELS to the models folder",
+                 fmt::join(dirs, ", "))
+           : fmt::format("one of {}", fmt::join(names, ", ")));
 }
 
 std::vector<DeviceSheet> list_device_specs(const std::vector<std::string>& dirs) {
