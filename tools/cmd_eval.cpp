@@ -95,6 +95,10 @@ void add_options(CLI::App& app, EvalCmdOptions& o) {
       ->capture_default_str();
   app.add_option("--ood-tau", e.ood_tau, "ScaleDL methods: out-of-domain shrinkage toward the sum (0 = off)")
       ->capture_default_str();
+  app.add_option("--graph-members", e.graph_members,
+                 "graph methods: models per split, seeds seed..seed+N-1, their alpha and beta combined as "
+                 "a bundle's refinement members (`train --graph-members`; in [1, 16])")
+      ->capture_default_str();
   app.add_flag("--no-intervals", o.no_intervals, "do not calibrate and score scaledl-tc's intervals");
   app.add_option(
          "--anchors", o.e.anchors,

@@ -3,10 +3,11 @@
 # end to end (40 FP32 runs), the layer models and the refinement trained on the default bundle's
 # layer data (NeuSight, our H100 and H200 operator sets, the four public sources, our H200's
 # training kernels; docs/gpu-data.md) with the default bundle's options (scripts/build_default_bundle.sh:
-# --dtype-rates and --host-term included), the held-out GPU predicted from its spec sheet.
+# --dtype-rates and --host-term included; 3 refinement members, --graph-members), the held-out GPU
+# predicted from its spec sheet.
 # Our H100 campaign (datasets/h100/h100.sqlite) is left out: its 50 runs would make a sixth fold.
 #   scripts/reproduce/neusight_loo_bundle.sh [SEEDS] [OUT]   (default 3, docs/results/gpus/neusight-loo)
-# ~80 s per seed on 2 cores. Writes OUT/report.md, report.json and predictions.csv (report.json is not
+# ~150 s per seed on 2 cores. Writes OUT/report.md, report.json and predictions.csv (report.json is not
 # committed: the two others hold its figures), and prints the
 # MRE and mean signed error per held-out GPU. GPU_SOURCES (default "aiconfigurator kernelbench vidur
 # deepbench") and H200_KINDS (default 1: our H200's training kernels) choose the data beyond
@@ -36,7 +37,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=1
 # shellcheck disable=SC2086  # EVAL_ARGS is a list of options
 "$BIN" eval --db "$DB" --protocol leave-one-device-out --methods sum,scaledl-tc --seeds "$SEEDS" \
   --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw \
-  --host-term --no-plots --quiet --out "$OUT" ${EVAL_ARGS:-}
+  --host-term --graph-members 3 --no-plots --quiet --out "$OUT" ${EVAL_ARGS:-}
 python3 - "$OUT/predictions.csv" <<'EOF'
 # Per held-out GPU and method: MRE % and mean signed error % (+ = predicted too slow).
 import collections, csv, sys

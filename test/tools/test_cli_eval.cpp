@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,80 @@ TEST(CliEval, InModelLayerTimesAndIntervalsAreReported) {
   EXPECT_GT(tc, 10);
 }
 
+namespace {
+/// The fields of one CSV line, quotes ("...", no escaped quotes inside) taken off.
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f(1);
+  bool quoted = false;
+  for (char ch : line) {
+    if (ch == '"')
+      quoted = !quoted;
+    else if (ch == ',' && !quoted)
+      f.emplace_back();
+    else
+      f.back() += ch;
+  }
+  return f;
+}
+
+/// predicted_ms of `method` per "seed model batch seq" in an eval's predictions.csv.
+std::map<std::string, double> predictions_of(const std::string& dir, const std::string& method) {
+  std::map<std::string, double> out;
+  std::ifstream csv(dir + "/predictions.csv");
+  std::string line;
+  std::getline(csv, line);
+  const std::vector<std::string> head = csv_fields(line);
+  EXPECT_GE(head.size(), 12u) << line;
+  if (head.size() < 12) return out;
+  EXPECT_EQ(head[0], "seed");
+  EXPECT_EQ(head[2], "method");
+  EXPECT_EQ(head[3], "model");
+  EXPECT_EQ(head[8], "batch");
+  EXPECT_EQ(head[9], "seq_len");
+  EXPECT_EQ(head[11], "predicted_ms");
+  while (std::getline(csv, line)) {
+    const std::vector<std::string> f = csv_fields(line);
+    if (f.size() != head.size() || f[2] != method) continue;
+    out[f[0] + " " + f[3] + " " + f[8] + " " + f[9]] = std::stod(f[11]);
+  }
+  return out;
+}
+}  // namespace
+
+// --graph-members N: the split's graph model and N - 1 more of the next seeds, combined as a bundle's
+// members: each run's prediction is the geometric mean of the members' (T_comm = 0 on one CPU, so of
+// their alpha x T_sum), the members being the models that --seeds trains alone.
+TEST(CliEval, GraphMembersCombineAsABundlesMembers) {
+  const std::string base = testing::TempDir() + "/eval_members_" + std::to_string(getpid());
+  const std::string common =
+      "eval" + kStores +
+      " --protocol ood-size --methods scaledl-tc --no-plots --no-intervals --epochs 10 "
+      "--max-cv 0.3 --quiet";
+  scaledl::remove_tree(base + "-alone");
+  scaledl::remove_tree(base + "-two");
+  auto alone = run_cli(common + " --seeds 2 --out " + base + "-alone");
+  ASSERT_EQ(alone.rc, 0) << alone.out;
+  auto two = run_cli(common + " --seeds 1 --graph-members 2 --out " + base + "-two");
+  ASSERT_EQ(two.rc, 0) << two.out;
+  const auto a = predictions_of(base + "-alone", "scaledl-tc");
+  const auto e = predictions_of(base + "-two", "scaledl-tc");
+  ASSERT_GT(e.size(), 10u);
+  int differs = 0;
+  for (const auto& [key, ms] : e) {
+    ASSERT_EQ(key.rfind("0 ", 0), 0u) << key;
+    const std::string run = key.substr(2);
+    ASSERT_TRUE(a.count("0 " + run) && a.count("1 " + run)) << run;
+    const double s0 = a.at("0 " + run), s1 = a.at("1 " + run);
+    EXPECT_NEAR(ms, std::sqrt(s0 * s1), 1e-5 * ms) << run;  // 6 digits in the CSV; their mean differs more
+    differs += std::fabs(s0 - s1) > 1e-3 * s0;
+  }
+  EXPECT_GT(differs, 0);  // the two seeds' models differ, so the test can tell a mean from either
+  const auto j = nlohmann::json::parse(std::ifstream(base + "-two/report.json"));
+  EXPECT_EQ(j["scaledl_config"]["graph_members"], 2);
+  EXPECT_NE(scaledl::test::slurp(base + "-two/report.md").find("2 models per graph method and split"),
+            std::string::npos);
+}
+
 TEST(CliEval, BadInputsGiveOneErrorLine) {
   const std::string out = testing::TempDir() + "/eval_bad_" + std::to_string(getpid());
   expect_one_error("eval" + kStores + " --protocol leave-none-out --out " + out,
@@ -179,6 +254,8 @@ TEST(CliEval, BadInputsGiveOneErrorLine) {
                    "--alpha-bound=1 must be > 1");
   expect_one_error("eval" + kStores + " --protocol id --ood-tau -1 --out " + out,
                    "--ood-tau=-1 must be >= 0");
+  expect_one_error("eval" + kStores + " --protocol id --graph-members 0 --out " + out,
+                   "--graph-members=0 must be in [1, 16]");
   expect_one_error("eval" + kStores + " --protocol id --layer-max-cv -1 --out " + out,
                    "--layer-max-cv=-1 must be in [0, 10]");
   EXPECT_FALSE(fs::exists(out + "/report.md"));

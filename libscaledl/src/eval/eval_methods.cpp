@@ -77,7 +77,19 @@ void graph_method_predict(const Ctx& c, const std::string& method, const std::ve
   GraphPredictor p = GraphPredictor::train(gtr, cfg, opt, &rep);
   std::vector<const GraphFeatures*> gte;
   for (size_t i : test) gte.push_back(G[i]);
-  GnnPrediction pr = p.predict(gte);
+  GnnPrediction pr;
+  if (c.o.graph_members == 1) {
+    pr = p.predict(gte);
+  } else {  // the other members, the next seeds, combined as a bundle's (bundle_train.cpp)
+    GraphInference ensemble = *p.inference();
+    for (int k = 1; k < c.o.graph_members; ++k) {
+      GnnTrainOptions mo = opt;
+      mo.seed = seed + static_cast<uint64_t>(k);
+      const GraphPredictor m = GraphPredictor::train(gtr, cfg, mo);
+      ensemble.add_member(*m.inference(), fmt::format("{} member {}", method, k + 1));
+    }
+    pr = ensemble.predict(gte);
+  }
   std::vector<double>& out = mo.pred;
   out = pr.t_pred_ms;
   mo.ood = pr.ood_distance;

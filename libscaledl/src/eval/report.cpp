@@ -118,9 +118,13 @@ std::string details_md(const nlohmann::json& rep) {
   }
   if (rep.contains("layer_times"))
     md += fmt::format(
-        "\nLayer times: {}. ScaleDL methods: alpha, beta bound {}, out-of-domain shrinkage tau {}.\n",
+        "\nLayer times: {}. ScaleDL methods: alpha, beta bound {}, out-of-domain shrinkage tau {}{}.\n",
         rep["layer_times"].get<std::string>(), rep["scaledl_config"]["alpha_bound"].get<double>(),
-        rep["scaledl_config"]["ood_tau"].get<double>());
+        rep["scaledl_config"]["ood_tau"].get<double>(),
+        rep["scaledl_config"].value("graph_members", 1) > 1
+            ? fmt::format("; {} models per graph method and split, combined as a bundle's members",
+                          rep["scaledl_config"]["graph_members"].get<int>())
+            : std::string());
   if (rep.contains("learning_curve")) {
     md +=
         "\nError vs number of training runs (scaledl-tc, random subsets of the id training split):\n\n"

@@ -103,6 +103,8 @@ std::vector<std::string> check_options(const EvalOptions& o) {
       "--anchors={} needs --protocol=leave-one-device-out, the method scaledl-tc and its intervals (no "
       "--no-intervals or --no-device-intervals)",
       o.anchors);
+  SCALEDL_CHECK(o.graph_members >= 1 && o.graph_members <= 16, "--graph-members={} must be in [1, 16]",
+                o.graph_members);
   SCALEDL_CHECK(!o.device_crossfit || lodo,
                 "--device-crossfit needs --protocol=leave-one-device-out (protocol={})", protocol);
   SCALEDL_CHECK(o.calibrate_rows >= 0 && o.calibrate_rows <= 100000,
@@ -556,7 +558,8 @@ void Evaluation::make_report() {
   }
   res.report["layer_times"] = layer_times_text();
   if (o.calibrate_rows > 0) res.report["calibrations"] = calibrations;
-  res.report["scaledl_config"] = {{"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}};
+  res.report["scaledl_config"] = {
+      {"alpha_bound", o.alpha_bound}, {"ood_tau", o.ood_tau}, {"graph_members", o.graph_members}};
   if (!dopt_rows.empty()) res.report["doptimal_vs_random"] = dopt_rows;
 }
 

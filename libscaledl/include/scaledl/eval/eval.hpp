@@ -138,8 +138,12 @@ struct EvalOptions {
   /// measured runs of the held-out device (device_intervals.hpp), as method
   /// "scaledl-tc+<K>anchor"
   int anchors = 0;
-  double alpha_bound = 4.0;                     ///< GnnConfig::alpha_bound of the ScaleDL methods
-  double ood_tau = 1.0;                         ///< GnnConfig::ood_tau of the ScaleDL methods
+  double alpha_bound = 4.0;  ///< GnnConfig::alpha_bound of the ScaleDL methods
+  double ood_tau = 1.0;      ///< GnnConfig::ood_tau of the ScaleDL methods
+  /// Graph methods: models trained per split with the seeds seed, seed + 1, ..., whose predictions
+  /// are combined as a bundle's refinement members are (`train --graph-members`: the geometric mean
+  /// of their alpha and beta); the intervals are calibrated on the first. In [1, 16].
+  int graph_members = 1;
   std::function<void(const std::string&)> log;  ///< progress lines (may be empty)
 };
 
