@@ -26,9 +26,11 @@ struct ModelArgs : ModelRequest {
                    "fp32, tf32, bf16, fp16 (a model loaded in it), fp8: Transformer Engine's recipe, FP8 "
                    "GEMMs in the blocks' linear layers and BF16 elsewhere, or amp-bf16 / amp-fp16: autocast "
                    "over FP32 weights, as Hugging Face's Trainer with bf16=True / fp16=True (default fp32)");
-    app.add_option("--framework", framework,
-                   "kernel recipe: hf-eager (default; every kernel its own), hf-sdpa (fused attention) or "
-                   "megatron (fused attention, softmax and GELU kernels; docs/parallel.md)");
+    app.add_option(
+        "--framework", framework,
+        "kernel recipe: hf-eager (every kernel its own), hf-sdpa (fused attention) or megatron "
+        "(fused attention, softmax, GELU and RoPE kernels); each adds the fused optimizer step and "
+        "the rotary kernels (default: none, our LibTorch zoo's eager kernels; docs/predict.md)");
     app.add_option("--attention", attention,
                    "attention core: eager or fused (FlashAttention / SDPA), over the "
                    "--framework's choice");

@@ -64,7 +64,7 @@ def main():
     a = ap.parse_args()
     with open(a.runs, newline="") as f:
         runs = [r for r in csv.DictReader(f) if r["status"] == "ok"]
-    rows, errs = [], {"train": [], "fwd-bwd": [], "lora": [], "memory": []}
+    rows, errs = [], {"train": [], "fwd-bwd": [], "lora": [], "memory": [], "sum": []}
     for r in runs:
         res = {}
         for mode, measured in (("train", "label_ms"), ("fwd-bwd", "fwdbwd_ms")):
@@ -76,6 +76,8 @@ def main():
             res[mode] = (pred, float(r[measured]))
             if mode == "train":
                 res["memory"] = (js["memory"]["peak_gb"], float(r["peak_gib"]) * 2**30 / 1e9)
+                if r["lora"] in ("", "-"):  # the layer sum alone, before the refinement's alpha
+                    errs["sum"].append(float(js["t_sum_ms"]) / float(r[measured]) - 1)
         out = {"model": r["model"], "batch": r["batch"], "seq": r["seq"], "lora": r["lora"]}
         for mode in ("train", "fwd-bwd"):
             pred, meas = res[mode]
@@ -109,6 +111,7 @@ def main():
         return (f"MAPE {100 * statistics.mean(abs(x) for x in xs):.1f} %, mean {100 * statistics.mean(xs):+.1f} %, "
                 f"n = {len(xs)}") if xs else "n = 0"
     print(f"\nfull training iterations: {mape(errs['train'])}", file=sys.stderr)
+    print(f"  their layer sums (T_sum, before the refinement): {mape(errs['sum'])}", file=sys.stderr)
     print(f"LoRA iterations: {mape(errs['lora'])}", file=sys.stderr)
     print(f"forward-backward (every run, LoRA too): {mape(errs['fwd-bwd'])}", file=sys.stderr)
     print(f"peak memory (every run): {mape(errs['memory'])}", file=sys.stderr)

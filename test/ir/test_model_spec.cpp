@@ -731,10 +731,16 @@ TEST(ModelSpec, NemotronSquaredReluLayerNorm1PAndPartialRotary) {
     c.merge_patch(patch);
     EXPECT_NE(parse_error(c).find(msg), std::string::npos) << parse_error(c);
   }
-  // The rotary share is read (checked), not stored: another value changes no shape.
+  // The rotary share: int(0.5 x 128) = 64 of each head turn (stored); the whole head is 0 (not stored).
+  EXPECT_EQ(m.rotary_dim, 64);
+  EXPECT_EQ(m.rotary_dims(), 64);
   json r = load("minitron-4b");
   r["partial_rotary_factor"] = 1.0;
-  EXPECT_EQ(parse_model_config(r).to_json(), parse_model_config(load("minitron-4b")).to_json());
+  const ModelSpec whole = parse_model_config(r);
+  EXPECT_EQ(whole.rotary_dim, 0);
+  EXPECT_EQ(whole.rotary_dims(), 128);
+  EXPECT_FALSE(whole.to_json().contains("rotary_dim"));
+  EXPECT_EQ(m.to_json()["rotary_dim"], 64);
   // A stored spec with an activation id beyond the known ones is refused by name.
   json st = m.to_json();
   st["activation"] = "relu3";

@@ -3,8 +3,11 @@
 // their settings JSON, and the errors of bad input.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/ir/layer_graph.hpp"
@@ -418,4 +421,136 @@ TEST(Recipes, LoraInHalfPrecisionHasPeftsCasts) {
   const LayerGraph ga = build_layer_graph(m, amp);
   EXPECT_LT(ga.find("decoder.0.attn.q.lora_cast"), 0);
   EXPECT_GE(ga.find("decoder.0.attn.q.lora_a.cast"), 0);
+}
+
+TEST(Recipes, FrameworksTurnQAndKInRotaryKernelsOfTheirOwn) {
+  // Mistral-7B (Llama's blocks, 32 heads of 128, 8 k/v heads): Hugging Face's
+  // apply_rotary_pos_emb, x * cos + rotate_half(x) * sin, is five kernels on q and five on k
+  // between the projections and the attention core; Megatron's fused RoPE one each; our zoo (no
+  // --framework) turns q and k inside its q and k nodes, so its graph has no rotary node.
+  const ModelSpec m = load_model_config(model_path("mistral-7b"));
+  ASSERT_EQ(m.rotary_dims(), 128);
+  TrainSettings zoo = settings(2, 256);
+  TrainSettings hf = zoo, meg = zoo;
+  apply_framework(hf, Framework::HfSdpa);
+  apply_framework(meg, Framework::Megatron);
+  EXPECT_TRUE(hf.rotary_kernels && meg.rotary_kernels);
+  EXPECT_FALSE(zoo.rotary_kernels);
+  zoo.attention = AttentionImpl::Fused;
+  zoo.fused_optimizer = true;  // everything of hf-sdpa but the rotary kernels
+  const LayerGraph gz = build_layer_graph(m, zoo), gh = build_layer_graph(m, hf),
+                   gm = build_layer_graph(m, meg);
+  const std::string p = "decoder.0.attn.";
+  EXPECT_LT(gz.find(p + "q_rope"), 0);
+  // ten forward nodes a layer (and their backward nodes), and nothing else changed
+  EXPECT_EQ(gh.nodes.size(), gz.nodes.size() + 20 * static_cast<size_t>(m.num_layers));
+  auto rotary_nodes = [](const LayerGraph& g) {
+    int n = 0;
+    for (const auto& x : g.nodes)
+      n += x.dir == Direction::Forward && x.name.find("_rope") != std::string::npos;
+    return n;
+  };
+  EXPECT_EQ(rotary_nodes(gh), 10 * m.num_layers);
+  const double tq = 2.0 * 256 * 32 * 128, tk = 2.0 * 256 * 8 * 128;  // q's and k's turned elements
+  EXPECT_EQ(node(gh, p + "q_rope.neg").dims, (std::vector<int64_t>{int64_t(tq / 2), 0}));
+  for (const char* k : {"q_rope.cat", "q_rope.cos", "q_rope.sin"}) {
+    EXPECT_EQ(node(gh, p + k).type, LayerType::Pointwise) << k;
+    EXPECT_EQ(node(gh, p + k).dims[0], int64_t(tq)) << k;
+  }
+  EXPECT_EQ(node(gh, p + "q_rope").type, LayerType::Add);
+  EXPECT_EQ(node(gh, p + "k_rope").dims[0], int64_t(tk));
+  // the attention core reads the turned q and k, and v as projected
+  const int core = gh.find(p + "core");
+  std::vector<int> srcs;
+  for (const auto& e : gh.edges)
+    if (e.dst == core) srcs.push_back(e.src);
+  EXPECT_EQ(srcs, (std::vector<int>{gh.find(p + "q_rope"), gh.find(p + "k_rope"), gh.find(p + "v")}));
+  // Megatron: one kernel per tensor over the whole heads
+  EXPECT_EQ(rotary_nodes(gm), 2 * m.num_layers);
+  EXPECT_EQ(node(gm, p + "q_rope").type, LayerType::Pointwise);
+  EXPECT_EQ(node(gm, p + "q_rope").dims, (std::vector<int64_t>{int64_t(tq), 0}));
+  EXPECT_LT(gm.find(p + "q_rope.cos"), 0);
+  // the setting round-trips through the settings JSON, stored only when set
+  EXPECT_TRUE(parse_train_settings(hf.to_json()).rotary_kernels);
+  EXPECT_FALSE(zoo.to_json().contains("rotary_kernels"));
+}
+
+TEST(Recipes, AmpTurnsQAndKInFp32AndTheCoreCastsThemBack) {
+  // Under autocast over FP32 weights, cos and sin are FP32 (the embeddings' dtype): the BF16 q
+  // times cos is an FP32 tensor (promoted inside the multiply, no cast kernel), the sum too, and
+  // SDPA's autocast casts the turned q and k back to BF16. rotate_half's neg and cat stay BF16.
+  const ModelSpec m = load_model_config(model_path("mistral-7b"));
+  TrainSettings s = settings(2, 256);
+  apply_framework(s, Framework::HfSdpa);
+  set_dtype_recipe(s, "amp-bf16", "--dtype");
+  const LayerGraph g = build_layer_graph(m, s);
+  const std::string p = "decoder.0.attn.";
+  for (const char* k : {"q_rope.neg", "q_rope.cat"}) EXPECT_EQ(node(g, p + k).dtype, DType::BF16) << k;
+  for (const char* k : {"q_rope.cos", "q_rope.sin", "q_rope", "k_rope"})
+    EXPECT_EQ(node(g, p + k).dtype, DType::FP32) << k;
+  EXPECT_LT(g.find(p + "q_rope.cos.cast"), 0);
+  const LayerNode& cast = node(g, p + "core.cast");
+  EXPECT_EQ(cast.dtype, DType::BF16);
+  // q and k, FP32 to BF16: 6 bytes an element, 1.5 x a BF16 pointwise node's
+  const double qk = 2.0 * 256 * (32 + 8) * 128;
+  EXPECT_NEAR(static_cast<double>(cast.dims[0]), 1.5 * qk, 1);
+  // a model loaded in BF16 turns them in BF16, with no cast before the core
+  TrainSettings b = settings(2, 256);
+  apply_framework(b, Framework::HfSdpa);
+  const LayerGraph gb = build_layer_graph(m, b);
+  EXPECT_EQ(node(gb, p + "q_rope.cos").dtype, DType::BF16);
+  EXPECT_LT(gb.find(p + "core.cast"), 0);
+}
+
+TEST(Recipes, PartialRotationNopeLayersAndLatentAttentionTurnWhatTheirConfigsSay) {
+  TrainSettings s = settings(1, 128);
+  apply_framework(s, Framework::HfSdpa);
+  // Pythia (GPT-NeoX): rotary_pct 0.25 of 64 = 16 of each head turn, then the turned part is
+  // concatenated with the other 48 (one fused query_key_value projection, sliced).
+  const ModelSpec neox = load_model_config(model_path("pythia-160m"));
+  ASSERT_EQ(neox.head_dim, 64);
+  EXPECT_EQ(neox.rotary_dims(), 16);
+  const LayerGraph gn = build_layer_graph(neox, s);
+  const std::string p = "decoder.0.attn.";
+  EXPECT_EQ(node(gn, p + "q_rope.sum").dims[0], 128 * 12 * 16);
+  EXPECT_EQ(node(gn, p + "q_rope").dims, (std::vector<int64_t>{128 * 12 * 64, 0}));
+  // SmolLM3: every 4th layer is NoPE (no_rope_layer_interval 4): 27 of 36 layers turn q and k
+  const ModelSpec smol = load_model_config(model_path("smollm3-3b"));
+  EXPECT_EQ(smol.nope_interval, 4);
+  const LayerGraph gs = build_layer_graph(smol, s);
+  int turned = 0;
+  for (int64_t i = 0; i < smol.num_layers; ++i)
+    turned += gs.find("decoder." + std::to_string(i) + ".attn.q_rope") >= 0 ? 1 : 0;
+  EXPECT_EQ(turned, 27);
+  EXPECT_LT(gs.find("decoder.3.attn.q_rope"), 0);
+  // DeepSeek-V2-Lite's latent attention: the rotary part of q (every head) and k's one shared
+  // rotary head turn before the concatenations, which read them.
+  const ModelSpec ds = load_model_config(model_path("deepseek-v2-lite"));
+  ASSERT_TRUE(ds.mla());
+  EXPECT_EQ(ds.rotary_dims(), ds.qk_rope_dim);
+  const LayerGraph gd = build_layer_graph(ds, s);
+  EXPECT_EQ(node(gd, p + "k_rope").dims[0], 128 * ds.qk_rope_dim);
+  EXPECT_EQ(node(gd, p + "q_rope").dims[0], 128 * ds.num_heads * ds.qk_rope_dim);
+  const int kcat = gd.find(p + "k_cat");
+  bool reads = false;
+  for (const auto& e : gd.edges) reads = reads || (e.dst == kcat && e.src == gd.find(p + "k_rope"));
+  EXPECT_TRUE(reads);
+  // BERT and GPT-2 learn their positions: no rotary node under any framework
+  EXPECT_EQ(load_model_config(model_path("gpt2")).rotary_dims(), 0);
+  const LayerGraph g2 = build_layer_graph(load_model_config(model_path("gpt2")), s);
+  for (const auto& n : g2.nodes) EXPECT_EQ(n.name.find("rope"), std::string::npos) << n.name;
+  // a spec's rotary share is checked and round-trips through the stored JSON
+  const ModelSpec back = model_spec_from_json(neox.to_json(), "stored");
+  EXPECT_EQ(back.rotary_dim, 16);
+  EXPECT_EQ(model_spec_from_json(smol.to_json(), "stored").nope_interval, 4);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(model_path("minitron-4b")));
+  cfg["partial_rotary_factor"] = 0;
+  try {
+    parse_model_config(cfg, "minitron");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("minitron.partial_rotary_factor=0 must be in (0, 1]"),
+              std::string::npos)
+        << e.what();
+  }
 }

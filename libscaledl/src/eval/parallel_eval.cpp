@@ -171,6 +171,7 @@ RunJob job_of(const ParallelRun& r) {
   j.s.optimizer = OptimizerKind::AdamW;
   j.s.fused_kernels = true;    // Megatron-LM: fused scale-mask-softmax and bias-GELU, the eager core
   j.s.fused_optimizer = true;  // and its FusedAdam step
+  j.s.rotary_kernels = true;   // and its fused RoPE (GPT's learnt positions: no node)
   j.c.gpus = r.gpus;
   j.c.tp = r.tp;
   j.c.pp = r.pp;

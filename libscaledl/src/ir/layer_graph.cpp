@@ -54,14 +54,16 @@ class Builder {
 
   int add(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
           const std::vector<In>& inputs, int block = -1) {
-    // add_fp32_op's flag holds for this node only, not for the casts and adapters it adds
+    // add_fp32_op's and add_fp32_operand's flags hold for this node only, not for the casts and
+    // adapters it adds
     const bool fp32_op = std::exchange(fp32_op_, false);
+    const bool fp32_operand = std::exchange(fp32_operand_, false);
     validate_dims(t, dims);
     // The FP8 recipe (Transformer Engine): the blocks' linear layers; the embedding, the LM head
     // and the classifier stay in BF16, as TE's recipes keep them.
     const AutocastClass ac = fp32_op ? AutocastClass::Fp32 : autocast_class(t);
     const DType dt = g_.settings.fp8 && t == LayerType::Linear && block >= 0 && !adapter_ ? DType::FP8
-                     : g_.settings.amp ? amp_dtype(ac, inputs)
+                     : g_.settings.amp ? (fp32_operand ? DType::FP32 : amp_dtype(ac, inputs))
                                        : g_.settings.dtype;
     LayerCost cost = layer_cost(t, dims, dt);
     const std::vector<In> ins = g_.settings.amp ? amp_casts(name, ac, dt, cost, inputs, block) : inputs;
@@ -139,6 +141,16 @@ class Builder {
   int add_fp32_op(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
                   const std::vector<In>& inputs, int block = -1) {
     fp32_op_ = true;
+    return add(name, t, std::move(dims), std::move(out), inputs, block);
+  }
+
+  /// add() for an elementwise op (autocast's promote class) with an FP32 operand that is no node
+  /// of the graph (Hugging Face's rotary cos and sin, computed in the dtype of the embeddings: FP32
+  /// under autocast over FP32 weights): under autocast its output is FP32, converted inside its own
+  /// kernel (TensorIterator's type promotion, no cast node); otherwise as add().
+  int add_fp32_operand(const std::string& name, LayerType t, std::vector<int64_t> dims, Shape out,
+                       const std::vector<In>& inputs, int block = -1) {
+    fp32_operand_ = true;
     return add(name, t, std::move(dims), std::move(out), inputs, block);
   }
 
@@ -228,9 +240,10 @@ class Builder {
 
   LayerGraph& g_;
   double e_;
-  bool adapter_ = false;  ///< adding a LoRA adapter's nodes: trainable, in the settings' dtype
-  bool casting_ = false;  ///< adding an autocast cast node (amp_casts): no cast of its own
-  bool fp32_op_ = false;  ///< adding an op of autocast's FP32 list (add_fp32_op)
+  bool adapter_ = false;       ///< adding a LoRA adapter's nodes: trainable, in the settings' dtype
+  bool casting_ = false;       ///< adding an autocast cast node (amp_casts): no cast of its own
+  bool fp32_op_ = false;       ///< adding an op of autocast's FP32 list (add_fp32_op)
+  bool fp32_operand_ = false;  ///< adding an op with an FP32 operand outside the graph (add_fp32_operand)
 };
 
 LayerType norm_type(const ModelSpec& m) {
@@ -345,6 +358,10 @@ class Forward {
     } else if (fused) {  // GPT-2 Conv1D c_attn, Phi-3 qkv_proj: one [h, (H + 2 KV) hd] projection
       q = k = v = B_.add(p + ".qkv", LayerType::Linear, {tq, h, qo + 2 * kvo, m_.qkv_bias},
                          {b_, sq, qo + 2 * kvo}, {xq}, block);
+      if (rotates(block)) {  // Phi-3, GPT-NeoX: q and k are slices of the one projection
+        q = rope(p + ".q_rope", In(v, {b_, sq, qo}), tq, H, block);
+        k = rope(p + ".k_rope", In(v, {b_, skv, kvo}), tkv, m_.num_kv_heads, block);
+      }
     } else {
       q = B_.add(p + ".q", LayerType::Linear, {tq, h, qo, m_.qkv_bias}, {b_, sq, qo}, {xq}, block);
       k = B_.add(p + ".k", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
@@ -362,12 +379,46 @@ class Forward {
           B_.own_weight(k, 0);
         }
       }
+      if (rotates(block)) {  // after the q/k norms (Qwen3, Gemma 3, OLMo 2), as transformers does
+        q = rope(p + ".q_rope", q, tq, H, block);
+        k = rope(p + ".k_rope", k, tkv, m_.num_kv_heads, block);
+      }
     }
     const int core = fused_core(bias) ? flash(p, q, k, v, sq, skv, block, causal)
                                       : eager_core(p, q, k, v, sq, skv, block, bias, causal);
     int o = B_.add(p + ".o", LayerType::Linear, {tq, H * vd, h, m_.out_bias}, {b_, sq, h},
                    {In(core, {b_, sq, H * vd})}, block);
     return dropout(p + ".out_dropout", m_.dropout, o, b_ * sp_seq(sq) * h, {b_, sp_seq(sq), h}, block);
+  }
+
+  /// Whether decoder block `block` (its layer index) turns q and k in kernels of its own
+  /// (TrainSettings::rotary_kernels, ModelSpec::rotates_layer).
+  bool rotates(int block) const { return g_.settings.rotary_kernels && m_.rotates_layer(block); }
+
+  /// The rotary embedding "<name>" of x, `heads` heads of `t` tokens, m_.rotary_dims() of each
+  /// head's head_dim elements turning. Hugging Face's apply_rotary_pos_emb as eager PyTorch runs
+  /// it, x * cos + rotate_half(x) * sin: "<name>.neg" (-x2, half the turned elements), "<name>.cat"
+  /// (cat(-x2, x1)), "<name>.cos" and "<name>.sin" (the products, x op c: cos and sin broadcast
+  /// over the heads; FP32 under autocast over FP32 weights, add_fp32_operand), then their sum; with
+  /// a partial rotation (rotary_dim < head_dim) the sum is "<name>.sum" and "<name>" its
+  /// concatenation with the unturned part. With fused_kernels, one kernel "<name>" that reads and
+  /// writes the whole heads (Megatron-LM's and Transformer Engine's fused RoPE). MLA (`whole` =
+  /// false): x is the rotary part alone. The cos and sin tables (once per forward, b x s x rd
+  /// elements) are in no node.
+  int rope(const std::string& name, const In& x, int64_t t, int64_t heads, int block,
+           bool whole_head = true) {
+    const auto P = LayerType::Pointwise;
+    const int64_t rd = m_.rotary_dims(), hd = whole_head ? m_.head_dim : rd;
+    const int64_t n = t * heads * rd, all = t * heads * hd, half = std::max<int64_t>(1, n / 2);
+    const Shape ws = {t, heads * hd}, rs = {t, heads * rd}, hs = {t, heads * rd / 2};
+    if (g_.settings.fused_kernels) return B_.add(name, P, {all, 0}, ws, {In(x.id, ws)}, block);
+    const int neg = B_.add(name + ".neg", P, {half, 0}, hs, {In(x.id, hs)}, block);
+    const int cat = B_.add(name + ".cat", P, {n, 0}, rs, {neg, In(x.id, hs)}, block);
+    const int c = B_.add_fp32_operand(name + ".cos", P, {n, 0}, rs, {In(x.id, rs)}, block);
+    const int s = B_.add_fp32_operand(name + ".sin", P, {n, 0}, rs, {cat}, block);
+    if (rd == hd) return B_.add(name, LayerType::Add, {n}, ws, {c, s}, block);
+    const int sum = B_.add(name + ".sum", LayerType::Add, {n}, rs, {c, s}, block);
+    return B_.add(name, P, {all, 0}, ws, {sum, In(x.id, {t, heads * (hd - rd)})}, block);
   }
 
   /// Whether the attention core runs as one fused kernel: settings.attention is fused and the
@@ -445,9 +496,18 @@ class Forward {
                      block);
     v = B_.add(p + ".kv_b", LayerType::Linear, {tkv, kl, H * (nope + vd), 0}, {b_, skv, H * (nope + vd)},
                {lat}, block);
-    q = B_.add(p + ".q_cat", LayerType::Pointwise, {tq * H * hd, 0}, {b_, sq, H * hd}, {q}, block);
+    // The rotary parts' embedding (rotary_kernels): q's of every head, k's of its one shared head;
+    // without it the concatenations read q and kv_a's rotary part as they are.
+    std::vector<In> qin = {q};
+    In kr(kva, {b_, skv, rope});
+    if (rotates(block) && rope > 0) {
+      qin = {In(q, {b_, sq, H * nope}),
+             In(this->rope(p + ".q_rope", In(q, {b_, sq, H * rope}), tq, H, block, false))};
+      kr = In(this->rope(p + ".k_rope", kr, tkv, 1, block, false));
+    }
+    q = B_.add(p + ".q_cat", LayerType::Pointwise, {tq * H * hd, 0}, {b_, sq, H * hd}, qin, block);
     k = B_.add(p + ".k_cat", LayerType::Pointwise, {tkv * H * hd, 0}, {b_, skv, H * hd},
-               {In(v, {b_, skv, H * nope}), In(kva, {b_, skv, rope})}, block);
+               {In(v, {b_, skv, H * nope}), kr}, block);
   }
 
   /// FFN sub-block: up [gate, mul], act, [act_dropout], down, [dropout]; of width f (default: the

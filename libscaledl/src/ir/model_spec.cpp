@@ -123,11 +123,35 @@ void read_head_dim(const json& j, const std::string& ctx, ModelSpec& m, int64_t 
   }
 }
 
-/// Checks partial_rotary_factor (default `def`): the share of each head the rotary embedding
-/// turns, in (0, 1]. The rotation is in no node of the graph, so the share changes no shape.
-void check_rotary_factor(const json& j, const std::string& ctx, double def) {
-  const double f = get_num_or(j, "partial_rotary_factor", ctx, 0.0, 1.0, def);
-  SCALEDL_CHECK(f > 0, "{}.partial_rotary_factor={} must be in (0, 1]", ctx, f);
+/// Reads partial_rotary_factor (or `key`; default `def`): the share of each head the rotary
+/// embedding turns, in (0, 1], into m.rotary_dim = int(factor x head_dim) as transformers computes
+/// it (0 = the whole head). Needs m.head_dim.
+void read_rotary_factor(const json& j, const std::string& ctx, double def, ModelSpec& m,
+                        const char* key = "partial_rotary_factor") {
+  const double f = get_num_or(j, key, ctx, 0.0, 1.0, def);
+  SCALEDL_CHECK(f > 0, "{}.{}={} must be in (0, 1]", ctx, key, f);
+  const auto rd = static_cast<int64_t>(f * static_cast<double>(m.head_dim));
+  SCALEDL_CHECK(rd >= 2, "{}.{}={} turns {} of head_dim={}: fewer than one pair", ctx, key, f, rd,
+                m.head_dim);
+  m.rotary_dim = rd < m.head_dim ? rd : 0;
+}
+
+/// Reads no_rope_layers / no_rope_layer_interval (SmolLM3, Llama 4: layer i keeps no rotation when
+/// no_rope_layers[i] = 0, by default every no_rope_layer_interval-th) into m.nope_interval. A list
+/// that is not every k-th layer is read as the interval of as many NoPE layers (their count is what
+/// the time sees; which layers, only a pipeline stage's split).
+void read_nope_layers(const json& j, const std::string& ctx, ModelSpec& m) {
+  m.nope_interval = opt(j, {"no_rope_layer_interval"}, ctx, 1, kMaxLayers, 4);
+  if (first_key(j, {"no_rope_layers"}).empty() || j.at("no_rope_layers").is_null()) return;
+  const json& l = j.at("no_rope_layers");
+  bool ok = l.is_array() && (l.empty() || static_cast<int64_t>(l.size()) == m.num_layers);
+  for (const json& v : ok ? l : json::array()) ok = ok && v.is_number_integer() && (v == 0 || v == 1);
+  SCALEDL_CHECK(ok, "{}.no_rope_layers={} must be empty or num_hidden_layers={} flags 0 / 1", ctx, show(l),
+                m.num_layers);
+  if (l.empty()) return;
+  int64_t nope = 0;
+  for (const json& v : l) nope += v == 0 ? 1 : 0;
+  m.nope_interval = nope == 0 ? 0 : std::max<int64_t>(1, (m.num_layers + nope / 2) / nope);
 }
 
 /// A decoder of the Llama family: hidden_size, num_hidden_layers and num_attention_heads (the
@@ -263,8 +287,8 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 ///   takes, scaled by sigmoid(shared_expert_gate(x))). Dense layers are refused as in qwen3_moe.
 /// - mixtral: every FFN a dropless mixture of num_local_experts SwiGLU experts, each token
 ///   routed to its num_experts_per_tok best (top-k, weights renormalised).
-/// - smollm3: Llama's blocks and a tied LM head by default; its NoPE layers (no_rope_layers) only
-///   skip the rotation, which is in no node.
+/// - smollm3: Llama's blocks and a tied LM head by default; its NoPE layers (no_rope_layers, by
+///   default every no_rope_layer_interval-th = 4th) only skip the rotation (nope_interval).
 /// - glm4 (GLM-4-0414): Gemma 2's four norms per layer (post_self_attn_layernorm, post_mlp_layernorm),
 ///   Phi-3's fused gate_up_proj, biases on q, k and v (attention_bias, default true) but not on o,
 ///   head_dim 128 by default, rotary on partial_rotary_factor (0.5) of each head.
@@ -281,7 +305,7 @@ void parse_opt(const json& j, const std::string& ctx, ModelSpec& m) {
 ///   attention_dropout 0.1 by default.
 /// - ernie4_5 (Baidu ERNIE 4.5 dense, Ernie4_5Config): use_bias on every linear of the blocks (default
 ///   false), head_dim 128, a tied LM head by default, no attention dropout (the class fixes it at 0); its
-///   interleaved rotary embedding is in no node.
+///   interleaved rotary embedding is costed as the halves' rotation of the others (the same kernels).
 void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType type) {
   const bool gemma2 = type == ModelType::Gemma2, gemma3 = type == ModelType::Gemma3Text;
   const bool gemma = type == ModelType::Gemma || gemma2 || gemma3, mixtral = type == ModelType::Mixtral;
@@ -330,10 +354,11 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType 
     m.dropout = prob(j, "resid_pdrop", ctx, 0.0);  // Phi3DecoderLayer's resid_attn/mlp_dropout
     m.embed_dropout = prob(j, "embd_pdrop", ctx, 0.0);
   }
+  if (smollm3) read_nope_layers(j, ctx, m);
   if (glm4) {  // Glm4MLP is Phi-3's; Glm4DecoderLayer has Gemma 2's four norms
     m.fused_gate_up = true;
     m.sandwich_norm = true;
-    check_rotary_factor(j, ctx, 0.5);
+    read_rotary_factor(j, ctx, 0.5, m);
   }
   // Ernie4_5Attention sets its attention dropout to 0 whatever the config says.
   m.attn_dropout = ernie ? 0.0 : prob(j, "attention_dropout", ctx, seed ? 0.1 : 0.0);
@@ -378,7 +403,7 @@ void parse_llama(const json& j, const std::string& ctx, ModelSpec& m, ModelType 
 }
 
 /// GPT-NeoX (Pythia, GPT-NeoX-20B; HF GPTNeoXConfig): rotary positions (on rotary_pct of
-/// each head; the rotation is in no node), LayerNorm, one biased query_key_value projection,
+/// each head, default 0.25: rotary_dim), LayerNorm, one biased query_key_value projection,
 /// a plain GELU MLP with biases, an untied embed_out, and, with use_parallel_residual (the
 /// default), attention and MLP both read the block's input: x + attn(ln1(x)) + mlp(ln2(x)).
 /// Read into the Llama family (the zoo's decoder with rotary embeddings).
@@ -396,6 +421,12 @@ void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, true);
   m.fused_qkv = true;  // query_key_value
   m.parallel_residual = get_bool_or(j, "use_parallel_residual", ctx, true);
+  // GPTNeoXConfig's rotary_pct (0.25), partial_rotary_factor in the newer configs.
+  m.head_dim = m.hidden / m.num_heads;  // read_sizes checked that the heads divide hidden_size
+  if (first_key(j, {"partial_rotary_factor"}).empty())
+    read_rotary_factor(j, ctx, 0.25, m, "rotary_pct");
+  else
+    read_rotary_factor(j, ctx, 0.25, m);
   m.dropout = prob(j, "hidden_dropout", ctx, 0.0);
   m.embed_dropout = m.dropout;
   m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
@@ -409,8 +440,7 @@ void parse_gpt_neox(const json& j, const std::string& ctx, ModelSpec& m) {
 ///   applied): the LayerNorm kernel and 2 x hidden_size parameters, read as a LayerNorm;
 /// - a plain MLP down(act(up(x))), no gate, act = hidden_act (default "relu2", the squared ReLU:
 ///   relu then square, two kernels in eager PyTorch);
-/// - rotary embeddings on partial_rotary_factor (default 0.5) of each head: the rotation is in
-///   no node, so the share changes no shape (it is checked, not stored);
+/// - rotary embeddings on partial_rotary_factor (default 0.5) of each head (rotary_dim);
 /// - grouped-query attention (num_key_value_heads, default the heads), head_dim (default
 ///   hidden_size / num_attention_heads), biases where attention_bias (q, k, v, o) and mlp_bias
 ///   (up, down) say (default none), an untied LM head (tie_word_embeddings, default false).
@@ -426,7 +456,7 @@ void parse_nemotron(const json& j, const std::string& ctx, ModelSpec& m) {
   m.gated_ffn = false;
   m.qkv_bias = m.out_bias = get_bool_or(j, "attention_bias", ctx, false);
   m.linear_bias = get_bool_or(j, "mlp_bias", ctx, false);
-  check_rotary_factor(j, ctx, 0.5);
+  read_rotary_factor(j, ctx, 0.5, m);
   m.dropout = m.embed_dropout = 0;
   m.attn_dropout = prob(j, "attention_dropout", ctx, 0.0);
   m.lm_head = true;
@@ -447,7 +477,7 @@ void parse_nemotron(const json& j, const std::string& ctx, ModelSpec& m) {
 void parse_glm4_moe(const json& j, const std::string& ctx, ModelSpec& m) {
   read_decoder(j, ctx, m, 8);
   read_head_dim(j, ctx, m, 0);
-  check_rotary_factor(j, ctx, 0.5);
+  read_rotary_factor(j, ctx, 0.5, m);
   const int64_t dense = req(j, {"intermediate_size"}, ctx, 1, kMaxFfn);
   m.vocab_size = req(j, {"vocab_size"}, ctx, 1, kMaxVocab);
   m.max_positions = 0;
@@ -700,14 +730,7 @@ void parse_llama4_text(const json& j, const std::string& ctx, ModelSpec& m) {
   m.tie_word_embeddings = get_bool_or(j, "tie_word_embeddings", ctx, false);
   if (!first_key(j, {"attention_chunk_size"}).empty())
     get_int(j, "attention_chunk_size", ctx, 1, kMaxPositions);
-  opt(j, {"no_rope_layer_interval"}, ctx, 1, kMaxLayers, 4);
-  if (!first_key(j, {"no_rope_layers"}).empty()) {
-    const json& l = j.at("no_rope_layers");
-    bool ok = l.is_array() && (l.empty() || static_cast<int64_t>(l.size()) == m.num_layers);
-    for (const json& v : ok ? l : json::array()) ok = ok && v.is_number_integer() && (v == 0 || v == 1);
-    SCALEDL_CHECK(ok, "{}.no_rope_layers={} must be empty or num_hidden_layers={} flags 0 / 1", ctx, show(l),
-                  m.num_layers);
-  }
+  read_nope_layers(j, ctx, m);
   // The MoE layers: moe_layers, or every step-th from step - 1.
   const int64_t step = opt(j, {"interleave_moe_layer_step"}, ctx, 1, kMaxLayers, 1);
   std::vector<int64_t> moe;
@@ -1204,12 +1227,20 @@ void validate_model_spec(const ModelSpec& m, const std::string& ctx) {
         "{}.kv_lora_rank={}: latent attention is a decoder of the llama family with num_kv_heads = num_heads",
         ctx, m.kv_lora_rank);
     in(m.qk_rope_dim, "qk_rope_dim", 0, m.head_dim);
+    SCALEDL_CHECK(m.rotary_dim == 0, "{}.rotary_dim={}: latent attention turns qk_rope_dim of each head", ctx,
+                  m.rotary_dim);
     SCALEDL_CHECK(m.qk_rope_dim % 2 == 0, "{}.qk_rope_dim={} must be even", ctx, m.qk_rope_dim);
   } else {
     SCALEDL_CHECK(m.q_lora_rank == 0 && m.qk_rope_dim == 0,
                   "{}.q_lora_rank={} / qk_rope_dim={}: latent-attention sizes need kv_lora_rank > 0", ctx,
                   m.q_lora_rank, m.qk_rope_dim);
   }
+  in(m.rotary_dim, "rotary_dim", 0, m.head_dim);
+  SCALEDL_CHECK(m.rotary_dim == 0 || m.family == Family::Llama,
+                "{}.rotary_dim={}: rotary embeddings are a llama-family decoder's", ctx, m.rotary_dim);
+  in(m.nope_interval, "nope_interval", 0, m.num_layers);
+  SCALEDL_CHECK(m.nope_interval == 0 || m.family == Family::Llama,
+                "{}.nope_interval={}: NoPE layers are a llama-family decoder's", ctx, m.nope_interval);
   SCALEDL_CHECK(!m.post_norm_only ||
                     (m.family == Family::Llama && m.pre_norm && !m.sandwich_norm && !m.parallel_residual),
                 "{}.post_norm_only: norms after attention and the FFN only (OLMo 2) are a llama-family "
@@ -1243,11 +1274,16 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
-  static const char* known[] = {"batch",     "seq_len",        "image_size",    "dtype",
-                                "optimizer", "optimizer_step", "num_devices",   "tgt_len",
-                                "backward",  "mode",           "fused_kernels", "attention",
-                                "fp8",       "lora_rank",      "lora_targets",  "sequence_shards",
-                                "amp",       "fused_optimizer"};
+  static const char* known[] = {"batch",         "seq_len",
+                                "image_size",    "dtype",
+                                "optimizer",     "optimizer_step",
+                                "num_devices",   "tgt_len",
+                                "backward",      "mode",
+                                "fused_kernels", "attention",
+                                "fp8",           "lora_rank",
+                                "lora_targets",  "sequence_shards",
+                                "amp",           "fused_optimizer",
+                                "rotary_kernels"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -1269,6 +1305,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
                 ctx, to_string(s.dtype));
   s.amp = get_bool_or(j, "amp", ctx, s.amp);
   s.fused_optimizer = get_bool_or(j, "fused_optimizer", ctx, s.fused_optimizer);
+  s.rotary_kernels = get_bool_or(j, "rotary_kernels", ctx, s.rotary_kernels);
   check_amp(s, ctx);
   s.attention =
       parse_attention_impl(get_str_or(j, "attention", ctx, to_string(s.attention)), ctx + ".attention");
@@ -1373,6 +1410,7 @@ bool lora_targets_node(const TrainSettings& s, const std::string& name) {
 
 void apply_framework(TrainSettings& s, Framework f) {
   s.fused_optimizer = true;  // transformers 5's Trainer (adamw_torch_fused) and Megatron (FusedAdam)
+  s.rotary_kernels = true;   // apply_rotary_pos_emb's kernels, or Megatron's fused RoPE
   switch (f) {
     case Framework::HfEager:
       s.fused_kernels = false;
@@ -1671,6 +1709,8 @@ nlohmann::json ModelSpec::to_json() const {
     j["qk_rope_dim"] = qk_rope_dim;
   }
   if (v_head_dim > 0) j["v_head_dim"] = v_head_dim;
+  if (rotary_dim > 0) j["rotary_dim"] = rotary_dim;
+  if (nope_interval > 0) j["nope_interval"] = nope_interval;
   if (first_dense_layers > 0) j["first_dense_layers"] = first_dense_layers;
   if (dense_ffn_dim > 0) j["dense_ffn_dim"] = dense_ffn_dim;
   if (plain_shared_expert) j["plain_shared_expert"] = true;
@@ -1686,6 +1726,16 @@ nlohmann::json ModelSpec::to_json() const {
   if (residual_scale) j["residual_scale"] = true;
   if (logits_scale) j["logits_scale"] = true;
   return j;
+}
+
+int64_t ModelSpec::rotary_dims() const {
+  if (family != Family::Llama) return 0;
+  if (mla()) return qk_rope_dim;
+  return rotary_dim > 0 ? rotary_dim : head_dim;
+}
+
+bool ModelSpec::rotates_layer(int64_t i) const {
+  return rotary_dims() > 0 && (nope_interval <= 0 || (i + 1) % nope_interval != 0);
 }
 
 bool is_sparse_layer(const ModelSpec& m, bool decoder, int64_t i) {
@@ -1734,6 +1784,7 @@ nlohmann::json TrainSettings::to_json() const {
   if (fp8) j["fp8"] = true;
   if (amp) j["amp"] = true;
   if (fused_optimizer) j["fused_optimizer"] = true;
+  if (rotary_kernels) j["rotary_kernels"] = true;
   if (lora_rank > 0) {
     j["lora_rank"] = lora_rank;
     j["lora_targets"] = lora_targets_string(*this);

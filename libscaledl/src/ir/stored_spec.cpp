@@ -93,6 +93,8 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& ctx) 
   for (auto [key, field] : {std::pair<const char*, int64_t*>{"kv_lora_rank", &m.kv_lora_rank},
                             {"q_lora_rank", &m.q_lora_rank},
                             {"qk_rope_dim", &m.qk_rope_dim},
+                            {"rotary_dim", &m.rotary_dim},
+                            {"nope_interval", &m.nope_interval},
                             {"v_head_dim", &m.v_head_dim},
                             {"first_dense_layers", &m.first_dense_layers},
                             {"dense_ffn_dim", &m.dense_ffn_dim},

@@ -153,7 +153,14 @@ struct ModelSpec {
       0;  ///< MLA: k and v from a rank-r latent (kv_a, kv_a_norm, kv_b); 0 = plain attention
   int64_t q_lora_rank = 0;  ///< MLA: q through a rank-r latent (q_a, q_a_norm, q_b); 0 = one q projection
   int64_t qk_rope_dim = 0;  ///< MLA: rotary part of each q/k head (head_dim = qk_nope + qk_rope)
-  int64_t v_head_dim = 0;   ///< per-head size of v (MLA's v_head_dim); 0 = head_dim
+  // ---- rotary position embeddings (the llama family; rotary_dims() says how much of each head) ----
+  /// The rotated elements of each q/k head when only part of it turns (partial_rotary_factor,
+  /// GPT-NeoX's rotary_pct: int(factor x head_dim)); 0 = the whole head. Stored only when > 0.
+  int64_t rotary_dim = 0;
+  /// Layers without the rotation (NoPE: SmolLM3's and Llama 4's no_rope_layers): layer i (from 0)
+  /// skips it when (i + 1) % nope_interval == 0; 0 = every layer turns q and k. Stored only when > 0.
+  int64_t nope_interval = 0;
+  int64_t v_head_dim = 0;          ///< per-head size of v (MLA's v_head_dim); 0 = head_dim
   int64_t first_dense_layers = 0;  ///< the first k FFNs of an MoE stack are dense (first_k_dense_replace)
   int64_t dense_ffn_dim = 0;       ///< their width (intermediate_size; ffn_dim is the experts'); 0 = ffn_dim
   bool plain_shared_expert =
@@ -184,6 +191,12 @@ struct ModelSpec {
   bool mla() const { return kv_lora_rank > 0; }
   /// Per-head size of v (MLA: v_head_dim; otherwise head_dim).
   int64_t value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
+  /// The rotated elements of each q/k head (rotary position embeddings): the llama family's
+  /// rotary_dim (0 = the whole head_dim), MLA's qk_rope_dim; 0 for the families with learnt or
+  /// relative positions (BERT, GPT-2, OPT, T5, ViT, ...).
+  int64_t rotary_dims() const;
+  /// Whether decoder layer i (from 0) turns q and k (not a NoPE layer; rotary_dims() > 0).
+  bool rotates_layer(int64_t i) const;
   /// FFN width of a dense layer (DeepSeek's first layers: intermediate_size; otherwise ffn_dim).
   int64_t dense_ffn() const { return dense_ffn_dim > 0 ? dense_ffn_dim : ffn_dim; }
 
@@ -266,6 +279,13 @@ struct TrainSettings {
   /// the optimizer's layer model, which learnt LibTorch's unfused C++ AdamW. Set by every
   /// `--framework`; false without one (our LibTorch zoo's step). Stored only when true.
   bool fused_optimizer = false;
+  /// The rotary embedding of q and k as the framework's own kernels (layer_graph.cpp): Hugging
+  /// Face's apply_rotary_pos_emb (eager: neg, cat, two multiplies by cos and sin and their sum, on
+  /// q and on k), or with fused_kernels one fused RoPE kernel per tensor (Megatron-LM's and
+  /// Transformer Engine's). Set by every `--framework`; false without one: our LibTorch zoo, whose
+  /// q and k nodes turn their own outputs (zoo_common.cpp), so its graphs have no rotary node.
+  /// Stored only when true.
+  bool rotary_kernels = false;
   /// LoRA fine-tuning (PEFT): rank of the adapters, 0 = full training. Every weight of the model
   /// is frozen (no weight gradient, no optimizer state); each targeted linear layer of the blocks
   /// gains x A (d_in x r) B (r x d_out) added to its output. Stored only when > 0.
