@@ -13,7 +13,8 @@
 # spec sheet is predicted from its roofline and shape-on-device features; kernel
 # times, each GPU's rows less its host's timing floor; memory-bound rooflines at each
 # GPU's sustained bandwidth, so that a probe record's measured copy bandwidth counts
-# (--sustained-bw; docs/unseen-gpu.md, "Sustained bandwidth").
+# (--sustained-bw; docs/unseen-gpu.md, "Sustained bandwidth"); one model per layer type and
+# direction, each with its own timing floor (--split-direction, since 2026-11-30: docs/learn.md).
 # Refinement: TransformerConv + MLP(Z) on the labelled runs of all six GPUs.
 #
 #   scripts/build_default_bundle.sh [--check]
@@ -41,7 +42,7 @@ done
 # One thread everywhere (XGBoost, LibTorch, OpenBLAS): the same bytes on every run.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$BIN" train --db "$WORK/neusight.sqlite" --db datasets/h100/h100.sqlite --db "$WORK/gpus.sqlite" --out "$OUT" \
-  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --host-term --threads 1 --nthread 1 --seed 0 --graph-members 3 \
+  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --split-direction --host-term --threads 1 --nthread 1 --seed 0 --graph-members 3 \
   --reproducible > "$WORK/train.txt"
 if [ "${1:-}" = "--check" ]; then
   # The manifest records the command, whose --out differs: compare it with that path put back.

@@ -42,7 +42,6 @@ void add_model_options(CLI::App& app, scaledl::TrainOptions& t, scaledl::CvOptio
       ->capture_default_str();
   app.add_flag("!--no-roofline-features", t.roofline_features, "drop the CT/CM/roofline/AI columns");
   scaledl::cli::add_feature_flags(app, t);
-  app.add_flag("--split-direction", t.split_direction, "one model per (type, direction)");
   app.add_option("--min-rows", t.min_rows, "fewer rows than this => roofline fallback, >= 1")
       ->capture_default_str();
   app.add_option("--nthread", t.nthread,

@@ -32,6 +32,9 @@ inline void add_feature_flags(CLI::App& app, TrainOptions& t) {
       "--dtype-rates", t.dtype_rates,
       "layer models: rooflines at the spec peak of each row's dtype (BF16/FP16 at the tensor-core peak), "
       "not the FP32 rate (docs/unseen-gpu.md)");
+  app.add_flag("--split-direction", t.split_direction,
+               "layer models: one model per (type, direction), each with its own timing floor (a backward's "
+               "harness overhead is not a forward's; docs/learn.md)");
 }
 
 }  // namespace scaledl::cli

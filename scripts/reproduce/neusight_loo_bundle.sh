@@ -3,7 +3,7 @@
 # end to end (40 FP32 runs), the layer models and the refinement trained on the default bundle's
 # layer data (NeuSight, our H100 and H200 operator sets, the four public sources, our H200's
 # training kernels; docs/gpu-data.md) with the default bundle's options (scripts/build_default_bundle.sh:
-# --dtype-rates and --host-term included; 3 refinement members, --graph-members), the held-out GPU
+# --dtype-rates, --split-direction and --host-term included; 3 refinement members, --graph-members), the held-out GPU
 # predicted from its spec sheet.
 # Our H100 campaign (datasets/h100/h100.sqlite) is left out: its 50 runs would make a sixth fold.
 #   scripts/reproduce/neusight_loo_bundle.sh [SEEDS] [OUT]   (default 3, docs/results/gpus/neusight-loo)
@@ -36,7 +36,7 @@ rm -f "$DB" "$DB-wal" "$DB-shm"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=1
 # shellcheck disable=SC2086  # EVAL_ARGS is a list of options
 "$BIN" eval --db "$DB" --protocol leave-one-device-out --methods sum,scaledl-tc --seeds "$SEEDS" \
-  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw \
+  --transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --split-direction \
   --host-term --graph-members 3 --no-plots --quiet --out "$OUT" ${EVAL_ARGS:-}
 python3 - "$OUT/predictions.csv" <<'EOF'
 # Per held-out GPU and method: MRE % and mean signed error % (+ = predicted too slow).

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 BIN=${SCALEDL_BIN:-build/tools/scaledl}
 OUT=${1:-out/gpus}
 shift || true
-LAYER_ARGS=${LAYER_ARGS:-"--transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw"}
+LAYER_ARGS=${LAYER_ARGS:-"--transfer-features --arch-features --no-device-features --kernel-time --dtype-rates --sustained-bw --split-direction"}
 mkdir -p "$OUT"
 DB=$OUT/gpus.sqlite
 rm -f "$DB" "$DB-wal" "$DB-shm"

@@ -485,6 +485,31 @@ TEST(LayerPredictor, SplitDirectionAndTargetsTrain) {
   expect_error([&] { LayerPredictor::train(rows, device_map(devs), bad); }, "target=\"sqrt\"");
 }
 
+TEST(LayerPredictor, SplitByDirectionAKindTimedOneWayIsCarriedOverNotRoofline) {
+  // The layer norms are timed forward only (as NeuSight's and KernelBench's rows are): split by
+  // direction there is no layernorm.bwd model, and the forward model serves the backward, carried
+  // over as the single model of both directions would (trained_on: false, so predict reports it as
+  // extrapolated), not the roofline fallback.
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
+  auto rows = synthetic_rows(devs, 60, 5);
+  for (auto& r : rows)
+    if (r.type == LayerType::LayerNorm) r.bwd = {};
+  TrainOptions o = fast_options();
+  o.split_direction = true;
+  const LayerPredictor p = LayerPredictor::train(rows, device_map(devs), o);
+  EXPECT_EQ(p.summary()["models"].size(), 3u);  // linear.fwd, linear.bwd, layernorm.fwd
+  const std::vector<int64_t> ln = {2048, 1024};
+  EXPECT_TRUE(p.has_model(LayerType::LayerNorm, Direction::Backward));
+  EXPECT_EQ(p.trained_on(LayerType::LayerNorm, Direction::Backward, DType::FP32), std::optional<bool>(false));
+  EXPECT_EQ(p.trained_on(LayerType::LayerNorm, Direction::Forward, DType::FP32), std::optional<bool>(true));
+  std::vector<double> ms(1);
+  const bool fallback = p.predict_batch(LayerType::LayerNorm, ln.data(), 1, DType::FP32, Direction::Backward,
+                                        devs[0], ms.data());
+  EXPECT_FALSE(fallback);
+  // the forward rows' 10 us floor comes with it: above the backward's bare roofline
+  EXPECT_GT(ms[0], roofline_ms(LayerType::LayerNorm, ln, DType::FP32, Direction::Backward, devs[0]) + 0.005);
+}
+
 TEST(LayerPredictor, PredictBatchMatchesSingle) {
   std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
   LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 60, 9), device_map(devs), fast_options());

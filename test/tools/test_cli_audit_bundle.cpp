@@ -162,8 +162,8 @@ TEST_F(CliAuditBundle, ManifestFieldsOfTheWrongTypeAreOneErrorNamingFileAndKey) 
 // Case 11, the layer-model manifest (layers/manifest.json): a feature name that is not a
 // string was a raw type_error.
 TEST_F(CliAuditBundle, LayerModelManifestFieldsOfTheWrongTypeAreOneError) {
-  with_layers_manifest([](json& lm) { lm["models"]["linear"]["features"][0] = 1; });
-  expect_one_error(predict(), {"layers/manifest.json.models.linear.features[0]=1 is not a string"});
+  with_layers_manifest([](json& lm) { lm["models"]["linear.fwd"]["features"][0] = 1; });
+  expect_one_error(predict(), {"layers/manifest.json.models.linear.fwd.features[0]=1 is not a string"});
 }
 
 // Case 12: numbers read from the bundle get the ranges the CLI applies (host node_ms 1e300
@@ -211,8 +211,8 @@ TEST_F(CliAuditBundle, ImplausibleNumbersInTheManifestAreRefused) {
   });
   expect_one_error(predict(), {"layers/manifest.json.sustained_bw.gbs[",
                                "=1e+300 must be a number > 0 and at most 1e6 (GB/s)"});
-  with_layers_manifest([](json& lm) { lm["models"]["linear"]["floor_ms"] = 1e11; });
-  expect_one_error(predict(), {"models.linear.floor_ms=100000000000.0 is out of range [0, 100000]"});
+  with_layers_manifest([](json& lm) { lm["models"]["linear.fwd"]["floor_ms"] = 1e11; });
+  expect_one_error(predict(), {"models.linear.fwd.floor_ms=100000000000.0 is out of range [0, 100000]"});
 }
 
 // Case 22: `layers.dir` and `graph.file` accepted `..`, absolute paths and links out of the
@@ -250,8 +250,8 @@ TEST_F(CliAuditBundle, BundlePathsStayInsideTheBundleAndAmongItsChecksummedFiles
                     "the files the manifest checksums"});
   fs::remove(B() + "/unlisted.safetensors");
   // A layer-model manifest naming a model file outside its folder (its checksums recomputed).
-  with_layers_manifest([](json& lm) { lm["models"]["linear"]["file"] = "../graph.safetensors"; });
-  expect_one_error(predict(), {"models.linear.file=../graph.safetensors has a '..' component"});
+  with_layers_manifest([](json& lm) { lm["models"]["linear.fwd"]["file"] = "../graph.safetensors"; });
+  expect_one_error(predict(), {"models.linear.fwd.file=../graph.safetensors has a '..' component"});
 }
 
 // Case 22: a manifest.json that is a FIFO blocked `predict` forever; every bundle, layer and
@@ -280,10 +280,10 @@ TEST_F(CliAuditBundle, OnlyRegularFilesAreReadAndAFifoNeverBlocks) {
 
   // A layer-model folder (--layers) whose manifest, or one of whose model files, is a FIFO.
   const std::string L = fifo_bundle + "/layers";
-  fs::rename(L + "/linear.json", L + "/linear.keep");
-  ASSERT_EQ(mkfifo((L + "/linear.json").c_str(), 0600), 0);
+  fs::rename(L + "/linear.fwd.json", L + "/linear.fwd.keep");
+  ASSERT_EQ(mkfifo((L + "/linear.fwd.json").c_str(), 0600), 0);
   expect_one_error("predict " + kSrc + "/models/gpt2.json --layers " + L + dev,
-                   {"linear.json: model file is a FIFO, not a regular file"});
+                   {"linear.fwd.json: model file is a FIFO, not a regular file"});
   fs::rename(L + "/manifest.json", L + "/manifest.keep");
   ASSERT_EQ(mkfifo((L + "/manifest.json").c_str(), 0600), 0);
   expect_one_error("predict " + kSrc + "/models/gpt2.json --layers " + L + dev,

@@ -566,6 +566,12 @@ LayerPredictor LayerPredictor::train_samples(const std::vector<LayerSample>& sam
 
 const LayerPredictor::Model* LayerPredictor::find(LayerType t, Direction dir) const {
   auto it = models_.find(model_name(t, dir, opts_.split_direction));
+  // Split by direction, a kind timed in one direction only (NeuSight's and KernelBench's forward
+  // rows: mul, relu, pointwise) has no model of the other: the one it has serves it, carried over
+  // as the single model of both directions would (trained_on says so, and predict reports it).
+  if (it == models_.end() && opts_.split_direction && dir != Direction::Update)
+    it = models_.find(
+        model_name(t, dir == Direction::Forward ? Direction::Backward : Direction::Forward, true));
   return it == models_.end() ? nullptr : it->second.get();
 }
 
