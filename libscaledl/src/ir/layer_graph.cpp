@@ -358,10 +358,6 @@ class Forward {
     } else if (fused) {  // GPT-2 Conv1D c_attn, Phi-3 qkv_proj: one [h, (H + 2 KV) hd] projection
       q = k = v = B_.add(p + ".qkv", LayerType::Linear, {tq, h, qo + 2 * kvo, m_.qkv_bias},
                          {b_, sq, qo + 2 * kvo}, {xq}, block);
-      if (rotates(block)) {  // Phi-3, GPT-NeoX: q and k are slices of the one projection
-        q = rope(p + ".q_rope", In(v, {b_, sq, qo}), tq, H, block);
-        k = rope(p + ".k_rope", In(v, {b_, skv, kvo}), tkv, m_.num_kv_heads, block);
-      }
     } else {
       q = B_.add(p + ".q", LayerType::Linear, {tq, h, qo, m_.qkv_bias}, {b_, sq, qo}, {xq}, block);
       k = B_.add(p + ".k", LayerType::Linear, {tkv, h, kvo, m_.qkv_bias}, {b_, skv, kvo}, {xkv}, block);
@@ -379,10 +375,12 @@ class Forward {
           B_.own_weight(k, 0);
         }
       }
-      if (rotates(block)) {  // after the q/k norms (Qwen3, Gemma 3, OLMo 2), as transformers does
-        q = rope(p + ".q_rope", q, tq, H, block);
-        k = rope(p + ".k_rope", k, tkv, m_.num_kv_heads, block);
-      }
+    }
+    // After the q/k norms (Qwen3, Gemma 3, OLMo 2), as transformers does; of a fused projection
+    // (Phi-3, GPT-NeoX) the q and k slices. MLA turns its rotary parts in latent_qkv.
+    if (!m_.mla() && rotates(block)) {
+      q = rope(p + ".q_rope", q, tq, H, block);
+      k = rope(p + ".k_rope", k, tkv, m_.num_kv_heads, block);
     }
     const int core = fused_core(bias) ? flash(p, q, k, v, sq, skv, block, causal)
                                       : eager_core(p, q, k, v, sq, skv, block, bias, causal);
@@ -404,21 +402,21 @@ class Forward {
   /// concatenation with the unturned part. With fused_kernels, one kernel "<name>" that reads and
   /// writes the whole heads (Megatron-LM's and Transformer Engine's fused RoPE). MLA (`whole` =
   /// false): x is the rotary part alone. The cos and sin tables (once per forward, b x s x rd
-  /// elements) are in no node.
-  int rope(const std::string& name, const In& x, int64_t t, int64_t heads, int block,
-           bool whole_head = true) {
+  /// elements) are in no node. `x` is the node whose output holds q or k (a fused projection's,
+  /// kv_a's): each kernel reads its share of it.
+  int rope(const std::string& name, int x, int64_t t, int64_t heads, int block, bool whole_head = true) {
     const auto P = LayerType::Pointwise;
     const int64_t rd = m_.rotary_dims(), hd = whole_head ? m_.head_dim : rd;
     const int64_t n = t * heads * rd, all = t * heads * hd, half = std::max<int64_t>(1, n / 2);
     const Shape ws = {t, heads * hd}, rs = {t, heads * rd}, hs = {t, heads * rd / 2};
-    if (g_.settings.fused_kernels) return B_.add(name, P, {all, 0}, ws, {In(x.id, ws)}, block);
-    const int neg = B_.add(name + ".neg", P, {half, 0}, hs, {In(x.id, hs)}, block);
-    const int cat = B_.add(name + ".cat", P, {n, 0}, rs, {neg, In(x.id, hs)}, block);
-    const int c = B_.add_fp32_operand(name + ".cos", P, {n, 0}, rs, {In(x.id, rs)}, block);
+    if (g_.settings.fused_kernels) return B_.add(name, P, {all, 0}, ws, {In(x, ws)}, block);
+    const int neg = B_.add(name + ".neg", P, {half, 0}, hs, {In(x, hs)}, block);
+    const int cat = B_.add(name + ".cat", P, {n, 0}, rs, {neg, In(x, hs)}, block);
+    const int c = B_.add_fp32_operand(name + ".cos", P, {n, 0}, rs, {In(x, rs)}, block);
     const int s = B_.add_fp32_operand(name + ".sin", P, {n, 0}, rs, {cat}, block);
     if (rd == hd) return B_.add(name, LayerType::Add, {n}, ws, {c, s}, block);
     const int sum = B_.add(name + ".sum", LayerType::Add, {n}, rs, {c, s}, block);
-    return B_.add(name, P, {all, 0}, ws, {sum, In(x.id, {t, heads * (hd - rd)})}, block);
+    return B_.add(name, P, {all, 0}, ws, {sum, In(x, {t, heads * (hd - rd)})}, block);
   }
 
   /// Whether the attention core runs as one fused kernel: settings.attention is fused and the
@@ -501,9 +499,8 @@ class Forward {
     std::vector<In> qin = {q};
     In kr(kva, {b_, skv, rope});
     if (rotates(block) && rope > 0) {
-      qin = {In(q, {b_, sq, H * nope}),
-             In(this->rope(p + ".q_rope", In(q, {b_, sq, H * rope}), tq, H, block, false))};
-      kr = In(this->rope(p + ".k_rope", kr, tkv, 1, block, false));
+      qin = {In(q, {b_, sq, H * nope}), In(this->rope(p + ".q_rope", q, tq, H, block, false))};
+      kr = In(this->rope(p + ".k_rope", kva, tkv, 1, block, false));
     }
     q = B_.add(p + ".q_cat", LayerType::Pointwise, {tq * H * hd, 0}, {b_, sq, H * hd}, qin, block);
     k = B_.add(p + ".k_cat", LayerType::Pointwise, {tkv * H * hd, 0}, {b_, skv, H * hd},
