@@ -82,12 +82,9 @@ void graph_method_predict(const Ctx& c, const std::string& method, const std::ve
     pr = p.predict(gte);
   } else {  // the other members, the next seeds, combined as a bundle's (bundle_train.cpp)
     GraphInference ensemble = *p.inference();
-    for (int k = 1; k < c.o.graph_members; ++k) {
-      GnnTrainOptions mo = opt;
-      mo.seed = seed + static_cast<uint64_t>(k);
-      const GraphPredictor m = GraphPredictor::train(gtr, cfg, mo);
-      ensemble.add_member(*m.inference(), fmt::format("{} member {}", method, k + 1));
-    }
+    const std::vector<GraphPredictor> more = train_further_members(gtr, cfg, opt, c.o.graph_members);
+    for (size_t k = 0; k < more.size(); ++k)
+      ensemble.add_member(*more[k].inference(), fmt::format("{} member {}", method, k + 2));
     pr = ensemble.predict(gte);
   }
   std::vector<double>& out = mo.pred;

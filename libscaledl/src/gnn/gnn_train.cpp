@@ -257,6 +257,20 @@ void report_predictions(const GraphPredictor& p, const std::vector<GraphFeatures
 
 }  // namespace
 
+std::vector<GraphPredictor> train_further_members(const std::vector<GraphFeatures>& graphs,
+                                                  const GnnConfig& cfg, const GnnTrainOptions& opt,
+                                                  int64_t count, std::vector<GnnTrainReport>* reports) {
+  std::vector<GraphPredictor> out;
+  for (int64_t k = 1; k < count; ++k) {
+    GnnTrainOptions mo = opt;
+    mo.seed = opt.seed + static_cast<uint64_t>(k);
+    GnnTrainReport rep;
+    out.push_back(GraphPredictor::train(graphs, cfg, mo, &rep));
+    if (reports) reports->push_back(std::move(rep));
+  }
+  return out;
+}
+
 GraphPredictor GraphPredictor::train(const std::vector<GraphFeatures>& graphs, const GnnConfig& cfg,
                                      const GnnTrainOptions& opt, GnnTrainReport* report) {
   check_train_inputs(graphs, cfg, opt);

@@ -61,7 +61,7 @@ std::string find_device_spec(const std::string& value, const std::string& key,
   fail("{}=\"{}\" is neither a file nor a shipped spec sheet ({}; `scaledl devices` lists them)", key, value,
        names.empty()
            ? fmt::format(
-                 "no models/devices folder in {}: give a file, or set SCALEDL_MODELS to the models folder",
+                 "no spec sheets in any of {}: give a file, or set SCALEDL_MODELS to the models folder",
                  fmt::join(dirs, ", "))
            : fmt::format("one of {}", fmt::join(names, ", ")));
 }

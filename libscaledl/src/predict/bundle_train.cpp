@@ -334,17 +334,17 @@ void train_graph_models(const BundleTrainOptions& o, const TrainInputs& in, cons
   if (o.folds > 0) g["cv"] = graph_cv(o, in.graphs);
   gp.save((tmp / kGraphFile).string(), {{"bundle", true}});
   // The other members: the same runs and options, the next seeds.
-  for (int64_t k = 1; k < o.graph_members; ++k) {
-    say(o, fmt::format("refinement member {} of {}", k + 1, o.graph_members));
-    GnnTrainOptions mo = to;
-    mo.seed = o.gnn_train.seed + static_cast<uint64_t>(k);
-    GnnTrainReport mr;
-    const GraphPredictor m = GraphPredictor::train(in.graphs, o.gnn, mo, &mr);
-    const std::string file = fmt::format("graph-{}.safetensors", k);
-    m.save((tmp / file).string(), {{"bundle", true}});
-    nlohmann::json mj = mr.to_json();
+  if (o.graph_members > 1)
+    say(o, fmt::format("refinement members 2-{} of {}", o.graph_members, o.graph_members));
+  std::vector<GnnTrainReport> reports;
+  const std::vector<GraphPredictor> more =
+      train_further_members(in.graphs, o.gnn, to, o.graph_members, &reports);
+  for (size_t k = 0; k < more.size(); ++k) {
+    const std::string file = fmt::format("graph-{}.safetensors", k + 1);
+    more[k].save((tmp / file).string(), {{"bundle", true}});
+    nlohmann::json mj = reports[k].to_json();
     if (o.reproducible) mj.erase("seconds");
-    g["members"].push_back({{"file", file}, {"seed", mo.seed}, {"report", mj}});
+    g["members"].push_back({{"file", file}, {"seed", to.seed + k + 1}, {"report", mj}});
   }
   manifest["graph"] = g;
 }

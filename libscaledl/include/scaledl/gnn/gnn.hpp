@@ -141,6 +141,15 @@ class GraphPredictor {
   std::shared_ptr<InferenceCache> inference_;  ///< shared by copies, as model_ is
 };
 
+/// A refinement's further members (docs/gnn.md, "Members"): `count` - 1 more models trained on
+/// the same graphs and options as the first, with seeds opt.seed + 1 ... opt.seed + count - 1, in
+/// that order (what a bundle saves as graph-1, graph-2 ... and eval's --graph-members combines).
+/// `reports`, when given, receives each one's training report.
+std::vector<GraphPredictor> train_further_members(const std::vector<GraphFeatures>& graphs,
+                                                  const GnnConfig& cfg, const GnnTrainOptions& opt,
+                                                  int64_t count,
+                                                  std::vector<GnnTrainReport>* reports = nullptr);
+
 /// K-fold cross-validation over graphs: each graph is predicted once by a model
 /// that never saw it. Within each training part, `opt.val_fraction` is held out
 /// for early stopping as in GraphPredictor::train, so the test fold plays no
