@@ -541,3 +541,27 @@ TEST(Recipes, PartialRotationNopeLayersAndLatentAttentionTurnWhatTheirConfigsSay
   EXPECT_EQ(back.rotary_dim, 16);
   EXPECT_EQ(model_spec_from_json(smol.to_json(), "stored").nope_interval, 4);
 }  // a bad partial_rotary_factor: test_model_spec.cpp (NemotronSquaredReluLayerNorm1PAndPartialRotary)
+
+TEST(Recipes, MegatronPadsTheVocabularyToAMultipleOf128) {
+  // GPT-2's 50,257 rows: Megatron-LM's embedding and LM head have 50,304 (--make-vocab-size-
+  // divisible-by 128), so its GEMMs run on aligned kernels; Hugging Face keeps 50,257.
+  const ModelSpec m = load_model_config(model_path("gpt2"));
+  ASSERT_EQ(m.vocab_size, 50257);
+  TrainSettings s = settings(2, 64);
+  apply_framework(s, Framework::Megatron);
+  EXPECT_EQ(s.vocab_multiple, kMegatronVocabMultiple);
+  const LayerGraph mg = build_layer_graph(m, s);
+  EXPECT_EQ(mg.model.vocab_size, 50304);
+  EXPECT_EQ(node(mg, "head.lm").dims[2], 50304);
+  EXPECT_EQ(node(mg, "embed.word").dims[1], 50304);
+  // Stored with the run's settings, and read back.
+  EXPECT_EQ(s.to_json().at("vocab_multiple"), 128);
+  EXPECT_EQ(parse_train_settings(s.to_json(), "s").vocab_multiple, 128);
+  apply_framework(s, Framework::HfSdpa);
+  EXPECT_EQ(s.vocab_multiple, 0);
+  EXPECT_FALSE(s.to_json().contains("vocab_multiple"));
+  EXPECT_EQ(node(build_layer_graph(m, s), "head.lm").dims[2], 50257);
+  nlohmann::json bad = s.to_json();
+  bad["vocab_multiple"] = -1;
+  EXPECT_THROW(parse_train_settings(bad, "s"), Error);
+}

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -1578,4 +1579,93 @@ TEST(LayerCalibration, AFewAlignedTimingsOfAGpuSetItsLayerTimes) {
   bad = CalibrationOptions{};
   bad.min_ms = std::nan("");
   EXPECT_THROW(calibrate_layers(lp, samples, c, bad), Error);
+}
+
+// ---- GEMMs on narrow-alignment kernels ----------------------------------------
+
+namespace {
+LayerNode linear_node(int64_t tokens, int64_t d_in, int64_t d_out, DType dtype, Direction dir) {
+  LayerNode n;
+  n.type = LayerType::Linear;
+  n.dims = {tokens, d_in, d_out, 0};
+  n.dtype = dtype;
+  n.dir = dir;
+  n.cost = layer_cost(n.type, n.dims, dtype);
+  return n;
+}
+}  // namespace
+
+TEST(LayerPredictor, MisalignedGemmsAreCostedAtTheirKernelsRate) {
+  // GPT-2's LM head (vocabulary 50,257: odd) and BERT's (30,522: even, no multiple of 8).
+  EXPECT_EQ(linear_alignment({4096, 1280, 50257, 0}, DType::BF16), GemmAlignment::Odd);
+  EXPECT_EQ(linear_alignment({4096, 1281, 4096, 0}, DType::FP16), GemmAlignment::Odd);
+  EXPECT_EQ(linear_alignment({4096, 1024, 30522, 0}, DType::BF16), GemmAlignment::Even);
+  EXPECT_EQ(linear_alignment({4096, 1024, 30522, 0}, DType::TF32), GemmAlignment::Even);
+  EXPECT_EQ(linear_alignment({4096, 1024, 30524, 0}, DType::TF32), GemmAlignment::Aligned);  // 4 x 4 bytes
+  EXPECT_EQ(linear_alignment({4097, 1024, 50304, 0}, DType::BF16),
+            GemmAlignment::Aligned);  // tokens: no operand's
+  EXPECT_EQ(linear_alignment({4096, 1024, 50257, 0}, DType::FP32), GemmAlignment::Aligned);  // SIMT kernels
+  EXPECT_EQ(linear_alignment({4096, 1024, 50257, 0}, DType::FP8), GemmAlignment::Aligned);   // padded by TE
+
+  const DeviceRecord h200 =
+      load_device_spec(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/h200-sxm.json");
+  const double per_clock = static_cast<double>(h200.cores) * h200.clock_mhz * 1e6;
+  const LayerNode fwd = linear_node(4096, 1280, 50257, DType::BF16, Direction::Forward);
+  const LayerNode bwd = linear_node(4096, 1280, 50257, DType::BF16, Direction::Backward);
+  EXPECT_DOUBLE_EQ(misaligned_gemm_ms(fwd, h200),
+                   fwd.cost.flops_fwd / (kOddGemmFlopPerSmClock * per_clock) * 1e3);
+  EXPECT_DOUBLE_EQ(misaligned_gemm_ms(bwd, h200),
+                   bwd.cost.flops_bwd / (kOddGemmFlopPerSmClock * per_clock) * 1e3);
+  const LayerNode bert = linear_node(4096, 1024, 30522, DType::BF16, Direction::Forward);
+  EXPECT_DOUBLE_EQ(misaligned_gemm_ms(bert, h200),
+                   bert.cost.flops_fwd / (kEvenGemmFlopPerSmClock * per_clock) * 1e3);
+  // Aligned, on a CPU, or on another vendor's GPU: nothing.
+  EXPECT_EQ(misaligned_gemm_ms(linear_node(4096, 1280, 50304, DType::BF16, Direction::Forward), h200), 0.0);
+  DeviceRecord cpu = h200;
+  cpu.kind = "cpu";
+  EXPECT_EQ(misaligned_gemm_ms(fwd, cpu), 0.0);
+  const DeviceRecord mi300 =
+      load_device_spec(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/mi300x.json");
+  EXPECT_EQ(misaligned_gemm_ms(fwd, mi300), 0.0);
+
+  // In a graph: the layer models' time of an aligned GEMM, the kernels' rate for the misaligned one.
+  std::vector<DeviceRecord> devs = {spec_gpu("A", 8000, 300)};
+  devs[0].cores = 100;
+  devs[0].clock_mhz = 1500;
+  LayerPredictor p = LayerPredictor::train(synthetic_rows(devs, 60, 3), device_map(devs), fast_options());
+  LayerGraph g;
+  g.nodes = {linear_node(64, 64, 63, DType::BF16, Direction::Forward),
+             linear_node(64, 64, 64, DType::BF16, Direction::Forward)};
+  for (int i = 0; i < 2; ++i) g.nodes[i].id = i;
+  const auto d = p.predict_nodes_detail(g, devs[0]);
+  const double model_ms =
+      p.predict_ms(LayerType::Linear, g.nodes[0].dims, DType::BF16, Direction::Forward, devs[0]);
+  EXPECT_DOUBLE_EQ(d[0].ms, std::max(model_ms, misaligned_gemm_ms(g.nodes[0], devs[0])));
+  EXPECT_EQ(d[0].misaligned, misaligned_gemm_ms(g.nodes[0], devs[0]) > model_ms);
+  EXPECT_FALSE(d[1].misaligned);
+}
+
+TEST(LayerPredictor, TheOddGemmRateIsTheH200sMeasuredOne) {
+  // kOddGemmFlopPerSmClock from the committed table it was read from: the median rate of the TN
+  // GEMMs with M = 4,097 of >= 10^11 FLOP, per SM and clock of the H200's spec sheet.
+  std::ifstream f(std::string(SCALEDL_SOURCE_DIR) + "/datasets/h200/training-kinds/gemm.csv");
+  ASSERT_TRUE(f.good());
+  std::string line;
+  std::getline(f, line);  // gpu,dtype,variant,layout,m,n,k,status,median_ms,...
+  std::vector<double> rates;
+  while (std::getline(f, line)) {
+    std::vector<std::string> c;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) c.push_back(x);
+    if (c.size() < 9 || c[1] != "bf16" || c[2] != "gemm" || c[3] != "TN" || c[4] != "4097" || c[7] != "ok")
+      continue;
+    const double flops = 2.0 * 4097 * std::stod(c[5]) * std::stod(c[6]);
+    if (flops >= 1e11) rates.push_back(flops / (std::stod(c[8]) * 1e-3));
+  }
+  ASSERT_EQ(rates.size(), 26u);
+  std::sort(rates.begin(), rates.end());
+  const double median = 0.5 * (rates[12] + rates[13]);
+  const DeviceRecord h200 =
+      load_device_spec(std::string(SCALEDL_SOURCE_DIR) + "/models/devices/h200-sxm.json");
+  EXPECT_NEAR(median / (static_cast<double>(h200.cores) * h200.clock_mhz * 1e6), kOddGemmFlopPerSmClock, 1.0);
 }

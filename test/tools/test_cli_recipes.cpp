@@ -3,6 +3,7 @@
 // each bad value.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -143,17 +144,39 @@ TEST(CliRecipes, AmpCostsCastsAndFp32WeightsOverBf16) {
   expect_one_error(predict("gpt2", "--dtype amp"), "--dtype=amp: autocast runs bf16 or fp16");
 }
 
-TEST(CliRecipes, AnOddGemmDimensionInHalfPrecisionIsAWarning) {
-  // GPT-2's vocabulary (50,257) is odd: its LM head's BF16 GEMMs run on cuBLAS's align1 kernels.
+TEST(CliRecipes, AMisalignedGemmDimensionIsCostedAtItsKernelsRateAndSaid) {
+  // GPT-2's vocabulary (50,257) is odd: its LM head's BF16 GEMMs run on cuBLAS's align1 kernels,
+  // costed at their measured rate (misaligned_gemm_ms), and a line says so.
   const auto gpt2 = predict_json("gpt2", "--batch 4 --seq 512");
   ASSERT_TRUE(gpt2.contains("gemm_warning")) << gpt2.dump().substr(0, 300);
-  EXPECT_NE(gpt2["gemm_warning"].get<std::string>().find("head.lm (d_out 50257)"), std::string::npos)
-      << gpt2["gemm_warning"];
+  const std::string w = gpt2["gemm_warning"].get<std::string>();
+  EXPECT_NE(w.find("head.lm (d_out 50257)"), std::string::npos) << w;
+  EXPECT_NE(w.find("costed at their measured rate"), std::string::npos) << w;
   const CliResult text = run_cli(predict("gpt2", "--batch 4 --seq 512"));
   EXPECT_NE(text.out.find("warning      head.lm (d_out 50257): "), std::string::npos) << text.out;
-  // Not in FP32 (SIMT kernels need no alignment), nor for an even vocabulary (Qwen2's 151,936).
+  // BERT's 30,522 is even but no multiple of 8: the narrower kernels' other rate.
+  const auto bert = predict_json("bert-base", "--batch 4 --seq 512");
+  ASSERT_TRUE(bert.contains("gemm_warning")) << bert.dump().substr(0, 300);
+  EXPECT_NE(bert["gemm_warning"].get<std::string>().find("(d_out 30522)"), std::string::npos)
+      << bert["gemm_warning"];
+  // Megatron pads the vocabulary (to 50,304; with tp 4 to 50,688, 12,672 a shard): none.
+  EXPECT_FALSE(predict_json("gpt2", "--batch 4 --seq 512 --framework megatron").contains("gemm_warning"));
+  // Not in FP32 (SIMT kernels need no alignment), nor for an aligned vocabulary (Qwen2's 151,936).
   EXPECT_FALSE(predict_json("gpt2", "--batch 4 --seq 512 --dtype fp32").contains("gemm_warning"));
   EXPECT_FALSE(predict_json("qwen2-0.5b", "--batch 4 --seq 512").contains("gemm_warning"));
+  // The time: the odd head makes GPT-2 slower than the same model with a padded vocabulary.
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(kSrc + "/models/gpt2.json"));
+  cfg["vocab_size"] = 50304;
+  const std::string padded_cfg = std::string(SCALEDL_BINARY_DIR) + "/gpt2-vocab-50304.json";
+  std::ofstream(padded_cfg) << cfg.dump();
+  const std::string layers = " --layers " + kSrc + "/models/bundles/default/layers --device-spec " + kSrc +
+                             "/models/devices/h100-sxm.json --dtype bf16 --batch 4 --seq 512 --json";
+  const CliResult odd = run_cli("predict " + kSrc + "/models/gpt2.json" + layers);
+  const CliResult pad = run_cli("predict " + padded_cfg + layers);
+  ASSERT_EQ(odd.rc, 0) << odd.out;
+  ASSERT_EQ(pad.rc, 0) << pad.out;
+  EXPECT_GT(nlohmann::json::parse(odd.out)["t_sum_ms"].get<double>(),
+            1.1 * nlohmann::json::parse(pad.out)["t_sum_ms"].get<double>());
 }
 
 TEST(CliRecipes, AFrameworkCostsTheOptimizerStepAsOneFusedStep) {

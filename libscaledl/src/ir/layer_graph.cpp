@@ -821,6 +821,8 @@ LayerGraph build_layer_graph(const ModelSpec& m, const TrainSettings& s) {
   LayerGraph g;
   g.model = m;
   g.settings = s;
+  if (s.vocab_multiple > 0 && m.vocab_size > 0)  // Megatron's padded vocabulary (TrainSettings)
+    g.model.vocab_size = (m.vocab_size + s.vocab_multiple - 1) / s.vocab_multiple * s.vocab_multiple;
   // Room for the forward part (a few dozen nodes per block) before it is built, so that the
   // vectors of nodes and edges do not grow by copies (BM_LayerGraphLarge in bench/bench_predict.cpp:
   // 2,411 -> 2,309 us, AMD VM family 26 model 2; the rest is mostly each node's own allocations).

@@ -1274,16 +1274,26 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   TrainSettings s;
   if (j.is_null()) return s;
   SCALEDL_CHECK(j.is_object(), "{}: expected a JSON object, got {}", ctx, show(j));
-  static const char* known[] = {"batch",         "seq_len",
-                                "image_size",    "dtype",
-                                "optimizer",     "optimizer_step",
-                                "num_devices",   "tgt_len",
-                                "backward",      "mode",
-                                "fused_kernels", "attention",
-                                "fp8",           "lora_rank",
-                                "lora_targets",  "sequence_shards",
-                                "amp",           "fused_optimizer",
-                                "rotary_kernels"};
+  static const char* known[] = {"batch",
+                                "seq_len",
+                                "image_size",
+                                "dtype",
+                                "optimizer",
+                                "optimizer_step",
+                                "num_devices",
+                                "tgt_len",
+                                "backward",
+                                "mode",
+                                "fused_kernels",
+                                "attention",
+                                "fp8",
+                                "lora_rank",
+                                "lora_targets",
+                                "sequence_shards",
+                                "amp",
+                                "fused_optimizer",
+                                "rotary_kernels",
+                                "vocab_multiple"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -1306,6 +1316,7 @@ TrainSettings parse_train_settings(const json& j, const std::string& ctx) {
   s.amp = get_bool_or(j, "amp", ctx, s.amp);
   s.fused_optimizer = get_bool_or(j, "fused_optimizer", ctx, s.fused_optimizer);
   s.rotary_kernels = get_bool_or(j, "rotary_kernels", ctx, s.rotary_kernels);
+  s.vocab_multiple = get_int_or(j, "vocab_multiple", ctx, 0, 1 << 16, s.vocab_multiple);
   check_amp(s, ctx);
   s.attention =
       parse_attention_impl(get_str_or(j, "attention", ctx, to_string(s.attention)), ctx + ".attention");
@@ -1409,6 +1420,7 @@ bool lora_targets_node(const TrainSettings& s, const std::string& name) {
 }
 
 void apply_framework(TrainSettings& s, Framework f) {
+  s.vocab_multiple = 0;      // Hugging Face keeps the config's vocabulary
   s.fused_optimizer = true;  // transformers 5's Trainer (adamw_torch_fused) and Megatron (FusedAdam)
   s.rotary_kernels = true;   // apply_rotary_pos_emb's kernels, or Megatron's fused RoPE
   switch (f) {
@@ -1423,6 +1435,7 @@ void apply_framework(TrainSettings& s, Framework f) {
     case Framework::Megatron:
       s.fused_kernels = true;
       s.attention = AttentionImpl::Fused;
+      s.vocab_multiple = kMegatronVocabMultiple;
       return;
   }
 }
@@ -1785,6 +1798,7 @@ nlohmann::json TrainSettings::to_json() const {
   if (amp) j["amp"] = true;
   if (fused_optimizer) j["fused_optimizer"] = true;
   if (rotary_kernels) j["rotary_kernels"] = true;
+  if (vocab_multiple > 0) j["vocab_multiple"] = vocab_multiple;
   if (lora_rank > 0) {
     j["lora_rank"] = lora_rank;
     j["lora_targets"] = lora_targets_string(*this);

@@ -792,6 +792,32 @@ double frozen_backward_share(const LayerNode& n) {
 }
 }  // namespace
 
+GemmAlignment linear_alignment(const std::vector<int64_t>& dims, DType dtype) {
+  if (dims.size() < 3) return GemmAlignment::Aligned;
+  int64_t full = 0;  // elements in 16 bytes
+  if (dtype == DType::BF16 || dtype == DType::FP16)
+    full = 8;
+  else if (dtype == DType::TF32)
+    full = 4;
+  else
+    return GemmAlignment::Aligned;
+  const int64_t d_in = dims[1], d_out = dims[2];
+  if (d_in % 2 != 0 || d_out % 2 != 0) return GemmAlignment::Odd;
+  if (d_in % full != 0 || d_out % full != 0) return GemmAlignment::Even;
+  return GemmAlignment::Aligned;
+}
+
+double misaligned_gemm_ms(const LayerNode& n, const DeviceRecord& dev) {
+  if (n.type != LayerType::Linear || dev.kind == "cpu" || dev.cores <= 0 || dev.clock_mhz <= 0) return 0.0;
+  if (dev.extra.is_object() && dev.extra.contains("vendor") && dev.extra.at("vendor") != "NVIDIA") return 0.0;
+  const GemmAlignment a = linear_alignment(n.dims, n.dtype);
+  if (a == GemmAlignment::Aligned) return 0.0;
+  const double per_sm_clock = a == GemmAlignment::Odd ? kOddGemmFlopPerSmClock : kEvenGemmFlopPerSmClock;
+  const double flops = n.dir == Direction::Backward ? n.cost.flops_bwd : n.cost.flops_fwd;
+  const double mhz = dev.sustained_clock_mhz > 0 ? dev.sustained_clock_mhz : dev.clock_mhz;
+  return flops / (per_sm_clock * static_cast<double>(dev.cores) * mhz * 1e6) * 1e3;
+}
+
 std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGraph& g,
                                                                   const DeviceRecord& dev) const {
   // Group nodes by (type, direction) so each model is called once per graph.
@@ -869,6 +895,9 @@ std::vector<LayerPrediction> LayerPredictor::predict_nodes_detail(const LayerGra
         out[ids[i]] = {dgrad_ms[row_of[i]], fb, extrapolated};
       else
         out[ids[i]] = {ms[row_of[i]] * frozen_backward_share(n), fb, extrapolated};
+      if (t == LayerType::Linear)
+        if (const double slow = misaligned_gemm_ms(n, dev); slow > out[ids[i]].ms)
+          out[ids[i]] = {slow, false, false, true};
     }
   }
   return out;

@@ -230,7 +230,10 @@ ParallelPlan plan_parallel(const ModelSpec& m, const TrainSettings& s, const Par
   st.ffn_dim = m.ffn_dim / c.tp;  // the experts' width too (each expert split tp ways)
   st.dense_ffn_dim = m.dense_ffn_dim / c.tp;
   st.shared_expert_ffn = m.shared_expert_ffn / c.tp;
-  if (m.vocab_size > 0) st.vocab_size = ceil_div(m.vocab_size, c.tp);
+  // Megatron pads the vocabulary to a multiple of vocab_multiple x tp, so each shard's is a
+  // multiple of vocab_multiple (TrainSettings::vocab_multiple).
+  const int64_t vm = s.vocab_multiple > 0 ? s.vocab_multiple * c.tp : 1;
+  if (m.vocab_size > 0) st.vocab_size = ceil_div(ceil_div(m.vocab_size, vm) * vm, c.tp);
   st.num_layers = p.layers_per_stage;
   st.expert_shards = c.ep;
   if (m.first_dense_layers >

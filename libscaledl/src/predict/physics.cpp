@@ -9,6 +9,7 @@
 
 #include "scaledl/core/error.hpp"
 #include "scaledl/learn/layer_features.hpp"
+#include "scaledl/learn/layer_predictor.hpp"
 
 namespace scaledl {
 
@@ -45,31 +46,30 @@ std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, cons
       1e3 * gpu_ms / nodes, 1e3 * kEagerHostNodeMs);
 }
 
-std::string odd_gemm_warning(const LayerGraph& g, const std::string& kind) {
-  if (kind == "cpu") return "";
-  double odd = 0, all = 0;
+std::string odd_gemm_warning(const LayerGraph& g, const DeviceRecord& dev) {
+  double slow = 0, all = 0;
   size_t count = 0;
   std::vector<std::string> names;
   for (const auto& n : g.nodes) {
     if (n.dir != Direction::Forward || layer_info(n.type).kind != LayerKind::Gemm) continue;
     const double f = n.cost.flops_fwd + n.cost.flops_bwd;
     all += f;
-    const bool tensor =
-        n.dtype == DType::BF16 || n.dtype == DType::FP16 || n.dtype == DType::TF32 || n.dtype == DType::FP8;
-    if (n.type != LayerType::Linear || !tensor || (n.dims[1] % 2 == 0 && n.dims[2] % 2 == 0)) continue;
-    odd += f;
+    if (misaligned_gemm_ms(n, dev) <= 0) continue;
+    slow += f;
     ++count;
+    const bool out = linear_alignment({0, 8, n.dims[2]}, n.dtype) != GemmAlignment::Aligned;
     if (names.size() < 2)
-      names.push_back(fmt::format("{} ({} {})", n.name, n.dims[2] % 2 ? "d_out" : "d_in",
-                                  n.dims[2] % 2 ? n.dims[2] : n.dims[1]));
+      names.push_back(fmt::format("{} ({} {})", n.name, out ? "d_out" : "d_in", out ? n.dims[2] : n.dims[1]));
   }
-  if (odd <= 0 || all <= 0) return "";
+  if (slow <= 0 || all <= 0) return "";
   return fmt::format(
-      "{}{}: {:.1f} % of the matrix FLOP on an odd dimension, which cuBLAS runs on slow align1 kernels "
-      "({:.1f}x slower measured on an H200) and no layer model was trained on: this prediction is likely too "
-      "fast; padding the dimension to a multiple of 8 (64 for a vocabulary) avoids it",
+      "{}{}: {:.1f} % of the matrix FLOP on a dimension that is no multiple of 16 bytes, which cuBLAS runs "
+      "on "
+      "narrow-alignment kernels that no layer model timed: costed at their measured rate ({:.0f} FLOP per SM "
+      "and clock for an odd dimension, on our H200; {:.0f} for an even one, on our H100); padding the "
+      "dimension to a multiple of 8 (64 for a vocabulary) avoids it",
       fmt::join(names, ", "), count > names.size() ? fmt::format(" and {} more", count - names.size()) : "",
-      100 * odd / all, kOddGemmSlowdown);
+      100 * slow / all, kOddGemmFlopPerSmClock, kEvenGemmFlopPerSmClock);
 }
 
 namespace {

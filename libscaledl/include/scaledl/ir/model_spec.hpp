@@ -286,6 +286,11 @@ struct TrainSettings {
   /// q and k nodes turn their own outputs (zoo_common.cpp), so its graphs have no rotary node.
   /// Stored only when true.
   bool rotary_kernels = false;
+  /// The vocabulary padded to a multiple of this many rows (embedding and LM head), as Megatron-LM
+  /// pads it (--make-vocab-size-divisible-by 128, times the tensor-parallel degree: parallel.cpp),
+  /// so that its GEMMs run on aligned kernels (GPT-2's 50,257 becomes 50,304); 0 = as the config
+  /// has it (Hugging Face). Set by `--framework megatron`; stored only when > 0.
+  int64_t vocab_multiple = 0;
   /// LoRA fine-tuning (PEFT): rank of the adapters, 0 = full training. Every weight of the model
   /// is frozen (no weight gradient, no optimizer state); each targeted linear layer of the blocks
   /// gains x A (d_in x r) B (r x d_out) added to its output. Stored only when > 0.
@@ -315,6 +320,9 @@ bool lora_targets_node(const TrainSettings& s, const std::string& name);
 
 /// Sets the kernel recipe of `f` (fused_kernels, attention) on s.
 void apply_framework(TrainSettings& s, Framework f);
+/// Megatron-LM's --make-vocab-size-divisible-by default: the vocabulary is padded to a multiple of
+/// this times the tensor-parallel degree.
+constexpr int64_t kMegatronVocabMultiple = 128;
 /// Sets s.dtype from a `--dtype` value: fp32, tf32, bf16, fp16, fp8 = the FP8 recipe (dtype
 /// bf16, fp8 = true), or amp-bf16 / amp-fp16 = autocast over FP32 weights (dtype bf16 / fp16,
 /// amp = true). Errors name `ctx`.

@@ -169,7 +169,34 @@ struct LayerPrediction {
   double ms = 0;
   bool fallback = false;
   bool extrapolated = false;
+  bool misaligned = false;  ///< costed at a narrow-alignment GEMM's rate (misaligned_gemm_ms)
 };
+
+/// How a linear layer's GEMMs are aligned for cuBLAS's tensor-core kernels: a half-precision or
+/// TF32 operand whose contiguous dimension (d_in or d_out; the tokens never are one) is no multiple
+/// of 16 bytes' worth of elements runs on narrow-alignment kernels (CUTLASS align1 / align2), all
+/// three of its GEMMs (the forward's output or input, dgrad's dY or dX, wgrad's dY or X).
+enum class GemmAlignment {
+  Aligned,  ///< both dimensions multiples of 16 bytes (or no tensor-core dtype, or not a linear)
+  Odd,      ///< an odd dimension: align1 kernels (GPT-2's vocabulary, 50,257)
+  Even,     ///< even, but no multiple of 16 bytes: align2 / align4 kernels (BERT's 30,522)
+};
+/// `dims` of a Linear node ([tokens, d_in, d_out, bias]) in `dtype`: BF16, FP16 and TF32 only
+/// (FP8 GEMMs need 16-byte-aligned operands and Transformer Engine pads them; FP32 runs SIMT).
+GemmAlignment linear_alignment(const std::vector<int64_t>& dims, DType dtype);
+/// The matrix FLOP a narrow-alignment GEMM does per SM and clock: Odd, the median of the 26 TN
+/// GEMMs of >= 10^11 FLOP with M = 4,097 (A stored [K, M]) on our H200 (135 TFLOP/s on 132 SMs at
+/// 1,980 MHz; datasets/h200/training-kinds/gemm.csv); Even, the LM head of our H100 zoo's BERT runs
+/// in BF16 (vocabulary 30,522; forward and backward of 32 x 128 and 32 x 512 tokens at width 1,024,
+/// 211 TFLOP/s median; datasets/h100/h100.sqlite node_times). Tests: LayerPredictor.Misaligned*.
+constexpr double kOddGemmFlopPerSmClock = 516;
+constexpr double kEvenGemmFlopPerSmClock = 807;
+/// The time of node `n` (a Linear, forward or backward) on `dev` at the narrow-alignment kernels'
+/// rate: its FLOP over the rate per SM and clock times the device's SMs and clock, ms; 0 when `n`
+/// is aligned, `dev` is a CPU or another vendor's GPU (the rates are cuBLAS's on Hopper), or its
+/// record has no SM count or clock. The layer models never timed a misaligned GEMM (every
+/// training row is aligned): a node's time is the larger of theirs and this.
+double misaligned_gemm_ms(const LayerNode& n, const DeviceRecord& dev);
 
 /// Not safe for concurrent calls on one object (predict_batch tunes XGBoost's
 /// thread count per call); use one LayerPredictor per thread.

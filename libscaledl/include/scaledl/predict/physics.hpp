@@ -102,16 +102,11 @@ double framework_host_node_ms(const TrainSettings& s, const std::string& device_
 /// The warning's text, or "" when none is due: `gpu_ms` over `nodes` against
 /// kEagerHostNodeMs (`host_ms` > 0: a host term is applied; `kind` "cpu": none is due).
 std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, const std::string& kind);
-/// How much slower cuBLAS runs a tensor-core GEMM one of whose leading dimensions is odd (no
-/// multiple of 8 elements): on its align1 kernels, the median of 49 shapes (M = 4,097 in the TN
-/// layout against NT) on our H200 (datasets/h200/training-kinds/gemm.csv; GPT-2's LM head over
-/// its 50,257-token vocabulary ran its three GEMMs on such kernels, 12.8 of 125 ms).
-constexpr double kOddGemmSlowdown = 5.3;
-/// The warning's text, or "" when none is due: the linear layers of `g` in a tensor-core dtype
-/// (BF16, FP16, TF32, FP8) with an odd d_in or d_out, on a GPU. The layer models never timed one
-/// (every training row is aligned), so such a prediction is too fast; the text names the layers,
-/// their share of the iteration's matrix FLOP, and padding as the remedy. Not applied to the time.
-std::string odd_gemm_warning(const LayerGraph& g, const std::string& kind);
+/// The warning's text, or "" when none is due: the linear layers of `g` that the layer predictor
+/// costs at a narrow-alignment GEMM's rate on `dev` (misaligned_gemm_ms > 0: a BF16, FP16 or TF32
+/// linear with a d_in or d_out that is no multiple of 16 bytes, on an NVIDIA GPU), with their share
+/// of the iteration's matrix FLOP, the rates applied and padding as the remedy.
+std::string odd_gemm_warning(const LayerGraph& g, const DeviceRecord& dev);
 /// Per GPU device with at least kMinHostRuns runs: the host's cost per graph node d,
 /// ms, that minimises the sum over its runs of |log(HostRun::composed_ms(d) / measured)|
 /// (a grid of 400 steps up to the largest measured / (slots x nodes); 0 when none beats d = 0).
