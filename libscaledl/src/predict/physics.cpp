@@ -46,7 +46,7 @@ std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, cons
       1e3 * gpu_ms / nodes, 1e3 * kEagerHostNodeMs);
 }
 
-std::string odd_gemm_warning(const LayerGraph& g, const DeviceRecord& dev) {
+std::string misaligned_gemm_warning(const LayerGraph& g, const DeviceRecord& dev) {
   double slow = 0, all = 0;
   size_t count = 0;
   std::vector<std::string> names;
@@ -65,9 +65,9 @@ std::string odd_gemm_warning(const LayerGraph& g, const DeviceRecord& dev) {
   return fmt::format(
       "{}{}: {:.1f} % of the matrix FLOP on a dimension that is no multiple of 16 bytes, which cuBLAS runs "
       "on "
-      "narrow-alignment kernels that no layer model timed: costed at their measured rate ({:.0f} FLOP per SM "
-      "and clock for an odd dimension, on our H200; {:.0f} for an even one, on our H100); padding the "
-      "dimension to a multiple of 8 (64 for a vocabulary) avoids it",
+      "narrow-alignment kernels that no layer model timed: costed at their measured rate at the fastest "
+      "({:.0f} FLOP per SM and clock for an odd dimension, on our H200; {:.0f} for an even one, on our "
+      "H100); padding the dimension to a multiple of 8 (64 for a vocabulary) avoids it",
       fmt::join(names, ", "), count > names.size() ? fmt::format(" and {} more", count - names.size()) : "",
       100 * slow / all, kOddGemmFlopPerSmClock, kEvenGemmFlopPerSmClock);
 }

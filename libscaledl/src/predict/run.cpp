@@ -148,7 +148,7 @@ SinglePrediction predict_single(const PredictRequest& o, const Bundle& b, const 
   r.outside = b.out_of_range(r.p);
   r.host_warning =
       host_bound_warning(r.p.t_sum_ms, static_cast<double>(g.nodes.size()), r.p.host_ms, dev.kind);
-  r.gemm_warning = odd_gemm_warning(g, dev);
+  r.gemm_warning = misaligned_gemm_warning(g, dev);
   r.iterations = o.iterations ? o.iterations : (o.samples ? iterations_per_epoch(o.samples, s) : 0);
   r.memory = predict_memory(g, dev, b.memory ? &*b.memory : nullptr, o.headroom, o.keep_outputs);
   r.model = std::move(m);

@@ -106,7 +106,7 @@ std::string host_bound_warning(double gpu_ms, double nodes, double host_ms, cons
 /// costs at a narrow-alignment GEMM's rate on `dev` (misaligned_gemm_ms > 0: a BF16, FP16 or TF32
 /// linear with a d_in or d_out that is no multiple of 16 bytes, on an NVIDIA GPU), with their share
 /// of the iteration's matrix FLOP, the rates applied and padding as the remedy.
-std::string odd_gemm_warning(const LayerGraph& g, const DeviceRecord& dev);
+std::string misaligned_gemm_warning(const LayerGraph& g, const DeviceRecord& dev);
 /// Per GPU device with at least kMinHostRuns runs: the host's cost per graph node d,
 /// ms, that minimises the sum over its runs of |log(HostRun::composed_ms(d) / measured)|
 /// (a grid of 400 steps up to the largest measured / (slots x nodes); 0 when none beats d = 0).

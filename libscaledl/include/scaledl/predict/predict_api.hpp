@@ -126,7 +126,7 @@ struct SinglePrediction {
   std::optional<AnchorFit> anchor;
   std::vector<OutOfRange> outside;  ///< Bundle::out_of_range
   std::string host_warning;         ///< host_bound_warning ("" = none)
-  std::string gemm_warning;         ///< odd_gemm_warning ("" = none)
+  std::string gemm_warning;         ///< misaligned_gemm_warning ("" = none)
   int64_t iterations = 0;           ///< per epoch (0 = neither samples nor iterations given)
   MemoryPrediction memory;
   std::string host_source;  ///< where the host term comes from (Bundle::host_node_source)
