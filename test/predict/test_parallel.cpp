@@ -77,6 +77,22 @@ TEST(ParallelPlan, VolumesOfEachScheme) {
   EXPECT_EQ(plan_parallel(gpt(), settings(16), c).tp_allreduces, 12 * 4);
 }
 
+TEST(ParallelPlan, MegatronsVocabularyIsPaddedBeforeItIsSplit) {
+  // GPT-2's 50,257 rows: Megatron pads to a multiple of 128 x tp (50,688 at tp 4), so each shard's
+  // 12,672 rows are aligned; without the framework's padding the shard has ceil(50,257 / 4).
+  ModelSpec m = gpt();
+  m.vocab_size = 50257;
+  ParallelConfig c;
+  c.gpus = 4;
+  c.tp = 4;
+  TrainSettings s = settings(4);
+  EXPECT_EQ(plan_parallel(m, s, c).stage.vocab_size, 12565);
+  apply_framework(s, Framework::Megatron);
+  EXPECT_EQ(plan_parallel(m, s, c).stage.vocab_size, 12672);
+  c.gpus = c.tp = 1;
+  EXPECT_EQ(plan_parallel(m, s, c).stage.vocab_size, 50304);
+}
+
 TEST(ParallelPlan, ImpossibleSplitsAreOneClearError) {
   auto err = [](ParallelConfig c, int64_t batch = 16) {
     return error_of([&] { plan_parallel(gpt(), settings(batch), c); });
