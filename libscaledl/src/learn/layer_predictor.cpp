@@ -808,10 +808,13 @@ GemmAlignment linear_alignment(const std::vector<int64_t>& dims, DType dtype) {
 }
 
 double misaligned_gemm_ms(const LayerNode& n, const DeviceRecord& dev) {
-  if (n.type != LayerType::Linear || dev.kind == "cpu" || dev.cores <= 0 || dev.clock_mhz <= 0) return 0.0;
-  if (dev.extra.is_object() && dev.extra.contains("vendor") && dev.extra.at("vendor") != "NVIDIA") return 0.0;
-  const GemmAlignment a = linear_alignment(n.dims, n.dtype);
+  // The alignment first: most nodes are aligned, and it is integer arithmetic (no string or JSON
+  // lookup per node of a sweep).
+  const GemmAlignment a =
+      n.type == LayerType::Linear ? linear_alignment(n.dims, n.dtype) : GemmAlignment::Aligned;
   if (a == GemmAlignment::Aligned) return 0.0;
+  if (dev.kind == "cpu" || dev.cores <= 0 || dev.clock_mhz <= 0) return 0.0;
+  if (dev.extra.is_object() && dev.extra.contains("vendor") && dev.extra.at("vendor") != "NVIDIA") return 0.0;
   const double per_sm_clock = a == GemmAlignment::Odd ? kOddGemmFlopPerSmClock : kEvenGemmFlopPerSmClock;
   const double flops = n.dir == Direction::Backward ? n.cost.flops_bwd : n.cost.flops_fwd;
   const double mhz = dev.sustained_clock_mhz > 0 ? dev.sustained_clock_mhz : dev.clock_mhz;
