@@ -792,8 +792,7 @@ double frozen_backward_share(const LayerNode& n) {
 }
 }  // namespace
 
-GemmAlignment linear_alignment(const std::vector<int64_t>& dims, DType dtype) {
-  if (dims.size() < 3) return GemmAlignment::Aligned;
+GemmAlignment dim_alignment(int64_t d, DType dtype) {
   int64_t full = 0;  // elements in 16 bytes
   if (dtype == DType::BF16 || dtype == DType::FP16)
     full = 8;
@@ -801,10 +800,14 @@ GemmAlignment linear_alignment(const std::vector<int64_t>& dims, DType dtype) {
     full = 4;
   else
     return GemmAlignment::Aligned;
-  const int64_t d_in = dims[1], d_out = dims[2];
-  if (d_in % 2 != 0 || d_out % 2 != 0) return GemmAlignment::Odd;
-  if (d_in % full != 0 || d_out % full != 0) return GemmAlignment::Even;
-  return GemmAlignment::Aligned;
+  if (d % 2 != 0) return GemmAlignment::Odd;
+  return d % full != 0 ? GemmAlignment::Even : GemmAlignment::Aligned;
+}
+
+GemmAlignment linear_alignment(const std::vector<int64_t>& dims, DType dtype) {
+  if (dims.size() < 3) return GemmAlignment::Aligned;
+  // The worse of d_in's and d_out's (the enum runs from best to worst).
+  return std::max(dim_alignment(dims[1], dtype), dim_alignment(dims[2], dtype));
 }
 
 double misaligned_gemm_ms(const LayerNode& n, const DeviceRecord& dev) {

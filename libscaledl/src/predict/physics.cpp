@@ -57,17 +57,16 @@ std::string misaligned_gemm_warning(const LayerGraph& g, const DeviceRecord& dev
     if (misaligned_gemm_ms(n, dev) <= 0) continue;
     slow += f;
     ++count;
-    const bool out = linear_alignment({0, 8, n.dims[2]}, n.dtype) != GemmAlignment::Aligned;
+    const bool out = dim_alignment(n.dims[2], n.dtype) != GemmAlignment::Aligned;
     if (names.size() < 2)
       names.push_back(fmt::format("{} ({} {})", n.name, out ? "d_out" : "d_in", out ? n.dims[2] : n.dims[1]));
   }
   if (slow <= 0 || all <= 0) return "";
   return fmt::format(
       "{}{}: {:.1f} % of the matrix FLOP on a dimension that is no multiple of 16 bytes, which cuBLAS runs "
-      "on "
-      "narrow-alignment kernels that no layer model timed: costed at their measured rate at the fastest "
-      "({:.0f} FLOP per SM and clock for an odd dimension, on our H200; {:.0f} for an even one, on our "
-      "H100); padding the dimension to a multiple of 8 (64 for a vocabulary) avoids it",
+      "on narrow-alignment kernels that no layer model timed: costed at their measured rate at the "
+      "fastest ({:.0f} FLOP per SM and clock for an odd dimension, on our H200; {:.0f} for an even one, on "
+      "our H100); padding the dimension to a multiple of 8 (64 for a vocabulary) avoids it",
       fmt::join(names, ", "), count > names.size() ? fmt::format(" and {} more", count - names.size()) : "",
       100 * slow / all, kOddGemmFlopPerSmClock, kEvenGemmFlopPerSmClock);
 }

@@ -178,11 +178,14 @@ struct LayerPrediction {
 /// three of its GEMMs (the forward's output or input, dgrad's dY or dX, wgrad's dY or X).
 enum class GemmAlignment {
   Aligned,  ///< both dimensions multiples of 16 bytes (or no tensor-core dtype, or not a linear)
-  Odd,      ///< an odd dimension: align1 kernels (GPT-2's vocabulary, 50,257)
   Even,     ///< even, but no multiple of 16 bytes: align2 / align4 kernels (BERT's 30,522)
-};
-/// `dims` of a Linear node ([tokens, d_in, d_out, bias]) in `dtype`: BF16, FP16 and TF32 only
-/// (FP8 GEMMs need 16-byte-aligned operands and Transformer Engine pads them; FP32 runs SIMT).
+  Odd,      ///< an odd dimension: align1 kernels (GPT-2's vocabulary, 50,257)
+};          // from best to worst: linear_alignment takes the larger of its two dimensions'
+
+/// One contiguous dimension `d` in `dtype`: BF16, FP16 and TF32 only (FP8 GEMMs need 16-byte-aligned
+/// operands and Transformer Engine pads them; FP32 runs SIMT).
+GemmAlignment dim_alignment(int64_t d, DType dtype);
+/// `dims` of a Linear node ([tokens, d_in, d_out, bias]): the worse of d_in's and d_out's.
 GemmAlignment linear_alignment(const std::vector<int64_t>& dims, DType dtype);
 /// The matrix FLOP a narrow-alignment GEMM does per SM and clock: Odd, the median of the 26 TN
 /// GEMMs of >= 10^11 FLOP with M = 4,097 (A stored [K, M]) on our H200 (135 TFLOP/s on 132 SMs at
